@@ -1,0 +1,191 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// devJWTSecret is the development default of FLASHSALE_JWT_SECRET (stated in the README);
+// the server refuses it in production.
+const devJWTSecret = "flashsale-dev-secret-do-not-use-in-production"
+
+// config is every setting of the binary, read from FLASHSALE_* variables with defaults.
+type config struct {
+	Env             string
+	Addr            string
+	DatabaseURL     string
+	RedisURL        string
+	RedisPool       int
+	DBMaxConns      int
+	NATSURL         string
+	NATSPort        int
+	NATSSync        string
+	DataDir         string
+	JWTSecret       string
+	JWTTTL          time.Duration
+	Captcha         string
+	RateLimits      bool
+	PayWindow       time.Duration
+	TokenTTL        time.Duration
+	Demo            bool
+	DemoStartDelay  time.Duration
+	LogLevel        string
+	LogFormat       string
+	WriterBatch     int
+	PublishParallel int
+	PublishBatch    int
+	PublishTimeout  time.Duration
+	OrphanAge       time.Duration
+	KeeperInterval  time.Duration
+	TrustedProxies  []string
+}
+
+// configVar documents one variable; the README's table is checked against this list.
+type configVar struct {
+	Name, Default, Help string
+}
+
+var configVars = []configVar{
+	{"FLASHSALE_ENV", "development", "`development` or `production`; production refuses the test captcha, `RATE_LIMITS=off` and the development JWT secret, and sets Secure cookies"},
+	{"FLASHSALE_ADDR", "127.0.0.1:8080", "HTTP listen address"},
+	{"FLASHSALE_DATABASE_URL", "postgres://postgres@127.0.0.1:5433/flashsale?sslmode=disable", "Postgres, the source of truth"},
+	{"FLASHSALE_DB_MAX_CONNS", "16", "Postgres connection pool size"},
+	{"FLASHSALE_REDIS_URL", "redis://127.0.0.1:6380/0", "Redis holding stock, buyers and reservations in flight"},
+	{"FLASHSALE_REDIS_POOL", "128", "Redis connection pool size"},
+	{"FLASHSALE_NATS_URL", "", "external NATS (JetStream) URL; empty starts an embedded server"},
+	{"FLASHSALE_NATS_PORT", "4222", "loopback port of the embedded NATS server (-1 picks a free one)"},
+	{"FLASHSALE_NATS_SYNC", "always", "embedded JetStream fsync: `always` (an acknowledged order survives a crash) or `interval` (every 2 min, unsafe)"},
+	{"FLASHSALE_DATA_DIR", ".data", "where the embedded NATS keeps its JetStream files"},
+	{"FLASHSALE_JWT_SECRET", devJWTSecret, "HS256 secret of the identity tokens and purchase tokens"},
+	{"FLASHSALE_JWT_TTL", "24h", "lifetime of a login token and its cookie"},
+	{"FLASHSALE_CAPTCHA", "test", "captcha provider; `test` accepts the answer `test`"},
+	{"FLASHSALE_RATE_LIMITS", "on", "`off` turns every rate limit off (benchmarks, tests)"},
+	{"FLASHSALE_PAY_WINDOW", "10m", "how long a PENDING order may be paid"},
+	{"FLASHSALE_PURCHASE_TOKEN_TTL", "30s", "how long a purchase token is valid"},
+	{"FLASHSALE_DEMO", "0", "`1` seeds the demo merchant, shoppers and a sale at start"},
+	{"FLASHSALE_DEMO_START_DELAY", "2m", "how long after launch the demo sale starts"},
+	{"FLASHSALE_LOG_LEVEL", "info", "debug, info, warn or error"},
+	{"FLASHSALE_LOG_FORMAT", "text", "`text` or `json`"},
+	{"FLASHSALE_WRITER_BATCH", "200", "queue messages the writer fetches per Postgres transaction"},
+	{"FLASHSALE_PUBLISH_PARALLEL", "4", "JetStream writes in flight at once (group commit)"},
+	{"FLASHSALE_PUBLISH_BATCH", "512", "most reservations acknowledged by one JetStream write"},
+	{"FLASHSALE_PUBLISH_TIMEOUT", "5s", "how long a purchase waits for its PubAck before answering 503"},
+	{"FLASHSALE_ORPHAN_AGE", "45s", "a reservation that never reached the queue returns to stock after this"},
+	{"FLASHSALE_KEEPER_INTERVAL", "2s", "how often warm-up and orphan recovery run"},
+	{"FLASHSALE_TRUSTED_PROXIES", "", "comma-separated proxy addresses whose X-Forwarded-For is believed"},
+}
+
+func loadConfig(getenv func(string) string) (config, error) {
+	get := func(name string) string {
+		if v := getenv(name); v != "" {
+			return v
+		}
+		for _, cv := range configVars {
+			if cv.Name == name {
+				return cv.Default
+			}
+		}
+		return ""
+	}
+	var errs []error
+	dur := func(name string) time.Duration {
+		d, err := time.ParseDuration(get(name))
+		if err != nil || d <= 0 {
+			errs = append(errs, fmt.Errorf("%s=%q: want a positive duration such as 30s", name, get(name)))
+		}
+		return d
+	}
+	num := func(name string, lo int) int {
+		n, err := strconv.Atoi(get(name))
+		if err != nil || n < lo {
+			errs = append(errs, fmt.Errorf("%s=%q: want an integer >= %d", name, get(name), lo))
+		}
+		return n
+	}
+	onOff := func(name string) bool {
+		switch strings.ToLower(get(name)) {
+		case "on", "1", "true", "yes":
+			return true
+		case "off", "0", "false", "no":
+			return false
+		}
+		errs = append(errs, fmt.Errorf("%s=%q: want on or off", name, get(name)))
+		return false
+	}
+	c := config{
+		Env: get("FLASHSALE_ENV"), Addr: get("FLASHSALE_ADDR"), DatabaseURL: get("FLASHSALE_DATABASE_URL"),
+		RedisURL: get("FLASHSALE_REDIS_URL"), NATSURL: get("FLASHSALE_NATS_URL"), NATSSync: get("FLASHSALE_NATS_SYNC"),
+		DataDir: get("FLASHSALE_DATA_DIR"), JWTSecret: get("FLASHSALE_JWT_SECRET"), Captcha: get("FLASHSALE_CAPTCHA"),
+		LogLevel: get("FLASHSALE_LOG_LEVEL"), LogFormat: get("FLASHSALE_LOG_FORMAT"),
+		RedisPool: num("FLASHSALE_REDIS_POOL", 1), DBMaxConns: num("FLASHSALE_DB_MAX_CONNS", 2),
+		NATSPort: num("FLASHSALE_NATS_PORT", -1), WriterBatch: num("FLASHSALE_WRITER_BATCH", 1),
+		PublishParallel: num("FLASHSALE_PUBLISH_PARALLEL", 1), PublishBatch: num("FLASHSALE_PUBLISH_BATCH", 1),
+		JWTTTL: dur("FLASHSALE_JWT_TTL"), PayWindow: dur("FLASHSALE_PAY_WINDOW"), TokenTTL: dur("FLASHSALE_PURCHASE_TOKEN_TTL"),
+		DemoStartDelay: dur("FLASHSALE_DEMO_START_DELAY"), PublishTimeout: dur("FLASHSALE_PUBLISH_TIMEOUT"),
+		OrphanAge: dur("FLASHSALE_ORPHAN_AGE"), KeeperInterval: dur("FLASHSALE_KEEPER_INTERVAL"),
+		RateLimits: onOff("FLASHSALE_RATE_LIMITS"), Demo: onOff("FLASHSALE_DEMO"),
+	}
+	if p := get("FLASHSALE_TRUSTED_PROXIES"); p != "" {
+		for _, s := range strings.Split(p, ",") {
+			c.TrustedProxies = append(c.TrustedProxies, strings.TrimSpace(s))
+		}
+	}
+	if c.Env != "development" && c.Env != "production" {
+		errs = append(errs, fmt.Errorf("FLASHSALE_ENV=%q: want development or production", c.Env))
+	}
+	if c.NATSSync != "always" && c.NATSSync != "interval" {
+		errs = append(errs, fmt.Errorf("FLASHSALE_NATS_SYNC=%q: want always or interval", c.NATSSync))
+	}
+	if c.Captcha != "test" {
+		errs = append(errs, fmt.Errorf("FLASHSALE_CAPTCHA=%q: the only provider so far is test", c.Captcha))
+	}
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		errs = append(errs, fmt.Errorf("FLASHSALE_LOG_FORMAT=%q: want text or json", c.LogFormat))
+	}
+	if len(c.JWTSecret) < 16 {
+		errs = append(errs, errors.New("FLASHSALE_JWT_SECRET must be at least 16 bytes"))
+	}
+	if c.Env == "production" {
+		if c.Captcha == "test" {
+			errs = append(errs, errors.New("FLASHSALE_CAPTCHA=test is refused when FLASHSALE_ENV=production"))
+		}
+		if !c.RateLimits {
+			errs = append(errs, errors.New("FLASHSALE_RATE_LIMITS=off is refused when FLASHSALE_ENV=production"))
+		}
+		if c.JWTSecret == devJWTSecret {
+			errs = append(errs, errors.New("set FLASHSALE_JWT_SECRET: the development secret is refused when FLASHSALE_ENV=production"))
+		}
+	}
+	return c, errors.Join(errs...)
+}
+
+// logValues lists the settings for the start-up log, secrets masked.
+func (c config) logValues() []any {
+	mask := func(s string) string {
+		if s == "" {
+			return ""
+		}
+		return "****"
+	}
+	return []any{"env", c.Env, "addr", c.Addr, "database", maskURL(c.DatabaseURL), "redis", maskURL(c.RedisURL),
+		"nats", map[bool]string{true: "embedded", false: maskURL(c.NATSURL)}[c.NATSURL == ""], "nats_sync", c.NATSSync,
+		"data_dir", c.DataDir, "jwt_secret", mask(c.JWTSecret), "captcha", c.Captcha, "rate_limits", c.RateLimits,
+		"pay_window", c.PayWindow, "token_ttl", c.TokenTTL, "demo", c.Demo}
+}
+
+// maskURL hides a password in a URL.
+func maskURL(s string) string {
+	at := strings.LastIndex(s, "@")
+	scheme := strings.Index(s, "://")
+	if at < 0 || scheme < 0 || at < scheme {
+		return s
+	}
+	userinfo := s[scheme+3 : at]
+	if u, _, ok := strings.Cut(userinfo, ":"); ok {
+		return s[:scheme+3] + u + ":****" + s[at:]
+	}
+	return s
+}

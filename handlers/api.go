@@ -1,0 +1,410 @@
+package handlers
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/store"
+)
+
+// Accounts is what the API needs of the account service.
+type Accounts interface {
+	Register(ctx context.Context, username, password string) (string, services.Identity, error)
+	Login(ctx context.Context, username, password string) (string, services.Identity, error)
+}
+
+// Catalog is what the API needs of the sales service.
+type Catalog interface {
+	Create(ctx context.Context, merchantID int64, in services.NewSale) (store.Sale, error)
+	Get(ctx context.Context, saleID int64) (store.Sale, error)
+	Upcoming(ctx context.Context) ([]store.Sale, error)
+	OfMerchant(ctx context.Context, merchantID int64) ([]store.Sale, error)
+	Displayed(ctx context.Context, saleID int64) (services.DisplayedStock, error)
+	AdminStock(ctx context.Context, merchantID, saleID int64) ([]services.AdminItemStock, error)
+}
+
+// Shop is what the API needs of the purchase service.
+type Shop interface {
+	NewCaptcha(ctx context.Context, userID, saleID int64) (string, string, error)
+	IssueToken(ctx context.Context, userID, saleID int64, captchaID, answer string) (string, time.Time, error)
+	Purchase(ctx context.Context, userID, itemID int64, token string) (string, error)
+	Order(ctx context.Context, userID int64, orderID string) (services.OrderView, error)
+	Pay(ctx context.Context, userID int64, orderID string) (services.OrderView, error)
+}
+
+// Cookie names of the browser session (see DESIGN.md).
+const (
+	SessionCookie = "fs_session"
+	CSRFCookie    = "fs_csrf"
+)
+
+// API holds the JSON handlers.
+type API struct {
+	Accounts     Accounts
+	Catalog      Catalog
+	Shop         Shop
+	Log          *slog.Logger
+	Now          func() time.Time
+	SecureCookie bool          // Secure cookies outside development
+	SessionTTL   time.Duration // cookie lifetime, same as the JWT's
+}
+
+type credentials struct {
+	Username string `json:"username"`
+	Password string `json:"password"`
+}
+
+type tokenResponse struct {
+	Token string `json:"token"`
+	Role  string `json:"role"`
+}
+
+func (a *API) setSession(c *gin.Context, token string) {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	maxAge := int(a.SessionTTL / time.Second)
+	c.SetSameSite(http.SameSiteLaxMode)
+	c.SetCookie(SessionCookie, token, maxAge, "/", "", a.SecureCookie, true)
+	c.SetCookie(CSRFCookie, hex.EncodeToString(b[:]), maxAge, "/", "", a.SecureCookie, false)
+}
+
+// Register handles the "POST /api/auth/register" route.
+func (a *API) Register(c *gin.Context) {
+	var in credentials
+	if err := decodeJSON(c, &in, false); err != nil {
+		Error(c, a.Log, err)
+		return
+	}
+	tok, id, err := a.Accounts.Register(c.Request.Context(), in.Username, in.Password)
+	if err != nil {
+		Error(c, a.Log, err)
+		return
+	}
+	a.setSession(c, tok)
+	c.JSON(http.StatusCreated, tokenResponse{Token: tok, Role: id.Role})
+}
+
+// Login handles the "POST /api/auth/login" route.
+func (a *API) Login(c *gin.Context) {
+	var in credentials
+	if err := decodeJSON(c, &in, false); err != nil {
+		Error(c, a.Log, err)
+		return
+	}
+	tok, id, err := a.Accounts.Login(c.Request.Context(), in.Username, in.Password)
+	if err != nil {
+		Error(c, a.Log, err)
+		return
+	}
+	a.setSession(c, tok)
+	c.JSON(http.StatusOK, tokenResponse{Token: tok, Role: id.Role})
+}
+
+// Logout handles the "POST /api/auth/logout" route: it clears the browser session.
+func (a *API) Logout(c *gin.Context) {
+	c.SetSameSite(http.SameSiteLaxMode)
+	c.SetCookie(SessionCookie, "", -1, "/", "", a.SecureCookie, true)
+	c.SetCookie(CSRFCookie, "", -1, "/", "", a.SecureCookie, false)
+	c.Status(http.StatusNoContent)
+}
+
+// Me handles the "GET /api/auth/me" route: who the session or token belongs to.
+func (a *API) Me(c *gin.Context) {
+	id, _ := IdentityOf(c)
+	c.JSON(http.StatusOK, gin.H{"userId": idString(id.UserID), "role": id.Role})
+}
+
+// Time handles the "GET /api/time" route: the server clock, never cached.
+func (a *API) Time(c *gin.Context) {
+	c.Header("Cache-Control", "no-store")
+	c.JSON(http.StatusOK, gin.H{"now": a.Now().UTC().Format(time.RFC3339Nano)})
+}
+
+type itemJSON struct {
+	ItemID     string `json:"itemId"`
+	Name       string `json:"name"`
+	PriceCents int64  `json:"priceCents"`
+	Quantity   int    `json:"quantity"`
+}
+
+type saleJSON struct {
+	SaleID   string     `json:"saleId"`
+	Name     string     `json:"name"`
+	StartsAt string     `json:"startsAt"`
+	EndsAt   string     `json:"endsAt"`
+	Status   string     `json:"status"`
+	Items    []itemJSON `json:"items,omitempty"`
+}
+
+func (a *API) saleJSON(s store.Sale) saleJSON {
+	out := saleJSON{SaleID: idString(s.ID), Name: s.Name, StartsAt: rfc3339(s.StartsAt), EndsAt: rfc3339(s.EndsAt),
+		Status: services.SaleStatus(s.StartsAt, s.EndsAt, a.Now())}
+	for _, it := range s.Items {
+		out.Items = append(out.Items, itemJSON{ItemID: idString(it.ID), Name: it.Name, PriceCents: it.PriceCents, Quantity: it.Quantity})
+	}
+	return out
+}
+
+// ListSales handles the "GET /api/flash-sales" route: live and upcoming sales.
+func (a *API) ListSales(c *gin.Context) {
+	sales, err := a.Catalog.Upcoming(c.Request.Context())
+	if err != nil {
+		Error(c, a.Log, err)
+		return
+	}
+	out := make([]saleJSON, 0, len(sales))
+	for _, s := range sales {
+		out = append(out, a.saleJSON(s))
+	}
+	c.Header("Cache-Control", "public, max-age=1")
+	c.JSON(http.StatusOK, gin.H{"sales": out})
+}
+
+// GetSale handles the "GET /api/flash-sales/:saleId" route.
+func (a *API) GetSale(c *gin.Context) {
+	id, err := pathID(c, "saleId")
+	if err != nil {
+		Error(c, a.Log, err)
+		return
+	}
+	s, err := a.Catalog.Get(c.Request.Context(), id)
+	if err != nil {
+		Error(c, a.Log, err)
+		return
+	}
+	c.Header("Cache-Control", "public, max-age=1")
+	c.JSON(http.StatusOK, a.saleJSON(s))
+}
+
+type stockItemJSON struct {
+	ItemID string `json:"itemId"`
+	Stock  int64  `json:"stock"`
+}
+
+// Stock handles the "GET /api/flash-sales/:saleId/stock" route: displayed stock, micro-cached.
+func (a *API) Stock(c *gin.Context) {
+	id, err := pathID(c, "saleId")
+	if err != nil {
+		Error(c, a.Log, err)
+		return
+	}
+	d, err := a.Catalog.Displayed(c.Request.Context(), id)
+	if err != nil {
+		Error(c, a.Log, err)
+		return
+	}
+	items := make([]stockItemJSON, len(d.Items))
+	for i, it := range d.Items {
+		items[i] = stockItemJSON{ItemID: idString(it.ItemID), Stock: max(it.Stock, 0)}
+	}
+	c.Header("Cache-Control", "public, max-age=1")
+	c.JSON(http.StatusOK, gin.H{"saleId": idString(id), "items": items, "asOf": d.AsOf.UTC().Format(time.RFC3339Nano)})
+}
+
+// shopper returns the request's identity; the auth middleware guarantees one on these routes.
+func shopper(c *gin.Context) services.Identity {
+	id, _ := IdentityOf(c)
+	return id
+}
+
+// Captcha handles the "POST /api/flash-sales/:saleId/captcha" route.
+func (a *API) Captcha(c *gin.Context) {
+	saleID, err := pathID(c, "saleId")
+	if err != nil {
+		Error(c, a.Log, err)
+		return
+	}
+	var in struct{}
+	if err := decodeJSON(c, &in, true); err != nil {
+		Error(c, a.Log, err)
+		return
+	}
+	id, img, err := a.Shop.NewCaptcha(c.Request.Context(), shopper(c).UserID, saleID)
+	if err != nil {
+		Error(c, a.Log, err)
+		return
+	}
+	c.Header("Cache-Control", "no-store")
+	c.JSON(http.StatusOK, gin.H{"captchaId": id, "image": img})
+}
+
+// PurchaseToken handles the "POST /api/flash-sales/:saleId/purchase-token" route.
+func (a *API) PurchaseToken(c *gin.Context) {
+	saleID, err := pathID(c, "saleId")
+	if err != nil {
+		Error(c, a.Log, err)
+		return
+	}
+	var in struct {
+		CaptchaID string `json:"captchaId"`
+		Answer    string `json:"answer"`
+	}
+	if err := decodeJSON(c, &in, false); err != nil {
+		Error(c, a.Log, err)
+		return
+	}
+	tok, exp, err := a.Shop.IssueToken(c.Request.Context(), shopper(c).UserID, saleID, in.CaptchaID, in.Answer)
+	if err != nil {
+		Error(c, a.Log, err)
+		return
+	}
+	c.Header("Cache-Control", "no-store")
+	c.JSON(http.StatusOK, gin.H{"purchaseToken": tok, "expiresAt": exp.UTC().Format(time.RFC3339Nano)})
+}
+
+// Purchase handles the "POST /api/flash-sales/items/:itemId/purchase" route.
+func (a *API) Purchase(c *gin.Context) {
+	itemID, err := pathID(c, "itemId")
+	if err != nil {
+		Error(c, a.Log, err)
+		return
+	}
+	orderID, err := a.Shop.Purchase(c.Request.Context(), shopper(c).UserID, itemID, c.GetHeader("X-Purchase-Token"))
+	if err != nil {
+		Error(c, a.Log, err)
+		return
+	}
+	c.JSON(http.StatusAccepted, gin.H{"orderId": orderID, "status": services.StatusQueued})
+}
+
+type orderJSON struct {
+	OrderID string  `json:"orderId"`
+	ItemID  string  `json:"itemId"`
+	Status  string  `json:"status"`
+	PayBy   *string `json:"payBy"`
+}
+
+func toOrderJSON(v services.OrderView) orderJSON {
+	o := orderJSON{OrderID: v.OrderID, ItemID: idString(v.ItemID), Status: v.Status}
+	if v.PayBy != nil {
+		s := rfc3339(*v.PayBy)
+		o.PayBy = &s
+	}
+	return o
+}
+
+// Order handles the "GET /api/flash-sales/orders/:orderId" route.
+func (a *API) Order(c *gin.Context) {
+	v, err := a.Shop.Order(c.Request.Context(), shopper(c).UserID, c.Param("orderId"))
+	if err != nil {
+		Error(c, a.Log, err)
+		return
+	}
+	c.Header("Cache-Control", "no-store")
+	c.JSON(http.StatusOK, toOrderJSON(v))
+}
+
+// Pay handles the "POST /api/flash-sales/orders/:orderId/pay" route (simulated payment).
+func (a *API) Pay(c *gin.Context) {
+	v, err := a.Shop.Pay(c.Request.Context(), shopper(c).UserID, c.Param("orderId"))
+	if err != nil {
+		Error(c, a.Log, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"orderId": v.OrderID, "status": v.Status})
+}
+
+type newSaleJSON struct {
+	Name     string `json:"name"`
+	StartsAt string `json:"startsAt"`
+	EndsAt   string `json:"endsAt"`
+	Items    []struct {
+		Name       string `json:"name"`
+		PriceCents int64  `json:"priceCents"`
+		Quantity   int64  `json:"quantity"`
+	} `json:"items"`
+}
+
+func parseTime(field, s string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}, services.Errorf(services.CodeInvalidInput, "%s must be an RFC 3339 time such as 2026-12-01T10:00:00Z", field)
+	}
+	return t, nil
+}
+
+// CreateSale handles the "POST /api/admin/sales" route.
+func (a *API) CreateSale(c *gin.Context) {
+	var in newSaleJSON
+	if err := decodeJSON(c, &in, false); err != nil {
+		Error(c, a.Log, err)
+		return
+	}
+	starts, err := parseTime("startsAt", in.StartsAt)
+	if err != nil {
+		Error(c, a.Log, err)
+		return
+	}
+	ends, err := parseTime("endsAt", in.EndsAt)
+	if err != nil {
+		Error(c, a.Log, err)
+		return
+	}
+	ns := services.NewSale{Name: in.Name, StartsAt: starts, EndsAt: ends}
+	for _, it := range in.Items {
+		ns.Items = append(ns.Items, services.NewItem{Name: it.Name, PriceCents: it.PriceCents, Quantity: it.Quantity})
+	}
+	s, err := a.Catalog.Create(c.Request.Context(), shopper(c).UserID, ns)
+	if err != nil {
+		Error(c, a.Log, err)
+		return
+	}
+	j := a.saleJSON(s)
+	c.JSON(http.StatusCreated, gin.H{"saleId": j.SaleID, "name": j.Name, "startsAt": j.StartsAt, "endsAt": j.EndsAt, "items": j.Items})
+}
+
+// AdminSales handles the "GET /api/admin/sales" route: the merchant's own sales.
+func (a *API) AdminSales(c *gin.Context) {
+	sales, err := a.Catalog.OfMerchant(c.Request.Context(), shopper(c).UserID)
+	if err != nil {
+		Error(c, a.Log, err)
+		return
+	}
+	out := make([]saleJSON, 0, len(sales))
+	for _, s := range sales {
+		out = append(out, a.saleJSON(s))
+	}
+	c.Header("Cache-Control", "no-store")
+	c.JSON(http.StatusOK, gin.H{"sales": out})
+}
+
+type adminStockJSON struct {
+	ItemID     string `json:"itemId"`
+	Name       string `json:"name"`
+	Quantity   int64  `json:"quantity"`
+	Displayed  int64  `json:"displayed"`
+	Frozen     int64  `json:"frozen"`
+	Real       int64  `json:"real"`
+	Paid       int64  `json:"paid"`
+	Pending    int64  `json:"pending"`
+	InFlight   int64  `json:"inFlight"`
+	Reconciled bool   `json:"reconciled"`
+}
+
+// AdminStock handles the "GET /api/admin/sales/:saleId/stock" route.
+func (a *API) AdminStock(c *gin.Context) {
+	saleID, err := pathID(c, "saleId")
+	if err != nil {
+		Error(c, a.Log, err)
+		return
+	}
+	items, err := a.Catalog.AdminStock(c.Request.Context(), shopper(c).UserID, saleID)
+	if err != nil {
+		Error(c, a.Log, err)
+		return
+	}
+	out := make([]adminStockJSON, len(items))
+	for i, it := range items {
+		out[i] = adminStockJSON{ItemID: idString(it.ItemID), Name: it.Name, Quantity: it.Quantity, Displayed: it.Displayed,
+			Frozen: it.Frozen, Real: it.Real, Paid: it.Paid, Pending: it.Pending, InFlight: it.InFlight, Reconciled: it.Reconciled}
+	}
+	c.Header("Cache-Control", "no-store")
+	c.JSON(http.StatusOK, gin.H{"saleId": idString(saleID), "items": out})
+}

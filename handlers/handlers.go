@@ -1,0 +1,149 @@
+// Package handlers turns HTTP requests into calls of the services and their results into the
+// public contract's JSON and pages. It holds no flash-sale rules.
+package handlers
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/flashsale/flashsale/services"
+)
+
+const identityKey = "flashsale.identity"
+
+// SetIdentity records the verified identity of the request (the auth middleware calls it).
+func SetIdentity(c *gin.Context, id services.Identity) { c.Set(identityKey, id) }
+
+// IdentityOf returns the verified identity of the request, if any.
+func IdentityOf(c *gin.Context) (services.Identity, bool) {
+	v, ok := c.Get(identityKey)
+	if !ok {
+		return services.Identity{}, false
+	}
+	id, ok := v.(services.Identity)
+	return id, ok
+}
+
+var statusOf = map[services.Code]int{
+	services.CodeInvalidInput:         http.StatusBadRequest,
+	services.CodeUnauthenticated:      http.StatusUnauthorized,
+	services.CodeInvalidCredentials:   http.StatusUnauthorized,
+	services.CodeForbidden:            http.StatusForbidden,
+	services.CodeCSRF:                 http.StatusForbidden,
+	services.CodeCaptchaFailed:        http.StatusForbidden,
+	services.CodeInvalidPurchaseToken: http.StatusForbidden,
+	services.CodeNotFound:             http.StatusNotFound,
+	services.CodeUsernameTaken:        http.StatusConflict,
+	services.CodeAlreadyPurchased:     http.StatusConflict,
+	services.CodeExpired:              http.StatusConflict,
+	services.CodeNotPayable:           http.StatusConflict,
+	services.CodeSoldOut:              http.StatusGone,
+	services.CodeSaleEnded:            http.StatusGone,
+	services.CodeNotStarted:           http.StatusTooEarly,
+	services.CodeRateLimited:          http.StatusTooManyRequests,
+	services.CodeUnavailable:          http.StatusServiceUnavailable,
+	services.CodeInternal:             http.StatusInternalServerError,
+}
+
+// errorBody is the contract's error JSON.
+type errorBody struct {
+	Error   string `json:"error"`
+	Message string `json:"message"`
+}
+
+// Error is the one place that turns an error into the contract's {"error","message"} body and
+// status. Only server-side failures are logged; a client's mistake is its answer.
+func Error(c *gin.Context, log *slog.Logger, err error) {
+	var e *services.Error
+	if !errors.As(err, &e) {
+		e = &services.Error{Code: services.CodeInternal, Message: "internal error", Err: err}
+	}
+	status, ok := statusOf[e.Code]
+	if !ok {
+		status = http.StatusInternalServerError
+	}
+	if e.RetryAfter > 0 {
+		c.Header("Retry-After", strconv.Itoa(int((e.RetryAfter+time.Second-1)/time.Second)))
+	} else if status == http.StatusServiceUnavailable {
+		c.Header("Retry-After", "1")
+	}
+	if status >= 500 && log != nil {
+		log.Error("request failed", "method", c.Request.Method, "path", c.FullPath(), "code", e.Code, "err", err)
+	}
+	c.AbortWithStatusJSON(status, errorBody{Error: string(e.Code), Message: e.Message})
+}
+
+// Abort answers with a contract error built from code and message.
+func Abort(c *gin.Context, code services.Code, message string) {
+	Error(c, nil, &services.Error{Code: code, Message: message})
+}
+
+const maxBody = 64 << 10
+
+// decodeJSON reads a JSON object into v, strictly: one object, known fields, at most 64 KiB.
+// An empty body decodes as {} when allowEmpty.
+func decodeJSON(c *gin.Context, v any, allowEmpty bool) error {
+	body, err := io.ReadAll(io.LimitReader(c.Request.Body, maxBody+1))
+	if err != nil {
+		return services.Errorf(services.CodeInvalidInput, "could not read the request body")
+	}
+	if len(body) > maxBody {
+		return services.Errorf(services.CodeInvalidInput, "the request body is larger than 64 KiB")
+	}
+	if len(strings.TrimSpace(string(body))) == 0 {
+		if allowEmpty {
+			return nil
+		}
+		return services.Errorf(services.CodeInvalidInput, "a JSON object body is required")
+	}
+	dec := json.NewDecoder(strings.NewReader(string(body)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return services.Errorf(services.CodeInvalidInput, "malformed JSON body: %s", jsonProblem(err))
+	}
+	if dec.More() {
+		return services.Errorf(services.CodeInvalidInput, "malformed JSON body: more than one value")
+	}
+	return nil
+}
+
+func jsonProblem(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		if te.Field != "" {
+			return "field " + te.Field + " must be " + te.Type.String()
+		}
+		return "expected a JSON object"
+	}
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return "syntax error at byte " + strconv.FormatInt(se.Offset, 10)
+	}
+	msg := err.Error()
+	if len(msg) > 200 {
+		msg = msg[:200]
+	}
+	return strings.TrimPrefix(msg, "json: ")
+}
+
+// pathID parses a positive decimal id from the path parameter name.
+func pathID(c *gin.Context, name string) (int64, error) {
+	s := c.Param(name)
+	id, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || id <= 0 || s[0] == '+' {
+		return 0, services.Errorf(services.CodeInvalidInput, "%s must be a positive decimal id", name)
+	}
+	return id, nil
+}
+
+func idString(id int64) string { return strconv.FormatInt(id, 10) }
+
+func rfc3339(t time.Time) string { return t.UTC().Format(time.RFC3339) }

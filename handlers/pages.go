@@ -1,0 +1,123 @@
+package handlers
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/a-h/templ"
+	"github.com/gin-gonic/gin"
+
+	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/store"
+	"github.com/flashsale/flashsale/views"
+)
+
+// Pages holds the HTML handlers. Every page is the same for every visitor, so a CDN can cache
+// it; what belongs to a shopper is fetched by the page's script.
+type Pages struct {
+	Catalog Catalog
+	Log     *slog.Logger
+	Now     func() time.Time
+}
+
+// render writes a component with an ETag; a matching If-None-Match gets 304.
+func (p *Pages) render(c *gin.Context, status int, cacheControl string, comp templ.Component) {
+	var buf bytes.Buffer
+	if err := comp.Render(c.Request.Context(), &buf); err != nil {
+		Error(c, p.Log, err)
+		return
+	}
+	sum := sha256.Sum256(buf.Bytes())
+	etag := `"` + hex.EncodeToString(sum[:12]) + `"`
+	c.Header("Cache-Control", cacheControl)
+	c.Header("ETag", etag)
+	if status == http.StatusOK && etagMatches(c.GetHeader("If-None-Match"), etag) {
+		c.Status(http.StatusNotModified)
+		return
+	}
+	c.Data(status, "text/html; charset=utf-8", buf.Bytes())
+}
+
+func etagMatches(header, etag string) bool {
+	for _, part := range strings.Split(header, ",") {
+		part = strings.TrimPrefix(strings.TrimSpace(part), "W/")
+		if part == etag || part == "*" {
+			return true
+		}
+	}
+	return false
+}
+
+const publicPage = "public, max-age=5, stale-while-revalidate=30"
+
+// Home handles the "GET /" route: live and upcoming sales.
+func (p *Pages) Home(c *gin.Context) {
+	sales, err := p.Catalog.Upcoming(c.Request.Context())
+	if err != nil {
+		Error(c, p.Log, err)
+		return
+	}
+	now := p.Now()
+	h := views.Home{}
+	for _, s := range sales {
+		h.Sales = append(h.Sales, views.SaleCard{ID: idString(s.ID), Name: s.Name, StartsAt: s.StartsAt, EndsAt: s.EndsAt,
+			Status: services.SaleStatus(s.StartsAt, s.EndsAt, now)})
+	}
+	p.render(c, http.StatusOK, publicPage, views.HomePage(h))
+}
+
+func saleView(s store.Sale) views.Sale {
+	v := views.Sale{ID: idString(s.ID), Name: s.Name, StartsAt: s.StartsAt, EndsAt: s.EndsAt}
+	for _, it := range s.Items {
+		v.Items = append(v.Items, views.SaleItem{ID: idString(it.ID), Name: it.Name, PriceCents: it.PriceCents, Quantity: it.Quantity})
+	}
+	return v
+}
+
+// Sale handles the "GET /sales/:saleId" route: the cacheable sale page.
+func (p *Pages) Sale(c *gin.Context) {
+	id, err := pathID(c, "saleId")
+	if err != nil {
+		p.NotFound(c)
+		return
+	}
+	s, err := p.Catalog.Get(c.Request.Context(), id)
+	if services.ErrorCode(err) == services.CodeNotFound {
+		p.NotFound(c)
+		return
+	}
+	if err != nil {
+		Error(c, p.Log, err)
+		return
+	}
+	p.render(c, http.StatusOK, publicPage, views.SalePage(saleView(s)))
+}
+
+// Order handles the "GET /orders/:orderId" route: the page polls the order's status.
+func (p *Pages) Order(c *gin.Context) {
+	id := c.Param("orderId")
+	if _, canonical, ok := services.ItemOfOrderID(id); ok {
+		p.render(c, http.StatusOK, "private, no-cache", views.OrderPage(views.Order{ID: canonical}))
+		return
+	}
+	p.NotFound(c)
+}
+
+// Admin handles the "GET /admin" route: the merchant's dashboard.
+func (p *Pages) Admin(c *gin.Context) {
+	p.render(c, http.StatusOK, "no-store", views.AdminPage(views.Admin{}))
+}
+
+// NotFound answers unknown pages with a page, and unknown API routes with the contract's JSON.
+func (p *Pages) NotFound(c *gin.Context) {
+	if strings.HasPrefix(c.Request.URL.Path, "/api/") {
+		Abort(c, services.CodeNotFound, "no such route: "+c.Request.Method+" "+c.Request.URL.Path)
+		return
+	}
+	p.render(c, http.StatusNotFound, "no-store", views.NotFoundPage("There is nothing at this address."))
+}

@@ -1,0 +1,180 @@
+// Command flashsale serves a flash sale: cacheable pages, a purchase path that refuses most of a
+// crowd cheaply, reserves winners atomically in Redis, hands them durably to NATS JetStream and
+// writes them to Postgres in batches.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/flashsale/flashsale/services"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "flashsale:", err)
+		os.Exit(1)
+	}
+}
+
+const usage = `usage: flashsale [command]
+
+commands:
+  serve                          serve HTTP (the default)
+  migrate                        apply the SQL migrations and exit
+  merchant add NAME [-password P] create a merchant account (a password is generated if omitted)
+  token -user ID [-role R]       print a signed JWT for a user id (role shopper or merchant)
+  config                         print every FLASHSALE_* variable with its default
+
+Settings come from FLASHSALE_* environment variables; see the README.`
+
+// run is the whole program: it returns instead of exiting so tests can drive it.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	cmd := "serve"
+	if len(args) > 0 {
+		cmd, args = args[0], args[1:]
+	}
+	if cmd == "help" || cmd == "-h" || cmd == "--help" {
+		fmt.Fprintln(stdout, usage)
+		return nil
+	}
+	if cmd == "config" {
+		for _, v := range configVars {
+			fmt.Fprintf(stdout, "%s=%s\n", v.Name, v.Default)
+		}
+		return nil
+	}
+	cfg, err := loadConfig(getenv)
+	if err != nil {
+		return err
+	}
+	log := newLogger(cfg, stdout)
+	switch cmd {
+	case "serve":
+		return serve(ctx, cfg, log)
+	case "migrate":
+		a, err := newApp(ctx, cfg, log)
+		if err != nil {
+			return err
+		}
+		a.close()
+		fmt.Fprintln(stdout, "migrations applied")
+		return nil
+	case "merchant":
+		return merchantCmd(ctx, cfg, log, args, stdout)
+	case "token":
+		return tokenCmd(cfg, args, stdout)
+	}
+	return fmt.Errorf("unknown command %q\n%s", cmd, usage)
+}
+
+func newLogger(cfg config, w io.Writer) *slog.Logger {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
+		level = slog.LevelInfo
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	if cfg.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+func serve(ctx context.Context, cfg config, log *slog.Logger) error {
+	log.Info("starting flashsale", cfg.logValues()...)
+	if !cfg.RateLimits {
+		log.Warn("FLASHSALE_RATE_LIMITS=off: every rate limit is off (benchmarks and tests only)")
+	}
+	a, err := newApp(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer a.close()
+	if cfg.Demo {
+		if err := seedDemo(ctx, a, cfg.DemoStartDelay, log); err != nil {
+			return fmt.Errorf("demo seed: %w", err)
+		}
+	}
+	a.start(ctx, true, true)
+
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", cfg.Addr, err)
+	}
+	srv := &http.Server{Handler: a.handler, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 15 * time.Second,
+		WriteTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second, MaxHeaderBytes: 64 << 10}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	log.Info("serving", "url", "http://"+ln.Addr().String())
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		log.Warn("http shutdown", "err", err)
+	}
+	return nil
+}
+
+func merchantCmd(ctx context.Context, cfg config, log *slog.Logger, args []string, stdout io.Writer) error {
+	if len(args) < 2 || args[0] != "add" {
+		return errors.New("usage: flashsale merchant add NAME [-password P]")
+	}
+	name := args[1]
+	fs := flag.NewFlagSet("merchant add", flag.ContinueOnError)
+	password := fs.String("password", "", "password (generated if empty)")
+	if err := fs.Parse(args[2:]); err != nil {
+		return err
+	}
+	if *password == "" {
+		*password = randomPassword()
+	}
+	a, err := newApp(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer a.close()
+	u, err := a.auth.AddUser(ctx, name, *password, services.RoleMerchant)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "merchant %q added with id %d, password %s\n", u.Username, u.ID, *password)
+	return nil
+}
+
+func tokenCmd(cfg config, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("token", flag.ContinueOnError)
+	user := fs.String("user", "", "user id")
+	role := fs.String("role", services.RoleShopper, "shopper or merchant")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	id, err := strconv.ParseInt(*user, 10, 64)
+	if err != nil || id <= 0 || (*role != services.RoleShopper && *role != services.RoleMerchant) {
+		return errors.New("usage: flashsale token -user ID [-role shopper|merchant]")
+	}
+	tok, err := services.NewAuth(nil, []byte(cfg.JWTSecret), cfg.JWTTTL, time.Now).Issue(services.Identity{UserID: id, Role: *role})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, tok)
+	return nil
+}

@@ -1,0 +1,161 @@
+package services
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/golang-jwt/jwt/v5"
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/flashsale/flashsale/store"
+)
+
+// Roles a token can carry.
+const (
+	RoleShopper  = "shopper"
+	RoleMerchant = "merchant"
+)
+
+// Identity is who a request is from, taken only from a verified token.
+type Identity struct {
+	UserID int64
+	Role   string
+}
+
+// Auth issues and verifies the HS256 JWTs that are the identity, and keeps the local accounts.
+type Auth struct {
+	db     *store.DB
+	secret []byte
+	ttl    time.Duration
+	now    func() time.Time
+}
+
+// NewAuth returns an Auth signing with secret; tokens live for ttl.
+func NewAuth(db *store.DB, secret []byte, ttl time.Duration, now func() time.Time) *Auth {
+	return &Auth{db: db, secret: secret, ttl: ttl, now: now}
+}
+
+type claims struct {
+	Role string `json:"role"`
+	jwt.RegisteredClaims
+}
+
+// Issue signs a token for id.
+func (a *Auth) Issue(id Identity) (string, error) {
+	now := a.now()
+	c := claims{Role: id.Role, RegisteredClaims: jwt.RegisteredClaims{
+		Subject:   strconv.FormatInt(id.UserID, 10),
+		IssuedAt:  jwt.NewNumericDate(now),
+		ExpiresAt: jwt.NewNumericDate(now.Add(a.ttl)),
+	}}
+	s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString(a.secret)
+	if err != nil {
+		return "", fmt.Errorf("sign token: %w", err)
+	}
+	return s, nil
+}
+
+// Verify checks a token: HS256 only, signature, exp required and in the future, sub a positive
+// decimal user id, role shopper or merchant.
+func (a *Auth) Verify(token string) (Identity, error) {
+	if token == "" || len(token) > 4096 {
+		return Identity{}, Errorf(CodeUnauthenticated, "a valid bearer token or session cookie is required")
+	}
+	var c claims
+	_, err := jwt.ParseWithClaims(token, &c, func(*jwt.Token) (any, error) { return a.secret, nil },
+		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
+		jwt.WithExpirationRequired(),
+		jwt.WithTimeFunc(a.now),
+		jwt.WithLeeway(5*time.Second),
+	)
+	if err != nil {
+		msg := "the token is invalid"
+		if errors.Is(err, jwt.ErrTokenExpired) {
+			msg = "the token has expired; log in again"
+		}
+		return Identity{}, &Error{Code: CodeUnauthenticated, Message: msg, Err: err}
+	}
+	uid, err := strconv.ParseInt(c.Subject, 10, 64)
+	if err != nil || uid <= 0 || strconv.FormatInt(uid, 10) != c.Subject {
+		return Identity{}, Errorf(CodeUnauthenticated, "the token's subject is not a user id")
+	}
+	if c.Role != RoleShopper && c.Role != RoleMerchant {
+		return Identity{}, Errorf(CodeUnauthenticated, "the token's role is unknown")
+	}
+	return Identity{UserID: uid, Role: c.Role}, nil
+}
+
+func validCredentials(username, password string) error {
+	if n := utf8.RuneCountInString(username); n < 3 || n > 32 {
+		return Errorf(CodeInvalidInput, "username must be 3 to 32 characters")
+	}
+	for _, r := range username {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.') {
+			return Errorf(CodeInvalidInput, "username may hold only letters, digits, '_', '-' and '.'")
+		}
+	}
+	if len(password) < 8 || len(password) > 72 {
+		return Errorf(CodeInvalidInput, "password must be 8 to 72 bytes")
+	}
+	return nil
+}
+
+// Register creates a shopper account and returns a token for it.
+func (a *Auth) Register(ctx context.Context, username, password string) (string, Identity, error) {
+	u, err := a.addUser(ctx, username, password, RoleShopper)
+	if err != nil {
+		return "", Identity{}, err
+	}
+	id := Identity{UserID: u.ID, Role: u.Role}
+	tok, err := a.Issue(id)
+	return tok, id, err
+}
+
+// AddUser creates an account with the given role (merchants come from the command line or the
+// development seed, never from the public API).
+func (a *Auth) AddUser(ctx context.Context, username, password, role string) (store.User, error) {
+	return a.addUser(ctx, username, password, role)
+}
+
+func (a *Auth) addUser(ctx context.Context, username, password, role string) (store.User, error) {
+	if err := validCredentials(username, password); err != nil {
+		return store.User{}, err
+	}
+	hash, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.DefaultCost)
+	if err != nil {
+		return store.User{}, fmt.Errorf("hash password: %w", err)
+	}
+	u := store.User{Username: username, PasswordHash: string(hash), Role: role}
+	if err := a.db.CreateUser(ctx, &u); err != nil {
+		if errors.Is(err, store.ErrConflict) {
+			return store.User{}, Errorf(CodeUsernameTaken, "the username %q is taken", username)
+		}
+		return store.User{}, unavailable(err)
+	}
+	return u, nil
+}
+
+// Login checks a username and password and returns a token.
+func (a *Auth) Login(ctx context.Context, username, password string) (string, Identity, error) {
+	bad := Errorf(CodeInvalidCredentials, "wrong username or password")
+	if username == "" || len(username) > 64 || len(password) > 72 {
+		return "", Identity{}, bad
+	}
+	u, err := a.db.UserByName(ctx, username)
+	if errors.Is(err, store.ErrNotFound) {
+		return "", Identity{}, bad
+	}
+	if err != nil {
+		return "", Identity{}, unavailable(err)
+	}
+	if bcrypt.CompareHashAndPassword([]byte(u.PasswordHash), []byte(password)) != nil {
+		return "", Identity{}, bad
+	}
+	id := Identity{UserID: u.ID, Role: u.Role}
+	tok, err := a.Issue(id)
+	return tok, id, err
+}

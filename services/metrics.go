@@ -1,0 +1,59 @@
+package services
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the Prometheus collectors of the flash-sale rules.
+type Metrics struct {
+	Purchases      *prometheus.CounterVec
+	PublishBatch   prometheus.Histogram
+	PublishSeconds prometheus.Histogram
+	Written        *prometheus.CounterVec
+	WriteBatch     prometheus.Histogram
+	Released       *prometheus.CounterVec
+	Backlog        prometheus.Gauge
+}
+
+// NewMetrics registers the collectors on reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		Purchases: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "flashsale_purchases_total", Help: "Purchase attempts by outcome code (ACCEPTED for 202).",
+		}, []string{"outcome"}),
+		PublishBatch: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "flashsale_publish_batch_orders", Help: "Reservations acknowledged by one JetStream write.",
+			Buckets: []float64{1, 2, 5, 10, 20, 50, 100, 200, 500},
+		}),
+		PublishSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "flashsale_publish_seconds", Help: "Time from a JetStream publish to its PubAck.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+		}),
+		Written: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "flashsale_writer_orders_total", Help: "Orders the writer handled, by result.",
+		}, []string{"result"}),
+		WriteBatch: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "flashsale_writer_batch_orders", Help: "Orders written by one Postgres transaction.",
+			Buckets: []float64{1, 10, 50, 100, 250, 500, 1000, 2500, 5000},
+		}),
+		Released: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "flashsale_released_units_total", Help: "Reservations given back, by reason.",
+		}, []string{"reason"}),
+		Backlog: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "flashsale_queue_backlog_messages", Help: "Order messages the writer has not acknowledged.",
+		}),
+	}
+	reg.MustRegister(m.Purchases, m.PublishBatch, m.PublishSeconds, m.Written, m.WriteBatch, m.Released, m.Backlog)
+	return m
+}
+
+// ObservePublish records one JetStream write of n reservations.
+func (m *Metrics) ObservePublish(n int, d time.Duration, err error) {
+	if err != nil {
+		return
+	}
+	m.PublishBatch.Observe(float64(n))
+	m.PublishSeconds.Observe(d.Seconds())
+}

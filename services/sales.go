@@ -1,0 +1,341 @@
+package services
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"golang.org/x/sync/singleflight"
+
+	"github.com/flashsale/flashsale/store"
+)
+
+// Limits on what a merchant may create.
+const (
+	maxItemsPerSale = 50
+	maxQuantity     = 1_000_000
+	maxPriceCents   = 100_000_000_00
+	maxNameRunes    = 200
+	maxSaleLength   = 30 * 24 * time.Hour
+)
+
+// Sale statuses as shoppers see them.
+const (
+	SaleUpcoming = "upcoming"
+	SaleLive     = "live"
+	SaleEnded    = "ended"
+)
+
+// SaleStatus tells whether a sale is upcoming, live or ended at now.
+func SaleStatus(startsAt, endsAt, now time.Time) string {
+	switch {
+	case now.Before(startsAt):
+		return SaleUpcoming
+	case now.Before(endsAt):
+		return SaleLive
+	}
+	return SaleEnded
+}
+
+// NewSale is what a merchant asks to create.
+type NewSale struct {
+	Name     string
+	StartsAt time.Time
+	EndsAt   time.Time
+	Items    []NewItem
+}
+
+// NewItem is one product of a NewSale.
+type NewItem struct {
+	Name       string
+	PriceCents int64
+	Quantity   int64
+}
+
+// itemInfo is what the purchase path needs to know of an item, cached in process.
+type itemInfo struct {
+	ItemID   int64
+	SaleID   int64
+	StartsAt time.Time
+	EndsAt   time.Time
+	found    bool
+	loaded   time.Time
+}
+
+// ItemStock is the displayed stock of one item.
+type ItemStock struct {
+	ItemID int64
+	Stock  int64
+}
+
+// DisplayedStock is a snapshot of a sale's stock as shoppers see it.
+type DisplayedStock struct {
+	SaleID int64
+	Items  []ItemStock
+	AsOf   time.Time
+}
+
+// AdminItemStock is the merchant's view of one item's three kinds of stock.
+type AdminItemStock struct {
+	ItemID     int64
+	Name       string
+	Quantity   int64
+	Displayed  int64 // Redis's remaining units (-1 when Redis does not know the item)
+	Frozen     int64 // reserved, not paid: in flight + queued + PENDING
+	Real       int64 // quantity - paid
+	Paid       int64
+	Pending    int64
+	InFlight   int64 // reserved in Redis, not yet in Postgres
+	Reconciled bool  // Redis stock = quantity - live orders - reservations not yet in Postgres
+}
+
+// Sales creates sales, reads them and keeps the catalog the purchase path checks against.
+type Sales struct {
+	db    *store.DB
+	stock *store.Stock
+	log   *slog.Logger
+	now   func() time.Time
+
+	catalogTTL time.Duration
+	mu         sync.RWMutex
+	items      map[int64]itemInfo
+	sf         singleflight.Group
+
+	stockMu    sync.Mutex
+	stockCache map[int64]DisplayedStock
+}
+
+// NewSales returns a Sales service.
+func NewSales(db *store.DB, stock *store.Stock, log *slog.Logger, now func() time.Time) *Sales {
+	return &Sales{db: db, stock: stock, log: log, now: now, catalogTTL: 5 * time.Second,
+		items: map[int64]itemInfo{}, stockCache: map[int64]DisplayedStock{}}
+}
+
+func validName(what, s string) error {
+	if strings.TrimSpace(s) == "" {
+		return Errorf(CodeInvalidInput, "%s must not be empty", what)
+	}
+	if utf8.RuneCountInString(s) > maxNameRunes {
+		return Errorf(CodeInvalidInput, "%s must be at most %d characters", what, maxNameRunes)
+	}
+	if !utf8.ValidString(s) {
+		return Errorf(CodeInvalidInput, "%s must be valid UTF-8", what)
+	}
+	return nil
+}
+
+// Create validates and stores a new sale of merchantID, then loads its stock into Redis.
+func (s *Sales) Create(ctx context.Context, merchantID int64, in NewSale) (store.Sale, error) {
+	if err := validName("name", in.Name); err != nil {
+		return store.Sale{}, err
+	}
+	now := s.now()
+	switch {
+	case in.StartsAt.IsZero() || in.EndsAt.IsZero():
+		return store.Sale{}, Errorf(CodeInvalidInput, "startsAt and endsAt are required (RFC 3339)")
+	case !in.EndsAt.After(in.StartsAt):
+		return store.Sale{}, Errorf(CodeInvalidInput, "endsAt must be after startsAt")
+	case !in.EndsAt.After(now):
+		return store.Sale{}, Errorf(CodeInvalidInput, "endsAt must be in the future")
+	case in.EndsAt.Sub(in.StartsAt) > maxSaleLength:
+		return store.Sale{}, Errorf(CodeInvalidInput, "a sale lasts at most 30 days")
+	case in.StartsAt.Year() > 9999 || in.StartsAt.Year() < 2000:
+		return store.Sale{}, Errorf(CodeInvalidInput, "startsAt is out of range")
+	case len(in.Items) == 0:
+		return store.Sale{}, Errorf(CodeInvalidInput, "a sale needs at least one item")
+	case len(in.Items) > maxItemsPerSale:
+		return store.Sale{}, Errorf(CodeInvalidInput, "a sale has at most %d items", maxItemsPerSale)
+	}
+	sale := store.Sale{MerchantID: merchantID, Name: strings.TrimSpace(in.Name), StartsAt: in.StartsAt.UTC(), EndsAt: in.EndsAt.UTC()}
+	for i, it := range in.Items {
+		if err := validName(fmt.Sprintf("items[%d].name", i), it.Name); err != nil {
+			return store.Sale{}, err
+		}
+		if it.PriceCents < 0 || it.PriceCents > maxPriceCents {
+			return store.Sale{}, Errorf(CodeInvalidInput, "items[%d].priceCents must be between 0 and %d", i, int64(maxPriceCents))
+		}
+		if it.Quantity < 1 || it.Quantity > maxQuantity {
+			return store.Sale{}, Errorf(CodeInvalidInput, "items[%d].quantity must be between 1 and %d", i, maxQuantity)
+		}
+		sale.Items = append(sale.Items, store.Item{Name: strings.TrimSpace(it.Name), PriceCents: it.PriceCents, Quantity: int(it.Quantity)})
+	}
+	if err := s.db.CreateSale(ctx, &sale); err != nil {
+		return store.Sale{}, unavailable(err)
+	}
+	for _, it := range sale.Items {
+		if it.ID > math.MaxUint32 {
+			return store.Sale{}, &Error{Code: CodeInternal, Message: "item ids are exhausted", Err: fmt.Errorf("item id %d over 32 bits", it.ID)}
+		}
+		// The warmer retries if Redis is down now; until then purchases answer 503.
+		if _, err := s.stock.Load(ctx, it.ID, int64(it.Quantity), nil); err != nil {
+			s.log.Warn("stock not loaded at creation; the warmer will retry", "item", it.ID, "err", err)
+		}
+	}
+	return sale, nil
+}
+
+// Get returns a sale with its items.
+func (s *Sales) Get(ctx context.Context, saleID int64) (store.Sale, error) {
+	sale, err := s.db.SaleByID(ctx, saleID)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.Sale{}, Errorf(CodeNotFound, "no sale %d", saleID)
+	}
+	if err != nil {
+		return store.Sale{}, unavailable(err)
+	}
+	return sale, nil
+}
+
+// Upcoming lists the live and upcoming sales.
+func (s *Sales) Upcoming(ctx context.Context) ([]store.Sale, error) {
+	out, err := s.db.SalesEndingAfter(ctx, s.now(), 100)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	return out, nil
+}
+
+// OfMerchant lists a merchant's sales.
+func (s *Sales) OfMerchant(ctx context.Context, merchantID int64) ([]store.Sale, error) {
+	out, err := s.db.SalesByMerchant(ctx, merchantID, 200)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	return out, nil
+}
+
+// item returns what the purchase path needs about an item, from a small in-process cache so
+// the start-second crowd does not reach Postgres; concurrent misses share one query, and
+// unknown ids are remembered too.
+func (s *Sales) item(ctx context.Context, itemID int64) (itemInfo, error) {
+	now := s.now()
+	s.mu.RLock()
+	info, ok := s.items[itemID]
+	s.mu.RUnlock()
+	if ok && now.Sub(info.loaded) < s.catalogTTL {
+		return info, nil
+	}
+	v, err, _ := s.sf.Do(strconv.FormatInt(itemID, 10), func() (any, error) {
+		it, err := s.db.ItemByID(ctx, itemID)
+		if errors.Is(err, store.ErrNotFound) {
+			return itemInfo{ItemID: itemID, loaded: now}, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		sale, err := s.db.SaleByID(ctx, it.SaleID)
+		if err != nil {
+			return nil, err
+		}
+		return itemInfo{ItemID: itemID, SaleID: sale.ID, StartsAt: sale.StartsAt, EndsAt: sale.EndsAt, found: true, loaded: now}, nil
+	})
+	if err != nil {
+		if ok { // a stale entry beats an outage
+			return info, nil
+		}
+		return itemInfo{}, unavailable(err)
+	}
+	info = v.(itemInfo)
+	s.mu.Lock()
+	if len(s.items) > 100_000 {
+		clear(s.items)
+	}
+	s.items[itemID] = info
+	s.mu.Unlock()
+	return info, nil
+}
+
+// Displayed returns the sale's stock as shoppers see it: a Redis snapshot at most a second old,
+// shared by every request of this instance.
+func (s *Sales) Displayed(ctx context.Context, saleID int64) (DisplayedStock, error) {
+	now := s.now()
+	s.stockMu.Lock()
+	d, ok := s.stockCache[saleID]
+	s.stockMu.Unlock()
+	if ok && now.Sub(d.AsOf) < time.Second {
+		return d, nil
+	}
+	sale, err := s.Get(ctx, saleID)
+	if err != nil {
+		return DisplayedStock{}, err
+	}
+	ids := make([]int64, len(sale.Items))
+	for i, it := range sale.Items {
+		ids[i] = it.ID
+	}
+	levels, err := s.stock.Levels(ctx, ids)
+	if err != nil {
+		return DisplayedStock{}, unavailable(err)
+	}
+	d = DisplayedStock{SaleID: saleID, AsOf: now}
+	for i, it := range sale.Items {
+		lv := levels[i]
+		if lv < 0 { // not warmed: show what Postgres knows
+			lv = int64(it.Quantity - it.Sold)
+		}
+		d.Items = append(d.Items, ItemStock{ItemID: it.ID, Stock: lv})
+	}
+	s.stockMu.Lock()
+	if len(s.stockCache) > 10_000 {
+		clear(s.stockCache)
+	}
+	s.stockCache[saleID] = d
+	s.stockMu.Unlock()
+	return d, nil
+}
+
+// AdminStock returns the three kinds of stock of every item of a merchant's sale.
+func (s *Sales) AdminStock(ctx context.Context, merchantID, saleID int64) ([]AdminItemStock, error) {
+	sale, err := s.Get(ctx, saleID)
+	if err != nil {
+		return nil, err
+	}
+	if sale.MerchantID != merchantID {
+		return nil, Errorf(CodeNotFound, "no sale %d", saleID)
+	}
+	counts, err := s.db.SaleCounts(ctx, saleID)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	ids := make([]int64, len(counts))
+	for i, c := range counts {
+		ids[i] = c.ItemID
+	}
+	levels, err := s.stock.Levels(ctx, ids)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	out := make([]AdminItemStock, len(counts))
+	for i, c := range counts {
+		flight, err := s.stock.InFlight(ctx, c.ItemID)
+		if err != nil {
+			return nil, unavailable(err)
+		}
+		ids := make([]string, len(flight))
+		for j, r := range flight {
+			ids[j] = r.OrderID
+		}
+		written, err := s.db.ExistingOrders(ctx, ids)
+		if err != nil {
+			return nil, unavailable(err)
+		}
+		notWritten := int64(len(flight) - len(written))
+		live := int64(c.Pending + c.Paid)
+		a := AdminItemStock{
+			ItemID: c.ItemID, Name: c.Name, Quantity: int64(c.Quantity), Displayed: levels[i],
+			Paid: int64(c.Paid), Pending: int64(c.Pending), InFlight: notWritten,
+			Real: int64(c.Quantity - c.Paid),
+		}
+		a.Frozen = int64(c.Pending) + notWritten
+		a.Reconciled = levels[i] >= 0 && levels[i] == int64(c.Quantity)-live-notWritten && int64(c.Sold) == live
+		out[i] = a
+	}
+	return out, nil
+}

@@ -1,0 +1,209 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Names of the JetStream streams, subjects and the writer's durable consumer.
+const (
+	OrdersStream   = "ORDERS"
+	OrdersSubject  = "orders.reserved"
+	DeadStream     = "ORDERS_DLQ"
+	DeadSubject    = "orders.dead"
+	WriterConsumer = "writer"
+)
+
+// StartNATS starts an in-process NATS server with JetStream file storage under dir, listening
+// on 127.0.0.1:port (-1 picks a free port). syncAlways makes every acknowledged message fsynced.
+func StartNATS(dir string, port int, syncAlways bool) (*server.Server, error) {
+	opts := &server.Options{
+		ServerName: "flashsale",
+		Host:       "127.0.0.1",
+		Port:       port,
+		JetStream:  true,
+		StoreDir:   filepath.Join(dir, "jetstream"),
+		SyncAlways: syncAlways,
+		NoSigs:     true,
+		NoLog:      true,
+		MaxPayload: 8 << 20,
+	}
+	if syncAlways {
+		opts.SyncInterval = 2 * time.Minute
+	}
+	ns, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("nats server: %w", err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		ns.Shutdown()
+		return nil, errors.New("nats server: not ready after 10s")
+	}
+	return ns, nil
+}
+
+// QueuedOrder is one reservation on its way from Redis to Postgres.
+type QueuedOrder struct {
+	OrderID    string `json:"orderId"`
+	ItemID     int64  `json:"itemId"`
+	UserID     int64  `json:"userId"`
+	ReservedAt int64  `json:"reservedAt"` // unix milliseconds
+}
+
+// Envelope is one JetStream message: the reservations that one durable write acknowledged.
+type Envelope struct {
+	Orders []QueuedOrder `json:"orders"`
+}
+
+// Queue is the durable hand-off between the purchase path and the writer.
+type Queue struct {
+	nc *nats.Conn
+	js jetstream.JetStream
+}
+
+// OpenQueue connects to NATS at url and makes sure the order and dead-letter streams exist.
+func OpenQueue(ctx context.Context, url string) (*Queue, error) {
+	nc, err := nats.Connect(url,
+		nats.Name("flashsale"),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(200*time.Millisecond),
+		nats.RetryOnFailedConnect(false),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("nats %s: %w", url, err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	q := &Queue{nc: nc, js: js}
+	if err := q.ensureStreams(ctx); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return q, nil
+}
+
+func (q *Queue) ensureStreams(ctx context.Context) error {
+	cfgs := []jetstream.StreamConfig{
+		{
+			Name:        OrdersStream,
+			Subjects:    []string{OrdersSubject},
+			Storage:     jetstream.FileStorage,
+			Retention:   jetstream.LimitsPolicy,
+			MaxAge:      7 * 24 * time.Hour,
+			Duplicates:  2 * time.Minute,
+			Description: "reserved orders on their way to Postgres",
+		},
+		{
+			Name:        DeadStream,
+			Subjects:    []string{DeadSubject},
+			Storage:     jetstream.FileStorage,
+			MaxAge:      30 * 24 * time.Hour,
+			Description: "orders Postgres refused",
+		},
+	}
+	for _, c := range cfgs {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_, err := q.js.CreateOrUpdateStream(cctx, c)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("stream %s: %w", c.Name, err)
+		}
+	}
+	return nil
+}
+
+// Close drains nothing: it closes the connection.
+func (q *Queue) Close() { q.nc.Close() }
+
+// Conn exposes the NATS connection (broadcasts, health).
+func (q *Queue) Conn() *nats.Conn { return q.nc }
+
+// Publish writes one envelope durably and waits for JetStream's acknowledgement. msgID
+// deduplicates a retried publish.
+func (q *Queue) Publish(ctx context.Context, msgID string, env Envelope) error {
+	data, err := json.Marshal(env)
+	if err != nil {
+		return fmt.Errorf("publish: %w", err)
+	}
+	_, err = q.js.Publish(ctx, OrdersSubject, data, jetstream.WithMsgID(msgID), jetstream.WithExpectStream(OrdersStream))
+	if err != nil {
+		return fmt.Errorf("publish %s: %w", msgID, err)
+	}
+	return nil
+}
+
+// PublishDead records refused orders in the dead-letter stream with the reason.
+func (q *Queue) PublishDead(ctx context.Context, msgID string, orders []QueuedOrder, reason string) error {
+	data, err := json.Marshal(struct {
+		Orders []QueuedOrder `json:"orders"`
+		Reason string        `json:"reason"`
+	}{orders, reason})
+	if err != nil {
+		return fmt.Errorf("dead letter: %w", err)
+	}
+	if _, err := q.js.Publish(ctx, DeadSubject, data, jetstream.WithMsgID(msgID)); err != nil {
+		return fmt.Errorf("dead letter %s: %w", msgID, err)
+	}
+	return nil
+}
+
+// WriterConsumer returns the writer's durable pull consumer, creating it if needed.
+func (q *Queue) WriterConsumer(ctx context.Context, ackWait time.Duration) (jetstream.Consumer, error) {
+	c, err := q.js.CreateOrUpdateConsumer(ctx, OrdersStream, jetstream.ConsumerConfig{
+		Durable:       WriterConsumer,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       ackWait,
+		MaxAckPending: 20000,
+		MaxDeliver:    -1,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("consumer %s: %w", WriterConsumer, err)
+	}
+	return c, nil
+}
+
+// Backlog reports how many order messages the writer has not acknowledged yet.
+func (q *Queue) Backlog(ctx context.Context) (uint64, error) {
+	c, err := q.js.Consumer(ctx, OrdersStream, WriterConsumer)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		s, err := q.js.Stream(ctx, OrdersStream)
+		if err != nil {
+			return 0, fmt.Errorf("backlog: %w", err)
+		}
+		return s.CachedInfo().State.Msgs, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("backlog: %w", err)
+	}
+	info, err := c.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("backlog: %w", err)
+	}
+	return info.NumPending + uint64(info.NumAckPending), nil
+}
+
+// DeadCount reports how many messages the dead-letter stream holds.
+func (q *Queue) DeadCount(ctx context.Context) (uint64, error) {
+	s, err := q.js.Stream(ctx, DeadStream)
+	if err != nil {
+		return 0, fmt.Errorf("dead count: %w", err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("dead count: %w", err)
+	}
+	return info.State.Msgs, nil
+}

@@ -1,0 +1,195 @@
+// Package web assembles the HTTP server: the router, its middleware and the static files.
+package web
+
+import (
+	"crypto/subtle"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/flashsale/flashsale/handlers"
+	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/static"
+)
+
+// Verifier checks a bearer token and tells whose it is.
+type Verifier interface {
+	Verify(token string) (services.Identity, error)
+}
+
+// Config is what the router needs besides the handlers.
+type Config struct {
+	Log            *slog.Logger
+	Verifier       Verifier
+	API            *handlers.API
+	Pages          *handlers.Pages
+	Registry       *prometheus.Registry
+	Ready          func() error // readiness of Redis, Postgres and NATS
+	TrustedProxies []string
+}
+
+// NewRouter returns the Gin engine serving the whole public contract and the pages.
+func NewRouter(cfg Config) *gin.Engine {
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	r.HandleMethodNotAllowed = false
+	r.RedirectTrailingSlash = false
+	r.RedirectFixedPath = false
+	_ = r.SetTrustedProxies(cfg.TrustedProxies)
+	m := newHTTPMetrics(cfg.Registry)
+	r.Use(recovery(cfg.Log), m.middleware, securityHeaders)
+
+	api, pages := cfg.API, cfg.Pages
+	authed := authenticate(cfg.Verifier, "")
+	merchant := authenticate(cfg.Verifier, services.RoleMerchant)
+
+	r.POST("/api/auth/register", api.Register)
+	r.POST("/api/auth/login", api.Login)
+	r.POST("/api/auth/logout", api.Logout)
+	r.GET("/api/auth/me", authed, api.Me)
+	r.GET("/api/time", api.Time)
+
+	r.GET("/api/flash-sales", api.ListSales)
+	r.GET("/api/flash-sales/:saleId", api.GetSale)
+	r.GET("/api/flash-sales/:saleId/stock", api.Stock)
+	r.POST("/api/flash-sales/:saleId/captcha", authed, api.Captcha)
+	r.POST("/api/flash-sales/:saleId/purchase-token", authed, api.PurchaseToken)
+	r.POST("/api/flash-sales/items/:itemId/purchase", authed, api.Purchase)
+	r.GET("/api/flash-sales/orders/:orderId", authed, api.Order)
+	r.POST("/api/flash-sales/orders/:orderId/pay", authed, api.Pay)
+
+	r.POST("/api/admin/sales", merchant, api.CreateSale)
+	r.GET("/api/admin/sales", merchant, api.AdminSales)
+	r.GET("/api/admin/sales/:saleId/stock", merchant, api.AdminStock)
+
+	r.GET("/", pages.Home)
+	r.GET("/sales/:saleId", pages.Sale)
+	r.GET("/orders/:orderId", pages.Order)
+	r.GET("/admin", pages.Admin)
+
+	staticFS, _ := fs.Sub(static.FS, ".")
+	fileServer := http.StripPrefix("/static/", http.FileServer(http.FS(staticFS)))
+	r.GET("/static/*path", func(c *gin.Context) {
+		c.Header("Cache-Control", "public, max-age=300")
+		fileServer.ServeHTTP(c.Writer, c.Request)
+	})
+
+	r.GET("/metrics", gin.WrapH(promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{})))
+	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
+	r.GET("/readyz", func(c *gin.Context) {
+		if cfg.Ready != nil {
+			if err := cfg.Ready(); err != nil {
+				handlers.Error(c, nil, &services.Error{Code: services.CodeUnavailable, Message: "not ready: " + err.Error()})
+				return
+			}
+		}
+		c.JSON(http.StatusOK, gin.H{"status": "ready"})
+	})
+	r.NoRoute(pages.NotFound)
+	return r
+}
+
+// recovery turns a panic into the contract's 500 body and logs it.
+func recovery(log *slog.Logger) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				log.Error("panic serving request", "method", c.Request.Method, "path", c.Request.URL.Path, "panic", v)
+				handlers.Abort(c, services.CodeInternal, "internal error")
+			}
+		}()
+		c.Next()
+	}
+}
+
+func securityHeaders(c *gin.Context) {
+	h := c.Writer.Header()
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "same-origin")
+	if !strings.HasPrefix(c.Request.URL.Path, "/api/") {
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; script-src 'self'; style-src 'self'; base-uri 'none'; frame-ancestors 'none'")
+	}
+	c.Next()
+}
+
+// authenticate requires a verified identity: a bearer token, or the session cookie plus the
+// double-submit CSRF header on state-changing requests. role, if set, is required too.
+func authenticate(v Verifier, role string) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		token, fromCookie := "", false
+		if h := c.GetHeader("Authorization"); h != "" {
+			scheme, t, ok := strings.Cut(h, " ")
+			if !ok || !strings.EqualFold(scheme, "Bearer") {
+				handlers.Abort(c, services.CodeUnauthenticated, "the Authorization header must be 'Bearer <token>'")
+				return
+			}
+			token = strings.TrimSpace(t)
+		} else if ck, err := c.Cookie(handlers.SessionCookie); err == nil && ck != "" {
+			token, fromCookie = ck, true
+		}
+		if token == "" {
+			handlers.Abort(c, services.CodeUnauthenticated, "please log in: a bearer token or session cookie is required")
+			return
+		}
+		id, err := v.Verify(token)
+		if err != nil {
+			handlers.Error(c, nil, err)
+			return
+		}
+		if fromCookie && c.Request.Method != http.MethodGet && c.Request.Method != http.MethodHead {
+			want, _ := c.Cookie(handlers.CSRFCookie)
+			got := c.GetHeader("X-CSRF-Token")
+			if want == "" || subtle.ConstantTimeCompare([]byte(want), []byte(got)) != 1 {
+				handlers.Abort(c, services.CodeCSRF, "missing or wrong X-CSRF-Token header (it must carry the fs_csrf cookie's value)")
+				return
+			}
+		}
+		if role != "" && id.Role != role {
+			handlers.Abort(c, services.CodeForbidden, "this needs a "+role+" account")
+			return
+		}
+		handlers.SetIdentity(c, id)
+		c.Next()
+	}
+}
+
+type httpMetrics struct {
+	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+}
+
+func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {
+	m := &httpMetrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "flashsale_http_requests_total", Help: "HTTP requests by route and status.",
+		}, []string{"route", "status"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "flashsale_http_request_seconds", Help: "HTTP request latency by route.",
+			Buckets: prometheus.ExponentialBuckets(0.0002, 2, 16),
+		}, []string{"route"}),
+	}
+	reg.MustRegister(m.requests, m.latency)
+	return m
+}
+
+func (m *httpMetrics) middleware(c *gin.Context) {
+	start := time.Now()
+	c.Next()
+	route := c.FullPath()
+	if route == "" {
+		route = "unmatched"
+	}
+	m.requests.WithLabelValues(route, strconv.Itoa(c.Writer.Status())).Inc()
+	m.latency.WithLabelValues(route).Observe(time.Since(start).Seconds())
+}
