@@ -1,6 +1,6 @@
 module github.com/flashsale/flashsale
 
-go 1.26
+go 1.26.0
 
 require (
 	github.com/PuerkitoBio/goquery v1.13.0 // indirect
