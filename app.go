@@ -41,7 +41,7 @@ type app struct {
 	keeper    *services.Keeper
 	handler   http.Handler
 
-	cancel context.CancelFunc
+	cancels []context.CancelFunc
 	wg     sync.WaitGroup
 }
 
@@ -120,7 +120,8 @@ func (a *app) ready() error {
 
 // start runs the writer and the keeper in the background until close.
 func (a *app) start(ctx context.Context, writer, keeper bool) {
-	ctx, a.cancel = context.WithCancel(ctx)
+	ctx, cancel := context.WithCancel(ctx)
+	a.cancels = append(a.cancels, cancel)
 	if writer {
 		a.wg.Add(1)
 		go func() {
@@ -141,8 +142,8 @@ func (a *app) start(ctx context.Context, writer, keeper bool) {
 
 // close stops the background work and closes every connection, in reverse order of creation.
 func (a *app) close() {
-	if a.cancel != nil {
-		a.cancel()
+	for _, cancel := range a.cancels {
+		cancel()
 	}
 	a.wg.Wait()
 	if a.pub != nil {

@@ -1,0 +1,257 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/store"
+	"github.com/flashsale/flashsale/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// harness is one flashsale instance on real Redis, Postgres and an in-process JetStream, served
+// by httptest, plus the helpers the integration tests share.
+type harness struct {
+	t       *testing.T
+	cfg     config
+	app     *app
+	srv     *httptest.Server
+	redis   *testenv.RedisServer
+	client  *http.Client
+	natsDir string
+
+	mu    sync.Mutex
+	acked []string // every order id answered 202
+}
+
+type harnessOpts struct {
+	noWriter bool
+	env      map[string]string
+}
+
+func newHarness(t *testing.T, o harnessOpts) *harness {
+	t.Helper()
+	rs := testenv.Redis(t)
+	dsn := testenv.Postgres(t)
+	dir := t.TempDir()
+	env := map[string]string{
+		"FLASHSALE_DATABASE_URL":    dsn,
+		"FLASHSALE_REDIS_URL":       rs.URL(),
+		"FLASHSALE_DATA_DIR":        dir,
+		"FLASHSALE_NATS_PORT":       strconv.Itoa(testenv.FreePort(t)),
+		"FLASHSALE_RATE_LIMITS":     "off",
+		"FLASHSALE_PUBLISH_TIMEOUT": "2s",
+		"FLASHSALE_KEEPER_INTERVAL": "200ms",
+		"FLASHSALE_LOG_LEVEL":       "warn",
+	}
+	for k, v := range o.env {
+		env[k] = v
+	}
+	cfg, err := loadConfig(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	a, err := newApp(context.Background(), cfg, log)
+	if err != nil {
+		t.Fatalf("newApp: %v", err)
+	}
+	a.start(context.Background(), !o.noWriter, true)
+	srv := httptest.NewServer(a.handler)
+	h := &harness{t: t, cfg: cfg, app: a, srv: srv, redis: rs, natsDir: dir,
+		client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256}}}
+	t.Cleanup(func() {
+		srv.Close()
+		a.close()
+	})
+	return h
+}
+
+// testWriter sends the app's log lines to the test log (shown only when a test fails).
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func (h *harness) token(userID int64, role string) string {
+	h.t.Helper()
+	tok, err := h.app.auth.Issue(services.Identity{UserID: userID, Role: role})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return tok
+}
+
+// response is a decoded API answer.
+type response struct {
+	Status int
+	Header http.Header
+	Body   map[string]any
+	Raw    string
+}
+
+func (r response) str(k string) string { s, _ := r.Body[k].(string); return s }
+
+// do sends a request with an optional bearer token and JSON body, and decodes the answer.
+func (h *harness) do(method, path, bearer string, body any, headers ...string) response {
+	h.t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	default:
+		buf, _ := json.Marshal(b)
+		rd = bytes.NewReader(buf)
+	}
+	req, err := http.NewRequest(method, h.srv.URL+path, rd)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+bearer)
+	}
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := h.client.Do(req)
+	if err != nil {
+		h.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	r := response{Status: resp.StatusCode, Header: resp.Header, Raw: string(raw)}
+	_ = json.Unmarshal(raw, &r.Body)
+	return r
+}
+
+type saleIDs struct {
+	sale  int64
+	items []int64
+}
+
+// createSale creates a sale through the merchant API starting at startsAt with one item per
+// quantity.
+func (h *harness) createSale(startsAt time.Time, quantities ...int) saleIDs {
+	h.t.Helper()
+	var items []map[string]any
+	for i, q := range quantities {
+		items = append(items, map[string]any{"name": fmt.Sprintf("item %d", i), "priceCents": 1000 + i, "quantity": q})
+	}
+	r := h.do("POST", "/api/admin/sales", h.token(9000, services.RoleMerchant), map[string]any{
+		"name": "test sale", "startsAt": startsAt.UTC().Format(time.RFC3339), "endsAt": startsAt.Add(time.Hour).UTC().Format(time.RFC3339), "items": items,
+	})
+	if r.Status != http.StatusCreated {
+		h.t.Fatalf("create sale: %d %s", r.Status, r.Raw)
+	}
+	out := saleIDs{}
+	out.sale, _ = strconv.ParseInt(r.str("saleId"), 10, 64)
+	for _, it := range r.Body["items"].([]any) {
+		id, _ := strconv.ParseInt(it.(map[string]any)["itemId"].(string), 10, 64)
+		out.items = append(out.items, id)
+	}
+	return out
+}
+
+// liveSale creates a sale that has already started.
+func (h *harness) liveSale(quantities ...int) saleIDs {
+	return h.createSale(time.Now().Add(-time.Second), quantities...)
+}
+
+// purchaseToken solves the test captcha and fetches a purchase token.
+func (h *harness) purchaseToken(bearer string, saleID int64) string {
+	h.t.Helper()
+	c := h.do("POST", fmt.Sprintf("/api/flash-sales/%d/captcha", saleID), bearer, nil)
+	if c.Status != http.StatusOK {
+		h.t.Fatalf("captcha: %d %s", c.Status, c.Raw)
+	}
+	r := h.do("POST", fmt.Sprintf("/api/flash-sales/%d/purchase-token", saleID), bearer, map[string]string{"captchaId": c.str("captchaId"), "answer": "test"})
+	if r.Status != http.StatusOK {
+		h.t.Fatalf("purchase token: %d %s", r.Status, r.Raw)
+	}
+	return r.str("purchaseToken")
+}
+
+// buy attempts one purchase and records acknowledged order ids.
+func (h *harness) buy(bearer string, itemID int64, ptoken string) response {
+	h.t.Helper()
+	r := h.do("POST", fmt.Sprintf("/api/flash-sales/items/%d/purchase", itemID), bearer, nil, "X-Purchase-Token", ptoken)
+	if r.Status == http.StatusAccepted {
+		h.mu.Lock()
+		h.acked = append(h.acked, r.str("orderId"))
+		h.mu.Unlock()
+	}
+	return r
+}
+
+// drain waits until the writer has acknowledged every queued message and no reservation is in
+// flight for the sale's items.
+func (h *harness) drain(s saleIDs) {
+	h.t.Helper()
+	ctx := context.Background()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		backlog, err := h.app.queue.Backlog(ctx)
+		flight := int64(0)
+		for _, it := range s.items {
+			n, _ := h.app.rdb.HLen(ctx, store.InFlightKey(it)).Result()
+			flight += n
+		}
+		if err == nil && backlog == 0 && flight == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("queue not drained after 30s: backlog %d (err %v), in flight %d", backlog, err, flight)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// checkInvariants drains and checks every invariant of DESIGN.md for the sale.
+func (h *harness) checkInvariants(s saleIDs) {
+	h.t.Helper()
+	h.drain(s)
+	h.mu.Lock()
+	acked := append([]string(nil), h.acked...)
+	h.mu.Unlock()
+	for _, err := range testenv.Invariants(context.Background(), h.app.db, h.app.rdb, s.sale, acked) {
+		h.t.Errorf("invariant: %v", err)
+	}
+}
+
+func (h *harness) sqlInt(query string, args ...any) int64 {
+	h.t.Helper()
+	var n int64
+	if err := h.app.db.Gorm().Raw(query, args...).Scan(&n).Error; err != nil {
+		h.t.Fatalf("%s: %v", query, err)
+	}
+	return n
+}
+
+func (h *harness) redisStock(itemID int64) int64 {
+	h.t.Helper()
+	n, err := h.app.rdb.Get(context.Background(), store.StockKey(itemID)).Int64()
+	if err != nil {
+		h.t.Fatalf("redis stock of item %d: %v", itemID, err)
+	}
+	return n
+}
+

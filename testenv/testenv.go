@@ -1,0 +1,203 @@
+// Package testenv starts the real services that integration tests need (redis-server and a
+// Postgres cluster) on free loopback ports, and removes them when the tests are done.
+//
+// Nothing is mocked: a missing binary fails the test with a hint to run `make deps`, because a
+// skipped real component would hide a defect.
+package testenv
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	mrand "math/rand/v2"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Main wraps testing.M: it runs the tests, then stops the Postgres cluster this process started
+// (if any). Use it in TestMain: func TestMain(m *testing.M) { testenv.Main(m) }
+func Main(m *testing.M) {
+	code := m.Run()
+	if err := stopCluster(); err != nil {
+		fmt.Fprintf(os.Stderr, "testenv: %v\n", err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// ports remembers the ports FreePort handed out, so two tests of one process never get the same.
+var ports struct {
+	sync.Mutex
+	given map[int]bool
+}
+
+// FreePort returns a free TCP port on 127.0.0.1.
+//
+// The port is chosen below the kernel's ephemeral range, so a client connection cannot take it
+// between a server's stop and its restart on the same port.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	port, err := freePort()
+	if err != nil {
+		t.Fatalf("testenv: free port: %v", err)
+	}
+	return port
+}
+
+func freePort() (int, error) {
+	ports.Lock()
+	defer ports.Unlock()
+	if ports.given == nil {
+		ports.given = make(map[int]bool)
+	}
+	lo, hi := 15000, ephemeralLow()
+	for range 200 {
+		port := 0 // the kernel's choice, when the range below is too small
+		if hi-lo >= 1000 {
+			port = lo + mrand.IntN(hi-lo)
+		}
+		port, err := probePort(port)
+		if err != nil {
+			continue
+		}
+		if ports.given[port] {
+			continue
+		}
+		ports.given[port] = true
+		return port, nil
+	}
+	return 0, errors.New("no free port on 127.0.0.1")
+}
+
+// probePort checks that port (0: any) is free on 127.0.0.1 by binding a socket to it, and returns
+// it. The probe never listens: a closed listening socket was seen to keep its port for a moment,
+// enough to fail a server started right after. It holds ForkLock so that no child forked meanwhile
+// inherits the socket.
+func probePort(port int) (int, error) {
+	syscall.ForkLock.RLock()
+	defer syscall.ForkLock.RUnlock()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return 0, err
+	}
+	defer syscall.Close(fd)
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Port: port, Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		return 0, err
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		return 0, err
+	}
+	return sa.(*syscall.SockaddrInet4).Port, nil
+}
+
+// ephemeralLow returns the first port of the kernel's range for outgoing connections.
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return 32768
+	}
+	n, err := strconv.Atoi(f[0])
+	if err != nil {
+		return 32768
+	}
+	return n
+}
+
+// process is a server started by this package, with its exit awaited in the background.
+type process struct {
+	cmd  *exec.Cmd
+	done chan struct{} // closed when the process has exited
+	err  error         // the exit status, once done is closed
+}
+
+// spawn starts a server process with its output appended to logPath. The child gets SIGKILL if
+// this test process dies first, so a crashed or timed-out test leaves no server behind.
+func spawn(logPath, dir string, cred *syscall.Credential, name string, args ...string) (*process, error) {
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	cmd.Stdout = logf
+	cmd.Stderr = logf
+	cmd.SysProcAttr = sysProcAttr(cred)
+	if err := startCmd(cmd); err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	p := &process{cmd: cmd, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// exited reports whether the process has exited.
+func (p *process) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// wait waits up to d for the process to exit and kills it when it does not.
+func (p *process) wait(d time.Duration) error {
+	select {
+	case <-p.done:
+		return nil
+	case <-time.After(d):
+		p.cmd.Process.Kill()
+		<-p.done
+		return fmt.Errorf("%s did not exit within %v: killed", p.cmd.Path, d)
+	}
+}
+
+// kill sends SIGKILL and waits for the exit.
+func (p *process) kill() {
+	p.cmd.Process.Kill()
+	<-p.done
+}
+
+// logTail returns the last lines of a log file, for failure messages.
+func logTail(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Sprintf("(no log: %v)", err)
+	}
+	var lines []string
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	if len(lines) > 25 {
+		lines = lines[len(lines)-25:]
+	}
+	return "--- " + path + " (tail)\n" + strings.Join(lines, "\n")
+}
+
+// randomHex returns n random bytes as hex.
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,55 @@
+// Package views renders the HTML pages of the shop from plain view models.
+//
+// The components hold no business logic and never see database types: handlers
+// translate what the services return into the structs below. The sale page is
+// identical for every visitor so that a CDN can cache it; everything that
+// depends on the shopper or on the current time is done by /static/app.js.
+package views
+
+import "time"
+
+// Page is the data every page shares through the layout.
+type Page struct {
+	Title string
+}
+
+// SaleCard is one sale as listed on the home page.
+type SaleCard struct {
+	ID       string
+	Name     string
+	StartsAt time.Time
+	EndsAt   time.Time
+	// Status is "upcoming", "live" or "ended", as computed when the page was rendered;
+	// the script corrects it with the server-synced clock.
+	Status string
+}
+
+// Home is the home page: the live and upcoming sales.
+type Home struct {
+	Sales []SaleCard
+}
+
+// SaleItem is one item on sale, with its price in cents and the units offered.
+type SaleItem struct {
+	ID         string
+	Name       string
+	PriceCents int64
+	Quantity   int
+}
+
+// Sale is the cacheable sale page: it carries no shopper and no "now".
+type Sale struct {
+	ID       string
+	Name     string
+	StartsAt time.Time
+	EndsAt   time.Time
+	Items    []SaleItem
+}
+
+// Order is the order page, whose status the script polls.
+type Order struct {
+	ID string
+}
+
+// Admin is the merchant page; everything on it is loaded by the script after login.
+type Admin struct{}

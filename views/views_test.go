@@ -1,0 +1,492 @@
+package views
+
+import (
+	"bytes"
+	"context"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/PuerkitoBio/goquery"
+	"github.com/a-h/templ"
+)
+
+// render renders c and parses the result, failing the test on any error.
+func render(t *testing.T, c templ.Component) (*goquery.Document, string) {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := c.Render(context.Background(), &buf); err != nil {
+		t.Fatalf("Render: %v", err)
+	}
+	html := buf.String()
+	doc, err := goquery.NewDocumentFromReader(strings.NewReader(html))
+	if err != nil {
+		t.Fatalf("parse HTML: %v", err)
+	}
+	return doc, html
+}
+
+func byTestID(id string) string {
+	return `[data-testid="` + id + `"]`
+}
+
+var (
+	saleStart = time.Date(2031, 3, 4, 2, 0, 0, 0, time.UTC)
+	saleEnd   = time.Date(2031, 3, 4, 3, 30, 0, 0, time.UTC)
+)
+
+func demoSale() Sale {
+	return Sale{
+		ID:       "42",
+		Name:     "Spring phones",
+		StartsAt: saleStart,
+		EndsAt:   saleEnd,
+		Items: []SaleItem{
+			{ID: "7", Name: "Phone X", PriceCents: 1234, Quantity: 100},
+			{ID: "8", Name: "Phone Y", PriceCents: 99900, Quantity: 5},
+			{ID: "9", Name: "Case", PriceCents: 5, Quantity: 1},
+		},
+	}
+}
+
+func TestLayout(t *testing.T) {
+	tests := []struct {
+		name  string
+		c     templ.Component
+		title string
+	}{
+		{"home", HomePage(Home{}), "Flash sales · flashsale"},
+		{"sale", SalePage(demoSale()), "Spring phones · flashsale"},
+		{"order", OrderPage(Order{ID: "b3c1"}), "Order · flashsale"},
+		{"admin", AdminPage(Admin{}), "Merchant admin · flashsale"},
+		{"not found", NotFoundPage("no such sale"), "Not found · flashsale"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			doc, html := render(t, tt.c)
+			if got := strings.ToLower(html[:min(len(html), 15)]); got != "<!doctype html>" {
+				t.Errorf("document starts with %q, want <!doctype html>", got)
+			}
+			if got, want := doc.Find("title").Text(), tt.title; got != want {
+				t.Errorf("title = %q, want %q", got, want)
+			}
+			if got, _ := doc.Find(`meta[name="viewport"]`).Attr("content"); !strings.Contains(got, "width=device-width") {
+				t.Errorf("viewport content = %q, want width=device-width", got)
+			}
+			if got, want := doc.Find(`link[rel="stylesheet"][href="/static/style.css"]`).Length(), 1; got != want {
+				t.Errorf("stylesheet links = %d, want %d", got, want)
+			}
+			scripts := doc.Find("script")
+			if got, want := scripts.Length(), 1; got != want {
+				t.Fatalf("script elements = %d, want %d (only /static/app.js, no inline script)", got, want)
+			}
+			if got, _ := scripts.Attr("src"); got != "/static/app.js" {
+				t.Errorf("script src = %q, want /static/app.js", got)
+			}
+			if _, ok := scripts.Attr("defer"); !ok {
+				t.Errorf("script has no defer attribute")
+			}
+			home := doc.Find("header " + byTestID("home-link"))
+			if got, _ := home.Attr("href"); got != "/" {
+				t.Errorf("home link href = %q, want /", got)
+			}
+			if got, want := home.Text(), "flashsale"; got != want {
+				t.Errorf("home link text = %q, want %q", got, want)
+			}
+			if got, _ := doc.Find("header " + byTestID("admin-link")).Attr("href"); got != "/admin" {
+				t.Errorf("admin link href = %q, want /admin", got)
+			}
+			if got, want := doc.Find("main").Length(), 1; got != want {
+				t.Errorf("main elements = %d, want %d", got, want)
+			}
+			if got := doc.Find("[onclick], [onload], [onerror], [onsubmit]").Length(); got != 0 {
+				t.Errorf("inline event handlers = %d, want 0", got)
+			}
+		})
+	}
+}
+
+func TestSalePage(t *testing.T) {
+	s := demoSale()
+	doc, _ := render(t, SalePage(s))
+
+	sec := doc.Find("section" + byTestID("sale"))
+	if got, want := sec.Length(), 1; got != want {
+		t.Fatalf("sale sections = %d, want %d", got, want)
+	}
+	for attr, want := range map[string]time.Time{"data-starts-at": s.StartsAt, "data-ends-at": s.EndsAt} {
+		v, _ := sec.Attr(attr)
+		got, err := time.Parse(time.RFC3339, v)
+		if err != nil {
+			t.Errorf("%s = %q, not RFC 3339: %v", attr, v, err)
+			continue
+		}
+		if !got.Equal(want) {
+			t.Errorf("%s = %v, want %v", attr, got, want)
+		}
+	}
+	if got, _ := sec.Attr("data-sale-id"); got != "42" {
+		t.Errorf("data-sale-id = %q, want 42", got)
+	}
+	if got, want := sec.Find(byTestID("sale-name")).Text(), "Spring phones"; got != want {
+		t.Errorf("sale name = %q, want %q", got, want)
+	}
+
+	// One row, one stock badge and one disabled buy button per item, in order.
+	rows := sec.Find(byTestID("item"))
+	if got, want := rows.Length(), len(s.Items); got != want {
+		t.Fatalf("item rows = %d, want %d", got, want)
+	}
+	buttons := sec.Find("button" + byTestID("buy-button"))
+	if got, want := buttons.Length(), len(s.Items); got != want {
+		t.Errorf("buy buttons = %d, want %d", got, want)
+	}
+	buttons.Each(func(i int, b *goquery.Selection) {
+		if _, disabled := b.Attr("disabled"); !disabled {
+			t.Errorf("buy button %d is not disabled", i)
+		}
+	})
+	wantPrices := []string{"¥12.34", "¥999.00", "¥0.05"}
+	rows.Each(func(i int, row *goquery.Selection) {
+		it := s.Items[i]
+		if got, _ := row.Attr("data-item-id"); got != it.ID {
+			t.Errorf("row %d data-item-id = %q, want %q", i, got, it.ID)
+		}
+		if got := row.Find(byTestID("item-name")).Text(); got != it.Name {
+			t.Errorf("row %d name = %q, want %q", i, got, it.Name)
+		}
+		if got, want := row.Find(byTestID("price")).Text(), wantPrices[i]; got != want {
+			t.Errorf("row %d price = %q, want %q", i, got, want)
+		}
+		if got := row.Find(".item-price").Text(); !strings.Contains(got, "Price") {
+			t.Errorf("row %d price text = %q, want it labelled Price", i, got)
+		}
+		if got, _ := row.Find("span" + byTestID("stock")).Attr("data-item-id"); got != it.ID {
+			t.Errorf("row %d stock data-item-id = %q, want %q", i, got, it.ID)
+		}
+		if got, _ := row.Find(byTestID("buy-button")).Attr("data-item-id"); got != it.ID {
+			t.Errorf("row %d buy button data-item-id = %q, want %q", i, got, it.ID)
+		}
+	})
+
+	// Every element the script drives exists exactly once.
+	for _, id := range []string{"countdown", "session", "login-form", "captcha", "captcha-image",
+		"captcha-answer", "captcha-refresh", "message", "order", "order-status", "pay-by", "pay-button"} {
+		if got, want := sec.Find(byTestID(id)).Length(), 1; got != want {
+			t.Errorf("elements with data-testid=%q = %d, want %d", id, got, want)
+		}
+	}
+	form := sec.Find(byTestID("login-form"))
+	if got := form.Find(`input[name="username"]`).Length(); got != 1 {
+		t.Errorf("username inputs = %d, want 1", got)
+	}
+	if got, _ := form.Find(`input[name="password"]`).Attr("type"); got != "password" {
+		t.Errorf("password input type = %q, want password", got)
+	}
+	if got, want := form.Find("button").Map(func(_ int, b *goquery.Selection) string { return b.Text() }), []string{"Log in", "Register"}; strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("login form buttons = %q, want %q", got, want)
+	}
+	if got := sec.Find("img" + byTestID("captcha-image")).Length(); got != 1 {
+		t.Errorf("captcha images = %d, want 1", got)
+	}
+	msg := sec.Find("p" + byTestID("message"))
+	if got, _ := msg.Attr("role"); got != "status" {
+		t.Errorf("message role = %q, want status", got)
+	}
+	if got, _ := msg.Attr("aria-live"); got != "polite" {
+		t.Errorf("message aria-live = %q, want polite", got)
+	}
+	if _, hidden := sec.Find(byTestID("order")).Attr("hidden"); !hidden {
+		t.Errorf("order panel is visible before any purchase, want hidden")
+	}
+	if got := sec.Find("span" + byTestID("order-status")).Length(); got != 1 {
+		t.Errorf("order-status spans = %d, want 1", got)
+	}
+	if got := sec.Find("span" + byTestID("pay-by")).Length(); got != 1 {
+		t.Errorf("pay-by spans = %d, want 1", got)
+	}
+	if _, hidden := sec.Find("button" + byTestID("pay-button")).Attr("hidden"); !hidden {
+		t.Errorf("pay button is visible, want hidden")
+	}
+}
+
+func TestSalePageTimes(t *testing.T) {
+	shanghai := time.FixedZone("CST", 8*3600)
+	s := demoSale()
+	s.StartsAt = time.Date(2031, 3, 4, 10, 0, 0, 0, shanghai) // 02:00 UTC
+	doc, _ := render(t, SalePage(s))
+
+	if got, want := doc.Find(byTestID("sale")).AttrOr("data-starts-at", ""), "2031-03-04T02:00:00Z"; got != want {
+		t.Errorf("data-starts-at = %q, want %q", got, want)
+	}
+	tests := []struct {
+		testid, datetime, text string
+	}{
+		{"starts-at", "2031-03-04T02:00:00Z", "2031-03-04 02:00 UTC"},
+		{"ends-at", "2031-03-04T03:30:00Z", "2031-03-04 03:30 UTC"},
+	}
+	for _, tt := range tests {
+		tm := doc.Find("time" + byTestID(tt.testid))
+		if got := tm.AttrOr("datetime", ""); got != tt.datetime {
+			t.Errorf("%s datetime = %q, want %q", tt.testid, got, tt.datetime)
+		}
+		if got := tm.Text(); got != tt.text {
+			t.Errorf("%s text = %q, want %q", tt.testid, got, tt.text)
+		}
+	}
+}
+
+// The sale page is cached by a CDN: it must not depend on who asks or when.
+func TestSalePageSameForEveryVisitor(t *testing.T) {
+	t.Parallel()
+	_, first := render(t, SalePage(demoSale()))
+	time.Sleep(1100 * time.Millisecond)
+	doc, second := render(t, SalePage(demoSale()))
+	if first != second {
+		t.Errorf("two renders of the same sale differ; want byte-identical pages")
+	}
+	now := time.Now()
+	own := rfc3339(saleStart) + " " + rfc3339(saleEnd) // the sale's own times may share a date with today
+	for _, s := range []string{now.UTC().Format("2006-01-02"), now.Format("2006-01-02"), now.UTC().Format("15:04:05")} {
+		if !strings.Contains(own, s) && strings.Contains(second, s) {
+			t.Errorf("page contains %q from the current time; want no time-dependent text", s)
+		}
+	}
+	tests := []struct {
+		testid string
+		want   string
+	}{
+		{"session-role", ""},
+		{"session-id", ""},
+		{"order-id", ""},
+		{"pay-by", ""},
+		{"message", ""},
+	}
+	for _, tt := range tests {
+		if got := doc.Find(byTestID(tt.testid)).Text(); got != tt.want {
+			t.Errorf("%s text = %q, want %q (filled in by the script)", tt.testid, got, tt.want)
+		}
+	}
+	if _, hidden := doc.Find(byTestID("session-user")).Attr("hidden"); !hidden {
+		t.Errorf("signed-in line is visible in the cached page, want hidden")
+	}
+	doc.Find(byTestID("stock")).Each(func(i int, s *goquery.Selection) {
+		if got := s.Text(); strings.ContainsAny(got, "0123456789") {
+			t.Errorf("stock badge %d = %q, want a placeholder (live stock comes from the script)", i, got)
+		}
+	})
+}
+
+func TestSalePageEscapesNames(t *testing.T) {
+	const evilItem = `<script>alert("pwned")</script>`
+	const evilSale = `"><img src=x onerror=alert(1)>`
+	s := demoSale()
+	s.Name = evilSale
+	s.ID = `1" onmouseover="alert(1)`
+	s.Items[0].Name = evilItem
+	doc, html := render(t, SalePage(s))
+
+	for _, bad := range []string{"<script>alert", "<img src=x", `" onmouseover="`} {
+		if strings.Contains(html, bad) {
+			t.Errorf("HTML contains %q unescaped", bad)
+		}
+	}
+	if got, want := doc.Find("script").Length(), 1; got != want {
+		t.Errorf("script elements = %d, want %d", got, want)
+	}
+	if got := doc.Find("[onerror], [onmouseover]").Length(); got != 0 {
+		t.Errorf("elements with injected handlers = %d, want 0", got)
+	}
+	if got := doc.Find(byTestID("item-name")).First().Text(); got != evilItem {
+		t.Errorf("item name text = %q, want %q", got, evilItem)
+	}
+	if got := doc.Find(byTestID("sale-name")).Text(); got != evilSale {
+		t.Errorf("sale name text = %q, want %q", got, evilSale)
+	}
+	if got := doc.Find(byTestID("sale")).AttrOr("data-sale-id", ""); got != s.ID {
+		t.Errorf("data-sale-id = %q, want %q", got, s.ID)
+	}
+}
+
+func TestFormatPrice(t *testing.T) {
+	tests := []struct {
+		cents int64
+		want  string
+	}{
+		{0, "¥0.00"},
+		{5, "¥0.05"},
+		{10, "¥0.10"},
+		{1234, "¥12.34"},
+		{100000, "¥1000.00"},
+		{-250, "-¥2.50"},
+		{math.MinInt64, "-¥92233720368547758.08"},
+	}
+	for _, tt := range tests {
+		if got := formatPrice(tt.cents); got != tt.want {
+			t.Errorf("formatPrice(%d) = %q, want %q", tt.cents, got, tt.want)
+		}
+	}
+}
+
+func TestHomePage(t *testing.T) {
+	tests := []struct {
+		name       string
+		home       Home
+		wantCards  int
+		wantEmpty  bool
+		wantLinks  []string
+		wantBadges []string
+	}{
+		{name: "no sales", home: Home{}, wantEmpty: true},
+		{
+			name: "live and upcoming",
+			home: Home{Sales: []SaleCard{
+				{ID: "1", Name: "Phones", StartsAt: saleStart, EndsAt: saleEnd, Status: "live"},
+				{ID: "a/b", Name: "Tea <b>", StartsAt: saleStart, EndsAt: saleEnd, Status: "upcoming"},
+			}},
+			wantCards:  2,
+			wantLinks:  []string{"/sales/1", "/sales/a%2Fb"},
+			wantBadges: []string{"Live now", "Upcoming"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			doc, _ := render(t, HomePage(tt.home))
+			cards := doc.Find(byTestID("sale-card"))
+			if got := cards.Length(); got != tt.wantCards {
+				t.Fatalf("sale cards = %d, want %d", got, tt.wantCards)
+			}
+			if got := doc.Find(byTestID("empty-state")).Length() == 1; got != tt.wantEmpty {
+				t.Errorf("empty state shown = %v, want %v", got, tt.wantEmpty)
+			}
+			cards.Each(func(i int, c *goquery.Selection) {
+				sc := tt.home.Sales[i]
+				link := c.Find("a" + byTestID("sale-link"))
+				if got := link.AttrOr("href", ""); got != tt.wantLinks[i] {
+					t.Errorf("card %d href = %q, want %q", i, got, tt.wantLinks[i])
+				}
+				if got := link.Text(); got != sc.Name {
+					t.Errorf("card %d name = %q, want %q", i, got, sc.Name)
+				}
+				badge := c.Find(byTestID("sale-status"))
+				if got := badge.Text(); got != tt.wantBadges[i] {
+					t.Errorf("card %d badge = %q, want %q", i, got, tt.wantBadges[i])
+				}
+				if got := badge.AttrOr("data-status", ""); got != sc.Status {
+					t.Errorf("card %d data-status = %q, want %q", i, got, sc.Status)
+				}
+				if got, want := c.Find("time").Length(), 2; got != want {
+					t.Errorf("card %d times = %d, want %d", i, got, want)
+				}
+				if got, want := c.AttrOr("data-starts-at", ""), "2031-03-04T02:00:00Z"; got != want {
+					t.Errorf("card %d data-starts-at = %q, want %q", i, got, want)
+				}
+			})
+		})
+	}
+}
+
+func TestOrderPage(t *testing.T) {
+	const id = "0b9f6a4e-2f6c-4c35-9d3b-3a1f0c9e7d11"
+	doc, _ := render(t, OrderPage(Order{ID: id}))
+	panel := doc.Find(byTestID("order"))
+	if got, want := panel.Length(), 1; got != want {
+		t.Fatalf("order panels = %d, want %d", got, want)
+	}
+	if got := panel.AttrOr("data-order-id", ""); got != id {
+		t.Errorf("data-order-id = %q, want %q", got, id)
+	}
+	if _, hidden := panel.Attr("hidden"); hidden {
+		t.Errorf("order panel hidden, want visible")
+	}
+	if got, want := panel.Find("a"+byTestID("order-link")).AttrOr("href", ""), "/orders/"+id; got != want {
+		t.Errorf("order link = %q, want %q", got, want)
+	}
+	for _, testid := range []string{"order-status", "pay-by", "pay-button"} {
+		if got := panel.Find(byTestID(testid)).Length(); got != 1 {
+			t.Errorf("elements with data-testid=%q = %d, want 1", testid, got)
+		}
+	}
+	if _, hidden := panel.Find(byTestID("pay-button")).Attr("hidden"); !hidden {
+		t.Errorf("pay button visible before the status is known, want hidden")
+	}
+	if got, _ := doc.Find(byTestID("message")).Attr("role"); got != "status" {
+		t.Errorf("message role = %q, want status", got)
+	}
+}
+
+func TestAdminPage(t *testing.T) {
+	doc, _ := render(t, AdminPage(Admin{}))
+	form := doc.Find(byTestID("login-form"))
+	for _, name := range []string{"username", "password"} {
+		if got := form.Find(`input[name="` + name + `"]`).Length(); got != 1 {
+			t.Errorf("login inputs named %s = %d, want 1", name, got)
+		}
+	}
+	if got := form.Find(byTestID("register-button")).Length(); got != 0 {
+		t.Errorf("register buttons = %d, want 0 (merchants are created by the operator)", got)
+	}
+	if _, hidden := doc.Find(byTestID("admin-panel")).Attr("hidden"); !hidden {
+		t.Errorf("admin panel visible before login, want hidden")
+	}
+
+	create := doc.Find("form" + byTestID("create-sale-form"))
+	inputs := []struct {
+		name, typ string
+	}{
+		{"name", "text"},
+		{"startsAt", "datetime-local"},
+		{"endsAt", "datetime-local"},
+	}
+	for _, in := range inputs {
+		if got := create.Find(`input[name="`+in.name+`"]`).AttrOr("type", ""); got != in.typ {
+			t.Errorf("input %s type = %q, want %q", in.name, got, in.typ)
+		}
+	}
+	row := create.Find(byTestID("item-rows") + " " + byTestID("item-row"))
+	if got, want := row.Length(), 1; got != want {
+		t.Fatalf("item rows = %d, want %d", got, want)
+	}
+	for _, in := range []struct{ name, typ string }{{"itemName", "text"}, {"priceCents", "number"}, {"quantity", "number"}} {
+		if got := row.Find(`input[name="`+in.name+`"]`).AttrOr("type", ""); got != in.typ {
+			t.Errorf("item input %s type = %q, want %q", in.name, got, in.typ)
+		}
+	}
+	if got := create.Find("template" + byTestID("item-row-template")).Length(); got != 1 {
+		t.Errorf("item row templates = %d, want 1", got)
+	}
+	if got := create.Find("button" + byTestID("add-item")).Text(); got != "Add item" {
+		t.Errorf("add item button = %q, want %q", got, "Add item")
+	}
+	if got := doc.Find(byTestID("admin-sales")).Length(); got != 1 {
+		t.Errorf("admin sales lists = %d, want 1", got)
+	}
+	headers := doc.Find("table" + byTestID("stock-table") + " thead th").Map(func(_ int, s *goquery.Selection) string { return s.Text() })
+	if got, want := strings.Join(headers, ","), "Item,Quantity,Displayed,Frozen,Real,Paid,Reconciled"; got != want {
+		t.Errorf("stock table columns = %q, want %q", got, want)
+	}
+}
+
+func TestNotFoundPage(t *testing.T) {
+	tests := []struct {
+		message string
+		want    string
+	}{
+		{"No sale 99.", "No sale 99."},
+		{"<b>bold</b>", "<b>bold</b>"},
+		{"", "The page you asked for does not exist, or the sale is over."},
+	}
+	for _, tt := range tests {
+		doc, html := render(t, NotFoundPage(tt.message))
+		if got := doc.Find(byTestID("not-found-message")).Text(); got != tt.want {
+			t.Errorf("NotFoundPage(%q) message = %q, want %q", tt.message, got, tt.want)
+		}
+		if strings.Contains(html, "<b>bold") {
+			t.Errorf("NotFoundPage(%q) left the message unescaped", tt.message)
+		}
+		if got := doc.Find("main a[href=\"/\"]").Length(); got != 1 {
+			t.Errorf("NotFoundPage(%q) links home %d times, want 1", tt.message, got)
+		}
+	}
+}
