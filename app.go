@@ -42,7 +42,7 @@ type app struct {
 	handler   http.Handler
 
 	cancels []context.CancelFunc
-	wg     sync.WaitGroup
+	wg      sync.WaitGroup
 }
 
 // newApp connects to Redis, Postgres and NATS (starting the embedded one if no URL is given),

@@ -254,4 +254,3 @@ func (h *harness) redisStock(itemID int64) int64 {
 	}
 	return n
 }
-

@@ -19,8 +19,8 @@ type Captcha interface {
 type TestCaptcha struct{}
 
 var testCaptchaImage = "data:image/svg+xml;base64," + base64.StdEncoding.EncodeToString([]byte(
-	`<svg xmlns="http://www.w3.org/2000/svg" width="160" height="48" viewBox="0 0 160 48">` +
-		`<rect width="160" height="48" rx="6" fill="#f4f4f5"/>` +
+	`<svg xmlns="http://www.w3.org/2000/svg" width="160" height="48" viewBox="0 0 160 48">`+
+		`<rect width="160" height="48" rx="6" fill="#f4f4f5"/>`+
 		`<text x="80" y="30" font-family="monospace" font-size="18" text-anchor="middle" fill="#18181b">type: test</text></svg>`))
 
 // New returns a fresh id and the fixed image.
