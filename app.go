@@ -83,11 +83,15 @@ func newApp(ctx context.Context, cfg config, log *slog.Logger) (_ *app, err erro
 	a.pub = store.NewGroupPublisher(a.queue, cfg.PublishParallel, cfg.PublishBatch, cfg.PublishTimeout, a.metrics.ObservePublish)
 
 	secret := []byte(cfg.JWTSecret)
+	var captcha services.Captcha = services.ImageCaptcha{Store: store.NewChallenges(a.rdb, cfg.CaptchaTTL)}
+	if cfg.Captcha == "test" {
+		captcha = services.TestCaptcha{}
+	}
 	a.auth = services.NewAuth(a.db, secret, cfg.JWTTTL, a.now)
 	a.sales = services.NewSales(a.db, a.stock, log, a.now)
 	a.purchases = services.NewPurchases(services.PurchaseConfig{
 		TokenTTL: cfg.TokenTTL, PayWindow: cfg.PayWindow, SlowPublish: 10 * time.Second, SigningSecret: secret,
-	}, a.sales, a.stock, a.db, a.pub, services.TestCaptcha{}, a.metrics, log, a.now)
+	}, a.sales, a.stock, a.db, a.pub, captcha, a.metrics, log, a.now)
 	a.writer = services.NewWriter(services.WriterConfig{Batch: cfg.WriterBatch, PayWindow: cfg.PayWindow},
 		a.queue, a.db, a.stock, a.metrics, log)
 	a.keeper = services.NewKeeper(services.KeeperConfig{Interval: cfg.KeeperInterval, OrphanAge: cfg.OrphanAge},

@@ -27,6 +27,7 @@ type config struct {
 	JWTSecret       string
 	JWTTTL          time.Duration
 	Captcha         string
+	CaptchaTTL      time.Duration
 	RateLimits      bool
 	PayWindow       time.Duration
 	TokenTTL        time.Duration
@@ -61,7 +62,8 @@ var configVars = []configVar{
 	{"FLASHSALE_DATA_DIR", ".data", "where the embedded NATS keeps its JetStream files"},
 	{"FLASHSALE_JWT_SECRET", devJWTSecret, "HS256 secret of the identity tokens and purchase tokens"},
 	{"FLASHSALE_JWT_TTL", "24h", "lifetime of a login token and its cookie"},
-	{"FLASHSALE_CAPTCHA", "test", "captcha provider; `test` accepts the answer `test`"},
+	{"FLASHSALE_CAPTCHA", "image", "captcha provider: `image` (six distorted digits, checked once, bound to user and sale) or `test` (the answer `test` passes)"},
+	{"FLASHSALE_CAPTCHA_TTL", "5m", "how long an image captcha can be answered"},
 	{"FLASHSALE_RATE_LIMITS", "on", "`off` turns every rate limit off (benchmarks, tests)"},
 	{"FLASHSALE_PAY_WINDOW", "10m", "how long a PENDING order may be paid"},
 	{"FLASHSALE_PURCHASE_TOKEN_TTL", "30s", "how long a purchase token is valid"},
@@ -123,7 +125,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		RedisPool: num("FLASHSALE_REDIS_POOL", 1), DBMaxConns: num("FLASHSALE_DB_MAX_CONNS", 2),
 		NATSPort: num("FLASHSALE_NATS_PORT", -1), WriterBatch: num("FLASHSALE_WRITER_BATCH", 1),
 		PublishParallel: num("FLASHSALE_PUBLISH_PARALLEL", 1), PublishBatch: num("FLASHSALE_PUBLISH_BATCH", 1),
-		JWTTTL: dur("FLASHSALE_JWT_TTL"), PayWindow: dur("FLASHSALE_PAY_WINDOW"), TokenTTL: dur("FLASHSALE_PURCHASE_TOKEN_TTL"),
+		JWTTTL: dur("FLASHSALE_JWT_TTL"), CaptchaTTL: dur("FLASHSALE_CAPTCHA_TTL"), PayWindow: dur("FLASHSALE_PAY_WINDOW"), TokenTTL: dur("FLASHSALE_PURCHASE_TOKEN_TTL"),
 		DemoStartDelay: dur("FLASHSALE_DEMO_START_DELAY"), PublishTimeout: dur("FLASHSALE_PUBLISH_TIMEOUT"),
 		OrphanAge: dur("FLASHSALE_ORPHAN_AGE"), KeeperInterval: dur("FLASHSALE_KEEPER_INTERVAL"),
 		RateLimits: onOff("FLASHSALE_RATE_LIMITS"), Demo: onOff("FLASHSALE_DEMO"),
@@ -139,8 +141,8 @@ func loadConfig(getenv func(string) string) (config, error) {
 	if c.NATSSync != "always" && c.NATSSync != "interval" {
 		errs = append(errs, fmt.Errorf("FLASHSALE_NATS_SYNC=%q: want always or interval", c.NATSSync))
 	}
-	if c.Captcha != "test" {
-		errs = append(errs, fmt.Errorf("FLASHSALE_CAPTCHA=%q: the only provider so far is test", c.Captcha))
+	if c.Captcha != "test" && c.Captcha != "image" {
+		errs = append(errs, fmt.Errorf("FLASHSALE_CAPTCHA=%q: want image or test", c.Captcha))
 	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		errs = append(errs, fmt.Errorf("FLASHSALE_LOG_FORMAT=%q: want text or json", c.LogFormat))

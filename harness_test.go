@@ -53,6 +53,7 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 		"FLASHSALE_DATA_DIR":        dir,
 		"FLASHSALE_NATS_PORT":       strconv.Itoa(testenv.FreePort(t)),
 		"FLASHSALE_RATE_LIMITS":     "off",
+		"FLASHSALE_CAPTCHA":         "test",
 		"FLASHSALE_PUBLISH_TIMEOUT": "2s",
 		"FLASHSALE_KEEPER_INTERVAL": "200ms",
 		"FLASHSALE_LOG_LEVEL":       "warn",

@@ -1,17 +1,71 @@
 package services
 
 import (
+	"bytes"
 	"context"
+	"crypto/subtle"
 	"encoding/base64"
+	"strconv"
 	"strings"
+
+	"github.com/dchest/captcha"
+
+	"github.com/flashsale/flashsale/store"
 )
 
 // Captcha renders challenges and checks answers, bound to a user and a sale.
 type Captcha interface {
 	// New returns a challenge id and its image as a data: URL.
 	New(ctx context.Context, userID, saleID int64) (id, image string, err error)
-	// Verify reports whether answer solves challenge id for this user and sale.
+	// Verify reports whether answer solves challenge id for this user and sale. A challenge
+	// can be verified once only.
 	Verify(ctx context.Context, userID, saleID int64, id, answer string) (bool, error)
+}
+
+// ImageCaptcha renders six distorted digits (github.com/dchest/captcha) and keeps the answer in
+// Redis, bound to the user and the sale, checked once and only once, expiring with the store.
+type ImageCaptcha struct {
+	Store *store.Challenges
+}
+
+const captchaDigits = 6
+
+func binding(userID, saleID int64) string {
+	return strconv.FormatInt(userID, 10) + ":" + strconv.FormatInt(saleID, 10)
+}
+
+// New renders a fresh challenge.
+func (c ImageCaptcha) New(ctx context.Context, userID, saleID int64) (string, string, error) {
+	id := newNonce()
+	digits := captcha.RandomDigits(captchaDigits)
+	answer := make([]byte, len(digits))
+	for i, d := range digits {
+		answer[i] = '0' + d
+	}
+	if err := c.Store.Put(ctx, id, binding(userID, saleID), string(answer)); err != nil {
+		return "", "", err
+	}
+	var buf bytes.Buffer
+	if _, err := captcha.NewImage(id, digits, 240, 80).WriteTo(&buf); err != nil {
+		return "", "", err
+	}
+	return id, "data:image/png;base64," + base64.StdEncoding.EncodeToString(buf.Bytes()), nil
+}
+
+// Verify takes the challenge (one try) and compares the answer in constant time.
+func (c ImageCaptcha) Verify(ctx context.Context, userID, saleID int64, id, answer string) (bool, error) {
+	v, ok, err := c.Store.Take(ctx, id)
+	if err != nil || !ok {
+		return false, err
+	}
+	bound, want, _ := strings.Cut(v, "|")
+	got := strings.Map(func(r rune) rune {
+		if r == ' ' {
+			return -1
+		}
+		return r
+	}, answer)
+	return bound == binding(userID, saleID) && subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1, nil
 }
 
 // TestCaptcha is the provider for development, tests and benchmarks: its image says "type test"

@@ -55,6 +55,7 @@ func NewRouter(cfg Config) *gin.Engine {
 	r.POST("/api/auth/logout", api.Logout)
 	r.GET("/api/auth/me", authed, api.Me)
 	r.GET("/api/time", api.Time)
+	r.GET("/api/openapi.yaml", serveOpenAPI)
 
 	r.GET("/api/flash-sales", api.ListSales)
 	r.GET("/api/flash-sales/:saleId", api.GetSale)

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestConfig(t *testing.T) {
+	prodOK := map[string]string{"FLASHSALE_ENV": "production", "FLASHSALE_JWT_SECRET": "a-production-secret-of-some-length"}
+	with := func(base map[string]string, kv ...string) map[string]string {
+		m := map[string]string{}
+		for k, v := range base {
+			m[k] = v
+		}
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return m
+	}
+	cases := []struct {
+		name    string
+		env     map[string]string
+		wantErr string // empty: no error
+	}{
+		{"defaults", nil, ""},
+		{"production with its own secret", prodOK, ""},
+		{"production refuses the test captcha", with(prodOK, "FLASHSALE_CAPTCHA", "test"), "FLASHSALE_CAPTCHA=test is refused"},
+		{"production refuses rate limits off", with(prodOK, "FLASHSALE_RATE_LIMITS", "off"), "FLASHSALE_RATE_LIMITS=off is refused"},
+		{"production refuses the development secret", map[string]string{"FLASHSALE_ENV": "production"}, "development secret is refused"},
+		{"unknown env", map[string]string{"FLASHSALE_ENV": "staging"}, "FLASHSALE_ENV"},
+		{"bad duration", map[string]string{"FLASHSALE_PAY_WINDOW": "ten minutes"}, "FLASHSALE_PAY_WINDOW"},
+		{"negative duration", map[string]string{"FLASHSALE_PURCHASE_TOKEN_TTL": "-1s"}, "FLASHSALE_PURCHASE_TOKEN_TTL"},
+		{"bad number", map[string]string{"FLASHSALE_WRITER_BATCH": "0"}, "FLASHSALE_WRITER_BATCH"},
+		{"bad switch", map[string]string{"FLASHSALE_RATE_LIMITS": "maybe"}, "FLASHSALE_RATE_LIMITS"},
+		{"unknown captcha", map[string]string{"FLASHSALE_CAPTCHA": "recaptcha"}, "FLASHSALE_CAPTCHA"},
+		{"short secret", map[string]string{"FLASHSALE_JWT_SECRET": "short"}, "at least 16 bytes"},
+	}
+	for _, c := range cases {
+		_, err := loadConfig(func(k string) string { return c.env[k] })
+		switch {
+		case c.wantErr == "" && err != nil:
+			t.Errorf("%s: got error %v, want none", c.name, err)
+		case c.wantErr != "" && (err == nil || !strings.Contains(err.Error(), c.wantErr)):
+			t.Errorf("%s: got error %v, want one mentioning %q", c.name, err, c.wantErr)
+		}
+	}
+}
+
+func TestMaskURL(t *testing.T) {
+	cases := map[string]string{
+		"postgres://u:secret@h:5432/db":        "postgres://u:****@h:5432/db",
+		"redis://127.0.0.1:6380/0":             "redis://127.0.0.1:6380/0",
+		"postgres://postgres@127.0.0.1:5433/x": "postgres://postgres@127.0.0.1:5433/x",
+	}
+	for in, want := range cases {
+		if got := maskURL(in); got != want {
+			t.Errorf("maskURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
