@@ -37,6 +37,7 @@ type app struct {
 	auth      *services.Auth
 	sales     *services.Sales
 	purchases *services.Purchases
+	soldOut   *services.SoldOut
 	writer    *services.Writer
 	keeper    *services.Keeper
 	handler   http.Handler
@@ -89,13 +90,16 @@ func newApp(ctx context.Context, cfg config, log *slog.Logger) (_ *app, err erro
 	}
 	a.auth = services.NewAuth(a.db, secret, cfg.JWTTTL, a.now)
 	a.sales = services.NewSales(a.db, a.stock, log, a.now)
+	if a.soldOut, err = services.NewSoldOut(a.queue.Conn(), time.Second, log, a.now); err != nil {
+		return nil, err
+	}
 	a.purchases = services.NewPurchases(services.PurchaseConfig{
 		TokenTTL: cfg.TokenTTL, PayWindow: cfg.PayWindow, SlowPublish: 10 * time.Second, SigningSecret: secret,
-	}, a.sales, a.stock, a.db, a.pub, captcha, a.metrics, log, a.now)
+	}, a.sales, a.stock, a.db, a.pub, captcha, a.soldOut, a.metrics, log, a.now)
 	a.writer = services.NewWriter(services.WriterConfig{Batch: cfg.WriterBatch, PayWindow: cfg.PayWindow},
-		a.queue, a.db, a.stock, a.metrics, log)
+		a.queue, a.db, a.stock, a.soldOut, a.metrics, log)
 	a.keeper = services.NewKeeper(services.KeeperConfig{Interval: cfg.KeeperInterval, OrphanAge: cfg.OrphanAge},
-		a.db, a.stock, a.queue, a.metrics, log, a.now)
+		a.db, a.stock, a.queue, a.soldOut, a.metrics, log, a.now)
 
 	api := &handlers.API{Accounts: a.auth, Catalog: a.sales, Shop: a.purchases, Log: log, Now: a.now,
 		SecureCookie: cfg.Env == "production", SessionTTL: cfg.JWTTTL}

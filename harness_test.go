@@ -40,12 +40,19 @@ type harness struct {
 type harnessOpts struct {
 	noWriter bool
 	env      map[string]string
+	shared   *harness // run as a second instance on the same Redis, Postgres and NATS
 }
 
 func newHarness(t *testing.T, o harnessOpts) *harness {
 	t.Helper()
-	rs := testenv.Redis(t)
-	dsn := testenv.Postgres(t)
+	var rs *testenv.RedisServer
+	var dsn string
+	if o.shared != nil {
+		rs, dsn = o.shared.redis, o.shared.cfg.DatabaseURL
+		o.env = mergeEnv(map[string]string{"FLASHSALE_NATS_URL": o.shared.app.natsSrv.ClientURL()}, o.env)
+	} else {
+		rs, dsn = testenv.Redis(t), testenv.Postgres(t)
+	}
 	dir := t.TempDir()
 	env := map[string]string{
 		"FLASHSALE_DATABASE_URL":    dsn,
@@ -79,6 +86,17 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 		a.close()
 	})
 	return h
+}
+
+func mergeEnv(a, b map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range a {
+		out[k] = v
+	}
+	for k, v := range b {
+		out[k] = v
+	}
+	return out
 }
 
 // testWriter sends the app's log lines to the test log (shown only when a test fails).

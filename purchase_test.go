@@ -169,14 +169,22 @@ func TestSaleWindow(t *testing.T) {
 	if ra := r.Header.Get("Retry-After"); ra != "90" && ra != "89" {
 		t.Errorf("Retry-After = %q, want about 90", ra)
 	}
-	// Ending a sale is not an API operation yet: move it into the past in Postgres.
-	h.app.db.Gorm().Exec(`UPDATE sales SET starts_at = now() - interval '2 hours', ends_at = now() - interval '1 hour' WHERE id = ?`, s.sale)
-	time.Sleep(10 * time.Millisecond)
-	r = h.do("POST", fmt.Sprintf("/api/flash-sales/%d/purchase-token", s.sale), alice, map[string]string{"captchaId": "x", "answer": "test"})
+	// A sale that ends in a moment.
+	c2 := h.do("POST", "/api/admin/sales", h.token(9000, services.RoleMerchant), map[string]any{
+		"name": "short", "startsAt": time.Now().Add(-time.Second).UTC().Format(time.RFC3339),
+		"endsAt": time.Now().Add(1500 * time.Millisecond).UTC().Format(time.RFC3339Nano),
+		"items":  []map[string]any{{"name": "x", "priceCents": 1, "quantity": 1}},
+	})
+	if c2.Status != http.StatusCreated {
+		t.Fatalf("create a short sale: %d %s", c2.Status, c2.Raw)
+	}
+	ended := c2.str("saleId")
+	time.Sleep(1600 * time.Millisecond)
+	r = h.do("POST", "/api/flash-sales/"+ended+"/purchase-token", alice, map[string]string{"captchaId": "x", "answer": "test"})
 	if r.Status != http.StatusGone || r.str("error") != "SALE_ENDED" {
 		t.Errorf("token after the end: %d %s, want 410 SALE_ENDED", r.Status, r.Raw)
 	}
-	r = h.do("POST", fmt.Sprintf("/api/flash-sales/%d/purchase-token", s.sale), alice, map[string]string{"captchaId": "x", "answer": "wrong"})
+	r = h.do("POST", "/api/flash-sales/"+ended+"/purchase-token", alice, map[string]string{"captchaId": "x", "answer": "wrong"})
 	if r.Status != http.StatusGone {
 		t.Errorf("an ended sale answers before the captcha: %d %s", r.Status, r.Raw)
 	}
@@ -308,7 +316,7 @@ func TestWriterCrashAfterCommitBeforeAck(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	cfg := services.WriterConfig{Batch: 100, AckWait: time.Second, PayWindow: h.cfg.PayWindow}
-	crashing := services.NewWriter(cfg, h.app.queue, h.app.db, h.app.stock, nil, h.app.log)
+	crashing := services.NewWriter(cfg, h.app.queue, h.app.db, h.app.stock, h.app.soldOut, nil, h.app.log)
 	commits := 0
 	crashing.AfterCommit = func() error { commits++; return fmt.Errorf("killed after commit") }
 	if err := crashing.Run(ctx); err != nil {
@@ -324,7 +332,7 @@ func TestWriterCrashAfterCommitBeforeAck(t *testing.T) {
 	if backlog == 0 {
 		t.Fatalf("the crashed batch was acknowledged")
 	}
-	restarted := services.NewWriter(cfg, h.app.queue, h.app.db, h.app.stock, nil, h.app.log)
+	restarted := services.NewWriter(cfg, h.app.queue, h.app.db, h.app.stock, h.app.soldOut, nil, h.app.log)
 	go restarted.Run(ctx)
 	h.drain(s)
 	if got := h.sqlInt(`SELECT count(*) FROM orders`); got != 10 {

@@ -24,6 +24,7 @@ type Accounts interface {
 type Catalog interface {
 	Create(ctx context.Context, merchantID int64, in services.NewSale) (store.Sale, error)
 	Get(ctx context.Context, saleID int64) (store.Sale, error)
+	Cached(ctx context.Context, saleID int64) (store.Sale, error)
 	Upcoming(ctx context.Context) ([]store.Sale, error)
 	OfMerchant(ctx context.Context, merchantID int64) ([]store.Sale, error)
 	Displayed(ctx context.Context, saleID int64) (services.DisplayedStock, error)
@@ -174,7 +175,7 @@ func (a *API) GetSale(c *gin.Context) {
 		Error(c, a.Log, err)
 		return
 	}
-	s, err := a.Catalog.Get(c.Request.Context(), id)
+	s, err := a.Catalog.Cached(c.Request.Context(), id)
 	if err != nil {
 		Error(c, a.Log, err)
 		return

@@ -86,7 +86,7 @@ func (p *Pages) Sale(c *gin.Context) {
 		p.NotFound(c)
 		return
 	}
-	s, err := p.Catalog.Get(c.Request.Context(), id)
+	s, err := p.Catalog.Cached(c.Request.Context(), id)
 	if services.ErrorCode(err) == services.CodeNotFound {
 		p.NotFound(c)
 		return

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -98,7 +99,7 @@ func validCredentials(username, password string) error {
 			return Errorf(CodeInvalidInput, "username may hold only letters, digits, '_', '-' and '.'")
 		}
 	}
-	if len(password) < 8 || len(password) > 72 {
+	if len(password) < 8 || len(password) > 72 || strings.ContainsRune(password, 0) {
 		return Errorf(CodeInvalidInput, "password must be 8 to 72 bytes")
 	}
 	return nil
@@ -142,7 +143,7 @@ func (a *Auth) addUser(ctx context.Context, username, password, role string) (st
 // Login checks a username and password and returns a token.
 func (a *Auth) Login(ctx context.Context, username, password string) (string, Identity, error) {
 	bad := Errorf(CodeInvalidCredentials, "wrong username or password")
-	if username == "" || len(username) > 64 || len(password) > 72 {
+	if username == "" || len(username) > 64 || len(password) > 72 || strings.ContainsRune(username, 0) {
 		return "", Identity{}, bad
 	}
 	u, err := a.db.UserByName(ctx, username)

@@ -21,6 +21,7 @@ type KeeperConfig struct {
 //     between reserve and publish) once the writer has provably processed everything older.
 type Keeper struct {
 	cfg     KeeperConfig
+	soldOut *SoldOut
 	db      *store.DB
 	stock   *store.Stock
 	q       *store.Queue
@@ -30,14 +31,14 @@ type Keeper struct {
 }
 
 // NewKeeper returns a Keeper.
-func NewKeeper(cfg KeeperConfig, db *store.DB, stock *store.Stock, q *store.Queue, m *Metrics, log *slog.Logger, now func() time.Time) *Keeper {
+func NewKeeper(cfg KeeperConfig, db *store.DB, stock *store.Stock, q *store.Queue, soldOut *SoldOut, m *Metrics, log *slog.Logger, now func() time.Time) *Keeper {
 	if cfg.Interval <= 0 {
 		cfg.Interval = 2 * time.Second
 	}
 	if cfg.OrphanAge <= 0 {
 		cfg.OrphanAge = 45 * time.Second
 	}
-	return &Keeper{cfg: cfg, db: db, stock: stock, q: q, metrics: m, log: log, now: now}
+	return &Keeper{cfg: cfg, db: db, stock: stock, q: q, soldOut: soldOut, metrics: m, log: log, now: now}
 }
 
 // Run repeats the jobs until ctx ends.
@@ -112,6 +113,7 @@ func (k *Keeper) warm(ctx context.Context, items []store.Item, backlog uint64) e
 			return err
 		}
 		if loaded {
+			k.soldOut.Returned(it.ID)
 			k.log.Info("keeper: item loaded into redis from postgres", "item", it.ID, "left", fresh.Quantity-len(buyers), "buyers", len(buyers))
 		}
 	}
@@ -165,6 +167,7 @@ func (k *Keeper) recoverOrphans(ctx context.Context, items []store.Item) error {
 			return err
 		}
 		if out == store.Released {
+			k.soldOut.Returned(c.item)
 			k.log.Warn("keeper: orphan reservation returned to stock", "item", c.item, "order", c.order)
 			if k.metrics != nil {
 				k.metrics.Released.WithLabelValues("orphan").Inc()

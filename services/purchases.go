@@ -44,6 +44,7 @@ type Purchases struct {
 	db      *store.DB
 	pub     Publisher
 	captcha Captcha
+	soldOut *SoldOut
 	tokens  tokenSigner
 	metrics *Metrics
 	log     *slog.Logger
@@ -51,13 +52,24 @@ type Purchases struct {
 }
 
 // NewPurchases returns the purchase service.
-func NewPurchases(cfg PurchaseConfig, sales *Sales, stock *store.Stock, db *store.DB, pub Publisher, captcha Captcha, m *Metrics, log *slog.Logger, now func() time.Time) *Purchases {
-	return &Purchases{cfg: cfg, sales: sales, stock: stock, db: db, pub: pub, captcha: captcha,
+func NewPurchases(cfg PurchaseConfig, sales *Sales, stock *store.Stock, db *store.DB, pub Publisher, captcha Captcha, soldOut *SoldOut, m *Metrics, log *slog.Logger, now func() time.Time) *Purchases {
+	return &Purchases{cfg: cfg, sales: sales, stock: stock, db: db, pub: pub, captcha: captcha, soldOut: soldOut,
 		tokens: newTokenSigner(cfg.SigningSecret), metrics: m, log: log, now: now}
 }
 
 func retryAfter(d time.Duration) time.Duration {
 	return ((d + time.Second - 1) / time.Second) * time.Second
+}
+
+var errSoldOut = Errorf(CodeSoldOut, "sold out: every unit has been taken")
+
+func (p *Purchases) allSoldOut(sale store.Sale) bool {
+	for _, it := range sale.Items {
+		if !p.soldOut.Is(it.ID) {
+			return false
+		}
+	}
+	return len(sale.Items) > 0
 }
 
 // saleWindow checks that the sale is open at now.
@@ -73,7 +85,7 @@ func saleWindow(startsAt, endsAt, now time.Time) error {
 
 // NewCaptcha returns a challenge for a shopper of a sale that has not ended.
 func (p *Purchases) NewCaptcha(ctx context.Context, userID, saleID int64) (string, string, error) {
-	sale, err := p.sales.Get(ctx, saleID)
+	sale, err := p.sales.Cached(ctx, saleID)
 	if err != nil {
 		return "", "", err
 	}
@@ -88,15 +100,19 @@ func (p *Purchases) NewCaptcha(ctx context.Context, userID, saleID int64) (strin
 }
 
 // IssueToken gives a shopper a single-use purchase token for a live sale, once the captcha is
-// solved. Before the start it answers NOT_STARTED with the wait.
+// solved. Before the start it answers NOT_STARTED with the wait; a sale that has ended or whose
+// every item this instance knows to be sold out answers at once, without touching the captcha.
 func (p *Purchases) IssueToken(ctx context.Context, userID, saleID int64, captchaID, answer string) (string, time.Time, error) {
-	sale, err := p.sales.Get(ctx, saleID)
+	sale, err := p.sales.Cached(ctx, saleID)
 	if err != nil {
 		return "", time.Time{}, err
 	}
 	now := p.now()
 	if err := saleWindow(sale.StartsAt, sale.EndsAt, now); err != nil {
 		return "", time.Time{}, err
+	}
+	if p.allSoldOut(sale) {
+		return "", time.Time{}, Errorf(CodeSoldOut, "sold out: every unit has been taken")
 	}
 	if captchaID == "" || len(captchaID) > 128 || answer == "" || len(answer) > 64 {
 		return "", time.Time{}, Errorf(CodeCaptchaFailed, "the captcha answer is wrong or expired; solve a new one")
@@ -138,6 +154,9 @@ func (p *Purchases) purchase(ctx context.Context, userID, itemID int64, token st
 	if err := saleWindow(info.StartsAt, info.EndsAt, now); err != nil {
 		return "", err
 	}
+	if p.soldOut.Is(itemID) {
+		return "", errSoldOut // no Redis call, no network
+	}
 	tok, ok := p.tokens.verify(token)
 	if !ok || tok.UserID != userID || tok.SaleID != info.SaleID || !now.Before(tok.Expires) {
 		return "", Errorf(CodeInvalidPurchaseToken, "the purchase token is missing, invalid, expired or for another sale; request a new one")
@@ -147,7 +166,8 @@ func (p *Purchases) purchase(ctx context.Context, userID, itemID int64, token st
 	switch {
 	case err == nil:
 	case errors.Is(err, store.ErrSoldOut):
-		return "", Errorf(CodeSoldOut, "sold out: every unit has been taken")
+		p.soldOut.Mark(itemID)
+		return "", errSoldOut
 	case errors.Is(err, store.ErrAlreadyBuyer):
 		return "", Errorf(CodeAlreadyPurchased, "you already hold this item (one per shopper)")
 	case errors.Is(err, store.ErrTokenAlreadyUsed):
@@ -188,8 +208,11 @@ func (p *Purchases) purchase(ctx context.Context, userID, itemID int64, token st
 	if outcome == store.Claimed {
 		return orderID, nil
 	}
-	if p.metrics != nil && outcome == store.Released {
-		p.metrics.Released.WithLabelValues("publish_failed").Inc()
+	if outcome == store.Released {
+		p.soldOut.Returned(itemID)
+		if p.metrics != nil {
+			p.metrics.Released.WithLabelValues("publish_failed").Inc()
+		}
 	}
 	p.log.Warn("publish failed; unit released", "order", orderID, "err", perr)
 	return "", unavailable(perr)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"golang.org/x/sync/singleflight"
@@ -110,12 +111,21 @@ type Sales struct {
 
 	stockMu    sync.Mutex
 	stockCache map[int64]DisplayedStock
+
+	salesMu    sync.RWMutex
+	salesCache map[int64]cachedSale
+}
+
+type cachedSale struct {
+	sale   store.Sale
+	err    error
+	loaded time.Time
 }
 
 // NewSales returns a Sales service.
 func NewSales(db *store.DB, stock *store.Stock, log *slog.Logger, now func() time.Time) *Sales {
 	return &Sales{db: db, stock: stock, log: log, now: now, catalogTTL: 5 * time.Second,
-		items: map[int64]itemInfo{}, stockCache: map[int64]DisplayedStock{}}
+		items: map[int64]itemInfo{}, stockCache: map[int64]DisplayedStock{}, salesCache: map[int64]cachedSale{}}
 }
 
 func validName(what, s string) error {
@@ -127,6 +137,9 @@ func validName(what, s string) error {
 	}
 	if !utf8.ValidString(s) {
 		return Errorf(CodeInvalidInput, "%s must be valid UTF-8", what)
+	}
+	if strings.IndexFunc(s, unicode.IsControl) >= 0 {
+		return Errorf(CodeInvalidInput, "%s must not contain control characters", what)
 	}
 	return nil
 }
@@ -191,6 +204,40 @@ func (s *Sales) Get(ctx context.Context, saleID int64) (store.Sale, error) {
 		return store.Sale{}, unavailable(err)
 	}
 	return sale, nil
+}
+
+// Cached returns a sale from a small in-process cache (a few seconds old at most; unknown ids
+// are remembered too), so the start-second crowd asking for tokens does not reach Postgres.
+// Sales never change their times or items once created.
+func (s *Sales) Cached(ctx context.Context, saleID int64) (store.Sale, error) {
+	now := s.now()
+	s.salesMu.RLock()
+	c, ok := s.salesCache[saleID]
+	s.salesMu.RUnlock()
+	if ok && now.Sub(c.loaded) < s.catalogTTL {
+		return c.sale, c.err
+	}
+	v, err, _ := s.sf.Do("sale:"+strconv.FormatInt(saleID, 10), func() (any, error) {
+		sale, err := s.Get(ctx, saleID)
+		if err != nil && ErrorCode(err) != CodeNotFound {
+			return nil, err
+		}
+		return cachedSale{sale: sale, err: err, loaded: now}, nil
+	})
+	if err != nil {
+		if ok {
+			return c.sale, c.err // a stale entry beats an outage
+		}
+		return store.Sale{}, err
+	}
+	c = v.(cachedSale)
+	s.salesMu.Lock()
+	if len(s.salesCache) > 10_000 {
+		clear(s.salesCache)
+	}
+	s.salesCache[saleID] = c
+	s.salesMu.Unlock()
+	return c.sale, c.err
 }
 
 // Upcoming lists the live and upcoming sales.
@@ -262,7 +309,7 @@ func (s *Sales) Displayed(ctx context.Context, saleID int64) (DisplayedStock, er
 	if ok && now.Sub(d.AsOf) < time.Second {
 		return d, nil
 	}
-	sale, err := s.Get(ctx, saleID)
+	sale, err := s.Cached(ctx, saleID)
 	if err != nil {
 		return DisplayedStock{}, err
 	}
@@ -277,8 +324,8 @@ func (s *Sales) Displayed(ctx context.Context, saleID int64) (DisplayedStock, er
 	d = DisplayedStock{SaleID: saleID, AsOf: now}
 	for i, it := range sale.Items {
 		lv := levels[i]
-		if lv < 0 { // not warmed: show what Postgres knows
-			lv = int64(it.Quantity - it.Sold)
+		if lv < 0 { // not warmed: show the quantity; purchases answer 503 until it is
+			lv = int64(it.Quantity)
 		}
 		d.Items = append(d.Items, ItemStock{ItemID: it.ID, Stock: lv})
 	}

@@ -25,6 +25,7 @@ type WriterConfig struct {
 // after commit, refused orders to the dead-letter stream with their units given back.
 type Writer struct {
 	cfg     WriterConfig
+	soldOut *SoldOut
 	q       *store.Queue
 	db      *store.DB
 	stock   *store.Stock
@@ -37,7 +38,7 @@ type Writer struct {
 }
 
 // NewWriter returns a writer.
-func NewWriter(cfg WriterConfig, q *store.Queue, db *store.DB, stock *store.Stock, m *Metrics, log *slog.Logger) *Writer {
+func NewWriter(cfg WriterConfig, q *store.Queue, db *store.DB, stock *store.Stock, soldOut *SoldOut, m *Metrics, log *slog.Logger) *Writer {
 	if cfg.Batch <= 0 {
 		cfg.Batch = 200
 	}
@@ -47,7 +48,7 @@ func NewWriter(cfg WriterConfig, q *store.Queue, db *store.DB, stock *store.Stoc
 	if cfg.AckWait <= 0 {
 		cfg.AckWait = 30 * time.Second
 	}
-	return &Writer{cfg: cfg, q: q, db: db, stock: stock, metrics: m, log: log}
+	return &Writer{cfg: cfg, q: q, db: db, stock: stock, soldOut: soldOut, metrics: m, log: log}
 }
 
 // errStop ends Run without logging it as a failure.
@@ -247,8 +248,12 @@ func (w *Writer) process(ctx context.Context, msgs []jetstream.Msg) error {
 		}
 	}
 	for _, o := range failedBefore {
-		if _, err := w.stock.Release(ctx, o.ItemID, o.ID, true, true); err != nil {
+		out, err := w.stock.Release(ctx, o.ItemID, o.ID, true, true)
+		if err != nil {
 			return err
+		}
+		if out == store.Released && w.soldOut != nil {
+			w.soldOut.Returned(o.ItemID)
 		}
 	}
 
@@ -301,8 +306,12 @@ func (w *Writer) refuse(ctx context.Context, o store.NewOrder, reason string) er
 		return err
 	}
 	restock := reason != reasonNoRoom
-	if _, err := w.stock.Release(ctx, o.ItemID, o.ID, restock, true); err != nil {
+	out, err := w.stock.Release(ctx, o.ItemID, o.ID, restock, true)
+	if err != nil {
 		return err
+	}
+	if out == store.Released && restock && w.soldOut != nil {
+		w.soldOut.Returned(o.ItemID)
 	}
 	w.count("dead_lettered", 1)
 	if w.metrics != nil {

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/flashsale/flashsale/services"
+)
+
+// A sold-out flag set on one instance is seen by another within 100 ms, refusals then cost no
+// Redis call, and the flag clears everywhere when a unit returns.
+func TestSoldOutFlagAcrossInstances(t *testing.T) {
+	t.Parallel()
+	a := newHarness(t, harnessOpts{})
+	b := newHarness(t, harnessOpts{shared: a})
+	s := a.liveSale(1)
+	item := s.items[0]
+	alice, bob := a.token(1, services.RoleShopper), a.token(2, services.RoleShopper)
+
+	ptBobA, ptBobB := a.purchaseToken(bob, s.sale), b.purchaseToken(bob, s.sale)
+	r := a.buy(alice, item, a.purchaseToken(alice, s.sale))
+	if r.Status != http.StatusAccepted {
+		t.Fatalf("buy the only unit: %d %s", r.Status, r.Raw)
+	}
+	if b.app.soldOut.Is(item) {
+		t.Fatalf("instance b believes the item sold out before anyone was refused")
+	}
+	if r := a.buy(bob, item, ptBobA); r.Status != http.StatusGone || r.str("error") != "SOLD_OUT" {
+		t.Fatalf("second buyer on a: %d %s, want 410 SOLD_OUT", r.Status, r.Raw)
+	}
+	markedAt := time.Now()
+	for !b.app.soldOut.Is(item) {
+		if time.Since(markedAt) > 100*time.Millisecond {
+			t.Fatalf("instance b did not learn the item sold out within 100 ms")
+		}
+		time.Sleep(time.Millisecond)
+	}
+
+	// With Redis down, instance b still refuses at once: the refusal never reaches Redis.
+	a.redis.Stop(t)
+	if r := b.buy(bob, item, ptBobB); r.Status != http.StatusGone || r.str("error") != "SOLD_OUT" {
+		t.Errorf("sold-out refusal with redis down: %d %s, want 410 (no redis call)", r.Status, r.Raw)
+	}
+	a.redis.Start(t)
+
+	// The sale is sold out: the token request answers 410 before the captcha.
+	if r := b.do("POST", "/api/flash-sales/"+itoa(s.sale)+"/purchase-token", bob, map[string]string{"captchaId": "x", "answer": "wrong"}); r.Status != http.StatusGone || r.str("error") != "SOLD_OUT" {
+		t.Errorf("token request on a sold-out sale: %d %s, want 410 SOLD_OUT", r.Status, r.Raw)
+	}
+
+	// A unit returns (an orphan released by a's keeper path): the flag clears on both at once.
+	a.drain(s)
+	orphan := services.NewOrderID(item, time.Now())
+	a.app.db.Gorm().Exec(`UPDATE items SET quantity = 2 WHERE id = ?`, item)
+	a.app.rdb.Incr(context.Background(), "{item:"+itoa(item)+"}:stock")
+	if _, err := a.app.stock.Reserve(context.Background(), item, 3, orphan, "n", time.Minute, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.app.stock.Release(context.Background(), item, orphan, true, false); err != nil {
+		t.Fatal(err)
+	}
+	a.app.soldOut.Returned(item)
+	clearedAt := time.Now()
+	for b.app.soldOut.Is(item) || a.app.soldOut.Is(item) {
+		if time.Since(clearedAt) > 100*time.Millisecond {
+			t.Fatalf("the flag did not clear on both instances within 100 ms")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if r := b.buy(bob, item, b.purchaseToken(bob, s.sale)); r.Status != http.StatusAccepted {
+		t.Errorf("buy the returned unit on b: %d %s, want 202", r.Status, r.Raw)
+	}
+	a.checkInvariants(s)
+}
