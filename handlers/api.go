@@ -33,9 +33,9 @@ type Catalog interface {
 
 // Shop is what the API needs of the purchase service.
 type Shop interface {
-	NewCaptcha(ctx context.Context, userID, saleID int64) (string, string, error)
-	IssueToken(ctx context.Context, userID, saleID int64, captchaID, answer string) (string, time.Time, error)
-	Purchase(ctx context.Context, userID, itemID int64, token string) (string, error)
+	NewCaptcha(ctx context.Context, userID, saleID int64, ip string) (string, string, error)
+	IssueToken(ctx context.Context, userID, saleID int64, captchaID, answer, ip string) (string, time.Time, error)
+	Purchase(ctx context.Context, userID, itemID int64, token, ip string) (string, error)
 	Order(ctx context.Context, userID int64, orderID string) (services.OrderView, error)
 	Pay(ctx context.Context, userID int64, orderID string) (services.OrderView, error)
 }
@@ -227,7 +227,7 @@ func (a *API) Captcha(c *gin.Context) {
 		Error(c, a.Log, err)
 		return
 	}
-	id, img, err := a.Shop.NewCaptcha(c.Request.Context(), shopper(c).UserID, saleID)
+	id, img, err := a.Shop.NewCaptcha(c.Request.Context(), shopper(c).UserID, saleID, c.ClientIP())
 	if err != nil {
 		Error(c, a.Log, err)
 		return
@@ -251,7 +251,7 @@ func (a *API) PurchaseToken(c *gin.Context) {
 		Error(c, a.Log, err)
 		return
 	}
-	tok, exp, err := a.Shop.IssueToken(c.Request.Context(), shopper(c).UserID, saleID, in.CaptchaID, in.Answer)
+	tok, exp, err := a.Shop.IssueToken(c.Request.Context(), shopper(c).UserID, saleID, in.CaptchaID, in.Answer, c.ClientIP())
 	if err != nil {
 		Error(c, a.Log, err)
 		return
@@ -267,7 +267,7 @@ func (a *API) Purchase(c *gin.Context) {
 		Error(c, a.Log, err)
 		return
 	}
-	orderID, err := a.Shop.Purchase(c.Request.Context(), shopper(c).UserID, itemID, c.GetHeader("X-Purchase-Token"))
+	orderID, err := a.Shop.Purchase(c.Request.Context(), shopper(c).UserID, itemID, c.GetHeader("X-Purchase-Token"), c.ClientIP())
 	if err != nil {
 		Error(c, a.Log, err)
 		return
@@ -321,6 +321,10 @@ type newSaleJSON struct {
 		PriceCents int64  `json:"priceCents"`
 		Quantity   int64  `json:"quantity"`
 	} `json:"items"`
+	RateLimits *struct {
+		UserPerSecond int `json:"userPerSecond"`
+		IPPerSecond   int `json:"ipPerSecond"`
+	} `json:"rateLimits"`
 }
 
 func parseTime(field, s string) (time.Time, error) {
@@ -349,6 +353,9 @@ func (a *API) CreateSale(c *gin.Context) {
 		return
 	}
 	ns := services.NewSale{Name: in.Name, StartsAt: starts, EndsAt: ends}
+	if in.RateLimits != nil {
+		ns.Limits = &services.RateLimits{UserPerSecond: in.RateLimits.UserPerSecond, IPPerSecond: in.RateLimits.IPPerSecond}
+	}
 	for _, it := range in.Items {
 		ns.Items = append(ns.Items, services.NewItem{Name: it.Name, PriceCents: it.PriceCents, Quantity: it.Quantity})
 	}

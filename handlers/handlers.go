@@ -3,6 +3,7 @@
 package handlers
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
@@ -104,13 +105,13 @@ func decodeJSON(c *gin.Context, v any, allowEmpty bool) error {
 		}
 		return services.Errorf(services.CodeInvalidInput, "a JSON object body is required")
 	}
-	dec := json.NewDecoder(strings.NewReader(string(body)))
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return services.Errorf(services.CodeInvalidInput, "malformed JSON body: %s", jsonProblem(err))
 	}
-	if dec.More() {
-		return services.Errorf(services.CodeInvalidInput, "malformed JSON body: more than one value")
+	if rest := bytes.TrimSpace(body[dec.InputOffset():]); len(rest) > 0 {
+		return services.Errorf(services.CodeInvalidInput, "malformed JSON body: unexpected data after the JSON value")
 	}
 	return nil
 }

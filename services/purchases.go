@@ -45,6 +45,7 @@ type Purchases struct {
 	pub     Publisher
 	captcha Captcha
 	soldOut *SoldOut
+	limiter *Limiter
 	tokens  tokenSigner
 	metrics *Metrics
 	log     *slog.Logger
@@ -52,8 +53,8 @@ type Purchases struct {
 }
 
 // NewPurchases returns the purchase service.
-func NewPurchases(cfg PurchaseConfig, sales *Sales, stock *store.Stock, db *store.DB, pub Publisher, captcha Captcha, soldOut *SoldOut, m *Metrics, log *slog.Logger, now func() time.Time) *Purchases {
-	return &Purchases{cfg: cfg, sales: sales, stock: stock, db: db, pub: pub, captcha: captcha, soldOut: soldOut,
+func NewPurchases(cfg PurchaseConfig, sales *Sales, stock *store.Stock, db *store.DB, pub Publisher, captcha Captcha, soldOut *SoldOut, limiter *Limiter, m *Metrics, log *slog.Logger, now func() time.Time) *Purchases {
+	return &Purchases{cfg: cfg, sales: sales, stock: stock, db: db, pub: pub, captcha: captcha, soldOut: soldOut, limiter: limiter,
 		tokens: newTokenSigner(cfg.SigningSecret), metrics: m, log: log, now: now}
 }
 
@@ -84,13 +85,16 @@ func saleWindow(startsAt, endsAt, now time.Time) error {
 }
 
 // NewCaptcha returns a challenge for a shopper of a sale that has not ended.
-func (p *Purchases) NewCaptcha(ctx context.Context, userID, saleID int64) (string, string, error) {
+func (p *Purchases) NewCaptcha(ctx context.Context, userID, saleID int64, ip string) (string, string, error) {
 	sale, err := p.sales.Cached(ctx, saleID)
 	if err != nil {
 		return "", "", err
 	}
 	if !p.now().Before(sale.EndsAt) {
 		return "", "", Errorf(CodeSaleEnded, "the sale has ended")
+	}
+	if err := p.limiter.Allow(ctx, saleID, userID, ip, LimitsOf(sale)); err != nil {
+		return "", "", err
 	}
 	id, img, err := p.captcha.New(ctx, userID, saleID)
 	if err != nil {
@@ -102,7 +106,7 @@ func (p *Purchases) NewCaptcha(ctx context.Context, userID, saleID int64) (strin
 // IssueToken gives a shopper a single-use purchase token for a live sale, once the captcha is
 // solved. Before the start it answers NOT_STARTED with the wait; a sale that has ended or whose
 // every item this instance knows to be sold out answers at once, without touching the captcha.
-func (p *Purchases) IssueToken(ctx context.Context, userID, saleID int64, captchaID, answer string) (string, time.Time, error) {
+func (p *Purchases) IssueToken(ctx context.Context, userID, saleID int64, captchaID, answer, ip string) (string, time.Time, error) {
 	sale, err := p.sales.Cached(ctx, saleID)
 	if err != nil {
 		return "", time.Time{}, err
@@ -113,6 +117,9 @@ func (p *Purchases) IssueToken(ctx context.Context, userID, saleID int64, captch
 	}
 	if p.allSoldOut(sale) {
 		return "", time.Time{}, Errorf(CodeSoldOut, "sold out: every unit has been taken")
+	}
+	if err := p.limiter.Allow(ctx, saleID, userID, ip, LimitsOf(sale)); err != nil {
+		return "", time.Time{}, err
 	}
 	if captchaID == "" || len(captchaID) > 128 || answer == "" || len(answer) > 64 {
 		return "", time.Time{}, Errorf(CodeCaptchaFailed, "the captcha answer is wrong or expired; solve a new one")
@@ -130,8 +137,8 @@ func (p *Purchases) IssueToken(ctx context.Context, userID, saleID int64, captch
 
 // Purchase tries to buy one unit of itemID for userID with a purchase token. On success the
 // order is durably queued and its id returned (the caller answers 202 QUEUED).
-func (p *Purchases) Purchase(ctx context.Context, userID, itemID int64, token string) (string, error) {
-	id, err := p.purchase(ctx, userID, itemID, token)
+func (p *Purchases) Purchase(ctx context.Context, userID, itemID int64, token, ip string) (string, error) {
+	id, err := p.purchase(ctx, userID, itemID, token, ip)
 	if p.metrics != nil {
 		outcome := "ACCEPTED"
 		if err != nil {
@@ -142,7 +149,7 @@ func (p *Purchases) Purchase(ctx context.Context, userID, itemID int64, token st
 	return id, err
 }
 
-func (p *Purchases) purchase(ctx context.Context, userID, itemID int64, token string) (string, error) {
+func (p *Purchases) purchase(ctx context.Context, userID, itemID int64, token, ip string) (string, error) {
 	info, err := p.sales.item(ctx, itemID)
 	if err != nil {
 		return "", err
@@ -156,6 +163,9 @@ func (p *Purchases) purchase(ctx context.Context, userID, itemID int64, token st
 	}
 	if p.soldOut.Is(itemID) {
 		return "", errSoldOut // no Redis call, no network
+	}
+	if err := p.limiter.Allow(ctx, info.SaleID, userID, ip, info.Limits); err != nil {
+		return "", err
 	}
 	tok, ok := p.tokens.verify(token)
 	if !ok || tok.UserID != userID || tok.SaleID != info.SaleID || !now.Before(tok.Expires) {

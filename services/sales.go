@@ -51,6 +51,7 @@ type NewSale struct {
 	StartsAt time.Time
 	EndsAt   time.Time
 	Items    []NewItem
+	Limits   *RateLimits // nil: the defaults
 }
 
 // NewItem is one product of a NewSale.
@@ -66,6 +67,7 @@ type itemInfo struct {
 	SaleID   int64
 	StartsAt time.Time
 	EndsAt   time.Time
+	Limits   RateLimits
 	found    bool
 	loaded   time.Time
 }
@@ -167,6 +169,12 @@ func (s *Sales) Create(ctx context.Context, merchantID int64, in NewSale) (store
 		return store.Sale{}, Errorf(CodeInvalidInput, "a sale has at most %d items", maxItemsPerSale)
 	}
 	sale := store.Sale{MerchantID: merchantID, Name: strings.TrimSpace(in.Name), StartsAt: in.StartsAt.UTC(), EndsAt: in.EndsAt.UTC()}
+	if l := in.Limits; l != nil {
+		if l.UserPerSecond < 1 || l.UserPerSecond > 10_000 || l.IPPerSecond < 1 || l.IPPerSecond > 1_000_000 {
+			return store.Sale{}, Errorf(CodeInvalidInput, "rateLimits.userPerSecond must be 1..10000 and rateLimits.ipPerSecond 1..1000000")
+		}
+		sale.UserRatePerSec, sale.IPRatePerSec = &l.UserPerSecond, &l.IPPerSecond
+	}
 	for i, it := range in.Items {
 		if err := validName(fmt.Sprintf("items[%d].name", i), it.Name); err != nil {
 			return store.Sale{}, err
@@ -281,7 +289,7 @@ func (s *Sales) item(ctx context.Context, itemID int64) (itemInfo, error) {
 		if err != nil {
 			return nil, err
 		}
-		return itemInfo{ItemID: itemID, SaleID: sale.ID, StartsAt: sale.StartsAt, EndsAt: sale.EndsAt, found: true, loaded: now}, nil
+		return itemInfo{ItemID: itemID, SaleID: sale.ID, StartsAt: sale.StartsAt, EndsAt: sale.EndsAt, Limits: LimitsOf(sale), found: true, loaded: now}, nil
 	})
 	if err != nil {
 		if ok { // a stale entry beats an outage

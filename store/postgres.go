@@ -53,7 +53,10 @@ type Sale struct {
 	StartsAt   time.Time
 	EndsAt     time.Time
 	CreatedAt  time.Time
-	Items      []Item `gorm:"foreignKey:SaleID"`
+	// Rate limits of this sale's purchase path, requests per second; nil means the defaults.
+	UserRatePerSec *int
+	IPRatePerSec   *int
+	Items          []Item `gorm:"foreignKey:SaleID"`
 }
 
 // Item is a row of items: one product of a sale with its quantity and units sold.

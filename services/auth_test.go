@@ -1,0 +1,167 @@
+package services
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+var testSecret = []byte("a-test-secret-of-32-bytes-length")
+
+func fixedNow(t time.Time) func() time.Time { return func() time.Time { return t } }
+
+func TestAuthIssueVerify(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1_800_000_000, 0)
+	a := NewAuth(nil, testSecret, time.Hour, fixedNow(now))
+	for _, id := range []Identity{{UserID: 1, Role: RoleShopper}, {UserID: 9000, Role: RoleMerchant}, {UserID: 1<<63 - 1, Role: RoleShopper}} {
+		tok, err := a.Issue(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := a.Verify(tok)
+		if err != nil || got != id {
+			t.Errorf("Verify(Issue(%+v)) = %+v, %v", id, got, err)
+		}
+		// The token is HS256 with the claims of the contract.
+		var c jwt.MapClaims
+		parsed, err := jwt.ParseWithClaims(tok, &c, func(*jwt.Token) (any, error) { return testSecret, nil }, jwt.WithTimeFunc(fixedNow(now)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if parsed.Method.Alg() != "HS256" || c["role"] != id.Role || c["exp"] != float64(now.Add(time.Hour).Unix()) {
+			t.Errorf("issued token: alg %s, claims %v", parsed.Method.Alg(), c)
+		}
+		if sub, _ := c.GetSubject(); sub == "" || strings.HasPrefix(sub, "0") {
+			t.Errorf("issued sub = %q", sub)
+		}
+	}
+	// Within the leeway of a few seconds a just-expired token still passes; after, it does not.
+	tok, _ := a.Issue(Identity{UserID: 3, Role: RoleShopper})
+	if _, err := NewAuth(nil, testSecret, time.Hour, fixedNow(now.Add(time.Hour+3*time.Second))).Verify(tok); err != nil {
+		t.Errorf("3 s after exp (within leeway): %v", err)
+	}
+	_, err := NewAuth(nil, testSecret, time.Hour, fixedNow(now.Add(time.Hour+10*time.Second))).Verify(tok)
+	var e *Error
+	if !errors.As(err, &e) || e.Code != CodeUnauthenticated || !strings.Contains(e.Message, "expired") {
+		t.Errorf("10 s after exp: %v, want UNAUTHENTICATED saying expired", err)
+	}
+}
+
+func TestAuthVerifyRejects(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1_800_000_000, 0)
+	a := NewAuth(nil, testSecret, time.Hour, fixedNow(now))
+	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ecKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claims := func(edit func(jwt.MapClaims)) jwt.MapClaims {
+		c := jwt.MapClaims{"sub": "42", "role": RoleShopper, "iat": now.Unix(), "exp": now.Add(time.Hour).Unix()}
+		if edit != nil {
+			edit(c)
+		}
+		return c
+	}
+	sign := func(m jwt.SigningMethod, key any, c jwt.MapClaims) string {
+		s, err := jwt.NewWithClaims(m, c).SignedString(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	hs := func(edit func(jwt.MapClaims)) string { return sign(jwt.SigningMethodHS256, testSecret, claims(edit)) }
+
+	// The control: a hand-built HS256 token of the same shape passes.
+	if id, err := a.Verify(hs(nil)); err != nil || id != (Identity{UserID: 42, Role: RoleShopper}) {
+		t.Fatalf("control token: %+v, %v", id, err)
+	}
+	valid := hs(nil)
+	parts := strings.Split(valid, ".")
+	merchantParts := strings.Split(hs(func(c jwt.MapClaims) { c["role"] = RoleMerchant }), ".")
+
+	for name, tok := range map[string]string{
+		"empty":              "",
+		"garbage":            "garbage",
+		"oversized":          valid + strings.Repeat("A", 4096),
+		"alg none":           sign(jwt.SigningMethodNone, jwt.UnsafeAllowNoneSignatureType, claims(nil)),
+		"HS384":              sign(jwt.SigningMethodHS384, testSecret, claims(nil)),
+		"HS512":              sign(jwt.SigningMethodHS512, testSecret, claims(nil)),
+		"RS256":              sign(jwt.SigningMethodRS256, rsaKey, claims(nil)),
+		"ES256":              sign(jwt.SigningMethodES256, ecKey, claims(nil)),
+		"wrong secret":       sign(jwt.SigningMethodHS256, []byte("another-secret-of-32-bytes-long!"), claims(nil)),
+		"expired":            hs(func(c jwt.MapClaims) { c["exp"] = now.Add(-time.Minute).Unix() }),
+		"missing exp":        hs(func(c jwt.MapClaims) { delete(c, "exp") }),
+		"exp a string":       hs(func(c jwt.MapClaims) { c["exp"] = "soon" }),
+		"nbf in the future":  hs(func(c jwt.MapClaims) { c["nbf"] = now.Add(time.Minute).Unix() }),
+		"sub missing":        hs(func(c jwt.MapClaims) { delete(c, "sub") }),
+		"sub empty":          hs(func(c jwt.MapClaims) { c["sub"] = "" }),
+		"sub letters":        hs(func(c jwt.MapClaims) { c["sub"] = "alice" }),
+		"sub zero":           hs(func(c jwt.MapClaims) { c["sub"] = "0" }),
+		"sub negative":       hs(func(c jwt.MapClaims) { c["sub"] = "-42" }),
+		"sub plus":           hs(func(c jwt.MapClaims) { c["sub"] = "+42" }),
+		"sub leading zero":   hs(func(c jwt.MapClaims) { c["sub"] = "042" }),
+		"sub space":          hs(func(c jwt.MapClaims) { c["sub"] = " 42" }),
+		"sub huge":           hs(func(c jwt.MapClaims) { c["sub"] = "99999999999999999999" }),
+		"sub exponent":       hs(func(c jwt.MapClaims) { c["sub"] = "4e1" }),
+		"sub a number":       hs(func(c jwt.MapClaims) { c["sub"] = 42 }),
+		"role missing":       hs(func(c jwt.MapClaims) { delete(c, "role") }),
+		"role unknown":       hs(func(c jwt.MapClaims) { c["role"] = "admin" }),
+		"role upper case":    hs(func(c jwt.MapClaims) { c["role"] = "SHOPPER" }),
+		"role a list":        hs(func(c jwt.MapClaims) { c["role"] = []string{RoleMerchant} }),
+		"payload swapped":    parts[0] + "." + merchantParts[1] + "." + parts[2],
+		"signature stripped": parts[0] + "." + parts[1] + ".",
+		"two parts":          parts[0] + "." + parts[1],
+		"four parts":         valid + ".x",
+	} {
+		id, err := a.Verify(tok)
+		var e *Error
+		if !errors.As(err, &e) || e.Code != CodeUnauthenticated || e.Message == "" {
+			t.Errorf("%s: Verify = %+v, %v; want UNAUTHENTICATED", name, id, err)
+		}
+		if id != (Identity{}) {
+			t.Errorf("%s: a refused token yields identity %+v", name, id)
+		}
+	}
+}
+
+func TestValidCredentials(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		user, pass string
+		ok         bool
+	}{
+		{"abc", "12345678", true},
+		{"A.b-c_9", strings.Repeat("p", 72), true},
+		{strings.Repeat("u", 32), "12345678", true},
+		{"ab", "12345678", false},
+		{strings.Repeat("u", 33), "12345678", false},
+		{"", "12345678", false},
+		{"a b", "12345678", false},
+		{"émile", "12345678", false},
+		{"abc/", "12345678", false},
+		{"abc\x00", "12345678", false},
+		{"abc", "1234567", false},
+		{"abc", strings.Repeat("p", 73), false},
+		{"abc", "", false},
+	} {
+		err := validCredentials(c.user, c.pass)
+		if c.ok && err != nil {
+			t.Errorf("validCredentials(%q, %d bytes) = %v, want ok", c.user, len(c.pass), err)
+		}
+		if !c.ok && ErrorCode(err) != CodeInvalidInput {
+			t.Errorf("validCredentials(%q, %d bytes) = %v, want INVALID_INPUT", c.user, len(c.pass), err)
+		}
+	}
+}

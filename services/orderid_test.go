@@ -1,0 +1,87 @@
+package services
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+func TestOrderIDRoundTrip(t *testing.T) {
+	t.Parallel()
+	now := time.UnixMilli(1_800_000_000_123)
+	for _, item := range []int64{1, 2, 7, 255, 256, 65536, 1 << 31, math.MaxUint32} {
+		id := NewOrderID(item, now)
+		got, canonical, ok := ItemOfOrderID(id)
+		if !ok || got != item || canonical != id {
+			t.Errorf("ItemOfOrderID(NewOrderID(%d)) = %d, %q, %v; want %d, %q, true", item, got, canonical, ok, item, id)
+		}
+		u, err := uuid.Parse(id)
+		if err != nil {
+			t.Fatalf("%q: %v", id, err)
+		}
+		if u.Version() != 8 || u.Variant() != uuid.RFC4122 {
+			t.Errorf("%q: version %d, variant %v; want 8, RFC 4122", id, u.Version(), u.Variant())
+		}
+		if id != strings.ToLower(id) || len(id) != 36 {
+			t.Errorf("%q is not the canonical lower-case form", id)
+		}
+		// The first 48 bits are the Unix milliseconds.
+		var ms int64
+		for _, b := range u[:6] {
+			ms = ms<<8 | int64(b)
+		}
+		if ms != now.UnixMilli() {
+			t.Errorf("%q carries %d ms, want %d", id, ms, now.UnixMilli())
+		}
+		// Upper case is the same id, answered in canonical form.
+		if got, canonical, ok := ItemOfOrderID(strings.ToUpper(id)); !ok || got != item || canonical != id {
+			t.Errorf("upper case %q = %d, %q, %v; want %d, %q", strings.ToUpper(id), got, canonical, ok, item, id)
+		}
+	}
+}
+
+func TestOrderIDsAreUniqueAndSortByTime(t *testing.T) {
+	t.Parallel()
+	now := time.UnixMilli(1_800_000_000_000)
+	seen := map[string]bool{}
+	for range 10000 {
+		id := NewOrderID(42, now)
+		if seen[id] {
+			t.Fatalf("duplicate order id %s", id)
+		}
+		seen[id] = true
+	}
+	earlier, later := NewOrderID(42, now), NewOrderID(42, now.Add(time.Millisecond))
+	if !(earlier < later) {
+		t.Errorf("ids do not sort by time: %s !< %s", earlier, later)
+	}
+}
+
+func TestItemOfOrderIDRejects(t *testing.T) {
+	t.Parallel()
+	good := NewOrderID(9, time.Now())
+	v4 := uuid.New().String()
+	v7 := uuid.Must(uuid.NewV7()).String()
+	// Same bytes as good, with the RFC 9562 variant bits replaced by the Microsoft ones.
+	b := []byte(good)
+	b[19] = 'c'
+	microsoft := string(b)
+	for _, id := range []string{
+		"", "abc", "1", "-1", "99999999999999999999",
+		v4, v7, microsoft,
+		"00000000-0000-0000-0000-000000000000",
+		"00000000-0000-8000-8000-000000000000", // v8 with item 0
+		"ffffffff-ffff-ffff-ffff-ffffffffffff",
+		"zzzzzzzz-zzzz-8zzz-8zzz-zzzzzzzzzzzz",
+		"{" + good + "}", "urn:uuid:" + good, strings.ReplaceAll(good, "-", ""),
+		good + "0", good[1:], " " + good[1:], good[:35] + "\x00",
+		strings.Replace(good, "-", "_", 1),
+	} {
+		if item, canonical, ok := ItemOfOrderID(id); ok {
+			t.Errorf("ItemOfOrderID(%q) = %d, %q, true; want rejected", id, item, canonical)
+		}
+	}
+}
