@@ -105,6 +105,9 @@ func decodeJSON(c *gin.Context, v any, allowEmpty bool) error {
 		}
 		return services.Errorf(services.CodeInvalidInput, "a JSON object body is required")
 	}
+	if trimmed := bytes.TrimSpace(body); trimmed[0] != '{' {
+		return services.Errorf(services.CodeInvalidInput, "malformed JSON body: expected a JSON object")
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {

@@ -1,0 +1,147 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/flashsale/flashsale/handlers"
+	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/store"
+)
+
+// fakeShop and fakeCatalog stand in for the services so the fuzzer exercises every parser of
+// client input in the HTTP layer (paths, bodies, headers, tokens) without a database; the
+// integration tests cover the real services.
+type fakeShop struct{}
+
+func (fakeShop) NewCaptcha(context.Context, int64, int64, string) (string, string, error) {
+	return "c", "data:,", nil
+}
+func (fakeShop) IssueToken(context.Context, int64, int64, string, string, string) (string, time.Time, error) {
+	return "t", time.Now(), nil
+}
+func (fakeShop) Purchase(_ context.Context, _, item int64, tok, _ string) (string, error) {
+	if tok == "" {
+		return "", services.Errorf(services.CodeInvalidPurchaseToken, "no token")
+	}
+	return services.NewOrderID(item, time.Now()), nil
+}
+func (fakeShop) Order(_ context.Context, _ int64, id string) (services.OrderView, error) {
+	item, canonical, ok := services.ItemOfOrderID(id)
+	if !ok {
+		return services.OrderView{}, services.Errorf(services.CodeNotFound, "no order")
+	}
+	return services.OrderView{OrderID: canonical, ItemID: item, Status: services.StatusQueued}, nil
+}
+func (s fakeShop) Pay(ctx context.Context, u int64, id string) (services.OrderView, error) {
+	return s.Order(ctx, u, id)
+}
+
+type fakeCatalog struct{}
+
+var fakeSale = store.Sale{ID: 1, Name: "s", StartsAt: time.Unix(0, 0), EndsAt: time.Unix(4e9, 0), Items: []store.Item{{ID: 1, Name: "i", Quantity: 1}}}
+
+func (fakeCatalog) Create(context.Context, int64, services.NewSale) (store.Sale, error) {
+	return fakeSale, nil
+}
+func (fakeCatalog) Get(_ context.Context, id int64) (store.Sale, error) {
+	if id != 1 {
+		return store.Sale{}, services.Errorf(services.CodeNotFound, "no sale")
+	}
+	return fakeSale, nil
+}
+func (c fakeCatalog) Cached(ctx context.Context, id int64) (store.Sale, error) { return c.Get(ctx, id) }
+func (fakeCatalog) Upcoming(context.Context) ([]store.Sale, error) {
+	return []store.Sale{fakeSale}, nil
+}
+func (fakeCatalog) OfMerchant(context.Context, int64) ([]store.Sale, error) { return nil, nil }
+func (fakeCatalog) Displayed(_ context.Context, id int64) (services.DisplayedStock, error) {
+	return services.DisplayedStock{SaleID: id}, nil
+}
+func (fakeCatalog) AdminStock(context.Context, int64, int64) ([]services.AdminItemStock, error) {
+	return nil, nil
+}
+
+type fakeAccounts struct{}
+
+func (fakeAccounts) Register(_ context.Context, u, p string) (string, services.Identity, error) {
+	return "t", services.Identity{UserID: 1, Role: services.RoleShopper}, nil
+}
+func (fakeAccounts) Login(_ context.Context, u, p string) (string, services.Identity, error) {
+	return "", services.Identity{}, services.Errorf(services.CodeInvalidCredentials, "no")
+}
+
+func fuzzRouter(auth *services.Auth) http.Handler {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	now := time.Now
+	return NewRouter(Config{
+		Log:      log,
+		Verifier: auth,
+		API:      &handlers.API{Accounts: fakeAccounts{}, Catalog: fakeCatalog{}, Shop: fakeShop{}, Log: log, Now: now, SessionTTL: time.Hour},
+		Pages:    &handlers.Pages{Catalog: fakeCatalog{}, Log: log, Now: now},
+		Registry: prometheus.NewRegistry(),
+	})
+}
+
+// FuzzRouter sends arbitrary methods, paths, bodies and headers through the real router and
+// middleware: never a panic, never a 5xx, and every API error is the contract's JSON.
+func FuzzRouter(f *testing.F) {
+	auth := services.NewAuth(nil, []byte("fuzz-secret-of-some-length"), time.Hour, time.Now)
+	shopper, _ := auth.Issue(services.Identity{UserID: 3, Role: services.RoleShopper})
+	merchant, _ := auth.Issue(services.Identity{UserID: 4, Role: services.RoleMerchant})
+	h := fuzzRouter(auth)
+	seeds := []struct{ method, path, body, bearer, header string }{
+		{"POST", "/api/auth/register", `{"username":"abc","password":"12345678"}`, "", ""},
+		{"POST", "/api/auth/login", `{"username":1}`, "", ""},
+		{"POST", "/api/flash-sales/1/purchase-token", `{"captchaId":"x","answer":"test"}`, shopper, ""},
+		{"POST", "/api/flash-sales/items/1/purchase", ``, shopper, "tok"},
+		{"POST", "/api/flash-sales/items/-1/purchase", `{}`, shopper, ""},
+		{"POST", "/api/flash-sales/items/99999999999999999999/purchase", `{}`, shopper, "t"},
+		{"GET", "/api/flash-sales/orders/01a22958-8d6e-802a-8916-367400000001", "", shopper, ""},
+		{"POST", "/api/flash-sales/orders/%00/pay", "", shopper, ""},
+		{"POST", "/api/admin/sales", `{"name":"x","startsAt":"2026-01-01T00:00:00Z","endsAt":"bad","items":[]}`, merchant, ""},
+		{"GET", "/api/admin/sales/1/stock", "", shopper, ""},
+		{"GET", "/sales/1", "", "", ""},
+		{"GET", "/orders/not-an-id", "", "", ""},
+		{"GET", "/api/flash-sales/1/stock", "", "", ""},
+		{"DELETE", "/api/time", "", "", ""},
+		{"POST", "/api/flash-sales/1/captcha", "null", "Bearer x.y.z", ""},
+	}
+	for _, s := range seeds {
+		f.Add(s.method, s.path, s.body, s.bearer, s.header)
+	}
+	f.Fuzz(func(t *testing.T, method, path, body, bearer, header string) {
+		if !strings.HasPrefix(path, "/") {
+			path = "/" + path
+		}
+		req, err := http.NewRequest(method, "http://example.test"+path, strings.NewReader(body))
+		if err != nil {
+			return // not a request a client could send
+		}
+		if bearer != "" {
+			req.Header.Set("Authorization", "Bearer "+bearer)
+		}
+		req.Header.Set("X-Purchase-Token", header)
+		req.Header.Set("X-Forwarded-For", header)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code >= 500 {
+			t.Fatalf("%s %q body %q: status %d: %s", method, path, body, rec.Code, rec.Body.String())
+		}
+		if strings.HasPrefix(req.URL.Path, "/api/") && rec.Code >= 400 {
+			var e struct{ Error, Message string }
+			if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil || e.Error == "" || e.Message == "" {
+				t.Fatalf("%s %q: status %d without the contract's error body: %q", method, path, rec.Code, rec.Body.String())
+			}
+		}
+	})
+}
