@@ -855,7 +855,7 @@
         countdown.setAttribute('data-phase', phase);
       }
       if (phase === 'unknown') {
-        setText(countdown, 'Syncing with the shop's clock\u2026');
+        setText(countdown, 'Syncing with the shop\u2019s clock\u2026');
         setText(detail, '');
       } else if (phase === 'upcoming') {
         setText(countdown, 'starts in ' + formatDuration(startsAt - now));

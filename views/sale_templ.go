@@ -108,7 +108,7 @@ func SalePage(s Sale) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 7, "</span></p></header><div class=\"countdown-box\"><p class=\"countdown\" data-testid=\"countdown\" role=\"timer\" aria-atomic=\"true\">Syncing with the shop's clock…</p><p class=\"countdown-detail\" data-testid=\"countdown-detail\"></p></div><noscript><p class=\"message\">This page needs JavaScript to count down and to buy.</p></noscript><div class=\"sale-grid\"><div class=\"sale-side\">")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 7, "</span></p></header><div class=\"countdown-box\"><p class=\"countdown\" data-testid=\"countdown\" role=\"timer\" aria-atomic=\"true\">Syncing with the shop’s clock…</p><p class=\"countdown-detail\" data-testid=\"countdown-detail\"></p></div><noscript><p class=\"message\">This page needs JavaScript to count down and to buy.</p></noscript><div class=\"sale-grid\"><div class=\"sale-side\">")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
