@@ -97,7 +97,7 @@ func newApp(ctx context.Context, cfg config, log *slog.Logger) (_ *app, err erro
 		TokenTTL: cfg.TokenTTL, PayWindow: cfg.PayWindow, SlowPublish: 10 * time.Second, SigningSecret: secret,
 	}, a.sales, a.stock, a.db, a.pub, captcha, a.soldOut,
 		services.NewLimiter(a.rdb, cfg.RateLimits, log, a.now), a.metrics, log, a.now)
-	a.writer = services.NewWriter(services.WriterConfig{Batch: cfg.WriterBatch, PayWindow: cfg.PayWindow},
+	a.writer = services.NewWriter(services.WriterConfig{Workers: cfg.WriterWorkers, Batch: cfg.WriterBatch, PayWindow: cfg.PayWindow},
 		a.queue, a.db, a.stock, a.soldOut, a.metrics, log)
 	a.keeper = services.NewKeeper(services.KeeperConfig{Interval: cfg.KeeperInterval, OrphanAge: cfg.OrphanAge},
 		a.db, a.stock, a.queue, a.soldOut, a.metrics, log, a.now)

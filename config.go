@@ -36,6 +36,7 @@ type config struct {
 	LogLevel        string
 	LogFormat       string
 	WriterBatch     int
+	WriterWorkers   int
 	PublishParallel int
 	PublishBatch    int
 	PublishTimeout  time.Duration
@@ -72,6 +73,7 @@ var configVars = []configVar{
 	{"FLASHSALE_LOG_LEVEL", "info", "debug, info, warn or error"},
 	{"FLASHSALE_LOG_FORMAT", "text", "`text` or `json`"},
 	{"FLASHSALE_WRITER_BATCH", "200", "queue messages the writer fetches per Postgres transaction"},
+	{"FLASHSALE_WRITER_WORKERS", "3", "batches the writer writes concurrently"},
 	{"FLASHSALE_PUBLISH_PARALLEL", "4", "JetStream writes in flight at once (group commit)"},
 	{"FLASHSALE_PUBLISH_BATCH", "512", "most reservations acknowledged by one JetStream write"},
 	{"FLASHSALE_PUBLISH_TIMEOUT", "5s", "how long a purchase waits for its PubAck before answering 503"},
@@ -123,7 +125,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		DataDir: get("FLASHSALE_DATA_DIR"), JWTSecret: get("FLASHSALE_JWT_SECRET"), Captcha: get("FLASHSALE_CAPTCHA"),
 		LogLevel: get("FLASHSALE_LOG_LEVEL"), LogFormat: get("FLASHSALE_LOG_FORMAT"),
 		RedisPool: num("FLASHSALE_REDIS_POOL", 1), DBMaxConns: num("FLASHSALE_DB_MAX_CONNS", 2),
-		NATSPort: num("FLASHSALE_NATS_PORT", -1), WriterBatch: num("FLASHSALE_WRITER_BATCH", 1),
+		NATSPort: num("FLASHSALE_NATS_PORT", -1), WriterBatch: num("FLASHSALE_WRITER_BATCH", 1), WriterWorkers: num("FLASHSALE_WRITER_WORKERS", 1),
 		PublishParallel: num("FLASHSALE_PUBLISH_PARALLEL", 1), PublishBatch: num("FLASHSALE_PUBLISH_BATCH", 1),
 		JWTTTL: dur("FLASHSALE_JWT_TTL"), CaptchaTTL: dur("FLASHSALE_CAPTCHA_TTL"), PayWindow: dur("FLASHSALE_PAY_WINDOW"), TokenTTL: dur("FLASHSALE_PURCHASE_TOKEN_TTL"),
 		DemoStartDelay: dur("FLASHSALE_DEMO_START_DELAY"), PublishTimeout: dur("FLASHSALE_PUBLISH_TIMEOUT"),

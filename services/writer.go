@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/flashsale/flashsale/store"
@@ -15,6 +17,7 @@ import (
 
 // WriterConfig are the tunables of the writer.
 type WriterConfig struct {
+	Workers   int           // batches written concurrently (one goroutine each on the durable consumer)
 	Batch     int           // messages fetched at once
 	MaxWait   time.Duration // how long a fetch waits for a full batch
 	AckWait   time.Duration // redelivery after a writer dies holding messages
@@ -43,7 +46,10 @@ func NewWriter(cfg WriterConfig, q *store.Queue, db *store.DB, stock *store.Stoc
 		cfg.Batch = 200
 	}
 	if cfg.MaxWait <= 0 {
-		cfg.MaxWait = 50 * time.Millisecond
+		cfg.MaxWait = time.Second
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = 1
 	}
 	if cfg.AckWait <= 0 {
 		cfg.AckWait = 30 * time.Second
@@ -55,7 +61,8 @@ func NewWriter(cfg WriterConfig, q *store.Queue, db *store.DB, stock *store.Stoc
 var errStop = errors.New("writer stopped by hook")
 
 // Run consumes until ctx ends. Failures of Postgres, Redis or NATS are retried with backoff; the
-// messages stay in the queue meanwhile.
+// messages stay in the queue meanwhile. Workers fetch and write batches concurrently, so one
+// batch's round trips overlap another's.
 func (w *Writer) Run(ctx context.Context) error {
 	var cons jetstream.Consumer
 	for cons == nil {
@@ -71,28 +78,42 @@ func (w *Writer) Run(ctx context.Context) error {
 		case <-time.After(time.Second):
 		}
 	}
+	var wg sync.WaitGroup
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for range w.cfg.Workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if w.work(wctx, cons) {
+				cancel() // the hook stopped one worker: stop them all, as a crash would
+			}
+		}()
+	}
+	wg.Wait()
+	return nil
+}
+
+// work is one writer loop; it reports whether the AfterCommit hook stopped it.
+func (w *Writer) work(ctx context.Context, cons jetstream.Consumer) bool {
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
-		batch, err := cons.Fetch(w.cfg.Batch, jetstream.FetchMaxWait(w.cfg.MaxWait))
+		msgs, err := w.fetch(cons)
 		if err != nil {
 			if ctx.Err() != nil {
-				return nil
+				return false
 			}
 			w.log.Warn("writer: fetch failed", "err", err)
 			sleepCtx(ctx, backoff)
 			backoff = min(2*backoff, 5*time.Second)
 			continue
 		}
-		var msgs []jetstream.Msg
-		for m := range batch.Messages() {
-			msgs = append(msgs, m)
-		}
 		if len(msgs) == 0 {
 			continue
 		}
 		if err := w.process(ctx, msgs); err != nil {
 			if errors.Is(err, errStop) {
-				return nil
+				return true
 			}
 			w.log.Warn("writer: batch not written, will retry", "messages", len(msgs), "err", err)
 			for _, m := range msgs {
@@ -104,7 +125,41 @@ func (w *Writer) Run(ctx context.Context) error {
 		}
 		backoff = 100 * time.Millisecond
 	}
-	return nil
+	return false
+}
+
+// fetch takes what is waiting, up to a batch, at once; with nothing waiting it blocks until the
+// first message arrives (or MaxWait passes), so an idle writer costs one request per MaxWait and a
+// busy one never waits to fill a batch.
+func (w *Writer) fetch(cons jetstream.Consumer) ([]jetstream.Msg, error) {
+	collect := func(b jetstream.MessageBatch) ([]jetstream.Msg, error) {
+		var msgs []jetstream.Msg
+		for m := range b.Messages() {
+			msgs = append(msgs, m)
+		}
+		return msgs, b.Error()
+	}
+	b, err := cons.FetchNoWait(w.cfg.Batch)
+	if err != nil {
+		return nil, err
+	}
+	msgs, err := collect(b)
+	if len(msgs) > 0 || (err != nil && !errors.Is(err, jetstream.ErrNoMessages)) {
+		return msgs, ignoreNoMessages(err)
+	}
+	b, err = cons.Fetch(1, jetstream.FetchMaxWait(w.cfg.MaxWait))
+	if err != nil {
+		return nil, err
+	}
+	msgs, err = collect(b)
+	return msgs, ignoreNoMessages(err)
+}
+
+func ignoreNoMessages(err error) error {
+	if errors.Is(err, jetstream.ErrNoMessages) || errors.Is(err, nats.ErrTimeout) {
+		return nil
+	}
+	return err
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) {

@@ -301,11 +301,12 @@ type pgArray []string
 
 func (a pgArray) literal() string { return "{" + strings.Join(a, ",") + "}" }
 
-// InsertOrders writes a batch of new orders as PENDING in ONE transaction: the rows with
-// INSERT … ON CONFLICT DO NOTHING, then sold = sold + n per item, guarded so sold never passes
-// quantity. It returns the ids actually inserted (an id already present, a redelivery, or a
-// second live order of the same shopper is skipped). If an item has no room for its rows the whole
-// transaction rolls back with ErrNoRoom; another constraint refusal is ErrRefused.
+// InsertOrders writes a batch of new orders as PENDING in ONE statement (so one round trip and
+// one implicit transaction): the rows with INSERT … ON CONFLICT DO NOTHING, and sold = sold + n
+// for each item from the rows actually inserted, which the CHECK (sold <= quantity) guards. It
+// returns the ids inserted (an id already present, a redelivery, or a second live order of the
+// same shopper is skipped). If an item has no room for its rows the whole statement rolls back
+// with ErrNoRoom; another constraint refusal is ErrRefused.
 func (d *DB) InsertOrders(ctx context.Context, orders []NewOrder) ([]string, error) {
 	if len(orders) == 0 {
 		return nil, nil
@@ -322,54 +323,32 @@ func (d *DB) InsertOrders(ctx context.Context, orders []NewOrder) ([]string, err
 		reserved[i] = `"` + o.ReservedAt.UTC().Format(time.RFC3339Nano) + `"`
 		payBy[i] = `"` + o.PayBy.UTC().Format(time.RFC3339Nano) + `"`
 	}
-	var inserted []struct {
-		ID     string
-		ItemID int64
-	}
-	err := d.g.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		err := tx.Raw(`INSERT INTO orders (id, item_id, user_id, status, reserved_at, pay_by)
+	var inserted []string
+	err := d.g.WithContext(ctx).Raw(`WITH ins AS (
+			INSERT INTO orders (id, item_id, user_id, status, reserved_at, pay_by)
 			SELECT u.id, u.item_id, u.user_id, 'PENDING', u.reserved_at, u.pay_by
 			FROM unnest(?::uuid[], ?::bigint[], ?::bigint[], ?::timestamptz[], ?::timestamptz[])
 			     AS u(id, item_id, user_id, reserved_at, pay_by)
 			ON CONFLICT DO NOTHING
-			RETURNING id, item_id`, ids.literal(), items.literal(), users.literal(), reserved.literal(), payBy.literal()).Scan(&inserted).Error
-		if err != nil {
-			return err
-		}
-		perItem := map[int64]int{}
-		for _, r := range inserted {
-			perItem[r.ItemID]++
-		}
-		itemIDs := make([]int64, 0, len(perItem))
-		for id := range perItem {
-			itemIDs = append(itemIDs, id)
-		}
-		sort.Slice(itemIDs, func(i, j int) bool { return itemIDs[i] < itemIDs[j] }) // lock order
-		for _, id := range itemIDs {
-			res := tx.Exec(`UPDATE items SET sold = sold + ? WHERE id = ? AND sold + ? <= quantity`, perItem[id], id, perItem[id])
-			if res.Error != nil {
-				return res.Error
-			}
-			if res.RowsAffected == 0 {
-				return fmt.Errorf("item %d: %w", id, ErrNoRoom)
-			}
-		}
-		return nil
-	})
+			RETURNING id, item_id
+		), per_item AS (
+			SELECT item_id, count(*) AS n FROM ins GROUP BY item_id
+		), upd AS (
+			UPDATE items SET sold = items.sold + per_item.n FROM per_item WHERE items.id = per_item.item_id
+			RETURNING items.id
+		)
+		SELECT id::text FROM ins`, ids.literal(), items.literal(), users.literal(), reserved.literal(), payBy.literal()).Scan(&inserted).Error
 	if err != nil {
-		if errors.Is(err, ErrNoRoom) {
-			return nil, err
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && pe.Code == "23514" && pe.TableName == "items" {
+			return nil, fmt.Errorf("insert orders: %w", ErrNoRoom)
 		}
 		if isConstraint(err) {
 			return nil, fmt.Errorf("insert orders: %w: %v", ErrRefused, err)
 		}
 		return nil, fmt.Errorf("insert orders: %w", err)
 	}
-	out := make([]string, len(inserted))
-	for i, r := range inserted {
-		out[i] = r.ID
-	}
-	return out, nil
+	return inserted, nil
 }
 
 // InsertFailedOrder records an order the database refused as FAILED, so its shopper sees why.
