@@ -74,7 +74,7 @@ var configVars = []configVar{
 	{"FLASHSALE_LOG_FORMAT", "text", "`text` or `json`"},
 	{"FLASHSALE_WRITER_BATCH", "200", "queue messages the writer fetches per Postgres transaction"},
 	{"FLASHSALE_WRITER_WORKERS", "3", "batches the writer writes concurrently"},
-	{"FLASHSALE_PUBLISH_PARALLEL", "4", "JetStream writes in flight at once (group commit)"},
+	{"FLASHSALE_PUBLISH_PARALLEL", "2", "JetStream writes in flight at once (group commit)"},
 	{"FLASHSALE_PUBLISH_BATCH", "512", "most reservations acknowledged by one JetStream write"},
 	{"FLASHSALE_PUBLISH_TIMEOUT", "5s", "how long a purchase waits for its PubAck before answering 503"},
 	{"FLASHSALE_ORPHAN_AGE", "45s", "a reservation that never reached the queue returns to stock after this"},

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -33,11 +34,41 @@ type Auth struct {
 	secret []byte
 	ttl    time.Duration
 	now    func() time.Time
+	seen   [verifiedShards]verifiedShard
+}
+
+// verifiedShards spreads the cache of verified tokens over independent locks.
+const verifiedShards = 64
+
+// maxVerifiedPerShard bounds the cache (64 × 4,096 tokens, about 80 MiB at the very worst).
+const maxVerifiedPerShard = 4096
+
+// verifiedShard remembers tokens already verified: in a rush every shopper presents the same
+// token two or three times within seconds, and a map lookup is far cheaper than parsing and
+// checking the JWT again. The key is the whole token, signature included, so a hit is the very
+// string that passed; its expiry is checked again on every hit.
+type verifiedShard struct {
+	mu sync.RWMutex
+	m  map[string]verified
+}
+
+type verified struct {
+	id  Identity
+	exp time.Time
 }
 
 // NewAuth returns an Auth signing with secret; tokens live for ttl.
 func NewAuth(db *store.DB, secret []byte, ttl time.Duration, now func() time.Time) *Auth {
 	return &Auth{db: db, secret: secret, ttl: ttl, now: now}
+}
+
+func (a *Auth) shard(token string) *verifiedShard {
+	// The last bytes of a token are its signature: as good as random.
+	var h uint32
+	for i := max(0, len(token)-4); i < len(token); i++ {
+		h = h<<8 | uint32(token[i])
+	}
+	return &a.seen[h%verifiedShards]
 }
 
 type claims struct {
@@ -66,6 +97,27 @@ func (a *Auth) Verify(token string) (Identity, error) {
 	if token == "" || len(token) > 4096 {
 		return Identity{}, Errorf(CodeUnauthenticated, "a valid bearer token or session cookie is required")
 	}
+	sh := a.shard(token)
+	sh.mu.RLock()
+	v, ok := sh.m[token]
+	sh.mu.RUnlock()
+	if ok && a.now().Before(v.exp) {
+		return v.id, nil
+	}
+	id, exp, err := a.verify(token)
+	if err != nil {
+		return Identity{}, err
+	}
+	sh.mu.Lock()
+	if sh.m == nil || len(sh.m) >= maxVerifiedPerShard {
+		sh.m = make(map[string]verified, 256)
+	}
+	sh.m[strings.Clone(token)] = verified{id: id, exp: exp}
+	sh.mu.Unlock()
+	return id, nil
+}
+
+func (a *Auth) verify(token string) (Identity, time.Time, error) {
 	var c claims
 	_, err := jwt.ParseWithClaims(token, &c, func(*jwt.Token) (any, error) { return a.secret, nil },
 		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
@@ -78,16 +130,17 @@ func (a *Auth) Verify(token string) (Identity, error) {
 		if errors.Is(err, jwt.ErrTokenExpired) {
 			msg = "the token has expired; log in again"
 		}
-		return Identity{}, &Error{Code: CodeUnauthenticated, Message: msg, Err: err}
+		return Identity{}, time.Time{}, &Error{Code: CodeUnauthenticated, Message: msg, Err: err}
 	}
 	uid, err := strconv.ParseInt(c.Subject, 10, 64)
 	if err != nil || uid <= 0 || strconv.FormatInt(uid, 10) != c.Subject {
-		return Identity{}, Errorf(CodeUnauthenticated, "the token's subject is not a user id")
+		return Identity{}, time.Time{}, Errorf(CodeUnauthenticated, "the token's subject is not a user id")
 	}
 	if c.Role != RoleShopper && c.Role != RoleMerchant {
-		return Identity{}, Errorf(CodeUnauthenticated, "the token's role is unknown")
+		return Identity{}, time.Time{}, Errorf(CodeUnauthenticated, "the token's role is unknown")
 	}
-	return Identity{UserID: uid, Role: c.Role}, nil
+	// The parser allowed 5 s of leeway past exp; the cache allows none beyond it.
+	return Identity{UserID: uid, Role: c.Role}, c.ExpiresAt.Add(5 * time.Second), nil
 }
 
 func validCredentials(username, password string) error {
