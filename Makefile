@@ -205,8 +205,43 @@ test: deps ## start the services, check generated views, vet, run all tests, sto
 build: ## build the ./flashsale binary
 	@CGO_ENABLED=0 go build -o flashsale .
 
-bench: ## run the benchmark tool: make bench ARGS="..."
-	@go run ./bench $(ARGS)
+# make bench: the benchmark tool (bench/, BENCHMARKS.md) against a flashsale it builds and starts
+# on BENCH_PORT with rate limits off and the test captcha, on the services above; a server already
+# answering there is used as it is (and left running). Results go to bench-results/ (gitignored).
+BENCH_PORT ?= 8080
+BENCH_ARGS ?= rush -runs 3 -json bench-results/latest.json
+
+bench: ## benchmark a fresh server: make bench [ARGS="soldout -runs 3 -json bench-results/soldout.json"]
+	@$(SUBMAKE) services
+	mkdir -p bench-results
+	export FLASHSALE_BENCH_URL='http://127.0.0.1:$(BENCH_PORT)' FLASHSALE_DATABASE_URL='$(FLASHSALE_DATABASE_URL)' FLASHSALE_REDIS_URL='$(FLASHSALE_REDIS_URL)'
+	ready() { # GET /readyz answers 200 (bash's /dev/tcp: no curl needed)
+	  { exec 3<>/dev/tcp/127.0.0.1/$(BENCH_PORT); } 2>/dev/null || return 1
+	  printf 'GET /readyz HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' >&3
+	  local status; read -r -t 2 _ status _ <&3 || status=; exec 3<&- 3>&-
+	  [ "$$status" = 200 ]
+	}
+	if ready; then
+	  echo "bench: using the server already on 127.0.0.1:$(BENCH_PORT) (it needs FLASHSALE_RATE_LIMITS=off, FLASHSALE_CAPTCHA=test)"
+	else
+	  CGO_ENABLED=0 go build -o bench-results/flashsale .
+	  FLASHSALE_ADDR=127.0.0.1:$(BENCH_PORT) FLASHSALE_RATE_LIMITS=off FLASHSALE_CAPTCHA=test \
+	  FLASHSALE_PURCHASE_TOKEN_TTL=2m FLASHSALE_NATS_PORT=-1 FLASHSALE_DATA_DIR=bench-results/data FLASHSALE_LOG_LEVEL=warn \
+	    bench-results/flashsale serve >bench-results/server.log 2>&1 &
+	  server=$$!
+	  trap 'kill -TERM $$server 2>/dev/null && wait $$server 2>/dev/null; true' EXIT
+	  for i in $$(seq 601); do
+	    ready && break
+	    kill -0 $$server 2>/dev/null && [ $$i -lt 601 ] || { echo "bench: the server did not start; bench-results/server.log says:" >&2; tail -20 bench-results/server.log >&2; exit 1; }
+	    sleep 0.1
+	  done
+	  echo "bench: started the server on 127.0.0.1:$(BENCH_PORT) (pid $$server, log bench-results/server.log)"
+	fi
+	go run ./bench $(or $(ARGS),$(BENCH_ARGS))
+
+# make bench-rush, bench-soldout, bench-reserve, bench-ladder: one scenario, its JSON in bench-results/.
+bench-%:
+	@$(SUBMAKE) bench ARGS="$* $(ARGS) -json bench-results/$*.json"
 
 # The Dockerfile's build, run here without a Docker engine: the same command, in a copy of the
 # build context (the repository less what .dockerignore leaves out), with no GOFLAGS.

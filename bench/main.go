@@ -1,0 +1,115 @@
+// Command bench measures a running flashsale through its public contract only, and the
+// ceilings it is judged against in the same run.
+//
+//	go run ./bench rush    [flags]  100,000 shoppers within 2 s for 10,000 units (defaults)
+//	go run ./bench soldout [flags]  the refusal path alone, on a sold-out item
+//	go run ./bench reserve [flags]  the winning path alone, on an item that never runs out
+//	go run ./bench ladder  [flags]  whole shopper visits at stepped constant rates
+//	go run ./bench compare old.json new.json
+//
+// The load is open-loop: arrivals follow a schedule fixed in advance, whatever the answers, and
+// every latency counts from the scheduled time, so a slow server cannot hide behind a waiting
+// generator. The bare-Gin and Gin+EVALSHA reference servers (ref-gin, ref-redis: subcommands
+// of this same binary) are driven with the same generator, and flashsale's figures are printed
+// as ratios of theirs. BENCHMARKS.md has the method and the latest figures.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signalContext()
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		if !errors.Is(err, errUsage) {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+		}
+		os.Exit(1)
+	}
+}
+
+const usage = `usage: bench SCENARIO [flags]     (go run ./bench … or make bench ARGS="…")
+
+scenarios:
+  rush      N shoppers (-n 100000) arrive within -window (2s) of the sale's start for -units (10000);
+            each fetches a purchase token, then buys; -double-click (0.05) of them click twice
+  soldout   the refusal path alone: purchases of an already sold-out item, laddered to the highest
+            stable rate, then a latency run at -load (0.8) of it; the same against bare Gin
+  reserve   the winning path alone: purchases of an item that never runs out, same ladder and
+            latency run; the same against Gin + one EVALSHA of the reserve script
+  ladder    whole shopper visits (token, then purchase) at constant rates stepped up until errors
+            or dropped arrivals pass 1%; the same against both references
+
+other commands:
+  compare [-all] old.json new.json   metric by metric: old, new, delta
+  ref-gin -addr A                    the bare-Gin reference server (started by the scenarios)
+  ref-redis -addr A -redis-url U     the Gin + EVALSHA reference server (started by the scenarios)
+
+"bench SCENARIO -h" lists the flags. Only loopback targets are accepted.`
+
+var errUsage = errors.New("usage")
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, usage)
+		return errUsage
+	}
+	cmd, args := args[0], args[1:]
+	switch cmd {
+	case "help", "-h", "-help", "--help":
+		fmt.Fprintln(stdout, usage)
+		return nil
+	case "compare":
+		return compareMain(args, stdout, stderr)
+	case "ref-gin", "ref-redis":
+		return refMain(ctx, cmd, args, stderr)
+	case "rush", "soldout", "reserve", "ladder":
+	default:
+		fmt.Fprintln(stderr, usage)
+		return fmt.Errorf("unknown command %q", cmd)
+	}
+	o, err := parseOptions(cmd, args, stderr)
+	if err != nil {
+		return err
+	}
+	rep, err := Bench(ctx, o, stdout, stderr)
+	if rep != nil {
+		printReport(stdout, rep)
+		if o.JSON != "" {
+			if werr := writeJSON(o.JSON, rep); werr != nil {
+				return errors.Join(err, werr)
+			}
+			fmt.Fprintln(stdout, "results written to", o.JSON)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if !rep.OK {
+		return errInvariants
+	}
+	return nil
+}
+
+// Bench runs a scenario with its options and returns the report; tests call it directly.
+func Bench(ctx context.Context, o Options, stdout, stderr io.Writer) (*Report, error) {
+	r, err := NewRunner(ctx, o, stdout, stderr)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return r.Run(ctx)
+}
+
+// signalContext is cancelled by SIGINT or SIGTERM.
+func signalContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+}

@@ -1,0 +1,209 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The development defaults of the server and the Makefile's services (config.go, Makefile).
+const (
+	devJWTSecret       = "flashsale-dev-secret-do-not-use-in-production"
+	defaultURL         = "http://127.0.0.1:8080"
+	defaultDatabaseURL = "postgres://postgres@127.0.0.1:5433/flashsale?sslmode=disable"
+	defaultRedisURL    = "redis://127.0.0.1:6380/0"
+)
+
+// Options are every setting of a benchmark run.
+type Options struct {
+	Scenario    string
+	URL         string // the flashsale under test
+	Secret      string
+	DatabaseURL string
+	RedisURL    string
+	ServerPID   int
+	MerchantID  int64
+
+	N           int           // rush: shoppers
+	Window      time.Duration // rush: arrival window
+	Units       int           // rush: units for sale
+	DoubleClick float64       // rush: fraction of shoppers who click twice
+	Lead        time.Duration // rush: how far ahead the sale starts
+
+	Rate       float64       // constant-rate run at this rate (skips the ladder search)
+	Duration   time.Duration // each constant-rate run and ladder step
+	StartRate  float64
+	Step       float64 // ladder: rate multiplier per step
+	MaxRate    float64
+	MaxSteps   int
+	Refine     int     // ladder: bisection steps after the first unstable rate
+	ErrorLimit float64 // ladder: a step is unstable above this fraction of errors + dropped arrivals
+	LoadFactor float64 // latency run at this fraction of the stable rate
+
+	Workers      int
+	Client       string // raw or std
+	Timeout      time.Duration
+	MaxWait      time.Duration // bound on a phase beyond its window
+	DrainTimeout time.Duration
+	Settle       time.Duration // before each ladder step, wait up to this for the queue to drain
+	Arrivals     string        // poisson or uniform
+	Seed         uint64
+
+	Runs     int
+	JSON     string
+	NoRef    bool
+	NoVerify bool
+	Quiet    bool
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// parseOptions reads a scenario's flags.
+func parseOptions(scenario string, args []string, stderr io.Writer) (Options, error) {
+	o := Options{Scenario: scenario}
+	fs := flag.NewFlagSet(scenario, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.URL, "url", envOr("FLASHSALE_BENCH_URL", defaultURL), "flashsale under test (loopback only; env FLASHSALE_BENCH_URL)")
+	fs.StringVar(&o.Secret, "secret", envOr("FLASHSALE_JWT_SECRET", devJWTSecret), "the server's JWT secret (env FLASHSALE_JWT_SECRET)")
+	fs.StringVar(&o.DatabaseURL, "database-url", envOr("FLASHSALE_DATABASE_URL", defaultDatabaseURL), "the server's Postgres, for the invariant check (env FLASHSALE_DATABASE_URL)")
+	fs.StringVar(&o.RedisURL, "redis-url", envOr("FLASHSALE_REDIS_URL", defaultRedisURL), "the server's Redis, for the invariant check and ref-redis (env FLASHSALE_REDIS_URL)")
+	fs.IntVar(&o.ServerPID, "server-pid", 0, "pid of the server, for its CPU and memory (0: the process listening on -url's port)")
+	fs.Int64Var(&o.MerchantID, "merchant", 900000001, "merchant id the tool creates its sales as")
+
+	fs.IntVar(&o.N, "n", 100_000, "rush: distinct shoppers")
+	fs.DurationVar(&o.Window, "window", 2*time.Second, "rush: all shoppers arrive within this of the start")
+	fs.IntVar(&o.Units, "units", 10_000, "rush: units for sale")
+	fs.Float64Var(&o.DoubleClick, "double-click", 0.05, "rush: fraction of shoppers who send the purchase twice at once")
+	fs.DurationVar(&o.Lead, "lead", 3*time.Second, "rush: the sale starts this long after it is created")
+
+	fs.Float64Var(&o.Rate, "rate", 0, "arrivals per second of one constant-rate run (soldout, reserve, ladder); 0: search with a ladder")
+	fs.DurationVar(&o.Duration, "duration", 3*time.Second, "length of a constant-rate run and of each ladder step")
+	fs.Float64Var(&o.StartRate, "start-rate", 1000, "ladder: first rate")
+	fs.Float64Var(&o.Step, "step", 1.5, "ladder: rate multiplier between steps")
+	fs.Float64Var(&o.MaxRate, "max-rate", 300_000, "ladder: highest rate tried")
+	fs.IntVar(&o.MaxSteps, "max-steps", 20, "ladder: most steps before refining")
+	fs.IntVar(&o.Refine, "refine", 3, "ladder: bisection steps between the last stable and the first unstable rate")
+	fs.Float64Var(&o.ErrorLimit, "error-limit", 0.01, "ladder: a step is stable while errors + dropped arrivals stay at or under this fraction")
+	fs.Float64Var(&o.LoadFactor, "load", 0.8, "soldout, reserve: after the ladder, a latency run at this fraction of the stable rate")
+
+	fs.IntVar(&o.Workers, "workers", 1000, "generator workers (each with one keep-alive connection, two for double-clicks)")
+	fs.StringVar(&o.Client, "client", "raw", "HTTP client: raw (lean HTTP/1.1 over reused connections) or std (net/http)")
+	fs.DurationVar(&o.Timeout, "timeout", 10*time.Second, "a request without an answer after this is a timeout")
+	fs.DurationVar(&o.MaxWait, "max-wait", 60*time.Second, "a phase ends at most this long after its last arrival")
+	fs.DurationVar(&o.DrainTimeout, "drain-timeout", 120*time.Second, "how long to wait for every accepted order to reach Postgres")
+	fs.DurationVar(&o.Settle, "settle", 30*time.Second, "ladder: before each step, wait up to this for the server's queue to drain")
+	fs.StringVar(&o.Arrivals, "arrivals", "poisson", "arrival process: poisson (random, fixed seed) or uniform")
+	fs.Uint64Var(&o.Seed, "seed", 1, "seed of the poisson arrivals")
+
+	fs.IntVar(&o.Runs, "runs", 1, "repeat the scenario (with its ceilings) this many times and report medians")
+	fs.StringVar(&o.JSON, "json", "", "write the results to this JSON file (for bench compare)")
+	fs.BoolVar(&o.NoRef, "no-ref", false, "skip the reference servers (no ceilings, no ratios)")
+	fs.BoolVar(&o.NoVerify, "no-verify", false, "skip the invariant check")
+	fs.BoolVar(&o.Quiet, "quiet", false, "no progress line")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: bench %s [flags]\n\n", scenario)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	return o, o.validate()
+}
+
+func (o *Options) validate() error {
+	var errs []error
+	if _, err := loopbackAddr(o.URL); err != nil {
+		errs = append(errs, fmt.Errorf("-url: %w", err))
+	}
+	if u, err := url.Parse(o.RedisURL); err != nil || !isLoopbackHost(u.Hostname()) {
+		errs = append(errs, fmt.Errorf("-redis-url %q: only a loopback Redis may be loaded (ref-redis)", o.RedisURL))
+	}
+	if len(o.Secret) < 16 {
+		errs = append(errs, errors.New("-secret: at least 16 bytes"))
+	}
+	if o.N < 1 || o.Units < 1 || o.Window <= 0 {
+		errs = append(errs, errors.New("-n, -units and -window must be positive"))
+	}
+	if o.DoubleClick < 0 || o.DoubleClick > 1 {
+		errs = append(errs, errors.New("-double-click is a fraction between 0 and 1"))
+	}
+	if o.Rate < 0 || o.Duration <= 0 || o.StartRate <= 0 || o.Step <= 1 || o.MaxRate < o.StartRate || o.MaxSteps < 1 || o.Refine < 0 {
+		errs = append(errs, errors.New("ladder flags: want -rate >= 0, -duration > 0, -start-rate > 0, -step > 1, -max-rate >= -start-rate, -max-steps >= 1, -refine >= 0"))
+	}
+	if o.LoadFactor <= 0 || o.LoadFactor > 1 || o.ErrorLimit < 0 || o.ErrorLimit >= 1 {
+		errs = append(errs, errors.New("-load must be in (0, 1] and -error-limit in [0, 1)"))
+	}
+	if o.Workers < 1 || o.Workers > 20000 {
+		errs = append(errs, errors.New("-workers must be between 1 and 20000"))
+	}
+	if o.Client != "raw" && o.Client != "std" {
+		errs = append(errs, errors.New("-client is raw or std"))
+	}
+	if o.Arrivals != "poisson" && o.Arrivals != "uniform" {
+		errs = append(errs, errors.New("-arrivals is poisson or uniform"))
+	}
+	if o.Timeout <= 0 || o.MaxWait <= 0 || o.DrainTimeout <= 0 || o.Lead < time.Second {
+		errs = append(errs, errors.New("-timeout, -max-wait and -drain-timeout must be positive, -lead at least 1s"))
+	}
+	if o.Runs < 1 || o.Runs > 20 {
+		errs = append(errs, errors.New("-runs must be between 1 and 20"))
+	}
+	return errors.Join(errs...)
+}
+
+// loopbackAddr checks that a URL names a loopback host and returns "ip:port" for dialling.
+func loopbackAddr(raw string) (string, error) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme != "http" || u.Host == "" {
+		return "", fmt.Errorf("%q: want http://127.0.0.1:PORT", raw)
+	}
+	host, port := u.Hostname(), u.Port()
+	if port == "" {
+		port = "80"
+	}
+	if !isLoopbackHost(host) {
+		return "", fmt.Errorf("%q: only loopback addresses may be load-test targets", raw)
+	}
+	if host == "localhost" {
+		host = "127.0.0.1"
+	}
+	if _, err := strconv.Atoi(port); err != nil {
+		return "", fmt.Errorf("%q: bad port", raw)
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+func isLoopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func portOf(raw string) int {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return 0
+	}
+	p, _ := strconv.Atoi(u.Port())
+	return p
+}
+
+func numCPU() int { return runtime.NumCPU() }

@@ -1,0 +1,287 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/store"
+)
+
+// The reference servers are the ceilings every flashsale figure is divided by. They serve the
+// same two routes as flashsale (so the generator sends byte-for-byte the same requests) from a
+// bare Gin engine, with the same http.Server settings:
+//
+//   - ref-gin answers a purchase with flashsale's SOLD_OUT body and nothing else: the cost of
+//     HTTP, Gin and JSON alone, the ceiling of refusing a shopper.
+//   - ref-redis runs, per purchase, one EVALSHA of flashsale's own reserve script (lua.Reserve,
+//     through store.Stock.Reserve) on an item of its own with a billion units, with a distinct
+//     user, order id and token each time: the ceiling of accepting one.
+//
+// Both answer purchase-token with a constant token of the real token's length. Neither checks
+// the JWT: that is part of what flashsale's figures are measured against.
+
+const refToken = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA.AAAAAAAAAAAAAAAAAAAAAA" // 48+1+22, like flashsale's
+
+// childEnv marks a process started by the tool as one of its reference servers (the test
+// binary checks it in TestMain, since os.Executable is then the test binary).
+const childEnv = "FLASHSALE_BENCH_CHILD"
+
+func isRefChild() bool { return os.Getenv(childEnv) == "1" }
+
+// refMain runs "ref-gin" or "ref-redis" with its flags until SIGINT or SIGTERM.
+func refMain(ctx context.Context, name string, args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("addr", "127.0.0.1:0", "listen address (loopback only)")
+	redisURL := fs.String("redis-url", envOr("FLASHSALE_REDIS_URL", defaultRedisURL), "Redis (ref-redis)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	host, _, err := net.SplitHostPort(*addr)
+	if err != nil || !isLoopbackHost(host) {
+		return fmt.Errorf("%s: -addr %q: only a loopback address is allowed", name, *addr)
+	}
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	r.GET("/readyz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ready"}) })
+	r.POST("/api/flash-sales/:saleId/purchase-token", func(c *gin.Context) {
+		c.JSON(http.StatusOK, gin.H{"purchaseToken": refToken, "expiresAt": time.Now().Add(30 * time.Second).UTC().Format(time.RFC3339Nano)})
+	})
+	var cleanup func()
+	switch name {
+	case "ref-gin":
+		r.POST("/api/flash-sales/items/:itemId/purchase", func(c *gin.Context) {
+			c.JSON(http.StatusGone, gin.H{"error": "SOLD_OUT", "message": "sold out: every unit has been taken"})
+		})
+	case "ref-redis":
+		h, err := newRefReserve(ctx, *redisURL)
+		if err != nil {
+			return err
+		}
+		cleanup = h.close
+		r.POST("/api/flash-sales/items/:itemId/purchase", h.purchase)
+	default:
+		return fmt.Errorf("unknown reference server %q", name)
+	}
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: r, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 15 * time.Second,
+		WriteTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second, MaxHeaderBytes: 64 << 10}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err = <-errc:
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		srv.Shutdown(sctx)
+		cancel()
+		err = nil
+	}
+	if cleanup != nil {
+		cleanup()
+	}
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}
+
+// refReserve is ref-redis's handler state: its item rotates every 200,000 reservations so the
+// buyers set and the in-flight hash it leaves in the shared Redis stay small.
+type refReserve struct {
+	rdb    interface{ Close() error }
+	stock  *store.Stock
+	item   atomic.Int64
+	n      atomic.Int64
+	base   int64
+	mu     sync.Mutex
+	done   chan struct{}
+	wg     sync.WaitGroup
+	unlink func(item int64)
+}
+
+const refRotateEvery = 200_000
+
+func newRefReserve(ctx context.Context, redisURL string) (*refReserve, error) {
+	rdb, err := store.OpenRedis(ctx, redisURL, 128) // the pool size flashsale uses by default
+	if err != nil {
+		return nil, err
+	}
+	h := &refReserve{rdb: rdb, stock: store.NewStock(rdb), done: make(chan struct{}),
+		// ids far above flashsale's BIGSERIAL item ids, distinct per process
+		base: 1<<42 + int64(os.Getpid())<<12}
+	h.unlink = func(item int64) {
+		uctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		rdb.Unlink(uctx, store.StockKey(item), store.BuyersKey(item), store.InFlightKey(item))
+	}
+	h.item.Store(h.base)
+	if _, err := h.stock.Load(ctx, h.base, 1_000_000_000, nil); err != nil {
+		rdb.Close()
+		return nil, err
+	}
+	h.wg.Add(1)
+	go h.rotate()
+	return h, nil
+}
+
+func (h *refReserve) rotate() {
+	defer h.wg.Done()
+	t := time.NewTicker(500 * time.Millisecond)
+	defer t.Stop()
+	last := int64(0)
+	for {
+		select {
+		case <-h.done:
+			return
+		case <-t.C:
+		}
+		if n := h.n.Load(); n-last >= refRotateEvery {
+			last = n
+			old := h.item.Load()
+			next := old + 1
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_, err := h.stock.Load(ctx, next, 1_000_000_000, nil)
+			cancel()
+			if err != nil {
+				continue
+			}
+			h.item.Store(next)
+			time.Sleep(time.Second) // let the requests on the old item finish
+			h.unlink(old)
+		}
+	}
+}
+
+func (h *refReserve) close() {
+	close(h.done)
+	h.wg.Wait()
+	h.unlink(h.item.Load())
+	h.rdb.Close()
+}
+
+// purchase handles the "POST /api/flash-sales/items/:itemId/purchase" route of ref-redis.
+func (h *refReserve) purchase(c *gin.Context) {
+	i := h.n.Add(1)
+	item := h.item.Load()
+	now := time.Now()
+	orderID := services.NewOrderID(item, now)
+	nonce := strconv.FormatInt(i, 16)
+	_, err := h.stock.Reserve(c.Request.Context(), item, i, orderID, nonce, 5*time.Second, now)
+	switch {
+	case err == nil:
+		c.JSON(http.StatusAccepted, gin.H{"orderId": orderID, "status": "QUEUED"})
+	case errors.Is(err, store.ErrSoldOut):
+		c.JSON(http.StatusGone, gin.H{"error": "SOLD_OUT", "message": "sold out: every unit has been taken"})
+	default:
+		c.JSON(http.StatusServiceUnavailable, gin.H{"error": "UNAVAILABLE", "message": err.Error()})
+	}
+}
+
+// refProc is a reference server the tool started.
+type refProc struct {
+	name string
+	url  string
+	cmd  *exec.Cmd
+	out  *bytes.Buffer
+	done chan struct{}
+}
+
+// startRef starts a reference server as a child process (this same binary) on a free loopback
+// port and waits until it answers.
+func startRef(ctx context.Context, name, redisURL string) (*refProc, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	cmd := exec.Command(exe, name, "-addr", addr, "-redis-url", redisURL)
+	cmd.Env = append(os.Environ(), childEnv+"=1")
+	out := &bytes.Buffer{}
+	cmd.Stdout, cmd.Stderr = &lockedWriter{w: out}, &lockedWriter{w: out}
+	cmd.SysProcAttr = childAttr()
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	p := &refProc{name: name, url: "http://" + addr, cmd: cmd, out: out, done: make(chan struct{})}
+	go func() {
+		cmd.Wait()
+		close(p.done)
+	}()
+	deadline := time.Now().Add(15 * time.Second)
+	hc := &http.Client{Timeout: time.Second}
+	for {
+		select {
+		case <-p.done:
+			return nil, fmt.Errorf("%s exited at start: %s", name, bytes.TrimSpace(out.Bytes()))
+		default:
+		}
+		if resp, err := hc.Get(p.url + "/readyz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return p, nil
+			}
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			p.stop()
+			return nil, fmt.Errorf("%s did not answer on %s: %s", name, addr, bytes.TrimSpace(out.Bytes()))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (p *refProc) pid() int { return p.cmd.Process.Pid }
+
+// stop asks the server to stop (it cleans its Redis keys) and kills it if it does not.
+func (p *refProc) stop() {
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
+}
+
+// freePort asks the kernel for a free loopback port.
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
