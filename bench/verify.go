@@ -211,6 +211,9 @@ func (w *persistWatch) loop(ctx context.Context, timeout time.Duration) {
 		return
 	}
 	var deadline time.Time
+	var grewAt time.Duration // when the persisted count last grew: once every accepted order is
+	// in, that is when the last one arrived, even if the phase (the crowd) was still running
+	var last int64 = -1
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for i := 0; ; i++ {
@@ -245,6 +248,9 @@ func (w *persistWatch) loop(ctx context.Context, timeout time.Duration) {
 			return
 		}
 		p := sold - w.sold0
+		if p != last {
+			last, grewAt = p, now
+		}
 		w.persisted = p
 		w.peak = max(w.peak, acc-p)
 		if p > 0 && w.firstAt < 0 {
@@ -255,7 +261,7 @@ func (w *persistWatch) loop(ctx context.Context, timeout time.Duration) {
 			_, flight, err := w.b.persisted(ctx, w.sale)
 			if err == nil && flight == 0 {
 				w.mu.Lock()
-				w.allAt = now
+				w.allAt = grewAt
 				w.unaccounted = p - acc
 				w.mu.Unlock()
 				return
