@@ -94,7 +94,7 @@ func newApp(ctx context.Context, cfg config, log *slog.Logger) (_ *app, err erro
 		return nil, err
 	}
 	a.purchases = services.NewPurchases(services.PurchaseConfig{
-		TokenTTL: cfg.TokenTTL, PayWindow: cfg.PayWindow, SlowPublish: 10 * time.Second, SigningSecret: secret,
+		TokenTTL: cfg.TokenTTL, PayWindow: cfg.PayWindow, SlowPublish: cfg.OrphanAge / 3, SigningSecret: secret,
 	}, a.sales, a.stock, a.db, a.pub, captcha, a.soldOut,
 		services.NewLimiter(a.rdb, cfg.RateLimits, log, a.now), a.metrics, log, a.now)
 	a.writer = services.NewWriter(services.WriterConfig{Workers: cfg.WriterWorkers, Batch: cfg.WriterBatch, PayWindow: cfg.PayWindow},

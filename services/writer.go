@@ -303,11 +303,20 @@ func (w *Writer) process(ctx context.Context, msgs []jetstream.Msg) error {
 		}
 	}
 	for _, o := range failedBefore {
-		out, err := w.stock.Release(ctx, o.ItemID, o.ID, true, true)
+		// A redelivery after a crash in refuse: finish the release by the recorded reason.
+		prev, err := w.db.OrderByID(ctx, o.ID)
 		if err != nil {
 			return err
 		}
-		if out == store.Released && w.soldOut != nil {
+		reason := reasonRefused
+		if prev.Failure != nil {
+			reason = *prev.Failure
+		}
+		out, err := w.releaseRefused(ctx, o, reason)
+		if err != nil {
+			return err
+		}
+		if out == store.Released && reason != reasonNoRoom && w.soldOut != nil {
 			w.soldOut.Returned(o.ItemID)
 		}
 	}
@@ -348,6 +357,19 @@ func (w *Writer) count(result string, n int) {
 	}
 }
 
+// releaseRefused gives back the reservation of an order Postgres refused. The unit returns to
+// stock unless Postgres had no room for it (then Redis had promised a unit that does not exist);
+// a shopper refused for already holding a live order stays a buyer.
+func (w *Writer) releaseRefused(ctx context.Context, o store.NewOrder, reason string) (store.ReleaseOutcome, error) {
+	switch reason {
+	case reasonNoRoom:
+		return w.stock.Release(ctx, o.ItemID, o.ID, false, true)
+	case reasonDuplicate:
+		return w.stock.ReleaseKeepBuyer(ctx, o.ItemID, o.ID)
+	}
+	return w.stock.Release(ctx, o.ItemID, o.ID, true, true)
+}
+
 // refuse records an order Postgres will not take: a FAILED row (so its shopper sees why), a
 // dead letter (so an operator does), and its reservation released. The unit returns to stock
 // unless Postgres had no room for it: then Redis had promised a unit that does not exist.
@@ -360,12 +382,11 @@ func (w *Writer) refuse(ctx context.Context, o store.NewOrder, reason string) er
 	if err := w.q.PublishDead(ctx, "dead-"+o.ID, []store.QueuedOrder{q}, reason); err != nil {
 		return err
 	}
-	restock := reason != reasonNoRoom
-	out, err := w.stock.Release(ctx, o.ItemID, o.ID, restock, true)
+	out, err := w.releaseRefused(ctx, o, reason)
 	if err != nil {
 		return err
 	}
-	if out == store.Released && restock && w.soldOut != nil {
+	if out == store.Released && reason != reasonNoRoom && w.soldOut != nil {
 		w.soldOut.Returned(o.ItemID)
 	}
 	w.count("dead_lettered", 1)

@@ -21,6 +21,8 @@ type GroupPublisher struct {
 	reqs     chan pubReq
 	slots    chan struct{}
 	done     chan struct{}
+	mu       sync.RWMutex // guards closed against a Publish racing Close
+	closed   bool
 	wg       sync.WaitGroup
 	observe  func(n int, d time.Duration, err error)
 }
@@ -54,13 +56,18 @@ func NewGroupPublisher(q *Queue, parallel, maxBatch int, timeout time.Duration, 
 // Publish hands one reservation over and waits until it is durably queued or has failed.
 func (p *GroupPublisher) Publish(ctx context.Context, o QueuedOrder) error {
 	r := pubReq{order: o, res: make(chan error, 1)}
+	p.mu.RLock()
+	if p.closed {
+		p.mu.RUnlock()
+		return ErrPublisherClosed
+	}
 	select {
 	case p.reqs <- r:
-	case <-p.done:
-		return ErrPublisherClosed
 	case <-ctx.Done():
+		p.mu.RUnlock()
 		return ctx.Err()
 	}
+	p.mu.RUnlock()
 	// Once handed over, wait for the outcome even if the caller's context ends: the caller
 	// must know whether the order is queued before it may release the unit.
 	return <-r.res
@@ -131,6 +138,9 @@ func (p *GroupPublisher) send(batch []pubReq) {
 
 // Close stops taking reservations and waits for the messages in flight.
 func (p *GroupPublisher) Close() {
+	p.mu.Lock()
+	p.closed = true // no Publish enqueues after this; the loop drains what is queued
+	p.mu.Unlock()
 	close(p.done)
 	p.wg.Wait()
 	p.failPending()

@@ -571,3 +571,36 @@ func TestKeysShareOneSlot(t *testing.T) {
 		}
 	}
 }
+
+// A refusal because the shopper already holds a live order gives the unit back but keeps the
+// shopper a buyer, so the next attempt is refused in Redis instead of looping through Postgres.
+func TestReleaseKeepBuyer(t *testing.T) {
+	t.Parallel()
+	st, rdb := newStock(t)
+	ctx := context.Background()
+	const item = 31
+	if _, err := st.Load(ctx, item, 5, []int64{7}); err != nil {
+		t.Fatal(err)
+	}
+	// Redis lost the buyer (say, rebuilt wrongly): the shopper reserves a second unit.
+	rdb.SRem(ctx, store.BuyersKey(item), 7)
+	if _, err := st.Reserve(ctx, item, 7, "o-dup", "nonce-dup", time.Minute, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Claim(ctx, item, []string{"o-dup"}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := st.ReleaseKeepBuyer(ctx, item, "o-dup")
+	if err != nil || out != store.Released {
+		t.Fatalf("ReleaseKeepBuyer = %v, %v; want Released", out, err)
+	}
+	if n, _ := rdb.Get(ctx, store.StockKey(item)).Int64(); n != 5 {
+		t.Errorf("stock after the release = %d, want 5 (the unit returns)", n)
+	}
+	if ok, _ := rdb.SIsMember(ctx, store.BuyersKey(item), 7).Result(); !ok {
+		t.Errorf("the shopper is no longer a buyer, want kept")
+	}
+	if n, _ := rdb.HLen(ctx, store.InFlightKey(item)).Result(); n != 0 {
+		t.Errorf("in flight after the release = %d, want 0", n)
+	}
+}

@@ -116,15 +116,28 @@ const (
 // restock, returns the unit to stock. A reservation the writer has claimed is left alone unless
 // force (the writer's own release of an order Postgres refused). Idempotent.
 func (s *Stock) Release(ctx context.Context, itemID int64, orderID string, restock, force bool) (ReleaseOutcome, error) {
-	flag, mode := "0", ""
+	return s.release3(ctx, itemID, orderID, restock, force, false)
+}
+
+// ReleaseKeepBuyer is Release for an order refused because its shopper already holds a live
+// order of the item: the shopper stays a buyer.
+func (s *Stock) ReleaseKeepBuyer(ctx context.Context, itemID int64, orderID string) (ReleaseOutcome, error) {
+	return s.release3(ctx, itemID, orderID, true, true, true)
+}
+
+func (s *Stock) release3(ctx context.Context, itemID int64, orderID string, restock, force, keepBuyer bool) (ReleaseOutcome, error) {
+	flag, mode, buyer := "0", "", ""
 	if restock {
 		flag = "1"
 	}
 	if force {
 		mode = "force"
 	}
+	if keepBuyer {
+		buyer = "keepbuyer"
+	}
 	keys := []string{StockKey(itemID), BuyersKey(itemID), InFlightKey(itemID)}
-	n, err := s.release.Run(ctx, s.rdb, keys, orderID, flag, mode).Int64()
+	n, err := s.release.Run(ctx, s.rdb, keys, orderID, flag, mode, buyer).Int64()
 	if err != nil {
 		return NotInFlight, fmt.Errorf("release(item %d, order %s): %w", itemID, orderID, err)
 	}
