@@ -77,35 +77,26 @@ func (a *API) setSession(c *gin.Context, token string) {
 }
 
 // Register handles the "POST /api/auth/register" route.
-func (a *API) Register(c *gin.Context) {
-	var in credentials
-	if err := decodeJSON(c, &in, false); err != nil {
-		Error(c, a.Log, err)
-		return
-	}
-	tok, id, err := a.Accounts.Register(c.Request.Context(), in.Username, in.Password)
-	if err != nil {
-		Error(c, a.Log, err)
-		return
-	}
-	a.setSession(c, tok)
-	c.JSON(http.StatusCreated, tokenResponse{Token: tok, Role: id.Role})
-}
+func (a *API) Register(c *gin.Context) { a.session(c, a.Accounts.Register, http.StatusCreated) }
 
 // Login handles the "POST /api/auth/login" route.
-func (a *API) Login(c *gin.Context) {
+func (a *API) Login(c *gin.Context) { a.session(c, a.Accounts.Login, http.StatusOK) }
+
+// session runs a username/password exchange for a token, sets the browser session cookies and
+// answers {"token","role"} with status.
+func (a *API) session(c *gin.Context, exchange func(ctx context.Context, username, password string) (string, services.Identity, error), status int) {
 	var in credentials
 	if err := decodeJSON(c, &in, false); err != nil {
 		Error(c, a.Log, err)
 		return
 	}
-	tok, id, err := a.Accounts.Login(c.Request.Context(), in.Username, in.Password)
+	tok, id, err := exchange(c.Request.Context(), in.Username, in.Password)
 	if err != nil {
 		Error(c, a.Log, err)
 		return
 	}
 	a.setSession(c, tok)
-	c.JSON(http.StatusOK, tokenResponse{Token: tok, Role: id.Role})
+	c.JSON(status, tokenResponse{Token: tok, Role: id.Role})
 }
 
 // Logout handles the "POST /api/auth/logout" route: it clears the browser session.

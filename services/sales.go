@@ -6,14 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
-
-	"golang.org/x/sync/singleflight"
 
 	"github.com/flashsale/flashsale/store"
 )
@@ -69,7 +66,6 @@ type itemInfo struct {
 	EndsAt   time.Time
 	Limits   RateLimits
 	found    bool
-	loaded   time.Time
 }
 
 // ItemStock is the displayed stock of one item.
@@ -106,28 +102,28 @@ type Sales struct {
 	log   *slog.Logger
 	now   func() time.Time
 
-	catalogTTL time.Duration
-	mu         sync.RWMutex
-	items      map[int64]itemInfo
-	sf         singleflight.Group
+	items      *ttlCache[itemInfo]
+	salesCache *ttlCache[cachedSale]
 
 	stockMu    sync.Mutex
 	stockCache map[int64]DisplayedStock
-
-	salesMu    sync.RWMutex
-	salesCache map[int64]cachedSale
 }
 
+// cachedSale is a sale as the cache remembers it: NOT_FOUND is remembered too.
 type cachedSale struct {
-	sale   store.Sale
-	err    error
-	loaded time.Time
+	sale store.Sale
+	err  error
 }
+
+// catalogTTL is how long the purchase path trusts what it read of a sale or an item.
+const catalogTTL = 5 * time.Second
 
 // NewSales returns a Sales service.
 func NewSales(db *store.DB, stock *store.Stock, log *slog.Logger, now func() time.Time) *Sales {
-	return &Sales{db: db, stock: stock, log: log, now: now, catalogTTL: 5 * time.Second,
-		items: map[int64]itemInfo{}, stockCache: map[int64]DisplayedStock{}, salesCache: map[int64]cachedSale{}}
+	return &Sales{db: db, stock: stock, log: log, now: now,
+		items:      newTTLCache[itemInfo](catalogTTL, 100_000, now),
+		salesCache: newTTLCache[cachedSale](catalogTTL, 10_000, now),
+		stockCache: map[int64]DisplayedStock{}}
 }
 
 func validName(what, s string) error {
@@ -214,37 +210,19 @@ func (s *Sales) Get(ctx context.Context, saleID int64) (store.Sale, error) {
 	return sale, nil
 }
 
-// Cached returns a sale from a small in-process cache (a few seconds old at most; unknown ids
-// are remembered too), so the start-second crowd asking for tokens does not reach Postgres.
-// Sales never change their times or items once created.
+// Cached returns a sale from the in-process catalog cache (a few seconds old at most; unknown
+// ids are remembered too). Sales never change their times or items once created.
 func (s *Sales) Cached(ctx context.Context, saleID int64) (store.Sale, error) {
-	now := s.now()
-	s.salesMu.RLock()
-	c, ok := s.salesCache[saleID]
-	s.salesMu.RUnlock()
-	if ok && now.Sub(c.loaded) < s.catalogTTL {
-		return c.sale, c.err
-	}
-	v, err, _ := s.sf.Do("sale:"+strconv.FormatInt(saleID, 10), func() (any, error) {
+	c, err := s.salesCache.get(saleID, func() (cachedSale, error) {
 		sale, err := s.Get(ctx, saleID)
 		if err != nil && ErrorCode(err) != CodeNotFound {
-			return nil, err
+			return cachedSale{}, err
 		}
-		return cachedSale{sale: sale, err: err, loaded: now}, nil
+		return cachedSale{sale: sale, err: err}, nil
 	})
 	if err != nil {
-		if ok {
-			return c.sale, c.err // a stale entry beats an outage
-		}
 		return store.Sale{}, err
 	}
-	c = v.(cachedSale)
-	s.salesMu.Lock()
-	if len(s.salesCache) > 10_000 {
-		clear(s.salesCache)
-	}
-	s.salesCache[saleID] = c
-	s.salesMu.Unlock()
 	return c.sale, c.err
 }
 
@@ -266,44 +244,25 @@ func (s *Sales) OfMerchant(ctx context.Context, merchantID int64) ([]store.Sale,
 	return out, nil
 }
 
-// item returns what the purchase path needs about an item, from a small in-process cache so
-// the start-second crowd does not reach Postgres; concurrent misses share one query, and
-// unknown ids are remembered too.
+// item returns what the purchase path needs about an item, from the in-process catalog cache.
 func (s *Sales) item(ctx context.Context, itemID int64) (itemInfo, error) {
-	now := s.now()
-	s.mu.RLock()
-	info, ok := s.items[itemID]
-	s.mu.RUnlock()
-	if ok && now.Sub(info.loaded) < s.catalogTTL {
-		return info, nil
-	}
-	v, err, _ := s.sf.Do(strconv.FormatInt(itemID, 10), func() (any, error) {
+	info, err := s.items.get(itemID, func() (itemInfo, error) {
 		it, err := s.db.ItemByID(ctx, itemID)
 		if errors.Is(err, store.ErrNotFound) {
-			return itemInfo{ItemID: itemID, loaded: now}, nil
+			return itemInfo{ItemID: itemID}, nil
 		}
 		if err != nil {
-			return nil, err
+			return itemInfo{}, err
 		}
 		sale, err := s.db.SaleByID(ctx, it.SaleID)
 		if err != nil {
-			return nil, err
+			return itemInfo{}, err
 		}
-		return itemInfo{ItemID: itemID, SaleID: sale.ID, StartsAt: sale.StartsAt, EndsAt: sale.EndsAt, Limits: LimitsOf(sale), found: true, loaded: now}, nil
+		return itemInfo{ItemID: itemID, SaleID: sale.ID, StartsAt: sale.StartsAt, EndsAt: sale.EndsAt, Limits: LimitsOf(sale), found: true}, nil
 	})
 	if err != nil {
-		if ok { // a stale entry beats an outage
-			return info, nil
-		}
 		return itemInfo{}, unavailable(err)
 	}
-	info = v.(itemInfo)
-	s.mu.Lock()
-	if len(s.items) > 100_000 {
-		clear(s.items)
-	}
-	s.items[itemID] = info
-	s.mu.Unlock()
 	return info, nil
 }
 
