@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 
@@ -26,6 +27,7 @@ type app struct {
 	log     *slog.Logger
 	now     func() time.Time
 	natsSrv *server.Server // nil with an external NATS
+	natsReg *store.Registration
 	rdb     *redis.Client
 	db      *store.DB
 	queue   *store.Queue
@@ -38,6 +40,9 @@ type app struct {
 	sales     *services.Sales
 	purchases *services.Purchases
 	soldOut   *services.SoldOut
+	loader    *services.Loader
+	returns   *services.Returns
+	reconcile *services.Reconciler
 	writer    *services.Writer
 	keeper    *services.Keeper
 	handler   http.Handler
@@ -55,8 +60,21 @@ func newApp(ctx context.Context, cfg config, log *slog.Logger) (_ *app, err erro
 			a.close()
 		}
 	}()
+	if a.rdb, err = store.OpenRedis(ctx, cfg.RedisURL, cfg.RedisPool); err != nil {
+		return nil, err
+	}
+	instance := instanceName(cfg)
 	natsURL := cfg.NATSURL
 	if natsURL == "" {
+		// One embedded NATS per deployment: a second one would be a second queue, and each
+		// instance's jobs would judge "the queue has drained" by its own.
+		a.natsReg, err = store.RegisterEmbeddedNATS(ctx, a.rdb, instance, embeddedNATSLease)
+		if err != nil {
+			if errors.Is(err, store.ErrEmbeddedNATSLive) {
+				return nil, fmt.Errorf("%w: instances sharing a Redis must share one NATS: start a NATS server (or use the first instance's) and set FLASHSALE_NATS_URL on every instance", err)
+			}
+			return nil, err
+		}
 		a.natsSrv, err = store.StartNATS(cfg.DataDir, cfg.NATSPort, cfg.NATSSync == "always")
 		if err != nil {
 			return nil, err
@@ -65,9 +83,6 @@ func newApp(ctx context.Context, cfg config, log *slog.Logger) (_ *app, err erro
 		log.Info("embedded nats started", "url", natsURL, "store", cfg.DataDir, "sync", cfg.NATSSync)
 	}
 	if a.queue, err = store.OpenQueue(ctx, natsURL); err != nil {
-		return nil, err
-	}
-	if a.rdb, err = store.OpenRedis(ctx, cfg.RedisURL, cfg.RedisPool); err != nil {
 		return nil, err
 	}
 	if a.db, err = store.OpenDB(ctx, cfg.DatabaseURL, cfg.DBMaxConns); err != nil {
@@ -89,18 +104,23 @@ func newApp(ctx context.Context, cfg config, log *slog.Logger) (_ *app, err erro
 		captcha = services.TestCaptcha{}
 	}
 	a.auth = services.NewAuth(a.db, secret, cfg.JWTTTL, a.now)
-	a.sales = services.NewSales(a.db, a.stock, log, a.now)
 	if a.soldOut, err = services.NewSoldOut(a.queue.Conn(), time.Second, log, a.now); err != nil {
 		return nil, err
 	}
+	a.loader = services.NewLoader(a.db, a.stock, a.soldOut, a.metrics, log, cfg.TokenTTL)
+	a.returns = services.NewReturns(a.db, a.stock, a.soldOut, a.metrics, log)
+	a.reconcile = services.NewReconciler(a.db, a.stock, a.metrics, log, cfg.OrphanAge)
+	a.sales = services.NewSales(a.db, a.stock, a.loader, a.reconcile, cfg.PayWindow, log, a.now)
 	a.purchases = services.NewPurchases(services.PurchaseConfig{
-		TokenTTL: cfg.TokenTTL, PayWindow: cfg.PayWindow, SlowPublish: cfg.OrphanAge / 3, SigningSecret: secret,
+		TokenTTL: cfg.TokenTTL, SlowPublish: cfg.OrphanAge / 3, SigningSecret: secret,
 	}, a.sales, a.stock, a.db, a.pub, captcha, a.soldOut,
-		services.NewLimiter(a.rdb, cfg.RateLimits, log, a.now), a.metrics, log, a.now)
-	a.writer = services.NewWriter(services.WriterConfig{Workers: cfg.WriterWorkers, Batch: cfg.WriterBatch, PayWindow: cfg.PayWindow},
+		services.NewLimiter(a.rdb, cfg.RateLimits, log, a.now), a.returns, a.metrics, log, a.now)
+	a.queue.SetAckWait(30 * time.Second)
+	a.writer = services.NewWriter(services.WriterConfig{Workers: cfg.WriterWorkers, Batch: cfg.WriterBatch},
 		a.queue, a.db, a.stock, a.soldOut, a.metrics, log)
-	a.keeper = services.NewKeeper(services.KeeperConfig{Interval: cfg.KeeperInterval, OrphanAge: cfg.OrphanAge},
-		a.db, a.stock, a.queue, a.soldOut, a.metrics, log, a.now)
+	a.keeper = services.NewKeeper(services.KeeperConfig{Interval: cfg.KeeperInterval, OrphanAge: cfg.OrphanAge,
+		ReconcileInterval: cfg.ReconcileInterval, Instance: instance},
+		a.db, a.stock, a.queue, a.loader, a.returns, a.reconcile, a.soldOut, a.metrics, log, a.now)
 
 	api := &handlers.API{Accounts: a.auth, Catalog: a.sales, Shop: a.purchases, Log: log, Now: a.now,
 		SecureCookie: cfg.Env == "production", SessionTTL: cfg.JWTTTL}
@@ -127,10 +147,29 @@ func (a *app) ready() error {
 	return errors.Join(errs...)
 }
 
-// start runs the writer and the keeper in the background until close.
+// embeddedNATSLease is how long the registration of an embedded NATS outlives its instance.
+const embeddedNATSLease = 6 * time.Second
+
+// instanceName names this process in Redis (registration, lease): host, pid and address.
+func instanceName(cfg config) string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s pid %d addr %s", host, os.Getpid(), cfg.Addr)
+}
+
+// start runs the writer and the keeper in the background until close, and keeps the embedded
+// NATS registration alive.
 func (a *app) start(ctx context.Context, writer, keeper bool) {
 	ctx, cancel := context.WithCancel(ctx)
 	a.cancels = append(a.cancels, cancel)
+	if a.natsReg != nil {
+		a.wg.Add(1)
+		go func() {
+			defer a.wg.Done()
+			a.natsReg.Keep(ctx, func(holder string) {
+				a.log.Error("another instance took the embedded NATS registration; instances sharing a Redis must share one NATS (FLASHSALE_NATS_URL)", "holder", holder)
+			})
+		}()
+	}
 	if writer {
 		a.wg.Add(1)
 		go func() {

@@ -251,8 +251,11 @@ func TestBadInput(t *testing.T) {
 		}
 		slices.Sort(keys)
 		s := snapshot{keys: keys, stocks: map[int64]int64{}}
-		for _, it := range append(slices.Clone(sale.items), otherSale.items...) {
-			s.stocks[it] = h.redisStock(it)
+		for _, it := range sale.items {
+			s.stocks[it] = h.redisStock(sale, it)
+		}
+		for _, it := range otherSale.items {
+			s.stocks[it] = h.redisStock(otherSale, it)
 		}
 		return s
 	}

@@ -14,35 +14,36 @@ const devJWTSecret = "flashsale-dev-secret-do-not-use-in-production"
 
 // config is every setting of the binary, read from FLASHSALE_* variables with defaults.
 type config struct {
-	Env             string
-	Addr            string
-	DatabaseURL     string
-	RedisURL        string
-	RedisPool       int
-	DBMaxConns      int
-	NATSURL         string
-	NATSPort        int
-	NATSSync        string
-	DataDir         string
-	JWTSecret       string
-	JWTTTL          time.Duration
-	Captcha         string
-	CaptchaTTL      time.Duration
-	RateLimits      bool
-	PayWindow       time.Duration
-	TokenTTL        time.Duration
-	Demo            bool
-	DemoStartDelay  time.Duration
-	LogLevel        string
-	LogFormat       string
-	WriterBatch     int
-	WriterWorkers   int
-	PublishParallel int
-	PublishBatch    int
-	PublishTimeout  time.Duration
-	OrphanAge       time.Duration
-	KeeperInterval  time.Duration
-	TrustedProxies  []string
+	Env               string
+	Addr              string
+	DatabaseURL       string
+	RedisURL          string
+	RedisPool         int
+	DBMaxConns        int
+	NATSURL           string
+	NATSPort          int
+	NATSSync          string
+	DataDir           string
+	JWTSecret         string
+	JWTTTL            time.Duration
+	Captcha           string
+	CaptchaTTL        time.Duration
+	RateLimits        bool
+	PayWindow         time.Duration
+	TokenTTL          time.Duration
+	Demo              bool
+	DemoStartDelay    time.Duration
+	LogLevel          string
+	LogFormat         string
+	WriterBatch       int
+	WriterWorkers     int
+	PublishParallel   int
+	PublishBatch      int
+	PublishTimeout    time.Duration
+	OrphanAge         time.Duration
+	KeeperInterval    time.Duration
+	ReconcileInterval time.Duration
+	TrustedProxies    []string
 }
 
 // configVar documents one variable; the README's table is checked against this list.
@@ -66,7 +67,7 @@ var configVars = []configVar{
 	{"FLASHSALE_CAPTCHA", "image", "captcha provider: `image` (six distorted digits, checked once, bound to user and sale) or `test` (the answer `test` passes)"},
 	{"FLASHSALE_CAPTCHA_TTL", "5m", "how long an image captcha can be answered"},
 	{"FLASHSALE_RATE_LIMITS", "on", "`off` turns every rate limit off (benchmarks, tests)"},
-	{"FLASHSALE_PAY_WINDOW", "10m", "how long a PENDING order may be paid"},
+	{"FLASHSALE_PAY_WINDOW", "10m", "payment window of a sale created without `paymentWindowSeconds`, counted from when its order is written (PENDING)"},
 	{"FLASHSALE_PURCHASE_TOKEN_TTL", "30s", "how long a purchase token is valid"},
 	{"FLASHSALE_DEMO", "0", "`1` seeds the demo merchant, shoppers and a sale at start"},
 	{"FLASHSALE_DEMO_START_DELAY", "2m", "how long after launch the demo sale starts"},
@@ -78,7 +79,8 @@ var configVars = []configVar{
 	{"FLASHSALE_PUBLISH_BATCH", "512", "most reservations acknowledged by one JetStream write"},
 	{"FLASHSALE_PUBLISH_TIMEOUT", "5s", "how long a purchase waits for its PubAck before answering 503"},
 	{"FLASHSALE_ORPHAN_AGE", "45s", "a reservation that never reached the queue returns to stock after this"},
-	{"FLASHSALE_KEEPER_INTERVAL", "2s", "how often warm-up and orphan recovery run"},
+	{"FLASHSALE_KEEPER_INTERVAL", "2s", "how often warm-up, payment expiry, unit returns and orphan recovery run"},
+	{"FLASHSALE_RECONCILE_INTERVAL", "5s", "how often the instance holding the lease reconciles Redis with Postgres"},
 	{"FLASHSALE_TRUSTED_PROXIES", "", "comma-separated proxy addresses whose X-Forwarded-For is believed"},
 }
 
@@ -130,12 +132,16 @@ func loadConfig(getenv func(string) string) (config, error) {
 		JWTTTL: dur("FLASHSALE_JWT_TTL"), CaptchaTTL: dur("FLASHSALE_CAPTCHA_TTL"), PayWindow: dur("FLASHSALE_PAY_WINDOW"), TokenTTL: dur("FLASHSALE_PURCHASE_TOKEN_TTL"),
 		DemoStartDelay: dur("FLASHSALE_DEMO_START_DELAY"), PublishTimeout: dur("FLASHSALE_PUBLISH_TIMEOUT"),
 		OrphanAge: dur("FLASHSALE_ORPHAN_AGE"), KeeperInterval: dur("FLASHSALE_KEEPER_INTERVAL"),
-		RateLimits: onOff("FLASHSALE_RATE_LIMITS"), Demo: onOff("FLASHSALE_DEMO"),
+		ReconcileInterval: dur("FLASHSALE_RECONCILE_INTERVAL"),
+		RateLimits:        onOff("FLASHSALE_RATE_LIMITS"), Demo: onOff("FLASHSALE_DEMO"),
 	}
 	if p := get("FLASHSALE_TRUSTED_PROXIES"); p != "" {
 		for _, s := range strings.Split(p, ",") {
 			c.TrustedProxies = append(c.TrustedProxies, strings.TrimSpace(s))
 		}
+	}
+	if c.PayWindow < time.Second || c.PayWindow > 24*time.Hour {
+		errs = append(errs, fmt.Errorf("FLASHSALE_PAY_WINDOW=%q: want between 1s and 24h", get("FLASHSALE_PAY_WINDOW")))
 	}
 	if c.Env != "development" && c.Env != "production" {
 		errs = append(errs, fmt.Errorf("FLASHSALE_ENV=%q: want development or production", c.Env))

@@ -229,11 +229,7 @@ func (h *harness) drain(s saleIDs) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		backlog, err := h.app.queue.Backlog(ctx)
-		flight := int64(0)
-		for _, it := range s.items {
-			n, _ := h.app.rdb.HLen(ctx, store.InFlightKey(it)).Result()
-			flight += n
-		}
+		flight, _ := h.app.rdb.HLen(ctx, store.InFlightKey(s.sale)).Result()
 		if err == nil && backlog == 0 && flight == 0 {
 			return
 		}
@@ -265,9 +261,9 @@ func (h *harness) sqlInt(query string, args ...any) int64 {
 	return n
 }
 
-func (h *harness) redisStock(itemID int64) int64 {
+func (h *harness) redisStock(s saleIDs, itemID int64) int64 {
 	h.t.Helper()
-	n, err := h.app.rdb.Get(context.Background(), store.StockKey(itemID)).Int64()
+	n, err := h.app.rdb.Get(context.Background(), store.StockKey(s.sale, itemID)).Int64()
 	if err != nil {
 		h.t.Fatalf("redis stock of item %d: %v", itemID, err)
 	}

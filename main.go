@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/store"
 )
 
 func main() {
@@ -38,6 +39,9 @@ commands:
   migrate                        apply the SQL migrations and exit
   merchant add NAME [-password P] create a merchant account (a password is generated if omitted)
   token -user ID [-role R]       print a signed JWT for a user id (role shopper or merchant)
+  reconcile [-wait D] [SALE_ID]  wait for the order queue to drain, then check every invariant of a
+                                 sale (or of every sale not ended over a day ago) across Redis and
+                                 Postgres; prints the report, exits 1 on a violation
   config                         print every FLASHSALE_* variable with its default
 
 Settings come from FLASHSALE_* environment variables; see the README.`
@@ -78,6 +82,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return merchantCmd(ctx, cfg, log, args, stdout)
 	case "token":
 		return tokenCmd(cfg, args, stdout)
+	case "reconcile":
+		return reconcileCmd(ctx, cfg, log, args, stdout)
 	}
 	return fmt.Errorf("unknown command %q\n%s", cmd, usage)
 }
@@ -176,5 +182,94 @@ func tokenCmd(cfg config, args []string, stdout io.Writer) error {
 		return err
 	}
 	fmt.Fprintln(stdout, tok)
+	return nil
+}
+
+// errViolations makes the reconcile command exit 1 after printing its report.
+var errViolations = errors.New("reconcile: invariants violated (see the report above)")
+
+// reconcileCmd prints the reconciliation report. It connects to Redis, Postgres and the NATS the
+// instances use (FLASHSALE_NATS_URL, or the embedded server of a running instance on
+// 127.0.0.1:FLASHSALE_NATS_PORT) without starting anything.
+func reconcileCmd(ctx context.Context, cfg config, log *slog.Logger, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("reconcile", flag.ContinueOnError)
+	wait := fs.Duration("wait", 30*time.Second, "how long to wait for the order queue to drain")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	var saleIDs []int64
+	if fs.NArg() > 1 {
+		return errors.New("usage: flashsale reconcile [-wait D] [SALE_ID]")
+	}
+	if fs.NArg() == 1 {
+		id, err := strconv.ParseInt(fs.Arg(0), 10, 64)
+		if err != nil || id <= 0 {
+			return fmt.Errorf("reconcile: SALE_ID %q is not a sale id", fs.Arg(0))
+		}
+		saleIDs = []int64{id}
+	}
+	rdb, err := store.OpenRedis(ctx, cfg.RedisURL, 4)
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+	db, err := store.OpenDB(ctx, cfg.DatabaseURL, 4)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	natsURL := cfg.NATSURL
+	if natsURL == "" {
+		natsURL = fmt.Sprintf("nats://127.0.0.1:%d", cfg.NATSPort)
+	}
+	q, err := store.OpenQueue(ctx, natsURL)
+	if err != nil {
+		return fmt.Errorf("reconcile needs the order queue to know it has drained: %w", err)
+	}
+	defer q.Close()
+
+	deadline := time.Now().Add(*wait)
+	for {
+		backlog, err := q.Backlog(ctx)
+		if err != nil {
+			return err
+		}
+		if backlog == 0 {
+			fmt.Fprintln(stdout, "order queue: drained")
+			break
+		}
+		if time.Now().After(deadline) {
+			fmt.Fprintf(stdout, "order queue: %d messages not written after %s: the counts below may move\n", backlog, *wait)
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if saleIDs == nil {
+		sales, err := db.SalesEndingAfter(ctx, time.Now().Add(-24*time.Hour), 1000)
+		if err != nil {
+			return err
+		}
+		for _, s := range sales {
+			saleIDs = append(saleIDs, s.ID)
+		}
+		if len(saleIDs) == 0 {
+			fmt.Fprintln(stdout, "no sale ended less than a day ago: nothing to reconcile")
+			return nil
+		}
+	}
+	rec := services.NewReconciler(db, store.NewStock(rdb), nil, log, cfg.OrphanAge)
+	ok := true
+	for _, id := range saleIDs {
+		rep, err := rec.Report(ctx, id)
+		if err != nil {
+			return err
+		}
+		rep.Write(stdout)
+		ok = ok && rep.OK()
+	}
+	if !ok {
+		return errViolations
+	}
+	fmt.Fprintln(stdout, "reconcile: every invariant holds")
 	return nil
 }

@@ -58,7 +58,7 @@ func TestRaceThousandShoppersHundredUnits(t *testing.T) {
 	if got := h.sqlInt(`SELECT sold FROM items WHERE id = ?`, s.items[0]); got != 100 {
 		t.Errorf("sold = %d, want 100", got)
 	}
-	if got := h.redisStock(s.items[0]); got != 0 {
+	if got := h.redisStock(s, s.items[0]); got != 0 {
 		t.Errorf("redis stock = %d, want 0", got)
 	}
 	h.checkInvariants(s)
@@ -231,12 +231,16 @@ func TestOrderLifecycleAndPayment(t *testing.T) {
 			t.Errorf("pay #%d: %d %s, want 200 PAID", i+1, p.Status, p.Raw)
 		}
 	}
-	// A payment window that has closed: 409 EXPIRED.
+	// A payment window that has closed: 409 EXPIRED, and the order is EXPIRED with its unit back
+	// (the answer and the state agree, at once).
 	r = h.buy(bob, s.items[0], h.purchaseToken(bob, s.sale))
 	h.drain(s)
 	h.app.db.Gorm().Exec(`UPDATE orders SET pay_by = now() - interval '1 second' WHERE id = ?`, r.str("orderId"))
 	if p := h.do("POST", "/api/flash-sales/orders/"+r.str("orderId")+"/pay", bob, nil); p.Status != http.StatusConflict || p.str("error") != "EXPIRED" {
 		t.Errorf("pay after the window: %d %s, want 409 EXPIRED", p.Status, p.Raw)
+	}
+	if o := h.do("GET", "/api/flash-sales/orders/"+r.str("orderId"), bob, nil); o.str("status") != "EXPIRED" || o.Body["payBy"] != nil {
+		t.Errorf("order after paying too late: %s, want EXPIRED", o.Raw)
 	}
 	st := h.do("GET", fmt.Sprintf("/api/admin/sales/%d/stock", s.sale), h.token(9000, services.RoleMerchant), nil)
 	items, _ := st.Body["items"].([]any)
@@ -244,7 +248,7 @@ func TestOrderLifecycleAndPayment(t *testing.T) {
 		t.Fatalf("admin stock: %d %s", st.Status, st.Raw)
 	}
 	it := items[0].(map[string]any)
-	want := map[string]float64{"quantity": 3, "displayed": 1, "paid": 1, "frozen": 1, "real": 2}
+	want := map[string]float64{"quantity": 3, "displayed": 2, "paid": 1, "frozen": 0, "real": 2, "expired": 1, "pending": 0}
 	for k, v := range want {
 		if it[k] != v {
 			t.Errorf("admin stock %s = %v, want %v (%s)", k, it[k], v, st.Raw)
@@ -274,10 +278,10 @@ func TestNATSUnavailable(t *testing.T) {
 	if r.Status != http.StatusServiceUnavailable || r.str("error") != "UNAVAILABLE" {
 		t.Fatalf("purchase with NATS down: %d %s, want 503 UNAVAILABLE", r.Status, r.Raw)
 	}
-	if got := h.redisStock(s.items[0]); got != 5 {
+	if got := h.redisStock(s, s.items[0]); got != 5 {
 		t.Errorf("redis stock after the failed publish = %d, want 5", got)
 	}
-	if ok, _ := h.app.stock.IsBuyer(context.Background(), s.items[0], 1); ok {
+	if ok, _ := h.app.rdb.HExists(context.Background(), store.BuyersKey(s.sale), "1").Result(); ok {
 		t.Errorf("the shopper is still a buyer after the failed publish")
 	}
 
@@ -315,7 +319,8 @@ func TestWriterCrashAfterCommitBeforeAck(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	cfg := services.WriterConfig{Batch: 100, AckWait: time.Second, PayWindow: h.cfg.PayWindow}
+	h.app.queue.SetAckWait(time.Second)
+	cfg := services.WriterConfig{Batch: 100}
 	crashing := services.NewWriter(cfg, h.app.queue, h.app.db, h.app.stock, h.app.soldOut, nil, h.app.log)
 	commits := 0
 	crashing.AfterCommit = func() error { commits++; return fmt.Errorf("killed after commit") }
@@ -418,7 +423,7 @@ func TestRedisFailClosed(t *testing.T) {
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		lv, err := h.app.stock.Levels(context.Background(), s.items)
+		lv, err := h.app.stock.Levels(context.Background(), s.sale, s.items)
 		if err == nil && lv[0] >= 0 {
 			break
 		}
@@ -444,21 +449,22 @@ func TestOrphanReservationReturns(t *testing.T) {
 	ctx := context.Background()
 	now := time.Now()
 	orphan := services.NewOrderID(s.items[0], now)
-	if _, err := h.app.stock.Reserve(ctx, s.items[0], 77, orphan, "n1", time.Minute, now); err != nil {
+	if _, err := h.app.stock.Reserve(ctx, store.Attempt{SaleID: s.sale, ItemID: s.items[0], UserID: 77, OrderID: orphan, Nonce: "n1",
+		TokenExpires: now.Add(time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
-	if got := h.redisStock(s.items[0]); got != 1 {
+	if got := h.redisStock(s, s.items[0]); got != 1 {
 		t.Fatalf("stock after the orphan reservation = %d, want 1", got)
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for h.redisStock(s.items[0]) != 2 {
+	for h.redisStock(s, s.items[0]) != 2 {
 		if time.Now().After(deadline) {
 			t.Fatalf("the orphan never returned to stock")
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	time.Sleep(500 * time.Millisecond) // more keeper passes must not return it twice
-	if got := h.redisStock(s.items[0]); got != 2 {
+	if got := h.redisStock(s, s.items[0]); got != 2 {
 		t.Errorf("stock after several keeper passes = %d, want 2", got)
 	}
 	h.checkInvariants(s)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/store"
 )
 
 // A sold-out flag set on one instance is seen by another within 100 ms, refusals then cost no
@@ -54,11 +55,12 @@ func TestSoldOutFlagAcrossInstances(t *testing.T) {
 	a.drain(s)
 	orphan := services.NewOrderID(item, time.Now())
 	a.app.db.Gorm().Exec(`UPDATE items SET quantity = 2 WHERE id = ?`, item)
-	a.app.rdb.Incr(context.Background(), "{item:"+itoa(item)+"}:stock")
-	if _, err := a.app.stock.Reserve(context.Background(), item, 3, orphan, "n", time.Minute, time.Now()); err != nil {
+	a.app.rdb.Incr(context.Background(), store.StockKey(s.sale, item))
+	if _, err := a.app.stock.Reserve(context.Background(), store.Attempt{SaleID: s.sale, ItemID: item, UserID: 3, OrderID: orphan, Nonce: "n",
+		TokenExpires: time.Now().Add(time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.app.stock.Release(context.Background(), item, orphan, true, false); err != nil {
+	if _, err := a.app.stock.Release(context.Background(), store.OrderRef{SaleID: s.sale, ItemID: item, UserID: 3, OrderID: orphan}, store.ReleaseUnsold); err != nil {
 		t.Fatal(err)
 	}
 	a.app.soldOut.Returned(item)

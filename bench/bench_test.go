@@ -193,14 +193,14 @@ func TestRushSmall(t *testing.T) {
 	a := newAPI(o.URL, merchant)
 	sales := res.Sales
 	item := sales[0].ItemIDs[0]
-	if err := be.rdb.IncrBy(ctx, store.StockKey(item), 1).Err(); err != nil {
+	if err := be.rdb.IncrBy(ctx, store.StockKey(sales[0].SaleID, item), 1).Err(); err != nil {
 		t.Fatal(err)
 	}
 	inv := verify(ctx, be, a, sales, 2*time.Second)
 	if inv.OK || !anyContains(inv.Violations, "conservation") {
 		t.Errorf("after INCRBY stock: violations %q, want a conservation violation", inv.Violations)
 	}
-	if err := be.rdb.DecrBy(ctx, store.StockKey(item), 1).Err(); err != nil {
+	if err := be.rdb.DecrBy(ctx, store.StockKey(sales[0].SaleID, item), 1).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if inv := verify(ctx, be, a, sales, 2*time.Second); !inv.OK {

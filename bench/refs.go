@@ -131,16 +131,24 @@ func newRefReserve(ctx context.Context, redisURL string) (*refReserve, error) {
 	h.unlink = func(item int64) {
 		uctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		rdb.Unlink(uctx, store.StockKey(item), store.BuyersKey(item), store.InFlightKey(item))
+		// each rotation is its own synthetic sale, numbered like its one item
+		rdb.Unlink(uctx, store.MetaKey(item), store.StockKey(item, item), store.BuyersKey(item), store.InFlightKey(item))
 	}
 	h.item.Store(h.base)
-	if _, err := h.stock.Load(ctx, h.base, 1_000_000_000, nil); err != nil {
+	if _, err := h.stock.Load(ctx, refSnapshot(h.base), 0); err != nil {
 		rdb.Close()
 		return nil, err
 	}
 	h.wg.Add(1)
 	go h.rotate()
 	return h, nil
+}
+
+// refSnapshot is ref-redis's synthetic sale: one item of a billion units, live for a day.
+func refSnapshot(item int64) store.Snapshot {
+	now := time.Now()
+	return store.Snapshot{SaleID: item, Epoch: 1, Limit: store.LimitPerItem, StartsAt: now.Add(-time.Hour), EndsAt: now.Add(24 * time.Hour),
+		Items: []int64{item}, Left: map[int64]int64{item: 1_000_000_000}}
 }
 
 func (h *refReserve) rotate() {
@@ -159,7 +167,7 @@ func (h *refReserve) rotate() {
 			old := h.item.Load()
 			next := old + 1
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			_, err := h.stock.Load(ctx, next, 1_000_000_000, nil)
+			_, err := h.stock.Load(ctx, refSnapshot(next), 0)
 			cancel()
 			if err != nil {
 				continue
@@ -185,7 +193,8 @@ func (h *refReserve) purchase(c *gin.Context) {
 	now := time.Now()
 	orderID := services.NewOrderID(item, now)
 	nonce := strconv.FormatInt(i, 16)
-	_, err := h.stock.Reserve(c.Request.Context(), item, i, orderID, nonce, 5*time.Second, now)
+	_, err := h.stock.Reserve(c.Request.Context(), store.Attempt{SaleID: item, ItemID: item, UserID: i, OrderID: orderID,
+		Nonce: nonce, TokenExpires: now.Add(5 * time.Second)})
 	switch {
 	case err == nil:
 		c.JSON(http.StatusAccepted, gin.H{"orderId": orderID, "status": "QUEUED"})

@@ -49,12 +49,9 @@ func (b *backends) persisted(ctx context.Context, s *saleRecord) (sold, inFlight
 	if err != nil {
 		return 0, 0, err
 	}
-	for _, it := range s.ItemIDs {
-		n, err := b.rdb.HLen(ctx, store.InFlightKey(it)).Result()
-		if err != nil {
-			return 0, 0, err
-		}
-		inFlight += n
+	inFlight, err = b.rdb.HLen(ctx, store.InFlightKey(s.SaleID)).Result()
+	if err != nil {
+		return 0, 0, err
 	}
 	return sold, inFlight, nil
 }

@@ -38,6 +38,8 @@ type Shop interface {
 	Purchase(ctx context.Context, userID, itemID int64, token, ip string) (string, error)
 	Order(ctx context.Context, userID int64, orderID string) (services.OrderView, error)
 	Pay(ctx context.Context, userID int64, orderID string) (services.OrderView, error)
+	Cancel(ctx context.Context, userID int64, orderID string) (services.OrderView, error)
+	MyOrders(ctx context.Context, userID int64, cursor string) ([]services.OrderView, string, error)
 }
 
 // Cookie names of the browser session (see DESIGN.md).
@@ -127,17 +129,21 @@ type itemJSON struct {
 }
 
 type saleJSON struct {
-	SaleID   string     `json:"saleId"`
-	Name     string     `json:"name"`
-	StartsAt string     `json:"startsAt"`
-	EndsAt   string     `json:"endsAt"`
-	Status   string     `json:"status"`
-	Items    []itemJSON `json:"items,omitempty"`
+	SaleID               string     `json:"saleId"`
+	Name                 string     `json:"name"`
+	StartsAt             string     `json:"startsAt"`
+	EndsAt               string     `json:"endsAt"`
+	Status               string     `json:"status"`
+	PaymentWindowSeconds int        `json:"paymentWindowSeconds"`
+	PurchaseLimit        string     `json:"purchaseLimit"`
+	Currency             string     `json:"currency"`
+	Items                []itemJSON `json:"items,omitempty"`
 }
 
 func (a *API) saleJSON(s store.Sale) saleJSON {
 	out := saleJSON{SaleID: idString(s.ID), Name: s.Name, StartsAt: rfc3339(s.StartsAt), EndsAt: rfc3339(s.EndsAt),
-		Status: services.SaleStatus(s.StartsAt, s.EndsAt, a.Now())}
+		Status: services.SaleStatus(s.StartsAt, s.EndsAt, a.Now()), PaymentWindowSeconds: s.PaymentWindowSeconds,
+		PurchaseLimit: s.PurchaseLimit, Currency: s.Currency}
 	for _, it := range s.Items {
 		out.Items = append(out.Items, itemJSON{ItemID: idString(it.ID), Name: it.Name, PriceCents: it.PriceCents, Quantity: it.Quantity})
 	}
@@ -272,17 +278,28 @@ func (a *API) Purchase(c *gin.Context) {
 }
 
 type orderJSON struct {
-	OrderID string  `json:"orderId"`
-	ItemID  string  `json:"itemId"`
-	Status  string  `json:"status"`
-	PayBy   *string `json:"payBy"`
+	OrderID    string  `json:"orderId"`
+	ItemID     string  `json:"itemId"`
+	SaleID     string  `json:"saleId"`
+	Status     string  `json:"status"`
+	PayBy      *string `json:"payBy"`
+	ItemName   string  `json:"itemName"`
+	PriceCents int64   `json:"priceCents"`
+	Currency   string  `json:"currency"`
+	SaleName   string  `json:"saleName,omitempty"`
+	Failure    string  `json:"failure,omitempty"`
+	CreatedAt  string  `json:"createdAt"`
 }
 
 func toOrderJSON(v services.OrderView) orderJSON {
-	o := orderJSON{OrderID: v.OrderID, ItemID: idString(v.ItemID), Status: v.Status}
+	o := orderJSON{OrderID: v.OrderID, ItemID: idString(v.ItemID), SaleID: idString(v.SaleID), Status: v.Status,
+		ItemName: v.ItemName, PriceCents: v.PriceCents, Currency: v.Currency, SaleName: v.SaleName, Failure: v.Failure}
 	if v.PayBy != nil {
 		s := rfc3339(*v.PayBy)
 		o.PayBy = &s
+	}
+	if !v.CreatedAt.IsZero() {
+		o.CreatedAt = rfc3339(v.CreatedAt)
 	}
 	return o
 }
@@ -298,9 +315,39 @@ func (a *API) Order(c *gin.Context) {
 	c.JSON(http.StatusOK, toOrderJSON(v))
 }
 
+// MyOrders handles the "GET /api/flash-sales/orders" route: the caller's orders, newest first.
+func (a *API) MyOrders(c *gin.Context) {
+	cursor := c.Query("cursor")
+	if len(cursor) > 200 {
+		Error(c, a.Log, services.Errorf(services.CodeInvalidInput, "cursor is not one this server gave out"))
+		return
+	}
+	list, next, err := a.Shop.MyOrders(c.Request.Context(), shopper(c).UserID, cursor)
+	if err != nil {
+		Error(c, a.Log, err)
+		return
+	}
+	out := make([]orderJSON, len(list))
+	for i, v := range list {
+		out[i] = toOrderJSON(v)
+	}
+	c.Header("Cache-Control", "no-store")
+	c.JSON(http.StatusOK, gin.H{"orders": out, "next": next})
+}
+
 // Pay handles the "POST /api/flash-sales/orders/:orderId/pay" route (simulated payment).
 func (a *API) Pay(c *gin.Context) {
 	v, err := a.Shop.Pay(c.Request.Context(), shopper(c).UserID, c.Param("orderId"))
+	if err != nil {
+		Error(c, a.Log, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"orderId": v.OrderID, "status": v.Status})
+}
+
+// Cancel handles the "POST /api/flash-sales/orders/:orderId/cancel" route.
+func (a *API) Cancel(c *gin.Context) {
+	v, err := a.Shop.Cancel(c.Request.Context(), shopper(c).UserID, c.Param("orderId"))
 	if err != nil {
 		Error(c, a.Log, err)
 		return
@@ -321,6 +368,8 @@ type newSaleJSON struct {
 		UserPerSecond int `json:"userPerSecond"`
 		IPPerSecond   int `json:"ipPerSecond"`
 	} `json:"rateLimits"`
+	PaymentWindowSeconds *int   `json:"paymentWindowSeconds"`
+	PurchaseLimit        string `json:"purchaseLimit"`
 }
 
 func parseTime(field, s string) (time.Time, error) {
@@ -348,7 +397,7 @@ func (a *API) CreateSale(c *gin.Context) {
 		Error(c, a.Log, err)
 		return
 	}
-	ns := services.NewSale{Name: in.Name, StartsAt: starts, EndsAt: ends}
+	ns := services.NewSale{Name: in.Name, StartsAt: starts, EndsAt: ends, PaymentWindowSeconds: in.PaymentWindowSeconds, PurchaseLimit: in.PurchaseLimit}
 	if in.RateLimits != nil {
 		ns.Limits = &services.RateLimits{UserPerSecond: in.RateLimits.UserPerSecond, IPPerSecond: in.RateLimits.IPPerSecond}
 	}
@@ -361,7 +410,8 @@ func (a *API) CreateSale(c *gin.Context) {
 		return
 	}
 	j := a.saleJSON(s)
-	c.JSON(http.StatusCreated, gin.H{"saleId": j.SaleID, "name": j.Name, "startsAt": j.StartsAt, "endsAt": j.EndsAt, "items": j.Items})
+	c.JSON(http.StatusCreated, gin.H{"saleId": j.SaleID, "name": j.Name, "startsAt": j.StartsAt, "endsAt": j.EndsAt, "items": j.Items,
+		"paymentWindowSeconds": j.PaymentWindowSeconds, "purchaseLimit": j.PurchaseLimit, "currency": j.Currency})
 }
 
 // AdminSales handles the "GET /api/admin/sales" route: the merchant's own sales.
@@ -380,16 +430,21 @@ func (a *API) AdminSales(c *gin.Context) {
 }
 
 type adminStockJSON struct {
-	ItemID     string `json:"itemId"`
-	Name       string `json:"name"`
-	Quantity   int64  `json:"quantity"`
-	Displayed  int64  `json:"displayed"`
-	Frozen     int64  `json:"frozen"`
-	Real       int64  `json:"real"`
-	Paid       int64  `json:"paid"`
-	Pending    int64  `json:"pending"`
-	InFlight   int64  `json:"inFlight"`
-	Reconciled bool   `json:"reconciled"`
+	ItemID     string  `json:"itemId"`
+	Name       string  `json:"name"`
+	Quantity   int64   `json:"quantity"`
+	Displayed  int64   `json:"displayed"`
+	Frozen     int64   `json:"frozen"`
+	Real       int64   `json:"real"`
+	Paid       int64   `json:"paid"`
+	Pending    int64   `json:"pending"`
+	Expired    int64   `json:"expired"`
+	Cancelled  int64   `json:"cancelled"`
+	InFlight   int64   `json:"inFlight"`
+	SoldOut    bool    `json:"soldOut"`
+	LoadedAt   *string `json:"loadedAt"`
+	Reconciled bool    `json:"reconciled"`
+	Mismatch   string  `json:"mismatch,omitempty"`
 }
 
 // AdminStock handles the "GET /api/admin/sales/:saleId/stock" route.
@@ -407,8 +462,13 @@ func (a *API) AdminStock(c *gin.Context) {
 	out := make([]adminStockJSON, len(items))
 	for i, it := range items {
 		out[i] = adminStockJSON{ItemID: idString(it.ItemID), Name: it.Name, Quantity: it.Quantity, Displayed: it.Displayed,
-			Frozen: it.Frozen, Real: it.Real, Paid: it.Paid, Pending: it.Pending, InFlight: it.InFlight, Reconciled: it.Reconciled}
+			Frozen: it.Frozen, Real: it.Real, Paid: it.Paid, Pending: it.Pending, Expired: it.Expired, Cancelled: it.Cancelled,
+			InFlight: it.InFlight, SoldOut: it.SoldOut, Reconciled: it.Reconciled, Mismatch: it.Mismatch}
+		if it.LoadedAt != nil {
+			t := it.LoadedAt.UTC().Format(time.RFC3339Nano)
+			out[i].LoadedAt = &t
+		}
 	}
 	c.Header("Cache-Control", "no-store")
-	c.JSON(http.StatusOK, gin.H{"saleId": idString(saleID), "items": out})
+	c.JSON(http.StatusOK, gin.H{"saleId": idString(saleID), "items": out, "paused": false})
 }

@@ -46,6 +46,7 @@ var statusOf = map[services.Code]int{
 	services.CodeAlreadyPurchased:     http.StatusConflict,
 	services.CodeExpired:              http.StatusConflict,
 	services.CodeNotPayable:           http.StatusConflict,
+	services.CodeNotCancellable:       http.StatusConflict,
 	services.CodeSoldOut:              http.StatusGone,
 	services.CodeSaleEnded:            http.StatusGone,
 	services.CodeNotStarted:           http.StatusTooEarly,
@@ -58,6 +59,7 @@ var statusOf = map[services.Code]int{
 type errorBody struct {
 	Error   string `json:"error"`
 	Message string `json:"message"`
+	OrderID string `json:"orderId,omitempty"` // ALREADY_PURCHASED: the order the shopper holds
 }
 
 // Error is the one place that turns an error into the contract's {"error","message"} body and
@@ -79,7 +81,7 @@ func Error(c *gin.Context, log *slog.Logger, err error) {
 	if status >= 500 && log != nil {
 		log.Error("request failed", "method", c.Request.Method, "path", c.FullPath(), "code", e.Code, "err", err)
 	}
-	c.AbortWithStatusJSON(status, errorBody{Error: string(e.Code), Message: e.Message})
+	c.AbortWithStatusJSON(status, errorBody{Error: string(e.Code), Message: e.Message, OrderID: e.OrderID})
 }
 
 // Abort answers with a contract error built from code and message.

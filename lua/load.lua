@@ -1,14 +1,49 @@
--- load: warms an item from Postgres when Redis does not know it (a new sale, or data lost).
--- Does nothing if the stock key exists, so N instances may run it at once.
--- KEYS[1] {item:N}:stock, KEYS[2] {item:N}:buyers, KEYS[3] {item:N}:inflight
--- ARGV[1] units left, ARGV[2..] user ids holding a live order
--- Returns 1 if loaded now, 0 if already there.
-if redis.call('EXISTS', KEYS[1]) == 1 then
-  return 0
+-- load: (re)builds a whole sale's Redis state from a Postgres snapshot: on warm-up, and after Redis
+-- lost data (keys missing, or the sale marked lost). N instances may run it at once: it does
+-- nothing while the sale is loaded and healthy, or when a rebuild of an equal or newer epoch ran.
+-- KEYS[1] {sale:S}:meta, KEYS[2] {sale:S}:buyers, KEYS[3] {sale:S}:inflight, KEYS[4] {sale:S}:gone,
+-- KEYS[5..] {sale:S}:stock:I of each item
+-- ARGV[1] epoch (from Postgres, bumped per rebuild), ARGV[2] purchase limit, ARGV[3] starts (unix
+-- ms), ARGV[4] ends (unix ms), ARGV[5] the highest reservation seq Postgres knows, ARGV[6] token
+-- lifetime in ms to void tokens issued before now (0: keep them), ARGV[7] number of buyer pairs B,
+-- then one units-left value per item (same order as KEYS[5..]), then B pairs (shopper, order id),
+-- then the order ids whose unit Postgres already gave back (tombstones).
+-- Returns 1 if loaded now, 0 if nothing was done.
+local m = redis.call('HMGET', KEYS[1], 'epoch', 'lost', 'seq', 'fence')
+local epoch = tonumber(ARGV[1])
+if m[1] then
+  if m[2] ~= '1' then
+    return 0
+  end
+  if tonumber(m[1]) >= epoch then
+    return 0
+  end
 end
-redis.call('DEL', KEYS[2], KEYS[3])
-for i = 2, #ARGV, 5000 do
-  redis.call('SADD', KEYS[2], unpack(ARGV, i, math.min(i + 4999, #ARGV)))
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+-- The counter jumps far past anything issued before, so no instance takes the rebuild for a loss.
+local seq = math.max(tonumber(m[3] or '0'), tonumber(ARGV[5])) + 1000000000
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
+local nitems = #KEYS - 4
+for i = 1, nitems do
+  redis.call('SET', KEYS[4 + i], ARGV[7 + i])
 end
-redis.call('SET', KEYS[1], ARGV[1])
+local b = tonumber(ARGV[7])
+local first = 8 + nitems
+for i = first, first + 2 * b - 1, 8000 do
+  redis.call('HSET', KEYS[2], unpack(ARGV, i, math.min(i + 7999, first + 2 * b - 1)))
+end
+local g = first + 2 * b
+for i = g, #ARGV, 5000 do
+  redis.call('SADD', KEYS[4], unpack(ARGV, i, math.min(i + 4999, #ARGV)))
+end
+if g <= #ARGV then
+  redis.call('PEXPIRE', KEYS[4], 2592000000)
+end
+local tokfloor = 0
+if tonumber(ARGV[6]) > 0 then
+  tokfloor = now + tonumber(ARGV[6])
+end
+redis.call('HSET', KEYS[1], 'epoch', ARGV[1], 'seq', string.format('%d', seq), 'limit', ARGV[2],
+  'starts', ARGV[3], 'ends', ARGV[4], 'loadedAt', now, 'tokfloor', tokfloor, 'fence', m[4] or '0')
 return 1

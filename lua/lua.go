@@ -1,19 +1,20 @@
 // Package lua holds the Redis scripts of the purchase path, embedded so the binary carries them.
+// Every script touches the keys of one sale only (hash tag {sale:S}).
 package lua
 
 import _ "embed"
 
-// Reserve is the atomic check-and-reserve of one purchase.
+// Reserve is the atomic check-and-reserve of one purchase attempt.
 //
 //go:embed reserve.lua
 var Reserve string
 
-// Release gives back a reservation that will never become an order, once.
+// Release gives a unit back once per order, by a named operation.
 //
 //go:embed release.lua
 var Release string
 
-// Load warms an item's keys from Postgres when they are missing.
+// Load (re)builds a sale's keys from a Postgres snapshot.
 //
 //go:embed load.lua
 var Load string
@@ -22,3 +23,8 @@ var Load string
 //
 //go:embed claim.lua
 var Claim string
+
+// MarkLost fails a sale closed until it is rebuilt from Postgres.
+//
+//go:embed marklost.lua
+var MarkLost string

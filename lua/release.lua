@@ -1,23 +1,50 @@
--- release: gives back a reservation that will never become an order. Idempotent: only the first
--- call for an order id finds it in flight and changes anything.
--- KEYS[1] {item:N}:stock, KEYS[2] {item:N}:buyers, KEYS[3] {item:N}:inflight
--- ARGV[1] order id, ARGV[2] "1" to put the unit back in stock, "0" when Postgres has no room for it,
--- ARGV[3] "force" when the writer itself releases an order it claimed and Postgres refused,
--- ARGV[4] "keepbuyer" when the shopper still holds another live order of the item
--- Returns 1 if released now, 0 if it was not in flight, 2 if the writer has claimed it (the
--- order is durably queued and will be written: it must not be released).
-local v = redis.call('HGET', KEYS[3], ARGV[1])
-if not v then
+-- release: gives a unit back to a sale's stock, at most once per order (idempotent).
+-- KEYS[1] {sale:S}:meta, KEYS[2] {sale:S}:stock:I, KEYS[3] {sale:S}:buyers,
+-- KEYS[4] {sale:S}:inflight, KEYS[5] {sale:S}:gone
+-- ARGV[1] order id, ARGV[2] the operation, ARGV[3] item id, ARGV[4] user id:
+--   unsold     a reservation that never became an order (publish failed, orphan, unknown reserve
+--              outcome); refused once the writer has claimed it
+--   refused    the writer's release of an order Postgres refused (unit back, shopper freed)
+--   noroom     Postgres had no unit for it: Redis promised one that does not exist (no unit back)
+--   duplicate  the shopper already holds a live order: unit back, the shopper stays a buyer
+--   returned   an order Postgres expired or cancelled: unit back, shopper freed
+-- Every operation but noroom leaves a tombstone in gone, so a late message of the order is
+-- not written and the unit is never returned twice.
+-- Returns 1 done now, 0 nothing to do (not in flight, or already returned), 2 claimed by the
+-- writer (unsold only: the order is durably queued and will be written).
+local op = ARGV[2]
+local user = ARGV[4]
+if op ~= 'returned' then
+  local v = redis.call('HGET', KEYS[4], ARGV[1])
+  if not v then
+    return 0
+  end
+  if op == 'unsold' and string.sub(v, -2) == ':c' then
+    return 2
+  end
+  user = string.match(v, '^[^:]+:([^:]+)')
+  redis.call('HDEL', KEYS[4], ARGV[1])
+elseif redis.call('SISMEMBER', KEYS[5], ARGV[1]) == 1 then
   return 0
 end
-if string.sub(v, -2) == ':c' and ARGV[3] ~= 'force' then
-  return 2
+local limit = redis.call('HGET', KEYS[1], 'limit')
+if not limit then
+  return 1 -- not loaded: the rebuild from Postgres will count this order right
 end
-redis.call('HDEL', KEYS[3], ARGV[1])
-if ARGV[4] ~= 'keepbuyer' then
-  redis.call('SREM', KEYS[2], string.match(v, '^([^:]+)'))
+if op ~= 'duplicate' then
+  local member = user
+  if limit == 'per-item' then
+    member = ARGV[3] .. ':' .. user
+  end
+  if redis.call('HGET', KEYS[3], member) == ARGV[1] then
+    redis.call('HDEL', KEYS[3], member)
+  end
 end
-if ARGV[2] == '1' and redis.call('EXISTS', KEYS[1]) == 1 then
-  redis.call('INCR', KEYS[1])
+if op ~= 'noroom' then
+  if redis.call('EXISTS', KEYS[2]) == 1 then
+    redis.call('INCR', KEYS[2])
+  end
+  redis.call('SADD', KEYS[5], ARGV[1])
+  redis.call('PEXPIRE', KEYS[5], 2592000000)
 end
 return 1

@@ -1,25 +1,68 @@
--- reserve: the whole check-and-reserve of one purchase, atomically.
--- KEYS[1] {item:N}:stock     remaining units (missing = not warmed or Redis data lost: fail closed)
--- KEYS[2] {item:N}:buyers    set of user ids holding a unit
--- KEYS[3] {item:N}:inflight  hash order id -> "userId:reservedAtMillis" (reserved, not yet in Postgres)
--- KEYS[4] {item:N}:tok:NONCE marker of a used purchase token
--- ARGV[1] user id, ARGV[2] order id, ARGV[3] token lifetime in ms, ARGV[4] now in ms
--- Returns the units left (>= 0) or a negative refusal code:
---   -1 sold out, -2 already a buyer, -3 stock unknown (fail closed), -4 token already used.
-if redis.call('EXISTS', KEYS[1]) == 0 then
-  return -3
+-- reserve: the whole check-and-reserve of one purchase attempt, atomically, on Redis's clock.
+-- Every key of a sale shares the hash tag {sale:S}, so the one-per-shopper rule of the whole sale
+-- and the single use of a purchase token hold in one call (and one Redis Cluster slot).
+-- KEYS[1] {sale:S}:meta       hash: seq, lost, limit, starts, ends, tokfloor (missing = not loaded)
+-- KEYS[2] {sale:S}:stock:I    units left of item I
+-- KEYS[3] {sale:S}:buyers     hash: shopper ("U", or "I:U" when the limit is per item) -> order id
+-- KEYS[4] {sale:S}:inflight   hash: order id -> "I:U:reservedAtMillis:seq" (":c" once claimed)
+-- KEYS[5] {sale:S}:tok:NONCE  the attempt a purchase token was used for
+-- ARGV[1] user id, ARGV[2] order id, ARGV[3] item id, ARGV[4] token expiry (unix ms),
+-- ARGV[5] the highest reservation seq this instance has seen in the sale
+-- Returns {code, seq, nowMillis, orderIdHeld}: code >= 0 is a reservation (the units left);
+--   -1 sold out, -2 already a buyer (orderIdHeld names the order), -3 not loaded or data lost
+--   (fail closed), -4 token used, expired or void, -5 Redis went back in time (data lost: the
+--   sale is marked lost), -6 not started, -7 ended.
+-- The same attempt sent again (a retry after a lost reply: same order id) gets the same answer.
+local m = redis.call('HMGET', KEYS[1], 'seq', 'lost', 'limit', 'starts', 'ends', 'tokfloor')
+if not m[1] or m[2] == '1' then
+  return {-3, 0, 0, ''}
 end
-if not redis.call('SET', KEYS[4], '1', 'NX', 'PX', ARGV[3]) then
-  return -4
+local seq = tonumber(m[1])
+if seq < tonumber(ARGV[5]) then
+  redis.call('HSET', KEYS[1], 'lost', '1')
+  return {-5, 0, 0, ''}
 end
-if redis.call('SISMEMBER', KEYS[2], ARGV[1]) == 1 then
-  return -2
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local prev = redis.call('GET', KEYS[5])
+if prev then
+  local id, code, s, at, held = string.match(prev, '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)$')
+  if id == ARGV[2] then
+    return {tonumber(code), tonumber(s), tonumber(at), held}
+  end
+  return {-4, 0, now, ''}
 end
-local left = tonumber(redis.call('GET', KEYS[1]))
+local exp = tonumber(ARGV[4])
+if now >= exp or exp <= tonumber(m[6] or '0') then
+  return {-4, 0, now, ''}
+end
+if now < tonumber(m[4]) then
+  return {-6, 0, now, ''}
+end
+if now >= tonumber(m[5]) then
+  return {-7, 0, now, ''}
+end
+local function answer(code, s, held)
+  redis.call('SET', KEYS[5], ARGV[2] .. '|' .. code .. '|' .. s .. '|' .. now .. '|' .. held, 'PX', exp - now + 1000)
+  return {code, s, now, held}
+end
+local member = ARGV[1]
+if m[3] == 'per-item' then
+  member = ARGV[3] .. ':' .. ARGV[1]
+end
+local held = redis.call('HGET', KEYS[3], member)
+if held then
+  return answer(-2, 0, held)
+end
+local left = tonumber(redis.call('GET', KEYS[2]))
+if not left then
+  return {-3, 0, now, ''}
+end
 if left <= 0 then
-  return -1
+  return answer(-1, 0, '')
 end
-left = redis.call('DECR', KEYS[1])
-redis.call('SADD', KEYS[2], ARGV[1])
-redis.call('HSET', KEYS[3], ARGV[2], ARGV[1] .. ':' .. ARGV[4])
-return left
+left = redis.call('DECR', KEYS[2])
+seq = redis.call('HINCRBY', KEYS[1], 'seq', 1)
+redis.call('HSET', KEYS[3], member, ARGV[2])
+redis.call('HSET', KEYS[4], ARGV[2], ARGV[3] .. ':' .. ARGV[1] .. ':' .. now .. ':' .. seq)
+return answer(left, seq, '')

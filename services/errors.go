@@ -25,6 +25,7 @@ const (
 	CodeAlreadyPurchased     Code = "ALREADY_PURCHASED"
 	CodeExpired              Code = "EXPIRED"
 	CodeNotPayable           Code = "NOT_PAYABLE"
+	CodeNotCancellable       Code = "NOT_CANCELLABLE"
 	CodeSoldOut              Code = "SOLD_OUT"
 	CodeSaleEnded            Code = "SALE_ENDED"
 	CodeNotStarted           Code = "NOT_STARTED"
@@ -39,7 +40,8 @@ type Error struct {
 	Code       Code
 	Message    string
 	RetryAfter time.Duration
-	Err        error // the cause, logged, never shown
+	OrderID    string // ALREADY_PURCHASED: the order the shopper holds
+	Err        error  // the cause, logged, never shown
 }
 
 func (e *Error) Error() string {

@@ -129,7 +129,7 @@ func TestValidName(t *testing.T) {
 func TestCreateSaleValidation(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
-	s := NewSales(nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)), fixedNow(now))
+	s := NewSales(nil, nil, nil, nil, 10*time.Minute, slog.New(slog.NewTextHandler(io.Discard, nil)), fixedNow(now))
 	good := func(edit func(*NewSale)) NewSale {
 		n := NewSale{Name: "sale", StartsAt: now.Add(time.Hour), EndsAt: now.Add(2 * time.Hour),
 			Items: []NewItem{{Name: "thing", PriceCents: 100, Quantity: 10}}}

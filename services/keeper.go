@@ -2,6 +2,7 @@ package services
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -10,35 +11,52 @@ import (
 
 // KeeperConfig are the tunables of the background jobs.
 type KeeperConfig struct {
-	Interval  time.Duration // how often the jobs run
-	OrphanAge time.Duration // a reservation older than this that never reached the queue is returned
+	Interval          time.Duration // how often the jobs run
+	OrphanAge         time.Duration // a reservation older than this that never reached the queue is returned
+	ReconcileInterval time.Duration // how often the lease holder reconciles Redis with Postgres
+	Instance          string        // names this instance in the reconciliation lease
 }
 
-// Keeper runs the background jobs that keep Redis honest; every instance may run it at once.
-//   - warm-up: loads an item's stock into Redis when Redis does not know it (a new sale, or
-//     Redis lost its data), but only once the queue has drained, so Postgres is complete.
+// Keeper runs the background jobs that keep every unit accounted for. Every instance runs them
+// at once, safely; the queue they judge "drained" by is the shared JetStream stream.
+//   - warm-up and rebuild: loads a sale into Redis when Redis does not hold it or lost data for
+//     it, once the queue has drained, so Postgres is complete;
+//   - loss detection: a Redis reservation counter behind what Postgres holds fails the sale closed;
+//   - payment expiry: PENDING orders past their deadline become EXPIRED (Postgres first, with a
+//     durable return record), and their units go back in Redis;
 //   - orphan recovery: returns reservations that never reached the queue (an instance died
-//     between reserve and publish) once the writer has provably processed everything older.
+//     between reserve and publish) once the writer has provably processed everything older;
+//   - reconciliation: under a lease, one instance at a time compares Redis with Postgres.
 type Keeper struct {
-	cfg     KeeperConfig
-	soldOut *SoldOut
-	db      *store.DB
-	stock   *store.Stock
-	q       *store.Queue
-	metrics *Metrics
-	log     *slog.Logger
-	now     func() time.Time
+	cfg       KeeperConfig
+	soldOut   *SoldOut
+	db        *store.DB
+	stock     *store.Stock
+	q         OrderQueue
+	loader    *Loader
+	returns   *Returns
+	reconcile *Reconciler
+	metrics   *Metrics
+	log       *slog.Logger
+	now       func() time.Time
+
+	lastReconcile time.Time
 }
 
 // NewKeeper returns a Keeper.
-func NewKeeper(cfg KeeperConfig, db *store.DB, stock *store.Stock, q *store.Queue, soldOut *SoldOut, m *Metrics, log *slog.Logger, now func() time.Time) *Keeper {
+func NewKeeper(cfg KeeperConfig, db *store.DB, stock *store.Stock, q OrderQueue, loader *Loader, returns *Returns, reconcile *Reconciler,
+	soldOut *SoldOut, m *Metrics, log *slog.Logger, now func() time.Time) *Keeper {
 	if cfg.Interval <= 0 {
 		cfg.Interval = 2 * time.Second
 	}
 	if cfg.OrphanAge <= 0 {
 		cfg.OrphanAge = 45 * time.Second
 	}
-	return &Keeper{cfg: cfg, db: db, stock: stock, q: q, soldOut: soldOut, metrics: m, log: log, now: now}
+	if cfg.ReconcileInterval <= 0 {
+		cfg.ReconcileInterval = 5 * time.Second
+	}
+	return &Keeper{cfg: cfg, db: db, stock: stock, q: q, loader: loader, returns: returns, reconcile: reconcile,
+		soldOut: soldOut, metrics: m, log: log, now: now}
 }
 
 // Run repeats the jobs until ctx ends.
@@ -57,7 +75,7 @@ func (k *Keeper) Run(ctx context.Context) {
 	}
 }
 
-// Once runs every job once.
+// Once runs every job once; a job that fails does not keep the others from running.
 func (k *Keeper) Once(ctx context.Context) error {
 	backlog, err := k.q.Backlog(ctx)
 	if err != nil {
@@ -70,69 +88,105 @@ func (k *Keeper) Once(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var items []store.Item
-	for _, s := range sales {
-		items = append(items, s.Items...)
+	ids := make([]int64, len(sales))
+	for i, s := range sales {
+		ids[i] = s.ID
 	}
-	if err := k.warm(ctx, items, backlog); err != nil {
-		return err
+	errs := []error{
+		k.warm(ctx, ids, backlog),
+		k.expire(ctx),
+		k.returns.Drain(ctx),
+		k.recoverOrphans(ctx, ids),
 	}
-	return k.recoverOrphans(ctx, items)
+	if k.now().Sub(k.lastReconcile) >= k.cfg.ReconcileInterval {
+		k.lastReconcile = k.now()
+		errs = append(errs, k.reconcilePass(ctx, ids, backlog))
+	}
+	return errors.Join(errs...)
 }
 
-func (k *Keeper) warm(ctx context.Context, items []store.Item, backlog uint64) error {
-	if len(items) == 0 {
-		return nil
-	}
-	ids := make([]int64, len(items))
-	for i, it := range items {
-		ids[i] = it.ID
-	}
-	levels, err := k.stock.Levels(ctx, ids)
-	if err != nil {
-		return err
-	}
-	for i, it := range items {
-		if levels[i] >= 0 {
-			continue
+// warm loads each sale Redis does not hold healthy, once the queue has drained (a sale Redis lost
+// must be rebuilt from a complete Postgres). It also detects a Redis that went back in time: its
+// reservation counter behind the highest one Postgres holds.
+func (k *Keeper) warm(ctx context.Context, sales []int64, backlog uint64) error {
+	for _, sale := range sales {
+		// Postgres first: every seq it holds was issued by Redis before this read, so a healthy
+		// Redis read after it can only be ahead.
+		pg, err := k.db.MaxSeqOfSale(ctx, sale)
+		if err != nil {
+			return err
+		}
+		st, err := k.stock.State(ctx, sale)
+		if err != nil {
+			return err
+		}
+		if st.Loaded && !st.Lost {
+			if pg <= st.Seq {
+				continue
+			}
+			marked, err := k.stock.MarkLost(ctx, sale, 0, st.SeqRaw)
+			if err != nil {
+				return err
+			}
+			if !marked {
+				continue
+			}
+			k.log.Error("keeper: redis's reservation counter is behind postgres: redis lost data; the sale fails closed until rebuilt",
+				"sale", sale, "redis", st.Seq, "postgres", pg)
+			if k.metrics != nil {
+				k.metrics.RedisLoss.WithLabelValues("keeper").Inc()
+			}
 		}
 		if backlog > 0 {
-			k.log.Warn("keeper: item unknown to redis; waiting for the queue to drain before rebuilding", "item", it.ID, "backlog", backlog)
+			// Redis does not hold the sale, or lost data for it: it is only (re)built from a
+			// complete Postgres, once every acknowledged order in the queue is written.
+			k.log.Warn("keeper: sale not healthy in redis; waiting for the queue to drain before rebuilding", "sale", sale, "backlog", backlog)
 			continue
 		}
-		fresh, err := k.db.ItemByID(ctx, it.ID)
-		if err != nil {
+		if _, err := k.loader.Load(ctx, sale); err != nil {
 			return err
-		}
-		buyers, err := k.db.LiveBuyers(ctx, it.ID)
-		if err != nil {
-			return err
-		}
-		loaded, err := k.stock.Load(ctx, it.ID, int64(fresh.Quantity-len(buyers)), buyers)
-		if err != nil {
-			return err
-		}
-		if loaded {
-			k.soldOut.Returned(it.ID)
-			k.log.Info("keeper: item loaded into redis from postgres", "item", it.ID, "left", fresh.Quantity-len(buyers), "buyers", len(buyers))
 		}
 	}
 	return nil
 }
 
-// recoverOrphans returns unclaimed reservations older than OrphanAge. Their publish ended long
-// ago (a slow publish re-checks ownership before answering 202), so if the writer has
-// acknowledged every message in the queue after we listed them, none of them is in the queue:
-// each would have been claimed.
-func (k *Keeper) recoverOrphans(ctx context.Context, items []store.Item) error {
-	cutoff := k.now().Add(-k.cfg.OrphanAge)
-	type cand struct {
-		item  int64
-		order string
+// expire moves PENDING orders past their payment deadline to EXPIRED in Postgres (with a durable
+// return record each, in the same transaction), then gives their units back in Redis.
+func (k *Keeper) expire(ctx context.Context) error {
+	const batch = 500
+	for range 20 {
+		rets, err := k.db.ExpireDue(ctx, batch)
+		if err != nil {
+			return err
+		}
+		if len(rets) == 0 {
+			return nil
+		}
+		if k.metrics != nil {
+			k.metrics.Expired.Add(float64(len(rets)))
+		}
+		k.log.Info("keeper: orders expired", "count", len(rets))
+		k.returns.Apply(ctx, rets)
+		if len(rets) < batch {
+			return nil
+		}
 	}
-	var cands []cand
-	for _, it := range items {
-		flight, err := k.stock.InFlight(ctx, it.ID)
+	return nil
+}
+
+// recoverOrphans returns unclaimed reservations older than OrphanAge by Redis's clock. Their
+// publish ended long ago (a slow publish re-checks ownership before answering 202), so if the
+// writer has acknowledged every message in the shared queue after we listed them, none of them
+// is in the queue: each would have been claimed.
+func (k *Keeper) recoverOrphans(ctx context.Context, sales []int64) error {
+	now, err := k.stock.Now(ctx)
+	if err != nil {
+		return err
+	}
+	cutoff := now.Add(-k.cfg.OrphanAge)
+	var cands []store.OrderRef
+	for _, sale := range sales {
+		flight, err := k.stock.InFlight(ctx, sale)
 		if err != nil {
 			return err
 		}
@@ -145,9 +199,9 @@ func (k *Keeper) recoverOrphans(ctx context.Context, items []store.Item) error {
 				claimedOld = append(claimedOld, r.OrderID)
 				continue
 			}
-			cands = append(cands, cand{it.ID, r.OrderID})
+			cands = append(cands, store.OrderRef{SaleID: sale, ItemID: r.ItemID, UserID: r.UserID, OrderID: r.OrderID})
 		}
-		if err := k.settleWritten(ctx, it.ID, claimedOld); err != nil {
+		if err := k.settleWritten(ctx, sale, claimedOld); err != nil {
 			return err
 		}
 	}
@@ -162,13 +216,13 @@ func (k *Keeper) recoverOrphans(ctx context.Context, items []store.Item) error {
 		return nil // next pass
 	}
 	for _, c := range cands {
-		out, err := k.stock.Release(ctx, c.item, c.order, true, false)
+		out, err := k.stock.Release(ctx, c, store.ReleaseUnsold)
 		if err != nil {
 			return err
 		}
 		if out == store.Released {
-			k.soldOut.Returned(c.item)
-			k.log.Warn("keeper: orphan reservation returned to stock", "item", c.item, "order", c.order)
+			k.soldOut.Returned(c.ItemID)
+			k.log.Warn("keeper: orphan reservation returned to stock", "sale", c.SaleID, "item", c.ItemID, "order", c.OrderID)
 			if k.metrics != nil {
 				k.metrics.Released.WithLabelValues("orphan").Inc()
 			}
@@ -178,7 +232,7 @@ func (k *Keeper) recoverOrphans(ctx context.Context, items []store.Item) error {
 }
 
 // settleWritten clears claimed entries whose order Postgres holds (the writer's settle failed).
-func (k *Keeper) settleWritten(ctx context.Context, itemID int64, ids []string) error {
+func (k *Keeper) settleWritten(ctx context.Context, saleID int64, ids []string) error {
 	if len(ids) == 0 {
 		return nil
 	}
@@ -192,5 +246,15 @@ func (k *Keeper) settleWritten(ctx context.Context, itemID int64, ids []string) 
 			done = append(done, id)
 		}
 	}
-	return k.stock.Settle(ctx, map[int64][]string{itemID: done})
+	return k.stock.Settle(ctx, map[int64][]string{saleID: done})
+}
+
+// reconcilePass takes (or renews) the reconciliation lease and, as its holder, reconciles.
+func (k *Keeper) reconcilePass(ctx context.Context, sales []int64, backlog uint64) error {
+	lease, err := store.AcquireReconcileLease(ctx, k.stock.Client(), k.cfg.Instance, 3*k.cfg.ReconcileInterval)
+	if err != nil || lease == nil {
+		return err
+	}
+	k.reconcile.Pass(ctx, sales, lease.Fence, backlog == 0)
+	return nil
 }

@@ -15,6 +15,14 @@ type Metrics struct {
 	WriteBatch     prometheus.Histogram
 	Released       *prometheus.CounterVec
 	Backlog        prometheus.Gauge
+	RedisLoss      *prometheus.CounterVec
+	Expired        prometheus.Counter
+	Cancelled      prometheus.Counter
+	Returned       *prometheus.CounterVec
+	PendingReturns prometheus.Gauge
+	Rebuilds       prometheus.Counter
+	Mismatches     *prometheus.GaugeVec
+	Repairs        prometheus.Counter
 }
 
 // NewMetrics registers the collectors on reg.
@@ -44,8 +52,33 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Backlog: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "flashsale_queue_backlog_messages", Help: "Order messages the writer has not acknowledged.",
 		}),
+		RedisLoss: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "flashsale_redis_data_loss_total", Help: "Times a sale's Redis state was found to have lost data, by how it was found.",
+		}, []string{"detected_by"}),
+		Expired: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "flashsale_orders_expired_total", Help: "PENDING orders expired after their payment window.",
+		}),
+		Cancelled: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "flashsale_orders_cancelled_total", Help: "PENDING orders cancelled by their shopper.",
+		}),
+		Returned: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "flashsale_units_returned_total", Help: "Units of expired or cancelled orders given back in Redis, by reason.",
+		}, []string{"reason"}),
+		PendingReturns: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "flashsale_stock_returns_pending", Help: "Units given back in Postgres and not yet in Redis (retried until Redis takes them).",
+		}),
+		Rebuilds: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "flashsale_redis_rebuilds_total", Help: "Sales (re)loaded into Redis from Postgres.",
+		}),
+		Mismatches: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "flashsale_reconcile_mismatched_items", Help: "Items whose Redis and Postgres disagreed at the last reconciliation, by sale.",
+		}, []string{"sale"}),
+		Repairs: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "flashsale_reconcile_repairs_total", Help: "Sales repaired from Postgres after a mismatch persisted.",
+		}),
 	}
-	reg.MustRegister(m.Purchases, m.PublishBatch, m.PublishSeconds, m.Written, m.WriteBatch, m.Released, m.Backlog)
+	reg.MustRegister(m.Purchases, m.PublishBatch, m.PublishSeconds, m.Written, m.WriteBatch, m.Released, m.Backlog,
+		m.RedisLoss, m.Expired, m.Cancelled, m.Returned, m.PendingReturns, m.Rebuilds, m.Mismatches, m.Repairs)
 	return m
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/flashsale/flashsale/store"
@@ -16,10 +18,17 @@ const (
 
 // OrderView is one order as its shopper sees it.
 type OrderView struct {
-	OrderID string
-	ItemID  int64
-	Status  string
-	PayBy   *time.Time
+	OrderID    string
+	ItemID     int64
+	SaleID     int64
+	Status     string
+	PayBy      *time.Time
+	ItemName   string
+	PriceCents int64
+	Currency   string
+	SaleName   string
+	Failure    string
+	CreatedAt  time.Time
 }
 
 // Publisher durably queues a reservation and answers only once it is durable.
@@ -30,13 +39,12 @@ type Publisher interface {
 // PurchaseConfig are the tunables of the purchase path.
 type PurchaseConfig struct {
 	TokenTTL      time.Duration // how long a purchase token is valid
-	PayWindow     time.Duration // how long a PENDING order may be paid
 	SlowPublish   time.Duration // a PubAck later than this after the reservation is confirmed against the writer's claim; well under the orphan age
 	SigningSecret []byte
 }
 
 // Purchases is the hot path: captcha, purchase tokens, the Redis reserve, the durable hand-off,
-// and the shopper's view of an order.
+// and the shopper's view of their orders (pay, cancel, list).
 type Purchases struct {
 	cfg     PurchaseConfig
 	sales   *Sales
@@ -46,16 +54,18 @@ type Purchases struct {
 	captcha Captcha
 	soldOut *SoldOut
 	limiter *Limiter
+	returns *Returns
 	tokens  tokenSigner
 	metrics *Metrics
 	log     *slog.Logger
 	now     func() time.Time
+	floors  sync.Map // sale id -> *atomic.Int64: the highest reservation seq this instance saw
 }
 
 // NewPurchases returns the purchase service.
-func NewPurchases(cfg PurchaseConfig, sales *Sales, stock *store.Stock, db *store.DB, pub Publisher, captcha Captcha, soldOut *SoldOut, limiter *Limiter, m *Metrics, log *slog.Logger, now func() time.Time) *Purchases {
+func NewPurchases(cfg PurchaseConfig, sales *Sales, stock *store.Stock, db *store.DB, pub Publisher, captcha Captcha, soldOut *SoldOut, limiter *Limiter, returns *Returns, m *Metrics, log *slog.Logger, now func() time.Time) *Purchases {
 	return &Purchases{cfg: cfg, sales: sales, stock: stock, db: db, pub: pub, captcha: captcha, soldOut: soldOut, limiter: limiter,
-		tokens: newTokenSigner(cfg.SigningSecret), metrics: m, log: log, now: now}
+		returns: returns, tokens: newTokenSigner(cfg.SigningSecret), metrics: m, log: log, now: now}
 }
 
 func retryAfter(d time.Duration) time.Duration {
@@ -150,59 +160,138 @@ func (p *Purchases) Purchase(ctx context.Context, userID, itemID int64, token, i
 }
 
 func (p *Purchases) purchase(ctx context.Context, userID, itemID int64, token, ip string) (string, error) {
-	info, err := p.sales.item(ctx, itemID)
+	info, err := p.admit(ctx, userID, itemID, ip)
 	if err != nil {
 		return "", err
 	}
-	if !info.found {
-		return "", Errorf(CodeNotFound, "no item %d", itemID)
-	}
-	now := p.now()
-	if err := saleWindow(info.StartsAt, info.EndsAt, now); err != nil {
+	tok, err := p.checkToken(info, userID, token)
+	if err != nil {
 		return "", err
+	}
+	reservedAt := p.now()
+	orderID, res, err := p.reserve(ctx, info, userID, tok)
+	if err != nil {
+		return "", err
+	}
+	return p.handOver(ctx, info, userID, orderID, res, reservedAt)
+}
+
+// admit runs the cheap checks that need no Redis call for the reservation: the item exists, the
+// sale is open (by this instance's clock; the reserve script checks again on Redis's), the item
+// is not known sold out here, and the shopper is within the rate limits.
+func (p *Purchases) admit(ctx context.Context, userID, itemID int64, ip string) (itemInfo, error) {
+	info, err := p.sales.item(ctx, itemID)
+	if err != nil {
+		return itemInfo{}, err
+	}
+	if !info.found {
+		return itemInfo{}, Errorf(CodeNotFound, "no item %d", itemID)
+	}
+	if err := saleWindow(info.StartsAt, info.EndsAt, p.now()); err != nil {
+		return itemInfo{}, err
 	}
 	if p.soldOut.Is(itemID) {
-		return "", errSoldOut // no Redis call, no network
+		return itemInfo{}, errSoldOut // no Redis call, no network
 	}
 	if err := p.limiter.Allow(ctx, info.SaleID, userID, ip, info.Limits); err != nil {
-		return "", err
+		return itemInfo{}, err
 	}
+	return info, nil
+}
+
+var errBadToken = Errorf(CodeInvalidPurchaseToken, "the purchase token is missing, invalid, expired or for another sale; request a new one")
+
+// checkToken verifies the purchase token's signature, shopper and sale. Its single use and its
+// expiry are checked in the reserve script, on Redis's clock.
+func (p *Purchases) checkToken(info itemInfo, userID int64, token string) (purchaseToken, error) {
 	tok, ok := p.tokens.verify(token)
-	if !ok || tok.UserID != userID || tok.SaleID != info.SaleID || !now.Before(tok.Expires) {
-		return "", Errorf(CodeInvalidPurchaseToken, "the purchase token is missing, invalid, expired or for another sale; request a new one")
+	if !ok || tok.UserID != userID || tok.SaleID != info.SaleID || !p.now().Before(tok.Expires.Add(time.Second)) {
+		return purchaseToken{}, errBadToken
 	}
-	orderID := NewOrderID(itemID, now)
-	_, err = p.stock.Reserve(ctx, itemID, userID, orderID, tok.Nonce, tok.Expires.Sub(now)+time.Second, now)
+	return tok, nil
+}
+
+func (p *Purchases) floor(saleID int64) *atomic.Int64 {
+	if v, ok := p.floors.Load(saleID); ok {
+		return v.(*atomic.Int64)
+	}
+	v, _ := p.floors.LoadOrStore(saleID, new(atomic.Int64))
+	return v.(*atomic.Int64)
+}
+
+// reserve runs the one Lua call of the purchase and turns its refusals into the contract's
+// errors. A reply lost on the way back (timeout) leaves the outcome unknown: the reservation, if
+// it was made, is released at once (and orphan recovery would release it otherwise).
+func (p *Purchases) reserve(ctx context.Context, info itemInfo, userID int64, tok purchaseToken) (string, store.Reservation, error) {
+	orderID := NewOrderID(info.ItemID, p.now())
+	floor := p.floor(info.SaleID)
+	a := store.Attempt{SaleID: info.SaleID, ItemID: info.ItemID, UserID: userID, OrderID: orderID, Nonce: tok.Nonce,
+		TokenExpires: tok.Expires, Floor: floor.Load()}
+	res, err := p.stock.Reserve(ctx, a)
 	switch {
 	case err == nil:
+		for {
+			f := floor.Load()
+			if res.Seq <= f || floor.CompareAndSwap(f, res.Seq) {
+				break
+			}
+		}
+		return orderID, res, nil
 	case errors.Is(err, store.ErrSoldOut):
-		p.soldOut.Mark(itemID)
-		return "", errSoldOut
+		p.soldOut.Mark(info.ItemID)
+		return "", res, errSoldOut
 	case errors.Is(err, store.ErrAlreadyBuyer):
-		return "", Errorf(CodeAlreadyPurchased, "you already hold this item (one per shopper)")
+		msg := "you already hold an item of this sale (one per shopper); find it in your orders"
+		if info.Limit == store.LimitPerItem {
+			msg = "you already hold this item (one per shopper); find it in your orders"
+		}
+		return "", res, &Error{Code: CodeAlreadyPurchased, Message: msg, OrderID: res.HeldOrder}
 	case errors.Is(err, store.ErrTokenAlreadyUsed):
-		return "", Errorf(CodeInvalidPurchaseToken, "this purchase token was already used; request a new one")
+		return "", res, Errorf(CodeInvalidPurchaseToken, "this purchase token was already used or has expired; request a new one")
+	case errors.Is(err, store.ErrNotStarted):
+		return "", res, &Error{Code: CodeNotStarted, Message: "the sale has not started yet", RetryAfter: time.Second}
+	case errors.Is(err, store.ErrEnded):
+		return "", res, Errorf(CodeSaleEnded, "the sale has ended")
+	case errors.Is(err, store.ErrRedisWentBack):
+		p.log.Error("redis lost reservations (its counter went back): the sale fails closed until rebuilt from postgres", "sale", info.SaleID)
+		if p.metrics != nil {
+			p.metrics.RedisLoss.WithLabelValues("reserve").Inc()
+		}
+		return "", res, unavailable(err)
 	case errors.Is(err, store.ErrStockUnknown):
-		return "", unavailable(err) // fail closed until the warmer rebuilds Redis from Postgres
-	default:
-		return "", unavailable(err)
+		return "", res, unavailable(err) // fail closed until the keeper rebuilds Redis from Postgres
 	}
-	q := store.QueuedOrder{OrderID: orderID, ItemID: itemID, UserID: userID, ReservedAt: now.UnixMilli()}
+	// Unknown outcome: the script may have run. Give the unit back if it did; the token stays used.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	ref := store.OrderRef{SaleID: info.SaleID, ItemID: info.ItemID, UserID: userID, OrderID: orderID}
+	if out, rerr := p.stock.Release(rctx, ref, store.ReleaseUnsold); rerr != nil {
+		p.log.Warn("reserve outcome unknown and release failed; orphan recovery will return the unit", "order", orderID, "err", err, "release_err", rerr)
+	} else if out == store.Released {
+		p.soldOut.Returned(info.ItemID)
+		if p.metrics != nil {
+			p.metrics.Released.WithLabelValues("reserve_unknown").Inc()
+		}
+	}
+	return "", res, unavailable(err)
+}
+
+// handOver publishes the reservation durably and answers once it is acknowledged. A failed or
+// slow publish is settled against the writer's claim in Redis, atomically: released (nothing
+// sold; a message that did reach the queue will be skipped) or claimed (the order is durable).
+func (p *Purchases) handOver(ctx context.Context, info itemInfo, userID int64, orderID string, res store.Reservation, started time.Time) (string, error) {
+	q := store.QueuedOrder{OrderID: orderID, SaleID: info.SaleID, ItemID: info.ItemID, UserID: userID, Seq: res.Seq, ReservedAt: res.ReservedAt.UnixMilli()}
 	perr := p.pub.Publish(ctx, q)
-	// Timed from the reservation itself, not from the publish: a pause anywhere since then
-	// counts, because orphan recovery judges a reservation by its age.
-	if perr == nil && p.now().Sub(now) < p.cfg.SlowPublish {
+	// Timed from the reservation (this instance's clock at the reserve), so a pause anywhere
+	// since counts: orphan recovery judges a reservation by its age.
+	if perr == nil && p.now().Sub(started) < p.cfg.SlowPublish {
 		return orderID, nil
 	}
-	// The publish failed, or was so slow that orphan recovery might be looking at this
-	// reservation: settle who owns it, atomically, in Redis. Released: nothing was sold (and a
-	// message that did reach the queue will be skipped by the writer). Claimed: the writer holds
-	// the order from the queue, so it is durable.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
 	if perr == nil {
-		claimed, err := p.stock.Claim(rctx, itemID, []string{orderID})
-		if err == nil && len(claimed) == 1 && claimed[0] {
+		verdicts, err := p.stock.Claim(rctx, info.SaleID, []store.ClaimItem{{OrderID: orderID, Seq: res.Seq}})
+		if err == nil && len(verdicts) == 1 && verdicts[0] == store.ClaimClaimed {
 			return orderID, nil
 		}
 		if err != nil {
@@ -212,9 +301,9 @@ func (p *Purchases) purchase(ctx context.Context, userID, itemID int64, token, i
 		}
 		return "", unavailable(errors.New("publish acknowledged after the reservation was recovered"))
 	}
-	outcome, err := p.stock.Release(rctx, itemID, orderID, true, false)
+	ref := store.OrderRef{SaleID: info.SaleID, ItemID: info.ItemID, UserID: userID, OrderID: orderID}
+	outcome, err := p.stock.Release(rctx, ref, store.ReleaseUnsold)
 	if err != nil {
-		// The reservation stays in flight; orphan recovery gives it back within a minute.
 		p.log.Warn("publish failed and release failed; orphan recovery will return the unit", "order", orderID, "publish_err", perr, "err", err)
 		return "", unavailable(perr)
 	}
@@ -222,7 +311,7 @@ func (p *Purchases) purchase(ctx context.Context, userID, itemID int64, token, i
 		return orderID, nil // the message did reach the queue: the order is (being) written
 	}
 	if outcome == store.Released {
-		p.soldOut.Returned(itemID)
+		p.soldOut.Returned(info.ItemID)
 		if p.metrics != nil {
 			p.metrics.Released.WithLabelValues("publish_failed").Inc()
 		}
@@ -238,19 +327,41 @@ func (p *Purchases) written(ctx context.Context, orderID string) bool {
 	return err == nil && ok && st != store.StatusFailed
 }
 
+func orderView(o store.OrderDetail) OrderView {
+	v := OrderView{OrderID: o.ID, ItemID: o.ItemID, SaleID: o.SaleID, Status: o.Status, ItemName: o.ItemName,
+		PriceCents: o.PriceCents, Currency: o.Currency, SaleName: o.SaleName, CreatedAt: o.CreatedAt}
+	if o.Status == store.StatusPending || o.Status == store.StatusPaid {
+		payBy := o.PayBy.UTC()
+		v.PayBy = &payBy
+	}
+	if o.Failure != nil {
+		v.Failure = *o.Failure
+	}
+	return v
+}
+
 // Order returns a shopper's order; another shopper's order is NOT_FOUND.
 func (p *Purchases) Order(ctx context.Context, userID int64, orderID string) (OrderView, error) {
 	itemID, id, ok := ItemOfOrderID(orderID)
 	if !ok {
 		return OrderView{}, Errorf(CodeNotFound, "no order %q", orderID)
 	}
+	info, err := p.sales.item(ctx, itemID)
+	if err != nil {
+		return OrderView{}, err
+	}
+	if !info.found {
+		return OrderView{}, Errorf(CodeNotFound, "no order %q", orderID)
+	}
 	// Redis first: once the writer settles an order it leaves flight after it is in Postgres,
 	// so checking in this order never misses one in between.
-	r, inFlight, rerr := p.stock.InFlightOrder(ctx, itemID, id)
+	r, inFlight, rerr := p.stock.InFlightOrder(ctx, info.SaleID, id)
 	if inFlight && r.UserID == userID {
-		return OrderView{OrderID: id, ItemID: itemID, Status: StatusQueued}, nil
+		v := OrderView{OrderID: id, ItemID: itemID, SaleID: info.SaleID, Status: StatusQueued, CreatedAt: r.ReservedAt}
+		p.sales.describe(ctx, &v)
+		return v, nil
 	}
-	o, err := p.db.OrderByID(ctx, id)
+	o, err := p.db.OrderDetailByID(ctx, id)
 	if errors.Is(err, store.ErrNotFound) && rerr != nil {
 		return OrderView{}, unavailable(rerr) // it may be queued; Redis cannot say now
 	}
@@ -260,33 +371,111 @@ func (p *Purchases) Order(ctx context.Context, userID int64, orderID string) (Or
 	if err != nil {
 		return OrderView{}, unavailable(err)
 	}
-	payBy := o.PayBy.UTC()
-	return OrderView{OrderID: id, ItemID: o.ItemID, Status: o.Status, PayBy: &payBy}, nil
+	return orderView(o), nil
 }
 
-// Pay simulates the payment of a PENDING order within its window. Paying a PAID order again
-// succeeds (idempotent).
+// Pay simulates the payment of a PENDING order within its window (by Postgres's clock, the one
+// expiry uses: pay and expire racing on one order, exactly one wins). Paying a PAID order again
+// succeeds (idempotent). Paying too late expires the order there and then, so the answer and the
+// state agree.
 func (p *Purchases) Pay(ctx context.Context, userID int64, orderID string) (OrderView, error) {
 	_, id, ok := ItemOfOrderID(orderID)
 	if !ok {
 		return OrderView{}, Errorf(CodeNotFound, "no order %q", orderID)
 	}
-	now := p.now()
-	if _, err := p.db.PayOrder(ctx, id, userID, now); err != nil {
+	if _, err := p.db.PayOrder(ctx, id, userID); err != nil {
 		return OrderView{}, unavailable(err)
 	}
 	v, err := p.Order(ctx, userID, id)
 	if err != nil {
 		return OrderView{}, err
 	}
-	switch {
-	case v.Status == store.StatusPaid:
+	if v.Status == store.StatusPending {
+		// Not paid, still PENDING: its window has closed. Expire it now.
+		rets, err := p.db.ExpireOrder(ctx, store.Order{ID: id, ItemID: v.ItemID})
+		if err != nil {
+			return OrderView{}, unavailable(err)
+		}
+		if len(rets) > 0 {
+			if p.metrics != nil {
+				p.metrics.Expired.Inc()
+			}
+			p.returns.Apply(ctx, rets)
+		}
+		if v, err = p.Order(ctx, userID, id); err != nil {
+			return OrderView{}, err
+		}
+	}
+	switch v.Status {
+	case store.StatusPaid:
 		return v, nil
-	case v.Status == store.StatusExpired || (v.Status == store.StatusPending && v.PayBy != nil && !now.Before(*v.PayBy)):
-		return v, Errorf(CodeExpired, "the payment window of this order has closed")
-	case v.Status == StatusQueued:
+	case store.StatusExpired:
+		return v, Errorf(CodeExpired, "the payment window of this order has closed; its unit went back on sale")
+	case StatusQueued:
 		return v, Errorf(CodeNotPayable, "the order is still queued; pay once it is PENDING")
 	default:
 		return v, Errorf(CodeNotPayable, "the order is %s and cannot be paid", v.Status)
 	}
+}
+
+// Cancel gives up a PENDING order of its shopper: it becomes CANCELLED and its unit goes back on
+// sale, once. Any other state answers NOT_CANCELLABLE naming it.
+func (p *Purchases) Cancel(ctx context.Context, userID int64, orderID string) (OrderView, error) {
+	v, err := p.Order(ctx, userID, orderID)
+	if err != nil {
+		return OrderView{}, err
+	}
+	switch v.Status {
+	case StatusQueued:
+		return v, Errorf(CodeNotCancellable, "the order is still QUEUED; it can be cancelled in a moment, once it is PENDING")
+	case store.StatusPending:
+	default:
+		return v, Errorf(CodeNotCancellable, "the order is %s and cannot be cancelled", v.Status)
+	}
+	rets, err := p.db.CancelOrder(ctx, store.Order{ID: v.OrderID, ItemID: v.ItemID}, userID)
+	if err != nil {
+		return OrderView{}, unavailable(err)
+	}
+	if len(rets) > 0 {
+		if p.metrics != nil {
+			p.metrics.Cancelled.Inc()
+		}
+		p.returns.Apply(ctx, rets)
+	}
+	if v, err = p.Order(ctx, userID, orderID); err != nil {
+		return OrderView{}, err
+	}
+	if v.Status != store.StatusCancelled {
+		return v, Errorf(CodeNotCancellable, "the order is %s and cannot be cancelled", v.Status)
+	}
+	return v, nil
+}
+
+// MyOrdersPage is how many orders one page of "my orders" holds.
+const MyOrdersPage = 20
+
+// MyOrders lists a shopper's orders in Postgres, newest first, a page after cursor ("" for the
+// first); next is "" on the last page. An order still QUEUED appears once written (usually within
+// a second); its id is in the 202 answer and in a 409 ALREADY_PURCHASED.
+func (p *Purchases) MyOrders(ctx context.Context, userID int64, cursor string) ([]OrderView, string, error) {
+	var after *store.OrderCursor
+	if cursor != "" {
+		c, ok := store.DecodeOrderCursor(cursor)
+		if !ok {
+			return nil, "", Errorf(CodeInvalidInput, "cursor is not one this server gave out; start from the first page without it")
+		}
+		after = &c
+	}
+	rows, next, err := p.db.OrdersOfUser(ctx, userID, after, MyOrdersPage)
+	if err != nil {
+		return nil, "", unavailable(err)
+	}
+	out := make([]OrderView, len(rows))
+	for i, o := range rows {
+		out[i] = orderView(o)
+	}
+	if next == nil {
+		return out, "", nil
+	}
+	return out, next.Encode(), nil
 }

@@ -44,11 +44,13 @@ func SaleStatus(startsAt, endsAt, now time.Time) string {
 
 // NewSale is what a merchant asks to create.
 type NewSale struct {
-	Name     string
-	StartsAt time.Time
-	EndsAt   time.Time
-	Items    []NewItem
-	Limits   *RateLimits // nil: the defaults
+	Name                 string
+	StartsAt             time.Time
+	EndsAt               time.Time
+	Items                []NewItem
+	Limits               *RateLimits // nil: the defaults
+	PaymentWindowSeconds *int        // nil: the default payment window
+	PurchaseLimit        string      // "" : per-sale
 }
 
 // NewItem is one product of a NewSale.
@@ -65,6 +67,7 @@ type itemInfo struct {
 	StartsAt time.Time
 	EndsAt   time.Time
 	Limits   RateLimits
+	Limit    string // purchase limit
 	found    bool
 }
 
@@ -91,16 +94,24 @@ type AdminItemStock struct {
 	Real       int64 // quantity - paid
 	Paid       int64
 	Pending    int64
+	Expired    int64
+	Cancelled  int64
 	InFlight   int64 // reserved in Redis, not yet in Postgres
-	Reconciled bool  // Redis stock = quantity - live orders - reservations not yet in Postgres
+	SoldOut    bool
+	LoadedAt   *time.Time // when Redis got the sale's stock; nil if not loaded
+	Reconciled bool       // every invariant of the reconciliation holds
+	Mismatch   string     // the violated checks with their numbers, when not reconciled
 }
 
 // Sales creates sales, reads them and keeps the catalog the purchase path checks against.
 type Sales struct {
-	db    *store.DB
-	stock *store.Stock
-	log   *slog.Logger
-	now   func() time.Time
+	db        *store.DB
+	stock     *store.Stock
+	loader    *Loader
+	reconcile *Reconciler
+	log       *slog.Logger
+	now       func() time.Time
+	payWindow time.Duration // default payment window of a new sale
 
 	items      *ttlCache[itemInfo]
 	salesCache *ttlCache[cachedSale]
@@ -119,8 +130,8 @@ type cachedSale struct {
 const catalogTTL = 5 * time.Second
 
 // NewSales returns a Sales service.
-func NewSales(db *store.DB, stock *store.Stock, log *slog.Logger, now func() time.Time) *Sales {
-	return &Sales{db: db, stock: stock, log: log, now: now,
+func NewSales(db *store.DB, stock *store.Stock, loader *Loader, reconcile *Reconciler, payWindow time.Duration, log *slog.Logger, now func() time.Time) *Sales {
+	return &Sales{db: db, stock: stock, loader: loader, reconcile: reconcile, payWindow: payWindow, log: log, now: now,
 		items:      newTTLCache[itemInfo](catalogTTL, 100_000, now),
 		salesCache: newTTLCache[cachedSale](catalogTTL, 10_000, now),
 		stockCache: map[int64]DisplayedStock{}}
@@ -164,7 +175,21 @@ func (s *Sales) Create(ctx context.Context, merchantID int64, in NewSale) (store
 	case len(in.Items) > maxItemsPerSale:
 		return store.Sale{}, Errorf(CodeInvalidInput, "a sale has at most %d items", maxItemsPerSale)
 	}
-	sale := store.Sale{MerchantID: merchantID, Name: strings.TrimSpace(in.Name), StartsAt: in.StartsAt.UTC(), EndsAt: in.EndsAt.UTC()}
+	sale := store.Sale{MerchantID: merchantID, Name: strings.TrimSpace(in.Name), StartsAt: in.StartsAt.UTC(), EndsAt: in.EndsAt.UTC(),
+		PaymentWindowSeconds: int(s.payWindow / time.Second), PurchaseLimit: store.LimitPerSale, Currency: "CNY"}
+	if w := in.PaymentWindowSeconds; w != nil {
+		if *w < 1 || *w > 86400 {
+			return store.Sale{}, Errorf(CodeInvalidInput, "paymentWindowSeconds must be between 1 and 86400 (a day)")
+		}
+		sale.PaymentWindowSeconds = *w
+	}
+	switch in.PurchaseLimit {
+	case "":
+	case store.LimitPerSale, store.LimitPerItem:
+		sale.PurchaseLimit = in.PurchaseLimit
+	default:
+		return store.Sale{}, Errorf(CodeInvalidInput, "purchaseLimit must be %q (one unit per shopper in the whole sale) or %q (one per shopper and item)", store.LimitPerSale, store.LimitPerItem)
+	}
 	if l := in.Limits; l != nil {
 		if l.UserPerSecond < 1 || l.UserPerSecond > 10_000 || l.IPPerSecond < 1 || l.IPPerSecond > 1_000_000 {
 			return store.Sale{}, Errorf(CodeInvalidInput, "rateLimits.userPerSecond must be 1..10000 and rateLimits.ipPerSecond 1..1000000")
@@ -190,10 +215,10 @@ func (s *Sales) Create(ctx context.Context, merchantID int64, in NewSale) (store
 		if it.ID > math.MaxUint32 {
 			return store.Sale{}, &Error{Code: CodeInternal, Message: "item ids are exhausted", Err: fmt.Errorf("item id %d over 32 bits", it.ID)}
 		}
-		// The warmer retries if Redis is down now; until then purchases answer 503.
-		if _, err := s.stock.Load(ctx, it.ID, int64(it.Quantity), nil); err != nil {
-			s.log.Warn("stock not loaded at creation; the warmer will retry", "item", it.ID, "err", err)
-		}
+	}
+	// The keeper retries if Redis is down now; until then purchases answer 503.
+	if _, err := s.loader.Load(ctx, sale.ID); err != nil {
+		s.log.Warn("sale not loaded into redis at creation; the keeper will retry", "sale", sale.ID, "err", err)
 	}
 	return sale, nil
 }
@@ -258,7 +283,8 @@ func (s *Sales) item(ctx context.Context, itemID int64) (itemInfo, error) {
 		if err != nil {
 			return itemInfo{}, err
 		}
-		return itemInfo{ItemID: itemID, SaleID: sale.ID, StartsAt: sale.StartsAt, EndsAt: sale.EndsAt, Limits: LimitsOf(sale), found: true}, nil
+		return itemInfo{ItemID: itemID, SaleID: sale.ID, StartsAt: sale.StartsAt, EndsAt: sale.EndsAt, Limits: LimitsOf(sale),
+			Limit: sale.PurchaseLimit, found: true}, nil
 	})
 	if err != nil {
 		return itemInfo{}, unavailable(err)
@@ -284,7 +310,7 @@ func (s *Sales) Displayed(ctx context.Context, saleID int64) (DisplayedStock, er
 	for i, it := range sale.Items {
 		ids[i] = it.ID
 	}
-	levels, err := s.stock.Levels(ctx, ids)
+	levels, err := s.stock.Levels(ctx, saleID, ids)
 	if err != nil {
 		return DisplayedStock{}, unavailable(err)
 	}
@@ -305,7 +331,8 @@ func (s *Sales) Displayed(ctx context.Context, saleID int64) (DisplayedStock, er
 	return d, nil
 }
 
-// AdminStock returns the three kinds of stock of every item of a merchant's sale.
+// AdminStock returns the three kinds of stock of every item of a merchant's sale, with the
+// reconciliation's verdict and numbers.
 func (s *Sales) AdminStock(ctx context.Context, merchantID, saleID int64) ([]AdminItemStock, error) {
 	sale, err := s.Get(ctx, saleID)
 	if err != nil {
@@ -314,42 +341,38 @@ func (s *Sales) AdminStock(ctx context.Context, merchantID, saleID int64) ([]Adm
 	if sale.MerchantID != merchantID {
 		return nil, Errorf(CodeNotFound, "no sale %d", saleID)
 	}
-	counts, err := s.db.SaleCounts(ctx, saleID)
+	rep, err := s.reconcile.Report(ctx, saleID)
 	if err != nil {
 		return nil, unavailable(err)
 	}
-	ids := make([]int64, len(counts))
-	for i, c := range counts {
-		ids[i] = c.ItemID
-	}
-	levels, err := s.stock.Levels(ctx, ids)
-	if err != nil {
-		return nil, unavailable(err)
-	}
-	out := make([]AdminItemStock, len(counts))
-	for i, c := range counts {
-		flight, err := s.stock.InFlight(ctx, c.ItemID)
-		if err != nil {
-			return nil, unavailable(err)
-		}
-		ids := make([]string, len(flight))
-		for j, r := range flight {
-			ids[j] = r.OrderID
-		}
-		written, err := s.db.ExistingOrders(ctx, ids)
-		if err != nil {
-			return nil, unavailable(err)
-		}
-		notWritten := int64(len(flight) - len(written))
-		live := int64(c.Pending + c.Paid)
+	out := make([]AdminItemStock, len(rep.Items))
+	for i, it := range rep.Items {
 		a := AdminItemStock{
-			ItemID: c.ItemID, Name: c.Name, Quantity: int64(c.Quantity), Displayed: levels[i],
-			Paid: int64(c.Paid), Pending: int64(c.Pending), InFlight: notWritten,
-			Real: int64(c.Quantity - c.Paid),
+			ItemID: it.ItemID, Name: it.Name, Quantity: it.Quantity, Displayed: it.RedisStock,
+			Paid: it.Paid, Pending: it.Pending, Expired: it.Expired, Cancelled: it.Cancelled, InFlight: it.InFlight,
+			Real: it.Quantity - it.Paid, Frozen: it.Pending + it.InFlight,
+			SoldOut: it.RedisStock == 0 || (it.RedisStock < 0 && it.Live >= it.Quantity),
+			Reconciled: it.OK(), Mismatch: it.Violations(),
 		}
-		a.Frozen = int64(c.Pending) + notWritten
-		a.Reconciled = levels[i] >= 0 && levels[i] == int64(c.Quantity)-live-notWritten && int64(c.Sold) == live
+		if rep.Loaded {
+			t := rep.LoadedAt
+			a.LoadedAt = &t
+		}
 		out[i] = a
 	}
 	return out, nil
+}
+
+// describe fills in an order view's item and sale from the catalog cache.
+func (s *Sales) describe(ctx context.Context, v *OrderView) {
+	sale, err := s.Cached(ctx, v.SaleID)
+	if err != nil {
+		return
+	}
+	v.SaleName, v.Currency = sale.Name, sale.Currency
+	for _, it := range sale.Items {
+		if it.ID == v.ItemID {
+			v.ItemName, v.PriceCents = it.Name, it.PriceCents
+		}
+	}
 }

@@ -9,19 +9,22 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/flashsale/flashsale/store"
 )
 
+// OrderQueue is what the writer and the background jobs need of the durable queue. The services
+// own this interface; store.Queue implements it over NATS JetStream.
+type OrderQueue interface {
+	FetchOrders(ctx context.Context, max int, wait time.Duration) ([]store.Delivery, error)
+	PublishDead(ctx context.Context, msgID string, orders []store.QueuedOrder, reason string) error
+	Backlog(ctx context.Context) (uint64, error)
+}
+
 // WriterConfig are the tunables of the writer.
 type WriterConfig struct {
-	Workers   int           // batches written concurrently (one goroutine each on the durable consumer)
-	Batch     int           // messages fetched at once
-	MaxWait   time.Duration // how long a fetch waits for a full batch
-	AckWait   time.Duration // redelivery after a writer dies holding messages
-	PayWindow time.Duration // payment deadline of each new order
+	Workers int           // batches written concurrently (one goroutine each on the durable consumer)
+	Batch   int           // messages fetched at once
+	MaxWait time.Duration // how long a fetch waits for a full batch
 }
 
 // Writer moves reservations from the queue into Postgres: one transaction per batch, acks only
@@ -29,7 +32,7 @@ type WriterConfig struct {
 type Writer struct {
 	cfg     WriterConfig
 	soldOut *SoldOut
-	q       *store.Queue
+	q       OrderQueue
 	db      *store.DB
 	stock   *store.Stock
 	metrics *Metrics
@@ -41,7 +44,7 @@ type Writer struct {
 }
 
 // NewWriter returns a writer.
-func NewWriter(cfg WriterConfig, q *store.Queue, db *store.DB, stock *store.Stock, soldOut *SoldOut, m *Metrics, log *slog.Logger) *Writer {
+func NewWriter(cfg WriterConfig, q OrderQueue, db *store.DB, stock *store.Stock, soldOut *SoldOut, m *Metrics, log *slog.Logger) *Writer {
 	if cfg.Batch <= 0 {
 		cfg.Batch = 200
 	}
@@ -50,9 +53,6 @@ func NewWriter(cfg WriterConfig, q *store.Queue, db *store.DB, stock *store.Stoc
 	}
 	if cfg.Workers <= 0 {
 		cfg.Workers = 1
-	}
-	if cfg.AckWait <= 0 {
-		cfg.AckWait = 30 * time.Second
 	}
 	return &Writer{cfg: cfg, q: q, db: db, stock: stock, soldOut: soldOut, metrics: m, log: log}
 }
@@ -64,20 +64,6 @@ var errStop = errors.New("writer stopped by hook")
 // messages stay in the queue meanwhile. Workers fetch and write batches concurrently, so one
 // batch's round trips overlap another's.
 func (w *Writer) Run(ctx context.Context) error {
-	var cons jetstream.Consumer
-	for cons == nil {
-		c, err := w.q.WriterConsumer(ctx, w.cfg.AckWait)
-		if err == nil {
-			cons = c
-			break
-		}
-		w.log.Warn("writer: consumer not ready", "err", err)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(time.Second):
-		}
-	}
 	var wg sync.WaitGroup
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -85,7 +71,7 @@ func (w *Writer) Run(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if w.work(wctx, cons) {
+			if w.work(wctx) {
 				cancel() // the hook stopped one worker: stop them all, as a crash would
 			}
 		}()
@@ -95,10 +81,10 @@ func (w *Writer) Run(ctx context.Context) error {
 }
 
 // work is one writer loop; it reports whether the AfterCommit hook stopped it.
-func (w *Writer) work(ctx context.Context, cons jetstream.Consumer) bool {
+func (w *Writer) work(ctx context.Context) bool {
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
-		msgs, err := w.fetch(cons)
+		msgs, err := w.q.FetchOrders(ctx, w.cfg.Batch, w.cfg.MaxWait)
 		if err != nil {
 			if ctx.Err() != nil {
 				return false
@@ -117,7 +103,7 @@ func (w *Writer) work(ctx context.Context, cons jetstream.Consumer) bool {
 			}
 			w.log.Warn("writer: batch not written, will retry", "messages", len(msgs), "err", err)
 			for _, m := range msgs {
-				_ = m.NakWithDelay(backoff)
+				_ = m.Nak(backoff)
 			}
 			sleepCtx(ctx, backoff)
 			backoff = min(2*backoff, 5*time.Second)
@@ -128,40 +114,6 @@ func (w *Writer) work(ctx context.Context, cons jetstream.Consumer) bool {
 	return false
 }
 
-// fetch takes what is waiting, up to a batch, at once; with nothing waiting it blocks until the
-// first message arrives (or MaxWait passes), so an idle writer costs one request per MaxWait and a
-// busy one never waits to fill a batch.
-func (w *Writer) fetch(cons jetstream.Consumer) ([]jetstream.Msg, error) {
-	collect := func(b jetstream.MessageBatch) ([]jetstream.Msg, error) {
-		var msgs []jetstream.Msg
-		for m := range b.Messages() {
-			msgs = append(msgs, m)
-		}
-		return msgs, b.Error()
-	}
-	b, err := cons.FetchNoWait(w.cfg.Batch)
-	if err != nil {
-		return nil, err
-	}
-	msgs, err := collect(b)
-	if len(msgs) > 0 || (err != nil && !errors.Is(err, jetstream.ErrNoMessages)) {
-		return msgs, ignoreNoMessages(err)
-	}
-	b, err = cons.Fetch(1, jetstream.FetchMaxWait(w.cfg.MaxWait))
-	if err != nil {
-		return nil, err
-	}
-	msgs, err = collect(b)
-	return msgs, ignoreNoMessages(err)
-}
-
-func ignoreNoMessages(err error) error {
-	if errors.Is(err, jetstream.ErrNoMessages) || errors.Is(err, nats.ErrTimeout) {
-		return nil
-	}
-	return err
-}
-
 func sleepCtx(ctx context.Context, d time.Duration) {
 	select {
 	case <-ctx.Done():
@@ -169,172 +121,62 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 	}
 }
 
-// Reasons an order is refused, recorded on the FAILED row and the dead letter.
+// Reasons an order is not written, recorded on its FAILED row and its dead letter.
 const (
 	reasonNoRoom    = "no room: Postgres holds no unit for it"
-	reasonDuplicate = "the shopper already holds a live order of this item"
+	reasonDuplicate = "the shopper already holds a live order in this sale"
 	reasonRefused   = "refused by a database constraint"
+	reasonReleased  = "not confirmed in time: the reservation was released before it was written, nothing was sold"
+	reasonPoison    = "cannot be written"
 )
 
-// process writes one fetched batch. It returns an error (and acks nothing) when a component
-// fails; everything it does is idempotent, so the redelivered batch is simply done again.
-func (w *Writer) process(ctx context.Context, msgs []jetstream.Msg) error {
-	var orders []store.QueuedOrder
-	seen := map[string]bool{}
-	for _, m := range msgs {
-		var env store.Envelope
-		if err := json.Unmarshal(m.Data(), &env); err != nil {
-			// Not ours to interpret: park it for a human, never block the queue.
-			w.log.Error("writer: undecodable message dead-lettered", "err", err)
-			if err := w.q.PublishDead(ctx, fmt.Sprintf("raw-%d", metaSeq(m)), nil, "undecodable: "+err.Error()); err != nil {
-				return err
-			}
-			continue
-		}
-		for _, o := range env.Orders {
-			if !seen[o.OrderID] {
-				seen[o.OrderID] = true
-				orders = append(orders, o)
-			}
-		}
-	}
+// batch is one fetched batch on its way through the writer's steps.
+type batch struct {
+	orders   []store.QueuedOrder
+	write    []store.NewOrder
+	unknown  map[string]bool // Redis did not know the order (claim verdict ClaimUnknown)
+	released []store.NewOrder
+	inserted map[string]bool
+	refused  []refusal
+	existing map[string]string // orders found already written (a redelivery), by status
+}
 
-	// Claim in Redis: a reservation released because its publish was reported failed must not
-	// become an order; every other one is owned by the writer from now on.
-	byItem := map[int64][]store.QueuedOrder{}
-	for _, o := range orders {
-		byItem[o.ItemID] = append(byItem[o.ItemID], o)
-	}
-	var write []store.NewOrder
-	skipped := 0
-	for item, os := range byItem {
-		ids := make([]string, len(os))
-		for i, o := range os {
-			ids[i] = o.OrderID
-		}
-		claimed, err := w.stock.Claim(ctx, item, ids)
-		if err != nil {
-			return err
-		}
-		for i, o := range os {
-			if !claimed[i] {
-				skipped++
-				continue
-			}
-			at := time.UnixMilli(o.ReservedAt)
-			write = append(write, store.NewOrder{ID: o.OrderID, ItemID: o.ItemID, UserID: o.UserID, ReservedAt: at, PayBy: at.Add(w.cfg.PayWindow)})
-		}
-	}
-	if skipped > 0 {
-		w.log.Info("writer: skipped reservations released before they were written", "count", skipped)
-		w.count("skipped_released", skipped)
-	}
+type refusal struct {
+	order  store.NewOrder
+	reason string
+}
 
-	inserted, err := w.db.InsertOrders(ctx, write)
-	var refusedNow []store.NewOrder
-	var refusedReason []string
-	if errors.Is(err, store.ErrNoRoom) || errors.Is(err, store.ErrRefused) {
-		// Someone in the batch does not fit: write them one by one to find out who.
-		inserted = inserted[:0]
-		for _, o := range write {
-			ids, err := w.db.InsertOrders(ctx, []store.NewOrder{o})
-			switch {
-			case err == nil:
-				inserted = append(inserted, ids...)
-			case errors.Is(err, store.ErrNoRoom):
-				refusedNow, refusedReason = append(refusedNow, o), append(refusedReason, reasonNoRoom)
-			case errors.Is(err, store.ErrRefused):
-				refusedNow, refusedReason = append(refusedNow, o), append(refusedReason, reasonRefused)
-			default:
-				return err
-			}
-		}
-	} else if err != nil {
+// process writes one fetched batch, in named steps. It returns an error (and acks nothing) when a
+// component fails; every step is idempotent, so the redelivered batch is simply done again.
+func (w *Writer) process(ctx context.Context, msgs []store.Delivery) error {
+	b := &batch{}
+	if err := w.decode(ctx, msgs, b); err != nil {
 		return err
 	}
-	if w.metrics != nil && len(inserted) > 0 {
-		w.metrics.WriteBatch.Observe(float64(len(inserted)))
-	}
-
-	// Orders not inserted and not refused were already there (a redelivery) or collided with
-	// the shopper's other live order.
-	done := map[string]bool{}
-	for _, id := range inserted {
-		done[id] = true
-	}
-	for _, o := range refusedNow {
-		done[o.ID] = true
-	}
-	var rest []string
-	for _, o := range write {
-		if !done[o.ID] {
-			rest = append(rest, o.ID)
-		}
-	}
-	existing, err := w.db.ExistingOrders(ctx, rest)
-	if err != nil {
+	if err := w.claim(ctx, b); err != nil {
 		return err
 	}
-	var failedBefore []store.NewOrder
-	for _, o := range write {
-		if done[o.ID] {
-			continue
-		}
-		status, ok := existing[o.ID]
-		switch {
-		case !ok:
-			refusedNow, refusedReason = append(refusedNow, o), append(refusedReason, reasonDuplicate)
-		case status == store.StatusFailed:
-			failedBefore = append(failedBefore, o) // a redelivery of a refusal: finish its release
-		}
+	if err := w.insert(ctx, b); err != nil {
+		return err
 	}
-
+	if err := w.classify(ctx, b); err != nil {
+		return err
+	}
 	if w.AfterCommit != nil {
 		if err := w.AfterCommit(); err != nil {
 			return errStop
 		}
 	}
-
-	refused := map[string]bool{}
-	for i, o := range refusedNow {
-		refused[o.ID] = true
-		if err := w.refuse(ctx, o, refusedReason[i]); err != nil {
-			return err
-		}
+	if err := w.finishRefusals(ctx, b); err != nil {
+		return err
 	}
-	for _, o := range failedBefore {
-		// A redelivery after a crash in refuse: finish the release by the recorded reason.
-		prev, err := w.db.OrderByID(ctx, o.ID)
-		if err != nil {
-			return err
-		}
-		reason := reasonRefused
-		if prev.Failure != nil {
-			reason = *prev.Failure
-		}
-		out, err := w.releaseRefused(ctx, o, reason)
-		if err != nil {
-			return err
-		}
-		if out == store.Released && reason != reasonNoRoom && w.soldOut != nil {
-			w.soldOut.Returned(o.ItemID)
-		}
+	if err := w.recordReleased(ctx, b); err != nil {
+		return err
 	}
-
-	// Written now, or found written by an earlier delivery: leave flight.
-	settle := map[int64][]string{}
-	for _, o := range write {
-		status, was := existing[o.ID]
-		if (done[o.ID] && !refused[o.ID]) || (was && status != store.StatusFailed) {
-			settle[o.ItemID] = append(settle[o.ItemID], o.ID)
-		}
-	}
-	if err := w.stock.Settle(ctx, settle); err != nil {
-		// Harmless: the entries stay claimed; orphan recovery settles them against Postgres.
-		w.log.Warn("writer: settle in redis failed", "err", err)
-	}
-	w.count("written", len(inserted))
-	w.count("redelivered", len(existing)-len(failedBefore))
+	w.markUnknownWritten(ctx, b)
+	w.settle(ctx, b)
+	w.count("written", len(b.inserted))
+	w.count("redelivered", len(b.existing))
 	for _, m := range msgs {
 		if err := m.Ack(); err != nil {
 			w.log.Warn("writer: ack failed; the batch will be redelivered and skipped as written", "err", err)
@@ -343,12 +185,226 @@ func (w *Writer) process(ctx context.Context, msgs []jetstream.Msg) error {
 	return nil
 }
 
-func metaSeq(m jetstream.Msg) uint64 {
-	md, err := m.Metadata()
-	if err != nil {
-		return 0
+// decode reads the envelopes; a message that is not one is dead-lettered as it is (it is not
+// ours to interpret, and it must never block the queue).
+func (w *Writer) decode(ctx context.Context, msgs []store.Delivery, b *batch) error {
+	seen := map[string]bool{}
+	for _, m := range msgs {
+		var env store.Envelope
+		if err := json.Unmarshal(m.Data(), &env); err != nil {
+			w.log.Error("writer: undecodable message dead-lettered", "seq", m.Seq(), "err", err)
+			if err := w.q.PublishDead(ctx, fmt.Sprintf("raw-%d", m.Seq()), nil, "undecodable: "+err.Error()); err != nil {
+				return err
+			}
+			w.count("dead_lettered", 1)
+			continue
+		}
+		for _, o := range env.Orders {
+			if !seen[o.OrderID] {
+				seen[o.OrderID] = true
+				b.orders = append(b.orders, o)
+			}
+		}
 	}
-	return md.Sequence.Stream
+	return nil
+}
+
+func newOrderOf(o store.QueuedOrder) store.NewOrder {
+	return store.NewOrder{ID: o.OrderID, SaleID: o.SaleID, ItemID: o.ItemID, UserID: o.UserID, Seq: o.Seq, ReservedAt: time.UnixMilli(o.ReservedAt)}
+}
+
+// claim takes ownership of the batch's reservations in Redis, one call per sale. A reservation
+// whose unit already went back (its publish was reported failed) is not written; one Redis does
+// not know is written all the same (Postgres constraints decide), and noted.
+func (w *Writer) claim(ctx context.Context, b *batch) error {
+	bySale := map[int64][]store.QueuedOrder{}
+	for _, o := range b.orders {
+		bySale[o.SaleID] = append(bySale[o.SaleID], o)
+	}
+	b.unknown = map[string]bool{}
+	for sale, os := range bySale {
+		items := make([]store.ClaimItem, len(os))
+		for i, o := range os {
+			items[i] = store.ClaimItem{OrderID: o.OrderID, Seq: o.Seq}
+		}
+		verdicts, err := w.stock.Claim(ctx, sale, items)
+		if err != nil {
+			return err
+		}
+		for i, o := range os {
+			switch verdicts[i] {
+			case store.ClaimGone:
+				b.released = append(b.released, newOrderOf(o))
+			case store.ClaimUnknown:
+				b.unknown[o.OrderID] = true
+				b.write = append(b.write, newOrderOf(o))
+			default:
+				b.write = append(b.write, newOrderOf(o))
+			}
+		}
+	}
+	if len(b.released) > 0 {
+		w.log.Info("writer: skipped reservations released before they were written", "count", len(b.released))
+		w.count("skipped_released", len(b.released))
+	}
+	return nil
+}
+
+// insert writes the batch in one transaction. If Postgres refuses something in it (no room, a
+// constraint, data it can never take), the orders are written one by one to find out which.
+func (w *Writer) insert(ctx context.Context, b *batch) error {
+	b.inserted = map[string]bool{}
+	ids, err := w.db.InsertOrders(ctx, b.write)
+	if err == nil {
+		for _, id := range ids {
+			b.inserted[id] = true
+		}
+		if w.metrics != nil && len(ids) > 0 {
+			w.metrics.WriteBatch.Observe(float64(len(ids)))
+		}
+		return nil
+	}
+	if !errors.Is(err, store.ErrNoRoom) && !errors.Is(err, store.ErrRefused) && !store.IsPermanent(err) {
+		return err // Postgres unreachable, restarting, a lost race: retry the whole batch
+	}
+	for _, o := range b.write {
+		ids, err := w.db.InsertOrders(ctx, []store.NewOrder{o})
+		switch {
+		case err == nil:
+			for _, id := range ids {
+				b.inserted[id] = true
+			}
+		case errors.Is(err, store.ErrNoRoom):
+			b.refused = append(b.refused, refusal{o, reasonNoRoom})
+		case errors.Is(err, store.ErrRefused):
+			b.refused = append(b.refused, refusal{o, reasonRefused})
+		case store.IsPermanent(err):
+			w.log.Error("writer: order Postgres can never write, dead-lettered", "order", o.ID, "err", err)
+			b.refused = append(b.refused, refusal{o, reasonPoison + ": " + err.Error()})
+		default:
+			return err
+		}
+	}
+	return nil
+}
+
+// classify finds out what became of the orders neither inserted nor refused: already written by
+// an earlier delivery, or refused by the one-live-order-per-shopper index.
+func (w *Writer) classify(ctx context.Context, b *batch) error {
+	refused := map[string]bool{}
+	for _, r := range b.refused {
+		refused[r.order.ID] = true
+	}
+	var rest []string
+	for _, o := range b.write {
+		if !b.inserted[o.ID] && !refused[o.ID] {
+			rest = append(rest, o.ID)
+		}
+	}
+	existing, err := w.db.ExistingOrders(ctx, rest)
+	if err != nil {
+		return err
+	}
+	b.existing = existing
+	for _, o := range b.write {
+		if b.inserted[o.ID] || refused[o.ID] {
+			continue
+		}
+		if _, ok := existing[o.ID]; !ok {
+			b.refused = append(b.refused, refusal{o, reasonDuplicate})
+		}
+	}
+	return nil
+}
+
+// finishRefusals records each refused order (a FAILED row, a dead letter) and gives back its
+// reservation; a redelivered refusal (found FAILED) is finished by its recorded reason.
+func (w *Writer) finishRefusals(ctx context.Context, b *batch) error {
+	for _, r := range b.refused {
+		if err := w.refuse(ctx, r.order, r.reason); err != nil {
+			return err
+		}
+	}
+	for _, o := range b.write {
+		if b.existing[o.ID] != store.StatusFailed {
+			continue
+		}
+		prev, err := w.db.OrderByID(ctx, o.ID)
+		if err != nil {
+			return err
+		}
+		reason := reasonRefused
+		if prev.Failure != nil {
+			reason = *prev.Failure
+		}
+		if reason == reasonReleased {
+			continue
+		}
+		if _, err := w.releaseRefused(ctx, o, reason); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// recordReleased writes a FAILED row for each reservation released before it was written, so the
+// ledger holds every order the queue carried and its shopper can see what became of it.
+func (w *Writer) recordReleased(ctx context.Context, b *batch) error {
+	for _, o := range b.released {
+		if _, err := w.db.InsertFailedOrder(ctx, o, reasonReleased); err != nil {
+			if store.IsPermanent(err) {
+				w.log.Warn("writer: released order not recorded", "order", o.ID, "err", err)
+				continue
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// markUnknownWritten fails a sale closed when the writer inserted an order Redis did not know:
+// a healthy Redis holds every reservation in flight until it is written, so Redis lost data
+// (restarted from an old append-only file, or a replica promoted). The sale is rebuilt from
+// Postgres once the queue drains.
+func (w *Writer) markUnknownWritten(ctx context.Context, b *batch) {
+	sales := map[int64]bool{}
+	for _, o := range b.write {
+		if b.unknown[o.ID] && b.inserted[o.ID] {
+			sales[o.SaleID] = true
+		}
+	}
+	for sale := range sales {
+		marked, err := w.stock.MarkLost(ctx, sale, 0, "")
+		if err != nil {
+			w.log.Warn("writer: could not mark the sale lost; reconciliation will", "sale", sale, "err", err)
+			continue
+		}
+		if marked {
+			w.log.Error("writer: wrote orders Redis did not know: Redis lost data; the sale fails closed until rebuilt", "sale", sale)
+			if w.metrics != nil {
+				w.metrics.RedisLoss.WithLabelValues("unknown_order").Inc()
+			}
+		}
+	}
+}
+
+// settle removes the written orders from flight. A failure is harmless: the entries stay claimed
+// and orphan recovery settles them against Postgres.
+func (w *Writer) settle(ctx context.Context, b *batch) {
+	refused := map[string]bool{}
+	for _, r := range b.refused {
+		refused[r.order.ID] = true
+	}
+	bySale := map[int64][]string{}
+	for _, o := range b.write {
+		status, was := b.existing[o.ID]
+		if (b.inserted[o.ID] && !refused[o.ID]) || (was && status != store.StatusFailed) {
+			bySale[o.SaleID] = append(bySale[o.SaleID], o.ID)
+		}
+	}
+	if err := w.stock.Settle(ctx, bySale); err != nil {
+		w.log.Warn("writer: settle in redis failed", "err", err)
+	}
 }
 
 func (w *Writer) count(result string, n int) {
@@ -357,37 +413,44 @@ func (w *Writer) count(result string, n int) {
 	}
 }
 
+func refOf(o store.NewOrder) store.OrderRef {
+	return store.OrderRef{SaleID: o.SaleID, ItemID: o.ItemID, UserID: o.UserID, OrderID: o.ID}
+}
+
 // releaseRefused gives back the reservation of an order Postgres refused. The unit returns to
 // stock unless Postgres had no room for it (then Redis had promised a unit that does not exist);
 // a shopper refused for already holding a live order stays a buyer.
 func (w *Writer) releaseRefused(ctx context.Context, o store.NewOrder, reason string) (store.ReleaseOutcome, error) {
+	op := store.ReleaseRefused
 	switch reason {
 	case reasonNoRoom:
-		return w.stock.Release(ctx, o.ItemID, o.ID, false, true)
+		op = store.ReleaseNoRoom
 	case reasonDuplicate:
-		return w.stock.ReleaseKeepBuyer(ctx, o.ItemID, o.ID)
+		op = store.ReleaseDuplicate
 	}
-	return w.stock.Release(ctx, o.ItemID, o.ID, true, true)
+	out, err := w.stock.Release(ctx, refOf(o), op)
+	if err == nil && out == store.Released && op != store.ReleaseNoRoom && w.soldOut != nil {
+		w.soldOut.Returned(o.ItemID)
+	}
+	return out, err
 }
 
 // refuse records an order Postgres will not take: a FAILED row (so its shopper sees why), a
-// dead letter (so an operator does), and its reservation released. The unit returns to stock
-// unless Postgres had no room for it: then Redis had promised a unit that does not exist.
+// dead letter (so an operator does), and its reservation released.
 func (w *Writer) refuse(ctx context.Context, o store.NewOrder, reason string) error {
 	w.log.Warn("writer: order refused by postgres, dead-lettered", "order", o.ID, "item", o.ItemID, "reason", reason)
-	if err := w.db.InsertFailedOrder(ctx, o, reason); err != nil {
-		return err
+	if _, err := w.db.InsertFailedOrder(ctx, o, reason); err != nil {
+		if !store.IsPermanent(err) {
+			return err
+		}
+		w.log.Warn("writer: refused order has no FAILED row (Postgres cannot take it at all)", "order", o.ID, "err", err)
 	}
-	q := store.QueuedOrder{OrderID: o.ID, ItemID: o.ItemID, UserID: o.UserID, ReservedAt: o.ReservedAt.UnixMilli()}
+	q := store.QueuedOrder{OrderID: o.ID, SaleID: o.SaleID, ItemID: o.ItemID, UserID: o.UserID, Seq: o.Seq, ReservedAt: o.ReservedAt.UnixMilli()}
 	if err := w.q.PublishDead(ctx, "dead-"+o.ID, []store.QueuedOrder{q}, reason); err != nil {
 		return err
 	}
-	out, err := w.releaseRefused(ctx, o, reason)
-	if err != nil {
+	if _, err := w.releaseRefused(ctx, o, reason); err != nil {
 		return err
-	}
-	if out == store.Released && reason != reasonNoRoom && w.soldOut != nil {
-		w.soldOut.Returned(o.ItemID)
 	}
 	w.count("dead_lettered", 1)
 	if w.metrics != nil {

@@ -2,12 +2,12 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -54,9 +54,13 @@ type Sale struct {
 	EndsAt     time.Time
 	CreatedAt  time.Time
 	// Rate limits of this sale's purchase path, requests per second; nil means the defaults.
-	UserRatePerSec *int
-	IPRatePerSec   *int
-	Items          []Item `gorm:"foreignKey:SaleID"`
+	UserRatePerSec       *int
+	IPRatePerSec         *int
+	PaymentWindowSeconds int
+	PurchaseLimit        string // LimitPerSale or LimitPerItem
+	Currency             string
+	RedisEpoch           int64  `gorm:"->"` // bumped by rebuilds only
+	Items                []Item `gorm:"foreignKey:SaleID"`
 }
 
 // Item is a row of items: one product of a sale with its quantity and units sold.
@@ -68,13 +72,17 @@ type Item struct {
 	PriceCents int64
 	Quantity   int
 	Sold       int
+	MaxSeq     int64 `gorm:"->"` // written by the writer only
 }
 
 // Order is a row of orders.
 type Order struct {
 	ID         string
 	ItemID     int64
+	SaleID     int64
 	UserID     int64
+	Seq        int64
+	PerSale    bool
 	Status     string
 	ReservedAt time.Time
 	CreatedAt  time.Time
@@ -286,126 +294,6 @@ func (d *DB) LiveBuyers(ctx context.Context, itemID int64) ([]int64, error) {
 	return ids, nil
 }
 
-// NewOrder is an order the writer inserts: a reservation Redis granted and the queue delivered.
-type NewOrder struct {
-	ID         string
-	ItemID     int64
-	UserID     int64
-	ReservedAt time.Time
-	PayBy      time.Time
-}
-
-// pgArray holds values to send as one Postgres array literal, so one statement carries a whole
-// batch; GORM would expand a Go slice into a list of placeholders.
-type pgArray []string
-
-func (a pgArray) literal() string { return "{" + strings.Join(a, ",") + "}" }
-
-// InsertOrders writes a batch of new orders as PENDING in ONE statement (so one round trip and
-// one implicit transaction): the rows with INSERT … ON CONFLICT DO NOTHING, and sold = sold + n
-// for each item from the rows actually inserted, which the CHECK (sold <= quantity) guards. It
-// returns the ids inserted (an id already present, a redelivery, or a second live order of the
-// same shopper is skipped). If an item has no room for its rows the whole statement rolls back
-// with ErrNoRoom; another constraint refusal is ErrRefused.
-func (d *DB) InsertOrders(ctx context.Context, orders []NewOrder) ([]string, error) {
-	if len(orders) == 0 {
-		return nil, nil
-	}
-	ids := make(pgArray, len(orders))
-	items := make(pgArray, len(orders))
-	users := make(pgArray, len(orders))
-	reserved := make(pgArray, len(orders))
-	payBy := make(pgArray, len(orders))
-	for i, o := range orders {
-		ids[i] = o.ID
-		items[i] = strconv.FormatInt(o.ItemID, 10)
-		users[i] = strconv.FormatInt(o.UserID, 10)
-		reserved[i] = `"` + o.ReservedAt.UTC().Format(time.RFC3339Nano) + `"`
-		payBy[i] = `"` + o.PayBy.UTC().Format(time.RFC3339Nano) + `"`
-	}
-	var inserted []string
-	err := d.g.WithContext(ctx).Raw(`WITH ins AS (
-			INSERT INTO orders (id, item_id, user_id, status, reserved_at, pay_by)
-			SELECT u.id, u.item_id, u.user_id, 'PENDING', u.reserved_at, u.pay_by
-			FROM unnest(?::uuid[], ?::bigint[], ?::bigint[], ?::timestamptz[], ?::timestamptz[])
-			     AS u(id, item_id, user_id, reserved_at, pay_by)
-			ON CONFLICT DO NOTHING
-			RETURNING id, item_id
-		), per_item AS (
-			SELECT item_id, count(*) AS n FROM ins GROUP BY item_id
-		), upd AS (
-			UPDATE items SET sold = items.sold + per_item.n FROM per_item WHERE items.id = per_item.item_id
-			RETURNING items.id
-		)
-		SELECT id::text FROM ins`, ids.literal(), items.literal(), users.literal(), reserved.literal(), payBy.literal()).Scan(&inserted).Error
-	if err != nil {
-		var pe *pgconn.PgError
-		if errors.As(err, &pe) && pe.Code == "23514" && pe.TableName == "items" {
-			return nil, fmt.Errorf("insert orders: %w", ErrNoRoom)
-		}
-		if isConstraint(err) {
-			return nil, fmt.Errorf("insert orders: %w: %v", ErrRefused, err)
-		}
-		return nil, fmt.Errorf("insert orders: %w", err)
-	}
-	return inserted, nil
-}
-
-// InsertFailedOrder records an order the database refused as FAILED, so its shopper sees why.
-// A second call for the same id changes nothing.
-func (d *DB) InsertFailedOrder(ctx context.Context, o NewOrder, reason string) error {
-	err := d.g.WithContext(ctx).Exec(`INSERT INTO orders (id, item_id, user_id, status, reserved_at, pay_by, failure)
-		VALUES (?, ?, ?, 'FAILED', ?, ?, ?) ON CONFLICT (id) DO NOTHING`, o.ID, o.ItemID, o.UserID, o.ReservedAt, o.PayBy, reason).Error
-	if err != nil {
-		return fmt.Errorf("record failed order %s: %w", o.ID, err)
-	}
-	return nil
-}
-
-// ExistingOrders returns the status of each of ids that Postgres holds.
-func (d *DB) ExistingOrders(ctx context.Context, ids []string) (map[string]string, error) {
-	out := map[string]string{}
-	if len(ids) == 0 {
-		return out, nil
-	}
-	var found []struct {
-		ID     string
-		Status string
-	}
-	err := d.g.WithContext(ctx).Raw(`SELECT id::text AS id, status FROM orders WHERE id = ANY(?::uuid[])`, pgArray(ids).literal()).Scan(&found).Error
-	if err != nil {
-		return nil, fmt.Errorf("existing orders: %w", err)
-	}
-	for _, r := range found {
-		out[r.ID] = r.Status
-	}
-	return out, nil
-}
-
-// OrderByID loads one order.
-func (d *DB) OrderByID(ctx context.Context, id string) (Order, error) {
-	var o Order
-	err := d.g.WithContext(ctx).Raw(`SELECT * FROM orders WHERE id = ?::uuid`, id).Scan(&o).Error
-	if err != nil {
-		return Order{}, fmt.Errorf("order %s: %w", id, err)
-	}
-	if o.ID == "" {
-		return Order{}, ErrNotFound
-	}
-	return o, nil
-}
-
-// PayOrder marks a PENDING order of userID as PAID if its payment window is still open at now.
-// It reports whether this call changed it; the caller reads the order to tell why not.
-func (d *DB) PayOrder(ctx context.Context, id string, userID int64, now time.Time) (bool, error) {
-	res := d.g.WithContext(ctx).Exec(`UPDATE orders SET status = 'PAID', paid_at = ?
-		WHERE id = ?::uuid AND user_id = ? AND status = 'PENDING' AND pay_by > ?`, now, id, userID, now)
-	if res.Error != nil {
-		return false, fmt.Errorf("pay order %s: %w", id, res.Error)
-	}
-	return res.RowsAffected == 1, nil
-}
-
 // ItemCounts are the Postgres facts of one item for the merchant's dashboard and the checker.
 type ItemCounts struct {
 	ItemID   int64
@@ -429,3 +317,6 @@ func (d *DB) SaleCounts(ctx context.Context, saleID int64) ([]ItemCounts, error)
 	}
 	return out, nil
 }
+
+// repeatableRead runs a transaction in one snapshot.
+var repeatableRead = &sql.TxOptions{Isolation: sql.LevelRepeatableRead}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -54,9 +55,11 @@ func StartNATS(dir string, port int, syncAlways bool) (*server.Server, error) {
 // QueuedOrder is one reservation on its way from Redis to Postgres.
 type QueuedOrder struct {
 	OrderID    string `json:"orderId"`
+	SaleID     int64  `json:"saleId"`
 	ItemID     int64  `json:"itemId"`
 	UserID     int64  `json:"userId"`
-	ReservedAt int64  `json:"reservedAt"` // unix milliseconds
+	Seq        int64  `json:"seq"`        // the sale's reservation counter in Redis
+	ReservedAt int64  `json:"reservedAt"` // unix milliseconds, Redis's clock
 }
 
 // Envelope is one JetStream message: the reservations that one durable write acknowledged.
@@ -68,6 +71,10 @@ type Envelope struct {
 type Queue struct {
 	nc *nats.Conn
 	js jetstream.JetStream
+
+	mu      sync.Mutex
+	cons    jetstream.Consumer
+	ackWait time.Duration
 }
 
 // OpenQueue connects to NATS at url and makes sure the order and dead-letter streams exist.
@@ -157,6 +164,100 @@ func (q *Queue) PublishDead(ctx context.Context, msgID string, orders []QueuedOr
 		return fmt.Errorf("dead letter %s: %w", msgID, err)
 	}
 	return nil
+}
+
+// SetAckWait sets how long the writer's consumer waits for an ack before redelivering (before the
+// first FetchOrders).
+func (q *Queue) SetAckWait(d time.Duration) {
+	q.mu.Lock()
+	q.ackWait = d
+	q.mu.Unlock()
+}
+
+// Delivery is one order message handed to the writer; it hides the NATS types.
+type Delivery struct{ m jetstream.Msg }
+
+// Data is the message body (an Envelope).
+func (d Delivery) Data() []byte { return d.m.Data() }
+
+// Ack tells the queue the message is done with.
+func (d Delivery) Ack() error { return d.m.Ack() }
+
+// Nak asks for a redelivery after delay.
+func (d Delivery) Nak(delay time.Duration) error { return d.m.NakWithDelay(delay) }
+
+// Seq is the message's stream sequence number (0 if unknown).
+func (d Delivery) Seq() uint64 {
+	md, err := d.m.Metadata()
+	if err != nil {
+		return 0
+	}
+	return md.Sequence.Stream
+}
+
+// NumDelivered is how many times the message was delivered, this time included.
+func (d Delivery) NumDelivered() uint64 {
+	md, err := d.m.Metadata()
+	if err != nil {
+		return 1
+	}
+	return md.NumDelivered
+}
+
+// FetchOrders takes what is waiting for the writer, up to max, at once; with nothing waiting it
+// blocks until the first message arrives (or wait passes), so an idle writer costs one request
+// per wait and a busy one never waits to fill a batch. The writer's durable consumer is created
+// on first use.
+func (q *Queue) FetchOrders(ctx context.Context, max int, wait time.Duration) ([]Delivery, error) {
+	q.mu.Lock()
+	cons, ackWait := q.cons, q.ackWait
+	q.mu.Unlock()
+	if cons == nil {
+		if ackWait <= 0 {
+			ackWait = 30 * time.Second
+		}
+		c, err := q.WriterConsumer(ctx, ackWait)
+		if err != nil {
+			return nil, err
+		}
+		q.mu.Lock()
+		q.cons, cons = c, c
+		q.mu.Unlock()
+	}
+	collect := func(b jetstream.MessageBatch) ([]Delivery, error) {
+		var out []Delivery
+		for m := range b.Messages() {
+			out = append(out, Delivery{m})
+		}
+		return out, b.Error()
+	}
+	b, err := cons.FetchNoWait(max)
+	if err != nil {
+		return nil, err
+	}
+	msgs, err := collect(b)
+	if len(msgs) > 0 || (err != nil && !errors.Is(err, jetstream.ErrNoMessages)) {
+		return msgs, ignoreNoMessages(err)
+	}
+	b, err = cons.Fetch(1, jetstream.FetchMaxWait(wait))
+	if err != nil {
+		return nil, err
+	}
+	msgs, err = collect(b)
+	return msgs, ignoreNoMessages(err)
+}
+
+func ignoreNoMessages(err error) error {
+	if errors.Is(err, jetstream.ErrNoMessages) || errors.Is(err, nats.ErrTimeout) {
+		return nil
+	}
+	return err
+}
+
+// PublishRaw publishes an arbitrary body on the orders subject (tests: a poison message).
+func (q *Queue) PublishRaw(ctx context.Context, msgID string, data []byte) error {
+	_, err := q.js.Publish(ctx, OrdersSubject, data, jetstream.WithMsgID(msgID), jetstream.WithExpectStream(OrdersStream))
+	return err
 }
 
 // WriterConsumer returns the writer's durable pull consumer, creating it if needed.

@@ -17,28 +17,40 @@ import (
 var (
 	ErrSoldOut          = errors.New("sold out")
 	ErrAlreadyBuyer     = errors.New("already a buyer")
-	ErrStockUnknown     = errors.New("stock not loaded in redis")
-	ErrTokenAlreadyUsed = errors.New("purchase token already used")
+	ErrStockUnknown     = errors.New("sale not loaded in redis, or its data was lost")
+	ErrTokenAlreadyUsed = errors.New("purchase token already used, expired or void")
+	ErrRedisWentBack    = errors.New("redis lost reservations (its counter went back); the sale is rebuilt from postgres")
+	ErrNotStarted       = errors.New("the sale has not started (redis clock)")
+	ErrEnded            = errors.New("the sale has ended (redis clock)")
 )
 
-// Stock keeps the hot state of every item in Redis: remaining units, buyers and reservations in
-// flight. All keys of one item share the hash tag {item:N}, so each script touches one slot.
+// Purchase limits: one unit per shopper in the whole sale, or per item.
+const (
+	LimitPerSale = "per-sale"
+	LimitPerItem = "per-item"
+)
+
+// Stock keeps the hot state of every sale in Redis: remaining units per item, buyers, reservations
+// in flight, used purchase tokens and the tombstones of units given back. All keys of one sale
+// share the hash tag {sale:S}, so each script touches one slot (one Redis Cluster shard per sale).
 type Stock struct {
-	rdb     redis.UniversalClient
-	reserve *redis.Script
-	release *redis.Script
-	load    *redis.Script
-	claim   *redis.Script
+	rdb      redis.UniversalClient
+	reserve  *redis.Script
+	release  *redis.Script
+	load     *redis.Script
+	claim    *redis.Script
+	markLost *redis.Script
 }
 
 // NewStock returns a Stock on rdb; scripts run with EVALSHA and fall back to EVAL on NOSCRIPT.
 func NewStock(rdb redis.UniversalClient) *Stock {
 	return &Stock{
-		rdb:     rdb,
-		reserve: redis.NewScript(lua.Reserve),
-		release: redis.NewScript(lua.Release),
-		load:    redis.NewScript(lua.Load),
-		claim:   redis.NewScript(lua.Claim),
+		rdb:      rdb,
+		reserve:  redis.NewScript(lua.Reserve),
+		release:  redis.NewScript(lua.Release),
+		load:     redis.NewScript(lua.Load),
+		claim:    redis.NewScript(lua.Claim),
+		markLost: redis.NewScript(lua.MarkLost),
 	}
 }
 
@@ -64,114 +76,193 @@ func OpenRedis(ctx context.Context, url string, poolSize int) (*redis.Client, er
 	return rdb, nil
 }
 
-func itemTag(itemID int64) string { return "{item:" + strconv.FormatInt(itemID, 10) + "}" }
+func saleTag(saleID int64) string { return "{sale:" + strconv.FormatInt(saleID, 10) + "}" }
+
+// MetaKey is the hash of a sale's Redis state: seq (the reservation counter), epoch (of the last
+// rebuild), limit, starts, ends, loadedAt, lost, tokfloor, fence. Missing: the sale is not loaded.
+func MetaKey(saleID int64) string { return saleTag(saleID) + ":meta" }
 
 // StockKey is the Redis key holding an item's remaining units.
-func StockKey(itemID int64) string { return itemTag(itemID) + ":stock" }
-
-// BuyersKey is the Redis set of user ids holding a unit of an item.
-func BuyersKey(itemID int64) string { return itemTag(itemID) + ":buyers" }
-
-// InFlightKey is the Redis hash of an item's reservations not yet written to Postgres.
-func InFlightKey(itemID int64) string { return itemTag(itemID) + ":inflight" }
-
-func tokenKey(itemID int64, nonce string) string { return itemTag(itemID) + ":tok:" + nonce }
-
-// Reserve runs the reserve script: it consumes the purchase token (nonce) and, if the user is not
-// yet a buyer and a unit is left, takes the unit and registers orderID in flight. It returns the
-// units left, or one of ErrSoldOut, ErrAlreadyBuyer, ErrStockUnknown, ErrTokenAlreadyUsed.
-func (s *Stock) Reserve(ctx context.Context, itemID, userID int64, orderID, nonce string, tokenTTL time.Duration, now time.Time) (int64, error) {
-	keys := []string{StockKey(itemID), BuyersKey(itemID), InFlightKey(itemID), tokenKey(itemID, nonce)}
-	n, err := s.reserve.Run(ctx, s.rdb, keys, userID, orderID, tokenTTL.Milliseconds(), now.UnixMilli()).Int64()
-	if err != nil {
-		return 0, fmt.Errorf("reserve(item %d): %w", itemID, err)
-	}
-	switch n {
-	case -1:
-		return 0, ErrSoldOut
-	case -2:
-		return 0, ErrAlreadyBuyer
-	case -3:
-		return 0, ErrStockUnknown
-	case -4:
-		return 0, ErrTokenAlreadyUsed
-	}
-	return n, nil
+func StockKey(saleID, itemID int64) string {
+	return saleTag(saleID) + ":stock:" + strconv.FormatInt(itemID, 10)
 }
+
+// BuyersKey is the Redis hash of a sale's shoppers holding a unit (member -> order id).
+func BuyersKey(saleID int64) string { return saleTag(saleID) + ":buyers" }
+
+// InFlightKey is the Redis hash of a sale's reservations not yet written to Postgres.
+func InFlightKey(saleID int64) string { return saleTag(saleID) + ":inflight" }
+
+// GoneKey is the Redis set of a sale's order ids whose unit went back (tombstones).
+func GoneKey(saleID int64) string { return saleTag(saleID) + ":gone" }
+
+func tokenKey(saleID int64, nonce string) string { return saleTag(saleID) + ":tok:" + nonce }
+
+// BuyerMember is how a shopper is named in a sale's buyers hash under a purchase limit.
+func BuyerMember(limit string, itemID, userID int64) string {
+	if limit == LimitPerItem {
+		return strconv.FormatInt(itemID, 10) + ":" + strconv.FormatInt(userID, 10)
+	}
+	return strconv.FormatInt(userID, 10)
+}
+
+// Attempt is one purchase attempt as the reserve script sees it.
+type Attempt struct {
+	SaleID, ItemID, UserID int64
+	OrderID                string
+	Nonce                  string    // the purchase token's nonce: one attempt per token
+	TokenExpires           time.Time // checked against Redis's clock
+	Floor                  int64     // the highest reservation seq this instance saw in the sale
+}
+
+// Reservation is what the reserve script granted, or the refusal's details.
+type Reservation struct {
+	Left       int64     // units left after it
+	Seq        int64     // the sale's reservation counter value
+	ReservedAt time.Time // Redis's clock
+	HeldOrder  string    // with ErrAlreadyBuyer: the order the shopper holds
+	RetryAfter time.Duration
+}
+
+// Reserve runs the reserve script: it consumes the purchase token and, if the shopper is not yet
+// a buyer and a unit is left, takes the unit and registers the order in flight. It returns one of
+// the Err refusals above otherwise. Sending the same attempt (same order id) again returns the
+// same outcome, so a retry after a lost reply cannot strand a unit.
+func (s *Stock) Reserve(ctx context.Context, a Attempt) (Reservation, error) {
+	keys := []string{MetaKey(a.SaleID), StockKey(a.SaleID, a.ItemID), BuyersKey(a.SaleID), InFlightKey(a.SaleID), tokenKey(a.SaleID, a.Nonce)}
+	v, err := s.reserve.Run(ctx, s.rdb, keys, a.UserID, a.OrderID, a.ItemID, a.TokenExpires.UnixMilli(), a.Floor).Slice()
+	if err != nil {
+		return Reservation{}, fmt.Errorf("reserve(sale %d, item %d): %w", a.SaleID, a.ItemID, err)
+	}
+	if len(v) != 4 {
+		return Reservation{}, fmt.Errorf("reserve(sale %d, item %d): unexpected reply %v", a.SaleID, a.ItemID, v)
+	}
+	code, _ := v[0].(int64)
+	seq, _ := v[1].(int64)
+	at, _ := v[2].(int64)
+	held, _ := v[3].(string)
+	r := Reservation{Left: code, Seq: seq, ReservedAt: time.UnixMilli(at), HeldOrder: held}
+	switch code {
+	case -1:
+		return r, ErrSoldOut
+	case -2:
+		return r, ErrAlreadyBuyer
+	case -3:
+		return r, ErrStockUnknown
+	case -4:
+		return r, ErrTokenAlreadyUsed
+	case -5:
+		return r, ErrRedisWentBack
+	case -6:
+		return r, ErrNotStarted
+	case -7:
+		return r, ErrEnded
+	}
+	if code < 0 {
+		return r, fmt.Errorf("reserve: unknown code %d", code)
+	}
+	return r, nil
+}
+
+// ReleaseOp names why a unit goes back (see release.lua).
+type ReleaseOp string
+
+// The release operations.
+const (
+	// ReleaseUnsold gives back a reservation that never became an order (publish failed, orphan,
+	// unknown reserve outcome); it is refused once the writer has claimed the order.
+	ReleaseUnsold ReleaseOp = "unsold"
+	// ReleaseRefused is the writer's release of an order Postgres refused.
+	ReleaseRefused ReleaseOp = "refused"
+	// ReleaseNoRoom drops a reservation Postgres had no unit for (no unit goes back).
+	ReleaseNoRoom ReleaseOp = "noroom"
+	// ReleaseDuplicate gives the unit back and keeps the shopper a buyer (they hold another order).
+	ReleaseDuplicate ReleaseOp = "duplicate"
+	// ReturnUnit gives back the unit of an order Postgres expired or cancelled.
+	ReturnUnit ReleaseOp = "returned"
+)
 
 // ReleaseOutcome tells what a release did.
 type ReleaseOutcome int
 
 // The outcomes of Release.
 const (
-	// NotInFlight: nothing to release (already released or already written).
+	// NotInFlight: nothing to do (already released, returned or written).
 	NotInFlight ReleaseOutcome = iota
-	// Released: the reservation was given back now.
+	// Released: the unit went back now.
 	Released
 	// Claimed: the writer holds the order from the queue; it will be written, not released.
 	Claimed
 )
 
-// Release gives back the reservation orderID: removes it from flight, frees the buyer and, if
-// restock, returns the unit to stock. A reservation the writer has claimed is left alone unless
-// force (the writer's own release of an order Postgres refused). Idempotent.
-func (s *Stock) Release(ctx context.Context, itemID int64, orderID string, restock, force bool) (ReleaseOutcome, error) {
-	return s.release3(ctx, itemID, orderID, restock, force, false)
+// OrderRef names one order and where its unit lives.
+type OrderRef struct {
+	SaleID, ItemID, UserID int64
+	OrderID                string
 }
 
-// ReleaseKeepBuyer is Release for an order refused because its shopper already holds a live
-// order of the item: the shopper stays a buyer.
-func (s *Stock) ReleaseKeepBuyer(ctx context.Context, itemID int64, orderID string) (ReleaseOutcome, error) {
-	return s.release3(ctx, itemID, orderID, true, true, true)
-}
-
-func (s *Stock) release3(ctx context.Context, itemID int64, orderID string, restock, force, keepBuyer bool) (ReleaseOutcome, error) {
-	flag, mode, buyer := "0", "", ""
-	if restock {
-		flag = "1"
-	}
-	if force {
-		mode = "force"
-	}
-	if keepBuyer {
-		buyer = "keepbuyer"
-	}
-	keys := []string{StockKey(itemID), BuyersKey(itemID), InFlightKey(itemID)}
-	n, err := s.release.Run(ctx, s.rdb, keys, orderID, flag, mode, buyer).Int64()
+// Release runs one release operation for an order. Idempotent: the unit goes back at most once.
+func (s *Stock) Release(ctx context.Context, o OrderRef, op ReleaseOp) (ReleaseOutcome, error) {
+	keys := []string{MetaKey(o.SaleID), StockKey(o.SaleID, o.ItemID), BuyersKey(o.SaleID), InFlightKey(o.SaleID), GoneKey(o.SaleID)}
+	n, err := s.release.Run(ctx, s.rdb, keys, o.OrderID, string(op), o.ItemID, o.UserID).Int64()
 	if err != nil {
-		return NotInFlight, fmt.Errorf("release(item %d, order %s): %w", itemID, orderID, err)
+		return NotInFlight, fmt.Errorf("release %s(sale %d, order %s): %w", op, o.SaleID, o.OrderID, err)
 	}
 	return ReleaseOutcome(n), nil
 }
 
-// Claim marks orders of one item as being written by the writer. It returns, for each order,
-// whether to write it: false means the reservation was released (its publish was reported as
-// failed), so the message must be skipped. With the item unknown to Redis every order is written.
-func (s *Stock) Claim(ctx context.Context, itemID int64, orderIDs []string) ([]bool, error) {
-	args := make([]any, len(orderIDs))
-	for i, id := range orderIDs {
-		args[i] = id
+// Claim verdicts, per order.
+const (
+	ClaimGone    = 0 // its unit went back: do not write it
+	ClaimClaimed = 1 // in flight, now owned by the writer
+	ClaimUnknown = 2 // Redis does not know it: write it, Postgres decides
+)
+
+// ClaimItem is one order of a batch the writer claims.
+type ClaimItem struct {
+	OrderID string
+	Seq     int64
+}
+
+// Claim marks orders of one sale as being written by the writer and returns a verdict for each
+// (ClaimGone, ClaimClaimed, ClaimUnknown). An order whose seq is above Redis's counter marks the
+// sale lost: Redis went back in time.
+func (s *Stock) Claim(ctx context.Context, saleID int64, orders []ClaimItem) ([]int, error) {
+	args := make([]any, 0, 2*len(orders))
+	for _, o := range orders {
+		args = append(args, o.OrderID, o.Seq)
 	}
-	res, err := s.claim.Run(ctx, s.rdb, []string{StockKey(itemID), InFlightKey(itemID)}, args...).Int64Slice()
+	res, err := s.claim.Run(ctx, s.rdb, []string{MetaKey(saleID), InFlightKey(saleID), GoneKey(saleID)}, args...).Int64Slice()
 	if err != nil {
-		return nil, fmt.Errorf("claim(item %d): %w", itemID, err)
+		return nil, fmt.Errorf("claim(sale %d): %w", saleID, err)
 	}
-	out := make([]bool, len(res))
+	out := make([]int, len(res))
 	for i, v := range res {
-		out[i] = v == 1
+		out[i] = int(v)
 	}
 	return out, nil
 }
 
+// MarkLost fails a sale closed until it is rebuilt from Postgres. fence is the reconciliation
+// lease's fencing token (0 outside the lease); atSeq, if not empty, is the counter value the
+// decision was taken at (the sale is left alone if it moved on). It reports whether it marked.
+func (s *Stock) MarkLost(ctx context.Context, saleID int64, fence int64, atSeq string) (bool, error) {
+	n, err := s.markLost.Run(ctx, s.rdb, []string{MetaKey(saleID)}, fence, atSeq).Int64()
+	if err != nil {
+		return false, fmt.Errorf("mark lost(sale %d): %w", saleID, err)
+	}
+	return n == 1, nil
+}
+
 // Settle removes orders that Postgres now holds from the in-flight registers, in one round trip.
-func (s *Stock) Settle(ctx context.Context, byItem map[int64][]string) error {
-	if len(byItem) == 0 {
+func (s *Stock) Settle(ctx context.Context, bySale map[int64][]string) error {
+	if len(bySale) == 0 {
 		return nil
 	}
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for item, ids := range byItem {
+		for sale, ids := range bySale {
 			if len(ids) > 0 {
-				p.HDel(ctx, InFlightKey(item), ids...)
+				p.HDel(ctx, InFlightKey(sale), ids...)
 			}
 		}
 		return nil
@@ -182,32 +273,84 @@ func (s *Stock) Settle(ctx context.Context, byItem map[int64][]string) error {
 	return nil
 }
 
-// Load warms an item's keys if they are missing: left units and the buyers holding live orders.
-// It reports whether it loaded them now.
-func (s *Stock) Load(ctx context.Context, itemID int64, left int64, buyers []int64) (bool, error) {
-	args := make([]any, 0, len(buyers)+1)
-	args = append(args, left)
-	for _, b := range buyers {
-		args = append(args, b)
+// Snapshot is a sale's state as Postgres sees it, to (re)build Redis from.
+type Snapshot struct {
+	SaleID   int64
+	Epoch    int64 // bumped in Postgres for this rebuild
+	Limit    string
+	StartsAt time.Time
+	EndsAt   time.Time
+	MaxSeq   int64           // the highest reservation seq of the orders written
+	Left     map[int64]int64 // item id -> quantity - live orders
+	Items    []int64         // item ids, in order
+	Buyers   map[string]string
+	Gone     []string // orders whose unit Postgres gave back and Redis may not have yet
+}
+
+// Load (re)builds a sale's keys from a Postgres snapshot when the sale is not loaded or marked
+// lost, unless a rebuild of an equal or newer epoch already ran. voidTokens > 0 voids the
+// purchase tokens issued before now (a rebuild after data loss: their use marks may be gone).
+// It reports whether it loaded now.
+func (s *Stock) Load(ctx context.Context, snap Snapshot, voidTokens time.Duration) (bool, error) {
+	keys := []string{MetaKey(snap.SaleID), BuyersKey(snap.SaleID), InFlightKey(snap.SaleID), GoneKey(snap.SaleID)}
+	args := make([]any, 0, 7+len(snap.Items)+2*len(snap.Buyers)+len(snap.Gone))
+	args = append(args, snap.Epoch, snap.Limit, snap.StartsAt.UnixMilli(), snap.EndsAt.UnixMilli(), snap.MaxSeq, voidTokens.Milliseconds(), len(snap.Buyers))
+	for _, it := range snap.Items {
+		keys = append(keys, StockKey(snap.SaleID, it))
+		args = append(args, snap.Left[it])
 	}
-	keys := []string{StockKey(itemID), BuyersKey(itemID), InFlightKey(itemID)}
+	for m, o := range snap.Buyers {
+		args = append(args, m, o)
+	}
+	for _, g := range snap.Gone {
+		args = append(args, g)
+	}
 	n, err := s.load.Run(ctx, s.rdb, keys, args...).Int64()
 	if err != nil {
-		return false, fmt.Errorf("load(item %d): %w", itemID, err)
+		return false, fmt.Errorf("load(sale %d): %w", snap.SaleID, err)
 	}
 	return n == 1, nil
 }
 
-// Levels reads the remaining units of several items in one round trip; an item whose key is
+// SaleState is a sale's Redis meta: whether it is loaded and healthy, and its counters.
+type SaleState struct {
+	Loaded   bool
+	Lost     bool
+	Seq      int64
+	SeqRaw   string
+	Epoch    int64
+	Limit    string
+	LoadedAt time.Time
+}
+
+// State reads a sale's meta.
+func (s *Stock) State(ctx context.Context, saleID int64) (SaleState, error) {
+	m, err := s.rdb.HGetAll(ctx, MetaKey(saleID)).Result()
+	if err != nil {
+		return SaleState{}, fmt.Errorf("sale state %d: %w", saleID, err)
+	}
+	if len(m) == 0 {
+		return SaleState{}, nil
+	}
+	st := SaleState{Loaded: true, Lost: m["lost"] == "1", SeqRaw: m["seq"], Limit: m["limit"]}
+	st.Seq, _ = strconv.ParseInt(m["seq"], 10, 64)
+	st.Epoch, _ = strconv.ParseInt(m["epoch"], 10, 64)
+	if ms, err := strconv.ParseInt(m["loadedAt"], 10, 64); err == nil {
+		st.LoadedAt = time.UnixMilli(ms)
+	}
+	return st, nil
+}
+
+// Levels reads the remaining units of a sale's items in one round trip; an item whose key is
 // missing gets -1.
-func (s *Stock) Levels(ctx context.Context, itemIDs []int64) ([]int64, error) {
+func (s *Stock) Levels(ctx context.Context, saleID int64, itemIDs []int64) ([]int64, error) {
 	if len(itemIDs) == 0 {
 		return nil, nil
 	}
 	cmds := make([]*redis.StringCmd, len(itemIDs))
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, id := range itemIDs {
-			cmds[i] = p.Get(ctx, StockKey(id))
+			cmds[i] = p.Get(ctx, StockKey(saleID, id))
 		}
 		return nil
 	})
@@ -229,66 +372,167 @@ func (s *Stock) Levels(ctx context.Context, itemIDs []int64) ([]int64, error) {
 	return out, nil
 }
 
-// Reservation is one entry of an item's in-flight register.
-type Reservation struct {
+// InFlightEntry is one entry of a sale's in-flight register.
+type InFlightEntry struct {
 	OrderID    string
+	ItemID     int64
 	UserID     int64
-	ReservedAt time.Time
+	ReservedAt time.Time // Redis's clock
+	Seq        int64
 	Claimed    bool // the writer has taken it from the queue
 }
 
-// InFlight lists an item's reservations that Postgres does not hold yet (as far as Redis knows).
-func (s *Stock) InFlight(ctx context.Context, itemID int64) ([]Reservation, error) {
-	m, err := s.rdb.HGetAll(ctx, InFlightKey(itemID)).Result()
+// InFlight lists a sale's reservations that Postgres does not hold yet (as far as Redis knows).
+func (s *Stock) InFlight(ctx context.Context, saleID int64) ([]InFlightEntry, error) {
+	m, err := s.rdb.HGetAll(ctx, InFlightKey(saleID)).Result()
 	if err != nil {
-		return nil, fmt.Errorf("in flight(item %d): %w", itemID, err)
+		return nil, fmt.Errorf("in flight(sale %d): %w", saleID, err)
 	}
-	out := make([]Reservation, 0, len(m))
+	out := make([]InFlightEntry, 0, len(m))
 	for id, v := range m {
-		user, at, ok := parseInFlight(v)
-		if !ok {
-			continue
+		e, ok := parseInFlight(id, v)
+		if ok {
+			out = append(out, e)
 		}
-		out = append(out, Reservation{OrderID: id, UserID: user, ReservedAt: at, Claimed: strings.HasSuffix(v, ":c")})
 	}
 	return out, nil
 }
 
-// InFlightOrder looks one order up in its item's in-flight register.
-func (s *Stock) InFlightOrder(ctx context.Context, itemID int64, orderID string) (Reservation, bool, error) {
-	v, err := s.rdb.HGet(ctx, InFlightKey(itemID), orderID).Result()
+// InFlightOrder looks one order up in its sale's in-flight register.
+func (s *Stock) InFlightOrder(ctx context.Context, saleID int64, orderID string) (InFlightEntry, bool, error) {
+	v, err := s.rdb.HGet(ctx, InFlightKey(saleID), orderID).Result()
 	if errors.Is(err, redis.Nil) {
-		return Reservation{}, false, nil
+		return InFlightEntry{}, false, nil
 	}
 	if err != nil {
-		return Reservation{}, false, fmt.Errorf("in flight(item %d, order %s): %w", itemID, orderID, err)
+		return InFlightEntry{}, false, fmt.Errorf("in flight(sale %d, order %s): %w", saleID, orderID, err)
 	}
-	user, at, ok := parseInFlight(v)
-	if !ok {
-		return Reservation{}, false, nil
-	}
-	return Reservation{OrderID: orderID, UserID: user, ReservedAt: at}, true, nil
+	e, ok := parseInFlight(orderID, v)
+	return e, ok, nil
 }
 
-func parseInFlight(v string) (int64, time.Time, bool) {
-	v = strings.TrimSuffix(v, ":c")
-	u, ms, ok := strings.Cut(v, ":")
-	if !ok {
-		return 0, time.Time{}, false
+func parseInFlight(id, v string) (InFlightEntry, bool) {
+	claimed := strings.HasSuffix(v, ":c")
+	parts := strings.Split(strings.TrimSuffix(v, ":c"), ":")
+	if len(parts) != 4 {
+		return InFlightEntry{}, false
 	}
-	user, err1 := strconv.ParseInt(u, 10, 64)
-	at, err2 := strconv.ParseInt(ms, 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, time.Time{}, false
+	var n [4]int64
+	for i, p := range parts {
+		x, err := strconv.ParseInt(p, 10, 64)
+		if err != nil {
+			return InFlightEntry{}, false
+		}
+		n[i] = x
 	}
-	return user, time.UnixMilli(at), true
+	return InFlightEntry{OrderID: id, ItemID: n[0], UserID: n[1], ReservedAt: time.UnixMilli(n[2]), Seq: n[3], Claimed: claimed}, true
 }
 
-// IsBuyer reports whether Redis counts userID among an item's buyers.
-func (s *Stock) IsBuyer(ctx context.Context, itemID, userID int64) (bool, error) {
-	ok, err := s.rdb.SIsMember(ctx, BuyersKey(itemID), userID).Result()
+// Buyers returns a sale's buyers hash (member -> order id).
+func (s *Stock) Buyers(ctx context.Context, saleID int64) (map[string]string, error) {
+	m, err := s.rdb.HGetAll(ctx, BuyersKey(saleID)).Result()
 	if err != nil {
-		return false, fmt.Errorf("is buyer(item %d): %w", itemID, err)
+		return nil, fmt.Errorf("buyers(sale %d): %w", saleID, err)
 	}
-	return ok, nil
+	return m, nil
+}
+
+// AreGone reports, for each order id, whether the sale's tombstones name it.
+func (s *Stock) AreGone(ctx context.Context, saleID int64, ids []string) ([]bool, error) {
+	out := make([]bool, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id
+	}
+	res, err := s.rdb.SMIsMember(ctx, GoneKey(saleID), args...).Result()
+	if err != nil {
+		return nil, fmt.Errorf("gone(sale %d): %w", saleID, err)
+	}
+	copy(out, res)
+	return out, nil
+}
+
+// Now reads Redis's clock: the one clock every instance agrees on.
+func (s *Stock) Now(ctx context.Context) (time.Time, error) {
+	t, err := s.rdb.Time(ctx).Result()
+	if err != nil {
+		return time.Time{}, fmt.Errorf("redis time: %w", err)
+	}
+	return t, nil
+}
+
+// Client exposes the Redis client (registrations, leases, health).
+func (s *Stock) Client() redis.UniversalClient { return s.rdb }
+
+// RedisView is a sale's Redis state read in one MULTI: what the reconciliation compares with
+// Postgres.
+type RedisView struct {
+	State    SaleState
+	Levels   map[int64]int64 // item id -> units left (-1 missing)
+	Buyers   map[string]string
+	InFlight []InFlightEntry
+	Gone     map[string]bool // of the order ids asked about
+	Now      time.Time
+}
+
+// View reads a sale's Redis state atomically; gone lists the order ids to look up in the
+// tombstones.
+func (s *Stock) View(ctx context.Context, saleID int64, items []int64, gone []string) (RedisView, error) {
+	var meta *redis.MapStringStringCmd
+	var buyers, flight *redis.MapStringStringCmd
+	var tm *redis.TimeCmd
+	var goneCmd *redis.BoolSliceCmd
+	levels := make([]*redis.StringCmd, len(items))
+	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		meta = p.HGetAll(ctx, MetaKey(saleID))
+		for i, it := range items {
+			levels[i] = p.Get(ctx, StockKey(saleID, it))
+		}
+		buyers = p.HGetAll(ctx, BuyersKey(saleID))
+		flight = p.HGetAll(ctx, InFlightKey(saleID))
+		tm = p.Time(ctx)
+		if len(gone) > 0 {
+			args := make([]any, len(gone))
+			for i, g := range gone {
+				args[i] = g
+			}
+			goneCmd = p.SMIsMember(ctx, GoneKey(saleID), args...)
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return RedisView{}, fmt.Errorf("redis view(sale %d): %w", saleID, err)
+	}
+	v := RedisView{Levels: map[int64]int64{}, Gone: map[string]bool{}, Now: tm.Val()}
+	m := meta.Val()
+	if len(m) > 0 {
+		v.State = SaleState{Loaded: true, Lost: m["lost"] == "1", SeqRaw: m["seq"], Limit: m["limit"]}
+		v.State.Seq, _ = strconv.ParseInt(m["seq"], 10, 64)
+		v.State.Epoch, _ = strconv.ParseInt(m["epoch"], 10, 64)
+		if ms, err := strconv.ParseInt(m["loadedAt"], 10, 64); err == nil {
+			v.State.LoadedAt = time.UnixMilli(ms)
+		}
+	}
+	for i, it := range items {
+		n, err := levels[i].Int64()
+		if err != nil {
+			n = -1
+		}
+		v.Levels[it] = n
+	}
+	v.Buyers = buyers.Val()
+	for id, raw := range flight.Val() {
+		if e, ok := parseInFlight(id, raw); ok {
+			v.InFlight = append(v.InFlight, e)
+		}
+	}
+	if goneCmd != nil {
+		for i, ok := range goneCmd.Val() {
+			v.Gone[gone[i]] = ok
+		}
+	}
+	return v, nil
 }

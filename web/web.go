@@ -63,8 +63,10 @@ func NewRouter(cfg Config) *gin.Engine {
 	r.POST("/api/flash-sales/:saleId/captcha", authed, api.Captcha)
 	r.POST("/api/flash-sales/:saleId/purchase-token", authed, api.PurchaseToken)
 	r.POST("/api/flash-sales/items/:itemId/purchase", authed, api.Purchase)
+	r.GET("/api/flash-sales/orders", authed, api.MyOrders)
 	r.GET("/api/flash-sales/orders/:orderId", authed, api.Order)
 	r.POST("/api/flash-sales/orders/:orderId/pay", authed, api.Pay)
+	r.POST("/api/flash-sales/orders/:orderId/cancel", authed, api.Cancel)
 
 	r.POST("/api/admin/sales", merchant, api.CreateSale)
 	r.GET("/api/admin/sales", merchant, api.AdminSales)
@@ -72,6 +74,7 @@ func NewRouter(cfg Config) *gin.Engine {
 
 	r.GET("/", pages.Home)
 	r.GET("/sales/:saleId", pages.Sale)
+	// r.GET("/orders", pages.MyOrders) -- page added next
 	r.GET("/orders/:orderId", pages.Order)
 	r.GET("/admin", pages.Admin)
 

@@ -1,0 +1,63 @@
+package services
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/flashsale/flashsale/store"
+)
+
+// Loader (re)builds a sale's Redis state from Postgres, the source of truth: at warm-up, and after
+// Redis lost data. Every instance may run it at once: the load script refuses a rebuild of an
+// older snapshot, and does nothing while the sale is loaded and healthy.
+type Loader struct {
+	db       *store.DB
+	stock    *store.Stock
+	soldOut  *SoldOut
+	metrics  *Metrics
+	log      *slog.Logger
+	tokenTTL time.Duration
+}
+
+// NewLoader returns a Loader; tokenTTL is the purchase tokens' lifetime (a rebuild after data
+// loss voids the tokens issued before it, since Redis may have lost their use marks).
+func NewLoader(db *store.DB, stock *store.Stock, soldOut *SoldOut, m *Metrics, log *slog.Logger, tokenTTL time.Duration) *Loader {
+	return &Loader{db: db, stock: stock, soldOut: soldOut, metrics: m, log: log, tokenTTL: tokenTTL}
+}
+
+// Load reads the sale's snapshot from Postgres and loads it into Redis unless Redis holds it
+// healthy already. The caller makes sure the queue has drained when Redis lost data, so that
+// Postgres is complete. It reports whether it loaded now.
+func (l *Loader) Load(ctx context.Context, saleID int64) (bool, error) {
+	snap, err := l.db.RebuildSnapshot(ctx, saleID)
+	if err != nil {
+		return false, err
+	}
+	var void time.Duration
+	if snap.Epoch > 1 {
+		void = l.tokenTTL // not the first load: a rebuild
+	}
+	loaded, err := l.stock.Load(ctx, snap, void)
+	if err != nil || !loaded {
+		return false, err
+	}
+	for _, it := range snap.Items {
+		if snap.Left[it] > 0 {
+			l.soldOut.Returned(it)
+		}
+	}
+	if l.metrics != nil {
+		l.metrics.Rebuilds.Inc()
+	}
+	left := int64(0)
+	for _, n := range snap.Left {
+		left += n
+	}
+	if snap.Epoch > 1 {
+		l.log.Warn("sale rebuilt in redis from postgres", "sale", saleID, "epoch", snap.Epoch, "left", left, "buyers", len(snap.Buyers), "returns", len(snap.Gone))
+	} else {
+		l.log.Info("sale loaded into redis", "sale", saleID, "left", left)
+	}
+	return true, nil
+}

@@ -1,0 +1,361 @@
+package services
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/flashsale/flashsale/store"
+)
+
+// Check is one invariant of DESIGN.md checked on one item or sale.
+type Check struct {
+	Name   string
+	OK     bool
+	Detail string // the numbers it was judged on
+	Redis  bool   // a Redis-side check: a rebuild from Postgres repairs it
+}
+
+// ItemReport is the reconciliation of one item: Postgres's counts, Redis's, and the checks.
+type ItemReport struct {
+	ItemID         int64
+	Name           string
+	Quantity       int64
+	Sold           int64
+	Live           int64 // PENDING + PAID
+	Pending        int64
+	Paid           int64
+	Expired        int64
+	Cancelled      int64
+	Failed         int64
+	RedisStock     int64 // -1: Redis does not hold it
+	InFlight       int64 // reserved in Redis, not yet in Postgres
+	ReturnsPending int64 // units Postgres gave back that Redis has not taken yet
+	Checks         []Check
+}
+
+// OK reports whether every check of the item holds.
+func (r ItemReport) OK() bool { return allOK(r.Checks) }
+
+// Violations lists the failed checks with their numbers ("" when none).
+func (r ItemReport) Violations() string { return violations(r.Checks) }
+
+// SaleReport is the reconciliation of a sale.
+type SaleReport struct {
+	SaleID   int64
+	Limit    string
+	Loaded   bool
+	Lost     bool
+	LoadedAt time.Time
+	Seq      int64 // Redis's reservation counter
+	SeqRaw   string
+	PGMaxSeq int64 // the highest reservation counter Postgres holds
+	Checks   []Check
+	Items    []ItemReport
+}
+
+// OK reports whether every check of the sale and its items holds.
+func (r SaleReport) OK() bool {
+	if !allOK(r.Checks) {
+		return false
+	}
+	for _, it := range r.Items {
+		if !it.OK() {
+			return false
+		}
+	}
+	return true
+}
+
+// redisOnly reports whether every failed check is one a rebuild of Redis from Postgres repairs.
+func (r SaleReport) redisOnly() bool {
+	all := append([]Check(nil), r.Checks...)
+	for _, it := range r.Items {
+		all = append(all, it.Checks...)
+	}
+	for _, c := range all {
+		if !c.OK && !c.Redis {
+			return false
+		}
+	}
+	return true
+}
+
+// signature names the report's failures and the counter they were seen at: the same signature in
+// two passes means the mismatch persisted with nothing sold in between.
+func (r SaleReport) signature() string {
+	var b strings.Builder
+	b.WriteString(r.SeqRaw)
+	b.WriteString(violations(r.Checks))
+	for _, it := range r.Items {
+		b.WriteString(strconv.FormatInt(it.ItemID, 10))
+		b.WriteString(it.Violations())
+	}
+	return b.String()
+}
+
+func allOK(cs []Check) bool {
+	for _, c := range cs {
+		if !c.OK {
+			return false
+		}
+	}
+	return true
+}
+
+func violations(cs []Check) string {
+	var out []string
+	for _, c := range cs {
+		if !c.OK {
+			out = append(out, c.Name+": "+c.Detail)
+		}
+	}
+	return strings.Join(out, "; ")
+}
+
+// Write prints the report for people: per item, each invariant ok or VIOLATED with its numbers.
+func (r SaleReport) Write(w io.Writer) {
+	state := "loaded"
+	switch {
+	case !r.Loaded:
+		state = "NOT LOADED"
+	case r.Lost:
+		state = "LOST (failing closed until rebuilt)"
+	}
+	fmt.Fprintf(w, "sale %d (%s): redis %s, reservation counter %d, postgres knows up to %d\n", r.SaleID, r.Limit, state, r.Seq, r.PGMaxSeq)
+	line := func(c Check) {
+		verdict := "ok"
+		if !c.OK {
+			verdict = "VIOLATED"
+		}
+		fmt.Fprintf(w, "    %-8s %-28s %s\n", verdict, c.Name, c.Detail)
+	}
+	for _, c := range r.Checks {
+		line(c)
+	}
+	for _, it := range r.Items {
+		fmt.Fprintf(w, "  item %d %q: quantity %d, sold %d, pending %d, paid %d, expired %d, cancelled %d, failed %d, in flight %d, redis stock %d, returns pending %d\n",
+			it.ItemID, it.Name, it.Quantity, it.Sold, it.Pending, it.Paid, it.Expired, it.Cancelled, it.Failed, it.InFlight, it.RedisStock, it.ReturnsPending)
+		for _, c := range it.Checks {
+			line(c)
+		}
+	}
+	if r.OK() {
+		fmt.Fprintf(w, "  sale %d: every invariant holds\n", r.SaleID)
+	} else {
+		fmt.Fprintf(w, "  sale %d: VIOLATIONS\n", r.SaleID)
+	}
+}
+
+// Reconciler compares, per sale and item, Redis (stock, buyers, in flight) with Postgres (live
+// orders, paid, returns) and judges DESIGN.md's invariants. Its job runs on one instance at a time
+// under a lease with a fencing token; a mismatch is a metric, a log line with the numbers and a
+// red mark on the merchant's stock view, and one that persists with the queue drained is repaired
+// by rebuilding the sale's Redis state from Postgres.
+type Reconciler struct {
+	db        *store.DB
+	stock     *store.Stock
+	metrics   *Metrics
+	log       *slog.Logger
+	orphanAge time.Duration
+
+	mu   sync.Mutex
+	seen map[int64]string // sale -> signature of the mismatch seen at the last pass
+}
+
+// NewReconciler returns a Reconciler; a reservation in flight for longer than orphanAge plus a
+// margin counts as stranded.
+func NewReconciler(db *store.DB, stock *store.Stock, m *Metrics, log *slog.Logger, orphanAge time.Duration) *Reconciler {
+	return &Reconciler{db: db, stock: stock, metrics: m, log: log, orphanAge: orphanAge, seen: map[int64]string{}}
+}
+
+// Report reconciles one sale now. With traffic running the two sides are read moments apart, so
+// a mismatch may be transient; once traffic stops and the queue drains it is exact.
+func (r *Reconciler) Report(ctx context.Context, saleID int64) (SaleReport, error) {
+	facts, err := r.db.SaleFacts(ctx, saleID)
+	if errors.Is(err, store.ErrNotFound) {
+		return SaleReport{}, Errorf(CodeNotFound, "no sale %d", saleID)
+	}
+	if err != nil {
+		return SaleReport{}, err
+	}
+	items := make([]int64, len(facts.Items))
+	for i, it := range facts.Items {
+		items[i] = it.ItemID
+	}
+	retIDs := make([]string, len(facts.Returns))
+	for i, ret := range facts.Returns {
+		retIDs[i] = ret.OrderID
+	}
+	view, err := r.stock.View(ctx, saleID, items, retIDs)
+	if err != nil {
+		return SaleReport{}, err
+	}
+	flightIDs := make([]string, len(view.InFlight))
+	for i, e := range view.InFlight {
+		flightIDs[i] = e.OrderID
+	}
+	written, err := r.db.ExistingOrders(ctx, flightIDs)
+	if err != nil {
+		return SaleReport{}, err
+	}
+
+	rep := SaleReport{SaleID: saleID, Limit: facts.PurchaseLimit, Loaded: view.State.Loaded, Lost: view.State.Lost,
+		LoadedAt: view.State.LoadedAt, Seq: view.State.Seq, SeqRaw: view.State.SeqRaw}
+	wantBuyers := map[string]bool{}
+	for _, o := range facts.Live {
+		wantBuyers[store.BuyerMember(facts.PurchaseLimit, o.ItemID, o.UserID)] = true
+	}
+	notWritten := map[int64]int64{}
+	stranded := map[int64]int64{}
+	for _, e := range view.InFlight {
+		if _, ok := written[e.OrderID]; ok {
+			continue // written, its settle in Redis not done yet
+		}
+		notWritten[e.ItemID]++
+		wantBuyers[store.BuyerMember(facts.PurchaseLimit, e.ItemID, e.UserID)] = true
+		if view.Now.Sub(e.ReservedAt) > r.orphanAge+15*time.Second {
+			stranded[e.ItemID]++
+		}
+	}
+	returns := map[int64]int64{}
+	for _, ret := range facts.Returns {
+		if !view.Gone[ret.OrderID] {
+			returns[ret.ItemID]++
+			wantBuyers[store.BuyerMember(facts.PurchaseLimit, ret.ItemID, ret.UserID)] = true
+		}
+	}
+
+	redisState := func() (bool, string) {
+		switch {
+		case !view.State.Loaded:
+			return false, "redis does not hold the sale (purchases fail closed until it is loaded)"
+		case view.State.Lost:
+			return false, "redis lost data for the sale (purchases fail closed until it is rebuilt)"
+		}
+		return true, ""
+	}
+	for _, f := range facts.Items {
+		rep.PGMaxSeq = max(rep.PGMaxSeq, f.MaxSeq)
+		it := ItemReport{ItemID: f.ItemID, Name: f.Name, Quantity: f.Quantity, Sold: f.Sold, Live: f.Pending + f.Paid,
+			Pending: f.Pending, Paid: f.Paid, Expired: f.Expired, Cancelled: f.Cancelled, Failed: f.Failed,
+			RedisStock: view.Levels[f.ItemID], InFlight: notWritten[f.ItemID], ReturnsPending: returns[f.ItemID]}
+		it.Checks = append(it.Checks,
+			Check{Name: "no oversell", OK: it.Live <= it.Quantity, Detail: fmt.Sprintf("live orders %d, quantity %d", it.Live, it.Quantity)},
+			Check{Name: "sold equals live orders", OK: it.Sold == it.Live, Detail: fmt.Sprintf("sold %d, live orders %d", it.Sold, it.Live)},
+			Check{Name: "one per shopper (item)", OK: f.DupHolders == 0, Detail: fmt.Sprintf("%d shoppers hold more than one live order", f.DupHolders)},
+		)
+		want := it.Quantity - it.Live - it.InFlight - it.ReturnsPending
+		if ok, why := redisState(); !ok {
+			it.Checks = append(it.Checks, Check{Name: "conservation", Redis: true, Detail: why})
+		} else {
+			it.Checks = append(it.Checks, Check{Name: "conservation", Redis: true, OK: it.RedisStock == want,
+				Detail: fmt.Sprintf("redis stock %d, want quantity %d - live %d - in flight %d - returns pending %d = %d",
+					it.RedisStock, it.Quantity, it.Live, it.InFlight, it.ReturnsPending, want)})
+		}
+		it.Checks = append(it.Checks, Check{Name: "no stranded reservation", Redis: true, OK: stranded[f.ItemID] == 0,
+			Detail: fmt.Sprintf("%d reservations in flight for over %s", stranded[f.ItemID], r.orphanAge+15*time.Second)})
+		rep.Items = append(rep.Items, it)
+	}
+	if facts.PurchaseLimit == store.LimitPerSale {
+		rep.Checks = append(rep.Checks, Check{Name: "one per shopper (sale)", OK: facts.SaleDupHolders == 0,
+			Detail: fmt.Sprintf("%d shoppers hold live orders of more than one item", facts.SaleDupHolders)})
+	}
+	if ok, _ := redisState(); ok {
+		var missing, extra []string
+		for m := range wantBuyers {
+			if _, ok := view.Buyers[m]; !ok {
+				missing = append(missing, m)
+			}
+		}
+		for m := range view.Buyers {
+			if !wantBuyers[m] {
+				extra = append(extra, m)
+			}
+		}
+		sort.Strings(missing)
+		sort.Strings(extra)
+		rep.Checks = append(rep.Checks,
+			Check{Name: "buyers", Redis: true, OK: len(missing) == 0 && len(extra) == 0,
+				Detail: fmt.Sprintf("redis %d buyers, postgres and flight %d; missing %s, extra %s", len(view.Buyers), len(wantBuyers), firstFew(missing), firstFew(extra))},
+			Check{Name: "redis counter not behind", Redis: true, OK: view.State.Seq >= rep.PGMaxSeq,
+				Detail: fmt.Sprintf("redis %d, postgres %d", view.State.Seq, rep.PGMaxSeq)},
+		)
+	}
+	return rep, nil
+}
+
+func firstFew(s []string) string {
+	if len(s) == 0 {
+		return "none"
+	}
+	if len(s) > 5 {
+		return strings.Join(s[:5], ",") + fmt.Sprintf(" and %d more", len(s)-5)
+	}
+	return strings.Join(s, ",")
+}
+
+// Pass reconciles the sales once, as the lease holder with fencing token fence. backlogDrained
+// tells whether the queue was empty before the pass: only then is a persisting Redis-side
+// mismatch repaired (the sale fails closed and is rebuilt from Postgres).
+func (r *Reconciler) Pass(ctx context.Context, sales []int64, fence int64, backlogDrained bool) {
+	for _, sale := range sales {
+		rep, err := r.Report(ctx, sale)
+		if err != nil {
+			r.log.Warn("reconcile: sale not checked", "sale", sale, "err", err)
+			continue
+		}
+		if !rep.Loaded || rep.Lost {
+			continue // warm-up and rebuild are the keeper's; nothing to compare yet
+		}
+		bad := 0
+		for _, it := range rep.Items {
+			if !it.OK() {
+				bad++
+			}
+		}
+		if !allOK(rep.Checks) && bad == 0 {
+			bad = 1
+		}
+		if r.metrics != nil {
+			r.metrics.Mismatches.WithLabelValues(strconv.FormatInt(sale, 10)).Set(float64(bad))
+		}
+		r.mu.Lock()
+		prev := r.seen[sale]
+		if bad == 0 {
+			delete(r.seen, sale)
+		} else {
+			r.seen[sale] = rep.signature()
+		}
+		r.mu.Unlock()
+		if bad == 0 {
+			continue
+		}
+		var b strings.Builder
+		rep.Write(&b)
+		if prev != rep.signature() || !backlogDrained {
+			r.log.Warn("reconcile: redis and postgres disagree (re-checked next pass)", "sale", sale, "report", b.String())
+			continue
+		}
+		if !rep.redisOnly() {
+			r.log.Error("reconcile: postgres itself violates an invariant; no automatic repair", "sale", sale, "report", b.String())
+			continue
+		}
+		marked, err := r.stock.MarkLost(ctx, sale, fence, rep.SeqRaw)
+		if err != nil || !marked {
+			r.log.Warn("reconcile: repair not started (the sale moved on, or a newer lease holder acted)", "sale", sale, "err", err)
+			continue
+		}
+		if r.metrics != nil {
+			r.metrics.Repairs.Inc()
+		}
+		r.log.Error("reconcile: mismatch persisted with the queue drained; rebuilding the sale's redis state from postgres", "sale", sale, "report", b.String())
+	}
+}

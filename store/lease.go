@@ -1,0 +1,133 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ErrEmbeddedNATSLive is returned when another instance with an embedded NATS server is live on
+// the same Redis: two embedded servers mean two separate queues, and each instance's background
+// jobs would judge "the queue has drained" by its own, releasing the other's acknowledged orders.
+var ErrEmbeddedNATSLive = errors.New("another flashsale instance with an embedded NATS server is live on this Redis")
+
+const embeddedNATSKey = "flashsale:embedded-nats"
+
+// renew extends a key held by owner; take sets it if free. Both answer 1 when owner holds it after.
+var renewScript = redis.NewScript(`
+local v = redis.call('GET', KEYS[1])
+if v == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+if not v then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return 1
+end
+return 0`)
+
+var dropScript = redis.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0`)
+
+// Registration is an instance's claim, in Redis, that it runs the one embedded NATS server of the
+// deployment. It lapses ttl after the instance stops renewing it (stopped, killed or paused).
+type Registration struct {
+	rdb   redis.UniversalClient
+	owner string
+	ttl   time.Duration
+}
+
+// RegisterEmbeddedNATS claims the registration for owner (which should name the instance: host,
+// pid, address), or returns ErrEmbeddedNATSLive with the current holder.
+func RegisterEmbeddedNATS(ctx context.Context, rdb redis.UniversalClient, owner string, ttl time.Duration) (*Registration, error) {
+	r := &Registration{rdb: rdb, owner: owner, ttl: ttl}
+	ok, err := r.renew(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		holder, _ := rdb.Get(ctx, embeddedNATSKey).Result()
+		return nil, fmt.Errorf("%w (%s)", ErrEmbeddedNATSLive, holder)
+	}
+	return r, nil
+}
+
+func (r *Registration) renew(ctx context.Context) (bool, error) {
+	n, err := renewScript.Run(ctx, r.rdb, []string{embeddedNATSKey}, r.owner, r.ttl.Milliseconds()).Int()
+	if err != nil {
+		return false, fmt.Errorf("embedded nats registration: %w", err)
+	}
+	return n == 1, nil
+}
+
+// Keep renews the registration every ttl/3 until ctx ends, then drops it. lost is told when
+// another instance holds it at a renewal (ours lapsed while this one could not reach Redis).
+func (r *Registration) Keep(ctx context.Context, lost func(holder string)) {
+	t := time.NewTicker(r.ttl / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			dctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			_ = dropScript.Run(dctx, r.rdb, []string{embeddedNATSKey}, r.owner).Err()
+			cancel()
+			return
+		case <-t.C:
+		}
+		rctx, cancel := context.WithTimeout(ctx, r.ttl/3)
+		ok, err := r.renew(rctx)
+		cancel()
+		if err == nil && !ok && lost != nil {
+			holder, _ := r.rdb.Get(ctx, embeddedNATSKey).Result()
+			lost(holder)
+		}
+	}
+}
+
+// The lease's keys are global (not per sale); under Redis Cluster they share the tag {reconcile}.
+const (
+	reconcileLeaseKey = "{reconcile}:flashsale:lease"
+	reconcileFenceKey = "{reconcile}:flashsale:fence"
+)
+
+// Lease is a time-bound right to run the reconciliation, with a fencing token that grows with
+// every new holder: a holder paused past its lease acts with an older token, and what it writes
+// is refused where a newer holder wrote already (marklost.lua checks it).
+type Lease struct {
+	Fence int64
+	owner string
+	rdb   redis.UniversalClient
+}
+
+var acquireScript = redis.NewScript(`
+local v = redis.call('GET', KEYS[1])
+if v then
+  local owner, fence = string.match(v, '^(.*)|(%d+)$')
+  if owner == ARGV[1] then
+    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+    return tonumber(fence)
+  end
+  return 0
+end
+local fence = redis.call('INCR', KEYS[2])
+redis.call('SET', KEYS[1], ARGV[1] .. '|' .. fence, 'PX', ARGV[2])
+return fence`)
+
+// AcquireReconcileLease takes (or renews) the reconciliation lease for owner for ttl. It returns
+// nil, nil when another instance holds it.
+func AcquireReconcileLease(ctx context.Context, rdb redis.UniversalClient, owner string, ttl time.Duration) (*Lease, error) {
+	n, err := acquireScript.Run(ctx, rdb, []string{reconcileLeaseKey, reconcileFenceKey}, owner, ttl.Milliseconds()).Int64()
+	if err != nil {
+		return nil, fmt.Errorf("reconcile lease: %w", err)
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	return &Lease{Fence: n, owner: owner, rdb: rdb}, nil
+}
