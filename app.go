@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -47,14 +48,18 @@ type app struct {
 	keeper    *services.Keeper
 	handler   http.Handler
 
-	cancels []context.CancelFunc
-	wg      sync.WaitGroup
+	cancels   []context.CancelFunc
+	wg        sync.WaitGroup
+	closeOnce sync.Once
 }
 
 // newApp connects to Redis, Postgres and NATS (starting the embedded one if no URL is given),
 // applies the migrations and builds the services and the router. It starts no background work.
 func newApp(ctx context.Context, cfg config, log *slog.Logger) (_ *app, err error) {
 	a := &app{cfg: cfg, log: log, now: time.Now}
+	if cfg.clockSkew != 0 {
+		a.now = func() time.Time { return time.Now().Add(cfg.clockSkew) }
+	}
 	defer func() {
 		if err != nil {
 			a.close()
@@ -153,7 +158,9 @@ const embeddedNATSLease = 6 * time.Second
 // instanceName names this process in Redis (registration, lease): host, pid and address.
 func instanceName(cfg config) string {
 	host, _ := os.Hostname()
-	return fmt.Sprintf("%s pid %d addr %s", host, os.Getpid(), cfg.Addr)
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s pid %d addr %s #%x", host, os.Getpid(), cfg.Addr, b)
 }
 
 // start runs the writer and the keeper in the background until close, and keeps the embedded
@@ -189,7 +196,9 @@ func (a *app) start(ctx context.Context, writer, keeper bool) {
 }
 
 // close stops the background work and closes every connection, in reverse order of creation.
-func (a *app) close() {
+func (a *app) close() { a.closeOnce.Do(a.closeAll) }
+
+func (a *app) closeAll() {
 	for _, cancel := range a.cancels {
 		cancel()
 	}

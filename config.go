@@ -43,7 +43,10 @@ type config struct {
 	OrphanAge         time.Duration
 	KeeperInterval    time.Duration
 	ReconcileInterval time.Duration
-	TrustedProxies    []string
+	// clockSkew shifts this instance's clock (tests only: never read from the environment), to
+	// show that the decisions instances must agree on use Redis's or Postgres's clock.
+	clockSkew      time.Duration
+	TrustedProxies []string
 }
 
 // configVar documents one variable; the README's table is checked against this list.

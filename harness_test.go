@@ -27,6 +27,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 type harness struct {
 	t       *testing.T
 	cfg     config
+	env     map[string]string
 	app     *app
 	srv     *httptest.Server
 	redis   *testenv.RedisServer
@@ -40,7 +41,9 @@ type harness struct {
 type harnessOpts struct {
 	noWriter bool
 	env      map[string]string
-	shared   *harness // run as a second instance on the same Redis, Postgres and NATS
+	shared   *harness      // run as a second instance on the same Redis, Postgres and NATS
+	skew     time.Duration // this instance's clock runs ahead (or behind) by this much
+	redisURL string        // reach Redis here instead (a proxy in front of it)
 }
 
 func newHarness(t *testing.T, o harnessOpts) *harness {
@@ -68,10 +71,14 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 	for k, v := range o.env {
 		env[k] = v
 	}
+	if o.redisURL != "" {
+		env["FLASHSALE_REDIS_URL"] = o.redisURL
+	}
 	cfg, err := loadConfig(func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
+	cfg.clockSkew = o.skew
 	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	a, err := newApp(context.Background(), cfg, log)
 	if err != nil {
@@ -79,7 +86,7 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 	}
 	a.start(context.Background(), !o.noWriter, true)
 	srv := httptest.NewServer(a.handler)
-	h := &harness{t: t, cfg: cfg, app: a, srv: srv, redis: rs, natsDir: dir,
+	h := &harness{t: t, cfg: cfg, env: env, app: a, srv: srv, redis: rs, natsDir: dir,
 		client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256}}}
 	t.Cleanup(func() {
 		srv.Close()
@@ -171,13 +178,24 @@ type saleIDs struct {
 // quantity.
 func (h *harness) createSale(startsAt time.Time, quantities ...int) saleIDs {
 	h.t.Helper()
+	return h.createSaleWith(nil, startsAt, quantities...)
+}
+
+// createSaleWith is createSale with more fields of the request (paymentWindowSeconds,
+// purchaseLimit, …).
+func (h *harness) createSaleWith(extra map[string]any, startsAt time.Time, quantities ...int) saleIDs {
+	h.t.Helper()
 	var items []map[string]any
 	for i, q := range quantities {
 		items = append(items, map[string]any{"name": fmt.Sprintf("item %d", i), "priceCents": 1000 + i, "quantity": q})
 	}
-	r := h.do("POST", "/api/admin/sales", h.token(9000, services.RoleMerchant), map[string]any{
+	body := map[string]any{
 		"name": "test sale", "startsAt": startsAt.UTC().Format(time.RFC3339), "endsAt": startsAt.Add(time.Hour).UTC().Format(time.RFC3339), "items": items,
-	})
+	}
+	for k, v := range extra {
+		body[k] = v
+	}
+	r := h.do("POST", "/api/admin/sales", h.token(9000, services.RoleMerchant), body)
 	if r.Status != http.StatusCreated {
 		h.t.Fatalf("create sale: %d %s", r.Status, r.Raw)
 	}
@@ -250,6 +268,24 @@ func (h *harness) checkInvariants(s saleIDs) {
 	for _, err := range testenv.Invariants(context.Background(), h.app.db, h.app.rdb, s.sale, acked) {
 		h.t.Errorf("invariant: %v", err)
 	}
+	// The same report as an operator gets it: `flashsale reconcile SALE_ID` exits 0.
+	if out, err := h.reconcile(s.sale); err != nil {
+		h.t.Errorf("flashsale reconcile %d: %v\n%s", s.sale, err, out)
+	}
+}
+
+// reconcile runs `flashsale reconcile SALE_ID` against this instance's Redis, Postgres and NATS
+// and returns its output.
+func (h *harness) reconcile(saleID int64) (string, error) {
+	env := mergeEnv(h.env, nil)
+	if h.app.natsSrv != nil {
+		env["FLASHSALE_NATS_URL"] = h.app.natsSrv.ClientURL()
+	}
+	env["FLASHSALE_LOG_LEVEL"] = "error"
+	var out strings.Builder
+	err := run(context.Background(), []string{"reconcile", "-wait", "10s", strconv.FormatInt(saleID, 10)},
+		func(k string) string { return env[k] }, &out)
+	return out.String(), err
 }
 
 func (h *harness) sqlInt(query string, args ...any) int64 {

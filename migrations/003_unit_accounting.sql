@@ -29,8 +29,8 @@ ALTER TABLE orders ADD CONSTRAINT orders_sale_fk FOREIGN KEY (sale_id) REFERENCE
 -- The last line of defence of "one unit per shopper per sale".
 CREATE UNIQUE INDEX orders_live_sale_user ON orders (sale_id, user_id)
     WHERE per_sale AND status IN ('PENDING', 'PAID');
--- "My orders", newest first.
-CREATE INDEX orders_user_created ON orders (user_id, created_at DESC, id DESC);
+-- "My orders", newest first (by when the unit was reserved).
+CREATE INDEX orders_user_reserved ON orders (user_id, reserved_at DESC, id DESC);
 CREATE INDEX orders_sale_status ON orders (sale_id, status);
 
 -- Units that went back in Postgres (an order EXPIRED or CANCELLED) and must go back in Redis. The

@@ -205,13 +205,13 @@ func (d *DB) OrderDetailByID(ctx context.Context, id string) (OrderDetail, error
 
 // OrderCursor is a position in a newest-first list of orders.
 type OrderCursor struct {
-	CreatedAt time.Time
-	ID        string
+	ReservedAt time.Time
+	ID         string
 }
 
 // Encode makes the cursor an opaque string for a client.
 func (c OrderCursor) Encode() string {
-	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(c.CreatedAt.UnixMicro(), 10) + "|" + c.ID))
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(c.ReservedAt.UnixMicro(), 10) + "|" + c.ID))
 }
 
 // DecodeOrderCursor parses a cursor made by Encode.
@@ -225,19 +225,19 @@ func DecodeOrderCursor(s string) (OrderCursor, bool) {
 	if !ok || err != nil || len(id) != 36 {
 		return OrderCursor{}, false
 	}
-	return OrderCursor{CreatedAt: time.UnixMicro(n), ID: id}, true
+	return OrderCursor{ReservedAt: time.UnixMicro(n), ID: id}, true
 }
 
-// OrdersOfUser lists a shopper's orders newest first, after cursor (nil: from the newest), at most
+// OrdersOfUser lists a shopper's orders newest first (by reservation time), after cursor (nil: from the newest), at most
 // limit; next is nil on the last page.
 func (d *DB) OrdersOfUser(ctx context.Context, userID int64, after *OrderCursor, limit int) ([]OrderDetail, *OrderCursor, error) {
 	q := orderDetailSelect + ` WHERE o.user_id = ?`
 	args := []any{userID}
 	if after != nil {
-		q += ` AND (o.created_at, o.id) < (?, ?::uuid)`
-		args = append(args, after.CreatedAt, after.ID)
+		q += ` AND (o.reserved_at, o.id) < (?, ?::uuid)`
+		args = append(args, after.ReservedAt, after.ID)
 	}
-	q += ` ORDER BY o.created_at DESC, o.id DESC LIMIT ?`
+	q += ` ORDER BY o.reserved_at DESC, o.id DESC LIMIT ?`
 	args = append(args, limit+1)
 	var out []OrderDetail
 	if err := d.g.WithContext(ctx).Raw(q, args...).Scan(&out).Error; err != nil {
@@ -248,7 +248,7 @@ func (d *DB) OrdersOfUser(ctx context.Context, userID int64, after *OrderCursor,
 	}
 	out = out[:limit]
 	last := out[limit-1]
-	return out, &OrderCursor{CreatedAt: last.CreatedAt, ID: last.ID}, nil
+	return out, &OrderCursor{ReservedAt: last.ReservedAt, ID: last.ID}, nil
 }
 
 // PayOrder marks a PENDING order of userID as PAID if its payment window is still open by

@@ -219,3 +219,38 @@ func (r *RedisServer) command(cmd string) error {
 		return fmt.Errorf("%s: %s", cmd, line)
 	}
 }
+
+// CopyData copies the server's data files (the append-only file) as they are on disk now, while
+// it runs, and returns where the copy is: what an OS crash at this moment would leave (with
+// appendfsync everysec, up to a second behind what clients were told).
+func (r *RedisServer) CopyData(t testing.TB) string {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	dst := filepath.Join(t.TempDir(), "redis-data-copy")
+	if err := os.CopyFS(dst, os.DirFS(r.dataDir)); err != nil {
+		t.Fatalf("testenv: redis %s: copy data: %v", r.Addr, err)
+	}
+	return dst
+}
+
+// Restore kills the server (SIGKILL), replaces its data files with a copy made by CopyData and
+// starts it again on the same port: Redis comes back having lost every write since the copy.
+func (r *RedisServer) Restore(t testing.TB, copyDir string) {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.proc != nil {
+		r.proc.kill()
+		r.proc = nil
+	}
+	if err := os.RemoveAll(r.dataDir); err != nil {
+		t.Fatalf("testenv: redis %s: restore: %v", r.Addr, err)
+	}
+	if err := os.CopyFS(r.dataDir, os.DirFS(copyDir)); err != nil {
+		t.Fatalf("testenv: redis %s: restore: %v", r.Addr, err)
+	}
+	if err := r.start(); err != nil {
+		t.Fatalf("testenv: redis %s: %v\n%s", r.Addr, err, logTail(r.log))
+	}
+}
