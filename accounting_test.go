@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/flashsale/flashsale/services"
 	"github.com/flashsale/flashsale/store"
 	"github.com/flashsale/flashsale/testenv"
@@ -632,7 +634,14 @@ func TestWriterNoDeadlocks(t *testing.T) {
 	var after int64
 	h.app.db.Gorm().Raw(`SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()`).Scan(&after)
 	if after != before {
-		t.Errorf("deadlocks during the writes: %d", after-before)
+		t.Errorf("deadlocks in Postgres during the writes and expiries: %d", after-before)
+	}
+	var m dto.Metric
+	if err := h.app.metrics.WriterRetries.WithLabelValues("40P01").Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	if n := m.GetCounter().GetValue(); n != 0 {
+		t.Errorf("writer batches retried after a deadlock: %v", n)
 	}
 	h.checkInvariants(s)
 }

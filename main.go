@@ -71,11 +71,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	case "serve":
 		return serve(ctx, cfg, log)
 	case "migrate":
-		a, err := newApp(ctx, cfg, log)
+		db, err := openMigrated(ctx, cfg, log)
 		if err != nil {
 			return err
 		}
-		a.close()
+		db.Close()
 		fmt.Fprintln(stdout, "migrations applied")
 		return nil
 	case "merchant":
@@ -153,12 +153,12 @@ func merchantCmd(ctx context.Context, cfg config, log *slog.Logger, args []strin
 	if *password == "" {
 		*password = randomPassword()
 	}
-	a, err := newApp(ctx, cfg, log)
+	db, err := openMigrated(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
-	defer a.close()
-	u, err := a.auth.AddUser(ctx, name, *password, services.RoleMerchant)
+	defer db.Close()
+	u, err := services.NewAuth(db, []byte(cfg.JWTSecret), cfg.JWTTTL, time.Now).AddUser(ctx, name, *password, services.RoleMerchant)
 	if err != nil {
 		return err
 	}
@@ -183,6 +183,20 @@ func tokenCmd(cfg config, args []string, stdout io.Writer) error {
 	}
 	fmt.Fprintln(stdout, tok)
 	return nil
+}
+
+// openMigrated opens Postgres and applies the migrations: all the commands that only touch the
+// database need (they start no NATS, so they run beside a serving instance).
+func openMigrated(ctx context.Context, cfg config, log *slog.Logger) (*store.DB, error) {
+	db, err := store.OpenDB(ctx, cfg.DatabaseURL, 2)
+	if err != nil {
+		return nil, err
+	}
+	if err := db.Migrate(ctx, log); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return db, nil
 }
 
 // errViolations makes the reconcile command exit 1 after printing its report.

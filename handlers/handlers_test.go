@@ -182,6 +182,7 @@ var allCodes = map[services.Code]int{
 	services.CodeAlreadyPurchased:     409,
 	services.CodeExpired:              409,
 	services.CodeNotPayable:           409,
+	services.CodeNotCancellable:       409,
 	services.CodeSoldOut:              410,
 	services.CodeSaleEnded:            410,
 	services.CodeNotStarted:           425,

@@ -108,6 +108,12 @@ func (p *Pages) Order(c *gin.Context) {
 	p.NotFound(c)
 }
 
+// MyOrders handles the "GET /orders" route: the signed-in shopper's orders. The page is the same
+// for everyone (the script fetches the orders), but it is about one shopper: kept out of shared caches.
+func (p *Pages) MyOrders(c *gin.Context) {
+	p.render(c, http.StatusOK, "private, no-cache", views.MyOrdersPage(views.MyOrders{}))
+}
+
 // Admin handles the "GET /admin" route: the merchant's dashboard.
 func (p *Pages) Admin(c *gin.Context) {
 	p.render(c, http.StatusOK, "no-store", views.AdminPage(views.Admin{}))

@@ -23,6 +23,7 @@ type Metrics struct {
 	Rebuilds       prometheus.Counter
 	Mismatches     *prometheus.GaugeVec
 	Repairs        prometheus.Counter
+	WriterRetries  *prometheus.CounterVec
 }
 
 // NewMetrics registers the collectors on reg.
@@ -76,8 +77,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Repairs: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "flashsale_reconcile_repairs_total", Help: "Sales repaired from Postgres after a mismatch persisted.",
 		}),
+		WriterRetries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "flashsale_writer_retries_total", Help: "Batches the writer had to retry, by cause (a Postgres SQLSTATE, or redis, or other).",
+		}, []string{"cause"}),
 	}
-	reg.MustRegister(m.Purchases, m.PublishBatch, m.PublishSeconds, m.Written, m.WriteBatch, m.Released, m.Backlog,
+	reg.MustRegister(m.WriterRetries, m.Purchases, m.PublishBatch, m.PublishSeconds, m.Written, m.WriteBatch, m.Released, m.Backlog,
 		m.RedisLoss, m.Expired, m.Cancelled, m.Returned, m.PendingReturns, m.Rebuilds, m.Mismatches, m.Repairs)
 	return m
 }

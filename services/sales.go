@@ -345,14 +345,16 @@ func (s *Sales) AdminStock(ctx context.Context, merchantID, saleID int64) ([]Adm
 	if err != nil {
 		return nil, unavailable(err)
 	}
+	// A sale-wide check (buyers, counter, one per shopper in the sale) marks every item.
+	saleOK, saleViolations := allOK(rep.Checks), violations(rep.Checks)
 	out := make([]AdminItemStock, len(rep.Items))
 	for i, it := range rep.Items {
 		a := AdminItemStock{
 			ItemID: it.ItemID, Name: it.Name, Quantity: it.Quantity, Displayed: it.RedisStock,
 			Paid: it.Paid, Pending: it.Pending, Expired: it.Expired, Cancelled: it.Cancelled, InFlight: it.InFlight,
 			Real: it.Quantity - it.Paid, Frozen: it.Pending + it.InFlight,
-			SoldOut: it.RedisStock == 0 || (it.RedisStock < 0 && it.Live >= it.Quantity),
-			Reconciled: it.OK(), Mismatch: it.Violations(),
+			SoldOut:    it.RedisStock == 0 || (it.RedisStock < 0 && it.Live >= it.Quantity),
+			Reconciled: it.OK() && saleOK, Mismatch: strings.Trim(it.Violations()+"; "+saleViolations, "; "),
 		}
 		if rep.Loaded {
 			t := rep.LoadedAt

@@ -101,9 +101,24 @@ func (w *Writer) work(ctx context.Context) bool {
 			if errors.Is(err, errStop) {
 				return true
 			}
+			if w.metrics != nil {
+				w.metrics.WriterRetries.WithLabelValues(store.ErrorCause(err)).Inc()
+			}
+			if store.IsAnswered(err) && len(msgs) > 1 {
+				// A component refused the batch itself: find the message to blame, one at a time.
+				for _, m := range msgs {
+					if err := w.process(ctx, []store.Delivery{m}); err != nil {
+						if errors.Is(err, errStop) {
+							return true
+						}
+						w.fail(ctx, m, err, backoff)
+					}
+				}
+				continue
+			}
 			w.log.Warn("writer: batch not written, will retry", "messages", len(msgs), "err", err)
 			for _, m := range msgs {
-				_ = m.Nak(backoff)
+				w.fail(ctx, m, err, backoff)
 			}
 			sleepCtx(ctx, backoff)
 			backoff = min(2*backoff, 5*time.Second)
@@ -112,6 +127,35 @@ func (w *Writer) work(ctx context.Context) bool {
 		backoff = 100 * time.Millisecond
 	}
 	return false
+}
+
+// maxDeliveries bounds how often a message that Redis or Postgres refuses (an error answer, not
+// an outage) is tried before it is dead-lettered. Outages are retried for as long as they last.
+const maxDeliveries = 5
+
+// fail hands a message back for a later try, or dead-letters it once it has been refused
+// maxDeliveries times: its reservations are released and it is counted, so it never holds the
+// backlog above zero (and warm-up and recovery, which wait for a drained queue) forever.
+func (w *Writer) fail(ctx context.Context, m store.Delivery, err error, backoff time.Duration) {
+	if !store.IsAnswered(err) || m.NumDelivered() < maxDeliveries {
+		_ = m.Nak(backoff)
+		return
+	}
+	reason := fmt.Sprintf("%s after %d deliveries: %v", reasonPoison, m.NumDelivered(), err)
+	w.log.Error("writer: message refused on every delivery, dead-lettered", "seq", m.Seq(), "err", err)
+	var env store.Envelope
+	_ = json.Unmarshal(m.Data(), &env)
+	if perr := w.q.PublishDead(ctx, fmt.Sprintf("poison-%d", m.Seq()), env.Orders, reason); perr != nil {
+		_ = m.Nak(backoff)
+		return
+	}
+	for _, o := range env.Orders {
+		if _, rerr := w.releaseRefused(ctx, newOrderOf(o), reason); rerr != nil {
+			w.log.Warn("writer: dead-lettered reservation not released; orphan recovery will", "order", o.OrderID, "err", rerr)
+		}
+	}
+	w.count("dead_lettered", max(len(env.Orders), 1))
+	_ = m.Ack()
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) {

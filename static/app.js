@@ -51,13 +51,20 @@
     return encodeURIComponent(String(id));
   }
 
-  // messenger writes a sentence into a page's role="status" message area.
+  // messenger writes a sentence into a page's role="status" message area. link, if given
+  // ({text, href, testid, after}), follows the sentence as a real link.
   function messenger(area) {
-    return function say(text, kind) {
+    return function say(text, kind, link) {
       if (!area) {
         return;
       }
       area.textContent = text || '';
+      if (link && link.href) {
+        area.appendChild(el('a', { href: link.href, 'data-testid': link.testid || 'message-link' }, link.text));
+        if (link.after) {
+          area.appendChild(document.createTextNode(link.after));
+        }
+      }
       area.setAttribute('data-kind', kind || 'info');
     };
   }
@@ -170,6 +177,12 @@
     return pad2(d.getHours()) + ':' + pad2(d.getMinutes()) + ':' + pad2(d.getSeconds());
   }
 
+  // formatDeadline renders a deadline as the local "HH:MM:SS" when it is less than 12 hours
+  // away, else with its date.
+  function formatDeadline(ms, now) {
+    return Math.abs(ms - now) < 12 * 3600000 ? formatClock(ms) : formatDate(ms);
+  }
+
   var dateFormat = (function () {
     try {
       return new Intl.DateTimeFormat(undefined, {
@@ -184,6 +197,42 @@
   function formatDate(ms) {
     var d = new Date(ms);
     return dateFormat ? dateFormat.format(d) : d.toString();
+  }
+
+  // ---------------------------------------------------------------- money
+
+  // Prices come in minor units (cents, fen) with an ISO 4217 currency. The known currencies get
+  // their symbol, like the sale page's "¥12.34"; any other is written "12.34 XYZ".
+  var CURRENCIES = {
+    CNY: { symbol: '\u00a5', digits: 2 },
+    JPY: { symbol: '\u00a5', digits: 0 },
+    USD: { symbol: '$', digits: 2 },
+    EUR: { symbol: '\u20ac', digits: 2 },
+    GBP: { symbol: '\u00a3', digits: 2 },
+    HKD: { symbol: 'HK$', digits: 2 },
+    KRW: { symbol: '\u20a9', digits: 0 }
+  };
+
+  function formatMoney(minor, currency) {
+    var n = Number(minor);
+    if (minor === null || minor === undefined || minor === '' || !isFinite(n)) {
+      return '';
+    }
+    var code = typeof currency === 'string' && currency ? currency.toUpperCase() : 'CNY';
+    var c = Object.prototype.hasOwnProperty.call(CURRENCIES, code) ? CURRENCIES[code] : null;
+    var digits = c ? c.digits : 2;
+    var neg = n < 0;
+    n = Math.round(Math.abs(n));
+    var scale = Math.pow(10, digits);
+    var text = String(Math.floor(n / scale));
+    if (digits > 0) {
+      var frac = String(n % scale);
+      while (frac.length < digits) {
+        frac = '0' + frac;
+      }
+      text += '.' + frac;
+    }
+    return (neg ? '-' : '') + (c ? c.symbol + text : text + ' ' + code);
   }
 
   // localizeTimes rewrites every <time datetime> in the viewer's zone, keeping UTC as a tooltip.
@@ -361,6 +410,16 @@
     return out;
   }
 
+  // sentence turns a server message ("the order is PAID and cannot be cancelled") into one.
+  function sentence(text) {
+    var t = String(text || '').trim();
+    if (!t) {
+      return '';
+    }
+    t = t.charAt(0).toUpperCase() + t.slice(1);
+    return /[.!?]$/.test(t) ? t : t + '.';
+  }
+
   // errorText says in words what went wrong, by the contract's error code.
   function errorText(r) {
     if (r.network) {
@@ -370,7 +429,7 @@
       case 'SOLD_OUT':
         return 'Sold out: every unit has been taken.';
       case 'ALREADY_PURCHASED':
-        return 'You already bought this item (one per shopper).';
+        return 'You already hold an order in this sale (one per shopper).';
       case 'NOT_STARTED':
         return 'The sale has not started yet.';
       case 'SALE_ENDED':
@@ -391,6 +450,8 @@
         return 'Too late: the payment window closed and the order expired.';
       case 'NOT_PAYABLE':
         return 'This order cannot be paid: it is still being confirmed, or it was cancelled.';
+      case 'NOT_CANCELLABLE':
+        return r.message ? sentence(r.message) : 'This order can no longer be cancelled.';
       default:
         return r.message || 'Something went wrong (HTTP ' + r.status + ').';
     }
@@ -638,12 +699,27 @@
     PENDING: 'Reserved for you. Pay before the deadline or the unit goes back on sale.',
     PAID: 'Paid. Thank you for your order!',
     EXPIRED: 'The payment window closed; the unit went back on sale.',
-    CANCELLED: 'This order was cancelled.',
+    CANCELLED: 'This order was cancelled; its unit went back on sale.',
     FAILED: 'The order could not be completed; nothing was charged.'
   };
 
+  // STATUS_WORDS names an order status for people (the list of orders).
+  var STATUS_WORDS = {
+    QUEUED: 'Confirming',
+    PENDING: 'Awaiting payment',
+    PAID: 'Paid',
+    EXPIRED: 'Expired',
+    CANCELLED: 'Cancelled',
+    FAILED: 'Failed'
+  };
+
+  function isUnauthenticated(r) {
+    return r.status === 401 || r.code === 'UNAUTHENTICATED' || r.code === 'CSRF';
+  }
+
   // orderController shows one order in an order panel, polls it every second until it reaches
-  // a final state, and pays it while it is pending.
+  // a final state, and pays or cancels it while it is pending. After every action it fetches the
+  // order again, so that what the panel says is what the server holds.
   function orderController(panel, say, hooks) {
     hooks = hooks || {};
     var statusEl = byTestId('order-status', panel);
@@ -651,13 +727,46 @@
     var payByEl = byTestId('pay-by', panel);
     var payLeftEl = byTestId('pay-left', panel);
     var payBtn = byTestId('pay-button', panel);
+    var cancelBtn = byTestId('cancel-button', panel);
+    var actions = byTestId('order-actions', panel);
+    var confirmBox = byTestId('cancel-confirm', panel);
+    var confirmYes = byTestId('cancel-confirm-button', panel);
+    var confirmNo = byTestId('cancel-keep-button', panel);
     var note = byTestId('order-note', panel);
     var link = byTestId('order-link', panel);
     var idEl = byTestId('order-id', panel);
+    var itemRow = byTestId('order-item-row', panel);
+    var itemEl = byTestId('order-item', panel);
+    var priceRow = byTestId('order-price-row', panel);
+    var priceEl = byTestId('order-price', panel);
+    var saleRow = byTestId('order-sale-row', panel);
+    var saleEl = byTestId('order-sale', panel);
     var orderId = null;
     var status = null;
     var payBy = NaN;
+    var detail = null; // item, price and sale, once the API has told them
     var paying = false;
+    var cancelling = false;
+    var confirming = false;
+    // epoch changes when an action starts and ends: a status fetched before is stale.
+    var epoch = 0;
+
+    function renderDetail() {
+      var d = detail || {};
+      setText(itemEl, d.itemName || '');
+      show(itemRow, !!d.itemName);
+      setText(priceEl, d.price || '');
+      show(priceRow, !!d.price);
+      setText(saleEl, d.saleName || '');
+      if (saleEl) {
+        if (d.saleId) {
+          saleEl.setAttribute('href', '/sales/' + enc(d.saleId));
+        } else {
+          saleEl.removeAttribute('href');
+        }
+      }
+      show(saleRow, !!d.saleName);
+    }
 
     function renderStatus() {
       var s = status || 'checking…';
@@ -667,13 +776,32 @@
       }
       setText(note, status ? ORDER_NOTES[status] || '' : '');
       var pending = status === 'PENDING';
-      show(payBtn, pending);
+      if (!pending) {
+        confirming = false;
+      }
+      var busy = paying || cancelling;
+      show(actions, pending && !confirming);
+      show(payBtn, pending && !confirming);
+      show(cancelBtn, pending && !confirming);
+      show(confirmBox, pending && confirming);
       if (payBtn) {
-        payBtn.disabled = paying;
+        payBtn.disabled = busy;
+        setText(payBtn, paying ? 'Paying…' : detail && detail.price ? 'Pay now · ' + detail.price : 'Pay now');
+      }
+      if (cancelBtn) {
+        cancelBtn.disabled = busy;
+      }
+      if (confirmYes) {
+        confirmYes.disabled = busy;
+        setText(confirmYes, cancelling ? 'Cancelling…' : 'Yes, cancel the order');
+      }
+      if (confirmNo) {
+        confirmNo.disabled = busy;
       }
       if (pending && !isNaN(payBy)) {
-        setText(payByEl, 'pay by ' + formatClock(payBy));
-        var left = payBy - serverNow();
+        var now = serverNow();
+        setText(payByEl, 'pay by ' + formatDeadline(payBy, now));
+        var left = payBy - now;
         setText(payLeftEl, left > 0 ? '(' + formatDuration(left) + ' left)' : '(time is up)');
         show(payByRow, true);
       } else {
@@ -681,35 +809,62 @@
       }
     }
 
+    function learn(data) {
+      status = typeof data.status === 'string' ? data.status : status;
+      payBy = parseTime(data.payBy);
+      if (typeof data.itemName === 'string' || data.priceCents !== undefined) {
+        detail = {
+          itemName: typeof data.itemName === 'string' ? data.itemName : '',
+          price: formatMoney(data.priceCents, data.currency),
+          saleName: typeof data.saleName === 'string' && data.saleName
+            ? data.saleName
+            : data.saleId !== undefined && data.saleId !== null && data.saleId !== '' ? 'Sale ' + data.saleId : '',
+          saleId: data.saleId !== undefined && data.saleId !== null ? String(data.saleId) : ''
+        };
+      }
+      renderDetail();
+      renderStatus();
+    }
+
     async function pollOnce() {
       if (!orderId) {
         return false;
       }
       var id = orderId;
+      var asked = epoch;
       var r = await api('GET', '/api/flash-sales/orders/' + enc(id), undefined, undefined, 'no-store');
       if (id !== orderId) {
         return false;
       }
+      if (asked !== epoch || paying || cancelling) {
+        return true; // an action ran meanwhile: this answer may predate it, ask again
+      }
       if (r.ok && r.data) {
-        status = typeof r.data.status === 'string' ? r.data.status : status;
-        payBy = parseTime(r.data.payBy);
-        renderStatus();
+        learn(r.data);
         return !FINAL_STATUSES[status];
       }
       if (r.status === 404) {
         status = null;
+        detail = null;
+        renderDetail();
         setText(statusEl, 'not found');
         setText(note, 'This order does not exist, or it belongs to another account.');
+        show(actions, false);
         show(payBtn, false);
+        show(cancelBtn, false);
+        show(confirmBox, false);
         show(payByRow, false);
         if (hooks.onMissing) {
           hooks.onMissing(id);
         }
         return false;
       }
-      if (r.status === 401 || r.code === 'UNAUTHENTICATED') {
+      if (isUnauthenticated(r)) {
         setText(note, 'Please log in first to see this order.');
+        show(actions, false);
         show(payBtn, false);
+        show(cancelBtn, false);
+        show(confirmBox, false);
         sessionExpired();
         return false;
       }
@@ -719,53 +874,133 @@
 
     var poller = makePoller(pollOnce, 1000);
 
+    // refresh fetches the order now, and keeps polling while it is not final.
+    function refresh() {
+      if (orderId) {
+        poller.restart();
+      }
+    }
+
     if (payBtn) {
       payBtn.addEventListener('click', async function () {
-        if (paying || !orderId) {
+        if (paying || cancelling || !orderId) {
           return;
         }
         paying = true;
+        epoch++;
         renderStatus();
         say('Paying…', 'info');
         var r = await api('POST', '/api/flash-sales/orders/' + enc(orderId) + '/pay', {});
         paying = false;
+        epoch++;
         if (r.ok) {
           status = r.data && typeof r.data.status === 'string' ? r.data.status : 'PAID';
           renderStatus();
           say('Payment received: the order is paid.', 'ok');
-          if (FINAL_STATUSES[status]) {
-            poller.stop();
-          }
+          refresh();
           return;
         }
         say(errorText(r), 'error');
         if (r.code === 'EXPIRED') {
+          // The server expired the order there and then: no Pay button, and ask what it holds.
           status = 'EXPIRED';
-          poller.stop();
-        } else if (r.status === 401 || r.code === 'UNAUTHENTICATED' || r.code === 'CSRF') {
+          renderStatus();
+          refresh();
+          return;
+        }
+        if (isUnauthenticated(r)) {
+          renderStatus();
           sessionExpired();
+          return;
         }
         renderStatus();
+        if (!r.network) {
+          refresh();
+        }
+      });
+    }
+
+    if (cancelBtn) {
+      cancelBtn.addEventListener('click', function () {
+        if (paying || cancelling || status !== 'PENDING') {
+          return;
+        }
+        confirming = true;
+        renderStatus();
+        if (confirmNo) {
+          confirmNo.focus();
+        }
+      });
+    }
+
+    if (confirmNo) {
+      confirmNo.addEventListener('click', function () {
+        confirming = false;
+        renderStatus();
+        if (cancelBtn) {
+          cancelBtn.focus();
+        }
+      });
+    }
+
+    if (confirmYes) {
+      confirmYes.addEventListener('click', async function () {
+        if (paying || cancelling || !orderId) {
+          return;
+        }
+        cancelling = true;
+        epoch++;
+        renderStatus();
+        say('Cancelling the order…', 'info');
+        var r = await api('POST', '/api/flash-sales/orders/' + enc(orderId) + '/cancel', {});
+        cancelling = false;
+        confirming = false;
+        epoch++;
+        if (r.ok) {
+          status = r.data && typeof r.data.status === 'string' ? r.data.status : 'CANCELLED';
+          renderStatus();
+          say('Order cancelled. Its unit went back on sale; nothing was charged.', 'ok');
+          if (hooks.onCancelled) {
+            hooks.onCancelled(orderId);
+          }
+          refresh();
+          return;
+        }
+        say(errorText(r), 'error');
+        renderStatus();
+        if (isUnauthenticated(r)) {
+          sessionExpired();
+          return;
+        }
+        if (!r.network) {
+          refresh();
+        }
       });
     }
 
     return {
       track: function (id, initialStatus) {
+        var same = orderId === String(id);
         orderId = String(id);
-        status = initialStatus || null;
-        payBy = NaN;
+        status = initialStatus || (same ? status : null);
+        payBy = same ? payBy : NaN;
+        detail = same ? detail : null;
+        confirming = false;
         panel.setAttribute('data-order-id', orderId);
         setText(idEl, orderId);
         if (link) {
           link.setAttribute('href', '/orders/' + enc(orderId));
         }
         show(panel, true);
+        renderDetail();
         renderStatus();
         poller.restart();
       },
       clear: function () {
         orderId = null;
         status = null;
+        detail = null;
+        confirming = false;
         poller.stop();
         show(panel, false);
       },
@@ -1026,6 +1261,20 @@
     // ---- buying
 
     function handleBuyError(r, itemId) {
+      if (r.code === 'ALREADY_PURCHASED') {
+        // One per shopper in the sale: lead to the order already held, and show it below.
+        var held = r.data && r.data.orderId !== undefined && r.data.orderId !== null ? String(r.data.orderId) : '';
+        if (held) {
+          say('You already hold an order in this sale: ', 'notice', { text: 'view it', href: '/orders/' + enc(held), testid: 'held-order-link', after: '.' });
+          store.set(orderKey, held);
+          if (orders) {
+            orders.track(held, null);
+          }
+        } else {
+          say('You already hold an order in this sale (one per shopper): ', 'notice', { text: 'see your orders', href: '/orders', testid: 'held-order-link', after: '.' });
+        }
+        return;
+      }
       say(errorText(r), 'error');
       switch (r.code) {
         case 'SOLD_OUT':
@@ -1171,6 +1420,28 @@
     stockPoller.start();
   }
 
+  // ---------------------------------------------------------------- logged-out pages
+
+  // loginPrompt shows a page's "You are not signed in. Log in …" sentence while nobody is, and
+  // makes its link focus the login form's username field.
+  function loginPrompt(page) {
+    var note = byTestId('logged-out', page);
+    var link = byTestId('login-link', page);
+    if (link) {
+      link.addEventListener('click', function (ev) {
+        var user = byTestId('username', page);
+        if (user) {
+          ev.preventDefault();
+          user.scrollIntoView({ block: 'center' });
+          user.focus();
+        }
+      });
+    }
+    return function render(signedIn) {
+      show(note, !signedIn);
+    };
+  }
+
   // ---------------------------------------------------------------- order page
 
   function initOrderPage(page) {
@@ -1183,16 +1454,237 @@
     if (!id) {
       return;
     }
+    var prompt = loginPrompt(page);
     var orders = orderController(panel, say, {});
+    var tracking = false;
+
+    // Logged out, the page shows the sentence and the login form, not a status it cannot know.
+    function sessionUpdate() {
+      var signedIn = loggedIn();
+      prompt(signedIn);
+      if (signedIn && !tracking) {
+        tracking = true;
+        orders.track(id, null);
+      } else if (!signedIn) {
+        tracking = false;
+        orders.clear();
+      }
+    }
+
     onClock(function () {
       orders.tick();
     });
     startClock();
     window.setInterval(orders.tick, 1000);
-    if (!loggedIn()) {
-      say('Please log in first.', 'error');
+    sessionListeners.push(sessionUpdate);
+    initSession(byTestId('session', page), say);
+    sessionUpdate();
+  }
+
+  // ---------------------------------------------------------------- my orders page
+
+  function initMyOrdersPage(page) {
+    var say = messenger(byTestId('message', page));
+    var prompt = loginPrompt(page);
+    var loading = byTestId('orders-loading', page);
+    var empty = byTestId('orders-empty', page);
+    var list = byTestId('order-list', page);
+    var template = byTestId('order-row-template', page);
+    var more = byTestId('load-more', page);
+    var rows = {}; // order id -> { li, order, checkedAt, checks }
+    var next = ''; // the cursor of the next page; '' on the last
+    var retry = null; // the cursor to fetch again after a failure
+    var gen = 0; // bumped when the list is thrown away (logout, back from the cache)
+    var busy = false;
+    if (!list || !template) {
+      return;
     }
-    orders.track(id, null);
+
+    function part(li, id) {
+      return li.querySelector('[data-testid="' + id + '"]');
+    }
+
+    function renderRow(entry) {
+      var o = entry.order;
+      var li = entry.li;
+      var st = typeof o.status === 'string' ? o.status : '';
+      var id = String(o.orderId);
+      var item = o.itemName ? String(o.itemName) : 'Item ' + (o.itemId === undefined ? '' : o.itemId);
+      li.setAttribute('data-order-id', id);
+      li.setAttribute('data-status', st);
+      setText(part(li, 'order-row-item'), item);
+      var badge = part(li, 'order-row-status');
+      badge.setAttribute('data-status', st);
+      setText(badge, STATUS_WORDS[st] || st || 'unknown');
+      setText(part(li, 'order-row-price'), formatMoney(o.priceCents, o.currency));
+      var sale = part(li, 'order-row-sale');
+      setText(sale, o.saleName ? String(o.saleName) : 'Sale ' + (o.saleId === undefined ? '' : o.saleId));
+      if (o.saleId !== undefined && o.saleId !== null && o.saleId !== '') {
+        sale.setAttribute('href', '/sales/' + enc(o.saleId));
+      }
+      var deadline = parseTime(o.payBy);
+      var pending = st === 'PENDING' && !isNaN(deadline);
+      show(part(li, 'order-row-deadline'), pending);
+      if (pending) {
+        var now = serverNow();
+        var left = deadline - now;
+        setText(part(li, 'order-row-pay-by'), 'Pay by ' + formatDeadline(deadline, now));
+        setText(part(li, 'order-row-pay-left'), left > 0 ? '(' + formatDuration(left) + ' left)' : '(time is up)');
+      }
+      var notes = {
+        QUEUED: 'Your unit is reserved; the order is being recorded.',
+        EXPIRED: 'Not paid in time; the unit went back on sale.',
+        CANCELLED: 'Cancelled; the unit went back on sale.',
+        FAILED: 'Could not be completed; nothing was charged.'
+      };
+      setText(part(li, 'order-row-note'), notes[st] || '');
+      var created = part(li, 'order-row-created');
+      var at = parseTime(o.createdAt);
+      created.replaceChildren();
+      if (!isNaN(at)) {
+        created.appendChild(document.createTextNode('Ordered '));
+        created.appendChild(timeElement(o.createdAt));
+      }
+      var link = part(li, 'order-row-link');
+      link.setAttribute('href', '/orders/' + enc(id));
+      setText(link, st === 'PENDING' ? 'Pay or cancel' : 'View order');
+      link.setAttribute('aria-label', (st === 'PENDING' ? 'Pay or cancel: ' : 'View order: ') + item);
+    }
+
+    function addRow(o) {
+      if (!o || o.orderId === undefined || o.orderId === null) {
+        return;
+      }
+      var id = String(o.orderId);
+      var entry = rows[id];
+      if (entry) {
+        entry.order = o;
+      } else {
+        var frag = template.content.cloneNode(true);
+        var li = frag.querySelector('[data-testid="order-row"]');
+        entry = rows[id] = { li: li, order: o, checkedAt: 0, checks: 0 };
+        list.appendChild(frag);
+      }
+      renderRow(entry);
+    }
+
+    function renderMore() {
+      var label = retry !== null ? 'Try again' : 'Load more';
+      show(more, retry !== null || next !== '');
+      if (more) {
+        more.disabled = busy;
+        setText(more, busy && list.children.length > 0 ? 'Loading…' : label);
+      }
+    }
+
+    async function loadPage(cursor) {
+      if (busy || !loggedIn()) {
+        return;
+      }
+      busy = true;
+      var g = gen;
+      retry = null;
+      show(loading, list.children.length === 0);
+      renderMore();
+      var r = await api('GET', '/api/flash-sales/orders' + (cursor ? '?cursor=' + encodeURIComponent(cursor) : ''), undefined, undefined, 'no-store');
+      if (g !== gen) {
+        return; // thrown away meanwhile; whoever did it started afresh
+      }
+      busy = false;
+      show(loading, false);
+      if (r.ok && r.data && Array.isArray(r.data.orders)) {
+        r.data.orders.forEach(addRow);
+        next = typeof r.data.next === 'string' ? r.data.next : '';
+        show(empty, list.children.length === 0);
+        say('', 'info');
+        renderMore();
+        return;
+      }
+      renderMore();
+      if (isUnauthenticated(r)) {
+        sessionExpired();
+        return;
+      }
+      retry = cursor;
+      renderMore();
+      say('Could not load your orders: ' + errorText(r), 'error');
+    }
+
+    // restart throws the list away and loads the first page (or shows the login sentence).
+    function restart() {
+      gen++;
+      busy = false;
+      rows = {};
+      next = '';
+      retry = null;
+      list.replaceChildren();
+      show(empty, false);
+      show(loading, false);
+      say('', 'info');
+      var signedIn = loggedIn();
+      prompt(signedIn);
+      renderMore();
+      if (signedIn) {
+        loadPage('');
+      }
+    }
+
+    if (more) {
+      more.addEventListener('click', function () {
+        loadPage(retry !== null ? retry : next);
+      });
+    }
+
+    // Every second: the countdowns of the pending orders. A pending order past its deadline (the
+    // server expires it within seconds) or a queued one is fetched again, a few times at most.
+    async function recheck(entry) {
+      entry.checkedAt = Date.now();
+      entry.checks++;
+      var g = gen;
+      var r = await api('GET', '/api/flash-sales/orders/' + enc(entry.order.orderId), undefined, undefined, 'no-store');
+      if (g === gen && r.ok && r.data) {
+        entry.order = r.data;
+        renderRow(entry);
+      }
+    }
+
+    function tick() {
+      var now = serverNow();
+      Object.keys(rows).forEach(function (id) {
+        var entry = rows[id];
+        var st = entry.order.status;
+        if (st === 'PENDING') {
+          renderRow(entry);
+        }
+        var due = (st === 'PENDING' && parseTime(entry.order.payBy) <= now) || st === 'QUEUED';
+        if (due && entry.checks < 20 && Date.now() - entry.checkedAt >= 3000) {
+          recheck(entry);
+        }
+      });
+    }
+
+    onClock(tick);
+    startClock();
+    window.setInterval(tick, 1000);
+
+    // Back to this page from the browser's cache: the orders may have changed meanwhile.
+    window.addEventListener('pageshow', function (ev) {
+      if (ev.persisted) {
+        restart();
+      }
+    });
+
+    var wasSignedIn = null;
+    sessionListeners.push(function () {
+      var signedIn = loggedIn();
+      if (signedIn !== wasSignedIn) {
+        wasSignedIn = signedIn;
+        restart();
+      }
+    });
+    initSession(byTestId('session', page), say);
+    wasSignedIn = loggedIn();
+    restart();
   }
 
   // ---------------------------------------------------------------- home page
@@ -1562,6 +2054,28 @@
     sessionUpdate();
   }
 
+  // ---------------------------------------------------------------- header
+
+  // initNav shows "My orders" to a signed-in shopper and marks the link of the current page.
+  function initNav() {
+    var nav = document.querySelector('.site-nav');
+    if (!nav) {
+      return;
+    }
+    Array.prototype.forEach.call(nav.querySelectorAll('a[href]'), function (a) {
+      if (a.getAttribute('href') === window.location.pathname) {
+        a.setAttribute('aria-current', 'page');
+      }
+    });
+    var orders = byTestId('nav-orders', nav);
+    function render() {
+      var u = currentUser();
+      show(orders, u !== null && u.role !== 'merchant');
+    }
+    sessionListeners.push(render);
+    render();
+  }
+
   // ---------------------------------------------------------------- start
 
   function main() {
@@ -1574,6 +2088,10 @@
     if (orderPage) {
       initOrderPage(orderPage);
     }
+    var myOrders = byTestId('my-orders');
+    if (myOrders) {
+      initMyOrdersPage(myOrders);
+    }
     var admin = byTestId('admin');
     if (admin) {
       initAdminPage(admin);
@@ -1582,7 +2100,8 @@
     if (home) {
       initHomePage(home);
     }
-    if (sale || orderPage || admin) {
+    initNav();
+    if (sale || orderPage || admin || myOrders) {
       learnUser();
     }
   }

@@ -77,33 +77,33 @@ func (d *DB) InsertOrders(ctx context.Context, orders []NewOrder) ([]string, err
 			itemIDs = append(itemIDs, o.ItemID)
 		}
 	}
+	// One statement, one round trip: the initplan on lk locks the items' rows in id order
+	// before the first order row is produced, so concurrent batches never deadlock.
 	var inserted []string
-	err := d.g.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		if err := lockItems(tx, itemIDs); err != nil {
-			return err
-		}
-		return tx.Raw(`WITH u AS (
-				SELECT u.id, u.item_id, i.sale_id, u.user_id, u.reserved_at, u.seq,
-				       coalesce(s.purchase_limit = 'per-sale', false) AS per_sale,
-				       now() + make_interval(secs => s.payment_window_seconds) AS pay_by
-				FROM unnest(?::uuid[], ?::bigint[], ?::bigint[], ?::timestamptz[], ?::bigint[])
-				     AS u(id, item_id, user_id, reserved_at, seq)
-				LEFT JOIN items i ON i.id = u.item_id
-				LEFT JOIN sales s ON s.id = i.sale_id
-			), ins AS (
-				INSERT INTO orders (id, item_id, sale_id, user_id, status, reserved_at, pay_by, seq, per_sale)
-				SELECT id, item_id, sale_id, user_id, 'PENDING', reserved_at, pay_by, seq, per_sale FROM u
-				ON CONFLICT DO NOTHING
-				RETURNING id, item_id, seq
-			), per_item AS (
-				SELECT item_id, count(*) AS n, max(seq) AS ms FROM ins GROUP BY item_id
-			), upd AS (
-				UPDATE items SET sold = items.sold + per_item.n, max_seq = greatest(items.max_seq, per_item.ms)
-				FROM per_item WHERE items.id = per_item.item_id
-				RETURNING items.id
-			)
-			SELECT id::text FROM ins`, ids.literal(), items.literal(), users.literal(), reserved.literal(), seqs.literal()).Scan(&inserted).Error
-	})
+	err := d.g.WithContext(ctx).Raw(`WITH lk AS (
+			SELECT id FROM items WHERE id = ANY(?::bigint[]) ORDER BY id FOR UPDATE
+		), u AS (
+			SELECT u.id, u.item_id, i.sale_id, u.user_id, u.reserved_at, u.seq,
+			       coalesce(s.purchase_limit = 'per-sale', false) AS per_sale,
+			       now() + make_interval(secs => s.payment_window_seconds) AS pay_by
+			FROM unnest(?::uuid[], ?::bigint[], ?::bigint[], ?::timestamptz[], ?::bigint[])
+			     AS u(id, item_id, user_id, reserved_at, seq)
+			LEFT JOIN items i ON i.id = u.item_id
+			LEFT JOIN sales s ON s.id = i.sale_id
+			WHERE (SELECT count(*) FROM lk) >= 0
+		), ins AS (
+			INSERT INTO orders (id, item_id, sale_id, user_id, status, reserved_at, pay_by, seq, per_sale)
+			SELECT id, item_id, sale_id, user_id, 'PENDING', reserved_at, pay_by, seq, per_sale FROM u
+			ON CONFLICT DO NOTHING
+			RETURNING id, item_id, seq
+		), per_item AS (
+			SELECT item_id, count(*) AS n, max(seq) AS ms FROM ins GROUP BY item_id
+		), upd AS (
+			UPDATE items SET sold = items.sold + per_item.n, max_seq = greatest(items.max_seq, per_item.ms)
+			FROM per_item WHERE items.id = per_item.item_id
+			RETURNING items.id
+		)
+		SELECT id::text FROM ins`, int64Array(itemIDs), ids.literal(), items.literal(), users.literal(), reserved.literal(), seqs.literal()).Scan(&inserted).Error
 	if err != nil {
 		var pe *pgconn.PgError
 		if errors.As(err, &pe) && pe.Code == "23514" && pe.TableName == "items" {
@@ -115,6 +115,19 @@ func (d *DB) InsertOrders(ctx context.Context, orders []NewOrder) ([]string, err
 		return nil, fmt.Errorf("insert orders: %w", err)
 	}
 	return inserted, nil
+}
+
+// ErrorCause names the cause of a failure for metrics: the Postgres SQLSTATE ("40P01" is a
+// deadlock), "redis" for an error answer of Redis, else "other".
+func ErrorCause(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code
+	}
+	if IsAnswered(err) {
+		return "redis"
+	}
+	return "other"
 }
 
 // IsPermanent reports whether a Postgres error will recur however often the same statement is

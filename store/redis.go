@@ -536,3 +536,16 @@ func (s *Stock) View(ctx context.Context, saleID int64, items []int64, gone []st
 	}
 	return v, nil
 }
+
+// IsAnswered reports whether err is an answer of Redis or Postgres refusing the request itself
+// (an error reply, bad data, a constraint), as opposed to a component being unreachable: retrying
+// the same request will fail the same way.
+func IsAnswered(err error) bool {
+	var re redis.Error
+	if errors.As(err, &re) && !strings.HasPrefix(re.Error(), "LOADING") && !strings.HasPrefix(re.Error(), "BUSY") &&
+		!strings.HasPrefix(re.Error(), "READONLY") && !strings.HasPrefix(re.Error(), "CLUSTERDOWN") &&
+		!strings.HasPrefix(re.Error(), "TRYAGAIN") && !strings.HasPrefix(re.Error(), "MOVED") && !strings.HasPrefix(re.Error(), "ASK") {
+		return true
+	}
+	return IsPermanent(err)
+}

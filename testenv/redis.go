@@ -137,21 +137,7 @@ func (r *RedisServer) Start(t testing.TB) {
 // node had lost its disk.
 func (r *RedisServer) Wipe(t testing.TB) {
 	t.Helper()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.proc != nil {
-		r.proc.kill()
-		r.proc = nil
-	}
-	if err := os.RemoveAll(r.dataDir); err != nil {
-		t.Fatalf("testenv: redis %s: wipe: %v", r.Addr, err)
-	}
-	if err := os.Mkdir(r.dataDir, 0o755); err != nil {
-		t.Fatalf("testenv: redis %s: wipe: %v", r.Addr, err)
-	}
-	if err := r.start(); err != nil {
-		t.Fatalf("testenv: redis %s: %v\n%s", r.Addr, err, logTail(r.log))
-	}
+	r.replaceData(t, "")
 }
 
 func (r *RedisServer) writeConf(port int) error {
@@ -238,6 +224,12 @@ func (r *RedisServer) CopyData(t testing.TB) string {
 // starts it again on the same port: Redis comes back having lost every write since the copy.
 func (r *RedisServer) Restore(t testing.TB, copyDir string) {
 	t.Helper()
+	r.replaceData(t, copyDir)
+}
+
+// replaceData kills the server, replaces its data dir with copyDir ("" for empty) and starts it.
+func (r *RedisServer) replaceData(t testing.TB, copyDir string) {
+	t.Helper()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.proc != nil {
@@ -245,10 +237,16 @@ func (r *RedisServer) Restore(t testing.TB, copyDir string) {
 		r.proc = nil
 	}
 	if err := os.RemoveAll(r.dataDir); err != nil {
-		t.Fatalf("testenv: redis %s: restore: %v", r.Addr, err)
+		t.Fatalf("testenv: redis %s: replace data: %v", r.Addr, err)
 	}
-	if err := os.CopyFS(r.dataDir, os.DirFS(copyDir)); err != nil {
-		t.Fatalf("testenv: redis %s: restore: %v", r.Addr, err)
+	var err error
+	if copyDir == "" {
+		err = os.Mkdir(r.dataDir, 0o755)
+	} else {
+		err = os.CopyFS(r.dataDir, os.DirFS(copyDir))
+	}
+	if err != nil {
+		t.Fatalf("testenv: redis %s: replace data: %v", r.Addr, err)
 	}
 	if err := r.start(); err != nil {
 		t.Fatalf("testenv: redis %s: %v\n%s", r.Addr, err, logTail(r.log))

@@ -138,7 +138,7 @@ var allCodes = []services.Code{
 	services.CodeInvalidInput, services.CodeUnauthenticated, services.CodeInvalidCredentials,
 	services.CodeForbidden, services.CodeCSRF, services.CodeCaptchaFailed,
 	services.CodeInvalidPurchaseToken, services.CodeNotFound, services.CodeUsernameTaken,
-	services.CodeAlreadyPurchased, services.CodeExpired, services.CodeNotPayable,
+	services.CodeAlreadyPurchased, services.CodeExpired, services.CodeNotPayable, services.CodeNotCancellable,
 	services.CodeSoldOut, services.CodeSaleEnded, services.CodeNotStarted,
 	services.CodeRateLimited, services.CodeUnavailable, services.CodeInternal,
 }

@@ -74,7 +74,7 @@ func NewRouter(cfg Config) *gin.Engine {
 
 	r.GET("/", pages.Home)
 	r.GET("/sales/:saleId", pages.Sale)
-	// r.GET("/orders", pages.MyOrders) -- page added next
+	r.GET("/orders", pages.MyOrders)
 	r.GET("/orders/:orderId", pages.Order)
 	r.GET("/admin", pages.Admin)
 
