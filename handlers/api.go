@@ -11,7 +11,6 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/flashsale/flashsale/services"
-	"github.com/flashsale/flashsale/store"
 )
 
 // Accounts is what the API needs of the account service.
@@ -22,11 +21,11 @@ type Accounts interface {
 
 // Catalog is what the API needs of the sales service.
 type Catalog interface {
-	Create(ctx context.Context, merchantID int64, in services.NewSale) (store.Sale, error)
-	Get(ctx context.Context, saleID int64) (store.Sale, error)
-	Cached(ctx context.Context, saleID int64) (store.Sale, error)
-	Upcoming(ctx context.Context) ([]store.Sale, error)
-	OfMerchant(ctx context.Context, merchantID int64) ([]store.Sale, error)
+	Create(ctx context.Context, merchantID int64, in services.NewSale) (services.Sale, error)
+	Get(ctx context.Context, saleID int64) (services.Sale, error)
+	Cached(ctx context.Context, saleID int64) (services.Sale, error)
+	Upcoming(ctx context.Context) ([]services.Sale, error)
+	OfMerchant(ctx context.Context, merchantID int64) ([]services.Sale, error)
 	Displayed(ctx context.Context, saleID int64) (services.DisplayedStock, error)
 	AdminStock(ctx context.Context, merchantID, saleID int64) ([]services.AdminItemStock, error)
 }
@@ -140,7 +139,7 @@ type saleJSON struct {
 	Items                []itemJSON `json:"items,omitempty"`
 }
 
-func (a *API) saleJSON(s store.Sale) saleJSON {
+func (a *API) saleJSON(s services.Sale) saleJSON {
 	out := saleJSON{SaleID: idString(s.ID), Name: s.Name, StartsAt: rfc3339(s.StartsAt), EndsAt: rfc3339(s.EndsAt),
 		Status: services.SaleStatus(s.StartsAt, s.EndsAt, a.Now()), PaymentWindowSeconds: s.PaymentWindowSeconds,
 		PurchaseLimit: s.PurchaseLimit, Currency: s.Currency}

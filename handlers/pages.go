@@ -13,7 +13,6 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/flashsale/flashsale/services"
-	"github.com/flashsale/flashsale/store"
 	"github.com/flashsale/flashsale/views"
 )
 
@@ -71,7 +70,7 @@ func (p *Pages) Home(c *gin.Context) {
 	p.render(c, http.StatusOK, publicPage, views.HomePage(h))
 }
 
-func saleView(s store.Sale) views.Sale {
+func saleView(s services.Sale) views.Sale {
 	v := views.Sale{ID: idString(s.ID), Name: s.Name, StartsAt: s.StartsAt, EndsAt: s.EndsAt}
 	for _, it := range s.Items {
 		v.Items = append(v.Items, views.SaleItem{ID: idString(it.ID), Name: it.Name, PriceCents: it.PriceCents, Quantity: it.Quantity})

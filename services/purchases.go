@@ -96,7 +96,7 @@ func saleWindow(startsAt, endsAt, now time.Time) error {
 
 // NewCaptcha returns a challenge for a shopper of a sale that has not ended.
 func (p *Purchases) NewCaptcha(ctx context.Context, userID, saleID int64, ip string) (string, string, error) {
-	sale, err := p.sales.Cached(ctx, saleID)
+	sale, err := p.sales.cachedRow(ctx, saleID)
 	if err != nil {
 		return "", "", err
 	}
@@ -117,7 +117,7 @@ func (p *Purchases) NewCaptcha(ctx context.Context, userID, saleID int64, ip str
 // solved. Before the start it answers NOT_STARTED with the wait; a sale that has ended or whose
 // every item this instance knows to be sold out answers at once, without touching the captcha.
 func (p *Purchases) IssueToken(ctx context.Context, userID, saleID int64, captchaID, answer, ip string) (string, time.Time, error) {
-	sale, err := p.sales.Cached(ctx, saleID)
+	sale, err := p.sales.cachedRow(ctx, saleID)
 	if err != nil {
 		return "", time.Time{}, err
 	}

@@ -153,8 +153,8 @@ func validName(what, s string) error {
 	return nil
 }
 
-// Create validates and stores a new sale of merchantID, then loads its stock into Redis.
-func (s *Sales) Create(ctx context.Context, merchantID int64, in NewSale) (store.Sale, error) {
+// create validates and stores a new sale of merchantID, then loads its stock into Redis.
+func (s *Sales) create(ctx context.Context, merchantID int64, in NewSale) (store.Sale, error) {
 	if err := validName("name", in.Name); err != nil {
 		return store.Sale{}, err
 	}
@@ -223,8 +223,8 @@ func (s *Sales) Create(ctx context.Context, merchantID int64, in NewSale) (store
 	return sale, nil
 }
 
-// Get returns a sale with its items.
-func (s *Sales) Get(ctx context.Context, saleID int64) (store.Sale, error) {
+// getRow returns a sale with its items.
+func (s *Sales) getRow(ctx context.Context, saleID int64) (store.Sale, error) {
 	sale, err := s.db.SaleByID(ctx, saleID)
 	if errors.Is(err, store.ErrNotFound) {
 		return store.Sale{}, Errorf(CodeNotFound, "no sale %d", saleID)
@@ -235,11 +235,11 @@ func (s *Sales) Get(ctx context.Context, saleID int64) (store.Sale, error) {
 	return sale, nil
 }
 
-// Cached returns a sale from the in-process catalog cache (a few seconds old at most; unknown
+// cachedRow returns a sale from the in-process catalog cache (a few seconds old at most; unknown
 // ids are remembered too). Sales never change their times or items once created.
-func (s *Sales) Cached(ctx context.Context, saleID int64) (store.Sale, error) {
+func (s *Sales) cachedRow(ctx context.Context, saleID int64) (store.Sale, error) {
 	c, err := s.salesCache.get(saleID, func() (cachedSale, error) {
-		sale, err := s.Get(ctx, saleID)
+		sale, err := s.getRow(ctx, saleID)
 		if err != nil && ErrorCode(err) != CodeNotFound {
 			return cachedSale{}, err
 		}
@@ -252,21 +252,21 @@ func (s *Sales) Cached(ctx context.Context, saleID int64) (store.Sale, error) {
 }
 
 // Upcoming lists the live and upcoming sales.
-func (s *Sales) Upcoming(ctx context.Context) ([]store.Sale, error) {
+func (s *Sales) Upcoming(ctx context.Context) ([]Sale, error) {
 	out, err := s.db.SalesEndingAfter(ctx, s.now(), 100)
 	if err != nil {
 		return nil, unavailable(err)
 	}
-	return out, nil
+	return salesOf(out), nil
 }
 
 // OfMerchant lists a merchant's sales.
-func (s *Sales) OfMerchant(ctx context.Context, merchantID int64) ([]store.Sale, error) {
+func (s *Sales) OfMerchant(ctx context.Context, merchantID int64) ([]Sale, error) {
 	out, err := s.db.SalesByMerchant(ctx, merchantID, 200)
 	if err != nil {
 		return nil, unavailable(err)
 	}
-	return out, nil
+	return salesOf(out), nil
 }
 
 // item returns what the purchase path needs about an item, from the in-process catalog cache.
@@ -302,7 +302,7 @@ func (s *Sales) Displayed(ctx context.Context, saleID int64) (DisplayedStock, er
 	if ok && now.Sub(d.AsOf) < time.Second {
 		return d, nil
 	}
-	sale, err := s.Cached(ctx, saleID)
+	sale, err := s.cachedRow(ctx, saleID)
 	if err != nil {
 		return DisplayedStock{}, err
 	}
@@ -334,7 +334,7 @@ func (s *Sales) Displayed(ctx context.Context, saleID int64) (DisplayedStock, er
 // AdminStock returns the three kinds of stock of every item of a merchant's sale, with the
 // reconciliation's verdict and numbers.
 func (s *Sales) AdminStock(ctx context.Context, merchantID, saleID int64) ([]AdminItemStock, error) {
-	sale, err := s.Get(ctx, saleID)
+	sale, err := s.getRow(ctx, saleID)
 	if err != nil {
 		return nil, err
 	}
@@ -367,7 +367,7 @@ func (s *Sales) AdminStock(ctx context.Context, merchantID, saleID int64) ([]Adm
 
 // describe fills in an order view's item and sale from the catalog cache.
 func (s *Sales) describe(ctx context.Context, v *OrderView) {
-	sale, err := s.Cached(ctx, v.SaleID)
+	sale, err := s.cachedRow(ctx, v.SaleID)
 	if err != nil {
 		return
 	}

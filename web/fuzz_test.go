@@ -15,7 +15,6 @@ import (
 
 	"github.com/flashsale/flashsale/handlers"
 	"github.com/flashsale/flashsale/services"
-	"github.com/flashsale/flashsale/store"
 )
 
 // fakeShop and fakeCatalog stand in for the services so the fuzzer exercises every parser of
@@ -57,22 +56,24 @@ func (fakeShop) MyOrders(_ context.Context, _ int64, cursor string) ([]services.
 
 type fakeCatalog struct{}
 
-var fakeSale = store.Sale{ID: 1, Name: "s", StartsAt: time.Unix(0, 0), EndsAt: time.Unix(4e9, 0), Items: []store.Item{{ID: 1, Name: "i", Quantity: 1}}}
+var fakeSale = services.Sale{ID: 1, Name: "s", StartsAt: time.Unix(0, 0), EndsAt: time.Unix(4e9, 0), Items: []services.Item{{ID: 1, Name: "i", Quantity: 1}}}
 
-func (fakeCatalog) Create(context.Context, int64, services.NewSale) (store.Sale, error) {
+func (fakeCatalog) Create(context.Context, int64, services.NewSale) (services.Sale, error) {
 	return fakeSale, nil
 }
-func (fakeCatalog) Get(_ context.Context, id int64) (store.Sale, error) {
+func (fakeCatalog) Get(_ context.Context, id int64) (services.Sale, error) {
 	if id != 1 {
-		return store.Sale{}, services.Errorf(services.CodeNotFound, "no sale")
+		return services.Sale{}, services.Errorf(services.CodeNotFound, "no sale")
 	}
 	return fakeSale, nil
 }
-func (c fakeCatalog) Cached(ctx context.Context, id int64) (store.Sale, error) { return c.Get(ctx, id) }
-func (fakeCatalog) Upcoming(context.Context) ([]store.Sale, error) {
-	return []store.Sale{fakeSale}, nil
+func (c fakeCatalog) Cached(ctx context.Context, id int64) (services.Sale, error) {
+	return c.Get(ctx, id)
 }
-func (fakeCatalog) OfMerchant(context.Context, int64) ([]store.Sale, error) { return nil, nil }
+func (fakeCatalog) Upcoming(context.Context) ([]services.Sale, error) {
+	return []services.Sale{fakeSale}, nil
+}
+func (fakeCatalog) OfMerchant(context.Context, int64) ([]services.Sale, error) { return nil, nil }
 func (fakeCatalog) Displayed(_ context.Context, id int64) (services.DisplayedStock, error) {
 	return services.DisplayedStock{SaleID: id}, nil
 }
