@@ -465,9 +465,11 @@ func TestRedisPartialLoss(t *testing.T) {
 		t.Fatalf("setup: %d %s", r.Status, r.Raw)
 	}
 	h.redis.Restore(t, snapshot)
-	// The first purchase after the restart finds the loss (this instance saw a higher counter).
-	if r := h.buy(replayer, s.items[0], replayTok); r.Status != http.StatusServiceUnavailable {
-		t.Errorf("first purchase after the restart: %d %s, want 503 (loss detected, fail closed)", r.Status, r.Raw)
+	// The first purchase after the restart finds the loss (this instance saw a higher counter),
+	// unless the keeper found it first (Redis's counter behind Postgres's) and rebuilt the sale,
+	// voiding the tokens issued before: 503 or 403, never a second unit for this shopper.
+	if r := h.buy(replayer, s.items[0], replayTok); r.Status != http.StatusServiceUnavailable && r.Status != http.StatusForbidden {
+		t.Errorf("first purchase after the restart: %d %s, want 503 (loss detected, fail closed) or 403 (already rebuilt)", r.Status, r.Raw)
 	}
 	deadline0 := time.Now().Add(10 * time.Second)
 	for {

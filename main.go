@@ -271,7 +271,7 @@ func reconcileCmd(ctx context.Context, cfg config, log *slog.Logger, args []stri
 			return nil
 		}
 	}
-	rec := services.NewReconciler(db, store.NewStock(rdb), nil, log, cfg.OrphanAge)
+	rec := services.NewReconciler(db, store.NewStock(rdb), nil, log, cfg.OrphanAge).Thorough()
 	ok := true
 	for _, id := range saleIDs {
 		rep, err := rec.Report(ctx, id)

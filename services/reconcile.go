@@ -165,6 +165,7 @@ type Reconciler struct {
 	metrics   *Metrics
 	log       *slog.Logger
 	orphanAge time.Duration
+	thorough  bool // compare the buyers member by member even when the counts agree
 
 	mu   sync.Mutex
 	seen map[int64]string // sale -> signature of the mismatch seen at the last pass
@@ -174,6 +175,14 @@ type Reconciler struct {
 // margin counts as stranded.
 func NewReconciler(db *store.DB, stock *store.Stock, m *Metrics, log *slog.Logger, orphanAge time.Duration) *Reconciler {
 	return &Reconciler{db: db, stock: stock, metrics: m, log: log, orphanAge: orphanAge, seen: map[int64]string{}}
+}
+
+// Thorough makes every report compare Redis's buyers with Postgres member by member, not only by
+// count (the command and the tests; the background job compares counts and names members only
+// when they differ).
+func (r *Reconciler) Thorough() *Reconciler {
+	r.thorough = true
+	return r
 }
 
 // Report reconciles one sale now. With traffic running the two sides are read moments apart, so
@@ -209,10 +218,10 @@ func (r *Reconciler) Report(ctx context.Context, saleID int64) (SaleReport, erro
 
 	rep := SaleReport{SaleID: saleID, Limit: facts.PurchaseLimit, Loaded: view.State.Loaded, Lost: view.State.Lost,
 		LoadedAt: view.State.LoadedAt, Seq: view.State.Seq, SeqRaw: view.State.SeqRaw}
+	// Buyers are compared by count first (cheap on a sale of 100,000 orders); the members are
+	// read and compared one by one only when the counts differ, to name them.
 	wantBuyers := map[string]bool{}
-	for _, o := range facts.Live {
-		wantBuyers[store.BuyerMember(facts.PurchaseLimit, o.ItemID, o.UserID)] = true
-	}
+	wantCount := facts.LiveMembers
 	notWritten := map[int64]int64{}
 	stranded := map[int64]int64{}
 	for _, e := range view.InFlight {
@@ -221,6 +230,7 @@ func (r *Reconciler) Report(ctx context.Context, saleID int64) (SaleReport, erro
 		}
 		notWritten[e.ItemID]++
 		wantBuyers[store.BuyerMember(facts.PurchaseLimit, e.ItemID, e.UserID)] = true
+		wantCount++
 		if view.Now.Sub(e.ReservedAt) > r.orphanAge+15*time.Second {
 			stranded[e.ItemID]++
 		}
@@ -230,6 +240,7 @@ func (r *Reconciler) Report(ctx context.Context, saleID int64) (SaleReport, erro
 		if !view.Gone[ret.OrderID] {
 			returns[ret.ItemID]++
 			wantBuyers[store.BuyerMember(facts.PurchaseLimit, ret.ItemID, ret.UserID)] = true
+			wantCount++
 		}
 	}
 
@@ -269,27 +280,53 @@ func (r *Reconciler) Report(ctx context.Context, saleID int64) (SaleReport, erro
 			Detail: fmt.Sprintf("%d shoppers hold live orders of more than one item", facts.SaleDupHolders)})
 	}
 	if ok, _ := redisState(); ok {
-		var missing, extra []string
-		for m := range wantBuyers {
-			if _, ok := view.Buyers[m]; !ok {
-				missing = append(missing, m)
+		buyers := Check{Name: "buyers", Redis: true, OK: view.Buyers == wantCount,
+			Detail: fmt.Sprintf("redis %d buyers, postgres and flight %d", view.Buyers, wantCount)}
+		if !buyers.OK || r.thorough {
+			diff, clean, err := r.buyerDiff(ctx, saleID, facts.PurchaseLimit, wantBuyers)
+			if err != nil {
+				return SaleReport{}, err
 			}
+			buyers.OK = buyers.OK && clean
+			buyers.Detail += diff
 		}
-		for m := range view.Buyers {
-			if !wantBuyers[m] {
-				extra = append(extra, m)
-			}
-		}
-		sort.Strings(missing)
-		sort.Strings(extra)
-		rep.Checks = append(rep.Checks,
-			Check{Name: "buyers", Redis: true, OK: len(missing) == 0 && len(extra) == 0,
-				Detail: fmt.Sprintf("redis %d buyers, postgres and flight %d; missing %s, extra %s", len(view.Buyers), len(wantBuyers), firstFew(missing), firstFew(extra))},
+		rep.Checks = append(rep.Checks, buyers,
 			Check{Name: "redis counter not behind", Redis: true, OK: view.State.Seq >= rep.PGMaxSeq,
 				Detail: fmt.Sprintf("redis %d, postgres %d", view.State.Seq, rep.PGMaxSeq)},
 		)
 	}
 	return rep, nil
+}
+
+// buyerDiff names the members missing from Redis's buyers hash and the extra ones, given the
+// members of reservations and returns in flight (the live orders' are read now).
+func (r *Reconciler) buyerDiff(ctx context.Context, saleID int64, limit string, want map[string]bool) (string, bool, error) {
+	live, err := r.db.LiveOrders(ctx, saleID)
+	if err != nil {
+		return "", false, err
+	}
+	have, err := r.stock.Buyers(ctx, saleID)
+	if err != nil {
+		return "", false, err
+	}
+	facts := want
+	for _, o := range live {
+		facts[store.BuyerMember(limit, o.ItemID, o.UserID)] = true
+	}
+	var missing, extra []string
+	for m := range facts {
+		if _, ok := have[m]; !ok {
+			missing = append(missing, m)
+		}
+	}
+	for m := range have {
+		if !facts[m] {
+			extra = append(extra, m)
+		}
+	}
+	sort.Strings(missing)
+	sort.Strings(extra)
+	return fmt.Sprintf("; missing %s, extra %s", firstFew(missing), firstFew(extra)), len(missing) == 0 && len(extra) == 0, nil
 }
 
 func firstFew(s []string) string {

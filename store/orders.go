@@ -457,7 +457,7 @@ type SaleFacts struct {
 	Items         []ItemFacts
 	// shoppers holding live orders of more than one item (a violation under a per-sale limit)
 	SaleDupHolders int64
-	Live           []LiveOrder
+	LiveMembers    int64         // distinct buyers-hash members the live orders name
 	Returns        []StockReturn // not yet confirmed by Redis
 }
 
@@ -466,6 +466,16 @@ type LiveOrder struct {
 	ID     string
 	ItemID int64
 	UserID int64
+}
+
+// LiveOrders lists a sale's PENDING and PAID orders.
+func (d *DB) LiveOrders(ctx context.Context, saleID int64) ([]LiveOrder, error) {
+	var out []LiveOrder
+	err := d.g.WithContext(ctx).Raw(`SELECT id::text AS id, item_id, user_id FROM orders WHERE sale_id = ? AND status IN ('PENDING','PAID')`, saleID).Scan(&out).Error
+	if err != nil {
+		return nil, fmt.Errorf("live orders(sale %d): %w", saleID, err)
+	}
+	return out, nil
 }
 
 // SaleFacts reads a sale's counts in one repeatable-read snapshot.
@@ -494,7 +504,8 @@ func (d *DB) SaleFacts(ctx context.Context, saleID int64) (SaleFacts, error) {
 				GROUP BY user_id HAVING count(*) > 1) x`, saleID).Scan(&f.SaleDupHolders).Error; err != nil {
 			return err
 		}
-		if err := tx.Raw(`SELECT id::text AS id, item_id, user_id FROM orders WHERE sale_id = ? AND status IN ('PENDING','PAID')`, saleID).Scan(&f.Live).Error; err != nil {
+		if err := tx.Raw(`SELECT count(DISTINCT CASE WHEN ? = 'per-item' THEN item_id::text || ':' || user_id::text ELSE user_id::text END)
+			FROM orders WHERE sale_id = ? AND status IN ('PENDING','PAID')`, f.PurchaseLimit, saleID).Scan(&f.LiveMembers).Error; err != nil {
 			return err
 		}
 		return tx.Raw(`SELECT order_id::text AS order_id, sale_id, item_id, user_id, reason FROM stock_returns WHERE sale_id = ?`, saleID).Scan(&f.Returns).Error

@@ -472,7 +472,7 @@ func (s *Stock) Client() redis.UniversalClient { return s.rdb }
 type RedisView struct {
 	State    SaleState
 	Levels   map[int64]int64 // item id -> units left (-1 missing)
-	Buyers   map[string]string
+	Buyers   int64           // members of the buyers hash
 	InFlight []InFlightEntry
 	Gone     map[string]bool // of the order ids asked about
 	Now      time.Time
@@ -482,7 +482,8 @@ type RedisView struct {
 // tombstones.
 func (s *Stock) View(ctx context.Context, saleID int64, items []int64, gone []string) (RedisView, error) {
 	var meta *redis.MapStringStringCmd
-	var buyers, flight *redis.MapStringStringCmd
+	var flight *redis.MapStringStringCmd
+	var buyers *redis.IntCmd
 	var tm *redis.TimeCmd
 	var goneCmd *redis.BoolSliceCmd
 	levels := make([]*redis.StringCmd, len(items))
@@ -491,7 +492,7 @@ func (s *Stock) View(ctx context.Context, saleID int64, items []int64, gone []st
 		for i, it := range items {
 			levels[i] = p.Get(ctx, StockKey(saleID, it))
 		}
-		buyers = p.HGetAll(ctx, BuyersKey(saleID))
+		buyers = p.HLen(ctx, BuyersKey(saleID))
 		flight = p.HGetAll(ctx, InFlightKey(saleID))
 		tm = p.Time(ctx)
 		if len(gone) > 0 {
