@@ -30,12 +30,13 @@ for i = 1, nitems do
 end
 local b = tonumber(ARGV[7])
 local first = 8 + nitems
-for i = first, first + 2 * b - 1, 8000 do
-  redis.call('HSET', KEYS[2], unpack(ARGV, i, math.min(i + 7999, first + 2 * b - 1)))
+-- unpack returns at most a few thousand values in Redis's Lua: chunks of 2,000 pairs
+for i = first, first + 2 * b - 1, 4000 do
+  redis.call('HSET', KEYS[2], unpack(ARGV, i, math.min(i + 3999, first + 2 * b - 1)))
 end
 local g = first + 2 * b
-for i = g, #ARGV, 5000 do
-  redis.call('SADD', KEYS[4], unpack(ARGV, i, math.min(i + 4999, #ARGV)))
+for i = g, #ARGV, 4000 do
+  redis.call('SADD', KEYS[4], unpack(ARGV, i, math.min(i + 3999, #ARGV)))
 end
 if g <= #ARGV then
   redis.call('PEXPIRE', KEYS[4], 2592000000)

@@ -1881,7 +1881,12 @@
             tr.appendChild(el('td', { 'data-col': k }, numberText(it[k])));
           });
           var ok = it.reconciled === true;
-          tr.appendChild(el('td', { 'data-col': 'reconciled', class: ok ? 'reconciled' : 'drift' }, ok ? '\u2713' : 'drift'));
+          var cell = el('td', { 'data-col': 'reconciled', class: ok ? 'reconciled' : 'drift' }, ok ? '\u2713' : 'drift');
+          if (!ok && it.mismatch) {
+            // the reconciliation's numbers, so the merchant sees what disagrees
+            cell.appendChild(el('small', { class: 'drift-detail', 'data-testid': 'stock-mismatch' }, it.mismatch));
+          }
+          tr.appendChild(cell);
           return tr;
         });
         stockRows.replaceChildren.apply(stockRows, trs);
