@@ -12,7 +12,8 @@
 --   -1 sold out, -2 already a buyer (orderIdHeld names the order), -3 not loaded or data lost
 --   (fail closed), -4 token used, expired or void, -5 Redis went back in time (data lost: the
 --   sale is marked lost), -6 not started, -7 ended.
--- The same attempt sent again (a retry after a lost reply: same order id) gets the same answer.
+-- The same attempt sent again (a retry after a lost reply: same order id) gets the same answer
+-- (a reservation's retry answers the units left now).
 local m = redis.call('HMGET', KEYS[1], 'seq', 'lost', 'limit', 'starts', 'ends', 'tokfloor')
 if not m[1] or m[2] == '1' then
   return {-3, 0, 0, ''}
@@ -24,14 +25,6 @@ if seq < tonumber(ARGV[5]) then
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local prev = redis.call('GET', KEYS[5])
-if prev then
-  local id, code, s, at, held = string.match(prev, '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)$')
-  if id == ARGV[2] then
-    return {tonumber(code), tonumber(s), tonumber(at), held}
-  end
-  return {-4, 0, now, ''}
-end
 local exp = tonumber(ARGV[4])
 if now >= exp or exp <= tonumber(m[6] or '0') then
   return {-4, 0, now, ''}
@@ -42,9 +35,27 @@ end
 if now >= tonumber(m[5]) then
   return {-7, 0, now, ''}
 end
-local function answer(code, s, held)
-  redis.call('SET', KEYS[5], ARGV[2] .. '|' .. code .. '|' .. s .. '|' .. now .. '|' .. held, 'PX', exp - now + 1000)
-  return {code, s, now, held}
+-- Consume the token: it now names this attempt (one write, whatever the outcome).
+local prev = redis.call('SET', KEYS[5], ARGV[2], 'NX', 'GET', 'PX', exp - now + 1000)
+if prev then
+  if prev == ARGV[2] then
+    -- the same attempt sent again after its reply was lost: it reserved, answer the same
+    local v = redis.call('HGET', KEYS[4], ARGV[2])
+    if v then
+      local at, s = string.match(v, '^[^:]+:[^:]+:([^:]+):([^:]+)')
+      return {tonumber(redis.call('GET', KEYS[2]) or '0'), tonumber(s), tonumber(at), ''}
+    end
+    return {-4, 0, now, ''}
+  end
+  local id, code, at, held = string.match(prev, '^([^|]*)|([^|]*)|([^|]*)|([^|]*)$')
+  if id == ARGV[2] then
+    return {tonumber(code), 0, tonumber(at), held}
+  end
+  return {-4, 0, now, ''}
+end
+local function refuse(code, held)
+  redis.call('SET', KEYS[5], ARGV[2] .. '|' .. code .. '|' .. now .. '|' .. held, 'XX', 'KEEPTTL')
+  return {code, 0, now, held}
 end
 local member = ARGV[1]
 if m[3] == 'per-item' then
@@ -52,17 +63,18 @@ if m[3] == 'per-item' then
 end
 local held = redis.call('HGET', KEYS[3], member)
 if held then
-  return answer(-2, 0, held)
+  return refuse(-2, held)
 end
 local left = tonumber(redis.call('GET', KEYS[2]))
 if not left then
+  redis.call('DEL', KEYS[5]) -- the item is not loaded: nothing was attempted
   return {-3, 0, now, ''}
 end
 if left <= 0 then
-  return answer(-1, 0, '')
+  return refuse(-1, '')
 end
 left = redis.call('DECR', KEYS[2])
 seq = redis.call('HINCRBY', KEYS[1], 'seq', 1)
 redis.call('HSET', KEYS[3], member, ARGV[2])
 redis.call('HSET', KEYS[4], ARGV[2], ARGV[3] .. ':' .. ARGV[1] .. ':' .. now .. ':' .. seq)
-return answer(left, seq, '')
+return {left, seq, now, ''}

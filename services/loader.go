@@ -2,6 +2,7 @@ package services
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -31,6 +32,9 @@ func NewLoader(db *store.DB, stock *store.Stock, soldOut *SoldOut, m *Metrics, l
 // Postgres is complete. It reports whether it loaded now.
 func (l *Loader) Load(ctx context.Context, saleID int64) (bool, error) {
 	snap, err := l.db.RebuildSnapshot(ctx, saleID)
+	if errors.Is(err, store.ErrRebuildBusy) {
+		return false, nil // another instance is loading it
+	}
 	if err != nil {
 		return false, err
 	}

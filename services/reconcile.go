@@ -167,14 +167,15 @@ type Reconciler struct {
 	orphanAge time.Duration
 	thorough  bool // compare the buyers member by member even when the counts agree
 
-	mu   sync.Mutex
-	seen map[int64]string // sale -> signature of the mismatch seen at the last pass
+	mu    sync.Mutex
+	seen  map[int64]string // sale -> signature of the mismatch seen at the last pass
+	quiet map[int64]string // sale -> its reservation counter at the last pass
 }
 
 // NewReconciler returns a Reconciler; a reservation in flight for longer than orphanAge plus a
 // margin counts as stranded.
 func NewReconciler(db *store.DB, stock *store.Stock, m *Metrics, log *slog.Logger, orphanAge time.Duration) *Reconciler {
-	return &Reconciler{db: db, stock: stock, metrics: m, log: log, orphanAge: orphanAge, seen: map[int64]string{}}
+	return &Reconciler{db: db, stock: stock, metrics: m, log: log, orphanAge: orphanAge, seen: map[int64]string{}, quiet: map[int64]string{}}
 }
 
 // Thorough makes every report compare Redis's buyers with Postgres member by member, not only by
@@ -344,6 +345,21 @@ func firstFew(s []string) string {
 // mismatch repaired (the sale fails closed and is rebuilt from Postgres).
 func (r *Reconciler) Pass(ctx context.Context, sales []int64, fence int64, backlogDrained bool) {
 	for _, sale := range sales {
+		// Only a quiet sale is compared: while shoppers buy, both sides move between the reads
+		// and the comparison would cost a rush its Postgres time for nothing. Quiet: the queue
+		// drained and the reservation counter unchanged since the previous pass.
+		st, err := r.stock.State(ctx, sale)
+		if err != nil {
+			r.log.Warn("reconcile: sale not checked", "sale", sale, "err", err)
+			continue
+		}
+		r.mu.Lock()
+		prevSeq, seenBefore := r.quiet[sale]
+		r.quiet[sale] = st.SeqRaw
+		r.mu.Unlock()
+		if !backlogDrained || !seenBefore || prevSeq != st.SeqRaw {
+			continue
+		}
 		rep, err := r.Report(ctx, sale)
 		if err != nil {
 			r.log.Warn("reconcile: sale not checked", "sale", sale, "err", err)
@@ -377,7 +393,7 @@ func (r *Reconciler) Pass(ctx context.Context, sales []int64, fence int64, backl
 		}
 		var b strings.Builder
 		rep.Write(&b)
-		if prev != rep.signature() || !backlogDrained {
+		if prev != rep.signature() {
 			r.log.Warn("reconcile: redis and postgres disagree (re-checked next pass)", "sale", sale, "report", b.String())
 			continue
 		}

@@ -368,6 +368,9 @@ func (d *DB) DeleteReturns(ctx context.Context, orderIDs []string) error {
 	return nil
 }
 
+// ErrRebuildBusy means another instance is rebuilding the same sale right now.
+var ErrRebuildBusy = errors.New("another instance is rebuilding the sale")
+
 // RebuildSnapshot bumps the sale's Redis epoch and reads, in the same repeatable-read snapshot,
 // what Redis must hold for it: units left per item, the buyers, and the orders whose unit
 // Postgres gave back but whose return Redis has not confirmed (they become tombstones, so the
@@ -419,6 +422,10 @@ func (d *DB) RebuildSnapshot(ctx context.Context, saleID int64) (Snapshot, error
 		}
 		return tx.Raw(`SELECT order_id::text FROM stock_returns WHERE sale_id = ?`, saleID).Scan(&snap.Gone).Error
 	}, repeatableRead)
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "40001" {
+		return Snapshot{}, ErrRebuildBusy
+	}
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("rebuild snapshot(sale %d): %w", saleID, err)
 	}
