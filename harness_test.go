@@ -258,7 +258,7 @@ func (h *harness) drain(s saleIDs) {
 	}
 }
 
-// checkInvariants drains and checks every invariant of DESIGN.md for the sale.
+// checkInvariants drains and checks every invariant of ARCHITECTURE.md for the sale.
 func (h *harness) checkInvariants(s saleIDs) {
 	h.t.Helper()
 	h.drain(s)

@@ -106,7 +106,7 @@ type InvariantReport struct {
 // ackChunk bounds the order ids sent to Postgres in one query.
 const ackChunk = 20_000
 
-// verify waits for the queue to drain, then checks DESIGN.md's invariants for every sale:
+// verify waits for the queue to drain, then checks ARCHITECTURE.md's invariants for every sale:
 // testenv.Invariants on Postgres and Redis, every acknowledged order id in Postgres, and the
 // merchant's own view (GET /api/admin/sales/{id}/stock) agreeing with what the tool saw.
 func verify(ctx context.Context, b *backends, a *api, sales []*saleRecord, drainTimeout time.Duration) InvariantReport {

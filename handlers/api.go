@@ -41,7 +41,7 @@ type Shop interface {
 	MyOrders(ctx context.Context, userID int64, cursor string) ([]services.OrderView, string, error)
 }
 
-// Cookie names of the browser session (see DESIGN.md).
+// Cookie names of the browser session (see README.md and the OpenAPI document).
 const (
 	SessionCookie = "fs_session"
 	CSRFCookie    = "fs_csrf"

@@ -15,7 +15,7 @@ import (
 	"github.com/flashsale/flashsale/store"
 )
 
-// Check is one invariant of DESIGN.md checked on one item or sale.
+// Check is one invariant of ARCHITECTURE.md checked on one item or sale.
 type Check struct {
 	Name   string
 	OK     bool
@@ -155,7 +155,7 @@ func (r SaleReport) Write(w io.Writer) {
 }
 
 // Reconciler compares, per sale and item, Redis (stock, buyers, in flight) with Postgres (live
-// orders, paid, returns) and judges DESIGN.md's invariants. Its job runs on one instance at a time
+// orders, paid, returns) and judges ARCHITECTURE.md's invariants. Its job runs on one instance at a time
 // under a lease with a fencing token; a mismatch is a metric, a log line with the numbers and a
 // red mark on the merchant's stock view, and one that persists with the queue drained is repaired
 // by rebuilding the sale's Redis state from Postgres.

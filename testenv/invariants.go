@@ -13,7 +13,7 @@ import (
 	"github.com/flashsale/flashsale/store"
 )
 
-// Invariants checks DESIGN.md's invariants for a sale once traffic has stopped and the queue has
+// Invariants checks ARCHITECTURE.md's invariants for a sale once traffic has stopped and the queue has
 // drained, and returns every violation found (nil when all hold). It is the reconciliation that
 // `flashsale reconcile` prints (services.Reconciler), plus what only a client knows:
 //
