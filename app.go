@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"sync"
@@ -29,8 +30,10 @@ type app struct {
 	now     func() time.Time
 	natsSrv *server.Server // nil with an external NATS
 	natsReg *store.Registration
+	natsURL string // how this instance reaches NATS, credential included
 	rdb     *redis.Client
 	db      *store.DB
+	writeDB *store.DB // the writer's own pool: the public routes can never starve it
 	queue   *store.Queue
 	stock   *store.Stock
 	pub     *store.GroupPublisher
@@ -80,20 +83,28 @@ func newApp(ctx context.Context, cfg config, log *slog.Logger) (_ *app, err erro
 			}
 			return nil, err
 		}
-		a.natsSrv, err = store.StartNATS(cfg.DataDir, cfg.NATSPort, cfg.NATSSync == "always")
+		token, err := store.EmbeddedNATSToken(cfg.DataDir)
 		if err != nil {
 			return nil, err
 		}
-		natsURL = a.natsSrv.ClientURL()
-		log.Info("embedded nats started", "url", natsURL, "store", cfg.DataDir, "sync", cfg.NATSSync)
+		a.natsSrv, err = store.StartNATS(cfg.DataDir, cfg.NATSPort, cfg.NATSSync == "always", token)
+		if err != nil {
+			return nil, err
+		}
+		natsURL = store.EmbeddedNATSURL(a.natsSrv.Addr().(*net.TCPAddr).Port, token)
+		log.Info("embedded nats started", "url", a.natsSrv.ClientURL(), "credential", cfg.DataDir+"/nats.token", "store", cfg.DataDir, "sync", cfg.NATSSync)
 	}
-	if a.queue, err = store.OpenQueue(ctx, natsURL); err != nil {
+	a.natsURL = natsURL
+	if a.queue, err = store.OpenQueue(ctx, natsURL, cfg.NATSCreds); err != nil {
 		return nil, err
 	}
 	if a.db, err = store.OpenDB(ctx, cfg.DatabaseURL, cfg.DBMaxConns); err != nil {
 		return nil, err
 	}
 	if err = a.db.Migrate(ctx, log); err != nil {
+		return nil, err
+	}
+	if a.writeDB, err = store.OpenDB(ctx, cfg.DatabaseURL, max(cfg.WriterDBConns, cfg.WriterWorkers)); err != nil {
 		return nil, err
 	}
 
@@ -108,7 +119,9 @@ func newApp(ctx context.Context, cfg config, log *slog.Logger) (_ *app, err erro
 	if cfg.Captcha == "test" {
 		captcha = services.TestCaptcha{}
 	}
-	a.auth = services.NewAuth(a.db, secret, cfg.JWTTTL, a.now)
+	limiter := services.NewLimiter(a.rdb, cfg.RateLimits, log, a.now)
+	a.auth = services.NewAuth(a.db, secret, cfg.JWTTTL, a.now).With(services.AuthOptions{
+		Redis: a.rdb, Limiter: limiter, Captcha: captcha, Log: log})
 	if a.soldOut, err = services.NewSoldOut(a.queue.Conn(), time.Second, log, a.now); err != nil {
 		return nil, err
 	}
@@ -119,10 +132,10 @@ func newApp(ctx context.Context, cfg config, log *slog.Logger) (_ *app, err erro
 	a.purchases = services.NewPurchases(services.PurchaseConfig{
 		TokenTTL: cfg.TokenTTL, SlowPublish: cfg.OrphanAge / 3, SigningSecret: secret,
 	}, a.sales, a.stock, a.db, a.pub, captcha, a.soldOut,
-		services.NewLimiter(a.rdb, cfg.RateLimits, log, a.now), a.returns, a.metrics, log, a.now)
+		limiter, a.returns, a.metrics, log, a.now)
 	a.queue.SetAckWait(30 * time.Second)
 	a.writer = services.NewWriter(services.WriterConfig{Workers: cfg.WriterWorkers, Batch: cfg.WriterBatch},
-		a.queue, a.db, a.stock, a.soldOut, a.metrics, log)
+		a.queue, a.writeDB, a.stock, a.soldOut, a.metrics, log)
 	a.keeper = services.NewKeeper(services.KeeperConfig{Interval: cfg.KeeperInterval, OrphanAge: cfg.OrphanAge,
 		ReconcileInterval: cfg.ReconcileInterval, Instance: instance},
 		a.db, a.stock, a.queue, a.loader, a.returns, a.reconcile, a.soldOut, a.metrics, log, a.now)
@@ -131,25 +144,50 @@ func newApp(ctx context.Context, cfg config, log *slog.Logger) (_ *app, err erro
 		SecureCookie: cfg.Env == "production", SessionTTL: cfg.JWTTTL}
 	pages := &handlers.Pages{Catalog: a.sales, Log: log, Now: a.now}
 	a.handler = web.NewRouter(web.Config{Log: log, Verifier: a.auth, API: api, Pages: pages, Registry: a.reg,
-		Ready: a.ready, TrustedProxies: cfg.TrustedProxies})
+		Ready: a.ready, TrustedProxies: cfg.TrustedProxies, Production: cfg.Env == "production"})
 	return a, nil
 }
 
-// ready reports whether Redis, Postgres and NATS answer.
-func (a *app) ready() error {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	var errs []error
-	if err := a.rdb.Ping(ctx).Err(); err != nil {
-		errs = append(errs, fmt.Errorf("redis: %w", err))
+// ready names the dependencies that do not answer (Redis, Postgres, NATS), each checked at once
+// with its own second; the reasons go to the log, not to the caller.
+func (a *app) ready() []string {
+	check := func(name string, ping func(context.Context) error) <-chan string {
+		c := make(chan string, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			if err := ping(ctx); err != nil {
+				a.log.Warn("readiness: "+name+" does not answer", "err", err)
+				c <- name
+				return
+			}
+			c <- ""
+		}()
+		return c
 	}
-	if sqlDB, err := a.db.Gorm().DB(); err != nil || sqlDB.PingContext(ctx) != nil {
-		errs = append(errs, errors.New("postgres unreachable"))
+	checks := []<-chan string{
+		check("redis", func(ctx context.Context) error { return a.rdb.Ping(ctx).Err() }),
+		check("postgres", func(ctx context.Context) error {
+			sqlDB, err := a.db.Gorm().DB()
+			if err != nil {
+				return err
+			}
+			return sqlDB.PingContext(ctx)
+		}),
+		check("nats", func(context.Context) error {
+			if !a.queue.Conn().IsConnected() {
+				return errors.New("disconnected")
+			}
+			return nil
+		}),
 	}
-	if !a.queue.Conn().IsConnected() {
-		errs = append(errs, errors.New("nats disconnected"))
+	down := []string{}
+	for _, c := range checks {
+		if name := <-c; name != "" {
+			down = append(down, name)
+		}
 	}
-	return errors.Join(errs...)
+	return down
 }
 
 // embeddedNATSLease is how long the registration of an embedded NATS outlives its instance.
@@ -208,6 +246,9 @@ func (a *app) closeAll() {
 	}
 	if a.db != nil {
 		a.db.Close()
+	}
+	if a.writeDB != nil {
+		a.writeDB.Close()
 	}
 	if a.rdb != nil {
 		a.rdb.Close()

@@ -194,7 +194,7 @@ func TestBadInput(t *testing.T) {
 	validMerchantJWT, badMerchant := badTokens(t, secret, rsaKey, "9000", services.RoleMerchant)
 
 	// A real browser session, from a real registration.
-	reg := h.send(t, badCase{method: "POST", path: "/api/auth/register", body: `{"username":"carol","password":"correct horse"}`})
+	reg := h.send(t, badCase{method: "POST", path: "/api/auth/register", body: `{"username":"carol","password":"correct horse","captchaId":"c","answer":"test"}`})
 	if reg.status != http.StatusCreated {
 		t.Fatalf("register: %d %s", reg.status, reg.raw)
 	}
@@ -285,7 +285,7 @@ func TestBadInput(t *testing.T) {
 		"control character":  "{\"username\":\"a\x01b\"}",
 	}
 	bodyRoutes := []struct{ method, path, auth, good string }{
-		{"POST", "/api/auth/register", "", `{"username":"dave","password":"12345678"}`},
+		{"POST", "/api/auth/register", "", `{"username":"dave","password":"12345678","captchaId":"c","answer":"test"}`},
 		{"POST", "/api/auth/login", "", `{"username":"carol","password":"correct horse"}`},
 		{"POST", fmt.Sprintf("/api/flash-sales/%d/purchase-token", sale.sale), shopper, `{"captchaId":"abc","answer":"test"}`},
 		{"POST", "/api/admin/sales", merchant, saleBody(nil)},
@@ -330,11 +330,20 @@ func TestBadInput(t *testing.T) {
 	for _, p := range []string{"", "short", "1234567", strings.Repeat("p", 73)} {
 		invalid("POST", "/api/auth/register", "", mustJSON(t, map[string]string{"username": "erin", "password": p}), fmt.Sprintf("password of %d bytes", len(p)))
 	}
-	add(badCase{name: "username taken", method: "POST", path: "/api/auth/register", body: `{"username":"carol","password":"another one"}`, status: 409, code: "USERNAME_TAKEN"})
+	add(badCase{name: "username taken", method: "POST", path: "/api/auth/register", body: `{"username":"carol","password":"another one","captchaId":"c","answer":"test"}`, status: 409, code: "USERNAME_TAKEN"})
+	add(badCase{name: "username taken, other case", method: "POST", path: "/api/auth/register", body: `{"username":"CaRoL","password":"another one","captchaId":"c","answer":"test"}`, status: 409, code: "USERNAME_TAKEN"})
+	for name, body := range map[string]string{
+		"no captcha":         `{"username":"heidi","password":"12345678"}`,
+		"wrong answer":       `{"username":"heidi","password":"12345678","captchaId":"c","answer":"nope"}`,
+		"empty captcha id":   `{"username":"heidi","password":"12345678","captchaId":"","answer":"test"}`,
+		"overlong captchaId": mustJSON(t, map[string]string{"username": "heidi", "password": "12345678", "captchaId": strings.Repeat("c", 129), "answer": "test"}),
+	} {
+		add(badCase{name: "register " + name, method: "POST", path: "/api/auth/register", body: body, status: 403, code: "CAPTCHA_FAILED"})
+	}
 
 	// Login: wrong credentials are 401, whatever is wrong with them.
 	for _, cr := range []struct{ user, pass string }{
-		{"carol", "wrong password"}, {"carol", ""}, {"nobody", "correct horse"}, {"", ""}, {"CAROL", "correct horse"},
+		{"carol", "wrong password"}, {"carol", ""}, {"nobody", "correct horse"}, {"", ""}, {"CAROL", "wrong password"},
 		{strings.Repeat("c", 65), "correct horse"}, {"carol", strings.Repeat("p", 73)}, {"carol'--", "x"}, {"a b", "12345678"},
 	} {
 		add(badCase{name: "login " + cr.user, method: "POST", path: "/api/auth/login", body: mustJSON(t, map[string]string{"username": cr.user, "password": cr.pass}),

@@ -16,11 +16,14 @@ const devJWTSecret = "flashsale-dev-secret-do-not-use-in-production"
 type config struct {
 	Env               string
 	Addr              string
+	MetricsAddr       string
 	DatabaseURL       string
 	RedisURL          string
 	RedisPool         int
 	DBMaxConns        int
+	WriterDBConns     int
 	NATSURL           string
+	NATSCreds         string
 	NATSPort          int
 	NATSSync          string
 	DataDir           string
@@ -55,13 +58,16 @@ type configVar struct {
 }
 
 var configVars = []configVar{
-	{"FLASHSALE_ENV", "development", "`development` or `production`; production refuses the test captcha, `RATE_LIMITS=off` and the development JWT secret, and sets Secure cookies"},
+	{"FLASHSALE_ENV", "development", "`development` or `production`; production refuses the test captcha, `RATE_LIMITS=off`, the development JWT secret, `DEMO=1` and `NATS_SYNC=interval`, and sets Secure `__Host-` cookies and HSTS"},
 	{"FLASHSALE_ADDR", "127.0.0.1:8080", "HTTP listen address"},
+	{"FLASHSALE_METRICS_ADDR", "127.0.0.1:9090", "listen address of `/metrics` (Prometheus), kept off the public address; `off` serves none"},
 	{"FLASHSALE_DATABASE_URL", "postgres://postgres@127.0.0.1:5433/flashsale?sslmode=disable", "Postgres, the source of truth"},
-	{"FLASHSALE_DB_MAX_CONNS", "16", "Postgres connection pool size"},
+	{"FLASHSALE_DB_MAX_CONNS", "16", "Postgres connection pool size of the HTTP routes and background jobs"},
+	{"FLASHSALE_WRITER_DB_CONNS", "4", "the writer's own Postgres connection pool (apart from `DB_MAX_CONNS`, so the public routes can never starve it), raised to `WRITER_WORKERS` if below"},
 	{"FLASHSALE_REDIS_URL", "redis://127.0.0.1:6380/0", "Redis holding stock, buyers and reservations in flight"},
 	{"FLASHSALE_REDIS_POOL", "128", "Redis connection pool size"},
 	{"FLASHSALE_NATS_URL", "", "external NATS (JetStream) URL; empty starts an embedded server"},
+	{"FLASHSALE_NATS_CREDS", "", "NATS credentials file (user JWT and seed) for the external NATS of `FLASHSALE_NATS_URL`; the embedded server instead requires the credential it generates in `FLASHSALE_DATA_DIR/nats.token`"},
 	{"FLASHSALE_NATS_PORT", "4222", "loopback port of the embedded NATS server (-1 picks a free one)"},
 	{"FLASHSALE_NATS_SYNC", "always", "embedded JetStream fsync: `always` (an acknowledged order survives a crash) or `interval` (every 2 min, unsafe)"},
 	{"FLASHSALE_DATA_DIR", ".data", "where the embedded NATS keeps its JetStream files"},
@@ -125,11 +131,11 @@ func loadConfig(getenv func(string) string) (config, error) {
 		return false
 	}
 	c := config{
-		Env: get("FLASHSALE_ENV"), Addr: get("FLASHSALE_ADDR"), DatabaseURL: get("FLASHSALE_DATABASE_URL"),
-		RedisURL: get("FLASHSALE_REDIS_URL"), NATSURL: get("FLASHSALE_NATS_URL"), NATSSync: get("FLASHSALE_NATS_SYNC"),
+		Env: get("FLASHSALE_ENV"), Addr: get("FLASHSALE_ADDR"), MetricsAddr: get("FLASHSALE_METRICS_ADDR"), DatabaseURL: get("FLASHSALE_DATABASE_URL"),
+		RedisURL: get("FLASHSALE_REDIS_URL"), NATSURL: get("FLASHSALE_NATS_URL"), NATSCreds: get("FLASHSALE_NATS_CREDS"), NATSSync: get("FLASHSALE_NATS_SYNC"),
 		DataDir: get("FLASHSALE_DATA_DIR"), JWTSecret: get("FLASHSALE_JWT_SECRET"), Captcha: get("FLASHSALE_CAPTCHA"),
 		LogLevel: get("FLASHSALE_LOG_LEVEL"), LogFormat: get("FLASHSALE_LOG_FORMAT"),
-		RedisPool: num("FLASHSALE_REDIS_POOL", 1), DBMaxConns: num("FLASHSALE_DB_MAX_CONNS", 2),
+		RedisPool: num("FLASHSALE_REDIS_POOL", 1), DBMaxConns: num("FLASHSALE_DB_MAX_CONNS", 2), WriterDBConns: num("FLASHSALE_WRITER_DB_CONNS", 1),
 		NATSPort: num("FLASHSALE_NATS_PORT", -1), WriterBatch: num("FLASHSALE_WRITER_BATCH", 1), WriterWorkers: num("FLASHSALE_WRITER_WORKERS", 1),
 		PublishParallel: num("FLASHSALE_PUBLISH_PARALLEL", 1), PublishBatch: num("FLASHSALE_PUBLISH_BATCH", 1),
 		JWTTTL: dur("FLASHSALE_JWT_TTL"), CaptchaTTL: dur("FLASHSALE_CAPTCHA_TTL"), PayWindow: dur("FLASHSALE_PAY_WINDOW"), TokenTTL: dur("FLASHSALE_PURCHASE_TOKEN_TTL"),
@@ -142,6 +148,9 @@ func loadConfig(getenv func(string) string) (config, error) {
 		for _, s := range strings.Split(p, ",") {
 			c.TrustedProxies = append(c.TrustedProxies, strings.TrimSpace(s))
 		}
+	}
+	if c.NATSCreds != "" && c.NATSURL == "" {
+		errs = append(errs, errors.New("FLASHSALE_NATS_CREDS is for an external NATS: set FLASHSALE_NATS_URL too (the embedded server uses its own generated credential)"))
 	}
 	if c.PayWindow < time.Second || c.PayWindow > 24*time.Hour {
 		errs = append(errs, fmt.Errorf("FLASHSALE_PAY_WINDOW=%q: want between 1s and 24h", get("FLASHSALE_PAY_WINDOW")))
@@ -171,6 +180,12 @@ func loadConfig(getenv func(string) string) (config, error) {
 		if c.JWTSecret == devJWTSecret {
 			errs = append(errs, errors.New("set FLASHSALE_JWT_SECRET: the development secret is refused when FLASHSALE_ENV=production"))
 		}
+		if c.Demo {
+			errs = append(errs, errors.New("FLASHSALE_DEMO=1 is refused when FLASHSALE_ENV=production: it creates a merchant with a known password"))
+		}
+		if c.NATSSync != "always" {
+			errs = append(errs, errors.New("FLASHSALE_NATS_SYNC=interval is refused when FLASHSALE_ENV=production: an acknowledged order could be lost in a crash"))
+		}
 	}
 	return c, errors.Join(errs...)
 }
@@ -199,6 +214,9 @@ func maskURL(s string) string {
 	userinfo := s[scheme+3 : at]
 	if u, _, ok := strings.Cut(userinfo, ":"); ok {
 		return s[:scheme+3] + u + ":****" + s[at:]
+	}
+	if strings.HasPrefix(s, "nats") || strings.HasPrefix(s, "tls") {
+		return s[:scheme+3] + "****" + s[at:] // a NATS token
 	}
 	return s
 }

@@ -27,6 +27,11 @@ func TestConfig(t *testing.T) {
 		{"production refuses the test captcha", with(prodOK, "FLASHSALE_CAPTCHA", "test"), "FLASHSALE_CAPTCHA=test is refused"},
 		{"production refuses rate limits off", with(prodOK, "FLASHSALE_RATE_LIMITS", "off"), "FLASHSALE_RATE_LIMITS=off is refused"},
 		{"production refuses the development secret", map[string]string{"FLASHSALE_ENV": "production"}, "development secret is refused"},
+		{"production refuses the demo seed", with(prodOK, "FLASHSALE_DEMO", "1"), "FLASHSALE_DEMO=1 is refused"},
+		{"production refuses interval fsync", with(prodOK, "FLASHSALE_NATS_SYNC", "interval"), "FLASHSALE_NATS_SYNC=interval is refused"},
+		{"development allows interval fsync", map[string]string{"FLASHSALE_NATS_SYNC": "interval"}, ""},
+		{"payment window over a day", map[string]string{"FLASHSALE_PAY_WINDOW": "25h"}, "FLASHSALE_PAY_WINDOW"},
+		{"credentials file without an external NATS", map[string]string{"FLASHSALE_NATS_CREDS": "/etc/nats/user.creds"}, "FLASHSALE_NATS_CREDS is for an external NATS"},
 		{"unknown env", map[string]string{"FLASHSALE_ENV": "staging"}, "FLASHSALE_ENV"},
 		{"bad duration", map[string]string{"FLASHSALE_PAY_WINDOW": "ten minutes"}, "FLASHSALE_PAY_WINDOW"},
 		{"negative duration", map[string]string{"FLASHSALE_PURCHASE_TOKEN_TTL": "-1s"}, "FLASHSALE_PURCHASE_TOKEN_TTL"},
@@ -48,6 +53,7 @@ func TestConfig(t *testing.T) {
 
 func TestMaskURL(t *testing.T) {
 	cases := map[string]string{
+		"nats://s3cr3ttoken@127.0.0.1:4222":    "nats://****@127.0.0.1:4222",
 		"postgres://u:secret@h:5432/db":        "postgres://u:****@h:5432/db",
 		"redis://127.0.0.1:6380/0":             "redis://127.0.0.1:6380/0",
 		"postgres://postgres@127.0.0.1:5433/x": "postgres://postgres@127.0.0.1:5433/x",

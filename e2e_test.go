@@ -310,10 +310,16 @@ func (b *e2eTab) register(username, password string) int64 {
 	if !e2eEval[bool](b, "the login form", `e.shown(e.q('login-form')) && !e.shown(e.q('session-user'))`) {
 		b.fatalf("a new visitor should see the login form and no signed-in user")
 	}
-	b.do("fill in and send the register form",
+	b.do("fill in the register form and ask for its captcha",
 		chromedp.SendKeys(e2eTestID("username"), username),
 		chromedp.SendKeys(e2eTestID("password"), password),
 		chromedp.Click(e2eTestID("register-button")),
+	)
+	// Registration takes a captcha: its picture shows, the answer goes in, Enter registers.
+	b.waitFor("the registration captcha", 10*time.Second,
+		`e.shown(e.q('register-captcha-image')) && e.q('register-captcha-image').complete && e.q('register-captcha-image').naturalWidth > 0`)
+	b.do("answer the captcha and press Enter",
+		chromedp.SendKeys(e2eTestID("register-captcha-answer"), "test\r"),
 	)
 	b.waitFor("the session area shows the shopper signed in", 10*time.Second,
 		`e.shown(e.q('session-user')) && !e.shown(e.q('login-form')) && /^#\d+$/.test(e.text(e.q('session-id')))`)
@@ -656,7 +662,7 @@ func TestSalePageSameForEveryVisitor(t *testing.T) {
 	visitors := []visitor{{name: "anonymous", headers: http.Header{}}}
 	for _, who := range []string{"alice", "bob"} {
 		username := "page_" + who + "_" + suffix
-		r := h.do("POST", "/api/auth/register", "", map[string]string{"username": username, "password": "password for " + who})
+		r := h.do("POST", "/api/auth/register", "", map[string]string{"username": username, "password": "password for " + who, "captchaId": "c", "answer": "test"})
 		if r.Status != http.StatusCreated || r.str("token") == "" {
 			t.Fatalf("register %s: %d %s", username, r.Status, r.Raw)
 		}

@@ -52,7 +52,7 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 	var dsn string
 	if o.shared != nil {
 		rs, dsn = o.shared.redis, o.shared.cfg.DatabaseURL
-		o.env = mergeEnv(map[string]string{"FLASHSALE_NATS_URL": o.shared.app.natsSrv.ClientURL()}, o.env)
+		o.env = mergeEnv(map[string]string{"FLASHSALE_NATS_URL": o.shared.app.natsURL}, o.env)
 	} else {
 		rs, dsn = testenv.Redis(t), testenv.Postgres(t)
 	}
@@ -278,9 +278,7 @@ func (h *harness) checkInvariants(s saleIDs) {
 // and returns its output.
 func (h *harness) reconcile(saleID int64) (string, error) {
 	env := mergeEnv(h.env, nil)
-	if h.app.natsSrv != nil {
-		env["FLASHSALE_NATS_URL"] = h.app.natsSrv.ClientURL()
-	}
+	env["FLASHSALE_NATS_URL"] = h.app.natsURL
 	env["FLASHSALE_LOG_LEVEL"] = "error"
 	var out strings.Builder
 	err := run(context.Background(), []string{"reconcile", "-wait", "10s", strconv.FormatInt(saleID, 10)},

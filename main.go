@@ -20,6 +20,7 @@ import (
 
 	"github.com/flashsale/flashsale/services"
 	"github.com/flashsale/flashsale/store"
+	"github.com/flashsale/flashsale/web"
 )
 
 func main() {
@@ -123,9 +124,19 @@ func serve(ctx context.Context, cfg config, log *slog.Logger) error {
 	}
 	srv := &http.Server{Handler: a.handler, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 15 * time.Second,
 		WriteTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second, MaxHeaderBytes: 64 << 10}
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
 	log.Info("serving", "url", "http://"+ln.Addr().String())
+	if cfg.MetricsAddr != "off" {
+		mln, err := net.Listen("tcp", cfg.MetricsAddr)
+		if err != nil {
+			return fmt.Errorf("listen %s (FLASHSALE_METRICS_ADDR): %w", cfg.MetricsAddr, err)
+		}
+		msrv := &http.Server{Handler: web.MetricsHandler(a.reg), ReadHeaderTimeout: 5 * time.Second}
+		go func() { errc <- msrv.Serve(mln) }()
+		defer msrv.Close()
+		log.Info("metrics", "url", "http://"+mln.Addr().String()+"/metrics")
+	}
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serve: %w", err)
@@ -234,9 +245,13 @@ func reconcileCmd(ctx context.Context, cfg config, log *slog.Logger, args []stri
 	defer db.Close()
 	natsURL := cfg.NATSURL
 	if natsURL == "" {
-		natsURL = fmt.Sprintf("nats://127.0.0.1:%d", cfg.NATSPort)
+		token, err := store.ReadEmbeddedNATSToken(cfg.DataDir)
+		if err != nil {
+			return fmt.Errorf("reconcile needs the order queue: %w (or set FLASHSALE_NATS_URL)", err)
+		}
+		natsURL = store.EmbeddedNATSURL(cfg.NATSPort, token)
 	}
-	q, err := store.OpenQueue(ctx, natsURL)
+	q, err := store.OpenQueue(ctx, natsURL, cfg.NATSCreds)
 	if err != nil {
 		return fmt.Errorf("reconcile needs the order queue to know it has drained: %w", err)
 	}
@@ -259,12 +274,14 @@ func reconcileCmd(ctx context.Context, cfg config, log *slog.Logger, args []stri
 		time.Sleep(200 * time.Millisecond)
 	}
 	if saleIDs == nil {
-		sales, err := db.SalesEndingAfter(ctx, time.Now().Add(-24*time.Hour), 1000)
+		err := db.EachSaleEndingAfter(ctx, time.Now().Add(-24*time.Hour), func(page []store.Sale) error {
+			for _, s := range page {
+				saleIDs = append(saleIDs, s.ID)
+			}
+			return nil
+		})
 		if err != nil {
 			return err
-		}
-		for _, s := range sales {
-			saleIDs = append(saleIDs, s.ID)
 		}
 		if len(saleIDs) == 0 {
 			fmt.Fprintln(stdout, "no sale ended less than a day ago: nothing to reconcile")

@@ -285,7 +285,11 @@ func TestNATSUnavailable(t *testing.T) {
 		t.Errorf("the shopper is still a buyer after the failed publish")
 	}
 
-	ns, err := store.StartNATS(h.natsDir, h.cfg.NATSPort, true)
+	token, err := store.ReadEmbeddedNATSToken(h.natsDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, err := store.StartNATS(h.natsDir, h.cfg.NATSPort, true, token)
 	if err != nil {
 		t.Fatalf("restart nats: %v", err)
 	}

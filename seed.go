@@ -25,7 +25,7 @@ func seedDemo(ctx context.Context, a *app, delay time.Duration, log *slog.Logger
 	for _, acc := range demoAccounts {
 		u, err := a.auth.AddUser(ctx, acc.Username, acc.Password, acc.Role)
 		if services.ErrorCode(err) == services.CodeUsernameTaken {
-			_, id, err := a.auth.Login(ctx, acc.Username, acc.Password)
+			_, id, err := a.auth.Login(ctx, acc.Username, acc.Password, "seed")
 			if err != nil {
 				return err
 			}

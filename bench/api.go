@@ -17,6 +17,7 @@ import (
 // through net/http; only the load itself goes through the lean client.
 type api struct {
 	base     string
+	metrics  string // the server's /metrics URL ("" : base + /metrics)
 	hc       *http.Client
 	merchant string // merchant JWT
 }
@@ -181,7 +182,11 @@ func (a *api) buy(ctx context.Context, shopperJWT string, saleID, itemID int64) 
 func (a *api) scrape(ctx context.Context) (map[string]float64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, "GET", a.base+"/metrics", nil)
+	u := a.metrics
+	if u == "" {
+		u = a.base + "/metrics"
+	}
+	req, err := http.NewRequestWithContext(ctx, "GET", u, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -38,6 +38,7 @@ func TestMain(m *testing.M) {
 // server is a flashsale binary started for a test, on real Redis and Postgres.
 type server struct {
 	url         string
+	metricsURL  string
 	databaseURL string
 	redisURL    string
 	cmd         *exec.Cmd
@@ -57,6 +58,8 @@ func startServer(t *testing.T) *server {
 	s := &server{databaseURL: testenv.Postgres(t), redisURL: rs.URL(), log: &bytes.Buffer{}}
 	addr := "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
 	s.url = "http://" + addr
+	maddr := "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
+	s.metricsURL = "http://" + maddr + "/metrics"
 	s.cmd = exec.Command(bin, "serve")
 	s.cmd.Env = append(os.Environ(),
 		"FLASHSALE_DATABASE_URL="+s.databaseURL,
@@ -64,6 +67,7 @@ func startServer(t *testing.T) *server {
 		"FLASHSALE_DATA_DIR="+t.TempDir(),
 		"FLASHSALE_NATS_PORT="+strconv.Itoa(testenv.FreePort(t)),
 		"FLASHSALE_ADDR="+addr,
+		"FLASHSALE_METRICS_ADDR="+maddr,
 		"FLASHSALE_RATE_LIMITS=off",
 		"FLASHSALE_CAPTCHA=test",
 		"FLASHSALE_PURCHASE_TOKEN_TTL=2m",
@@ -122,7 +126,7 @@ func TestRushSmall(t *testing.T) {
 	}
 	srv := startServer(t)
 	const shoppers, units = 300, 50
-	o, err := parseOptions("rush", []string{"-url", srv.url, "-database-url", srv.databaseURL, "-redis-url", srv.redisURL,
+	o, err := parseOptions("rush", []string{"-url", srv.url, "-metrics-url", srv.metricsURL, "-database-url", srv.databaseURL, "-redis-url", srv.redisURL,
 		"-server-pid", strconv.Itoa(srv.cmd.Process.Pid), "-n", strconv.Itoa(shoppers), "-units", strconv.Itoa(units),
 		"-window", "1s", "-double-click", "0.1", "-workers", "64", "-quiet", "-drain-timeout", "60s"}, io.Discard)
 	if err != nil {
@@ -225,7 +229,7 @@ func TestPathScenariosSmall(t *testing.T) {
 	}
 	srv := startServer(t)
 	for _, scenario := range []string{"soldout", "reserve"} {
-		o, err := parseOptions(scenario, []string{"-url", srv.url, "-database-url", srv.databaseURL, "-redis-url", srv.redisURL,
+		o, err := parseOptions(scenario, []string{"-url", srv.url, "-metrics-url", srv.metricsURL, "-database-url", srv.databaseURL, "-redis-url", srv.redisURL,
 			"-start-rate", "100", "-max-steps", "2", "-refine", "0", "-duration", "500ms", "-workers", "32", "-quiet"}, io.Discard)
 		if err != nil {
 			t.Fatal(err)

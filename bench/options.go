@@ -26,6 +26,7 @@ const (
 type Options struct {
 	Scenario    string
 	URL         string // the flashsale under test
+	MetricsURL  string // its /metrics, served on FLASHSALE_METRICS_ADDR
 	Secret      string
 	DatabaseURL string
 	RedisURL    string
@@ -77,6 +78,7 @@ func parseOptions(scenario string, args []string, stderr io.Writer) (Options, er
 	fs := flag.NewFlagSet(scenario, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.URL, "url", envOr("FLASHSALE_BENCH_URL", defaultURL), "flashsale under test (loopback only; env FLASHSALE_BENCH_URL)")
+	fs.StringVar(&o.MetricsURL, "metrics-url", envOr("FLASHSALE_BENCH_METRICS_URL", "http://127.0.0.1:9090/metrics"), "the server's /metrics, on its FLASHSALE_METRICS_ADDR (loopback only; env FLASHSALE_BENCH_METRICS_URL)")
 	fs.StringVar(&o.Secret, "secret", envOr("FLASHSALE_JWT_SECRET", devJWTSecret), "the server's JWT secret (env FLASHSALE_JWT_SECRET)")
 	fs.StringVar(&o.DatabaseURL, "database-url", envOr("FLASHSALE_DATABASE_URL", defaultDatabaseURL), "the server's Postgres, for the invariant check (env FLASHSALE_DATABASE_URL)")
 	fs.StringVar(&o.RedisURL, "redis-url", envOr("FLASHSALE_REDIS_URL", defaultRedisURL), "the server's Redis, for the invariant check and ref-redis (env FLASHSALE_REDIS_URL)")
@@ -130,6 +132,9 @@ func (o *Options) validate() error {
 	var errs []error
 	if _, err := loopbackAddr(o.URL); err != nil {
 		errs = append(errs, fmt.Errorf("-url: %w", err))
+	}
+	if u, err := url.Parse(o.MetricsURL); err != nil || !isLoopbackHost(u.Hostname()) {
+		errs = append(errs, fmt.Errorf("-metrics-url %q: only a loopback server is measured", o.MetricsURL))
 	}
 	if u, err := url.Parse(o.RedisURL); err != nil || !isLoopbackHost(u.Hostname()) {
 		errs = append(errs, fmt.Errorf("-redis-url %q: only a loopback Redis may be loaded (ref-redis)", o.RedisURL))

@@ -53,6 +53,7 @@ func NewRunner(ctx context.Context, o Options, stdout, stderr io.Writer) (*Runne
 		return nil, err
 	}
 	r.api = newAPI(o.URL, merchant)
+	r.api.metrics = o.MetricsURL
 	if err := r.api.ready(ctx, 10*time.Second); err != nil {
 		return nil, err
 	}

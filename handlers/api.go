@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -15,8 +16,10 @@ import (
 
 // Accounts is what the API needs of the account service.
 type Accounts interface {
-	Register(ctx context.Context, username, password string) (string, services.Identity, error)
-	Login(ctx context.Context, username, password string) (string, services.Identity, error)
+	NewCaptcha(ctx context.Context, ip string) (id, image string, err error)
+	Register(ctx context.Context, username, password, captchaID, answer, ip string) (string, services.Identity, error)
+	Login(ctx context.Context, username, password, ip string) (string, services.Identity, error)
+	Logout(ctx context.Context, token string) error
 }
 
 // Catalog is what the API needs of the sales service.
@@ -24,7 +27,7 @@ type Catalog interface {
 	Create(ctx context.Context, merchantID int64, in services.NewSale) (services.Sale, error)
 	Get(ctx context.Context, saleID int64) (services.Sale, error)
 	Cached(ctx context.Context, saleID int64) (services.Sale, error)
-	Upcoming(ctx context.Context) ([]services.Sale, error)
+	Upcoming(ctx context.Context, cursor string) ([]services.Sale, string, error)
 	OfMerchant(ctx context.Context, merchantID int64) ([]services.Sale, error)
 	Displayed(ctx context.Context, saleID int64) (services.DisplayedStock, error)
 	AdminStock(ctx context.Context, merchantID, saleID int64) ([]services.AdminItemStock, error)
@@ -41,10 +44,14 @@ type Shop interface {
 	MyOrders(ctx context.Context, userID int64, cursor string) ([]services.OrderView, string, error)
 }
 
-// Cookie names of the browser session (see README.md and the OpenAPI document).
+// Cookie names of the browser session (see README.md and the OpenAPI document). With Secure
+// cookies (production) they carry the __Host- prefix: the browser then takes them only from this
+// very host over HTTPS, with Path=/ and no Domain, so neither a sibling subdomain nor a plain-HTTP
+// answer can plant a session.
 const (
 	SessionCookie = "fs_session"
 	CSRFCookie    = "fs_csrf"
+	hostPrefix    = "__Host-"
 )
 
 // API holds the JSON handlers.
@@ -54,18 +61,52 @@ type API struct {
 	Shop         Shop
 	Log          *slog.Logger
 	Now          func() time.Time
-	SecureCookie bool          // Secure cookies outside development
+	SecureCookie bool          // Secure, __Host- cookies (production)
 	SessionTTL   time.Duration // cookie lifetime, same as the JWT's
 }
 
-type credentials struct {
+// SessionCookieName is the name of the HttpOnly session cookie.
+func (a *API) SessionCookieName() string {
+	if a.SecureCookie {
+		return hostPrefix + SessionCookie
+	}
+	return SessionCookie
+}
+
+// CSRFCookieName is the name of the readable double-submit cookie.
+func (a *API) CSRFCookieName() string {
+	if a.SecureCookie {
+		return hostPrefix + CSRFCookie
+	}
+	return CSRFCookie
+}
+
+type loginRequest struct {
 	Username string `json:"username"`
 	Password string `json:"password"`
 }
 
+type registerRequest struct {
+	Username  string `json:"username"`
+	Password  string `json:"password"`
+	CaptchaID string `json:"captchaId"`
+	Answer    string `json:"answer"`
+}
+
+// tokenResponse answers a login or a registration. The token is left out for a browser (see
+// fromBrowser): it has the session as an HttpOnly cookie, which its scripts cannot read, and
+// the token in the body would undo that.
 type tokenResponse struct {
-	Token string `json:"token"`
-	Role  string `json:"role"`
+	Token  string `json:"token,omitempty"`
+	Role   string `json:"role"`
+	UserID string `json:"userId"`
+}
+
+// fromBrowser tells a browser's request from an API client's: every current browser sends Origin
+// on a POST (same-origin included) and Sec-Fetch-Site on every request, and a page's script
+// can set neither; curl, the benchmark tool and other programs send neither.
+func fromBrowser(c *gin.Context) bool {
+	return c.GetHeader("Origin") != "" || c.GetHeader("Sec-Fetch-Site") != ""
 }
 
 func (a *API) setSession(c *gin.Context, token string) {
@@ -73,44 +114,96 @@ func (a *API) setSession(c *gin.Context, token string) {
 	_, _ = rand.Read(b[:])
 	maxAge := int(a.SessionTTL / time.Second)
 	c.SetSameSite(http.SameSiteLaxMode)
-	c.SetCookie(SessionCookie, token, maxAge, "/", "", a.SecureCookie, true)
-	c.SetCookie(CSRFCookie, hex.EncodeToString(b[:]), maxAge, "/", "", a.SecureCookie, false)
+	c.SetCookie(a.SessionCookieName(), token, maxAge, "/", "", a.SecureCookie, true)
+	c.SetCookie(a.CSRFCookieName(), hex.EncodeToString(b[:]), maxAge, "/", "", a.SecureCookie, false)
+}
+
+func (a *API) clearSession(c *gin.Context) {
+	c.SetSameSite(http.SameSiteLaxMode)
+	c.SetCookie(a.SessionCookieName(), "", -1, "/", "", a.SecureCookie, true)
+	c.SetCookie(a.CSRFCookieName(), "", -1, "/", "", a.SecureCookie, false)
+}
+
+// AuthCaptcha handles the "POST /api/auth/captcha" route: a challenge for a registration.
+func (a *API) AuthCaptcha(c *gin.Context) {
+	var in struct{}
+	if err := decodeJSON(c, &in, true); err != nil {
+		Error(c, a.Log, err)
+		return
+	}
+	id, img, err := a.Accounts.NewCaptcha(c.Request.Context(), c.ClientIP())
+	if err != nil {
+		Error(c, a.Log, err)
+		return
+	}
+	c.Header("Cache-Control", "no-store")
+	c.JSON(http.StatusOK, gin.H{"captchaId": id, "image": img})
 }
 
 // Register handles the "POST /api/auth/register" route.
-func (a *API) Register(c *gin.Context) { a.session(c, a.Accounts.Register, http.StatusCreated) }
-
-// Login handles the "POST /api/auth/login" route.
-func (a *API) Login(c *gin.Context) { a.session(c, a.Accounts.Login, http.StatusOK) }
-
-// session runs a username/password exchange for a token, sets the browser session cookies and
-// answers {"token","role"} with status.
-func (a *API) session(c *gin.Context, exchange func(ctx context.Context, username, password string) (string, services.Identity, error), status int) {
-	var in credentials
+func (a *API) Register(c *gin.Context) {
+	var in registerRequest
 	if err := decodeJSON(c, &in, false); err != nil {
 		Error(c, a.Log, err)
 		return
 	}
-	tok, id, err := exchange(c.Request.Context(), in.Username, in.Password)
+	tok, id, err := a.Accounts.Register(c.Request.Context(), in.Username, in.Password, in.CaptchaID, in.Answer, c.ClientIP())
+	a.sessionAnswer(c, tok, id, err, http.StatusCreated)
+}
+
+// Login handles the "POST /api/auth/login" route.
+func (a *API) Login(c *gin.Context) {
+	var in loginRequest
+	if err := decodeJSON(c, &in, false); err != nil {
+		Error(c, a.Log, err)
+		return
+	}
+	tok, id, err := a.Accounts.Login(c.Request.Context(), in.Username, in.Password, c.ClientIP())
+	a.sessionAnswer(c, tok, id, err, http.StatusOK)
+}
+
+// sessionAnswer sets the browser session cookies and answers {"token","role","userId"} with
+// status, the token only to an API client.
+func (a *API) sessionAnswer(c *gin.Context, tok string, id services.Identity, err error, status int) {
 	if err != nil {
 		Error(c, a.Log, err)
 		return
 	}
 	a.setSession(c, tok)
-	c.JSON(status, tokenResponse{Token: tok, Role: id.Role})
+	out := tokenResponse{Token: tok, Role: id.Role, UserID: idString(id.UserID)}
+	if fromBrowser(c) {
+		out.Token = ""
+	}
+	c.Header("Cache-Control", "no-store")
+	c.JSON(status, out)
 }
 
-// Logout handles the "POST /api/auth/logout" route: it clears the browser session.
+// Logout handles the "POST /api/auth/logout" route: it ends the session of the bearer token or
+// session cookie on the server (the token is refused from then on, on every instance) and
+// clears the browser's cookies. Without a valid session it only clears the cookies.
 func (a *API) Logout(c *gin.Context) {
-	c.SetSameSite(http.SameSiteLaxMode)
-	c.SetCookie(SessionCookie, "", -1, "/", "", a.SecureCookie, true)
-	c.SetCookie(CSRFCookie, "", -1, "/", "", a.SecureCookie, false)
+	token := ""
+	if h := c.GetHeader("Authorization"); h != "" {
+		if scheme, t, ok := strings.Cut(h, " "); ok && strings.EqualFold(scheme, "Bearer") {
+			token = strings.TrimSpace(t)
+		}
+	} else if ck, err := c.Cookie(a.SessionCookieName()); err == nil {
+		token = ck
+	}
+	if token != "" {
+		if err := a.Accounts.Logout(c.Request.Context(), token); err != nil {
+			Error(c, a.Log, err)
+			return
+		}
+	}
+	a.clearSession(c)
 	c.Status(http.StatusNoContent)
 }
 
 // Me handles the "GET /api/auth/me" route: who the session or token belongs to.
 func (a *API) Me(c *gin.Context) {
 	id, _ := IdentityOf(c)
+	c.Header("Cache-Control", "no-store")
 	c.JSON(http.StatusOK, gin.H{"userId": idString(id.UserID), "role": id.Role})
 }
 
@@ -151,7 +244,12 @@ func (a *API) saleJSON(s services.Sale) saleJSON {
 
 // ListSales handles the "GET /api/flash-sales" route: live and upcoming sales.
 func (a *API) ListSales(c *gin.Context) {
-	sales, err := a.Catalog.Upcoming(c.Request.Context())
+	cursor := c.Query("cursor")
+	if len(cursor) > 200 {
+		Error(c, a.Log, services.Errorf(services.CodeInvalidInput, "cursor is not one this server gave out"))
+		return
+	}
+	sales, next, err := a.Catalog.Upcoming(c.Request.Context(), cursor)
 	if err != nil {
 		Error(c, a.Log, err)
 		return
@@ -161,7 +259,7 @@ func (a *API) ListSales(c *gin.Context) {
 		out = append(out, a.saleJSON(s))
 	}
 	c.Header("Cache-Control", "public, max-age=1")
-	c.JSON(http.StatusOK, gin.H{"sales": out})
+	c.JSON(http.StatusOK, gin.H{"sales": out, "next": next})
 }
 
 // GetSale handles the "GET /api/flash-sales/:saleId" route.

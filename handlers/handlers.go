@@ -39,6 +39,7 @@ var statusOf = map[services.Code]int{
 	services.CodeInvalidCredentials:   http.StatusUnauthorized,
 	services.CodeForbidden:            http.StatusForbidden,
 	services.CodeCSRF:                 http.StatusForbidden,
+	services.CodeUnsupportedMediaType: http.StatusUnsupportedMediaType,
 	services.CodeCaptchaFailed:        http.StatusForbidden,
 	services.CodeInvalidPurchaseToken: http.StatusForbidden,
 	services.CodeNotFound:             http.StatusNotFound,

@@ -189,6 +189,7 @@ var allCodes = map[services.Code]int{
 	services.CodeRateLimited:          429,
 	services.CodeUnavailable:          503,
 	services.CodeInternal:             500,
+	services.CodeUnsupportedMediaType: 415,
 }
 
 type answer struct {

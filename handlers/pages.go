@@ -56,13 +56,20 @@ const publicPage = "public, max-age=5, stale-while-revalidate=30"
 
 // Home handles the "GET /" route: live and upcoming sales.
 func (p *Pages) Home(c *gin.Context) {
-	sales, err := p.Catalog.Upcoming(c.Request.Context())
+	// A page of sales by start time; "More sales" links to the next. A cursor this server did
+	// not give out (an old or edited link) shows the first page.
+	cursor := c.Query("cursor")
+	sales, next, err := p.Catalog.Upcoming(c.Request.Context(), cursor)
+	if services.ErrorCode(err) == services.CodeInvalidInput {
+		cursor = ""
+		sales, next, err = p.Catalog.Upcoming(c.Request.Context(), "")
+	}
 	if err != nil {
 		Error(c, p.Log, err)
 		return
 	}
 	now := p.Now()
-	h := views.Home{}
+	h := views.Home{Next: next, Paged: cursor != ""}
 	for _, s := range sales {
 		h.Sales = append(h.Sales, views.SaleCard{ID: idString(s.ID), Name: s.Name, StartsAt: s.StartsAt, EndsAt: s.EndsAt,
 			Status: services.SaleStatus(s.StartsAt, s.EndsAt, now)})

@@ -1,7 +1,8 @@
 -- reserve: the whole check-and-reserve of one purchase attempt, atomically, on Redis's clock.
 -- Every key of a sale shares the hash tag {sale:S}, so the one-per-shopper rule of the whole sale
 -- and the single use of a purchase token hold in one call (and one Redis Cluster slot).
--- KEYS[1] {sale:S}:meta       hash: seq, lost, limit, starts, ends, tokfloor (missing = not loaded)
+-- KEYS[1] {sale:S}:meta       hash: seq, lost, limit, starts, ends, tokfloor (tokens expiring
+--                             before it are void), missing = not loaded
 -- KEYS[2] {sale:S}:stock:I    units left of item I
 -- KEYS[3] {sale:S}:buyers     hash: shopper ("U", or "I:U" when the limit is per item) -> order id
 -- KEYS[4] {sale:S}:inflight   hash: order id -> "I:U:reservedAtMillis:seq" (":c" once claimed)
@@ -26,7 +27,7 @@ end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local exp = tonumber(ARGV[4])
-if now >= exp or exp <= tonumber(m[6] or '0') then
+if now >= exp or exp < tonumber(m[6] or '0') then
   return {-4, 0, now, ''}
 end
 if now < tonumber(m[4]) then

@@ -2,15 +2,21 @@ package services
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
 	"github.com/golang-jwt/jwt/v5"
+	"github.com/redis/go-redis/v9"
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/flashsale/flashsale/store"
@@ -35,6 +41,39 @@ type Auth struct {
 	ttl    time.Duration
 	now    func() time.Time
 	seen   [verifiedShards]verifiedShard
+
+	limiter *Limiter      // per-IP and per-username limits of the account routes (nil: none)
+	captcha Captcha       // the registration captcha (nil: registration refused)
+	hashing chan struct{} // one slot per bcrypt in flight
+	revoked revocations   // sessions ended by a logout
+	log     *slog.Logger
+}
+
+// AuthOptions are what Auth needs besides tokens: the limits, the registration captcha, the
+// bound on bcrypt work and Redis, where logouts are shared between instances.
+type AuthOptions struct {
+	Redis     redis.UniversalClient
+	Limiter   *Limiter
+	Captcha   Captcha
+	HashSlots int // bcrypt hashes or compares at once; 0: one per CPU
+	Log       *slog.Logger
+}
+
+// With sets the options and, with Redis, loads the sessions already ended; it returns a.
+func (a *Auth) With(o AuthOptions) *Auth {
+	a.limiter, a.captcha = o.Limiter, o.Captcha
+	if o.HashSlots > 0 {
+		a.hashing = make(chan struct{}, o.HashSlots)
+	}
+	if o.Log != nil {
+		a.log = o.Log
+	}
+	if o.Redis != nil {
+		a.revoked.rdb, a.revoked.log = o.Redis, a.log
+		a.revoked.refresh()
+	}
+	go dummyHash() // computed before the first unknown username needs it
+	return a
 }
 
 // verifiedShards spreads the cache of verified tokens over independent locks.
@@ -59,7 +98,8 @@ type verified struct {
 
 // NewAuth returns an Auth signing with secret; tokens live for ttl.
 func NewAuth(db *store.DB, secret []byte, ttl time.Duration, now func() time.Time) *Auth {
-	return &Auth{db: db, secret: secret, ttl: ttl, now: now}
+	return &Auth{db: db, secret: secret, ttl: ttl, now: now, hashing: make(chan struct{}, max(2, runtime.NumCPU())),
+		log: slog.Default()}
 }
 
 func (a *Auth) shard(token string) *verifiedShard {
@@ -96,6 +136,9 @@ func (a *Auth) Issue(id Identity) (string, error) {
 func (a *Auth) Verify(token string) (Identity, error) {
 	if token == "" || len(token) > 4096 {
 		return Identity{}, Errorf(CodeUnauthenticated, "a valid bearer token or session cookie is required")
+	}
+	if a.revoked.has(token) {
+		return Identity{}, Errorf(CodeUnauthenticated, "this session has ended (logged out); log in again")
 	}
 	sh := a.shard(token)
 	sh.mu.RLock()
@@ -158,8 +201,52 @@ func validCredentials(username, password string) error {
 	return nil
 }
 
-// Register creates a shopper account and returns a token for it.
-func (a *Auth) Register(ctx context.Context, username, password string) (string, Identity, error) {
+// hashSlot takes one of the bcrypt slots, or refuses at once with 503 and Retry-After: a
+// burst of logins must not queue up CPU-bound work behind which every other request waits.
+func (a *Auth) hashSlot() (release func(), err error) {
+	select {
+	case a.hashing <- struct{}{}:
+		return func() { <-a.hashing }, nil
+	default:
+		return nil, &Error{Code: CodeUnavailable, Message: "too many logins at once; try again in a moment", RetryAfter: time.Second}
+	}
+}
+
+// NewCaptcha renders a registration challenge for a client at ip.
+func (a *Auth) NewCaptcha(ctx context.Context, ip string) (id, image string, err error) {
+	if err := a.limiter.AllowAuth(ctx, AuthCaptcha, ip, ""); err != nil {
+		return "", "", err
+	}
+	if a.captcha == nil {
+		return "", "", Errorf(CodeUnavailable, "registration is closed")
+	}
+	id, img, err := a.captcha.New(ctx, RegistrationUser, RegistrationSale)
+	if err != nil {
+		return "", "", unavailable(err)
+	}
+	return id, img, nil
+}
+
+// Register creates a shopper account for a client at ip that solved a registration captcha,
+// and returns a token for it.
+func (a *Auth) Register(ctx context.Context, username, password, captchaID, answer, ip string) (string, Identity, error) {
+	if err := validCredentials(username, password); err != nil {
+		return "", Identity{}, err
+	}
+	if err := a.limiter.AllowAuth(ctx, AuthRegister, ip, username); err != nil {
+		return "", Identity{}, err
+	}
+	failed := Errorf(CodeCaptchaFailed, "the captcha answer is wrong or expired; get a new captcha")
+	if a.captcha == nil || captchaID == "" || len(captchaID) > 128 || len(answer) > 64 {
+		return "", Identity{}, failed
+	}
+	ok, err := a.captcha.Verify(ctx, RegistrationUser, RegistrationSale, captchaID, answer)
+	if err != nil {
+		return "", Identity{}, unavailable(err)
+	}
+	if !ok {
+		return "", Identity{}, failed
+	}
 	u, err := a.addUser(ctx, username, password, RoleShopper)
 	if err != nil {
 		return "", Identity{}, err
@@ -179,7 +266,12 @@ func (a *Auth) addUser(ctx context.Context, username, password, role string) (st
 	if err := validCredentials(username, password); err != nil {
 		return store.User{}, err
 	}
+	release, err := a.hashSlot()
+	if err != nil {
+		return store.User{}, err
+	}
 	hash, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.DefaultCost)
+	release()
 	if err != nil {
 		return store.User{}, fmt.Errorf("hash password: %w", err)
 	}
@@ -193,23 +285,185 @@ func (a *Auth) addUser(ctx context.Context, username, password, role string) (st
 	return u, nil
 }
 
-// Login checks a username and password and returns a token.
-func (a *Auth) Login(ctx context.Context, username, password string) (string, Identity, error) {
+// dummyHash is compared against when the username is unknown, so that an unknown username takes
+// as long as a wrong password and the timing tells nothing of which accounts exist.
+var dummyHash = sync.OnceValue(func() []byte {
+	h, err := bcrypt.GenerateFromPassword([]byte("flashsale: no such user"), bcrypt.DefaultCost)
+	if err != nil {
+		panic(err)
+	}
+	return h
+})
+
+// Login checks a username (case-insensitively) and password from a client at ip and returns a
+// token.
+func (a *Auth) Login(ctx context.Context, username, password, ip string) (string, Identity, error) {
 	bad := Errorf(CodeInvalidCredentials, "wrong username or password")
 	if username == "" || len(username) > 64 || len(password) > 72 || strings.ContainsRune(username, 0) {
 		return "", Identity{}, bad
 	}
-	u, err := a.db.UserByName(ctx, username)
-	if errors.Is(err, store.ErrNotFound) {
-		return "", Identity{}, bad
+	if err := a.limiter.AllowAuth(ctx, AuthLogin, ip, username); err != nil {
+		return "", Identity{}, err
 	}
+	release, err := a.hashSlot()
 	if err != nil {
+		return "", Identity{}, err
+	}
+	defer release()
+	u, err := a.db.UserByName(ctx, username)
+	hash := []byte(u.PasswordHash)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		hash = dummyHash()
+	case err != nil:
 		return "", Identity{}, unavailable(err)
 	}
-	if bcrypt.CompareHashAndPassword([]byte(u.PasswordHash), []byte(password)) != nil {
+	if bcrypt.CompareHashAndPassword(hash, []byte(password)) != nil || u.ID == 0 {
 		return "", Identity{}, bad
 	}
 	id := Identity{UserID: u.ID, Role: u.Role}
 	tok, err := a.Issue(id)
 	return tok, id, err
+}
+
+// Logout ends the session of token on every instance: it is refused from now on, here at once
+// and on the other instances within revocationRefresh. A token that does not verify is ignored.
+func (a *Auth) Logout(ctx context.Context, token string) error {
+	if _, err := a.Verify(token); err != nil {
+		return nil
+	}
+	var c claims
+	if _, _, err := jwt.NewParser().ParseUnverified(token, &c); err != nil || c.ExpiresAt == nil {
+		return nil
+	}
+	exp := c.ExpiresAt.Add(5 * time.Second)
+	if err := a.revoked.add(ctx, token, exp, a.ttl); err != nil {
+		return unavailable(err)
+	}
+	return nil
+}
+
+// revokedStream is the Redis stream of ended sessions: one entry per logout, the token's hash
+// and when it would have expired; entries older than the longest token life are trimmed.
+const revokedStream = "sessions:revoked"
+
+// revocationRefresh is how often an instance reads the logouts of the others, at most: the
+// check on each request is then a lookup in memory, never a Redis call.
+const revocationRefresh = time.Second
+
+// revocations is this instance's copy of the sessions ended by a logout, by token hash.
+type revocations struct {
+	rdb redis.UniversalClient
+	log *slog.Logger
+
+	mu     sync.RWMutex
+	set    map[[16]byte]time.Time // token hash → when the token expires anyway
+	lastID string                 // the last stream entry read
+	pruned time.Time              // when expired entries were last dropped
+
+	last    atomic.Int64 // when the last refresh started (Unix ns)
+	running atomic.Bool
+}
+
+func tokenHash(token string) [16]byte {
+	sum := sha256.Sum256([]byte(token))
+	var h [16]byte
+	copy(h[:], sum[:16])
+	return h
+}
+
+// has reports whether token's session was ended, starting a refresh in the background when the
+// last one is older than revocationRefresh.
+func (r *revocations) has(token string) bool {
+	if r.rdb != nil {
+		if now := time.Now().UnixNano(); now-r.last.Load() > int64(revocationRefresh) && r.running.CompareAndSwap(false, true) {
+			go func() {
+				defer r.running.Store(false)
+				r.refresh()
+			}()
+		}
+	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	if len(r.set) == 0 {
+		return false
+	}
+	_, ok := r.set[tokenHash(token)]
+	return ok
+}
+
+// add records an ended session here and in Redis.
+func (r *revocations) add(ctx context.Context, token string, exp time.Time, maxTTL time.Duration) error {
+	h := tokenHash(token)
+	r.mu.Lock()
+	if r.set == nil {
+		r.set = map[[16]byte]time.Time{}
+	}
+	r.set[h] = exp
+	r.mu.Unlock()
+	if r.rdb == nil {
+		return nil
+	}
+	minID := strconv.FormatInt(time.Now().Add(-maxTTL-time.Minute).UnixMilli(), 10)
+	err := r.rdb.XAdd(ctx, &redis.XAddArgs{Stream: revokedStream, MinID: minID, Approx: true,
+		Values: []string{"h", hex.EncodeToString(h[:]), "exp", strconv.FormatInt(exp.UnixMilli(), 10)}}).Err()
+	if err != nil {
+		return fmt.Errorf("record logout: %w", err)
+	}
+	return nil
+}
+
+// refresh reads the logouts recorded since the last read and forgets sessions expired anyway.
+func (r *revocations) refresh() {
+	r.last.Store(time.Now().UnixNano())
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	r.mu.RLock()
+	from := r.lastID
+	r.mu.RUnlock()
+	if from == "" {
+		from = "-"
+	} else {
+		from = "(" + from
+	}
+	for {
+		msgs, err := r.rdb.XRangeN(ctx, revokedStream, from, "+", 1000).Result()
+		if err != nil {
+			if r.log != nil {
+				r.log.Warn("sessions: cannot read logouts from redis", "err", err)
+			}
+			return
+		}
+		now := time.Now()
+		r.mu.Lock()
+		if r.set == nil {
+			r.set = map[[16]byte]time.Time{}
+		}
+		for _, m := range msgs {
+			r.lastID = m.ID
+			var h [16]byte
+			hs, _ := m.Values["h"].(string)
+			ms, _ := m.Values["exp"].(string)
+			expMS, err := strconv.ParseInt(ms, 10, 64)
+			if n, herr := hex.Decode(h[:], []byte(hs)); n != len(h) || herr != nil || err != nil {
+				continue
+			}
+			if exp := time.UnixMilli(expMS); exp.After(now) {
+				r.set[h] = exp
+			}
+		}
+		if now.Sub(r.pruned) > time.Minute {
+			for h, exp := range r.set {
+				if !exp.After(now) {
+					delete(r.set, h)
+				}
+			}
+			r.pruned = now
+		}
+		r.mu.Unlock()
+		if len(msgs) < 1000 {
+			return
+		}
+		from = "(" + msgs[len(msgs)-1].ID
+	}
 }

@@ -1,58 +1,187 @@
 package services
 
 import (
-	"strconv"
+	"container/list"
+	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"time"
-
-	"golang.org/x/sync/singleflight"
 )
 
-// ttlCache remembers values loaded by id for ttl, so the start-second crowd does not reach
-// Postgres: concurrent misses share one load, a failed reload serves the stale value (a stale
-// entry beats an outage), and past max entries it forgets everything rather than grow.
-type ttlCache[V any] struct {
-	ttl time.Duration
-	max int
+// ttlCache remembers values loaded by key for a short time, so the start-second crowd does not
+// reach Postgres (or Redis):
+//
+//   - concurrent misses of one key share one load, and that load runs detached from the caller
+//     that started it (context.WithoutCancel, with the cache's own timeout): a caller that
+//     disconnects leaves, the others still get the value;
+//   - a failed reload serves the stale value for up to staleFor (a stale entry beats an outage);
+//   - past max entries it forgets the least recently used one, never everything;
+//   - values that say "there is no such id" (absent) are remembered too, so a repeated unknown
+//     id costs no query, but in their own, smaller LRU: a flood of unknown ids can never push
+//     the known ones out.
+type ttlCache[K comparable, V any] struct {
+	cfg cacheConfig[V]
 	now func() time.Time
 
-	mu sync.RWMutex
-	m  map[int64]ttlEntry[V]
-	sf singleflight.Group
+	mu       sync.Mutex
+	m        map[K]*list.Element // of *ttlEntry[K, V], in lru or absentLRU
+	lru      list.List           // known values, most recently used first
+	absentLR list.List           // absent values, most recently used first
+	calls    map[K]*cacheCall[V] // loads in flight
 }
 
-type ttlEntry[V any] struct {
+// cacheConfig sizes a ttlCache.
+type cacheConfig[V any] struct {
+	TTL         time.Duration // how long a value is served without a reload
+	Max         int           // most values kept (least recently used forgotten first)
+	MaxAbsent   int           // most absent values kept, apart from Max
+	Absent      func(V) bool  // nil: no value is absent
+	StaleFor    time.Duration // past TTL, how long a value is still served when its reload fails
+	LoadTimeout time.Duration // the limit of one shared load; 0: defaultLoadTimeout
+}
+
+// defaultLoadTimeout bounds a shared load when its cache does not say otherwise.
+const defaultLoadTimeout = 5 * time.Second
+
+type ttlEntry[K comparable, V any] struct {
+	key    K
 	v      V
 	loaded time.Time
+	absent bool
 }
 
-func newTTLCache[V any](ttl time.Duration, max int, now func() time.Time) *ttlCache[V] {
-	return &ttlCache[V]{ttl: ttl, max: max, now: now, m: map[int64]ttlEntry[V]{}}
+type cacheCall[V any] struct {
+	done chan struct{}
+	v    V
+	err  error
 }
 
-// get returns the value of id, calling load when it is missing or older than ttl. load reports
-// an absent id as a value (so it is remembered too) and only failures as errors.
-func (c *ttlCache[V]) get(id int64, load func() (V, error)) (V, error) {
-	now := c.now()
-	c.mu.RLock()
-	e, ok := c.m[id]
-	c.mu.RUnlock()
-	if ok && now.Sub(e.loaded) < c.ttl {
-		return e.v, nil
+func newTTLCache[K comparable, V any](cfg cacheConfig[V], now func() time.Time) *ttlCache[K, V] {
+	if cfg.Max < 1 {
+		cfg.Max = 1
 	}
-	v, err, _ := c.sf.Do(strconv.FormatInt(id, 10), func() (any, error) { return load() })
-	if err != nil {
-		if ok {
+	if cfg.MaxAbsent < 1 {
+		cfg.MaxAbsent = 1
+	}
+	if cfg.LoadTimeout <= 0 {
+		cfg.LoadTimeout = defaultLoadTimeout
+	}
+	return &ttlCache[K, V]{cfg: cfg, now: now, m: map[K]*list.Element{}, calls: map[K]*cacheCall[V]{}}
+}
+
+// get returns the value of key, calling load when it is missing or older than the TTL. load
+// reports an absent id as a value (so it is remembered too) and only failures as errors; it runs
+// with a context of its own, detached from ctx, and may outlive this call. A caller whose ctx
+// ends while waiting gets ctx's error; the load goes on for the others.
+func (c *ttlCache[K, V]) get(ctx context.Context, key K, load func(context.Context) (V, error)) (V, error) {
+	now := c.now()
+	c.mu.Lock()
+	var stale *ttlEntry[K, V]
+	if el, ok := c.m[key]; ok {
+		e := el.Value.(*ttlEntry[K, V])
+		if now.Sub(e.loaded) < c.cfg.TTL {
+			c.listOf(e).MoveToFront(el)
+			c.mu.Unlock()
 			return e.v, nil
 		}
-		var zero V
-		return zero, err
+		if now.Sub(e.loaded) < c.cfg.TTL+c.cfg.StaleFor {
+			s := *e
+			stale = &s
+		}
 	}
-	c.mu.Lock()
-	if len(c.m) > c.max {
-		clear(c.m)
+	call, ok := c.calls[key]
+	if !ok {
+		call = &cacheCall[V]{done: make(chan struct{})}
+		c.calls[key] = call
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.LoadTimeout)
+		go func() {
+			defer cancel()
+			c.run(key, call, now, func() (V, error) { return load(lctx) })
+		}()
 	}
-	c.m[id] = ttlEntry[V]{v: v.(V), loaded: now}
 	c.mu.Unlock()
-	return v.(V), nil
+
+	select {
+	case <-call.done:
+	case <-ctx.Done():
+		var zero V
+		return zero, ctx.Err()
+	}
+	if call.err != nil {
+		if stale != nil {
+			return stale.v, nil
+		}
+		var zero V
+		return zero, call.err
+	}
+	return call.v, nil
+}
+
+// run does one shared load and remembers its value.
+func (c *ttlCache[K, V]) run(key K, call *cacheCall[V], started time.Time, load func() (V, error)) {
+	defer close(call.done)
+	defer func() {
+		c.mu.Lock()
+		delete(c.calls, key)
+		c.mu.Unlock()
+	}()
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				call.err = fmt.Errorf("cache load panicked: %v", r)
+			}
+		}()
+		call.v, call.err = load()
+	}()
+	if call.err != nil {
+		return
+	}
+	c.put(key, call.v, started)
+}
+
+// put stores a value, evicting the least recently used entries of its kind past their bound.
+func (c *ttlCache[K, V]) put(key K, v V, loaded time.Time) {
+	absent := c.cfg.Absent != nil && c.cfg.Absent(v)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.m[key]; ok {
+		c.listOf(el.Value.(*ttlEntry[K, V])).Remove(el)
+		delete(c.m, key)
+	}
+	e := &ttlEntry[K, V]{key: key, v: v, loaded: loaded, absent: absent}
+	l, bound := &c.lru, c.cfg.Max
+	if absent {
+		l, bound = &c.absentLR, c.cfg.MaxAbsent
+	}
+	c.m[key] = l.PushFront(e)
+	for l.Len() > bound {
+		old := l.Back()
+		l.Remove(old)
+		delete(c.m, old.Value.(*ttlEntry[K, V]).key)
+	}
+}
+
+func (c *ttlCache[K, V]) listOf(e *ttlEntry[K, V]) *list.List {
+	if e.absent {
+		return &c.absentLR
+	}
+	return &c.lru
+}
+
+// len returns the numbers of known and absent values held.
+func (c *ttlCache[K, V]) len() (known, absent int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lru.Len(), c.absentLR.Len()
+}
+
+// orUnavailable keeps a service error as it is and makes any other (a caller's context ending
+// while it waited for a shared load, a load's own timeout) UNAVAILABLE.
+func orUnavailable(err error) error {
+	var e *Error
+	if err == nil || errors.As(err, &e) {
+		return err
+	}
+	return unavailable(err)
 }

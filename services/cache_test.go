@@ -1,38 +1,176 @@
 package services
 
 import (
+	"context"
 	"errors"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
 
+// counted returns a load that counts its calls and answers v, err.
+func counted[V any](n *atomic.Int64, v V, err error) func(context.Context) (V, error) {
+	return func(context.Context) (V, error) { n.Add(1); return v, err }
+}
+
 func TestTTLCache(t *testing.T) {
+	ctx := context.Background()
 	now := time.Unix(1_800_000_000, 0)
-	c := newTTLCache[int](5*time.Second, 2, func() time.Time { return now })
-	loads := 0
-	load := func(v int, err error) func() (int, error) {
-		return func() (int, error) { loads++; return v, err }
-	}
-	if got, err := c.get(1, load(10, nil)); got != 10 || err != nil {
+	c := newTTLCache[int64](cacheConfig[int]{TTL: 5 * time.Second, Max: 10, StaleFor: time.Minute}, func() time.Time { return now })
+	var loads atomic.Int64
+	if got, err := c.get(ctx, 1, counted(&loads, 10, nil)); got != 10 || err != nil {
 		t.Fatalf("first get = %d, %v; want 10", got, err)
 	}
-	if got, _ := c.get(1, load(11, nil)); got != 10 || loads != 1 {
-		t.Errorf("within ttl: got %d after %d loads, want the cached 10 after 1", got, loads)
+	if got, _ := c.get(ctx, 1, counted(&loads, 11, nil)); got != 10 || loads.Load() != 1 {
+		t.Errorf("within ttl: got %d after %d loads, want the cached 10 after 1", got, loads.Load())
 	}
 	now = now.Add(6 * time.Second)
-	if got, err := c.get(1, load(0, errors.New("postgres down"))); got != 10 || err != nil {
+	if got, err := c.get(ctx, 1, counted(&loads, 0, errors.New("postgres down"))); got != 10 || err != nil {
 		t.Errorf("failed reload: got %d, %v; want the stale 10 and no error", got, err)
 	}
-	if _, err := c.get(2, load(0, errors.New("postgres down"))); err == nil {
+	if _, err := c.get(ctx, 2, counted(&loads, 0, errors.New("postgres down"))); err == nil {
 		t.Errorf("failed first load: want the error")
 	}
-	if got, _ := c.get(1, load(12, nil)); got != 12 {
+	if got, _ := c.get(ctx, 1, counted(&loads, 12, nil)); got != 12 {
 		t.Errorf("expired and reloadable: got %d, want 12", got)
 	}
-	c.get(2, load(20, nil))
-	c.get(3, load(30, nil))
-	c.get(4, load(40, nil)) // past max: everything is forgotten first
-	if len(c.m) != 1 {
-		t.Errorf("entries after passing max = %d, want 1", len(c.m))
+	now = now.Add(2 * time.Minute)
+	if _, err := c.get(ctx, 1, counted(&loads, 0, errors.New("postgres down"))); err == nil {
+		t.Errorf("failed reload past StaleFor: want the error, not a value minutes old")
+	}
+}
+
+// Past its bound the cache forgets the least recently used entry, not everything.
+func TestTTLCacheEvictsLeastRecentlyUsed(t *testing.T) {
+	ctx := context.Background()
+	now := time.Unix(1_800_000_000, 0)
+	c := newTTLCache[int64](cacheConfig[int]{TTL: time.Hour, Max: 3}, func() time.Time { return now })
+	var loads atomic.Int64
+	for id := int64(1); id <= 3; id++ {
+		c.get(ctx, id, counted(&loads, int(id), nil))
+	}
+	c.get(ctx, 1, counted(&loads, -1, nil)) // 1 is now the most recently used, 2 the least
+	c.get(ctx, 4, counted(&loads, 4, nil))  // past Max: 2 goes
+	if known, _ := c.len(); known != 3 {
+		t.Errorf("entries after passing max = %d, want 3 (one evicted, not all)", known)
+	}
+	loads.Store(0)
+	for _, id := range []int64{1, 3, 4} {
+		if got, _ := c.get(ctx, id, counted(&loads, -1, nil)); got != int(id) {
+			t.Errorf("get(%d) = %d, want the cached %d", id, got, id)
+		}
+	}
+	if loads.Load() != 0 {
+		t.Errorf("recently used entries were reloaded %d times, want 0", loads.Load())
+	}
+	if got, _ := c.get(ctx, 2, counted(&loads, 22, nil)); got != 22 || loads.Load() != 1 {
+		t.Errorf("the least recently used entry: got %d after %d loads, want it reloaded (22, 1)", got, loads.Load())
+	}
+}
+
+// Unknown ids are remembered (a repeat costs no load) in their own bound: a flood of them never
+// pushes a known id out.
+func TestTTLCacheRemembersAbsentApart(t *testing.T) {
+	ctx := context.Background()
+	now := time.Unix(1_800_000_000, 0)
+	c := newTTLCache[int64](cacheConfig[int]{TTL: time.Hour, Max: 10, MaxAbsent: 100,
+		Absent: func(v int) bool { return v == 0 }}, func() time.Time { return now })
+	var loads atomic.Int64
+	c.get(ctx, 1, counted(&loads, 1, nil))
+	for id := int64(1000); id < 11_000; id++ {
+		c.get(ctx, id, counted(&loads, 0, nil))
+	}
+	known, absent := c.len()
+	if known != 1 || absent != 100 {
+		t.Errorf("after 10,000 unknown ids: %d known, %d absent entries; want 1 and 100 (the bound)", known, absent)
+	}
+	loads.Store(0)
+	if got, _ := c.get(ctx, 1, counted(&loads, -1, nil)); got != 1 || loads.Load() != 0 {
+		t.Errorf("known id after a flood of unknown ones: got %d after %d loads, want the cached 1", got, loads.Load())
+	}
+	for i := 0; i < 50; i++ {
+		if got, _ := c.get(ctx, 10_999, counted(&loads, 7, nil)); got != 0 {
+			t.Fatalf("a remembered unknown id: got %d, want 0 (absent)", got)
+		}
+	}
+	if loads.Load() != 0 {
+		t.Errorf("a repeated unknown id cost %d loads, want 0", loads.Load())
+	}
+}
+
+// A shared load runs detached from the caller that started it: that caller leaving does not
+// fail the others waiting on it, and the load has a deadline of its own.
+func TestTTLCacheLoadOutlivesFirstCaller(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	c := newTTLCache[string](cacheConfig[string]{TTL: time.Second, Max: 10, LoadTimeout: time.Minute}, func() time.Time { return now })
+	release := make(chan struct{})
+	started := make(chan struct{})
+	var loads atomic.Int64
+	var loadErr atomic.Value
+	load := func(ctx context.Context) (string, error) {
+		loads.Add(1)
+		close(started)
+		<-release
+		if _, ok := ctx.Deadline(); !ok {
+			return "", errors.New("the load has no deadline of its own")
+		}
+		if err := ctx.Err(); err != nil {
+			loadErr.Store(err)
+			return "", err
+		}
+		return "page", nil
+	}
+	first, leave := context.WithCancel(context.Background())
+	firstErr := make(chan error, 1)
+	go func() { _, err := c.get(first, "", load); firstErr <- err }()
+	<-started
+	var wg sync.WaitGroup
+	results := make([]string, 5)
+	errs := make([]error, 5)
+	for i := range results {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i], errs[i] = c.get(context.Background(), "", load)
+		}()
+	}
+	leave() // the first caller disconnects while the load runs
+	select {
+	case err := <-firstErr:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("the caller that left got %v, want context.Canceled", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the caller that left is still waiting on the load")
+	}
+	time.Sleep(20 * time.Millisecond) // let the others join the load in flight
+	close(release)
+	wg.Wait()
+	for i := range results {
+		if errs[i] != nil || results[i] != "page" {
+			t.Errorf("waiter %d: %q, %v; want the page (the first caller leaving must not fail it)", i, results[i], errs[i])
+		}
+	}
+	if err := loadErr.Load(); err != nil {
+		t.Errorf("the load's context ended with its first caller: %v", err)
+	}
+	if n := loads.Load(); n != 1 {
+		t.Errorf("%d loads for concurrent misses of one key, want 1", n)
+	}
+}
+
+// A load that never answers is cut off by the cache's own timeout.
+func TestTTLCacheLoadTimeout(t *testing.T) {
+	c := newTTLCache[int64](cacheConfig[int]{TTL: time.Second, Max: 10, LoadTimeout: 50 * time.Millisecond}, time.Now)
+	_, err := c.get(context.Background(), 1, func(ctx context.Context) (int, error) {
+		<-ctx.Done()
+		return 0, ctx.Err()
+	})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("a hung load: %v, want its own deadline exceeded", err)
+	}
+	if got := ErrorCode(orUnavailable(err)); got != CodeUnavailable {
+		t.Errorf("a hung load answers %s, want UNAVAILABLE", got)
 	}
 }

@@ -13,7 +13,8 @@ import (
 	"github.com/flashsale/flashsale/store"
 )
 
-// Captcha renders challenges and checks answers, bound to a user and a sale.
+// Captcha renders challenges and checks answers, bound to a user and a sale, or, for a
+// registration, to RegistrationUser and RegistrationSale.
 type Captcha interface {
 	// New returns a challenge id and its image as a data: URL.
 	New(ctx context.Context, userID, saleID int64) (id, image string, err error)
@@ -29,6 +30,13 @@ type ImageCaptcha struct {
 }
 
 const captchaDigits = 6
+
+// A registration's challenge is bound to user 0 and sale 0: no purchase challenge can be (user
+// and sale ids are positive), so an answer for one is never taken for the other.
+const (
+	RegistrationUser int64 = 0
+	RegistrationSale int64 = 0
+)
 
 func binding(userID, saleID int64) string {
 	return strconv.FormatInt(userID, 10) + ":" + strconv.FormatInt(saleID, 10)

@@ -18,6 +18,7 @@ const (
 	CodeInvalidCredentials   Code = "INVALID_CREDENTIALS"
 	CodeForbidden            Code = "FORBIDDEN"
 	CodeCSRF                 Code = "CSRF"
+	CodeUnsupportedMediaType Code = "UNSUPPORTED_MEDIA_TYPE"
 	CodeCaptchaFailed        Code = "CAPTCHA_FAILED"
 	CodeInvalidPurchaseToken Code = "INVALID_PURCHASE_TOKEN"
 	CodeNotFound             Code = "NOT_FOUND"

@@ -84,13 +84,17 @@ func (k *Keeper) Once(ctx context.Context) error {
 	if k.metrics != nil {
 		k.metrics.Backlog.Set(float64(backlog))
 	}
-	sales, err := k.db.SalesEndingAfter(ctx, k.now().Add(-time.Hour), 1000)
+	// Every sale not ended over an hour ago, however many: a merchant's sale is never left out
+	// because others have more.
+	var ids []int64
+	err = k.db.EachSaleEndingAfter(ctx, k.now().Add(-time.Hour), func(page []store.Sale) error {
+		for _, s := range page {
+			ids = append(ids, s.ID)
+		}
+		return nil
+	})
 	if err != nil {
 		return err
-	}
-	ids := make([]int64, len(sales))
-	for i, s := range sales {
-		ids[i] = s.ID
 	}
 	errs := []error{
 		k.warm(ctx, ids, backlog),

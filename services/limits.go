@@ -3,7 +3,9 @@ package services
 import (
 	"context"
 	"log/slog"
+	"net/netip"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -69,15 +71,24 @@ func (l *Limiter) Allow(ctx context.Context, saleID, userID int64, ip string, li
 		return nil
 	}
 	sale := strconv.FormatInt(saleID, 10)
-	keys := [2]string{"rl:u:" + sale + ":" + strconv.FormatInt(userID, 10), "rl:ip:" + sale + ":" + ip}
-	rates := [2]int{lim.UserPerSecond, lim.IPPerSecond}
+	return l.allow(ctx, []string{"rl:u:" + sale + ":" + strconv.FormatInt(userID, 10), "rl:ip:" + sale + ":" + ClientKey(ip)},
+		[]redis_rate.Limit{perSecond(lim.UserPerSecond), perSecond(lim.IPPerSecond)})
+}
+
+func perSecond(n int) redis_rate.Limit {
+	return redis_rate.Limit{Rate: n, Burst: 2 * n, Period: time.Second}
+}
+
+// allow takes one request from each of the buckets keys (local first, then Redis), or returns
+// RATE_LIMITED with the longest wait.
+func (l *Limiter) allow(ctx context.Context, keys []string, limits []redis_rate.Limit) error {
 	for i, key := range keys {
-		if wait, ok := l.allowLocal(key, rates[i]); !ok {
+		if wait, ok := l.allowLocal(key, limits[i]); !ok {
 			return &Error{Code: CodeRateLimited, Message: "too many attempts; slow down", RetryAfter: max(wait, time.Second)}
 		}
 	}
 	for i, key := range keys {
-		res, err := l.redis.Allow(ctx, key, redis_rate.Limit{Rate: rates[i], Burst: 2 * rates[i], Period: time.Second})
+		res, err := l.redis.Allow(ctx, key, limits[i])
 		if err != nil {
 			l.log.Warn("rate limiter: redis unavailable, local buckets only", "err", err)
 			return nil
@@ -89,7 +100,69 @@ func (l *Limiter) Allow(ctx context.Context, saleID, userID int64, ip string, li
 	return nil
 }
 
-func (l *Limiter) allowLocal(key string, perSecond int) (time.Duration, bool) {
+// AuthAction names an account route with its own limits.
+type AuthAction string
+
+// The account routes' actions.
+const (
+	AuthLogin    AuthAction = "login"
+	AuthRegister AuthAction = "register"
+	AuthCaptcha  AuthAction = "captcha"
+)
+
+// AuthLimits are the buckets of the account routes: per client address (an IPv6 client by its
+// /64) for each action, and per username for logging in and registering together, so guessing
+// one account's password is slow whatever the addresses it comes from. A person typing never
+// meets them; a script guessing passwords or creating accounts does at once.
+var AuthLimits = map[AuthAction]redis_rate.Limit{
+	AuthLogin:    {Rate: 60, Burst: 30, Period: time.Minute},
+	AuthRegister: {Rate: 20, Burst: 10, Period: time.Minute},
+	AuthCaptcha:  {Rate: 40, Burst: 20, Period: time.Minute},
+}
+
+// AuthUsernameLimit is the bucket of one username (case-insensitively), logins and
+// registrations together.
+var AuthUsernameLimit = redis_rate.Limit{Rate: 10, Burst: 10, Period: time.Minute}
+
+// AllowAuth takes one request of action from the client address's bucket and, when username is
+// not empty, from the username's bucket, or returns RATE_LIMITED with the wait.
+func (l *Limiter) AllowAuth(ctx context.Context, action AuthAction, ip, username string) error {
+	if l == nil || !l.on {
+		return nil
+	}
+	keys := []string{"rl:a:" + string(action) + ":ip:" + ClientKey(ip)}
+	limits := []redis_rate.Limit{AuthLimits[action]}
+	if username != "" {
+		keys = append(keys, "rl:a:user:"+strings.ToLower(username))
+		limits = append(limits, AuthUsernameLimit)
+	}
+	return l.allow(ctx, keys, limits)
+}
+
+// ClientKey is the address a client is limited by: an IPv4 address as it is, an IPv6 address by
+// its /64 (one subscriber usually holds a whole /64, and would otherwise have 2^64 buckets), an
+// IPv4-mapped IPv6 address as the IPv4 one. Anything that is not an address is kept as it is,
+// cut to 64 bytes.
+func ClientKey(ip string) string {
+	a, err := netip.ParseAddr(ip)
+	if err != nil {
+		if len(ip) > 64 {
+			ip = ip[:64]
+		}
+		return ip
+	}
+	a = a.Unmap()
+	if a.Is4() {
+		return a.String()
+	}
+	p, err := a.WithZone("").Prefix(64)
+	if err != nil {
+		return a.String()
+	}
+	return p.String()
+}
+
+func (l *Limiter) allowLocal(key string, lim redis_rate.Limit) (time.Duration, bool) {
 	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -101,9 +174,10 @@ func (l *Limiter) allowLocal(key string, perSecond int) (time.Duration, bool) {
 		}
 		l.swept = now
 	}
+	every := rate.Limit(float64(lim.Rate) / lim.Period.Seconds())
 	b, ok := l.local[key]
-	if !ok || b.lim.Limit() != rate.Limit(perSecond) {
-		b = &localBucket{lim: rate.NewLimiter(rate.Limit(perSecond), 2*perSecond)}
+	if !ok || b.lim.Limit() != every || b.lim.Burst() != lim.Burst {
+		b = &localBucket{lim: rate.NewLimiter(every, lim.Burst)}
 		l.local[key] = b
 	}
 	b.seen = now

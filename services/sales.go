@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"math"
 	"strings"
-	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -113,12 +112,21 @@ type Sales struct {
 	now       func() time.Time
 	payWindow time.Duration // default payment window of a new sale
 
-	items      *ttlCache[itemInfo]
-	salesCache *ttlCache[cachedSale]
-
-	stockMu    sync.Mutex
-	stockCache map[int64]DisplayedStock
+	items      *ttlCache[int64, itemInfo]
+	salesCache *ttlCache[int64, cachedSale]
+	stockCache *ttlCache[int64, DisplayedStock]
+	listings   *ttlCache[string, listing] // pages of Upcoming, by cursor
 }
+
+// listing is one page of Upcoming as the listing cache shares it (callers must not modify it).
+type listing struct {
+	sales []Sale
+	next  string
+}
+
+// listingTTL is how long every request of this instance shares one read of the sales listing
+// (the home page and GET /api/flash-sales): one Postgres query a second at most per page.
+const listingTTL = time.Second
 
 // cachedSale is a sale as the cache remembers it: NOT_FOUND is remembered too.
 type cachedSale struct {
@@ -132,9 +140,13 @@ const catalogTTL = 5 * time.Second
 // NewSales returns a Sales service.
 func NewSales(db *store.DB, stock *store.Stock, loader *Loader, reconcile *Reconciler, payWindow time.Duration, log *slog.Logger, now func() time.Time) *Sales {
 	return &Sales{db: db, stock: stock, loader: loader, reconcile: reconcile, payWindow: payWindow, log: log, now: now,
-		items:      newTTLCache[itemInfo](catalogTTL, 100_000, now),
-		salesCache: newTTLCache[cachedSale](catalogTTL, 10_000, now),
-		stockCache: map[int64]DisplayedStock{}}
+		items: newTTLCache[int64](cacheConfig[itemInfo]{TTL: catalogTTL, Max: 100_000, MaxAbsent: 10_000,
+			Absent: func(i itemInfo) bool { return !i.found }, StaleFor: 24 * time.Hour}, now),
+		salesCache: newTTLCache[int64](cacheConfig[cachedSale]{TTL: catalogTTL, Max: 10_000, MaxAbsent: 10_000,
+			Absent: func(c cachedSale) bool { return c.err != nil }, StaleFor: 24 * time.Hour}, now),
+		// The displayed stock is never served stale: an error says Redis is down.
+		stockCache: newTTLCache[int64](cacheConfig[DisplayedStock]{TTL: time.Second, Max: 10_000}, now),
+		listings:   newTTLCache[string](cacheConfig[listing]{TTL: listingTTL, Max: 256, StaleFor: time.Minute}, now)}
 }
 
 func validName(what, s string) error {
@@ -238,7 +250,7 @@ func (s *Sales) getRow(ctx context.Context, saleID int64) (store.Sale, error) {
 // cachedRow returns a sale from the in-process catalog cache (a few seconds old at most; unknown
 // ids are remembered too). Sales never change their times or items once created.
 func (s *Sales) cachedRow(ctx context.Context, saleID int64) (store.Sale, error) {
-	c, err := s.salesCache.get(saleID, func() (cachedSale, error) {
+	c, err := s.salesCache.get(ctx, saleID, func(ctx context.Context) (cachedSale, error) {
 		sale, err := s.getRow(ctx, saleID)
 		if err != nil && ErrorCode(err) != CodeNotFound {
 			return cachedSale{}, err
@@ -246,18 +258,40 @@ func (s *Sales) cachedRow(ctx context.Context, saleID int64) (store.Sale, error)
 		return cachedSale{sale: sale, err: err}, nil
 	})
 	if err != nil {
-		return store.Sale{}, err
+		return store.Sale{}, orUnavailable(err)
 	}
 	return c.sale, c.err
 }
 
-// Upcoming lists the live and upcoming sales.
-func (s *Sales) Upcoming(ctx context.Context) ([]Sale, error) {
-	out, err := s.db.SalesEndingAfter(ctx, s.now(), 100)
-	if err != nil {
-		return nil, unavailable(err)
+// SalesPage is how many sales one page of the listing holds.
+const SalesPage = 50
+
+// Upcoming lists the live and upcoming sales by start time, a page after cursor ("" for the
+// first); next is "" on the last page.
+func (s *Sales) Upcoming(ctx context.Context, cursor string) ([]Sale, string, error) {
+	var after *store.SaleCursor
+	if cursor != "" {
+		c, ok := store.DecodeSaleCursor(cursor)
+		if !ok {
+			return nil, "", Errorf(CodeInvalidInput, "cursor is not one this server gave out; start from the first page without it")
+		}
+		after = &c
 	}
-	return salesOf(out), nil
+	// Every request of this instance shares one read of a page a second (keyed by the cursor).
+	l, err := s.listings.get(ctx, cursor, func(ctx context.Context) (listing, error) {
+		out, next, err := s.db.SalesEndingAfter(ctx, s.now(), after, SalesPage)
+		if err != nil {
+			return listing{}, err
+		}
+		if next == nil {
+			return listing{sales: salesOf(out)}, nil
+		}
+		return listing{sales: salesOf(out), next: next.Encode()}, nil
+	})
+	if err != nil {
+		return nil, "", unavailable(err)
+	}
+	return l.sales, l.next, nil
 }
 
 // OfMerchant lists a merchant's sales.
@@ -271,7 +305,7 @@ func (s *Sales) OfMerchant(ctx context.Context, merchantID int64) ([]Sale, error
 
 // item returns what the purchase path needs about an item, from the in-process catalog cache.
 func (s *Sales) item(ctx context.Context, itemID int64) (itemInfo, error) {
-	info, err := s.items.get(itemID, func() (itemInfo, error) {
+	info, err := s.items.get(ctx, itemID, func(ctx context.Context) (itemInfo, error) {
 		it, err := s.db.ItemByID(ctx, itemID)
 		if errors.Is(err, store.ErrNotFound) {
 			return itemInfo{ItemID: itemID}, nil
@@ -295,13 +329,15 @@ func (s *Sales) item(ctx context.Context, itemID int64) (itemInfo, error) {
 // Displayed returns the sale's stock as shoppers see it: a Redis snapshot at most a second old,
 // shared by every request of this instance.
 func (s *Sales) Displayed(ctx context.Context, saleID int64) (DisplayedStock, error) {
+	d, err := s.stockCache.get(ctx, saleID, func(ctx context.Context) (DisplayedStock, error) {
+		return s.displayed(ctx, saleID)
+	})
+	return d, orUnavailable(err)
+}
+
+// displayed reads a sale's stock from Redis.
+func (s *Sales) displayed(ctx context.Context, saleID int64) (DisplayedStock, error) {
 	now := s.now()
-	s.stockMu.Lock()
-	d, ok := s.stockCache[saleID]
-	s.stockMu.Unlock()
-	if ok && now.Sub(d.AsOf) < time.Second {
-		return d, nil
-	}
 	sale, err := s.cachedRow(ctx, saleID)
 	if err != nil {
 		return DisplayedStock{}, err
@@ -314,7 +350,7 @@ func (s *Sales) Displayed(ctx context.Context, saleID int64) (DisplayedStock, er
 	if err != nil {
 		return DisplayedStock{}, unavailable(err)
 	}
-	d = DisplayedStock{SaleID: saleID, AsOf: now}
+	d := DisplayedStock{SaleID: saleID, AsOf: now}
 	for i, it := range sale.Items {
 		lv := levels[i]
 		if lv < 0 { // not warmed: show the quantity; purchases answer 503 until it is
@@ -322,12 +358,6 @@ func (s *Sales) Displayed(ctx context.Context, saleID int64) (DisplayedStock, er
 		}
 		d.Items = append(d.Items, ItemStock{ItemID: it.ID, Stock: lv})
 	}
-	s.stockMu.Lock()
-	if len(s.stockCache) > 10_000 {
-		clear(s.stockCache)
-	}
-	s.stockCache[saleID] = d
-	s.stockMu.Unlock()
 	return d, nil
 }
 

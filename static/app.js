@@ -361,7 +361,7 @@
     var init = { method: method, headers: headers, credentials: 'same-origin' };
     if (method !== 'GET') {
       headers['Content-Type'] = 'application/json';
-      headers['X-CSRF-Token'] = getCookie('fs_csrf') || '';
+      headers['X-CSRF-Token'] = csrfCookie() || '';
       init.body = JSON.stringify(body === undefined ? {} : body);
     }
     if (extraHeaders) {
@@ -533,11 +533,21 @@
 
   // ---------------------------------------------------------------- session
 
-  // The session cookie is HttpOnly; the readable fs_csrf cookie tells that one exists.
-  // Who is signed in (id and role, read from the token at login) is kept for display only.
+  // The session cookie is HttpOnly; the readable fs_csrf cookie tells that one exists (named
+  // __Host-fs_csrf in production). Who is signed in (id and role, from the login's answer) is
+  // kept for display only.
+  function csrfCookie() {
+    return getCookie('__Host-fs_csrf') || getCookie('fs_csrf');
+  }
+
   function loggedIn() {
-    var v = getCookie('fs_csrf');
+    var v = csrfCookie();
     return v !== null && v !== '';
+  }
+
+  function dropCsrfCookie() {
+    document.cookie = 'fs_csrf=; Max-Age=0; Path=/; SameSite=Lax';
+    document.cookie = '__Host-fs_csrf=; Max-Age=0; Path=/; Secure; SameSite=Lax';
   }
 
   function currentUser() {
@@ -576,13 +586,13 @@
   function forgetSession() {
     store.remove('fs_user');
     store.removePrefix('fs_order_');
-    document.cookie = 'fs_csrf=; Max-Age=0; Path=/; SameSite=Lax';
+    dropCsrfCookie();
   }
 
   // sessionExpired is called when the server says the session is gone (401 or CSRF refusal).
   function sessionExpired() {
     store.remove('fs_user');
-    document.cookie = 'fs_csrf=; Max-Age=0; Path=/; SameSite=Lax';
+    dropCsrfCookie();
     sessionChanged();
   }
 
@@ -614,8 +624,67 @@
     var roleEl = byTestId('session-role', area);
     var idEl = byTestId('session-id', area);
     var logout = byTestId('logout-button', area);
+    var regBox = byTestId('register-captcha', area);
+    var regImage = byTestId('register-captcha-image', area);
+    var regAnswer = byTestId('register-captcha-answer', area);
+    var regRefresh = byTestId('register-captcha-refresh', area);
+    var regButton = byTestId('register-button', area);
+    var note = byTestId('login-note', area);
+    var captchaId = '';
+    // Errors of the form also show in the form itself: on a phone the page's message area is
+    // below the items, out of sight.
+    var pageSay = say;
+    say = function (text, kind) {
+      pageSay(text, kind);
+      if (note) {
+        setText(note, kind === 'error' ? text : '');
+        show(note, kind === 'error' && !!text);
+      }
+    };
     var lastAction = 'login';
     var busy = false;
+
+    // loadCaptcha shows a fresh registration challenge (each one takes a single answer).
+    async function loadCaptcha() {
+      captchaId = '';
+      if (regAnswer) {
+        regAnswer.value = '';
+      }
+      var r = await api('POST', '/api/auth/captcha', {}, undefined, 'no-store');
+      if (!r.ok || !r.data || typeof r.data.captchaId !== 'string') {
+        say(errorText(r), 'error');
+        return false;
+      }
+      captchaId = r.data.captchaId;
+      regImage.src = typeof r.data.image === 'string' ? r.data.image : '';
+      show(regBox, true);
+      return true;
+    }
+
+    if (regRefresh) {
+      regRefresh.addEventListener('click', function () {
+        loadCaptcha().then(function (ok) {
+          if (ok) {
+            regAnswer.focus();
+          }
+        });
+      });
+    }
+    // Enter while the registration captcha is shown registers (the default button logs in).
+    if (form && regBox) {
+      form.addEventListener('keydown', function (ev) {
+        if (ev.key !== 'Enter' || regBox.hidden || ev.target.tagName !== 'INPUT') {
+          return;
+        }
+        ev.preventDefault();
+        lastAction = 'register';
+        if (form.requestSubmit) {
+          form.requestSubmit(regButton);
+        } else {
+          regButton.click();
+        }
+      });
+    }
 
     function render() {
       var u = currentUser();
@@ -648,24 +717,63 @@
           say('Type a username and a password.', 'error');
           return;
         }
+        var body = { username: username, password: password };
+        if (action === 'register') {
+          // Registration takes a captcha: show one first, then send its answer.
+          if (!captchaId) {
+            busy = true;
+            var shown = await loadCaptcha();
+            busy = false;
+            if (shown) {
+              say('Type what the picture shows, then press Register.', 'info');
+              regAnswer.focus();
+            }
+            return;
+          }
+          var answer = regAnswer.value.trim();
+          if (!answer) {
+            say('Type what the picture shows, then press Register.', 'error');
+            regAnswer.focus();
+            return;
+          }
+          body.captchaId = captchaId;
+          body.answer = answer;
+        }
         busy = true;
         Array.prototype.forEach.call(form.querySelectorAll('button'), function (b) {
           b.disabled = true;
         });
         say(action === 'register' ? 'Creating your account…' : 'Logging in…', 'info');
-        var r = await api('POST', '/api/auth/' + action, { username: username, password: password });
+        var r = await api('POST', '/api/auth/' + action, body);
         busy = false;
         Array.prototype.forEach.call(form.querySelectorAll('button'), function (b) {
           b.disabled = false;
         });
         if (!r.ok || !r.data) {
-          say(r.network ? errorText(r) : r.message || errorText(r), 'error');
+          if (action === 'register' && !r.network) {
+            // The challenge was used up (one answer each): show a fresh one.
+            await loadCaptcha();
+          }
+          var text = r.network || r.code === 'RATE_LIMITED' ? errorText(r) : r.message ? sentence(r.message) : errorText(r);
+          if (r.code === 'CAPTCHA_FAILED') {
+            text = 'The captcha answer was wrong or expired; try the new picture.';
+          } else if (r.code === 'UNAVAILABLE') {
+            text = 'The shop is busy; try again in a moment.';
+          }
+          say(text, 'error');
           return;
         }
         var claims = tokenClaims(r.data.token);
         var role = typeof r.data.role === 'string' ? r.data.role : String(claims.role || '');
-        store.set('fs_user', JSON.stringify({ id: claims.sub ? String(claims.sub) : '', role: role }));
+        var uid = r.data.userId !== undefined && r.data.userId !== null ? String(r.data.userId) : claims.sub ? String(claims.sub) : '';
+        show(note, false);
+        store.set('fs_user', JSON.stringify({ id: uid, role: role }));
         form.elements.password.value = '';
+        captchaId = '';
+        if (regBox) {
+          regAnswer.value = '';
+          show(regBox, false);
+        }
         say((action === 'register' ? 'Account created; signed in as ' : 'Signed in as ') + (role || 'user') + '.', 'ok');
         sessionChanged();
       });
@@ -1873,7 +1981,8 @@
         return false;
       }
       if (r.ok && r.data && Array.isArray(r.data.items)) {
-        var trs = r.data.items.map(function (it) {
+        var trs = [];
+        r.data.items.forEach(function (it) {
           var itemId = String(it.itemId);
           var tr = el('tr', { 'data-testid': 'stock-row', 'data-item-id': itemId });
           tr.appendChild(el('th', { scope: 'row' }, it.name || itemNames[itemId] || 'item #' + itemId));
@@ -1882,12 +1991,35 @@
           });
           var ok = it.reconciled === true;
           var cell = el('td', { 'data-col': 'reconciled', class: ok ? 'reconciled' : 'drift' }, ok ? '\u2713' : 'drift');
-          if (!ok && it.mismatch) {
-            // the reconciliation's numbers, so the merchant sees what disagrees
-            cell.appendChild(el('small', { class: 'drift-detail', 'data-testid': 'stock-mismatch' }, it.mismatch));
-          }
           tr.appendChild(cell);
-          return tr;
+          trs.push(tr);
+          if (!ok && it.mismatch) {
+            // The reconciliation's numbers, so the merchant sees what disagrees: a row of its own
+            // under the item's, across the whole table, so that it neither squeezes the number
+            // columns nor hides in the last column, off screen on a phone.
+            tr.classList.add('has-drift');
+            var detailId = 'stock-mismatch-' + itemId;
+            cell.setAttribute('aria-describedby', detailId);
+            var detail = el('small', { class: 'drift-detail', id: detailId, 'data-testid': 'stock-mismatch' });
+            // one failed check a line ("name: numbers"; the buyers check's own "; missing …"
+            // stays with it), the separators kept so the text reads as the server wrote it
+            var checks = String(it.mismatch).split(/; (?=[a-z][a-z ()]*: )/);
+            checks.forEach(function (c, i) {
+              if (i > 0) {
+                detail.appendChild(document.createTextNode(' '));
+              }
+              detail.appendChild(el('span', { class: 'drift-check' }, c + (i < checks.length - 1 ? ';' : '')));
+            });
+            var note = el('div', { class: 'drift-note' });
+            note.appendChild(el('strong', { class: 'drift-label' }, 'Not reconciled:'));
+            note.appendChild(document.createTextNode(' '));
+            note.appendChild(detail);
+            var td = el('td', { colspan: '7' });
+            td.appendChild(note);
+            var detailRow = el('tr', { class: 'drift-row', 'data-testid': 'stock-drift-row', 'data-item-id': itemId });
+            detailRow.appendChild(td);
+            trs.push(detailRow);
+          }
         });
         stockRows.replaceChildren.apply(stockRows, trs);
         setText(stockUpdated, 'Updated ' + formatClock(Date.now()) + '.');

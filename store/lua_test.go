@@ -503,13 +503,13 @@ func TestReserveTokensVoidedByRebuild(t *testing.T) {
 	if _, err := s.Reserve(ctx, old); !errors.Is(err, store.ErrTokenAlreadyUsed) {
 		t.Errorf("token issued before the rebuild: %v, want ErrTokenAlreadyUsed", err)
 	}
-	old.Nonce, old.TokenExpires = "n1b", time.UnixMilli(floor) // exactly at the floor: void
+	old.Nonce, old.TokenExpires = "n1b", time.UnixMilli(floor-1) // a millisecond before the floor: void
 	if _, err := s.Reserve(ctx, old); !errors.Is(err, store.ErrTokenAlreadyUsed) {
-		t.Errorf("token expiring at the floor: %v, want ErrTokenAlreadyUsed", err)
+		t.Errorf("token expiring just before the floor: %v, want ErrTokenAlreadyUsed", err)
 	}
-	// Issued after it: accepted.
+	// Issued in the rebuild's millisecond or after it: accepted.
 	fresh := attempt(t, s, sale, item, 2, "o2", "n2")
-	fresh.TokenExpires = time.UnixMilli(floor + 1)
+	fresh.TokenExpires = time.UnixMilli(floor)
 	mustReserve(t, s, fresh)
 	if got := stockOf(t, rdb, sale, item); got != 4 {
 		t.Errorf("stock = %d, want 4", got)

@@ -3,11 +3,13 @@ package store
 import (
 	"context"
 	"database/sql"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -210,10 +212,10 @@ func (d *DB) CreateUser(ctx context.Context, u *User) error {
 	return nil
 }
 
-// UserByName finds a user by username.
+// UserByName finds a user by username, case-insensitively (the unique index users_username_lower).
 func (d *DB) UserByName(ctx context.Context, name string) (User, error) {
 	var u User
-	err := d.g.WithContext(ctx).Where("username = ?", name).Take(&u).Error
+	err := d.g.WithContext(ctx).Where("lower(username) = lower(?)", name).Take(&u).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
 		return User{}, ErrNotFound
 	}
@@ -250,15 +252,69 @@ func (d *DB) SaleByID(ctx context.Context, id int64) (Sale, error) {
 	return s, nil
 }
 
-// SalesEndingAfter lists the sales not ended at t, soonest first, with their items.
-func (d *DB) SalesEndingAfter(ctx context.Context, t time.Time, limit int) ([]Sale, error) {
-	var out []Sale
-	err := d.g.WithContext(ctx).Preload("Items", func(db *gorm.DB) *gorm.DB { return db.Order("position") }).
-		Where("ends_at > ?", t).Order("starts_at, id").Limit(limit).Find(&out).Error
+// SaleCursor is a position in the list of sales by start time.
+type SaleCursor struct {
+	StartsAt time.Time
+	ID       int64
+}
+
+// Encode makes the cursor an opaque string for a client.
+func (c SaleCursor) Encode() string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(c.StartsAt.UnixMicro(), 10) + "|" + strconv.FormatInt(c.ID, 10)))
+}
+
+// DecodeSaleCursor parses a cursor made by Encode.
+func DecodeSaleCursor(s string) (SaleCursor, bool) {
+	raw, err := base64.RawURLEncoding.DecodeString(s)
 	if err != nil {
-		return nil, fmt.Errorf("sales: %w", err)
+		return SaleCursor{}, false
 	}
-	return out, nil
+	us, id, ok := strings.Cut(string(raw), "|")
+	n, err1 := strconv.ParseInt(us, 10, 64)
+	i, err2 := strconv.ParseInt(id, 10, 64)
+	if !ok || err1 != nil || err2 != nil || i <= 0 {
+		return SaleCursor{}, false
+	}
+	return SaleCursor{StartsAt: time.UnixMicro(n), ID: i}, true
+}
+
+// SalesEndingAfter lists the sales not ended at t, soonest first, with their items: a page of at
+// most limit after the cursor (nil: from the first); next is nil on the last page.
+func (d *DB) SalesEndingAfter(ctx context.Context, t time.Time, after *SaleCursor, limit int) ([]Sale, *SaleCursor, error) {
+	var out []Sale
+	q := d.g.WithContext(ctx).Preload("Items", func(db *gorm.DB) *gorm.DB { return db.Order("position") }).
+		Where("ends_at > ?", t)
+	if after != nil {
+		q = q.Where("(starts_at, id) > (?, ?)", after.StartsAt, after.ID)
+	}
+	err := q.Order("starts_at, id").Limit(limit + 1).Find(&out).Error
+	if err != nil {
+		return nil, nil, fmt.Errorf("sales: %w", err)
+	}
+	if len(out) <= limit {
+		return out, nil, nil
+	}
+	out = out[:limit]
+	last := out[limit-1]
+	return out, &SaleCursor{StartsAt: last.StartsAt, ID: last.ID}, nil
+}
+
+// EachSaleEndingAfter calls fn with every sale not ended at t, a page at a time.
+func (d *DB) EachSaleEndingAfter(ctx context.Context, t time.Time, fn func([]Sale) error) error {
+	var after *SaleCursor
+	for {
+		page, next, err := d.SalesEndingAfter(ctx, t, after, 500)
+		if err != nil {
+			return err
+		}
+		if err := fn(page); err != nil {
+			return err
+		}
+		if next == nil {
+			return nil
+		}
+		after = next
+	}
 }
 
 // SalesByMerchant lists a merchant's sales, newest first.

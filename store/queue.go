@@ -2,10 +2,14 @@ package store
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,19 +27,57 @@ const (
 	WriterConsumer = "writer"
 )
 
+// EmbeddedNATSToken makes a new random credential for the embedded NATS server and keeps it in
+// dir (file nats.token, readable by its owner only), where `flashsale reconcile` and an operator
+// find it. Without it no local process can connect, so none can publish a forged sold-out notice
+// or order.
+func EmbeddedNATSToken(dir string) (string, error) {
+	var b [24]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	tok := hex.EncodeToString(b[:])
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("nats token: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "nats.token"), []byte(tok+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("nats token: %w", err)
+	}
+	return tok, nil
+}
+
+// ReadEmbeddedNATSToken reads the credential a running embedded server was started with.
+func ReadEmbeddedNATSToken(dir string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "nats.token"))
+	if err != nil {
+		return "", fmt.Errorf("the embedded NATS credential (is an instance with FLASHSALE_DATA_DIR=%s running?): %w", dir, err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// EmbeddedNATSURL is the URL a client uses for the embedded server: the credential in it.
+func EmbeddedNATSURL(port int, token string) string {
+	return fmt.Sprintf("nats://%s@127.0.0.1:%d", token, port)
+}
+
 // StartNATS starts an in-process NATS server with JetStream file storage under dir, listening
-// on 127.0.0.1:port (-1 picks a free port). syncAlways makes every acknowledged message fsynced.
-func StartNATS(dir string, port int, syncAlways bool) (*server.Server, error) {
+// on 127.0.0.1:port (-1 picks a free port), accepting only clients that present token.
+// syncAlways makes every acknowledged message fsynced.
+func StartNATS(dir string, port int, syncAlways bool, token string) (*server.Server, error) {
+	if token == "" {
+		return nil, errors.New("nats server: a credential is required")
+	}
 	opts := &server.Options{
-		ServerName: "flashsale",
-		Host:       "127.0.0.1",
-		Port:       port,
-		JetStream:  true,
-		StoreDir:   filepath.Join(dir, "jetstream"),
-		SyncAlways: syncAlways,
-		NoSigs:     true,
-		NoLog:      true,
-		MaxPayload: 8 << 20,
+		ServerName:    "flashsale",
+		Host:          "127.0.0.1",
+		Port:          port,
+		Authorization: token,
+		JetStream:     true,
+		StoreDir:      filepath.Join(dir, "jetstream"),
+		SyncAlways:    syncAlways,
+		NoSigs:        true,
+		NoLog:         true,
+		MaxPayload:    8 << 20,
 	}
 	if syncAlways {
 		opts.SyncInterval = 2 * time.Minute
@@ -77,16 +119,22 @@ type Queue struct {
 	ackWait time.Duration
 }
 
-// OpenQueue connects to NATS at url and makes sure the order and dead-letter streams exist.
-func OpenQueue(ctx context.Context, url string) (*Queue, error) {
-	nc, err := nats.Connect(url,
+// OpenQueue connects to NATS at url (a credential may be in it: nats://TOKEN@host:port) and
+// makes sure the order and dead-letter streams exist. creds, if not empty, is a NATS credentials
+// file (user JWT and seed) for an external server.
+func OpenQueue(ctx context.Context, url, creds string) (*Queue, error) {
+	opts := []nats.Option{
 		nats.Name("flashsale"),
 		nats.MaxReconnects(-1),
-		nats.ReconnectWait(200*time.Millisecond),
+		nats.ReconnectWait(200 * time.Millisecond),
 		nats.RetryOnFailedConnect(false),
-	)
+	}
+	if creds != "" {
+		opts = append(opts, nats.UserCredentials(creds))
+	}
+	nc, err := nats.Connect(url, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("nats %s: %w", url, err)
+		return nil, fmt.Errorf("nats %s: %w", redactURL(url), err)
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -129,6 +177,15 @@ func (q *Queue) ensureStreams(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// redactURL hides a credential in a NATS URL.
+func redactURL(u string) string {
+	scheme, rest, ok := strings.Cut(u, "://")
+	if at := strings.LastIndex(rest, "@"); ok && at >= 0 {
+		return scheme + "://****@" + rest[at+1:]
+	}
+	return u
 }
 
 // Close drains nothing: it closes the connection.

@@ -170,17 +170,27 @@ func sessionArea(allowRegister bool) templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 9, "<div class=\"session\" id=\"login\" data-testid=\"session\"><form class=\"login-form\" data-testid=\"login-form\" method=\"post\" autocomplete=\"on\"><label class=\"field\"><span>Username</span> <input type=\"text\" name=\"username\" autocomplete=\"username\" required data-testid=\"username\"></label> <label class=\"field\"><span>Password</span> <input type=\"password\" name=\"password\" autocomplete=\"current-password\" required data-testid=\"password\"></label><div class=\"login-actions\"><button type=\"submit\" class=\"button\" value=\"login\" data-testid=\"login-button\">Log in</button> ")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 9, "<div class=\"session\" id=\"login\" data-testid=\"session\"><form class=\"login-form\" data-testid=\"login-form\" method=\"post\" autocomplete=\"on\"><label class=\"field\"><span>Username</span> <input type=\"text\" name=\"username\" autocomplete=\"username\" required data-testid=\"username\"></label> <label class=\"field\"><span>Password</span> <input type=\"password\" name=\"password\" autocomplete=\"current-password\" required data-testid=\"password\"></label> ")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		if allowRegister {
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 10, "<button type=\"submit\" class=\"button button-secondary\" value=\"register\" data-testid=\"register-button\">Register</button>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 10, "<div class=\"register-captcha\" data-testid=\"register-captcha\" hidden><p class=\"captcha-hint\" data-testid=\"register-captcha-hint\">To register, type what the picture shows.</p><img class=\"captcha-image\" data-testid=\"register-captcha-image\" alt=\"Captcha challenge: type the characters you see\" width=\"240\" height=\"80\"> <label class=\"field\"><span>Captcha answer</span> <input type=\"text\" name=\"answer\" data-testid=\"register-captcha-answer\" autocomplete=\"off\" autocapitalize=\"off\" spellcheck=\"false\" inputmode=\"text\"></label> <button type=\"button\" class=\"link-button captcha-refresh\" data-testid=\"register-captcha-refresh\">New picture</button></div>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 11, "</div></form><p class=\"session-user\" data-testid=\"session-user\" hidden>Signed in as <span data-testid=\"session-role\"></span> <span data-testid=\"session-id\"></span> · <button type=\"button\" class=\"link-button\" data-testid=\"logout-button\">Log out</button></p></div>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 11, "<p class=\"login-note\" data-testid=\"login-note\" role=\"alert\" hidden></p><div class=\"login-actions\"><button type=\"submit\" class=\"button\" value=\"login\" data-testid=\"login-button\">Log in</button> ")
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		if allowRegister {
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 12, "<button type=\"submit\" class=\"button button-secondary\" value=\"register\" data-testid=\"register-button\">Register</button>")
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+		}
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 13, "</div></form><p class=\"session-user\" data-testid=\"session-user\" hidden>Signed in as <span data-testid=\"session-role\"></span> <span data-testid=\"session-id\"></span> · <button type=\"button\" class=\"link-button\" data-testid=\"logout-button\">Log out</button></p></div>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -207,20 +217,20 @@ func loggedOutNote(what string) templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 12, "<p class=\"logged-out\" data-testid=\"logged-out\" hidden>You are not signed in. <a href=\"#login\" data-testid=\"login-link\">Log in</a> ")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 14, "<p class=\"logged-out\" data-testid=\"logged-out\" hidden>You are not signed in. <a href=\"#login\" data-testid=\"login-link\">Log in</a> ")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var10 string
 		templ_7745c5c3_Var10, templ_7745c5c3_Err = templ.JoinStringErrs(what)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/layout.templ`, Line: 80, Col: 84}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/layout.templ`, Line: 92, Col: 84}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var10))
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 13, ".</p>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 15, ".</p>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -248,71 +258,71 @@ func orderPanel(orderID string) templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 14, "<section class=\"order\" data-testid=\"order\" data-order-id=\"")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 16, "<section class=\"order\" data-testid=\"order\" data-order-id=\"")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var12 string
 		templ_7745c5c3_Var12, templ_7745c5c3_Err = templruntime.NewAttributeExpression(orderID).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/layout.templ`, Line: 88, Col: 67}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/layout.templ`, Line: 100, Col: 67}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var12)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 15, "\" aria-labelledby=\"order-heading\"")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 17, "\" aria-labelledby=\"order-heading\"")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		if orderID == "" {
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 16, " hidden")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 18, " hidden")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 17, "><h2 id=\"order-heading\">Your order</h2><p class=\"order-line\" data-testid=\"order-item-row\" hidden><span class=\"label\">Item</span> <strong class=\"order-item\" data-testid=\"order-item\"></strong></p><p class=\"order-line\" data-testid=\"order-price-row\" hidden><span class=\"label\">Price</span> <span class=\"order-price\" data-testid=\"order-price\"></span></p><p class=\"order-line\" data-testid=\"order-sale-row\" hidden><span class=\"label\">Sale</span> <a data-testid=\"order-sale\"></a></p><p class=\"order-line\"><span class=\"label\">Status</span> <span class=\"badge order-badge\" data-testid=\"order-status\">checking…</span></p><p class=\"order-line order-pay-by\" data-testid=\"pay-by-row\" hidden><span data-testid=\"pay-by\"></span> <span class=\"pay-left\" data-testid=\"pay-left\"></span></p><p class=\"order-note\" data-testid=\"order-note\"></p><div class=\"order-actions\" data-testid=\"order-actions\" hidden><button type=\"button\" class=\"button button-pay\" data-testid=\"pay-button\" hidden>Pay now</button> <button type=\"button\" class=\"button button-secondary\" data-testid=\"cancel-button\" hidden>Cancel order</button></div><div class=\"cancel-confirm\" data-testid=\"cancel-confirm\" role=\"group\" aria-labelledby=\"cancel-question\" hidden><p id=\"cancel-question\">Cancel this order? Its unit goes back on sale for other shoppers, and this cannot be undone.</p><div class=\"order-actions\"><button type=\"button\" class=\"button button-danger\" data-testid=\"cancel-confirm-button\">Yes, cancel the order</button> <button type=\"button\" class=\"button button-secondary\" data-testid=\"cancel-keep-button\">No, keep it</button></div></div><p class=\"order-line order-id-line\"><span class=\"label\">Order</span> ")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 19, "><h2 id=\"order-heading\">Your order</h2><p class=\"order-line\" data-testid=\"order-item-row\" hidden><span class=\"label\">Item</span> <strong class=\"order-item\" data-testid=\"order-item\"></strong></p><p class=\"order-line\" data-testid=\"order-price-row\" hidden><span class=\"label\">Price</span> <span class=\"order-price\" data-testid=\"order-price\"></span></p><p class=\"order-line\" data-testid=\"order-sale-row\" hidden><span class=\"label\">Sale</span> <a data-testid=\"order-sale\"></a></p><p class=\"order-line\"><span class=\"label\">Status</span> <span class=\"badge order-badge\" data-testid=\"order-status\">checking…</span></p><p class=\"order-line order-pay-by\" data-testid=\"pay-by-row\" hidden><span data-testid=\"pay-by\"></span> <span class=\"pay-left\" data-testid=\"pay-left\"></span></p><p class=\"order-note\" data-testid=\"order-note\"></p><div class=\"order-actions\" data-testid=\"order-actions\" hidden><button type=\"button\" class=\"button button-pay\" data-testid=\"pay-button\" hidden>Pay now</button> <button type=\"button\" class=\"button button-secondary\" data-testid=\"cancel-button\" hidden>Cancel order</button></div><div class=\"cancel-confirm\" data-testid=\"cancel-confirm\" role=\"group\" aria-labelledby=\"cancel-question\" hidden><p id=\"cancel-question\">Cancel this order? Its unit goes back on sale for other shoppers, and this cannot be undone.</p><div class=\"order-actions\"><button type=\"button\" class=\"button button-danger\" data-testid=\"cancel-confirm-button\">Yes, cancel the order</button> <button type=\"button\" class=\"button button-secondary\" data-testid=\"cancel-keep-button\">No, keep it</button></div></div><p class=\"order-line order-id-line\"><span class=\"label\">Order</span> ")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
 		if orderID != "" {
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 18, "<a data-testid=\"order-link\" href=\"")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 20, "<a data-testid=\"order-link\" href=\"")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 			var templ_7745c5c3_Var13 string
 			templ_7745c5c3_Var13, templ_7745c5c3_Err = templruntime.NewAttributeExpression(orderURL(orderID)).ResolveURL(ctx)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/layout.templ`, Line: 124, Col: 56}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/layout.templ`, Line: 136, Col: 56}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var13)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 19, "\"><code data-testid=\"order-id\">")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 21, "\"><code data-testid=\"order-id\">")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 			var templ_7745c5c3_Var14 string
 			templ_7745c5c3_Var14, templ_7745c5c3_Err = templ.JoinStringErrs(orderID)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/layout.templ`, Line: 124, Col: 97}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/layout.templ`, Line: 136, Col: 97}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var14))
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 20, "</code></a>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 22, "</code></a>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 		} else {
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 21, "<a data-testid=\"order-link\"><code data-testid=\"order-id\"></code></a>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 23, "<a data-testid=\"order-link\"><code data-testid=\"order-id\"></code></a>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 22, "</p></section>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 24, "</p></section>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

@@ -27,6 +27,8 @@ type SaleCard struct {
 // Home is the home page: the live and upcoming sales.
 type Home struct {
 	Sales []SaleCard
+	Next  string // the cursor of the next page ("" on the last)
+	Paged bool   // this is not the first page
 }
 
 // SaleItem is one item on sale, with its price in cents and the units offered.

@@ -203,7 +203,15 @@ func TestSalePage(t *testing.T) {
 	if got, _ := form.Find(`input[name="password"]`).Attr("type"); got != "password" {
 		t.Errorf("password input type = %q, want password", got)
 	}
-	if got, want := form.Find("button").Map(func(_ int, b *goquery.Selection) string { return b.Text() }), []string{"Log in", "Register"}; strings.Join(got, ",") != strings.Join(want, ",") {
+	for _, id := range []string{"register-captcha", "register-captcha-image", "register-captcha-answer", "register-captcha-refresh", "login-note"} {
+		if got := form.Find(byTestID(id)).Length(); got != 1 {
+			t.Errorf("login form elements with data-testid=%q = %d, want 1", id, got)
+		}
+	}
+	if _, hidden := form.Find(byTestID("register-captcha")).Attr("hidden"); !hidden {
+		t.Errorf("the registration captcha is shown before Register is pressed, want hidden")
+	}
+	if got, want := form.Find(`button[type="submit"]`).Map(func(_ int, b *goquery.Selection) string { return b.Text() }), []string{"Log in", "Register"}; strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Errorf("login form buttons = %q, want %q", got, want)
 	}
 	if got := sec.Find("img" + byTestID("captcha-image")).Length(); got != 1 {

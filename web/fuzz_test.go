@@ -15,6 +15,7 @@ import (
 
 	"github.com/flashsale/flashsale/handlers"
 	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/store"
 )
 
 // fakeShop and fakeCatalog stand in for the services so the fuzzer exercises every parser of
@@ -70,8 +71,13 @@ func (fakeCatalog) Get(_ context.Context, id int64) (services.Sale, error) {
 func (c fakeCatalog) Cached(ctx context.Context, id int64) (services.Sale, error) {
 	return c.Get(ctx, id)
 }
-func (fakeCatalog) Upcoming(context.Context) ([]services.Sale, error) {
-	return []services.Sale{fakeSale}, nil
+func (fakeCatalog) Upcoming(_ context.Context, cursor string) ([]services.Sale, string, error) {
+	if cursor != "" {
+		if _, ok := store.DecodeSaleCursor(cursor); !ok {
+			return nil, "", services.Errorf(services.CodeInvalidInput, "bad cursor")
+		}
+	}
+	return []services.Sale{fakeSale}, "", nil
 }
 func (fakeCatalog) OfMerchant(context.Context, int64) ([]services.Sale, error) { return nil, nil }
 func (fakeCatalog) Displayed(_ context.Context, id int64) (services.DisplayedStock, error) {
@@ -83,12 +89,16 @@ func (fakeCatalog) AdminStock(context.Context, int64, int64) ([]services.AdminIt
 
 type fakeAccounts struct{}
 
-func (fakeAccounts) Register(_ context.Context, u, p string) (string, services.Identity, error) {
+func (fakeAccounts) NewCaptcha(context.Context, string) (string, string, error) {
+	return "c", "data:,", nil
+}
+func (fakeAccounts) Register(_ context.Context, u, p, id, answer, ip string) (string, services.Identity, error) {
 	return "t", services.Identity{UserID: 1, Role: services.RoleShopper}, nil
 }
-func (fakeAccounts) Login(_ context.Context, u, p string) (string, services.Identity, error) {
+func (fakeAccounts) Login(_ context.Context, u, p, ip string) (string, services.Identity, error) {
 	return "", services.Identity{}, services.Errorf(services.CodeInvalidCredentials, "no")
 }
+func (fakeAccounts) Logout(context.Context, string) error { return nil }
 
 func fuzzRouter(auth *services.Auth) http.Handler {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))

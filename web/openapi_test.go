@@ -124,7 +124,7 @@ func TestOpenAPIMatchesRouter(t *testing.T) {
 		"POST /api/flash-sales/items/:itemId/purchase", "GET /api/flash-sales/orders/:orderId",
 		"POST /api/flash-sales/orders/:orderId/pay", "POST /api/admin/sales",
 		"GET /api/admin/sales/:saleId/stock", "GET /", "GET /sales/:saleId", "GET /orders/:orderId",
-		"GET /admin", "GET /static/*path", "GET /metrics", "GET /healthz", "GET /readyz",
+		"GET /admin", "GET /static/*path", "GET /healthz", "GET /readyz",
 		"GET /api/openapi.yaml",
 	} {
 		if got := docOps[want]; !got {
@@ -136,7 +136,7 @@ func TestOpenAPIMatchesRouter(t *testing.T) {
 // allCodes are the contract's error codes (services/errors.go).
 var allCodes = []services.Code{
 	services.CodeInvalidInput, services.CodeUnauthenticated, services.CodeInvalidCredentials,
-	services.CodeForbidden, services.CodeCSRF, services.CodeCaptchaFailed,
+	services.CodeForbidden, services.CodeCSRF, services.CodeUnsupportedMediaType, services.CodeCaptchaFailed,
 	services.CodeInvalidPurchaseToken, services.CodeNotFound, services.CodeUsernameTaken,
 	services.CodeAlreadyPurchased, services.CodeExpired, services.CodeNotPayable, services.CodeNotCancellable,
 	services.CodeSoldOut, services.CodeSaleEnded, services.CodeNotStarted,

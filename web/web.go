@@ -31,8 +31,9 @@ type Config struct {
 	API            *handlers.API
 	Pages          *handlers.Pages
 	Registry       *prometheus.Registry
-	Ready          func() error // readiness of Redis, Postgres and NATS
+	Ready          func() []string // the dependencies that are down (Redis, Postgres, NATS); empty when ready
 	TrustedProxies []string
+	Production     bool // HSTS, and only https Origins pass the CSRF check (web/edge.go)
 }
 
 // NewRouter returns the Gin engine serving the whole public contract and the pages.
@@ -44,12 +45,13 @@ func NewRouter(cfg Config) *gin.Engine {
 	r.RedirectFixedPath = false
 	_ = r.SetTrustedProxies(cfg.TrustedProxies)
 	m := newHTTPMetrics(cfg.Registry)
-	r.Use(recovery(cfg.Log), m.middleware, securityHeaders)
+	r.Use(recovery(cfg.Log), m.middleware, securityHeaders, edge(cfg.Production))
 
 	api, pages := cfg.API, cfg.Pages
-	authed := authenticate(cfg.Verifier, "")
-	merchant := authenticate(cfg.Verifier, services.RoleMerchant)
+	authed := authenticate(cfg.Verifier, api, "")
+	merchant := authenticate(cfg.Verifier, api, services.RoleMerchant)
 
+	r.POST("/api/auth/captcha", api.AuthCaptcha)
 	r.POST("/api/auth/register", api.Register)
 	r.POST("/api/auth/login", api.Login)
 	r.POST("/api/auth/logout", api.Logout)
@@ -85,19 +87,28 @@ func NewRouter(cfg Config) *gin.Engine {
 		fileServer.ServeHTTP(c.Writer, c.Request)
 	})
 
-	r.GET("/metrics", gin.WrapH(promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{})))
 	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
 	r.GET("/readyz", func(c *gin.Context) {
+		c.Header("Cache-Control", "no-store")
 		if cfg.Ready != nil {
-			if err := cfg.Ready(); err != nil {
-				handlers.Error(c, nil, &services.Error{Code: services.CodeUnavailable, Message: "not ready: " + err.Error()})
+			// Names only: no address, no error text (the logs have those).
+			if down := cfg.Ready(); len(down) > 0 {
+				c.Header("Retry-After", "1")
+				c.JSON(http.StatusServiceUnavailable, gin.H{"error": services.CodeUnavailable, "message": "not ready: " + strings.Join(down, ", ") + " down",
+					"status": "unavailable", "down": down})
 				return
 			}
 		}
-		c.JSON(http.StatusOK, gin.H{"status": "ready"})
+		c.JSON(http.StatusOK, gin.H{"status": "ready", "down": []string{}})
 	})
 	r.NoRoute(pages.NotFound)
 	return r
+}
+
+// MetricsHandler serves the Prometheus metrics of reg. It is served on its own listen address
+// (FLASHSALE_METRICS_ADDR, loopback by default), never on the public one.
+func MetricsHandler(reg *prometheus.Registry) http.Handler {
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 }
 
 // recovery turns a panic into the contract's 500 body and logs it.
@@ -129,7 +140,8 @@ func securityHeaders(c *gin.Context) {
 
 // authenticate requires a verified identity: a bearer token, or the session cookie plus the
 // double-submit CSRF header on state-changing requests. role, if set, is required too.
-func authenticate(v Verifier, role string) gin.HandlerFunc {
+func authenticate(v Verifier, api *handlers.API, role string) gin.HandlerFunc {
+	sessionCookie, csrfCookie := api.SessionCookieName(), api.CSRFCookieName()
 	return func(c *gin.Context) {
 		token, fromCookie := "", false
 		if h := c.GetHeader("Authorization"); h != "" {
@@ -139,7 +151,7 @@ func authenticate(v Verifier, role string) gin.HandlerFunc {
 				return
 			}
 			token = strings.TrimSpace(t)
-		} else if ck, err := c.Cookie(handlers.SessionCookie); err == nil && ck != "" {
+		} else if ck, err := c.Cookie(sessionCookie); err == nil && ck != "" {
 			token, fromCookie = ck, true
 		}
 		if token == "" {
@@ -152,7 +164,7 @@ func authenticate(v Verifier, role string) gin.HandlerFunc {
 			return
 		}
 		if fromCookie && c.Request.Method != http.MethodGet && c.Request.Method != http.MethodHead {
-			want, _ := c.Cookie(handlers.CSRFCookie)
+			want, _ := c.Cookie(csrfCookie)
 			got := c.GetHeader("X-CSRF-Token")
 			if want == "" || subtle.ConstantTimeCompare([]byte(want), []byte(got)) != 1 {
 				handlers.Abort(c, services.CodeCSRF, "missing or wrong X-CSRF-Token header (it must carry the fs_csrf cookie's value)")

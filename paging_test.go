@@ -1,0 +1,101 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flashsale/flashsale/store"
+)
+
+// The listing and the home page show every live or upcoming sale, a page at a time.
+func TestSalesListingPages(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{noWriter: true})
+	// 60 sales straight into Postgres (the listing reads Postgres), starting one minute apart.
+	err := h.app.db.Gorm().Exec(`INSERT INTO sales (merchant_id, name, starts_at, ends_at)
+		SELECT 9000, 'listed ' || g, now() + g * interval '1 minute', now() + interval '1 day'
+		FROM generate_series(1, 60) g`).Error
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	cursor, pages := "", 0
+	for {
+		path := "/api/flash-sales"
+		if cursor != "" {
+			path += "?cursor=" + cursor
+		}
+		r := h.do("GET", path, "", nil)
+		if r.Status != http.StatusOK {
+			t.Fatalf("%s: %d %s", path, r.Status, r.Raw)
+		}
+		pages++
+		for _, s := range r.Body["sales"].([]any) {
+			names = append(names, s.(map[string]any)["name"].(string))
+		}
+		if cursor = r.str("next"); cursor == "" {
+			break
+		}
+	}
+	if pages != 2 || len(names) != 60 || names[0] != "listed 1" || names[59] != "listed 60" {
+		t.Errorf("listing: %d sales on %d pages (first %q), want 60 on 2 by start time", len(names), pages, names[0])
+	}
+	if r := h.do("GET", "/api/flash-sales?cursor=nonsense", "", nil); r.Status != http.StatusBadRequest || r.str("error") != "INVALID_INPUT" {
+		t.Errorf("bad cursor: %d %s, want 400 INVALID_INPUT", r.Status, r.Raw)
+	}
+	home := h.do("GET", "/", "", nil)
+	if home.Status != http.StatusOK || strings.Count(home.Raw, `data-testid="sale-card"`) != 50 || !strings.Contains(home.Raw, `data-testid="sales-more"`) {
+		t.Fatalf("home page: %d, %d cards, more link %v", home.Status, strings.Count(home.Raw, `data-testid="sale-card"`), strings.Contains(home.Raw, "sales-more"))
+	}
+	i := strings.Index(home.Raw, `href="/?cursor=`)
+	j := strings.Index(home.Raw[i+6:], `"`)
+	next := h.do("GET", home.Raw[i+6:i+6+j], "", nil)
+	if next.Status != http.StatusOK || strings.Count(next.Raw, `data-testid="sale-card"`) != 10 || strings.Contains(next.Raw, `data-testid="sales-more"`) ||
+		!strings.Contains(next.Raw, "listed 60") {
+		t.Errorf("second page: %d, %d cards", next.Status, strings.Count(next.Raw, `data-testid="sale-card"`))
+	}
+	if r := h.do("GET", "/?cursor=edited", "", nil); r.Status != http.StatusOK || strings.Count(r.Raw, `data-testid="sale-card"`) != 50 {
+		t.Errorf("home with a cursor it did not give out: %d, want the first page", r.Status)
+	}
+}
+
+// The background jobs look after every live sale, however many there are: a sale far down the
+// list (after 1,100 others) whose Redis state is lost is still rebuilt.
+func TestKeeperPagesThroughEverySale(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{noWriter: true})
+	err := h.app.db.Gorm().Exec(`INSERT INTO sales (merchant_id, name, starts_at, ends_at)
+		SELECT 9000, 'crowd ' || g, now() - interval '1 hour', now() + interval '1 day'
+		FROM generate_series(1, 1100) g`).Error
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := h.createSale(time.Now().Add(time.Hour), 5) // starts after all of them
+	ctx := context.Background()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		h.app.rdb.Del(ctx, store.MetaKey(s.sale), store.StockKey(s.sale, s.items[0]))
+		time.Sleep(300 * time.Millisecond)
+		if st, err := h.app.stock.State(ctx, s.sale); err == nil && !st.Loaded {
+			break // deleted after the keeper's last look
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("could not take the sale out of redis")
+		}
+	}
+	for {
+		st, err := h.app.stock.State(ctx, s.sale)
+		if err == nil && st.Loaded {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal(fmt.Sprintf("the keeper never reloaded sale %d, 1,101st by start time", s.sale))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	h.checkInvariants(s)
+}
