@@ -20,6 +20,7 @@ type Accounts interface {
 	Register(ctx context.Context, username, password, captchaID, answer, ip string) (string, services.Identity, error)
 	Login(ctx context.Context, username, password, ip string) (string, services.Identity, error)
 	Logout(ctx context.Context, token string) error
+	Username(ctx context.Context, userID int64) (string, error)
 }
 
 // Catalog is what the API needs of the sales service.
@@ -204,7 +205,12 @@ func (a *API) Logout(c *gin.Context) {
 func (a *API) Me(c *gin.Context) {
 	id, _ := IdentityOf(c)
 	c.Header("Cache-Control", "no-store")
-	c.JSON(http.StatusOK, gin.H{"userId": idString(id.UserID), "role": id.Role})
+	name, err := a.Accounts.Username(c.Request.Context(), id.UserID)
+	if err != nil {
+		Error(c, a.Log, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"userId": idString(id.UserID), "role": id.Role, "username": name})
 }
 
 // Time handles the "GET /api/time" route: the server clock, never cached.
@@ -467,6 +473,7 @@ type newSaleJSON struct {
 	} `json:"rateLimits"`
 	PaymentWindowSeconds *int   `json:"paymentWindowSeconds"`
 	PurchaseLimit        string `json:"purchaseLimit"`
+	Currency             string `json:"currency"`
 }
 
 func parseTime(field, s string) (time.Time, error) {
@@ -494,7 +501,7 @@ func (a *API) CreateSale(c *gin.Context) {
 		Error(c, a.Log, err)
 		return
 	}
-	ns := services.NewSale{Name: in.Name, StartsAt: starts, EndsAt: ends, PaymentWindowSeconds: in.PaymentWindowSeconds, PurchaseLimit: in.PurchaseLimit}
+	ns := services.NewSale{Name: in.Name, StartsAt: starts, EndsAt: ends, PaymentWindowSeconds: in.PaymentWindowSeconds, PurchaseLimit: in.PurchaseLimit, Currency: in.Currency}
 	if in.RateLimits != nil {
 		ns.Limits = &services.RateLimits{UserPerSecond: in.RateLimits.UserPerSecond, IPPerSecond: in.RateLimits.IPPerSecond}
 	}

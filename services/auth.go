@@ -467,3 +467,16 @@ func (r *revocations) refresh() {
 		from = "(" + msgs[len(msgs)-1].ID
 	}
 }
+
+// Username returns the name of a user id, or "" when this shop does not know it (a token from an
+// external identity provider): pages then show the id.
+func (a *Auth) Username(ctx context.Context, userID int64) (string, error) {
+	name, err := a.db.UsernameByID(ctx, userID)
+	if errors.Is(err, store.ErrNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", unavailable(err)
+	}
+	return name, nil
+}

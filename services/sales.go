@@ -50,7 +50,12 @@ type NewSale struct {
 	Limits               *RateLimits // nil: the defaults
 	PaymentWindowSeconds *int        // nil: the default payment window
 	PurchaseLimit        string      // "" : per-sale
+	Currency             string      // "" : CNY; one of Currencies
 }
+
+// Currencies a sale may be priced in (ISO 4217); prices are integers in the minor unit (cents,
+// fen), two decimals for each of these.
+var Currencies = []string{"CNY", "USD", "EUR"}
 
 // NewItem is one product of a NewSale.
 type NewItem struct {
@@ -194,6 +199,13 @@ func (s *Sales) create(ctx context.Context, merchantID int64, in NewSale) (store
 			return store.Sale{}, Errorf(CodeInvalidInput, "paymentWindowSeconds must be between 1 and 86400 (a day)")
 		}
 		sale.PaymentWindowSeconds = *w
+	}
+	switch in.Currency {
+	case "":
+	case "CNY", "USD", "EUR":
+		sale.Currency = in.Currency
+	default:
+		return store.Sale{}, Errorf(CodeInvalidInput, "currency must be one of CNY, USD or EUR")
 	}
 	switch in.PurchaseLimit {
 	case "":

@@ -212,6 +212,20 @@ func (d *DB) CreateUser(ctx context.Context, u *User) error {
 	return nil
 }
 
+// UsernameByID returns a user's username (ErrNotFound when the id is unknown: the identity
+// provider may be external).
+func (d *DB) UsernameByID(ctx context.Context, id int64) (string, error) {
+	var name string
+	err := d.g.WithContext(ctx).Raw(`SELECT username FROM users WHERE id = ?`, id).Scan(&name).Error
+	if err != nil {
+		return "", fmt.Errorf("user %d: %w", id, err)
+	}
+	if name == "" {
+		return "", ErrNotFound
+	}
+	return name, nil
+}
+
 // UserByName finds a user by username, case-insensitively (the unique index users_username_lower).
 func (d *DB) UserByName(ctx context.Context, name string) (User, error) {
 	var u User

@@ -98,7 +98,8 @@ func (fakeAccounts) Register(_ context.Context, u, p, id, answer, ip string) (st
 func (fakeAccounts) Login(_ context.Context, u, p, ip string) (string, services.Identity, error) {
 	return "", services.Identity{}, services.Errorf(services.CodeInvalidCredentials, "no")
 }
-func (fakeAccounts) Logout(context.Context, string) error { return nil }
+func (fakeAccounts) Logout(context.Context, string) error            { return nil }
+func (fakeAccounts) Username(context.Context, int64) (string, error) { return "", nil }
 
 func fuzzRouter(auth *services.Auth) http.Handler {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
