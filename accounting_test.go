@@ -703,3 +703,27 @@ func TestReconcileCommandAndRepair(t *testing.T) {
 	}
 	h.checkInvariants(s)
 }
+
+// "My orders" narrowed to one sale, as the sale page asks for it.
+func TestMyOrdersOfOneSale(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	a, b := h.liveSale(5), h.liveSale(5)
+	alice := h.token(1, services.RoleShopper)
+	ra := h.buy(alice, a.items[0], h.purchaseToken(alice, a.sale))
+	rb := h.buy(alice, b.items[0], h.purchaseToken(alice, b.sale))
+	h.drain(a)
+	h.drain(b)
+	p := h.do("GET", fmt.Sprintf("/api/flash-sales/orders?saleId=%d", b.sale), alice, nil)
+	list, _ := p.Body["orders"].([]any)
+	if p.Status != http.StatusOK || len(list) != 1 || list[0].(map[string]any)["orderId"] != rb.str("orderId") {
+		t.Errorf("orders of sale %d: %d %s, want only %s (not %s)", b.sale, p.Status, p.Raw, rb.str("orderId"), ra.str("orderId"))
+	}
+	if p := h.do("GET", "/api/flash-sales/orders?saleId=abc", alice, nil); p.Status != http.StatusBadRequest {
+		t.Errorf("saleId=abc: %d, want 400", p.Status)
+	}
+	h.mu.Lock()
+	h.acked = []string{rb.str("orderId")}
+	h.mu.Unlock()
+	h.checkInvariants(b)
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -42,7 +43,7 @@ type Shop interface {
 	Order(ctx context.Context, userID int64, orderID string) (services.OrderView, error)
 	Pay(ctx context.Context, userID int64, orderID string) (services.OrderView, error)
 	Cancel(ctx context.Context, userID int64, orderID string) (services.OrderView, error)
-	MyOrders(ctx context.Context, userID int64, cursor string) ([]services.OrderView, string, error)
+	MyOrders(ctx context.Context, userID, saleID int64, cursor string) ([]services.OrderView, string, error)
 }
 
 // Cookie names of the browser session (see README.md and the OpenAPI document). With Secure
@@ -425,7 +426,16 @@ func (a *API) MyOrders(c *gin.Context) {
 		Error(c, a.Log, services.Errorf(services.CodeInvalidInput, "cursor is not one this server gave out"))
 		return
 	}
-	list, next, err := a.Shop.MyOrders(c.Request.Context(), shopper(c).UserID, cursor)
+	var saleID int64
+	if v := c.Query("saleId"); v != "" {
+		id, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || id <= 0 {
+			Error(c, a.Log, services.Errorf(services.CodeInvalidInput, "saleId must be a sale id (a positive integer)"))
+			return
+		}
+		saleID = id
+	}
+	list, next, err := a.Shop.MyOrders(c.Request.Context(), shopper(c).UserID, saleID, cursor)
 	if err != nil {
 		Error(c, a.Log, err)
 		return

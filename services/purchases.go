@@ -454,10 +454,10 @@ func (p *Purchases) Cancel(ctx context.Context, userID int64, orderID string) (O
 // MyOrdersPage is how many orders one page of "my orders" holds.
 const MyOrdersPage = 20
 
-// MyOrders lists a shopper's orders in Postgres, newest first, a page after cursor ("" for the
+// MyOrders lists a shopper's orders in Postgres (of one sale when saleID > 0), newest first, a page after cursor ("" for the
 // first); next is "" on the last page. An order still QUEUED appears once written (usually within
 // a second); its id is in the 202 answer and in a 409 ALREADY_PURCHASED.
-func (p *Purchases) MyOrders(ctx context.Context, userID int64, cursor string) ([]OrderView, string, error) {
+func (p *Purchases) MyOrders(ctx context.Context, userID, saleID int64, cursor string) ([]OrderView, string, error) {
 	var after *store.OrderCursor
 	if cursor != "" {
 		c, ok := store.DecodeOrderCursor(cursor)
@@ -466,7 +466,7 @@ func (p *Purchases) MyOrders(ctx context.Context, userID int64, cursor string) (
 		}
 		after = &c
 	}
-	rows, next, err := p.db.OrdersOfUser(ctx, userID, after, MyOrdersPage)
+	rows, next, err := p.db.OrdersOfUser(ctx, userID, saleID, after, MyOrdersPage)
 	if err != nil {
 		return nil, "", unavailable(err)
 	}

@@ -241,11 +241,15 @@ func DecodeOrderCursor(s string) (OrderCursor, bool) {
 	return OrderCursor{ReservedAt: time.UnixMicro(n), ID: id}, true
 }
 
-// OrdersOfUser lists a shopper's orders newest first (by reservation time), after cursor (nil: from the newest), at most
+// OrdersOfUser lists a shopper's orders (of one sale if saleID > 0) newest first (by reservation time), after cursor (nil: from the newest), at most
 // limit; next is nil on the last page.
-func (d *DB) OrdersOfUser(ctx context.Context, userID int64, after *OrderCursor, limit int) ([]OrderDetail, *OrderCursor, error) {
+func (d *DB) OrdersOfUser(ctx context.Context, userID, saleID int64, after *OrderCursor, limit int) ([]OrderDetail, *OrderCursor, error) {
 	q := orderDetailSelect + ` WHERE o.user_id = ?`
 	args := []any{userID}
+	if saleID > 0 {
+		q += ` AND o.sale_id = ?`
+		args = append(args, saleID)
+	}
 	if after != nil {
 		q += ` AND (o.reserved_at, o.id) < (?, ?::uuid)`
 		args = append(args, after.ReservedAt, after.ID)

@@ -48,7 +48,7 @@ func (s fakeShop) Pay(ctx context.Context, u int64, id string) (services.OrderVi
 func (s fakeShop) Cancel(ctx context.Context, u int64, id string) (services.OrderView, error) {
 	return s.Order(ctx, u, id)
 }
-func (fakeShop) MyOrders(_ context.Context, _ int64, cursor string) ([]services.OrderView, string, error) {
+func (fakeShop) MyOrders(_ context.Context, _, _ int64, cursor string) ([]services.OrderView, string, error) {
 	if cursor != "" && len(cursor) < 8 {
 		return nil, "", services.Errorf(services.CodeInvalidInput, "bad cursor")
 	}
