@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -71,12 +72,12 @@ func newApp(ctx context.Context, cfg config, log *slog.Logger) (_ *app, err erro
 	if a.rdb, err = store.OpenRedis(ctx, cfg.RedisURL, cfg.RedisPool); err != nil {
 		return nil, err
 	}
-	instance := instanceName(cfg)
+	site, instance := instanceName(cfg)
 	natsURL := cfg.NATSURL
 	if natsURL == "" {
 		// One embedded NATS per deployment: a second one would be a second queue, and each
 		// instance's jobs would judge "the queue has drained" by its own.
-		a.natsReg, err = store.RegisterEmbeddedNATS(ctx, a.rdb, instance, embeddedNATSLease)
+		a.natsReg, err = store.RegisterEmbeddedNATS(ctx, a.rdb, site, instance, embeddedNATSLease)
 		if err != nil {
 			if errors.Is(err, store.ErrEmbeddedNATSLive) {
 				return nil, fmt.Errorf("%w: instances sharing a Redis must share one NATS: start a NATS server (or use the first instance's) and set FLASHSALE_NATS_URL on every instance", err)
@@ -193,12 +194,18 @@ func (a *app) ready() []string {
 // embeddedNATSLease is how long the registration of an embedded NATS outlives its instance.
 const embeddedNATSLease = 6 * time.Second
 
-// instanceName names this process in Redis (registration, lease): host, pid and address.
-func instanceName(cfg config) string {
+// instanceName names this process in Redis (registration, lease): its site (host and data
+// folder, where an embedded NATS keeps its files), then pid, address and a random tag.
+func instanceName(cfg config) (site, name string) {
 	host, _ := os.Hostname()
+	dir, err := filepath.Abs(cfg.DataDir)
+	if err != nil {
+		dir = cfg.DataDir
+	}
 	var b [4]byte
 	_, _ = rand.Read(b[:])
-	return fmt.Sprintf("%s pid %d addr %s #%x", host, os.Getpid(), cfg.Addr, b)
+	site = fmt.Sprintf("%s:%s|", host, dir)
+	return site, fmt.Sprintf("%spid %d addr %s #%x", site, os.Getpid(), cfg.Addr, b)
 }
 
 // start runs the writer and the keeper in the background until close, and keeps the embedded

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -29,6 +30,17 @@ if not v then
 end
 return 0`)
 
+// claimScript is renewScript for the first claim: a registration whose value starts with the
+// same site (ARGV[3]: host and data folder) is this instance's previous run, killed before it
+// could drop it; it is taken over at once instead of after its lease.
+var claimScript = redis.NewScript(`
+local v = redis.call('GET', KEYS[1])
+if not v or v == ARGV[1] or (ARGV[3] ~= '' and string.sub(v, 1, #ARGV[3]) == ARGV[3]) then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return 1
+end
+return 0`)
+
 var dropScript = redis.NewScript(`
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   return redis.call('DEL', KEYS[1])
@@ -44,13 +56,21 @@ type Registration struct {
 }
 
 // RegisterEmbeddedNATS claims the registration for owner (which should name the instance: host,
-// pid, address), or returns ErrEmbeddedNATSLive with the current holder.
-func RegisterEmbeddedNATS(ctx context.Context, rdb redis.UniversalClient, owner string, ttl time.Duration) (*Registration, error) {
+// pid, address), or returns ErrEmbeddedNATSLive with the current holder. site, if not empty, is
+// a prefix of owner naming where the embedded server keeps its files (host and data folder): a
+// registration left by an earlier run of the same site (killed, so it could not drop it) is
+// taken over at once. Two live servers cannot share one site: the second could not open its
+// NATS port and JetStream files.
+func RegisterEmbeddedNATS(ctx context.Context, rdb redis.UniversalClient, site, owner string, ttl time.Duration) (*Registration, error) {
 	r := &Registration{rdb: rdb, owner: owner, ttl: ttl}
-	ok, err := r.renew(ctx)
-	if err != nil {
-		return nil, err
+	if site != "" && !strings.HasPrefix(owner, site) {
+		return nil, errors.New("embedded nats registration: the owner must start with its site")
 	}
+	n, err := claimScript.Run(ctx, rdb, []string{embeddedNATSKey}, owner, ttl.Milliseconds(), site).Int()
+	if err != nil {
+		return nil, fmt.Errorf("embedded nats registration: %w", err)
+	}
+	ok := n == 1
 	if !ok {
 		holder, _ := rdb.Get(ctx, embeddedNATSKey).Result()
 		return nil, fmt.Errorf("%w (%s)", ErrEmbeddedNATSLive, holder)

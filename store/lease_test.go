@@ -31,7 +31,7 @@ func newRedis(t *testing.T) *redis.Client {
 
 func register(t *testing.T, rdb *redis.Client, owner string, ttl time.Duration) *store.Registration {
 	t.Helper()
-	r, err := store.RegisterEmbeddedNATS(context.Background(), rdb, owner, ttl)
+	r, err := store.RegisterEmbeddedNATS(context.Background(), rdb, "", owner, ttl)
 	if err != nil || r == nil {
 		t.Fatalf("register %s = %v, %v; want registered", owner, r, err)
 	}
@@ -40,7 +40,7 @@ func register(t *testing.T, rdb *redis.Client, owner string, ttl time.Duration) 
 
 func refused(t *testing.T, rdb *redis.Client, owner, holder string, ttl time.Duration) {
 	t.Helper()
-	r, err := store.RegisterEmbeddedNATS(context.Background(), rdb, owner, ttl)
+	r, err := store.RegisterEmbeddedNATS(context.Background(), rdb, "", owner, ttl)
 	if !errors.Is(err, store.ErrEmbeddedNATSLive) || r != nil {
 		t.Fatalf("register %s while %s holds it = %v, %v; want ErrEmbeddedNATSLive", owner, holder, r, err)
 	}
@@ -240,5 +240,30 @@ func TestReconcileLeaseFencesMarkLost(t *testing.T) {
 	}
 	if ok, err := s.MarkLost(ctx, 80, old.Fence, ""); ok || err != nil {
 		t.Errorf("late mark by the old holder = %v, %v; want refused", ok, err)
+	}
+}
+
+// A registration left by a killed run of the same site (host and data folder) is taken over at
+// once by the next run; another site still waits for it to lapse.
+func TestRegisterEmbeddedNATSSameSiteTakesOver(t *testing.T) {
+	t.Parallel()
+	_, rdb := newStock(t)
+	ctx := context.Background()
+	site := "host:/data/a|"
+	if _, err := store.RegisterEmbeddedNATS(ctx, rdb, site, site+"pid 1", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	// pid 1 was killed: its registration is still there for a minute.
+	if _, err := store.RegisterEmbeddedNATS(ctx, rdb, "host:/data/b|", "host:/data/b|pid 3", time.Minute); !errors.Is(err, store.ErrEmbeddedNATSLive) {
+		t.Errorf("another site while the first is registered: %v, want ErrEmbeddedNATSLive", err)
+	}
+	if _, err := store.RegisterEmbeddedNATS(ctx, rdb, site, site+"pid 2", time.Minute); err != nil {
+		t.Errorf("the same site's next run: %v, want it to take over", err)
+	}
+	if v, _ := rdb.Get(ctx, "flashsale:embedded-nats").Result(); v != site+"pid 2" {
+		t.Errorf("holder = %q, want the new run", v)
+	}
+	if _, err := store.RegisterEmbeddedNATS(ctx, rdb, site, "elsewhere|pid 4", time.Minute); err == nil {
+		t.Error("an owner outside its site was accepted")
 	}
 }
