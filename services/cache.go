@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -16,7 +17,8 @@ import (
 //     that started it (context.WithoutCancel, with the cache's own timeout): a caller that
 //     disconnects leaves, the others still get the value;
 //   - a failed reload serves the stale value for up to staleFor (a stale entry beats an outage);
-//   - past max entries it forgets the least recently used one, never everything;
+//   - past max entries it forgets the least recently used one (approximately: an entry read
+//     since it last moved gets a second chance), never everything;
 //   - values that say "there is no such id" (absent) are remembered too, so a repeated unknown
 //     id costs no query, but in their own, smaller LRU: a flood of unknown ids can never push
 //     the known ones out.
@@ -24,7 +26,10 @@ type ttlCache[K comparable, V any] struct {
 	cfg cacheConfig[V]
 	now func() time.Time
 
-	mu       sync.Mutex
+	// A hit takes only the read lock and marks its entry used; eviction gives a used entry a
+	// second chance (moved to the front, mark cleared) before dropping the least recent unused
+	// one. So the hot path (every purchase looks its item up) never serialises on a write lock.
+	mu       sync.RWMutex
 	m        map[K]*list.Element // of *ttlEntry[K, V], in lru or absentLRU
 	lru      list.List           // known values, most recently used first
 	absentLR list.List           // absent values, most recently used first
@@ -49,6 +54,7 @@ type ttlEntry[K comparable, V any] struct {
 	v      V
 	loaded time.Time
 	absent bool
+	used   atomic.Bool // read since it last moved in its list
 }
 
 type cacheCall[V any] struct {
@@ -76,18 +82,28 @@ func newTTLCache[K comparable, V any](cfg cacheConfig[V], now func() time.Time) 
 // ends while waiting gets ctx's error; the load goes on for the others.
 func (c *ttlCache[K, V]) get(ctx context.Context, key K, load func(context.Context) (V, error)) (V, error) {
 	now := c.now()
-	c.mu.Lock()
-	var stale *ttlEntry[K, V]
+	c.mu.RLock()
 	if el, ok := c.m[key]; ok {
 		e := el.Value.(*ttlEntry[K, V])
 		if now.Sub(e.loaded) < c.cfg.TTL {
-			c.listOf(e).MoveToFront(el)
+			e.used.Store(true)
+			c.mu.RUnlock()
+			return e.v, nil
+		}
+	}
+	c.mu.RUnlock()
+	c.mu.Lock()
+	var stale *V
+	if el, ok := c.m[key]; ok {
+		e := el.Value.(*ttlEntry[K, V])
+		if now.Sub(e.loaded) < c.cfg.TTL {
+			e.used.Store(true)
 			c.mu.Unlock()
 			return e.v, nil
 		}
 		if now.Sub(e.loaded) < c.cfg.TTL+c.cfg.StaleFor {
-			s := *e
-			stale = &s
+			v := e.v
+			stale = &v
 		}
 	}
 	call, ok := c.calls[key]
@@ -110,7 +126,7 @@ func (c *ttlCache[K, V]) get(ctx context.Context, key K, load func(context.Conte
 	}
 	if call.err != nil {
 		if stale != nil {
-			return stale.v, nil
+			return *stale, nil
 		}
 		var zero V
 		return zero, call.err
@@ -157,8 +173,13 @@ func (c *ttlCache[K, V]) put(key K, v V, loaded time.Time) {
 	c.m[key] = l.PushFront(e)
 	for l.Len() > bound {
 		old := l.Back()
+		oe := old.Value.(*ttlEntry[K, V])
+		if oe.used.Swap(false) {
+			l.MoveToFront(old) // read since it last moved: a second chance
+			continue
+		}
 		l.Remove(old)
-		delete(c.m, old.Value.(*ttlEntry[K, V]).key)
+		delete(c.m, oe.key)
 	}
 }
 
@@ -171,8 +192,8 @@ func (c *ttlCache[K, V]) listOf(e *ttlEntry[K, V]) *list.List {
 
 // len returns the numbers of known and absent values held.
 func (c *ttlCache[K, V]) len() (known, absent int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.mu.RLock()
+	defer c.mu.RUnlock()
 	return c.lru.Len(), c.absentLR.Len()
 }
 
