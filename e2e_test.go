@@ -322,16 +322,18 @@ func (b *e2eTab) register(username, password string) int64 {
 		chromedp.SendKeys(e2eTestID("register-captcha-answer"), "test\r"),
 	)
 	b.waitFor("the session area shows the shopper signed in", 10*time.Second,
-		`e.shown(e.q('session-user')) && !e.shown(e.q('login-form')) && /^#\d+$/.test(e.text(e.q('session-id')))`)
+		`e.shown(e.q('session-user')) && !e.shown(e.q('login-form')) && /^\d+$/.test(e.q('session-user').getAttribute('data-user-id'))`)
 	session := e2eEval[string](b, "the session line", `e.text(e.q('session-user'))`)
-	m := regexp.MustCompile(`^Signed in as shopper #(\d+) · Log out$`).FindStringSubmatch(session)
-	if m == nil {
-		b.fatalf("session area = %q, want \"Signed in as shopper #<id> · Log out\"", session)
+	if want := "Signed in as " + username + " · Log out"; session != want {
+		b.fatalf("session area = %q, want %q", session, want)
 	}
-	if msg := e2eEval[string](b, "the message", `e.text(e.q('message'))`); msg != "Account created; signed in as shopper." {
+	if role := e2eEval[string](b, "the role", `e.q('session-user').getAttribute('data-role')`); role != "shopper" {
+		b.fatalf("session role = %q, want shopper", role)
+	}
+	if msg := e2eEval[string](b, "the message", `e.text(e.q('message'))`); msg != "Account created; signed in as "+username+"." {
 		b.fatalf("message after registering = %q", msg)
 	}
-	id, _ := strconv.ParseInt(m[1], 10, 64)
+	id, _ := strconv.ParseInt(e2eEval[string](b, "the user id", `e.q('session-user').getAttribute('data-user-id')`), 10, 64)
 	return id
 }
 
@@ -441,8 +443,8 @@ func TestE2EBrowserFlashSale(t *testing.T) {
 		one.fatalf("%dms before the start: buttons disabled = %v (labels %q), phase %q; want 2 disabled \"Buy\" buttons, upcoming",
 			startMs-int64(before.Now), before.Disabled, before.Labels, before.Phase)
 	}
-	if !regexp.MustCompile(`^starts in \d+:\d\d$`).MatchString(before.Countdown) || !strings.Contains(before.Detail, "solve the captcha") {
-		one.fatalf("countdown %q (%q), want \"starts in m:ss\" and the advice to solve the captcha now", before.Countdown, before.Detail)
+	if !regexp.MustCompile(`^Starts in \d+:\d\d$`).MatchString(before.Countdown) || !strings.Contains(before.Detail, "solve the captcha") {
+		one.fatalf("countdown %q (%q), want \"Starts in m:ss\" and the advice to solve the captcha now", before.Countdown, before.Detail)
 	}
 
 	// 2. Register through the page's form.
@@ -476,10 +478,10 @@ func TestE2EBrowserFlashSale(t *testing.T) {
 			t.Errorf("item %d's buy button was enabled only %v after the sale's start", i, -early)
 		}
 	}
-	if cd := e2eEval[string](one, "the countdown", `e.text(e.q('countdown'))`); cd != "live now" {
-		one.errorf("countdown after the start = %q, want \"live now\"", cd)
+	if cd := e2eEval[string](one, "the countdown", `e.text(e.q('countdown'))`); cd != "Live now" {
+		one.errorf("countdown after the start = %q, want \"Live now\"", cd)
 	}
-	// The countdown ran: it went down second by second (never showing 0:00), then said "live now".
+	// The countdown ran: it went down second by second (never showing 0:00), then said "Live now".
 	countdowns := e2eEval[[]string](one, "the recorded countdown", `e.countdowns`)
 	if err := checkCountdown(countdowns); err != nil {
 		one.errorf("countdown texts %q: %v", countdowns, err)
@@ -487,13 +489,13 @@ func TestE2EBrowserFlashSale(t *testing.T) {
 
 	// 5. QUEUED, then PENDING with a pay-by time; pay → PAID.
 	res := string(one.waitFor("the order is PENDING (or the page reports an error)", 20*time.Second,
-		`e.text(e.q('order-status')) === 'PENDING' ? 'PENDING' : (e.q('message').getAttribute('data-kind') === 'error' ? 'error: ' + e.text(e.q('message')) : '')`))
+		`e.q('order-status') && e.q('order-status').getAttribute('data-status') === 'PENDING' ? 'PENDING' : (e.q('message').getAttribute('data-kind') === 'error' ? 'error: ' + e.text(e.q('message')) : '')`))
 	if res != `"PENDING"` {
 		one.fatalf("the purchase failed: %s", res)
 	}
 	statuses := e2eEval[[]string](one, "the recorded statuses", `e.statuses`)
-	if i := indexOf(statuses, "QUEUED"); i < 0 || indexOf(statuses[i:], "PENDING") < 0 {
-		one.errorf("order status went through %q, want QUEUED then PENDING", statuses)
+	if i := indexOf(statuses, "Confirming"); i < 0 || indexOf(statuses[i:], "Awaiting payment") < 0 {
+		one.errorf("order status went through %q, want Confirming (QUEUED) then Awaiting payment (PENDING)", statuses)
 	}
 	if msgs := e2eEval[[]string](one, "the recorded messages", `e.messages`); indexOf(msgs, "Got it! Your unit is reserved and the order is queued.") < 0 {
 		one.errorf("messages %q: want the reservation confirmed in words", msgs)
@@ -515,7 +517,7 @@ func TestE2EBrowserFlashSale(t *testing.T) {
 		order.Code != order.ID || order.Href != "/orders/"+order.ID {
 		one.errorf("order panel: id %q, shown %q, link %q; want a UUID shown and linked to /orders/<id>", order.ID, order.Code, order.Href)
 	}
-	if !regexp.MustCompile(`^pay by \d\d:\d\d:\d\d$`).MatchString(order.PayBy) || !regexp.MustCompile(`^\((9|10):\d\d left\)$`).MatchString(order.Left) || !order.Pay {
+	if !regexp.MustCompile(`^Pay by \d\d:\d\d:\d\d$`).MatchString(order.PayBy) || !regexp.MustCompile(`^\((9|10):\d\d left\)$`).MatchString(order.Left) || !order.Pay {
 		one.errorf("pending order: pay-by %q, left %q, pay button shown %v; want a pay-by time, about 10 minutes left and a pay button", order.PayBy, order.Left, order.Pay)
 	}
 	if got := h.sqlInt(`SELECT count(*) FROM orders WHERE id = ? AND user_id = ? AND item_id = ? AND status = 'PENDING'`, order.ID, user1, item); got != 1 {
@@ -523,14 +525,16 @@ func TestE2EBrowserFlashSale(t *testing.T) {
 	}
 	one.do("click Pay", chromedp.Click(e2eTestID("pay-button")))
 	one.waitFor("the order is PAID", 10*time.Second,
-		`e.text(e.q('order-status')) === 'PAID' && e.text(e.q('message')) === 'Payment received: the order is paid.' && !e.shown(e.q('pay-button')) && !e.shown(e.q('pay-by-row'))`)
+		`e.text(e.q('order-status')) === 'Paid' && e.text(e.q('message')) === 'Payment received: the order is paid.' && !e.shown(e.q('pay-button')) && !e.shown(e.q('pay-by-row'))`)
 	if got := h.sqlInt(`SELECT count(*) FROM orders WHERE id = ? AND status = 'PAID'`, order.ID); got != 1 {
 		t.Errorf("order %s is not PAID in postgres", order.ID)
 	}
 	// The shopper's own page learns from the stock badge that the single unit is gone.
-	one.waitFor("item 0 shows sold out and item 1 stays on sale", 10*time.Second,
-		`e.text(e.stock(`+itemJS+`)) === 'sold out' && e.buy(`+itemJS+`).disabled && e.text(e.buy(`+itemJS+`)) === 'Sold out'
-		&& e.text(e.stock(`+otherJS+`)) === '5 left' && !e.buy(`+otherJS+`).disabled`)
+	// One per shopper in the sale: item 1 is still on sale, but not to shopper 1, who is told why.
+	one.waitFor("item 0 shows sold out and bought, item 1 stays on sale but says why shopper 1 cannot buy it", 10*time.Second,
+		`e.text(e.stock(`+itemJS+`)) === 'sold out' && e.buy(`+itemJS+`).disabled && e.text(e.buy(`+itemJS+`)) === 'Bought'
+		&& e.text(e.stock(`+otherJS+`)) === '5 left' && e.buy(`+otherJS+`).disabled
+		&& e.text(document.querySelector('[data-testid="item-note"][data-item-id="`+otherJS+`"]')) === 'One per shopper in this sale: you already have item 0.'`)
 
 	// 6. A second shopper in a fresh browser context (own cookies and storage). Its page is kept
 	// from learning the stock (the stock endpoint is blocked, as if the micro-cached snapshot
@@ -571,7 +575,7 @@ func TestE2EBrowserFlashSale(t *testing.T) {
 		t.Fatalf("bring shopper 1's tab to the front: %v", err)
 	}
 	one.waitFor("shopper 1's page still shows the paid order", 5*time.Second,
-		`!document.hidden && e.text(e.q('order-status')) === 'PAID' && e.text(e.q('countdown')) === 'live now'`)
+		`!document.hidden && e.text(e.q('order-status')) === 'Paid' && e.text(e.q('countdown')) === 'Live now'`)
 	dir := t.TempDir()
 	shot := os.Getenv("FLASHSALE_E2E_SCREENSHOT")
 	one.screenshot(dir, "sale-page.png", shot)
@@ -598,24 +602,24 @@ func (b *e2eTab) errorf(format string, args ...any) {
 }
 
 // checkCountdown checks the successive texts of the countdown: "Syncing with the shop's clock…"
-// until the clock is synced, then "starts in m:ss" strictly decreasing down to 0:01, then
-// "live now".
+// until the clock is synced, then "Starts in m:ss" strictly decreasing down to 0:01, then
+// "Live now".
 func checkCountdown(texts []string) error {
-	re := regexp.MustCompile(`^starts in (\d+):(\d\d)$`)
+	re := regexp.MustCompile(`^Starts in (\d+):(\d\d)$`)
 	last, shown := -1, 0
 	for i, s := range texts {
 		if last < 0 && strings.HasPrefix(s, "Syncing with the shop") {
 			continue
 		}
-		if s == "live now" {
+		if s == "Live now" {
 			if i != len(texts)-1 {
-				return fmt.Errorf("%q after \"live now\"", texts[i+1:])
+				return fmt.Errorf("%q after \"Live now\"", texts[i+1:])
 			}
 			if last != 1 {
 				return fmt.Errorf("the last countdown before the start showed %d s, want 0:01", last)
 			}
 			if shown < 2 {
-				return fmt.Errorf("only %d \"starts in\" value: the countdown did not run", shown)
+				return fmt.Errorf("only %d \"Starts in\" value: the countdown did not run", shown)
 			}
 			return nil
 		}
@@ -632,7 +636,7 @@ func checkCountdown(texts []string) error {
 		last = left
 		shown++
 	}
-	return errors.New("never reached \"live now\"")
+	return errors.New("never reached \"Live now\"")
 }
 
 func indexOf(list []string, v string) int {

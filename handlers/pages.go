@@ -2,10 +2,12 @@ package handlers
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -71,14 +73,38 @@ func (p *Pages) Home(c *gin.Context) {
 	now := p.Now()
 	h := views.Home{Next: next, Paged: cursor != ""}
 	for _, s := range sales {
-		h.Sales = append(h.Sales, views.SaleCard{ID: idString(s.ID), Name: s.Name, StartsAt: s.StartsAt, EndsAt: s.EndsAt,
-			Status: services.SaleStatus(s.StartsAt, s.EndsAt, now)})
+		h.Sales = append(h.Sales, homeCard(s, now))
 	}
+	// Live sales first, then upcoming ones by start time, ended ones not at all. The listing is
+	// by start time, which already puts the live ones first; the stable sort keeps that true
+	// whatever order it comes in, and a sale that ended since the listing was read is dropped.
+	h.Sales = slices.DeleteFunc(h.Sales, func(s views.SaleCard) bool { return s.Status == "ended" })
+	slices.SortStableFunc(h.Sales, func(a, b views.SaleCard) int {
+		return cmp.Compare(homeRank(a.Status), homeRank(b.Status))
+	})
 	p.render(c, http.StatusOK, publicPage, views.HomePage(h))
 }
 
+// homeRank orders the cards of the home page: live before upcoming.
+func homeRank(status string) int {
+	if status == "live" {
+		return 0
+	}
+	return 1
+}
+
+// homeCard is one sale of the home page, with its items and prices in the sale's currency.
+func homeCard(s services.Sale, now time.Time) views.SaleCard {
+	card := views.SaleCard{ID: idString(s.ID), Name: s.Name, StartsAt: s.StartsAt, EndsAt: s.EndsAt,
+		Status: services.SaleStatus(s.StartsAt, s.EndsAt, now), Currency: s.Currency}
+	for _, it := range s.Items {
+		card.Items = append(card.Items, views.SaleItem{ID: idString(it.ID), Name: it.Name, PriceCents: it.PriceCents, Quantity: it.Quantity})
+	}
+	return card
+}
+
 func saleView(s services.Sale) views.Sale {
-	v := views.Sale{ID: idString(s.ID), Name: s.Name, StartsAt: s.StartsAt, EndsAt: s.EndsAt}
+	v := views.Sale{ID: idString(s.ID), Name: s.Name, StartsAt: s.StartsAt, EndsAt: s.EndsAt, Currency: s.Currency}
 	for _, it := range s.Items {
 		v.Items = append(v.Items, views.SaleItem{ID: idString(it.ID), Name: it.Name, PriceCents: it.PriceCents, Quantity: it.Quantity})
 	}

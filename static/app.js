@@ -597,21 +597,41 @@
   }
 
   // learnUser asks the server who is signed in when the browser has the session cookie but
-  // not the id and role (a login made elsewhere, or cleared storage). Best effort only.
-  async function learnUser() {
-    if (!loggedIn() || store.get('fs_user')) {
+  // not the id, role and username (a login made elsewhere, cleared storage, or a login whose
+  // username was typed in another case). force asks even when they are known. Best effort only.
+  async function learnUser(force) {
+    if (!loggedIn()) {
+      return;
+    }
+    var known = currentUser();
+    if (!force && known && typeof known.username === 'string') {
       return;
     }
     var r = await api('GET', '/api/auth/me', undefined, undefined, 'no-store');
     if (r.ok && r.data) {
-      store.set('fs_user', JSON.stringify({
+      var u = {
         id: r.data.userId !== undefined && r.data.userId !== null ? String(r.data.userId) : '',
-        role: typeof r.data.role === 'string' ? r.data.role : ''
-      }));
-      sessionChanged();
+        role: typeof r.data.role === 'string' ? r.data.role : '',
+        username: typeof r.data.username === 'string' ? r.data.username : ''
+      };
+      var before = store.get('fs_user');
+      store.set('fs_user', JSON.stringify(u));
+      if (before !== store.get('fs_user')) {
+        sessionChanged();
+      }
     } else if (r.status === 401) {
       sessionExpired();
     }
+  }
+
+  // userName is how the session area names a user: the username, or "shopper #2" for an
+  // identity the shop has no username for.
+  function userName(u) {
+    if (u && u.username) {
+      return String(u.username);
+    }
+    var who = u && u.role ? String(u.role) : 'user';
+    return u && u.id ? who + ' #' + u.id : who;
   }
 
   // initSession wires the login/register form and the "signed in as" line of a session area.
@@ -621,8 +641,7 @@
     }
     var form = byTestId('login-form', area);
     var userLine = byTestId('session-user', area);
-    var roleEl = byTestId('session-role', area);
-    var idEl = byTestId('session-id', area);
+    var nameEl = byTestId('session-name', area);
     var logout = byTestId('logout-button', area);
     var regBox = byTestId('register-captcha', area);
     var regImage = byTestId('register-captcha-image', area);
@@ -691,8 +710,11 @@
       show(form, u === null);
       show(userLine, u !== null);
       if (u !== null) {
-        setText(roleEl, u.role ? String(u.role) : 'user');
-        setText(idEl, u.id ? '#' + u.id : '');
+        setText(nameEl, userName(u));
+        if (userLine) {
+          userLine.setAttribute('data-user-id', u.id ? String(u.id) : '');
+          userLine.setAttribute('data-role', u.role ? String(u.role) : '');
+        }
       }
     }
 
@@ -767,15 +789,21 @@
         var role = typeof r.data.role === 'string' ? r.data.role : String(claims.role || '');
         var uid = r.data.userId !== undefined && r.data.userId !== null ? String(r.data.userId) : claims.sub ? String(claims.sub) : '';
         show(note, false);
-        store.set('fs_user', JSON.stringify({ id: uid, role: role }));
+        // The name as typed until the server says how the account spells it (usernames are
+        // case-insensitive).
+        var user = { id: uid, role: role, username: typeof r.data.username === 'string' ? r.data.username : username };
+        store.set('fs_user', JSON.stringify(user));
         form.elements.password.value = '';
         captchaId = '';
         if (regBox) {
           regAnswer.value = '';
           show(regBox, false);
         }
-        say((action === 'register' ? 'Account created; signed in as ' : 'Signed in as ') + (role || 'user') + '.', 'ok');
+        say((action === 'register' ? 'Account created; signed in as ' : 'Signed in as ') + userName(user) + '.', 'ok');
         sessionChanged();
+        if (action === 'login') {
+          learnUser(true);
+        }
       });
     }
 
@@ -858,6 +886,7 @@
     var confirming = false;
     // epoch changes when an action starts and ends: a status fetched before is stale.
     var epoch = 0;
+    var notified = null; // the status hooks.onStatus was last told
 
     function renderDetail() {
       var d = detail || {};
@@ -877,7 +906,7 @@
     }
 
     function renderStatus() {
-      var s = status || 'checking…';
+      var s = status ? (hooks.words ? STATUS_WORDS[status] || status : status) : (hooks.words ? 'Checking…' : 'checking…');
       setText(statusEl, s);
       if (statusEl) {
         statusEl.setAttribute('data-status', status || '');
@@ -908,12 +937,16 @@
       }
       if (pending && !isNaN(payBy)) {
         var now = serverNow();
-        setText(payByEl, 'pay by ' + formatDeadline(payBy, now));
+        setText(payByEl, (hooks.words ? 'Pay by ' : 'pay by ') + formatDeadline(payBy, now));
         var left = payBy - now;
         setText(payLeftEl, left > 0 ? '(' + formatDuration(left) + ' left)' : '(time is up)');
         show(payByRow, true);
       } else {
         show(payByRow, false);
+      }
+      if (hooks.onStatus && orderId && status !== notified) {
+        notified = status;
+        hooks.onStatus(orderId, status, detail);
       }
     }
 
@@ -1104,6 +1137,26 @@
         renderStatus();
         poller.restart();
       },
+      // follow shows an order already fetched (an entry of the orders list), and keeps polling
+      // it while it is not final.
+      follow: function (data) {
+        orderId = String(data.orderId);
+        panel.setAttribute('data-order-id', orderId);
+        setText(idEl, orderId);
+        if (link) {
+          link.setAttribute('href', '/orders/' + enc(orderId));
+        }
+        show(panel, true);
+        learn(data);
+        if (FINAL_STATUSES[status]) {
+          poller.stop();
+        } else if (!poller.isRunning()) {
+          poller.start();
+        }
+      },
+      stop: function () {
+        poller.stop();
+      },
       clear: function () {
         orderId = null;
         status = null;
@@ -1122,6 +1175,9 @@
 
   // ---------------------------------------------------------------- sale page
 
+  // LIVE_STATUSES are the orders that hold a unit: they count against the purchase limit.
+  var LIVE_STATUSES = { QUEUED: true, PENDING: true, PAID: true };
+
   function initSalePage(section) {
     var saleId = section.getAttribute('data-sale-id') || '';
     var startsAt = parseTime(section.getAttribute('data-starts-at'));
@@ -1130,14 +1186,21 @@
     var detail = byTestId('countdown-detail', section);
     var buttons = allByTestId('buy-button', section);
     var stockEls = allByTestId('stock', section);
+    var itemNotes = allByTestId('item-note', section);
     var say = messenger(byTestId('message', section));
     var captchaBox = byTestId('captcha', section);
     var captchaImg = byTestId('captcha-image', section);
     var captchaAnswer = byTestId('captcha-answer', section);
     var captchaHint = byTestId('captcha-hint', section);
     var captchaRefresh = byTestId('captcha-refresh', section);
-    var orderPanel = byTestId('order', section);
-    var orderKey = 'fs_order_' + saleId;
+    var orderBox = byTestId('sale-orders', section);
+    var orderList = byTestId('sale-order-list', section);
+    var orderTemplate = byTestId('sale-order-template', section);
+    var itemNames = {};
+    allByTestId('item', section).forEach(function (li) {
+      var name = byTestId('item-name', li);
+      itemNames[li.getAttribute('data-item-id')] = name ? name.textContent.trim() : '';
+    });
 
     var state = {
       phase: null,
@@ -1145,23 +1208,28 @@
       // refusedAt[itemId] is the displayed stock when a purchase came back SOLD_OUT: the item
       // stays sold out until the displayed stock reaches 0 or rises above that figure.
       refusedAt: {},
+      // ownBuys are this page's purchases of the last seconds: a stock snapshot taken before
+      // one (the endpoint is cached for a second) still counts its unit, so it is taken off.
+      ownBuys: [],
       inFlight: false,
       buyingItem: null,
       holdUntil: 0,
       endedByServer: false,
       captchaId: null,
       captchaLoading: false,
-      captchaRetries: 0
+      captchaRetries: 0,
+      // From GET /api/flash-sales/{saleId}: "per-sale" or "per-item" (null until known), the
+      // currency and the prices in minor units, for the order box.
+      limit: null,
+      currency: null,
+      prices: {},
+      // queuedFor is the order the "…the order is queued." message is about; it gives way
+      // when that order is no longer queued.
+      queuedFor: null,
+      captchaWanted: null
     };
     var startTimer = null;
     var endTimer = null;
-
-    var orders = orderPanel ? orderController(orderPanel, say, {
-      onMissing: function () {
-        store.remove(orderKey);
-        orders.clear();
-      }
-    }) : null;
 
     function phaseNow() {
       if (!clock.synced || isNaN(startsAt) || isNaN(endsAt)) {
@@ -1177,9 +1245,200 @@
       return state.stock[id] === 0 || Object.prototype.hasOwnProperty.call(state.refusedAt, id);
     }
 
+    // ---- the order box: every order of the signed-in shopper in this sale, newest first.
+
+    var box = {
+      entries: {}, // order id -> { id, li, ctl, status, itemId, itemName, createdAt }
+      gen: 0, // bumped when the list is thrown away (logout)
+      signedIn: null,
+      retry: null
+    };
+
+    function orderEntries() {
+      return Object.keys(box.entries).map(function (id) {
+        return box.entries[id];
+      }).sort(function (a, b) {
+        return b.createdAt - a.createdAt;
+      });
+    }
+
+    // holdings says which items the shopper holds a live order for, and one such order.
+    function holdings() {
+      var byItem = {};
+      var any = null;
+      if (!loggedIn()) {
+        return { byItem: byItem, any: any };
+      }
+      orderEntries().forEach(function (e) {
+        if (LIVE_STATUSES[e.status] && e.itemId) {
+          if (byItem[e.itemId] !== 'PAID') {
+            byItem[e.itemId] = e.status;
+          }
+          if (any === null || e.status === 'PAID') {
+            any = e;
+          }
+        }
+      });
+      return { byItem: byItem, any: any };
+    }
+
+    function layoutOrders() {
+      var list = orderEntries();
+      var current = Array.prototype.slice.call(orderList.children);
+      var same = current.length === list.length && list.every(function (e, i) {
+        return current[i] === e.li;
+      });
+      if (!same) {
+        list.forEach(function (e) {
+          orderList.appendChild(e.li);
+        });
+      }
+      show(orderBox, list.length > 0);
+    }
+
+    function dropOrder(id) {
+      var e = box.entries[id];
+      if (!e) {
+        return;
+      }
+      e.ctl.stop();
+      if (e.li.parentNode) {
+        e.li.parentNode.removeChild(e.li);
+      }
+      delete box.entries[id];
+      layoutOrders();
+      render();
+    }
+
+    function orderStatusChanged(e, status, d) {
+      e.status = status;
+      if (d && d.itemName) {
+        e.itemName = d.itemName;
+      }
+      if (state.queuedFor === e.id && status !== 'QUEUED') {
+        state.queuedFor = null;
+        var name = e.itemName || itemNames[e.itemId] || 'your item';
+        if (status === 'PENDING') {
+          say('Your order of ' + name + ' is confirmed: pay before the deadline below, or the unit goes back on sale.', 'ok');
+        } else if (status === 'FAILED') {
+          say('Your order of ' + name + ' could not be completed; nothing was charged.', 'error');
+        }
+      }
+      render();
+    }
+
+    // addOrder shows an order (from the list, or just bought) and follows its status.
+    function addOrder(o) {
+      var id = String(o.orderId);
+      var e = box.entries[id];
+      if (e) {
+        return e;
+      }
+      var frag = orderTemplate.content.cloneNode(true);
+      var li = frag.querySelector('[data-testid="order"]');
+      e = {
+        id: id,
+        li: li,
+        status: null,
+        itemId: o.itemId !== undefined && o.itemId !== null ? String(o.itemId) : '',
+        itemName: typeof o.itemName === 'string' ? o.itemName : '',
+        createdAt: parseTime(o.createdAt)
+      };
+      if (isNaN(e.createdAt)) {
+        e.createdAt = serverNow();
+      }
+      box.entries[id] = e;
+      e.ctl = orderController(li, say, {
+        words: true,
+        onStatus: function (oid, status, d) {
+          orderStatusChanged(e, status, d);
+        },
+        onMissing: function () {
+          dropOrder(id);
+        }
+      });
+      layoutOrders();
+      e.ctl.follow(o);
+      return e;
+    }
+
+    function clearOrders() {
+      box.gen++;
+      window.clearTimeout(box.retry);
+      Object.keys(box.entries).forEach(function (id) {
+        box.entries[id].ctl.stop();
+      });
+      box.entries = {};
+      state.queuedFor = null;
+      if (orderList) {
+        orderList.replaceChildren();
+      }
+      show(orderBox, false);
+    }
+
+    // loadOrders fetches the shopper's orders in this sale and shows those not shown yet (the
+    // shown ones follow their own status).
+    async function loadOrders() {
+      if (!loggedIn() || !orderList || !orderTemplate) {
+        return;
+      }
+      window.clearTimeout(box.retry);
+      var g = box.gen;
+      var r = await api('GET', '/api/flash-sales/orders?saleId=' + encodeURIComponent(saleId), undefined, undefined, 'no-store');
+      if (g !== box.gen || !loggedIn()) {
+        return;
+      }
+      if (r.ok && r.data && Array.isArray(r.data.orders)) {
+        r.data.orders.forEach(function (o) {
+          if (o && o.orderId !== undefined && o.orderId !== null &&
+            (o.saleId === undefined || o.saleId === null || String(o.saleId) === saleId)) {
+            addOrder(o);
+          }
+        });
+        render();
+        return;
+      }
+      if (isUnauthenticated(r)) {
+        sessionExpired();
+        return;
+      }
+      box.retry = window.setTimeout(loadOrders, 5000);
+    }
+
+    // loadSaleInfo learns the purchase limit, the currency and the prices.
+    async function loadSaleInfo(attempt) {
+      var r = await api('GET', '/api/flash-sales/' + enc(saleId));
+      if (r.ok && r.data) {
+        state.limit = r.data.purchaseLimit === 'per-item' ? 'per-item' : 'per-sale';
+        state.currency = typeof r.data.currency === 'string' ? r.data.currency : null;
+        (Array.isArray(r.data.items) ? r.data.items : []).forEach(function (it) {
+          if (it && it.itemId !== undefined && it.itemId !== null) {
+            state.prices[String(it.itemId)] = it.priceCents;
+          }
+        });
+        render();
+        return;
+      }
+      if (attempt < 5 && r.status !== 404) {
+        window.setTimeout(function () {
+          loadSaleInfo(attempt + 1);
+        }, 3000);
+      }
+    }
+
+    // ---- rendering
+
     function renderStock() {
+      var ended = state.phase === 'ended';
       stockEls.forEach(function (s) {
         var id = s.getAttribute('data-item-id');
+        s.classList.toggle('stock-ended', ended);
+        if (ended) {
+          // An ended sale offers nothing: no "N left" in green.
+          setText(s, 'Ended');
+          s.classList.remove('stock-out', 'stock-low');
+          return;
+        }
         var n = soldOut(id) ? 0 : state.stock[id];
         if (typeof n !== 'number' || isNaN(n)) {
           return;
@@ -1201,37 +1460,66 @@
         setText(countdown, 'Syncing with the shop\u2019s clock\u2026');
         setText(detail, '');
       } else if (phase === 'upcoming') {
-        setText(countdown, 'starts in ' + formatDuration(startsAt - now));
+        setText(countdown, 'Starts in ' + formatDuration(startsAt - now));
         setText(detail, 'Log in and solve the captcha now, so you are ready when the Buy buttons light up.');
       } else if (phase === 'live') {
-        setText(countdown, 'live now');
-        setText(detail, 'ends in ' + formatDuration(endsAt - now));
+        setText(countdown, 'Live now');
+        setText(detail, 'Ends in ' + formatDuration(endsAt - now));
       } else {
-        setText(countdown, 'ended');
+        setText(countdown, 'Ended');
         setText(detail, 'This sale is over.');
       }
       var held = Date.now() < state.holdUntil;
+      var h = holdings();
+      var limitReached = state.limit === 'per-sale' && h.any !== null;
       buttons.forEach(function (b) {
         var id = b.getAttribute('data-item-id');
         var gone = soldOut(id);
-        b.disabled = !(phase === 'live' && !gone && !state.inFlight && !held);
+        var mine = h.byItem[id];
+        b.disabled = !(phase === 'live' && !gone && !state.inFlight && !held && !mine && !limitReached);
         var label = 'Buy';
         if (state.inFlight && state.buyingItem === id) {
           label = 'Buying\u2026';
+        } else if (mine) {
+          label = mine === 'PAID' ? 'Bought' : 'Ordered';
         } else if (phase === 'ended') {
           label = 'Ended';
         } else if (gone) {
           label = 'Sold out';
         }
         setText(b, label);
+        b.classList.toggle('button-held', !!mine);
+      });
+      itemNotes.forEach(function (n) {
+        var id = n.getAttribute('data-item-id');
+        var text = '';
+        var mine = h.byItem[id];
+        if (mine === 'PAID') {
+          text = 'You bought this item.';
+        } else if (mine === 'PENDING') {
+          text = 'You ordered this item: pay for it in your orders below.';
+        } else if (mine) {
+          text = 'You ordered this item; it is being confirmed.';
+        } else if (limitReached && phase !== 'ended') {
+          text = 'One per shopper in this sale: you already have ' + (h.any.itemName || itemNames[h.any.itemId] || 'an item') + '.';
+        }
+        setText(n, text);
+        n.setAttribute('data-kind', mine ? 'held' : 'limit');
+        show(n, text !== '');
       });
       if (phase !== state.phase) {
         state.phase = phase;
         phaseChanged();
       }
-      if (orders) {
-        orders.tick();
+      // The captcha box shows while there is something to buy (checked on every change).
+      var want = wantCaptcha();
+      if (want !== state.captchaWanted) {
+        state.captchaWanted = want;
+        refreshCaptchaArea();
       }
+      Object.keys(box.entries).forEach(function (id) {
+        box.entries[id].ctl.tick();
+      });
     }
 
     // atMoment re-renders at the exact millisecond of a start or end, re-arming itself if a
@@ -1269,10 +1557,21 @@
     }
 
     // ---- captcha: fetched as soon as a logged-in shopper is on a live or upcoming sale,
-    // so that it is solved during the countdown, not after the start.
+    // so that it is solved during the countdown, not after the start; not shown to a shopper
+    // who can buy nothing more here (the limit reached).
 
     function wantCaptcha() {
-      return loggedIn() && (state.phase === 'upcoming' || state.phase === 'live');
+      if (!loggedIn() || !(state.phase === 'upcoming' || state.phase === 'live')) {
+        return false;
+      }
+      var h = holdings();
+      if (state.limit === 'per-sale' && h.any !== null) {
+        return false;
+      }
+      return buttons.some(function (b) {
+        var id = b.getAttribute('data-item-id');
+        return !h.byItem[id] && !soldOut(id);
+      });
     }
 
     function captchaHintText() {
@@ -1337,15 +1636,63 @@
       });
     }
 
+    // Enter in the answer field submits it: it buys the one item there is to buy, or leads to
+    // the Buy buttons when there are several (or says to wait for the start). The focus moves
+    // to the first Buy button once the key is released, so that the same press does not click it.
+    var focusOnKeyUp = null;
+    if (captchaAnswer) {
+      captchaAnswer.addEventListener('keyup', function (ev) {
+        if (ev.key === 'Enter' && focusOnKeyUp) {
+          var target = focusOnKeyUp;
+          focusOnKeyUp = null;
+          target.focus();
+        }
+      });
+      captchaAnswer.addEventListener('keydown', function (ev) {
+        if (ev.key !== 'Enter' || ev.isComposing) {
+          return;
+        }
+        ev.preventDefault();
+        if (!captchaAnswer.value.trim()) {
+          say('Type the captcha answer first.', 'error');
+          return;
+        }
+        var open = buttons.filter(function (b) {
+          return !b.disabled;
+        });
+        if (open.length === 1) {
+          buy(open[0].getAttribute('data-item-id'));
+        } else if (open.length > 1) {
+          say('Answer ready: now press Buy on the item you want.', 'info');
+          focusOnKeyUp = open[0];
+        } else if (state.phase === 'upcoming') {
+          say('Answer ready: press Buy the moment the sale opens.', 'info');
+        } else {
+          say('There is nothing to buy here right now.', 'info');
+        }
+      });
+    }
+
     // ---- stock badges, polled every second from the micro-cached endpoint.
 
     var stockPoller = makePoller(async function () {
       var r = await api('GET', '/api/flash-sales/' + enc(saleId) + '/stock');
       if (r.ok && r.data && Array.isArray(r.data.items)) {
+        var asOf = parseTime(r.data.asOf);
+        var recent = Date.now() - 10000;
+        state.ownBuys = state.ownBuys.filter(function (b) {
+          return b.local > recent;
+        });
         r.data.items.forEach(function (it) {
           if (it && it.itemId !== undefined && it.itemId !== null) {
             var id = String(it.itemId);
             var n = Number(it.stock);
+            state.ownBuys.forEach(function (b) {
+              if (b.itemId === id && (isNaN(asOf) ? Date.now() - b.local < 2000 : asOf < b.at)) {
+                n--;
+              }
+            });
+            n = Math.max(0, n);
             state.stock[id] = n;
             if (Object.prototype.hasOwnProperty.call(state.refusedAt, id) && (n <= 0 || n > state.refusedAt[id])) {
               delete state.refusedAt[id];
@@ -1360,7 +1707,7 @@
     }, 1000);
 
     function phaseChanged() {
-      refreshCaptchaArea();
+      renderStock();
       if (state.phase === 'ended') {
         stockPoller.stop();
       }
@@ -1370,17 +1717,14 @@
 
     function handleBuyError(r, itemId) {
       if (r.code === 'ALREADY_PURCHASED') {
-        // One per shopper in the sale: lead to the order already held, and show it below.
+        // The limit: lead to the order already held, and show it in the order box.
         var held = r.data && r.data.orderId !== undefined && r.data.orderId !== null ? String(r.data.orderId) : '';
         if (held) {
           say('You already hold an order in this sale: ', 'notice', { text: 'view it', href: '/orders/' + enc(held), testid: 'held-order-link', after: '.' });
-          store.set(orderKey, held);
-          if (orders) {
-            orders.track(held, null);
-          }
         } else {
           say('You already hold an order in this sale (one per shopper): ', 'notice', { text: 'see your orders', href: '/orders', testid: 'held-order-link', after: '.' });
         }
+        loadOrders();
         return;
       }
       say(errorText(r), 'error');
@@ -1464,10 +1808,25 @@
         });
         if (p.ok && p.data && p.data.orderId !== undefined && p.data.orderId !== null) {
           var orderId = String(p.data.orderId);
-          store.set(orderKey, orderId);
+          // The unit is ours: the badge counts it at once, not a second later.
+          state.ownBuys.push({ itemId: itemId, at: serverNow(), local: Date.now() });
+          if (typeof state.stock[itemId] === 'number') {
+            state.stock[itemId] = Math.max(0, state.stock[itemId] - 1);
+          }
+          renderStock();
+          state.queuedFor = orderId;
           say('Got it! Your unit is reserved and the order is queued.', 'ok');
-          if (orders) {
-            orders.track(orderId, typeof p.data.status === 'string' ? p.data.status : 'QUEUED');
+          if (orderList && orderTemplate) {
+            addOrder({
+              orderId: orderId,
+              itemId: itemId,
+              saleId: saleId,
+              status: typeof p.data.status === 'string' ? p.data.status : 'QUEUED',
+              payBy: null,
+              itemName: itemNames[itemId] || '',
+              priceCents: state.prices[itemId],
+              currency: state.currency
+            });
           }
           return;
         }
@@ -1482,9 +1841,11 @@
       } finally {
         state.inFlight = false;
         state.buyingItem = null;
-        render();
         if (newCaptcha) {
           state.captchaId = null;
+        }
+        render();
+        if (newCaptcha) {
           loadCaptcha();
         }
       }
@@ -1496,23 +1857,33 @@
       });
     });
 
-    // ---- session changes
+    // ---- session changes: the order box follows who is signed in.
 
-    function restoreOrder() {
-      if (!orders) {
-        return;
+    function sessionUpdate() {
+      var on = loggedIn();
+      if (on !== box.signedIn) {
+        box.signedIn = on;
+        clearOrders();
+        if (on) {
+          loadOrders();
+        }
       }
-      var saved = loggedIn() ? store.get(orderKey) : null;
-      if (saved) {
-        orders.track(saved, null);
-      } else {
-        orders.clear();
-      }
+      render();
     }
 
-    sessionListeners.push(function () {
-      refreshCaptchaArea();
-      restoreOrder();
+    sessionListeners.push(sessionUpdate);
+
+    // Back to the tab, or to the page from the browser's cache: orders may have changed
+    // elsewhere (another tab, "My orders").
+    document.addEventListener('visibilitychange', function () {
+      if (!document.hidden) {
+        loadOrders();
+      }
+    });
+    window.addEventListener('pageshow', function (ev) {
+      if (ev.persisted) {
+        loadOrders();
+      }
     });
 
     initSession(byTestId('session', section), say);
@@ -1522,9 +1893,9 @@
       render();
     });
     startClock();
-    render();
+    loadSaleInfo(0);
+    sessionUpdate();
     window.setInterval(render, 250);
-    restoreOrder();
     stockPoller.start();
   }
 
@@ -1799,32 +2170,56 @@
 
   var STATUS_LABELS = { upcoming: 'Upcoming', live: 'Live now', ended: 'Ended' };
 
+  // initHomePage keeps each sale card's badge and countdown ("Starts in 1:12", "Ends in 12:03")
+  // in step with the shop's clock, as the sale page does, and hides a sale once it has ended
+  // (the page is cached for a few seconds, so a sale may end while it is shown).
   function initHomePage(home) {
     var cards = allByTestId('sale-card', home);
     if (cards.length === 0) {
       return;
     }
+    var allEnded = byTestId('all-ended', home);
     function render() {
       if (!clock.synced) {
         return;
       }
       var now = serverNow();
+      var shown = 0;
       cards.forEach(function (card) {
         var s = parseTime(card.getAttribute('data-starts-at'));
         var e = parseTime(card.getAttribute('data-ends-at'));
         var badge = byTestId('sale-status', card);
+        var countdown = byTestId('card-countdown', card);
         if (isNaN(s) || isNaN(e) || !badge) {
+          shown++;
           return;
         }
         var st = saleState(now, s, e);
+        card.setAttribute('data-status', st);
         badge.setAttribute('data-status', st);
         badge.className = 'badge badge-' + st;
         setText(badge, STATUS_LABELS[st]);
+        if (countdown) {
+          countdown.setAttribute('data-phase', st);
+          setText(countdown, st === 'upcoming' ? 'Starts in ' + formatDuration(s - now)
+            : st === 'live' ? 'Ends in ' + formatDuration(e - now) : 'Ended');
+          show(countdown, true);
+        }
+        show(card, st !== 'ended');
+        if (st !== 'ended') {
+          shown++;
+        }
       });
+      show(allEnded, shown === 0);
+    }
+    // Tick just after each second of the shop's clock, when the countdowns change.
+    function tick() {
+      render();
+      window.setTimeout(tick, 1000 - (serverNow() % 1000) + 10);
     }
     onClock(render);
     startClock();
-    window.setInterval(render, 1000);
+    tick();
   }
 
   // ---------------------------------------------------------------- admin page
@@ -1854,10 +2249,120 @@
       'T' + pad2(d.getHours()) + ':' + pad2(d.getMinutes());
   }
 
+  // ---- admin: prices and the merchant's words
+
+  // The most a price may be, in minor units (the server's limit: 100,000,000.00).
+  var MAX_PRICE_MINOR = 10000000000;
+
+  // parseMoney reads a price typed in a currency's major unit ("19.99", "19,99", "¥1,999.5")
+  // and returns {minor: integer minor units} or {error: why not}.
+  function parseMoney(text, currency) {
+    var c = Object.prototype.hasOwnProperty.call(CURRENCIES, currency) ? CURRENCIES[currency] : { digits: 2 };
+    var t = String(text || '').replace(/[\s\u00a0]/g, '').replace(/^(?:[\u00a5$\u20ac]|CNY|USD|EUR)/i, '');
+    if (t === '') {
+      return { error: 'empty' };
+    }
+    if (t.indexOf('.') < 0 && /^\d+,\d{1,2}$/.test(t)) {
+      t = t.replace(',', '.'); // a decimal comma: 19,99
+    } else if (/^\d{1,3}(,\d{3})+(\.\d*)?$/.test(t)) {
+      t = t.replace(/,/g, ''); // thousands: 1,999.00
+    }
+    var m = /^(\d+)(?:\.(\d*))?$/.exec(t);
+    if (!m) {
+      return { error: 'format' };
+    }
+    var frac = m[2] || '';
+    if (frac.length > c.digits) {
+      return { error: 'digits' };
+    }
+    while (frac.length < c.digits) {
+      frac += '0';
+    }
+    var minor = Number(m[1] + frac);
+    if (!isFinite(minor) || minor > MAX_PRICE_MINOR) {
+      return { error: 'range' };
+    }
+    return { minor: minor };
+  }
+
+  function priceProblem(why) {
+    switch (why) {
+      case 'empty':
+        return 'Give the item a price, like 19.99.';
+      case 'digits':
+        return 'Use at most two decimals, like 19.99.';
+      case 'range':
+        return 'The price must be at most 100,000,000.';
+      default:
+        return 'Type the price as a number, like 19.99.';
+    }
+  }
+
+  // formatWindow writes a payment window given in seconds: "10 min", "1 h 30 min", "45 s".
+  function formatWindow(seconds) {
+    var s = Number(seconds);
+    if (!isFinite(s) || s <= 0) {
+      return '';
+    }
+    if (s % 60 !== 0) {
+      return s < 60 ? s + ' s' : Math.floor(s / 60) + ' min ' + (s % 60) + ' s';
+    }
+    var min = s / 60;
+    if (min < 60) {
+      return min + ' min';
+    }
+    return Math.floor(min / 60) + ' h' + (min % 60 ? ' ' + (min % 60) + ' min' : '');
+  }
+
+  // ADMIN_MESSAGES turns the server's refusals of a new sale (services/sales.go and the JSON
+  // decoding) into the merchant's words, next to the field they are about. A field of an item
+  // carries its index in the request ($1); other numbers of the message fill in $2.
+  var ADMIN_MESSAGES = [
+    [/^name must not be empty/, 'name', 'Give the sale a name.'],
+    [/^name must be at most (\d+)/, 'name', 'The name is too long: at most $1 characters.'],
+    [/^name must/, 'name', 'The name has characters that cannot be used.'],
+    [/^startsAt and endsAt are required/, 'startsAt', 'Give the start and the end as a date and a time.'],
+    [/^startsAt must be an RFC 3339/, 'startsAt', 'Give the start as a date and a time.'],
+    [/^endsAt must be an RFC 3339/, 'endsAt', 'Give the end as a date and a time.'],
+    [/^endsAt must be after startsAt/, 'endsAt', 'The end must be after the start.'],
+    [/^endsAt must be in the future/, 'endsAt', 'The end must be in the future.'],
+    [/^a sale lasts at most (\d+) days/, 'endsAt', 'A sale lasts at most $1 days: bring the end closer to the start.'],
+    [/^startsAt is out of range/, 'startsAt', 'The start must be a date between the years 2000 and 9999.'],
+    [/^a sale needs at least one item/, 'items', 'Add at least one item.'],
+    [/^a sale has at most (\d+) items/, 'items', 'A sale has at most $1 items: remove some.'],
+    [/^paymentWindowSeconds must/, 'paymentWindow', 'The payment window is 1 to 1440 minutes (a day).'],
+    [/^currency must/, 'currency', 'Choose CNY, USD or EUR.'],
+    [/^purchaseLimit must/, 'purchaseLimit', 'Choose one of the two purchase limits.'],
+    [/^items\[(\d+)\]\.name must not be empty/, 'itemName', 'Give the item a name.'],
+    [/^items\[(\d+)\]\.name must be at most (\d+)/, 'itemName', 'The item name is too long: at most $2 characters.'],
+    [/^items\[(\d+)\]\.name must/, 'itemName', 'The item name has characters that cannot be used.'],
+    [/^items\[(\d+)\]\.priceCents must/, 'price', 'The price must be between 0 and 100,000,000.'],
+    [/^items\[(\d+)\]\.quantity must be between 1 and (\d+)/, 'quantity', 'Quantity must be at least 1 and at most $2.'],
+    [/^items\[(\d+)\]\.quantity/, 'quantity', 'Quantity must be at least 1.']
+  ];
+
+  // adminMessage finds the field of a server message: {field, index (of the item or -1), text}.
+  function adminMessage(message) {
+    var msg = String(message || '');
+    for (var i = 0; i < ADMIN_MESSAGES.length; i++) {
+      var m = ADMIN_MESSAGES[i][0].exec(msg);
+      if (!m) {
+        continue;
+      }
+      var item = /^items\[/.test(msg);
+      var text = ADMIN_MESSAGES[i][2].replace(/\$(\d)/g, function (_, n) {
+        return m[Number(n)] === undefined ? '' : Number(m[Number(n)]).toLocaleString('en-US');
+      });
+      return { field: ADMIN_MESSAGES[i][1], index: item ? Number(m[1]) : -1, text: text };
+    }
+    return null;
+  }
+
   function initAdminPage(admin) {
     var say = messenger(byTestId('message', admin));
     var panel = byTestId('admin-panel', admin);
     var form = byTestId('create-sale-form', admin);
+    var formStatus = messenger(byTestId('form-status', admin));
     var rows = byTestId('item-rows', admin);
     var template = byTestId('item-row-template', admin);
     var addItem = byTestId('add-item', admin);
@@ -1867,9 +2372,13 @@
     var stockRows = byTestId('stock-rows', admin);
     var stockSaleName = byTestId('stock-sale-name', admin);
     var stockUpdated = byTestId('stock-updated', admin);
+    var stockClose = byTestId('stock-close', admin);
+    var stockHome = stockPanel ? stockPanel.parentNode : null;
     var itemNames = {};
     var selected = null;
     var merchant = false;
+    var formBanner = false; // the message area holds a sentence about the form
+    var errorSeq = 0;
 
     function notMerchant() {
       merchant = false;
@@ -1895,17 +2404,26 @@
 
     // ---- the merchant's sales
 
+    function limitText(limit) {
+      return limit === 'per-item' ? 'one unit per shopper of each item' : 'one unit per shopper in the sale';
+    }
+
     function renderSales(sales) {
+      if (stockPanel && salesList.contains(stockPanel)) {
+        stockHome.appendChild(stockPanel); // keep it while the entries are rebuilt
+      }
       salesList.replaceChildren();
       show(salesEmpty, sales.length === 0);
       sales.forEach(function (s) {
         var id = String(s.saleId);
+        var name = s.name || 'sale ' + id;
         var li = el('li', { class: 'admin-sale', 'data-testid': 'admin-sale', 'data-sale-id': id });
         if (selected && selected.id === id) {
           li.classList.add('selected');
+          selected.sale = s;
         }
         var head = el('div', { class: 'admin-sale-head' });
-        head.appendChild(el('strong', { 'data-testid': 'admin-sale-name' }, s.name || 'sale ' + id));
+        head.appendChild(el('strong', { 'data-testid': 'admin-sale-name' }, name));
         var status = typeof s.status === 'string' ? s.status : '';
         head.appendChild(el('span', { class: 'badge badge-' + status.replace(/[^a-z]/gi, ''), 'data-testid': 'admin-sale-status' }, status || '?'));
         li.appendChild(head);
@@ -1915,17 +2433,33 @@
         times.appendChild(document.createTextNode(' \u00b7 Ends '));
         times.appendChild(timeElement(s.endsAt));
         li.appendChild(times);
+        var terms = [];
+        if (s.currency) {
+          terms.push('Prices in ' + s.currency);
+        }
+        if (s.paymentWindowSeconds) {
+          terms.push('pay within ' + formatWindow(s.paymentWindowSeconds));
+        }
+        terms.push(limitText(s.purchaseLimit));
+        li.appendChild(el('p', { class: 'admin-sale-terms', 'data-testid': 'admin-sale-terms' }, terms.join(' \u00b7 ')));
         var actions = el('div', { class: 'admin-sale-actions' });
-        var pick = el('button', { type: 'button', class: 'button button-small', 'data-testid': 'show-stock', 'data-sale-id': id }, 'Live stock');
-        pick.setAttribute('aria-pressed', selected && selected.id === id ? 'true' : 'false');
+        var on = selected !== null && selected.id === id;
+        var pick = el('button', { type: 'button', class: 'button button-small', 'data-testid': 'show-stock', 'data-sale-id': id }, on ? 'Hide live stock' : 'Live stock');
+        pick.setAttribute('aria-pressed', on ? 'true' : 'false');
+        pick.setAttribute('aria-controls', 'stock-panel');
         pick.addEventListener('click', function () {
-          selectSale(id, s.name || 'sale ' + id);
+          if (selected && selected.id === id) {
+            closeStock();
+            return;
+          }
+          selectSale(id, name, s);
         });
         actions.appendChild(pick);
         actions.appendChild(el('a', { href: '/sales/' + enc(id), class: 'button button-small button-secondary', 'data-testid': 'open-sale' }, 'Open sale page'));
         li.appendChild(actions);
         salesList.appendChild(li);
       });
+      placeStock();
     }
 
     async function loadSales() {
@@ -1948,36 +2482,112 @@
 
     var salesPoller = makePoller(loadSales, 15000);
 
-    // ---- the live stock table of the selected sale
+    // ---- the live stock table of the selected sale, inside that sale's entry
 
-    function selectSale(id, name) {
-      selected = { id: id, name: name };
+    function saleEntry(id) {
+      return salesList.querySelector('[data-testid="admin-sale"][data-sale-id="' + (window.CSS && CSS.escape ? CSS.escape(id) : id) + '"]');
+    }
+
+    // placeStock puts the open panel in the selected sale's entry (or above the list while
+    // the entry is not there yet) and marks the entry and its button.
+    function placeStock() {
+      if (!stockPanel) {
+        return null;
+      }
+      var li = selected ? saleEntry(selected.id) : null;
+      if (li) {
+        if (stockPanel.parentNode !== li) {
+          li.appendChild(stockPanel);
+        }
+      } else if (selected) {
+        salesList.parentNode.insertBefore(stockPanel, salesList);
+      } else if (stockPanel.parentNode !== stockHome) {
+        stockHome.appendChild(stockPanel);
+      }
+      Array.prototype.forEach.call(salesList.querySelectorAll('[data-testid="admin-sale"]'), function (entry) {
+        var on = selected !== null && entry.getAttribute('data-sale-id') === selected.id;
+        entry.classList.toggle('selected', on);
+        var b = entry.querySelector('[data-testid="show-stock"]');
+        if (b) {
+          b.setAttribute('aria-pressed', on ? 'true' : 'false');
+          setText(b, on ? 'Hide live stock' : 'Live stock');
+        }
+      });
+      return li;
+    }
+
+    function selectSale(id, name, sale) {
+      selected = { id: id, name: name, sale: sale || null, prices: null };
       setText(stockSaleName, name);
       show(stockPanel, true);
       stockRows.replaceChildren();
       setText(stockUpdated, 'Loading\u2026');
-      Array.prototype.forEach.call(salesList.querySelectorAll('[data-testid="admin-sale"]'), function (li) {
-        var on = li.getAttribute('data-sale-id') === id;
-        li.classList.toggle('selected', on);
-        var b = li.querySelector('[data-testid="show-stock"]');
-        if (b) {
-          b.setAttribute('aria-pressed', on ? 'true' : 'false');
-        }
-      });
+      var li = placeStock();
+      // Open where the merchant is looking: the top of the sale's entry in view, focus on the panel.
+      var target = li || stockPanel;
+      if (target.scrollIntoView) {
+        target.scrollIntoView({ block: 'start' });
+      }
+      try {
+        stockPanel.focus({ preventScroll: true });
+      } catch (e) {
+        stockPanel.focus();
+      }
       stockPoller.restart();
+    }
+
+    function closeStock() {
+      var id = selected ? selected.id : null;
+      selected = null;
+      stockPoller.stop();
+      show(stockPanel, false);
+      placeStock();
+      var b = id ? salesList.querySelector('[data-testid="show-stock"][data-sale-id="' + (window.CSS && CSS.escape ? CSS.escape(id) : id) + '"]') : null;
+      if (b) {
+        b.focus();
+      }
+    }
+
+    if (stockClose) {
+      stockClose.addEventListener('click', closeStock);
     }
 
     function numberText(v) {
       return v === undefined || v === null ? '\u2013' : String(v);
     }
 
+    // loadPrices reads the prices of the selected sale's items (the public sale), once.
+    async function loadPrices(sel) {
+      var r = await api('GET', '/api/flash-sales/' + enc(sel.id), undefined, undefined, 'no-store');
+      if (r.ok && r.data && Array.isArray(r.data.items)) {
+        var prices = {};
+        r.data.items.forEach(function (it) {
+          prices[String(it.itemId)] = it.priceCents;
+        });
+        sel.prices = prices;
+        sel.currency = r.data.currency || (sel.sale && sel.sale.currency) || 'CNY';
+      }
+    }
+
+    var STOCK_COLUMNS = [
+      ['quantity', 'Quantity'],
+      ['displayed', 'Displayed'],
+      ['frozen', 'Frozen'],
+      ['real', 'Real'],
+      ['paid', 'Paid']
+    ];
+
     async function loadStock() {
       if (!selected) {
         return false;
       }
-      var id = selected.id;
+      var sel = selected;
+      var id = sel.id;
+      if (!sel.prices) {
+        await loadPrices(sel);
+      }
       var r = await api('GET', '/api/admin/sales/' + enc(id) + '/stock', undefined, undefined, 'no-store');
-      if (!selected || selected.id !== id) {
+      if (selected !== sel) {
         return false;
       }
       if (r.ok && r.data && Array.isArray(r.data.items)) {
@@ -1985,12 +2595,14 @@
         r.data.items.forEach(function (it) {
           var itemId = String(it.itemId);
           var tr = el('tr', { 'data-testid': 'stock-row', 'data-item-id': itemId });
-          tr.appendChild(el('th', { scope: 'row' }, it.name || itemNames[itemId] || 'item #' + itemId));
-          ['quantity', 'displayed', 'frozen', 'real', 'paid'].forEach(function (k) {
-            tr.appendChild(el('td', { 'data-col': k }, numberText(it[k])));
+          tr.appendChild(el('th', { scope: 'row', 'data-col': 'name' }, it.name || itemNames[itemId] || 'item #' + itemId));
+          var price = sel.prices && Object.prototype.hasOwnProperty.call(sel.prices, itemId) ? formatMoney(sel.prices[itemId], sel.currency) : '';
+          tr.appendChild(el('td', { 'data-col': 'price', 'data-label': 'Price', 'data-testid': 'stock-price' }, price || '\u2013'));
+          STOCK_COLUMNS.forEach(function (c) {
+            tr.appendChild(el('td', { 'data-col': c[0], 'data-label': c[1] }, numberText(it[c[0]])));
           });
           var ok = it.reconciled === true;
-          var cell = el('td', { 'data-col': 'reconciled', class: ok ? 'reconciled' : 'drift' }, ok ? '\u2713' : 'drift');
+          var cell = el('td', { 'data-col': 'reconciled', 'data-label': 'Reconciled', class: ok ? 'reconciled' : 'drift' }, ok ? '\u2713' : 'drift');
           tr.appendChild(cell);
           trs.push(tr);
           if (!ok && it.mismatch) {
@@ -2014,7 +2626,7 @@
             note.appendChild(el('strong', { class: 'drift-label' }, 'Not reconciled:'));
             note.appendChild(document.createTextNode(' '));
             note.appendChild(detail);
-            var td = el('td', { colspan: '7' });
+            var td = el('td', { colspan: String(STOCK_COLUMNS.length + 3) });
             td.appendChild(note);
             var detailRow = el('tr', { class: 'drift-row', 'data-testid': 'stock-drift-row', 'data-item-id': itemId });
             detailRow.appendChild(td);
@@ -2053,6 +2665,39 @@
       }
     }
 
+    function currency() {
+      return form && form.elements.currency ? form.elements.currency.value || 'CNY' : 'CNY';
+    }
+
+    // showSymbols writes the chosen currency's symbol before every price field.
+    function showSymbols() {
+      var c = currency();
+      var symbol = Object.prototype.hasOwnProperty.call(CURRENCIES, c) ? CURRENCIES[c].symbol : c;
+      allByTestId('item-price-symbol', form).forEach(function (s) {
+        setText(s, symbol);
+      });
+      if (template && template.content) {
+        allByTestId('item-price-symbol', template.content).forEach(function (s) {
+          setText(s, symbol);
+        });
+      }
+    }
+
+    function itemRows() {
+      return rows ? allByTestId('item-row', rows) : [];
+    }
+
+    // renumber keeps "Item 1", "Item 2"… and the Remove buttons' names in order.
+    function renumber() {
+      itemRows().forEach(function (row, i) {
+        setText(byTestId('item-number', row), String(i + 1));
+        var b = byTestId('remove-item', row);
+        if (b) {
+          b.setAttribute('aria-label', 'Remove item ' + (i + 1));
+        }
+      });
+    }
+
     function addRow() {
       if (!template || !rows) {
         return null;
@@ -2060,12 +2705,191 @@
       var frag = template.content.cloneNode(true);
       var row = frag.querySelector('[data-testid="item-row"]');
       rows.appendChild(frag);
+      renumber();
+      showSymbols();
       return row;
+    }
+
+    // ---- the form's errors, next to their fields
+
+    var FIELD_ERRORS = {
+      name: 'error-name',
+      startsAt: 'error-starts-at',
+      endsAt: 'error-ends-at',
+      currency: 'error-currency',
+      paymentWindow: 'error-payment-window',
+      purchaseLimit: 'error-purchase-limit',
+      items: 'error-items'
+    };
+
+    // fieldParts finds a field's error element, its control and its [data-field] wrapper.
+    function fieldParts(field, row) {
+      var wrap = (row || form).querySelector('[data-field="' + field + '"]');
+      var err = row ? (wrap && wrap.querySelector('.field-error')) : byTestId(FIELD_ERRORS[field], form);
+      var control = wrap ? wrap.querySelector('input, select') : null;
+      if (field === 'items') {
+        control = addItem;
+      }
+      return { wrap: wrap, err: err, control: control };
+    }
+
+    function setFieldError(field, row, text) {
+      var p = fieldParts(field, row);
+      if (!p.err) {
+        formStatus(text, 'error');
+        return null;
+      }
+      if (!p.err.id) {
+        p.err.id = 'field-error-' + (++errorSeq);
+      }
+      setText(p.err, text);
+      show(p.err, true);
+      if (p.wrap) {
+        p.wrap.classList.add('has-error');
+      }
+      if (p.control && p.control !== addItem) {
+        p.control.setAttribute('aria-invalid', 'true');
+        var ids = (p.control.getAttribute('aria-describedby') || '').split(/\s+/).filter(Boolean);
+        if (ids.indexOf(p.err.id) < 0) {
+          ids.push(p.err.id);
+          p.control.setAttribute('aria-describedby', ids.join(' '));
+        }
+      }
+      return p.control;
+    }
+
+    function clearError(wrap) {
+      if (!wrap) {
+        return;
+      }
+      wrap.classList.remove('has-error');
+      if (wrap.getAttribute('data-field') === 'items') {
+        var itemsErr = byTestId('error-items', form); // not the errors of the rows inside
+        setText(itemsErr, '');
+        show(itemsErr, false);
+        return;
+      }
+      var err = wrap.querySelector('.field-error');
+      if (err) {
+        setText(err, '');
+        show(err, false);
+      }
+      Array.prototype.forEach.call(wrap.querySelectorAll('[aria-invalid]'), function (c) {
+        c.removeAttribute('aria-invalid');
+      });
+    }
+
+    function clearAllErrors() {
+      Array.prototype.forEach.call(form.querySelectorAll('[data-field]'), clearError);
+    }
+
+    // clearBanners drops the sentences about an earlier attempt: they are stale once the form changes.
+    function clearBanners() {
+      formStatus('', 'info');
+      if (formBanner) {
+        formBanner = false;
+        say('', 'info');
+      }
+    }
+
+    // ---- reading the form
+
+    // readForm checks what can be checked here and returns the request, or null after
+    // showing each problem next to its field (the first focused).
+    function readForm() {
+      var first = null;
+      function problem(field, row, text) {
+        var c = setFieldError(field, row, text);
+        if (!first) {
+          first = c || true;
+        }
+      }
+      var name = form.elements.name.value.trim();
+      if (!name) {
+        problem('name', null, 'Give the sale a name.');
+      }
+      var startsAt = localInputToRFC3339(form.elements.startsAt.value);
+      var endsAt = localInputToRFC3339(form.elements.endsAt.value);
+      if (!startsAt) {
+        problem('startsAt', null, 'Give the start as a date and a time.');
+      }
+      if (!endsAt) {
+        problem('endsAt', null, 'Give the end as a date and a time.');
+      }
+      if (startsAt && endsAt) {
+        var s = Date.parse(startsAt);
+        var e = Date.parse(endsAt);
+        if (e <= s) {
+          problem('endsAt', null, 'The end must be after the start.');
+        } else if (e <= serverNow()) {
+          problem('endsAt', null, 'The end must be in the future.');
+        } else if (e - s > 30 * 86400000) {
+          problem('endsAt', null, 'A sale lasts at most 30 days: bring the end closer to the start.');
+        }
+      }
+      var cur = currency();
+      var windowText = String(form.elements.paymentWindowMinutes.value || '').trim();
+      var minutes = Number(windowText);
+      if (!/^\d+$/.test(windowText) || minutes < 1 || minutes > 1440) {
+        problem('paymentWindow', null, 'The payment window is 1 to 1440 minutes (a day), in whole minutes.');
+      }
+      var limitInput = form.querySelector('input[name="purchaseLimit"]:checked');
+      var limit = limitInput ? limitInput.value : 'per-sale';
+      var items = [];
+      var sent = [];
+      itemRows().forEach(function (row) {
+        var itemName = row.querySelector('[name="itemName"]').value.trim();
+        var priceText = row.querySelector('[name="price"]').value.trim();
+        var qtyText = row.querySelector('[name="quantity"]').value.trim();
+        if (!itemName && !priceText && !qtyText) {
+          return; // an empty row is left out
+        }
+        var ok = true;
+        if (!itemName) {
+          problem('itemName', row, 'Give the item a name.');
+          ok = false;
+        }
+        var price = parseMoney(priceText, cur);
+        if (price.error) {
+          problem('price', row, priceProblem(price.error));
+          ok = false;
+        }
+        var qty = Number(qtyText);
+        if (!/^-?\d+$/.test(qtyText)) {
+          problem('quantity', row, qtyText === '' ? 'Quantity must be at least 1.' : 'Quantity is a whole number, like 100.');
+          ok = false;
+        } else if (qty < 1) {
+          problem('quantity', row, 'Quantity must be at least 1.');
+          ok = false;
+        } else if (qty > 1000000) {
+          problem('quantity', row, 'Quantity must be at most 1,000,000.');
+          ok = false;
+        }
+        if (ok) {
+          items.push({ name: itemName, priceCents: price.minor, quantity: qty });
+          sent.push(row);
+        }
+      });
+      if (items.length === 0 && !first) {
+        problem('items', null, 'Add at least one item.');
+      }
+      if (first) {
+        if (first !== true && first.focus) {
+          first.focus();
+        }
+        return null;
+      }
+      return {
+        body: { name: name, startsAt: startsAt, endsAt: endsAt, currency: cur, paymentWindowSeconds: minutes * 60,
+          purchaseLimit: limit, items: items },
+        rows: sent
+      };
     }
 
     if (addItem) {
       addItem.addEventListener('click', function () {
         var row = addRow();
+        clearError(form.querySelector('[data-field="items"]'));
         var first = row && row.querySelector('input');
         if (first) {
           first.focus();
@@ -2083,81 +2907,105 @@
         if (!row) {
           return;
         }
-        if (rows.querySelectorAll('[data-testid="item-row"]').length > 1) {
+        clearBanners();
+        if (itemRows().length > 1) {
+          var next = row.nextElementSibling || row.previousElementSibling;
           row.remove();
+          renumber();
+          var focus = next && next.querySelector('input');
+          if (focus) {
+            focus.focus();
+          }
         } else {
           Array.prototype.forEach.call(row.querySelectorAll('input'), function (i) {
             i.value = '';
           });
+          Array.prototype.forEach.call(row.querySelectorAll('[data-field]'), clearError);
         }
       });
     }
 
     if (form) {
+      // A change to a field clears its error (both times together: one is judged by the other)
+      // and the banners of the last attempt.
+      var onChange = function (ev) {
+        var wrap = ev.target.closest ? ev.target.closest('[data-field]') : null;
+        if (!wrap) {
+          return;
+        }
+        var f = wrap.getAttribute('data-field');
+        clearError(wrap);
+        if (f === 'startsAt' || f === 'endsAt') {
+          clearError(form.querySelector('[data-field="startsAt"]'));
+          clearError(form.querySelector('[data-field="endsAt"]'));
+        }
+        if (f === 'currency') {
+          showSymbols();
+          Array.prototype.forEach.call(form.querySelectorAll('[data-field="price"]'), clearError);
+        }
+        if (wrap.closest('[data-testid="item-row"]')) {
+          clearError(form.querySelector('[data-field="items"]'));
+        }
+        clearBanners();
+      };
+      form.addEventListener('input', onChange);
+      form.addEventListener('change', onChange);
+      showSymbols();
+
       form.addEventListener('submit', async function (ev) {
         ev.preventDefault();
-        var name = form.elements.name.value.trim();
-        var startsAt = localInputToRFC3339(form.elements.startsAt.value);
-        var endsAt = localInputToRFC3339(form.elements.endsAt.value);
-        if (!startsAt || !endsAt) {
-          say('Give the start and the end as a date and a time.', 'error');
-          return;
-        }
-        if (Date.parse(endsAt) <= Date.parse(startsAt)) {
-          say('The sale must end after it starts.', 'error');
-          return;
-        }
-        var items = [];
-        var bad = false;
-        Array.prototype.forEach.call(rows.querySelectorAll('[data-testid="item-row"]'), function (row) {
-          var itemName = row.querySelector('[name="itemName"]').value.trim();
-          var price = row.querySelector('[name="priceCents"]').value.trim();
-          var qty = row.querySelector('[name="quantity"]').value.trim();
-          if (!itemName && !price && !qty) {
-            return;
-          }
-          if (!/^\d+$/.test(price) || !/^\d+$/.test(qty)) {
-            bad = true;
-            return;
-          }
-          items.push({ name: itemName, priceCents: Number(price), quantity: Number(qty) });
-        });
-        if (bad) {
-          say('Prices (in cents) and quantities are whole numbers.', 'error');
-          return;
-        }
-        if (items.length === 0) {
-          say('Add at least one item.', 'error');
+        clearAllErrors();
+        clearBanners();
+        var req = readForm();
+        if (!req) {
+          formStatus('Check the fields marked in red.', 'error');
           return;
         }
         var submit = form.querySelector('button[type="submit"]');
         if (submit) {
           submit.disabled = true;
         }
-        say('Creating the sale\u2026', 'info');
-        var r = await api('POST', '/api/admin/sales', { name: name, startsAt: startsAt, endsAt: endsAt, items: items });
+        formStatus('Creating the sale\u2026', 'info');
+        var r = await api('POST', '/api/admin/sales', req.body);
         if (submit) {
           submit.disabled = false;
         }
         if (r.ok && r.data && r.data.saleId !== undefined && r.data.saleId !== null) {
           var saleId = String(r.data.saleId);
+          var name = req.body.name;
+          var n = req.body.items.length;
           (Array.isArray(r.data.items) ? r.data.items : []).forEach(function (it) {
             itemNames[String(it.itemId)] = it.name;
           });
-          say('Created \u201c' + name + '\u201d (sale ' + saleId + ') with ' + items.length + (items.length === 1 ? ' item.' : ' items.'), 'ok');
           form.reset();
-          Array.prototype.slice.call(rows.querySelectorAll('[data-testid="item-row"]'), 1).forEach(function (row) {
+          itemRows().slice(1).forEach(function (row) {
             row.remove();
           });
+          renumber();
+          showSymbols();
           prefillTimes();
+          formStatus('', 'info');
+          say('Created \u201c' + name + '\u201d (sale ' + saleId + ') with ' + n + (n === 1 ? ' item.' : ' items.'), 'ok');
+          formBanner = true;
           await loadSales();
-          selectSale(saleId, name);
+          selectSale(saleId, name, null);
           return;
         }
         if (authProblem(r)) {
+          formStatus('', 'info');
           return;
         }
-        say(r.network ? errorText(r) : r.message || errorText(r), 'error');
+        var known = !r.network && r.code === 'INVALID_INPUT' ? adminMessage(r.message) : null;
+        if (known) {
+          var row = known.index >= 0 ? req.rows[known.index] || null : null;
+          var control = setFieldError(known.field, row, known.text);
+          formStatus('Check the fields marked in red.', 'error');
+          if (control && control.focus) {
+            control.focus();
+          }
+          return;
+        }
+        formStatus(r.network ? errorText(r) : r.message ? sentence(r.message) : errorText(r), 'error');
       });
     }
 
@@ -2172,6 +3020,7 @@
         stockPoller.stop();
         selected = null;
         show(stockPanel, false);
+        placeStock();
         return;
       }
       if (u.role && u.role !== 'merchant') {

@@ -22,6 +22,10 @@ type SaleCard struct {
 	// Status is "upcoming", "live" or "ended", as computed when the page was rendered;
 	// the script corrects it with the server-synced clock.
 	Status string
+	// Currency is the ISO 4217 code of the sale's prices (CNY, USD, EUR); "" is CNY.
+	Currency string
+	// Items are the sale's items, in their order; a card shows their names and prices.
+	Items []SaleItem
 }
 
 // Home is the home page: the live and upcoming sales.
@@ -46,6 +50,8 @@ type Sale struct {
 	StartsAt time.Time
 	EndsAt   time.Time
 	Items    []SaleItem
+	// Currency is the ISO 4217 code of the sale's prices (CNY, USD, EUR); "" is CNY.
+	Currency string
 }
 
 // Order is the order page, whose status the script polls.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"math"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -224,8 +225,11 @@ func TestSalePage(t *testing.T) {
 	if got, _ := msg.Attr("aria-live"); got != "polite" {
 		t.Errorf("message aria-live = %q, want polite", got)
 	}
-	if _, hidden := sec.Find(byTestID("order")).Attr("hidden"); !hidden {
-		t.Errorf("order panel is visible before any purchase, want hidden")
+	if _, hidden := sec.Find(byTestID("sale-orders")).Attr("hidden"); !hidden {
+		t.Errorf("order box is visible before any purchase, want hidden")
+	}
+	if got := sec.Find("template " + byTestID("order")).Length(); got != 1 {
+		t.Errorf("orders in the order box's template = %d, want 1 (the script copies it per order)", got)
 	}
 	if got := sec.Find("span" + byTestID("order-status")).Length(); got != 1 {
 		t.Errorf("order-status spans = %d, want 1", got)
@@ -284,8 +288,7 @@ func TestSalePageSameForEveryVisitor(t *testing.T) {
 		testid string
 		want   string
 	}{
-		{"session-role", ""},
-		{"session-id", ""},
+		{"session-name", ""},
 		{"order-id", ""},
 		{"pay-by", ""},
 		{"message", ""},
@@ -475,7 +478,7 @@ func TestAdminPage(t *testing.T) {
 	if got, want := row.Length(), 1; got != want {
 		t.Fatalf("item rows = %d, want %d", got, want)
 	}
-	for _, in := range []struct{ name, typ string }{{"itemName", "text"}, {"priceCents", "number"}, {"quantity", "number"}} {
+	for _, in := range []struct{ name, typ string }{{"itemName", "text"}, {"price", "text"}, {"quantity", "number"}} {
 		if got := row.Find(`input[name="`+in.name+`"]`).AttrOr("type", ""); got != in.typ {
 			t.Errorf("item input %s type = %q, want %q", in.name, got, in.typ)
 		}
@@ -490,8 +493,108 @@ func TestAdminPage(t *testing.T) {
 		t.Errorf("admin sales lists = %d, want 1", got)
 	}
 	headers := doc.Find("table" + byTestID("stock-table") + " thead th").Map(func(_ int, s *goquery.Selection) string { return s.Text() })
-	if got, want := strings.Join(headers, ","), "Item,Quantity,Displayed,Frozen,Real,Paid,Reconciled"; got != want {
+	if got, want := strings.Join(headers, ","), "Item,Price,Quantity,Displayed,Frozen,Real,Paid,Reconciled"; got != want {
 		t.Errorf("stock table columns = %q, want %q", got, want)
+	}
+}
+
+// TestAdminPageMerchantForm: issue 13's merchant points in the markup. A price is typed as a
+// decimal after the sale's currency symbol, the sale has a currency, a payment window and a
+// purchase limit with defaults, every field has a place for its error (tied to it for screen
+// readers), each item is one group with its own Remove button, and the live stock panel has a
+// way to close it.
+func TestAdminPageMerchantForm(t *testing.T) {
+	doc, _ := render(t, AdminPage(Admin{}))
+	create := doc.Find("form" + byTestID("create-sale-form"))
+	if _, ok := create.Attr("novalidate"); !ok {
+		t.Errorf("the create form lacks novalidate: the browser's own bubbles would stand in for the merchant's words")
+	}
+
+	// 9: a price in the sale's currency, as a decimal.
+	cur := create.Find("select[name=currency]" + byTestID("create-currency"))
+	opts := cur.Find("option").Map(func(_ int, s *goquery.Selection) string { return s.AttrOr("value", "") })
+	if got := strings.Join(opts, ","); got != "CNY,USD,EUR" {
+		t.Errorf("currency options = %q, want CNY,USD,EUR", got)
+	}
+	if got := cur.Find("option[selected]").AttrOr("value", ""); got != "CNY" {
+		t.Errorf("default currency = %q, want CNY", got)
+	}
+	price := create.Find(byTestID("item-rows") + " " + byTestID("item-price-input"))
+	if price.AttrOr("type", "") != "text" || price.AttrOr("inputmode", "") != "decimal" || price.AttrOr("name", "") != "price" {
+		t.Errorf("price input: type %q inputmode %q name %q, want a decimal text field named price",
+			price.AttrOr("type", ""), price.AttrOr("inputmode", ""), price.AttrOr("name", ""))
+	}
+	if _, has := price.Attr("step"); has {
+		t.Errorf("the price input has a step: the browser would refuse 19.99")
+	}
+	if got := create.Find(byTestID("item-rows") + " " + byTestID("item-price-symbol")).Text(); got != "¥" {
+		t.Errorf("price symbol = %q, want ¥ (CNY)", got)
+	}
+	if strings.Contains(create.Text(), "cents") {
+		t.Errorf("the form still speaks of cents: %q", create.Text())
+	}
+	win := create.Find(`input[name="paymentWindowMinutes"]`)
+	if win.AttrOr("value", "") != "10" || win.AttrOr("min", "") != "1" || win.AttrOr("max", "") != "1440" {
+		t.Errorf("payment window: value %q min %q max %q, want 10 minutes, 1 to 1440",
+			win.AttrOr("value", ""), win.AttrOr("min", ""), win.AttrOr("max", ""))
+	}
+	limits := create.Find(`input[type="radio"][name="purchaseLimit"]`)
+	if got := strings.Join(limits.Map(func(_ int, s *goquery.Selection) string { return s.AttrOr("value", "") }), ","); got != "per-sale,per-item" {
+		t.Errorf("purchase limit choices = %q, want per-sale,per-item", got)
+	}
+	if got := limits.Filter("[checked]").AttrOr("value", ""); got != "per-sale" {
+		t.Errorf("default purchase limit = %q, want per-sale", got)
+	}
+
+	// 10: a place for each field's error, named by the field's aria-describedby.
+	for _, f := range []struct{ input, errID string }{
+		{`input[name="name"]`, "error-name"},
+		{`input[name="startsAt"]`, "error-starts-at"},
+		{`input[name="endsAt"]`, "error-ends-at"},
+		{`select[name="currency"]`, "error-currency"},
+		{`input[name="paymentWindowMinutes"]`, "error-payment-window"},
+	} {
+		in := create.Find(f.input)
+		if !strings.Contains(" "+in.AttrOr("aria-describedby", "")+" ", " "+f.errID+" ") {
+			t.Errorf("%s aria-describedby = %q, want it to name %s", f.input, in.AttrOr("aria-describedby", ""), f.errID)
+		}
+		errEl := create.Find("#" + f.errID)
+		if errEl.Length() != 1 || !errEl.HasClass("field-error") || errEl.Closest("[data-field]").Find(f.input).Length() != 1 {
+			t.Errorf("error place #%s: %d found, want one .field-error beside %s", f.errID, errEl.Length(), f.input)
+		}
+		if _, hidden := errEl.Attr("hidden"); !hidden {
+			t.Errorf("#%s is shown before anything went wrong", f.errID)
+		}
+	}
+	if got := create.Find(byTestID("form-status")).AttrOr("role", ""); got != "status" {
+		t.Errorf("form status role = %q, want status", got)
+	}
+
+	// 11: each item is one group (a fieldset with a numbered legend) holding its fields and
+	// its Remove button, in the page and in the template the script clones.
+	for _, where := range []string{byTestID("item-rows"), "template" + byTestID("item-row-template")} {
+		row := create.Find(where + " " + byTestID("item-row"))
+		if row.Length() != 1 || goquery.NodeName(row) != "fieldset" {
+			t.Errorf("%s: item rows = %d (%s), want one fieldset", where, row.Length(), goquery.NodeName(row))
+			continue
+		}
+		if got := strings.Join(strings.Fields(row.ChildrenFiltered("legend").Text()), " "); got != "Item 1" {
+			t.Errorf("%s: item legend = %q, want \"Item 1\"", where, got)
+		}
+		for _, id := range []string{"item-name-input", "item-price-input", "item-quantity-input", "remove-item", "item-name-error", "item-price-error", "item-quantity-error"} {
+			if row.Find(byTestID(id)).Length() != 1 {
+				t.Errorf("%s: the item group lacks %s", where, id)
+			}
+		}
+	}
+
+	// The stock panel starts hidden, can be closed, and stacks on a phone by labelled cells.
+	panel := doc.Find(byTestID("stock-panel"))
+	if _, hidden := panel.Attr("hidden"); !hidden || panel.AttrOr("id", "") != "stock-panel" {
+		t.Errorf("stock panel: hidden %v, id %q; want hidden with id stock-panel", hidden, panel.AttrOr("id", ""))
+	}
+	if got := panel.Find("button" + byTestID("stock-close")).Text(); got != "Close" {
+		t.Errorf("stock panel close button = %q, want Close", got)
 	}
 }
 
@@ -697,7 +800,7 @@ func TestOrderPageActions(t *testing.T) {
 // The sale page's order panel offers the same actions, hidden until a purchase.
 func TestSalePageOrderActions(t *testing.T) {
 	doc, _ := render(t, SalePage(demoSale()))
-	for _, id := range []string{"cancel-button", "cancel-confirm", "order-item-row", "order-price-row", "order-sale-row"} {
+	for _, id := range []string{"pay-button", "cancel-button", "cancel-confirm", "pay-by-row", "order-actions"} {
 		el := doc.Find(byTestID("order") + " " + byTestID(id))
 		if got := el.Length(); got != 1 {
 			t.Errorf("elements with data-testid=%q in the order panel = %d, want 1", id, got)
@@ -708,5 +811,199 @@ func TestSalePageOrderActions(t *testing.T) {
 	}
 	if got := doc.Find(byTestID("logged-out")).Length(); got != 0 {
 		t.Errorf("logged-out sentences on the sale page = %d, want 0 (it has its own login form)", got)
+	}
+}
+
+// The sale page's order box (issue 13, points 3-5): one list for every order of the shopper in
+// the sale, filled by the script from a template that shows each order's item, price, status in
+// words, deadline, "Pay now" and "Cancel"; each item has a note for why it cannot be bought.
+// Nothing of it is shown on the cached page, and no id repeats when the template is copied.
+func TestSalePageOrderBox(t *testing.T) {
+	doc, html := render(t, SalePage(demoSale()))
+	box := doc.Find("section" + byTestID("sale-orders"))
+	if box.Length() != 1 {
+		t.Fatalf("order boxes = %d, want 1", box.Length())
+	}
+	if _, hidden := box.Attr("hidden"); !hidden {
+		t.Errorf("the order box is shown on the cached page, want hidden until the script has orders")
+	}
+	if got := strings.TrimSpace(box.Find("h2").Text()); got != "Your orders in this sale" {
+		t.Errorf("order box heading = %q, want \"Your orders in this sale\"", got)
+	}
+	if got := box.Find("ul" + byTestID("sale-order-list")).Children().Length(); got != 0 {
+		t.Errorf("orders listed on the cached page = %d, want 0", got)
+	}
+	tmpl := box.Find("template" + byTestID("sale-order-template"))
+	if tmpl.Length() != 1 {
+		t.Fatalf("order templates = %d, want 1", tmpl.Length())
+	}
+	order := tmpl.Find("li" + byTestID("order"))
+	if order.Length() != 1 {
+		t.Fatalf("orders in the template = %d, want 1", order.Length())
+	}
+	for _, id := range []string{"order-item", "order-price", "order-status", "pay-by", "pay-left", "order-note",
+		"pay-button", "cancel-button", "cancel-confirm-button", "cancel-keep-button", "order-link", "order-id"} {
+		if got := order.Find(byTestID(id)).Length(); got != 1 {
+			t.Errorf("elements with data-testid=%q in an order of the box = %d, want 1", id, got)
+		}
+	}
+	if got := order.Find(byTestID("order-status")).Text(); got != "Checking…" {
+		t.Errorf("status before the script knows it = %q, want \"Checking…\" (sentence case)", got)
+	}
+	if got := order.Find("[id]").Length(); got != 0 {
+		t.Errorf("elements with an id in the order template = %d, want 0 (it is copied once per order)", got)
+	}
+	if strings.Count(html, `id="sale-orders-heading"`) != 1 {
+		t.Errorf("the order box heading's id is not unique")
+	}
+	// One note per item, empty and hidden until the script knows the shopper's orders.
+	notes := doc.Find(byTestID("item") + " " + byTestID("item-note"))
+	if got, want := notes.Length(), len(demoSale().Items); got != want {
+		t.Errorf("item notes = %d, want %d", got, want)
+	}
+	notes.Each(func(i int, n *goquery.Selection) {
+		if _, hidden := n.Attr("hidden"); !hidden || strings.TrimSpace(n.Text()) != "" {
+			t.Errorf("item note %d = %q, hidden %v; want empty and hidden", i, n.Text(), hidden)
+		}
+		if got, _ := n.Attr("data-item-id"); got != demoSale().Items[i].ID {
+			t.Errorf("item note %d data-item-id = %q, want %q", i, got, demoSale().Items[i].ID)
+		}
+	})
+	if got, _ := doc.Find(byTestID("captcha-answer")).Attr("enterkeyhint"); got != "go" {
+		t.Errorf("captcha answer enterkeyhint = %q, want go (Enter submits it)", got)
+	}
+	if got := doc.Find(byTestID("order-page")).Length(); got != 0 {
+		t.Errorf("the sale page holds an order page")
+	}
+}
+
+// The sale page writes its prices in the sale's currency, like every other page.
+func TestSalePageCurrency(t *testing.T) {
+	for currency, want := range map[string]string{"": "¥12.34", "CNY": "¥12.34", "USD": "$12.34", "EUR": "€12.34"} {
+		s := demoSale()
+		s.Currency = currency
+		doc, _ := render(t, SalePage(s))
+		if got := doc.Find(byTestID("item") + " " + byTestID("price")).First().Text(); got != want {
+			t.Errorf("currency %q: price = %q, want %q", currency, got, want)
+		}
+	}
+}
+
+// Each card of the home page shows its sale's items with their prices in the sale's currency,
+// and an empty countdown that the script fills in; more than five items are counted, not listed.
+func TestHomePageCardItems(t *testing.T) {
+	items := func(n int) []SaleItem {
+		var out []SaleItem
+		for i := range n {
+			out = append(out, SaleItem{ID: strconv.Itoa(i + 1), Name: "Thing " + strconv.Itoa(i+1), PriceCents: int64(100*i + 5)})
+		}
+		return out
+	}
+	home := Home{Sales: []SaleCard{
+		{ID: "1", Name: "Phones", StartsAt: saleStart, EndsAt: saleEnd, Status: "live", Currency: "CNY",
+			Items: []SaleItem{{ID: "7", Name: "Phone <X>", PriceCents: 1999, Quantity: 100}, {ID: "8", Name: "Case", PriceCents: 5, Quantity: 5}}},
+		{ID: "2", Name: "Shoes", StartsAt: saleStart, EndsAt: saleEnd, Status: "upcoming", Currency: "USD",
+			Items: []SaleItem{{ID: "9", Name: "Runner", PriceCents: 123456}}},
+		{ID: "3", Name: "Tea", StartsAt: saleStart, EndsAt: saleEnd, Status: "upcoming", Currency: "EUR", Items: items(7)},
+		{ID: "4", Name: "Old", StartsAt: saleStart, EndsAt: saleEnd, Status: "upcoming"},
+	}}
+	doc, _ := render(t, HomePage(home))
+	type item struct{ name, price string }
+	want := [][]item{
+		{{"Phone <X>", "¥19.99"}, {"Case", "¥0.05"}},
+		{{"Runner", "$1234.56"}},
+		{{"Thing 1", "€0.05"}, {"Thing 2", "€1.05"}, {"Thing 3", "€2.05"}, {"Thing 4", "€3.05"}, {"Thing 5", "€4.05"}},
+		nil,
+	}
+	wantMore := []string{"", "", "and 2 more items", ""}
+	cards := doc.Find(byTestID("sale-card"))
+	if cards.Length() != len(want) {
+		t.Fatalf("cards = %d, want %d", cards.Length(), len(want))
+	}
+	cards.Each(func(i int, c *goquery.Selection) {
+		var got []item
+		c.Find(byTestID("card-item")).Each(func(_ int, li *goquery.Selection) {
+			got = append(got, item{li.Find(byTestID("card-item-name")).Text(), li.Find(byTestID("card-item-price")).Text()})
+		})
+		if len(got) != len(want[i]) {
+			t.Errorf("card %d items = %v, want %v", i, got, want[i])
+			return
+		}
+		for j := range got {
+			if got[j] != want[i][j] {
+				t.Errorf("card %d item %d = %v, want %v", i, j, got[j], want[i][j])
+			}
+		}
+		if got := strings.TrimSpace(c.Find(byTestID("card-items-more")).Text()); got != wantMore[i] {
+			t.Errorf("card %d more line = %q, want %q", i, got, wantMore[i])
+		}
+		if want[i] == nil && c.Find(byTestID("card-items")).Length() != 0 {
+			t.Errorf("card %d without items has an item list", i)
+		}
+		cd := c.Find(byTestID("card-countdown"))
+		if _, hidden := cd.Attr("hidden"); cd.Length() != 1 || !hidden || cd.Text() != "" {
+			t.Errorf("card %d countdown: %d, hidden %v, text %q; want one, hidden and empty until the script fills it", i, cd.Length(), hidden, cd.Text())
+		}
+	})
+	if _, hidden := doc.Find(byTestID("all-ended")).Attr("hidden"); !hidden {
+		t.Errorf("the all-ended note is visible in the page, want hidden until the script sees every sale ended")
+	}
+}
+
+// The home page holds nothing that depends on the visitor or on the moment of rendering beyond
+// what its model says, so a shared cache may give it to everyone.
+func TestHomePageSameForEveryVisitor(t *testing.T) {
+	home := Home{Sales: []SaleCard{{ID: "1", Name: "Phones", StartsAt: saleStart, EndsAt: saleEnd, Status: "live",
+		Items: []SaleItem{{ID: "7", Name: "Phone", PriceCents: 1999}}}}}
+	_, first := render(t, HomePage(home))
+	time.Sleep(1100 * time.Millisecond)
+	_, second := render(t, HomePage(home))
+	if first != second {
+		t.Errorf("two renders of the same home page differ; want byte-identical pages")
+	}
+}
+
+// The session area names the user through hooks the script fills in: the name (empty and
+// hidden in the page), and the user id and role as attributes.
+func TestSessionAreaHooks(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		page templ.Component
+	}{{"sale", SalePage(demoSale())}, {"order", OrderPage(Order{ID: "x"})}, {"my orders", MyOrdersPage(MyOrders{})}} {
+		doc, _ := render(t, c.page)
+		line := doc.Find(byTestID("session") + " " + byTestID("session-user"))
+		if line.Length() != 1 {
+			t.Errorf("%s: session-user lines = %d, want 1", c.name, line.Length())
+			continue
+		}
+		if _, hidden := line.Attr("hidden"); !hidden {
+			t.Errorf("%s: the signed-in line is visible in the page, want hidden", c.name)
+		}
+		name := line.Find(byTestID("session-name"))
+		if name.Length() != 1 || name.Text() != "" {
+			t.Errorf("%s: session-name: %d, text %q; want one, empty", c.name, name.Length(), name.Text())
+		}
+		if got := strings.Join(strings.Fields(line.Text()), " "); got != "Signed in as · Log out" {
+			t.Errorf("%s: the signed-in line reads %q, want \"Signed in as · Log out\" around the name", c.name, got)
+		}
+		if line.Find(byTestID("logout-button")).Length() != 1 {
+			t.Errorf("%s: no logout button in the signed-in line", c.name)
+		}
+	}
+}
+
+func TestMoneyText(t *testing.T) {
+	for _, tt := range []struct {
+		minor    int64
+		currency string
+		want     string
+	}{
+		{1999, "CNY", "¥19.99"}, {1999, "", "¥19.99"}, {1999, "usd", "$19.99"}, {5, "EUR", "€0.05"},
+		{100, "JPY", "¥100"}, {-250, "USD", "-$2.50"}, {1999, "CHF", "19.99 CHF"},
+		{math.MinInt64, "CNY", "-¥92233720368547758.08"},
+	} {
+		if got := moneyText(tt.minor, tt.currency); got != tt.want {
+			t.Errorf("moneyText(%d, %q) = %q, want %q", tt.minor, tt.currency, got, tt.want)
+		}
 	}
 }
