@@ -727,3 +727,56 @@ func TestMyOrdersOfOneSale(t *testing.T) {
 	h.mu.Unlock()
 	h.checkInvariants(b)
 }
+
+// A writer that dies holding a batch (fetched, never written nor acknowledged) delays those
+// orders by one ack wait at most: another instance's writer writes them then, not 30 s later.
+func TestDeadWriterStallsNoOneLong(t *testing.T) {
+	t.Parallel()
+	a := newHarness(t, harnessOpts{noWriter: true, env: map[string]string{"FLASHSALE_WRITER_ACK_WAIT": "2s"}})
+	b := newHarness(t, harnessOpts{shared: a, noWriter: true, env: map[string]string{"FLASHSALE_WRITER_ACK_WAIT": "2s"}})
+	s := a.liveSale(50)
+	orders := a.buyN(s, s.items[0], 100, 20)
+	// The dead writer: it took every message and will never answer for them.
+	taken, err := a.app.queue.FetchOrders(context.Background(), 1000, time.Second)
+	if err != nil || len(taken) == 0 {
+		t.Fatalf("fetch as the dying writer: %d messages, %v", len(taken), err)
+	}
+	died := time.Now()
+	b.app.start(context.Background(), true, false)
+	for a.sqlInt(`SELECT count(*) FROM orders WHERE item_id = ?`, s.items[0]) < int64(len(orders)) {
+		if time.Since(died) > 8*time.Second {
+			t.Fatalf("orders held by a dead writer not written 8 s later (ack wait 2 s)")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("written %.1f s after the writer died", time.Since(died).Seconds())
+	a.checkInvariants(s)
+}
+
+// A live writer whose Postgres is slow keeps its batch: in-progress acks stop the queue from
+// handing it to another worker meanwhile.
+func TestSlowBatchIsNotRedelivered(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{noWriter: true, env: map[string]string{"FLASHSALE_WRITER_ACK_WAIT": "1s"}})
+	s := h.liveSale(10)
+	h.buyN(s, s.items[0], 100, 5)
+	slow := services.NewWriter(services.WriterConfig{Workers: 2, Batch: 100, AckWait: time.Second}, h.app.queue, h.app.db, h.app.stock, h.app.soldOut, h.app.metrics, h.app.log)
+	var once sync.Once
+	slow.AfterCommit = func() error {
+		once.Do(func() { time.Sleep(3500 * time.Millisecond) }) // three ack waits and more
+		return nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go slow.Run(ctx)
+	h.drain(s)
+	var m dto.Metric
+	if err := h.app.metrics.Written.WithLabelValues("redelivered").Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	if n := m.GetCounter().GetValue(); n != 0 {
+		t.Errorf("orders redelivered while their batch was being written: %v", n)
+	}
+	cancel()
+	h.checkInvariants(s)
+}

@@ -134,8 +134,8 @@ func newApp(ctx context.Context, cfg config, log *slog.Logger) (_ *app, err erro
 		TokenTTL: cfg.TokenTTL, SlowPublish: cfg.OrphanAge / 3, SigningSecret: secret,
 	}, a.sales, a.stock, a.db, a.pub, captcha, a.soldOut,
 		limiter, a.returns, a.metrics, log, a.now)
-	a.queue.SetAckWait(30 * time.Second)
-	a.writer = services.NewWriter(services.WriterConfig{Workers: cfg.WriterWorkers, Batch: cfg.WriterBatch},
+	a.queue.SetAckWait(cfg.WriterAckWait)
+	a.writer = services.NewWriter(services.WriterConfig{Workers: cfg.WriterWorkers, Batch: cfg.WriterBatch, AckWait: cfg.WriterAckWait},
 		a.queue, a.writeDB, a.stock, a.soldOut, a.metrics, log)
 	a.keeper = services.NewKeeper(services.KeeperConfig{Interval: cfg.KeeperInterval, OrphanAge: cfg.OrphanAge,
 		ReconcileInterval: cfg.ReconcileInterval, Instance: instance},

@@ -46,6 +46,7 @@ type config struct {
 	OrphanAge         time.Duration
 	KeeperInterval    time.Duration
 	ReconcileInterval time.Duration
+	WriterAckWait     time.Duration
 	// clockSkew shifts this instance's clock (tests only: never read from the environment), to
 	// show that the decisions instances must agree on use Redis's or Postgres's clock.
 	clockSkew      time.Duration
@@ -84,6 +85,7 @@ var configVars = []configVar{
 	{"FLASHSALE_LOG_FORMAT", "text", "`text` or `json`"},
 	{"FLASHSALE_WRITER_BATCH", "200", "queue messages the writer fetches per Postgres transaction"},
 	{"FLASHSALE_WRITER_WORKERS", "3", "batches the writer writes concurrently"},
+	{"FLASHSALE_WRITER_ACK_WAIT", "5s", "a writer that dies holding a batch delays it this long at most (another instance's writer takes it over); a live one keeps its batch with in-progress acks"},
 	{"FLASHSALE_PUBLISH_PARALLEL", "2", "JetStream writes in flight at once (group commit)"},
 	{"FLASHSALE_PUBLISH_BATCH", "512", "most reservations acknowledged by one JetStream write"},
 	{"FLASHSALE_PUBLISH_TIMEOUT", "5s", "how long a purchase waits for its PubAck before answering 503"},
@@ -141,8 +143,8 @@ func loadConfig(getenv func(string) string) (config, error) {
 		JWTTTL: dur("FLASHSALE_JWT_TTL"), CaptchaTTL: dur("FLASHSALE_CAPTCHA_TTL"), PayWindow: dur("FLASHSALE_PAY_WINDOW"), TokenTTL: dur("FLASHSALE_PURCHASE_TOKEN_TTL"),
 		DemoStartDelay: dur("FLASHSALE_DEMO_START_DELAY"), PublishTimeout: dur("FLASHSALE_PUBLISH_TIMEOUT"),
 		OrphanAge: dur("FLASHSALE_ORPHAN_AGE"), KeeperInterval: dur("FLASHSALE_KEEPER_INTERVAL"),
-		ReconcileInterval: dur("FLASHSALE_RECONCILE_INTERVAL"),
-		RateLimits:        onOff("FLASHSALE_RATE_LIMITS"), Demo: onOff("FLASHSALE_DEMO"),
+		ReconcileInterval: dur("FLASHSALE_RECONCILE_INTERVAL"), WriterAckWait: dur("FLASHSALE_WRITER_ACK_WAIT"),
+		RateLimits: onOff("FLASHSALE_RATE_LIMITS"), Demo: onOff("FLASHSALE_DEMO"),
 	}
 	if p := get("FLASHSALE_TRUSTED_PROXIES"); p != "" {
 		for _, s := range strings.Split(p, ",") {
@@ -151,6 +153,9 @@ func loadConfig(getenv func(string) string) (config, error) {
 	}
 	if c.NATSCreds != "" && c.NATSURL == "" {
 		errs = append(errs, errors.New("FLASHSALE_NATS_CREDS is for an external NATS: set FLASHSALE_NATS_URL too (the embedded server uses its own generated credential)"))
+	}
+	if c.WriterAckWait < time.Second {
+		errs = append(errs, fmt.Errorf("FLASHSALE_WRITER_ACK_WAIT=%q: want at least 1s", get("FLASHSALE_WRITER_ACK_WAIT")))
 	}
 	if c.PayWindow < time.Second || c.PayWindow > 24*time.Hour {
 		errs = append(errs, fmt.Errorf("FLASHSALE_PAY_WINDOW=%q: want between 1s and 24h", get("FLASHSALE_PAY_WINDOW")))

@@ -10,8 +10,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flashsale/flashsale/services"
 	"github.com/flashsale/flashsale/store"
-	"github.com/flashsale/flashsale/testenv"
 )
 
 // backends are the server's Postgres and Redis, opened by the tool to check its work.
@@ -107,7 +107,7 @@ type InvariantReport struct {
 const ackChunk = 20_000
 
 // verify waits for the queue to drain, then checks ARCHITECTURE.md's invariants for every sale:
-// testenv.Invariants on Postgres and Redis, every acknowledged order id in Postgres, and the
+// services.Invariants on Postgres and Redis, every acknowledged order id in Postgres, and the
 // merchant's own view (GET /api/admin/sales/{id}/stock) agreeing with what the tool saw.
 func verify(ctx context.Context, b *backends, a *api, sales []*saleRecord, drainTimeout time.Duration) InvariantReport {
 	rep := InvariantReport{Checked: true, Sales: len(sales)}
@@ -124,7 +124,7 @@ func verify(ctx context.Context, b *backends, a *api, sales []*saleRecord, drain
 		if len(acked) > ackChunk {
 			acked = nil // checked below in chunks
 		}
-		for _, err := range testenv.Invariants(ctx, b.db, b.rdb, s.SaleID, acked) {
+		for _, err := range services.Invariants(ctx, b.db, b.rdb, s.SaleID, acked) {
 			rep.Violations = append(rep.Violations, fmt.Sprintf("sale %d: %v", s.SaleID, err))
 		}
 		if len(s.Acked) > ackChunk {

@@ -25,6 +25,10 @@ type WriterConfig struct {
 	Workers int           // batches written concurrently (one goroutine each on the durable consumer)
 	Batch   int           // messages fetched at once
 	MaxWait time.Duration // how long a fetch waits for a full batch
+	// AckWait is the consumer's ack wait: a writer that dies holding a batch delays it by this
+	// much at most (another instance's writer gets it then). A live writer keeps its batch with
+	// in-progress acks every third of it, however long Postgres takes.
+	AckWait time.Duration
 }
 
 // Writer moves reservations from the queue into Postgres: one transaction per batch, acks only
@@ -97,7 +101,10 @@ func (w *Writer) work(ctx context.Context) bool {
 		if len(msgs) == 0 {
 			continue
 		}
-		if err := w.process(ctx, msgs); err != nil {
+		stopKeeping := w.keepInProgress(msgs)
+		err = w.process(ctx, msgs)
+		stopKeeping()
+		if err != nil {
 			if errors.Is(err, errStop) {
 				return true
 			}
@@ -127,6 +134,36 @@ func (w *Writer) work(ctx context.Context) bool {
 		backoff = 100 * time.Millisecond
 	}
 	return false
+}
+
+// keepInProgress tells the queue, every third of the ack wait, that the batch is still being
+// written, until the returned function is called: a slow Postgres never gets a live writer's
+// batch redelivered to another one, and a dead writer's batch is redelivered after one ack wait.
+func (w *Writer) keepInProgress(msgs []store.Delivery) (stop func()) {
+	if w.cfg.AckWait <= 0 {
+		return func() {}
+	}
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(w.cfg.AckWait / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				for _, m := range msgs {
+					_ = m.InProgress()
+				}
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-finished
+	}
 }
 
 // maxDeliveries bounds how often a message that Redis or Postgres refuses (an error answer, not

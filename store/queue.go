@@ -240,6 +240,9 @@ func (d Delivery) Data() []byte { return d.m.Data() }
 // Ack tells the queue the message is done with.
 func (d Delivery) Ack() error { return d.m.Ack() }
 
+// InProgress tells the queue the message is still being worked on: its ack wait starts over.
+func (d Delivery) InProgress() error { return d.m.InProgress() }
+
 // Nak asks for a redelivery after delay.
 func (d Delivery) Nak(delay time.Duration) error { return d.m.NakWithDelay(delay) }
 
