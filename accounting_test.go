@@ -780,3 +780,107 @@ func TestSlowBatchIsNotRedelivered(t *testing.T) {
 	cancel()
 	h.checkInvariants(s)
 }
+
+// A unit return that Redis acknowledged and then lost (its last second of writes gone) is applied
+// again: the row is deleted only once a later pass finds the tombstone still there.
+func TestReturnLostByRedisIsAppliedAgain(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	s := h.liveSale(5)
+	alice := h.token(1, services.RoleShopper)
+	r := h.buy(alice, s.items[0], h.purchaseToken(alice, s.sale))
+	h.drain(s)
+	id := r.str("orderId")
+	if c := h.do("POST", "/api/flash-sales/orders/"+id+"/cancel", alice, nil); c.Status != http.StatusOK {
+		t.Fatalf("cancel: %d %s", c.Status, c.Raw)
+	}
+	ctx := context.Background()
+	// Redis loses the return's writes at once: the tombstone, the unit and the freed buyer.
+	h.app.rdb.SRem(ctx, store.GoneKey(s.sale), id)
+	h.app.rdb.Decr(ctx, store.StockKey(s.sale, s.items[0]))
+	h.app.rdb.HSet(ctx, store.BuyersKey(s.sale), "1", id)
+	if got := h.sqlInt(`SELECT count(*) FROM stock_returns`); got != 1 {
+		t.Fatalf("return rows right after the cancel = %d, want 1 (kept until Redis has surely synced it)", got)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for h.sqlInt(`SELECT count(*) FROM stock_returns`) != 0 || h.redisStock(s, s.items[0]) != 5 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the lost return was not applied again: stock %d, rows %d", h.redisStock(s, s.items[0]), h.sqlInt(`SELECT count(*) FROM stock_returns`))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	time.Sleep(time.Second) // more passes: never twice
+	if got := h.redisStock(s, s.items[0]); got != 5 {
+		t.Errorf("redis stock = %d, want 5", got)
+	}
+	if ok, _ := h.app.rdb.HExists(ctx, store.BuyersKey(s.sale), "1").Result(); ok {
+		t.Error("the shopper of the cancelled order is still a buyer")
+	}
+	h.checkInvariants(s)
+}
+
+// A return on a sale Redis lost waits for the rebuild, which counts it: never applied on top of
+// the rebuilt count.
+func TestReturnWaitsForTheRebuild(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	s := h.liveSale(5)
+	alice := h.token(1, services.RoleShopper)
+	r := h.buy(alice, s.items[0], h.purchaseToken(alice, s.sale))
+	h.drain(s)
+	ctx := context.Background()
+	if _, err := h.app.stock.MarkLost(ctx, s.sale, 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	if c := h.do("POST", "/api/flash-sales/orders/"+r.str("orderId")+"/cancel", alice, nil); c.Status != http.StatusOK {
+		t.Fatalf("cancel: %d %s", c.Status, c.Raw)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		st, err := h.app.stock.State(ctx, s.sale)
+		if err == nil && st.Loaded && !st.Lost && h.sqlInt(`SELECT count(*) FROM stock_returns`) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not rebuilt, or the return never settled: %+v %v", st, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if got := h.redisStock(s, s.items[0]); got != 5 {
+		t.Errorf("redis stock after the rebuild = %d, want 5 (the unit counted once)", got)
+	}
+	h.checkInvariants(s)
+}
+
+// An order written but not yet settled in Redis (the writer between its commit and its settle)
+// is paid and cancelled by what Postgres holds, and the answers say so.
+func TestPayAnOrderWrittenButNotSettled(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{noWriter: true})
+	s := h.liveSale(5)
+	alice := h.token(1, services.RoleShopper)
+	r := h.buy(alice, s.items[0], h.purchaseToken(alice, s.sale))
+	id := r.str("orderId")
+	committed, release := make(chan struct{}), make(chan struct{})
+	w := services.NewWriter(services.WriterConfig{Batch: 100}, h.app.queue, h.app.db, h.app.stock, h.app.soldOut, nil, h.app.log)
+	var once sync.Once
+	w.AfterCommit = func() error {
+		once.Do(func() { close(committed); <-release })
+		return nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go w.Run(ctx)
+	<-committed
+	p := h.do("POST", "/api/flash-sales/orders/"+id+"/pay", alice, nil)
+	close(release)
+	if p.Status != http.StatusOK || p.str("status") != "PAID" {
+		t.Errorf("pay while the writer has committed but not settled: %d %s, want 200 PAID", p.Status, p.Raw)
+	}
+	h.drain(s)
+	if o := h.do("GET", "/api/flash-sales/orders/"+id, alice, nil); o.str("status") != "PAID" {
+		t.Errorf("order after: %s, want PAID", o.Raw)
+	}
+	cancel()
+	h.checkInvariants(s)
+}

@@ -137,11 +137,16 @@ func newApp(ctx context.Context, cfg config, log *slog.Logger) (_ *app, err erro
 	a.queue.SetAckWait(cfg.WriterAckWait)
 	a.writer = services.NewWriter(services.WriterConfig{Workers: cfg.WriterWorkers, Batch: cfg.WriterBatch, AckWait: cfg.WriterAckWait},
 		a.queue, a.writeDB, a.stock, a.soldOut, a.metrics, log)
+	// The writer's recent throughput, shared with the purchase service for a QUEUED order's
+	// estimated wait (services/queue_wait.go).
+	writerRate := services.NewThroughput(cfg.WriterWorkers, nil)
+	a.writer.SetThroughput(writerRate)
+	a.purchases.SetQueueWait(services.NewQueueWait(a.stock, writerRate))
 	a.keeper = services.NewKeeper(services.KeeperConfig{Interval: cfg.KeeperInterval, OrphanAge: cfg.OrphanAge,
-		ReconcileInterval: cfg.ReconcileInterval, Instance: instance},
+		ReconcileInterval: cfg.ReconcileInterval, Instance: instance, RebuildDelay: cfg.PublishTimeout + time.Second},
 		a.db, a.stock, a.queue, a.loader, a.returns, a.reconcile, a.soldOut, a.metrics, log, a.now)
 
-	api := &handlers.API{Accounts: a.auth, Catalog: a.sales, Shop: a.purchases, Log: log, Now: a.now,
+	api := &handlers.API{Accounts: a.auth, Catalog: a.sales, Shop: a.purchases, Orders: a.sales, Admin: a.sales, Log: log, Now: a.now,
 		SecureCookie: cfg.Env == "production", SessionTTL: cfg.JWTTTL}
 	pages := &handlers.Pages{Catalog: a.sales, Log: log, Now: a.now}
 	a.handler = web.NewRouter(web.Config{Log: log, Verifier: a.auth, API: api, Pages: pages, Registry: a.reg,

@@ -61,10 +61,12 @@ type API struct {
 	Accounts     Accounts
 	Catalog      Catalog
 	Shop         Shop
+	Admin        SaleAdmin // edit, pause, resume, end and warm a sale (handlers/admin.go)
 	Log          *slog.Logger
 	Now          func() time.Time
 	SecureCookie bool          // Secure, __Host- cookies (production)
 	SessionTTL   time.Duration // cookie lifetime, same as the JWT's
+	Orders       SaleOrders    // the merchant's order list and export (handlers/orders_admin.go)
 }
 
 // SessionCookieName is the name of the HttpOnly session cookie.
@@ -225,6 +227,7 @@ type itemJSON struct {
 	Name       string `json:"name"`
 	PriceCents int64  `json:"priceCents"`
 	Quantity   int    `json:"quantity"`
+	ImageURL   string `json:"imageUrl,omitempty"`
 }
 
 type saleJSON struct {
@@ -236,15 +239,17 @@ type saleJSON struct {
 	PaymentWindowSeconds int        `json:"paymentWindowSeconds"`
 	PurchaseLimit        string     `json:"purchaseLimit"`
 	Currency             string     `json:"currency"`
+	Description          string     `json:"description,omitempty"`
+	Paused               bool       `json:"paused,omitempty"`
 	Items                []itemJSON `json:"items,omitempty"`
 }
 
 func (a *API) saleJSON(s services.Sale) saleJSON {
 	out := saleJSON{SaleID: idString(s.ID), Name: s.Name, StartsAt: rfc3339(s.StartsAt), EndsAt: rfc3339(s.EndsAt),
 		Status: services.SaleStatus(s.StartsAt, s.EndsAt, a.Now()), PaymentWindowSeconds: s.PaymentWindowSeconds,
-		PurchaseLimit: s.PurchaseLimit, Currency: s.Currency}
+		PurchaseLimit: s.PurchaseLimit, Currency: s.Currency, Description: s.Description, Paused: s.Paused}
 	for _, it := range s.Items {
-		out.Items = append(out.Items, itemJSON{ItemID: idString(it.ID), Name: it.Name, PriceCents: it.PriceCents, Quantity: it.Quantity})
+		out.Items = append(out.Items, itemJSON{ItemID: idString(it.ID), Name: it.Name, PriceCents: it.PriceCents, Quantity: it.Quantity, ImageURL: it.ImageURL})
 	}
 	return out
 }
@@ -393,6 +398,9 @@ type orderJSON struct {
 	SaleName   string  `json:"saleName,omitempty"`
 	Failure    string  `json:"failure,omitempty"`
 	CreatedAt  string  `json:"createdAt"`
+	// QUEUED only (handlers/orders_admin.go): the place in the queue and the estimated wait.
+	QueuePosition        *int64 `json:"queuePosition,omitempty"`
+	EstimatedWaitSeconds *int64 `json:"estimatedWaitSeconds,omitempty"`
 }
 
 func toOrderJSON(v services.OrderView) orderJSON {
@@ -405,6 +413,10 @@ func toOrderJSON(v services.OrderView) orderJSON {
 	if !v.CreatedAt.IsZero() {
 		o.CreatedAt = rfc3339(v.CreatedAt)
 	}
+	if v.Queue != nil {
+		pos, wait := v.Queue.Position, v.Queue.WaitSeconds
+		o.QueuePosition, o.EstimatedWaitSeconds = &pos, &wait
+	}
 	return o
 }
 
@@ -416,6 +428,7 @@ func (a *API) Order(c *gin.Context) {
 		return
 	}
 	c.Header("Cache-Control", "no-store")
+	setQueueRetryAfter(c, v)
 	c.JSON(http.StatusOK, toOrderJSON(v))
 }
 
@@ -469,13 +482,15 @@ func (a *API) Cancel(c *gin.Context) {
 }
 
 type newSaleJSON struct {
-	Name     string `json:"name"`
-	StartsAt string `json:"startsAt"`
-	EndsAt   string `json:"endsAt"`
-	Items    []struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	StartsAt    string `json:"startsAt"`
+	EndsAt      string `json:"endsAt"`
+	Items       []struct {
 		Name       string `json:"name"`
 		PriceCents int64  `json:"priceCents"`
 		Quantity   int64  `json:"quantity"`
+		ImageURL   string `json:"imageUrl"`
 	} `json:"items"`
 	RateLimits *struct {
 		UserPerSecond int `json:"userPerSecond"`
@@ -511,12 +526,12 @@ func (a *API) CreateSale(c *gin.Context) {
 		Error(c, a.Log, err)
 		return
 	}
-	ns := services.NewSale{Name: in.Name, StartsAt: starts, EndsAt: ends, PaymentWindowSeconds: in.PaymentWindowSeconds, PurchaseLimit: in.PurchaseLimit, Currency: in.Currency}
+	ns := services.NewSale{Name: in.Name, Description: in.Description, StartsAt: starts, EndsAt: ends, PaymentWindowSeconds: in.PaymentWindowSeconds, PurchaseLimit: in.PurchaseLimit, Currency: in.Currency}
 	if in.RateLimits != nil {
 		ns.Limits = &services.RateLimits{UserPerSecond: in.RateLimits.UserPerSecond, IPPerSecond: in.RateLimits.IPPerSecond}
 	}
 	for _, it := range in.Items {
-		ns.Items = append(ns.Items, services.NewItem{Name: it.Name, PriceCents: it.PriceCents, Quantity: it.Quantity})
+		ns.Items = append(ns.Items, services.NewItem{Name: it.Name, PriceCents: it.PriceCents, Quantity: it.Quantity, ImageURL: it.ImageURL})
 	}
 	s, err := a.Catalog.Create(c.Request.Context(), shopper(c).UserID, ns)
 	if err != nil {
@@ -525,7 +540,7 @@ func (a *API) CreateSale(c *gin.Context) {
 	}
 	j := a.saleJSON(s)
 	c.JSON(http.StatusCreated, gin.H{"saleId": j.SaleID, "name": j.Name, "startsAt": j.StartsAt, "endsAt": j.EndsAt, "items": j.Items,
-		"paymentWindowSeconds": j.PaymentWindowSeconds, "purchaseLimit": j.PurchaseLimit, "currency": j.Currency})
+		"paymentWindowSeconds": j.PaymentWindowSeconds, "purchaseLimit": j.PurchaseLimit, "currency": j.Currency, "description": j.Description})
 }
 
 // AdminSales handles the "GET /api/admin/sales" route: the merchant's own sales.
@@ -584,5 +599,5 @@ func (a *API) AdminStock(c *gin.Context) {
 		}
 	}
 	c.Header("Cache-Control", "no-store")
-	c.JSON(http.StatusOK, gin.H{"saleId": idString(saleID), "items": out, "paused": false})
+	c.JSON(http.StatusOK, gin.H{"saleId": idString(saleID), "items": out, "paused": a.pausedOf(c, saleID)})
 }

@@ -6,6 +6,7 @@
 -- ARGV[1] epoch (from Postgres, bumped per rebuild), ARGV[2] purchase limit, ARGV[3] starts (unix
 -- ms), ARGV[4] ends (unix ms), ARGV[5] the highest reservation seq Postgres knows, ARGV[6] token
 -- lifetime in ms to void tokens issued before now (0: keep them), ARGV[7] number of buyer pairs B,
+-- ARGV[8] paused ('1' or '0'),
 -- then one units-left value per item (same order as KEYS[5..]), then B pairs (shopper, order id),
 -- then the order ids whose unit Postgres already gave back (tombstones).
 -- Returns 1 if loaded now, 0 if nothing was done.
@@ -26,10 +27,10 @@ local seq = math.max(tonumber(m[3] or '0'), tonumber(ARGV[5])) + 1000000000
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
 local nitems = #KEYS - 4
 for i = 1, nitems do
-  redis.call('SET', KEYS[4 + i], ARGV[7 + i])
+  redis.call('SET', KEYS[4 + i], ARGV[8 + i])
 end
 local b = tonumber(ARGV[7])
-local first = 8 + nitems
+local first = 9 + nitems
 -- unpack returns at most a few thousand values in Redis's Lua: chunks of 2,000 pairs
 for i = first, first + 2 * b - 1, 4000 do
   redis.call('HSET', KEYS[2], unpack(ARGV, i, math.min(i + 3999, first + 2 * b - 1)))
@@ -46,5 +47,5 @@ if tonumber(ARGV[6]) > 0 then
   tokfloor = now + tonumber(ARGV[6])
 end
 redis.call('HSET', KEYS[1], 'epoch', ARGV[1], 'seq', string.format('%d', seq), 'limit', ARGV[2],
-  'starts', ARGV[3], 'ends', ARGV[4], 'loadedAt', now, 'tokfloor', tokfloor, 'fence', m[4] or '0')
+  'starts', ARGV[3], 'ends', ARGV[4], 'loadedAt', now, 'tokfloor', tokfloor, 'fence', m[4] or '0', 'paused', ARGV[8])
 return 1

@@ -28,3 +28,8 @@ var Claim string
 //
 //go:embed marklost.lua
 var MarkLost string
+
+// Adjust applies a merchant's edit (stock deltas, added items, times, limit, pause) to a loaded sale.
+//
+//go:embed adjust.lua
+var Adjust string

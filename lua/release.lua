@@ -11,7 +11,8 @@
 -- Every operation but noroom leaves a tombstone in gone, so a late message of the order is
 -- not written and the unit is never returned twice.
 -- Returns 1 done now, 0 nothing to do (not in flight, or already returned), 2 claimed by the
--- writer (unsold only: the order is durably queued and will be written).
+-- writer (unsold only: the order is durably queued and will be written), 3 (returned only) the
+-- sale is not loaded or marked lost: nothing done, retry once it is rebuilt.
 local op = ARGV[2]
 local user = ARGV[4]
 if op ~= 'returned' then
@@ -26,6 +27,11 @@ if op ~= 'returned' then
   redis.call('HDEL', KEYS[4], ARGV[1])
 elseif redis.call('SISMEMBER', KEYS[5], ARGV[1]) == 1 then
   return 0
+else
+  local mm = redis.call('HMGET', KEYS[1], 'limit', 'lost')
+  if not mm[1] or mm[2] == '1' then
+    return 3 -- not held healthy: the rebuild from Postgres counts this unit; retry after it
+  end
 end
 local limit = redis.call('HGET', KEYS[1], 'limit')
 if not limit then

@@ -2,7 +2,8 @@
 -- Every key of a sale shares the hash tag {sale:S}, so the one-per-shopper rule of the whole sale
 -- and the single use of a purchase token hold in one call (and one Redis Cluster slot).
 -- KEYS[1] {sale:S}:meta       hash: seq, lost, limit, starts, ends, tokfloor (tokens expiring
---                             before it are void), missing = not loaded
+--                             before it are void), paused ('1': the merchant paused the sale),
+--                             missing = not loaded
 -- KEYS[2] {sale:S}:stock:I    units left of item I
 -- KEYS[3] {sale:S}:buyers     hash: shopper ("U", or "I:U" when the limit is per item) -> order id
 -- KEYS[4] {sale:S}:inflight   hash: order id -> "I:U:reservedAtMillis:seq" (":c" once claimed)
@@ -12,12 +13,15 @@
 -- Returns {code, seq, nowMillis, orderIdHeld}: code >= 0 is a reservation (the units left);
 --   -1 sold out, -2 already a buyer (orderIdHeld names the order), -3 not loaded or data lost
 --   (fail closed), -4 token used, expired or void, -5 Redis went back in time (data lost: the
---   sale is marked lost), -6 not started, -7 ended.
+--   sale is marked lost), -6 not started, -7 ended, -8 paused by the merchant (the token is kept).
 -- The same attempt sent again (a retry after a lost reply: same order id) gets the same answer
 -- (a reservation's retry answers the units left now).
-local m = redis.call('HMGET', KEYS[1], 'seq', 'lost', 'limit', 'starts', 'ends', 'tokfloor')
+local m = redis.call('HMGET', KEYS[1], 'seq', 'lost', 'limit', 'starts', 'ends', 'tokfloor', 'paused')
 if not m[1] or m[2] == '1' then
   return {-3, 0, 0, ''}
+end
+if m[7] == '1' then
+  return {-8, 0, 0, ''}
 end
 local seq = tonumber(m[1])
 if seq < tonumber(ARGV[5]) then

@@ -17,6 +17,8 @@ type Sale struct {
 	PaymentWindowSeconds int
 	PurchaseLimit        string // "per-sale" or "per-item"
 	Currency             string // ISO 4217; prices are in its minor units
+	Description          string // "" when none
+	Paused               bool   // the merchant paused it: purchases answer 503 PAUSED
 	Items                []Item
 }
 
@@ -27,14 +29,21 @@ type Item struct {
 	Name       string
 	PriceCents int64
 	Quantity   int
+	ImageURL   string // "" when none
 }
 
 func saleOf(s store.Sale) Sale {
 	out := Sale{ID: s.ID, MerchantID: s.MerchantID, Name: s.Name, StartsAt: s.StartsAt, EndsAt: s.EndsAt,
 		PaymentWindowSeconds: s.PaymentWindowSeconds, PurchaseLimit: s.PurchaseLimit, Currency: s.Currency,
-		Items: make([]Item, len(s.Items))}
+		Paused: s.Paused, Items: make([]Item, len(s.Items))}
+	if s.Description != nil {
+		out.Description = *s.Description
+	}
 	for i, it := range s.Items {
 		out.Items[i] = Item{ID: it.ID, SaleID: it.SaleID, Name: it.Name, PriceCents: it.PriceCents, Quantity: it.Quantity}
+		if it.ImageURL != nil {
+			out.Items[i].ImageURL = *it.ImageURL
+		}
 	}
 	return out
 }

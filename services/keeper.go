@@ -14,6 +14,7 @@ type KeeperConfig struct {
 	Interval          time.Duration // how often the jobs run
 	OrphanAge         time.Duration // a reservation older than this that never reached the queue is returned
 	ReconcileInterval time.Duration // how often the lease holder reconciles Redis with Postgres
+	RebuildDelay      time.Duration // how long a sale stays unhealthy before its rebuild (publishes in flight land meanwhile)
 	Instance          string        // names this instance in the reconciliation lease
 }
 
@@ -40,7 +41,8 @@ type Keeper struct {
 	log       *slog.Logger
 	now       func() time.Time
 
-	lastReconcile time.Time
+	lastReconcile  time.Time
+	unhealthySince map[int64]time.Time // sale -> when this keeper first saw Redis not hold it healthy
 }
 
 // NewKeeper returns a Keeper.
@@ -56,7 +58,7 @@ func NewKeeper(cfg KeeperConfig, db *store.DB, stock *store.Stock, q OrderQueue,
 		cfg.ReconcileInterval = 5 * time.Second
 	}
 	return &Keeper{cfg: cfg, db: db, stock: stock, q: q, loader: loader, returns: returns, reconcile: reconcile,
-		soldOut: soldOut, metrics: m, log: log, now: now}
+		soldOut: soldOut, metrics: m, log: log, now: now, unhealthySince: map[int64]time.Time{}}
 }
 
 // Run repeats the jobs until ctx ends.
@@ -126,6 +128,7 @@ func (k *Keeper) warm(ctx context.Context, sales []int64, backlog uint64) error 
 		}
 		if st.Loaded && !st.Lost {
 			if pg <= st.Seq {
+				delete(k.unhealthySince, sale)
 				continue
 			}
 			marked, err := k.stock.MarkLost(ctx, sale, 0, st.SeqRaw)
@@ -141,14 +144,30 @@ func (k *Keeper) warm(ctx context.Context, sales []int64, backlog uint64) error 
 				k.metrics.RedisLoss.WithLabelValues("keeper").Inc()
 			}
 		}
+		// Redis does not hold the sale, or lost data for it: it is only (re)built from a complete
+		// Postgres. Reservations made just before the loss may still be on their way to the
+		// queue (a publish waits up to its timeout), so the rebuild waits that long after the
+		// sale was first seen unhealthy, then for the queue to drain, read after that wait.
+		since, seen := k.unhealthySince[sale]
+		if !seen {
+			since = k.now()
+			k.unhealthySince[sale] = since
+		}
+		if k.now().Sub(since) < k.cfg.RebuildDelay {
+			continue
+		}
 		if backlog > 0 {
-			// Redis does not hold the sale, or lost data for it: it is only (re)built from a
-			// complete Postgres, once every acknowledged order in the queue is written.
 			k.log.Warn("keeper: sale not healthy in redis; waiting for the queue to drain before rebuilding", "sale", sale, "backlog", backlog)
+			continue
+		}
+		if now, err := k.q.Backlog(ctx); err != nil || now > 0 {
 			continue
 		}
 		if _, err := k.loader.Load(ctx, sale); err != nil {
 			return err
+		}
+		if st, err := k.stock.State(ctx, sale); err == nil && st.Loaded && !st.Lost {
+			delete(k.unhealthySince, sale)
 		}
 	}
 	return nil

@@ -29,6 +29,7 @@ type OrderView struct {
 	SaleName   string
 	Failure    string
 	CreatedAt  time.Time
+	Queue      *QueueEstimate // QUEUED only: its place in the queue (services/queue_wait.go)
 }
 
 // Publisher durably queues a reservation and answers only once it is durable.
@@ -60,6 +61,8 @@ type Purchases struct {
 	log     *slog.Logger
 	now     func() time.Time
 	floors  sync.Map // sale id -> *atomic.Int64: the highest reservation seq this instance saw
+
+	queueWait *QueueWait // a QUEUED order's place (SetQueueWait); nil: not told
 }
 
 // NewPurchases returns the purchase service.
@@ -125,6 +128,9 @@ func (p *Purchases) IssueToken(ctx context.Context, userID, saleID int64, captch
 	if err := saleWindow(sale.StartsAt, sale.EndsAt, now); err != nil {
 		return "", time.Time{}, err
 	}
+	if sale.Paused {
+		return "", time.Time{}, errPaused // as this instance's catalog knows it (at most a few seconds old)
+	}
 	if p.allSoldOut(sale) {
 		return "", time.Time{}, Errorf(CodeSoldOut, "sold out: every unit has been taken")
 	}
@@ -140,6 +146,11 @@ func (p *Purchases) IssueToken(ctx context.Context, userID, saleID int64, captch
 	}
 	if !ok {
 		return "", time.Time{}, Errorf(CodeCaptchaFailed, "the captcha answer is wrong or expired; solve a new one")
+	}
+	// Redis knows a pause at once on every instance; asked only for a solved captcha, so the
+	// crowd refused earlier never pays this round trip.
+	if err := p.sales.checkPaused(ctx, sale); err != nil {
+		return "", time.Time{}, err
 	}
 	exp := now.Add(p.cfg.TokenTTL)
 	return p.tokens.sign(purchaseToken{UserID: userID, SaleID: saleID, Expires: exp, Nonce: newNonce()}), exp, nil
@@ -252,6 +263,8 @@ func (p *Purchases) reserve(ctx context.Context, info itemInfo, userID int64, to
 		return "", res, &Error{Code: CodeNotStarted, Message: "the sale has not started yet", RetryAfter: time.Second}
 	case errors.Is(err, store.ErrEnded):
 		return "", res, Errorf(CodeSaleEnded, "the sale has ended")
+	case errors.Is(err, store.ErrPaused):
+		return "", res, errPaused
 	case errors.Is(err, store.ErrRedisWentBack):
 		p.log.Error("redis lost reservations (its counter went back): the sale fails closed until rebuilt from postgres", "sale", info.SaleID)
 		if p.metrics != nil {
@@ -356,9 +369,17 @@ func (p *Purchases) Order(ctx context.Context, userID int64, orderID string) (Or
 	// Redis first: once the writer settles an order it leaves flight after it is in Postgres,
 	// so checking in this order never misses one in between.
 	r, inFlight, rerr := p.stock.InFlightOrder(ctx, info.SaleID, id)
+	if inFlight && r.UserID == userID && r.Claimed {
+		// The writer holds it: it may be written already (its settle in Redis comes after the
+		// commit, or failed): Postgres says, so a pay or cancel answer matches what it did.
+		if o, err := p.db.OrderDetailByID(ctx, id); err == nil && o.UserID == userID {
+			return orderView(o), nil
+		}
+	}
 	if inFlight && r.UserID == userID {
 		v := OrderView{OrderID: id, ItemID: itemID, SaleID: info.SaleID, Status: StatusQueued, CreatedAt: r.ReservedAt}
 		p.sales.describe(ctx, &v)
+		p.queueEstimate(ctx, &v, r)
 		return v, nil
 	}
 	o, err := p.db.OrderDetailByID(ctx, id)

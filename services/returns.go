@@ -3,31 +3,51 @@ package services
 import (
 	"context"
 	"log/slog"
+	"sync"
+	"time"
 
 	"github.com/flashsale/flashsale/store"
 )
 
 // Returns gives back in Redis the units Postgres gave back (orders EXPIRED or CANCELLED). Each
-// return is a row of stock_returns written with the order's change; it is deleted only after
-// Redis took the unit, and the release script's tombstone makes a second application a no-op. A
-// Redis that is down delays a return, never loses it, and never applies it twice.
+// return is a row of stock_returns written with the order's change. The release script's
+// tombstone makes a second application a no-op, and a row is deleted only once a later pass
+// (after returnsSettle, when Redis's append-only file has surely been synced) still finds the
+// tombstone: a Redis that is down delays a return, one that loses its last second of writes has
+// it applied again, and none applies it twice. A sale Redis does not hold healthy (not loaded,
+// or lost) is not touched: its rebuild from Postgres counts the unit, and takes the row as a
+// tombstone.
 type Returns struct {
 	db      *store.DB
 	stock   *store.Stock
 	soldOut *SoldOut
 	metrics *Metrics
 	log     *slog.Logger
+
+	mu      sync.Mutex
+	applied map[string]appliedReturn // order id -> applied, awaiting the check before deletion
 }
+
+type appliedReturn struct {
+	saleID int64
+	at     time.Time
+}
+
+// returnsSettle is how long after Redis took a return its row is kept: Redis syncs its
+// append-only file every second, so by then the tombstone is on disk.
+const returnsSettle = 3 * time.Second
 
 // NewReturns returns the service.
 func NewReturns(db *store.DB, stock *store.Stock, soldOut *SoldOut, m *Metrics, log *slog.Logger) *Returns {
-	return &Returns{db: db, stock: stock, soldOut: soldOut, metrics: m, log: log}
+	return &Returns{db: db, stock: stock, soldOut: soldOut, metrics: m, log: log, applied: map[string]appliedReturn{}}
 }
 
-// Apply gives the units back in Redis and forgets the returns Redis took; what fails stays for
-// the next pass. It returns how many it applied.
+// Apply gives the units back in Redis; what fails, or waits for a rebuild, stays for the next
+// pass. It returns how many Redis took.
 func (r *Returns) Apply(ctx context.Context, rets []store.StockReturn) int {
-	var done []string
+	n := 0
+	var obsolete []string
+	now := time.Now()
 	for _, ret := range rets {
 		ref := store.OrderRef{SaleID: ret.SaleID, ItemID: ret.ItemID, UserID: ret.UserID, OrderID: ret.OrderID}
 		out, err := r.stock.Release(ctx, ref, store.ReturnUnit)
@@ -35,35 +55,85 @@ func (r *Returns) Apply(ctx context.Context, rets []store.StockReturn) int {
 			r.log.Warn("unit not returned to redis yet; retried", "order", ret.OrderID, "err", err)
 			break // Redis is down: the rest would fail too
 		}
+		if out == store.RetryLater {
+			if ret.SaleOver {
+				obsolete = append(obsolete, ret.OrderID) // ended long ago and not loaded: nothing to give back to
+			}
+			continue
+		}
 		if out == store.Released {
 			r.soldOut.Returned(ret.ItemID)
 			if r.metrics != nil {
 				r.metrics.Returned.WithLabelValues(ret.Reason).Inc()
 			}
 		}
-		done = append(done, ret.OrderID)
+		r.mu.Lock()
+		r.applied[ret.OrderID] = appliedReturn{saleID: ret.SaleID, at: now}
+		r.mu.Unlock()
+		n++
 	}
-	if err := r.db.DeleteReturns(ctx, done); err != nil {
-		r.log.Warn("stock returns applied but not deleted; the next pass finds them applied", "err", err)
+	if err := r.db.DeleteReturns(ctx, obsolete); err != nil {
+		r.log.Warn("returns of ended sales not deleted; retried", "err", err)
 	}
-	return len(done)
+	return n
 }
 
-// Drain applies every pending return.
-func (r *Returns) Drain(ctx context.Context) error {
-	for {
-		rets, err := r.db.PendingReturns(ctx, 500)
+// settle deletes the rows of returns applied at least returnsSettle ago whose tombstone Redis
+// still holds; one whose tombstone is gone (Redis lost it) is applied again by the next pass.
+func (r *Returns) settle(ctx context.Context) error {
+	cutoff := time.Now().Add(-returnsSettle)
+	bySale := map[int64][]string{}
+	r.mu.Lock()
+	for id, a := range r.applied {
+		if a.at.Before(cutoff) {
+			bySale[a.saleID] = append(bySale[a.saleID], id)
+		}
+	}
+	r.mu.Unlock()
+	for sale, ids := range bySale {
+		gone, err := r.stock.AreGone(ctx, sale, ids)
 		if err != nil {
 			return err
 		}
-		if r.metrics != nil {
-			r.metrics.PendingReturns.Set(float64(len(rets)))
+		var done []string
+		for i, id := range ids {
+			if gone[i] {
+				done = append(done, id)
+			}
 		}
-		if len(rets) == 0 {
-			return nil
+		if err := r.db.DeleteReturns(ctx, done); err != nil {
+			return err
 		}
-		if n := r.Apply(ctx, rets); n < len(rets) || len(rets) < 500 {
-			return nil
+		r.mu.Lock()
+		for _, id := range ids {
+			delete(r.applied, id) // deleted, or to be applied again
+		}
+		r.mu.Unlock()
+	}
+	return nil
+}
+
+// Drain settles the returns applied earlier, then applies the pending ones (up to 2,000 a pass;
+// expiry and cancel apply theirs at once, this is the retry path).
+func (r *Returns) Drain(ctx context.Context) error {
+	if err := r.settle(ctx); err != nil {
+		return err
+	}
+	rets, err := r.db.PendingReturns(ctx, 2000)
+	if err != nil {
+		return err
+	}
+	if r.metrics != nil {
+		r.metrics.PendingReturns.Set(float64(len(rets)))
+	}
+	var todo []store.StockReturn
+	r.mu.Lock()
+	for _, ret := range rets {
+		if _, waiting := r.applied[ret.OrderID]; !waiting {
+			todo = append(todo, ret)
 		}
 	}
+	r.mu.Unlock()
+	r.Apply(ctx, todo)
+	return nil
 }

@@ -44,6 +44,7 @@ func SaleStatus(startsAt, endsAt, now time.Time) string {
 // NewSale is what a merchant asks to create.
 type NewSale struct {
 	Name                 string
+	Description          string // optional
 	StartsAt             time.Time
 	EndsAt               time.Time
 	Items                []NewItem
@@ -62,6 +63,7 @@ type NewItem struct {
 	Name       string
 	PriceCents int64
 	Quantity   int64
+	ImageURL   string // optional, https only
 }
 
 // itemInfo is what the purchase path needs to know of an item, cached in process.
@@ -194,6 +196,10 @@ func (s *Sales) create(ctx context.Context, merchantID int64, in NewSale) (store
 	}
 	sale := store.Sale{MerchantID: merchantID, Name: strings.TrimSpace(in.Name), StartsAt: in.StartsAt.UTC(), EndsAt: in.EndsAt.UTC(),
 		PaymentWindowSeconds: int(s.payWindow / time.Second), PurchaseLimit: store.LimitPerSale, Currency: "CNY"}
+	if err := validDescription(in.Description); err != nil {
+		return store.Sale{}, err
+	}
+	sale.Description = optText(in.Description)
 	if w := in.PaymentWindowSeconds; w != nil {
 		if *w < 1 || *w > 86400 {
 			return store.Sale{}, Errorf(CodeInvalidInput, "paymentWindowSeconds must be between 1 and 86400 (a day)")
@@ -230,7 +236,13 @@ func (s *Sales) create(ctx context.Context, merchantID int64, in NewSale) (store
 		if it.Quantity < 1 || it.Quantity > maxQuantity {
 			return store.Sale{}, Errorf(CodeInvalidInput, "items[%d].quantity must be between 1 and %d", i, maxQuantity)
 		}
-		sale.Items = append(sale.Items, store.Item{Name: strings.TrimSpace(it.Name), PriceCents: it.PriceCents, Quantity: int(it.Quantity)})
+		if it.ImageURL != "" {
+			if err := validImageURL(fmt.Sprintf("items[%d].imageUrl", i), it.ImageURL); err != nil {
+				return store.Sale{}, err
+			}
+		}
+		sale.Items = append(sale.Items, store.Item{Name: strings.TrimSpace(it.Name), PriceCents: it.PriceCents, Quantity: int(it.Quantity),
+			ImageURL: optText(it.ImageURL)})
 	}
 	if err := s.db.CreateSale(ctx, &sale); err != nil {
 		return store.Sale{}, unavailable(err)
@@ -260,7 +272,9 @@ func (s *Sales) getRow(ctx context.Context, saleID int64) (store.Sale, error) {
 }
 
 // cachedRow returns a sale from the in-process catalog cache (a few seconds old at most; unknown
-// ids are remembered too). Sales never change their times or items once created.
+// ids are remembered too). An edit, pause or resume drops this instance's entry at once; other
+// instances see it within catalogTTL (the reserve script and the token issuer read pause and the
+// sale's times from Redis, so they never wait for that).
 func (s *Sales) cachedRow(ctx context.Context, saleID int64) (store.Sale, error) {
 	c, err := s.salesCache.get(ctx, saleID, func(ctx context.Context) (cachedSale, error) {
 		sale, err := s.getRow(ctx, saleID)

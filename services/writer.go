@@ -45,6 +45,8 @@ type Writer struct {
 	// AfterCommit, if set, runs after a batch commits and before anything is acknowledged; an
 	// error stops the writer there (tests use it to kill the writer at the worst moment).
 	AfterCommit func() error
+
+	rate *Throughput // the orders this writer takes off the queue per second (SetThroughput)
 }
 
 // NewWriter returns a writer.
@@ -182,11 +184,24 @@ func (w *Writer) fail(ctx context.Context, m store.Delivery, err error, backoff 
 	w.log.Error("writer: message refused on every delivery, dead-lettered", "seq", m.Seq(), "err", err)
 	var env store.Envelope
 	_ = json.Unmarshal(m.Data(), &env)
+	// An order an earlier delivery did write stays: only the unwritten ones are given back.
+	ids := make([]string, len(env.Orders))
+	for i, o := range env.Orders {
+		ids[i] = o.OrderID
+	}
+	written, xerr := w.db.ExistingOrders(ctx, ids)
+	if xerr != nil {
+		_ = m.Nak(backoff)
+		return
+	}
 	if perr := w.q.PublishDead(ctx, fmt.Sprintf("poison-%d", m.Seq()), env.Orders, reason); perr != nil {
 		_ = m.Nak(backoff)
 		return
 	}
 	for _, o := range env.Orders {
+		if st, ok := written[o.OrderID]; ok && st != store.StatusFailed {
+			continue
+		}
 		if _, rerr := w.releaseRefused(ctx, newOrderOf(o), reason); rerr != nil {
 			w.log.Warn("writer: dead-lettered reservation not released; orphan recovery will", "order", o.OrderID, "err", rerr)
 		}
@@ -230,6 +245,7 @@ type refusal struct {
 // process writes one fetched batch, in named steps. It returns an error (and acks nothing) when a
 // component fails; every step is idempotent, so the redelivered batch is simply done again.
 func (w *Writer) process(ctx context.Context, msgs []store.Delivery) error {
+	started := time.Now()
 	b := &batch{}
 	if err := w.decode(ctx, msgs, b); err != nil {
 		return err
@@ -258,6 +274,9 @@ func (w *Writer) process(ctx context.Context, msgs []store.Delivery) error {
 	w.settle(ctx, b)
 	w.count("written", len(b.inserted))
 	w.count("redelivered", len(b.existing))
+	if w.rate != nil {
+		w.rate.Observe(len(b.orders), time.Since(started))
+	}
 	for _, m := range msgs {
 		if err := m.Ack(); err != nil {
 			w.log.Warn("writer: ack failed; the batch will be redelivered and skipped as written", "err", err)

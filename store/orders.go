@@ -130,19 +130,21 @@ func ErrorCause(err error) string {
 	return "other"
 }
 
-// IsPermanent reports whether a Postgres error will recur however often the same statement is
-// retried (bad data, a constraint), as opposed to Postgres being unreachable, restarting,
-// overloaded, or a transaction losing a race (serialization failure, deadlock).
+// IsPermanent reports whether a Postgres error is about the data itself, so it will recur
+// however often the same statement is retried: a data exception (class 22: a value out of range,
+// malformed) or an integrity constraint (class 23). Everything else (unreachable, restarting,
+// read-only after a failover, permissions, a schema mid-deploy, a lost race) is transient: the
+// writer retries it for as long as it lasts and never drops an acknowledged order over it.
 func IsPermanent(err error) bool {
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) || len(pe.Code) < 2 {
 		return false
 	}
 	switch pe.Code[:2] {
-	case "08", "40", "53", "54", "55", "57", "58", "XX":
-		return false
+	case "22", "23":
+		return true
 	}
-	return true
+	return false
 }
 
 // InsertFailedOrder records an order the writer will not write as FAILED, with the reason, so
@@ -283,11 +285,12 @@ func (d *DB) PayOrder(ctx context.Context, id string, userID int64) (bool, error
 // StockReturn is a unit Postgres gave back (an order EXPIRED or CANCELLED) that Redis must get
 // back too; the row lives until it has.
 type StockReturn struct {
-	OrderID string
-	SaleID  int64
-	ItemID  int64
-	UserID  int64
-	Reason  string
+	OrderID  string
+	SaleID   int64
+	ItemID   int64
+	UserID   int64
+	Reason   string
+	SaleOver bool `gorm:"->"` // the sale ended over an hour ago (PendingReturns only)
 }
 
 // endOrders moves the PENDING orders that where selects (a subquery of order ids, locked) to
@@ -352,8 +355,10 @@ func (d *DB) CancelOrder(ctx context.Context, o Order, userID int64) ([]StockRet
 // PendingReturns lists stock returns Redis has not confirmed yet, oldest first.
 func (d *DB) PendingReturns(ctx context.Context, limit int) ([]StockReturn, error) {
 	var out []StockReturn
-	err := d.g.WithContext(ctx).Raw(`SELECT order_id::text AS order_id, sale_id, item_id, user_id, reason FROM stock_returns
-		ORDER BY created_at LIMIT ?`, limit).Scan(&out).Error
+	err := d.g.WithContext(ctx).Raw(`SELECT r.order_id::text AS order_id, r.sale_id, r.item_id, r.user_id, r.reason,
+			s.ends_at < now() - interval '1 hour' AS sale_over
+		FROM stock_returns r JOIN sales s ON s.id = r.sale_id
+		ORDER BY r.created_at LIMIT ?`, limit).Scan(&out).Error
 	if err != nil {
 		return nil, fmt.Errorf("stock returns: %w", err)
 	}
@@ -388,15 +393,16 @@ func (d *DB) RebuildSnapshot(ctx context.Context, saleID int64) (Snapshot, error
 			PurchaseLimit string
 			StartsAt      time.Time
 			EndsAt        time.Time
+			Paused        bool
 		}
 		if err := tx.Raw(`UPDATE sales SET redis_epoch = redis_epoch + 1 WHERE id = ?
-			RETURNING redis_epoch, purchase_limit, starts_at, ends_at`, saleID).Scan(&sale).Error; err != nil {
+			RETURNING redis_epoch, purchase_limit, starts_at, ends_at, paused`, saleID).Scan(&sale).Error; err != nil {
 			return err
 		}
 		if sale.RedisEpoch == 0 {
 			return ErrNotFound
 		}
-		snap.Epoch, snap.Limit, snap.StartsAt, snap.EndsAt = sale.RedisEpoch, sale.PurchaseLimit, sale.StartsAt, sale.EndsAt
+		snap.Epoch, snap.Limit, snap.StartsAt, snap.EndsAt, snap.Paused = sale.RedisEpoch, sale.PurchaseLimit, sale.StartsAt, sale.EndsAt, sale.Paused
 		var items []struct {
 			ID       int64
 			Quantity int64

@@ -61,8 +61,10 @@ type Sale struct {
 	PaymentWindowSeconds int
 	PurchaseLimit        string // LimitPerSale or LimitPerItem
 	Currency             string
-	RedisEpoch           int64  `gorm:"->"` // bumped by rebuilds only
-	Items                []Item `gorm:"foreignKey:SaleID"`
+	Description          *string // optional, at most 2,000 characters
+	Paused               bool    // purchases and purchase tokens answer 503 PAUSED
+	RedisEpoch           int64   `gorm:"->"` // bumped by rebuilds only
+	Items                []Item  `gorm:"foreignKey:SaleID"`
 }
 
 // Item is a row of items: one product of a sale with its quantity and units sold.
@@ -74,7 +76,8 @@ type Item struct {
 	PriceCents int64
 	Quantity   int
 	Sold       int
-	MaxSeq     int64 `gorm:"->"` // written by the writer only
+	ImageURL   *string // optional, https only
+	MaxSeq     int64   `gorm:"->"` // written by the writer only
 }
 
 // Order is a row of orders.

@@ -22,6 +22,7 @@ var (
 	ErrRedisWentBack    = errors.New("redis lost reservations (its counter went back); the sale is rebuilt from postgres")
 	ErrNotStarted       = errors.New("the sale has not started (redis clock)")
 	ErrEnded            = errors.New("the sale has ended (redis clock)")
+	ErrPaused           = errors.New("the merchant paused the sale")
 )
 
 // Purchase limits: one unit per shopper in the whole sale, or per item.
@@ -40,6 +41,7 @@ type Stock struct {
 	load     *redis.Script
 	claim    *redis.Script
 	markLost *redis.Script
+	adjust   *redis.Script
 }
 
 // NewStock returns a Stock on rdb; scripts run with EVALSHA and fall back to EVAL on NOSCRIPT.
@@ -51,6 +53,7 @@ func NewStock(rdb redis.UniversalClient) *Stock {
 		load:     redis.NewScript(lua.Load),
 		claim:    redis.NewScript(lua.Claim),
 		markLost: redis.NewScript(lua.MarkLost),
+		adjust:   redis.NewScript(lua.Adjust),
 	}
 }
 
@@ -157,6 +160,8 @@ func (s *Stock) Reserve(ctx context.Context, a Attempt) (Reservation, error) {
 		return r, ErrNotStarted
 	case -7:
 		return r, ErrEnded
+	case -8:
+		return r, ErrPaused
 	}
 	if code < 0 {
 		return r, fmt.Errorf("reserve: unknown code %d", code)
@@ -193,6 +198,9 @@ const (
 	Released
 	// Claimed: the writer holds the order from the queue; it will be written, not released.
 	Claimed
+	// RetryLater: ReturnUnit on a sale Redis does not hold healthy (not loaded, or lost): its
+	// rebuild from Postgres will count the unit; keep the return until then.
+	RetryLater
 )
 
 // OrderRef names one order and where its unit lives.
@@ -285,6 +293,7 @@ type Snapshot struct {
 	Items    []int64         // item ids, in order
 	Buyers   map[string]string
 	Gone     []string // orders whose unit Postgres gave back and Redis may not have yet
+	Paused   bool
 }
 
 // Load (re)builds a sale's keys from a Postgres snapshot when the sale is not loaded or marked
@@ -293,8 +302,12 @@ type Snapshot struct {
 // It reports whether it loaded now.
 func (s *Stock) Load(ctx context.Context, snap Snapshot, voidTokens time.Duration) (bool, error) {
 	keys := []string{MetaKey(snap.SaleID), BuyersKey(snap.SaleID), InFlightKey(snap.SaleID), GoneKey(snap.SaleID)}
-	args := make([]any, 0, 7+len(snap.Items)+2*len(snap.Buyers)+len(snap.Gone))
-	args = append(args, snap.Epoch, snap.Limit, snap.StartsAt.UnixMilli(), snap.EndsAt.UnixMilli(), snap.MaxSeq, voidTokens.Milliseconds(), len(snap.Buyers))
+	args := make([]any, 0, 8+len(snap.Items)+2*len(snap.Buyers)+len(snap.Gone))
+	paused := "0"
+	if snap.Paused {
+		paused = "1"
+	}
+	args = append(args, snap.Epoch, snap.Limit, snap.StartsAt.UnixMilli(), snap.EndsAt.UnixMilli(), snap.MaxSeq, voidTokens.Milliseconds(), len(snap.Buyers), paused)
 	for _, it := range snap.Items {
 		keys = append(keys, StockKey(snap.SaleID, it))
 		args = append(args, snap.Left[it])
@@ -538,15 +551,17 @@ func (s *Stock) View(ctx context.Context, saleID int64, items []int64, gone []st
 	return v, nil
 }
 
-// IsAnswered reports whether err is an answer of Redis or Postgres refusing the request itself
-// (an error reply, bad data, a constraint), as opposed to a component being unreachable: retrying
-// the same request will fail the same way.
+// IsAnswered reports whether err is an answer refusing the request itself, so the same request
+// will fail the same way: a Postgres data or constraint error (IsPermanent), or a Redis script
+// that failed on its input (a runtime error in the script, a key of the wrong type). A Redis out
+// of memory, unable to persist (MISCONF), without replicas, loading, read-only or unreachable is
+// transient: retried, never taken for a bad message.
 func IsAnswered(err error) bool {
 	var re redis.Error
-	if errors.As(err, &re) && !strings.HasPrefix(re.Error(), "LOADING") && !strings.HasPrefix(re.Error(), "BUSY") &&
-		!strings.HasPrefix(re.Error(), "READONLY") && !strings.HasPrefix(re.Error(), "CLUSTERDOWN") &&
-		!strings.HasPrefix(re.Error(), "TRYAGAIN") && !strings.HasPrefix(re.Error(), "MOVED") && !strings.HasPrefix(re.Error(), "ASK") {
-		return true
+	if errors.As(err, &re) {
+		msg := re.Error()
+		return strings.HasPrefix(msg, "WRONGTYPE") || strings.Contains(msg, "user_script") ||
+			strings.HasPrefix(msg, "ERR Error running script")
 	}
 	return IsPermanent(err)
 }

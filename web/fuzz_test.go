@@ -87,6 +87,25 @@ func (fakeCatalog) AdminStock(context.Context, int64, int64) ([]services.AdminIt
 	return nil, nil
 }
 
+// fakeAdmin answers the sale administration routes with the fake sale (404 for any other id).
+type fakeAdmin struct{}
+
+func (fakeAdmin) Edit(ctx context.Context, _, id int64, _ services.SaleEdit) (services.Sale, error) {
+	return fakeCatalog{}.Get(ctx, id)
+}
+func (fakeAdmin) Pause(ctx context.Context, _, id int64) (services.Sale, error) {
+	return fakeCatalog{}.Get(ctx, id)
+}
+func (fakeAdmin) Resume(ctx context.Context, _, id int64) (services.Sale, error) {
+	return fakeCatalog{}.Get(ctx, id)
+}
+func (fakeAdmin) End(ctx context.Context, _, id int64) (services.Sale, error) {
+	return fakeCatalog{}.Get(ctx, id)
+}
+func (fakeAdmin) Warm(ctx context.Context, _, id int64) (services.Sale, error) {
+	return fakeCatalog{}.Get(ctx, id)
+}
+
 type fakeAccounts struct{}
 
 func (fakeAccounts) NewCaptcha(context.Context, string) (string, string, error) {
@@ -107,7 +126,7 @@ func fuzzRouter(auth *services.Auth) http.Handler {
 	return NewRouter(Config{
 		Log:      log,
 		Verifier: auth,
-		API:      &handlers.API{Accounts: fakeAccounts{}, Catalog: fakeCatalog{}, Shop: fakeShop{}, Log: log, Now: now, SessionTTL: time.Hour},
+		API:      &handlers.API{Accounts: fakeAccounts{}, Catalog: fakeCatalog{}, Shop: fakeShop{}, Admin: fakeAdmin{}, Log: log, Now: now, SessionTTL: time.Hour},
 		Pages:    &handlers.Pages{Catalog: fakeCatalog{}, Log: log, Now: now},
 		Registry: prometheus.NewRegistry(),
 	})
@@ -131,6 +150,8 @@ func FuzzRouter(f *testing.F) {
 		{"POST", "/api/flash-sales/orders/%00/pay", "", shopper, ""},
 		{"POST", "/api/admin/sales", `{"name":"x","startsAt":"2026-01-01T00:00:00Z","endsAt":"bad","items":[]}`, merchant, ""},
 		{"GET", "/api/admin/sales/1/stock", "", shopper, ""},
+		{"PATCH", "/api/admin/sales/1", `{"name":"y","items":[{"itemId":"1","quantity":2},{"name":"n","priceCents":1,"quantity":1}]}`, merchant, ""},
+		{"POST", "/api/admin/sales/1/pause", "", merchant, ""},
 		{"GET", "/sales/1", "", "", ""},
 		{"GET", "/orders/not-an-id", "", "", ""},
 		{"GET", "/api/flash-sales/1/stock", "", "", ""},

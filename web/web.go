@@ -73,6 +73,13 @@ func NewRouter(cfg Config) *gin.Engine {
 	r.POST("/api/admin/sales", merchant, api.CreateSale)
 	r.GET("/api/admin/sales", merchant, api.AdminSales)
 	r.GET("/api/admin/sales/:saleId/stock", merchant, api.AdminStock)
+	r.PATCH("/api/admin/sales/:saleId", merchant, api.EditSale)
+	r.POST("/api/admin/sales/:saleId/pause", merchant, api.PauseSale)
+	r.POST("/api/admin/sales/:saleId/resume", merchant, api.ResumeSale)
+	r.POST("/api/admin/sales/:saleId/end", merchant, api.EndSale)
+	r.POST("/api/admin/sales/:saleId/warm", merchant, api.WarmSale)
+	r.GET("/api/admin/sales/:saleId/orders", merchant, api.AdminOrders)
+	r.GET("/api/admin/sales/:saleId/orders.csv", merchant, api.AdminOrdersCSV)
 
 	r.GET("/", pages.Home)
 	r.GET("/sales/:saleId", pages.Sale)

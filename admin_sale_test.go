@@ -1,0 +1,276 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/store"
+)
+
+// Issue 9's sale administration: PATCH, pause, resume, end and warm.
+
+func (h *harness) patchSale(bearer string, saleID int64, body any) response {
+	h.t.Helper()
+	return h.do("PATCH", fmt.Sprintf("/api/admin/sales/%d", saleID), bearer, body)
+}
+
+func (h *harness) saleAction(bearer string, saleID int64, action string) response {
+	h.t.Helper()
+	return h.do("POST", fmt.Sprintf("/api/admin/sales/%d/%s", saleID, action), bearer, nil)
+}
+
+func (h *harness) meta(saleID int64, field string) string {
+	h.t.Helper()
+	v, _ := h.app.rdb.HGet(context.Background(), store.MetaKey(saleID), field).Result()
+	return v
+}
+
+func wantAdminCode(t *testing.T, what string, r response, status int, code services.Code) {
+	t.Helper()
+	if r.Status != status || r.str("error") != string(code) || r.str("message") == "" {
+		t.Errorf("%s: %d %s; want %d %s with a message", what, r.Status, r.Raw, status, code)
+	}
+}
+
+func itemsOf(r response) []map[string]any {
+	var out []map[string]any
+	its, _ := r.Body["items"].([]any)
+	for _, it := range its {
+		out = append(out, it.(map[string]any))
+	}
+	return out
+}
+
+func TestAdminEditUpcomingSale(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	merchant := h.token(9000, services.RoleMerchant)
+	start := time.Now().Add(time.Hour).Truncate(time.Second)
+	s := h.createSaleWith(map[string]any{"description": "first", "items": []map[string]any{
+		{"name": "a", "priceCents": 100, "quantity": 5, "imageUrl": "https://img.example/a.png"},
+		{"name": "b", "priceCents": 200, "quantity": 3}}}, start, 5, 3)
+	a, b := s.items[0], s.items[1]
+	if got := h.do("GET", fmt.Sprintf("/api/flash-sales/%d", s.sale), "", nil); got.str("description") != "first" ||
+		itemsOf(got)[0]["imageUrl"] != "https://img.example/a.png" {
+		t.Errorf("created sale = %s; want its description and image", got.Raw)
+	}
+
+	// Refusals change nothing, not even their valid fields.
+	bad := []map[string]any{
+		{"name": "x", "purchaseLimit": "per-shopper"},
+		{"name": "x", "endsAt": start.Add(-time.Minute).UTC().Format(time.RFC3339)},
+		{"name": "x", "endsAt": start.Add(31 * 24 * time.Hour).UTC().Format(time.RFC3339)},
+		{"name": "x", "paymentWindowSeconds": 0},
+		{"name": "x", "currency": "GBP"},
+		{"name": "  "},
+		{"name": "x", "description": strings.Repeat("d", 2001)},
+		{"name": "x", "items": []map[string]any{{"itemId": strconv.FormatInt(a, 10), "quantity": 0}}},
+		{"name": "x", "items": []map[string]any{{"itemId": strconv.FormatInt(a, 10), "priceCents": -1}}},
+		{"name": "x", "items": []map[string]any{{"itemId": strconv.FormatInt(a, 10), "imageUrl": "http://img.example/a.png"}}},
+		{"name": "x", "items": []map[string]any{{"itemId": "999999999", "quantity": 2}}},
+		{"name": "x", "items": []map[string]any{{"name": "no price", "quantity": 2}}},
+		{"name": "x", "startsAt": "tomorrow"},
+	}
+	for i, body := range bad {
+		wantAdminCode(t, fmt.Sprintf("bad edit %d", i), h.patchSale(merchant, s.sale, body), http.StatusBadRequest, services.CodeInvalidInput)
+	}
+	var many []map[string]any
+	for i := 0; i < 49; i++ {
+		many = append(many, map[string]any{"name": fmt.Sprintf("n%d", i), "priceCents": 1, "quantity": 1})
+	}
+	wantAdminCode(t, "51 items", h.patchSale(merchant, s.sale, map[string]any{"items": many}), http.StatusBadRequest, services.CodeInvalidInput)
+	wantAdminCode(t, "another merchant's sale", h.patchSale(h.token(9001, services.RoleMerchant), s.sale, map[string]any{"name": "mine"}),
+		http.StatusNotFound, services.CodeNotFound)
+	if got := h.do("GET", fmt.Sprintf("/api/flash-sales/%d", s.sale), "", nil); got.str("name") != "test sale" {
+		t.Errorf("after refusals the sale is %s", got.Raw)
+	}
+
+	// Every field at once, before the start.
+	newStart := start.Add(time.Hour)
+	r := h.patchSale(merchant, s.sale, map[string]any{
+		"name": "renamed", "description": "now with words", "startsAt": newStart.UTC().Format(time.RFC3339),
+		"endsAt": newStart.Add(2 * time.Hour).UTC().Format(time.RFC3339), "paymentWindowSeconds": 120,
+		"purchaseLimit": "per-item", "currency": "USD",
+		"items": []map[string]any{
+			{"itemId": strconv.FormatInt(a, 10), "quantity": 8, "name": "a2", "priceCents": 150, "imageUrl": ""},
+			{"name": "c", "priceCents": 300, "quantity": 4, "imageUrl": "https://img.example/c.png"},
+		},
+	})
+	if r.Status != http.StatusOK {
+		t.Fatalf("edit: %d %s", r.Status, r.Raw)
+	}
+	its := itemsOf(r)
+	if r.str("name") != "renamed" || r.str("description") != "now with words" || r.str("startsAt") != newStart.UTC().Format(time.RFC3339) ||
+		r.Body["paymentWindowSeconds"] != float64(120) || r.str("purchaseLimit") != "per-item" || r.str("currency") != "USD" ||
+		len(its) != 3 || its[0]["name"] != "a2" || its[0]["quantity"] != float64(8) || its[0]["imageUrl"] != nil ||
+		its[1]["itemId"] != strconv.FormatInt(b, 10) || its[2]["name"] != "c" || its[2]["imageUrl"] != "https://img.example/c.png" {
+		t.Fatalf("edited sale = %s", r.Raw)
+	}
+	c, _ := strconv.ParseInt(its[2]["itemId"].(string), 10, 64)
+	s.items = append(s.items, c)
+	// Redis follows: stock deltas, the added item's key, the meta the reserve script reads.
+	if ga, gb, gc := h.redisStock(s, a), h.redisStock(s, b), h.redisStock(s, c); ga != 8 || gb != 3 || gc != 4 {
+		t.Errorf("redis stock a, b, c = %d, %d, %d; want 8, 3, 4", ga, gb, gc)
+	}
+	if st, lim := h.meta(s.sale, "starts"), h.meta(s.sale, "limit"); st != strconv.FormatInt(newStart.UnixMilli(), 10) || lim != "per-item" {
+		t.Errorf("meta starts, limit = %s, %s; want %d, per-item", st, lim, newStart.UnixMilli())
+	}
+	if got := h.do("GET", fmt.Sprintf("/api/flash-sales/%d", s.sale), "", nil); got.str("name") != "renamed" || got.str("description") != "now with words" {
+		t.Errorf("GET after the edit = %s", got.Raw)
+	}
+	// A lower quantity, nothing sold: fine.
+	if r := h.patchSale(merchant, s.sale, map[string]any{"items": []map[string]any{{"itemId": strconv.FormatInt(b, 10), "quantity": 1}}}); r.Status != http.StatusOK {
+		t.Fatalf("lower quantity: %d %s", r.Status, r.Raw)
+	}
+	if got := h.redisStock(s, b); got != 1 {
+		t.Errorf("redis stock b = %d, want 1", got)
+	}
+	h.checkInvariants(s)
+}
+
+func TestAdminEditStartedSale(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	merchant := h.token(9000, services.RoleMerchant)
+	s := h.liveSale(3, 2)
+	a, b := s.items[0], s.items[1]
+	id := func(n int64) string { return strconv.FormatInt(n, 10) }
+
+	wantAdminCode(t, "move a started sale's start", h.patchSale(merchant, s.sale, map[string]any{"startsAt": time.Now().Add(time.Hour).UTC().Format(time.RFC3339)}),
+		http.StatusConflict, services.CodeSaleStarted)
+	wantAdminCode(t, "currency of a started sale", h.patchSale(merchant, s.sale, map[string]any{"currency": "EUR"}), http.StatusConflict, services.CodeSaleStarted)
+	wantAdminCode(t, "limit of a started sale", h.patchSale(merchant, s.sale, map[string]any{"purchaseLimit": "per-item"}), http.StatusConflict, services.CodeSaleStarted)
+	wantAdminCode(t, "add to a started sale", h.patchSale(merchant, s.sale, map[string]any{"items": []map[string]any{{"name": "x", "priceCents": 1, "quantity": 1}}}),
+		http.StatusConflict, services.CodeSaleStarted)
+
+	// Two units of a sold: its quantity cannot go below 2.
+	for u := int64(1); u <= 2; u++ {
+		tok := h.token(u, services.RoleShopper)
+		if r := h.buy(tok, a, h.purchaseToken(tok, s.sale)); r.Status != http.StatusAccepted {
+			t.Fatalf("buy: %d %s", r.Status, r.Raw)
+		}
+	}
+	h.drain(s)
+	wantAdminCode(t, "below units sold", h.patchSale(merchant, s.sale, map[string]any{"items": []map[string]any{{"itemId": id(a), "quantity": 1}}}),
+		http.StatusConflict, services.CodeQuantityTooLow)
+
+	// Both units of b held by reservations in flight (not in Postgres yet): b cannot go to 1.
+	ctx := context.Background()
+	exp, _ := h.app.stock.Now(ctx)
+	var held []store.OrderRef
+	for u := int64(3); u <= 4; u++ {
+		oid := services.NewOrderID(b, time.Now())
+		at := store.Attempt{SaleID: s.sale, ItemID: b, UserID: u, OrderID: oid, Nonce: "adm" + id(u), TokenExpires: exp.Add(time.Minute)}
+		if _, err := h.app.stock.Reserve(ctx, at); err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, store.OrderRef{SaleID: s.sale, ItemID: b, UserID: u, OrderID: oid})
+	}
+	wantAdminCode(t, "below units held in flight", h.patchSale(merchant, s.sale, map[string]any{"name": "changed", "items": []map[string]any{{"itemId": id(b), "quantity": 1}}}),
+		http.StatusConflict, services.CodeQuantityTooLow)
+	if got := h.redisStock(s, b); got != 0 {
+		t.Errorf("refused edit moved b's redis stock to %d", got)
+	}
+	if n := h.sqlInt(`SELECT count(*) FROM sales WHERE id = ? AND name = 'changed'`, s.sale); n != 0 {
+		t.Errorf("refused edit saved the name")
+	}
+	for _, ref := range held {
+		if _, err := h.app.stock.Release(ctx, ref, store.ReleaseUnsold); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Raising a sold-out item's quantity: Redis follows and a purchase works.
+	tok := h.token(5, services.RoleShopper)
+	if r := h.buy(tok, a, h.purchaseToken(tok, s.sale)); r.Status != http.StatusAccepted {
+		t.Fatalf("third unit: %d %s", r.Status, r.Raw)
+	}
+	tok6 := h.token(6, services.RoleShopper)
+	wantAdminCode(t, "sold out", h.buy(tok6, a, h.purchaseToken(tok6, s.sale)), http.StatusGone, services.CodeSoldOut)
+	if r := h.patchSale(merchant, s.sale, map[string]any{"items": []map[string]any{{"itemId": id(a), "quantity": 5}}}); r.Status != http.StatusOK {
+		t.Fatalf("raise quantity: %d %s", r.Status, r.Raw)
+	}
+	if got := h.redisStock(s, a); got != 2 {
+		t.Errorf("redis stock a after raising to 5 with 3 sold = %d, want 2", got)
+	}
+	if r := h.buy(tok6, a, h.purchaseToken(tok6, s.sale)); r.Status != http.StatusAccepted {
+		t.Fatalf("buy after raising the quantity: %d %s", r.Status, r.Raw)
+	}
+	h.checkInvariants(s)
+}
+
+func TestAdminPauseResumeOnTwoInstances(t *testing.T) {
+	h1 := newHarness(t, harnessOpts{})
+	h2 := newHarness(t, harnessOpts{shared: h1})
+	merchant := h1.token(9000, services.RoleMerchant)
+	s := h1.liveSale(5)
+	item := s.items[0]
+	u1, u2 := h1.token(1, services.RoleShopper), h1.token(2, services.RoleShopper)
+	// Tokens issued before the pause (each instance has the sale in its catalog cache now).
+	t1, t2 := h1.purchaseToken(u1, s.sale), h2.purchaseToken(u2, s.sale)
+
+	if r := h1.saleAction(merchant, s.sale, "pause"); r.Status != http.StatusOK || r.Body["paused"] != true {
+		t.Fatalf("pause: %d %s", r.Status, r.Raw)
+	}
+	wantAdminCode(t, "purchase on instance 1 while paused", h1.buy(u1, item, t1), http.StatusServiceUnavailable, services.CodePaused)
+	wantAdminCode(t, "purchase on instance 2 while paused", h2.buy(u2, item, t2), http.StatusServiceUnavailable, services.CodePaused)
+	for i, h := range []*harness{h1, h2} {
+		c := h.do("POST", fmt.Sprintf("/api/flash-sales/%d/captcha", s.sale), u1, nil)
+		r := h.do("POST", fmt.Sprintf("/api/flash-sales/%d/purchase-token", s.sale), u1, map[string]string{"captchaId": c.str("captchaId"), "answer": "test"})
+		wantAdminCode(t, fmt.Sprintf("purchase token on instance %d while paused", i+1), r, http.StatusServiceUnavailable, services.CodePaused)
+	}
+	if r := h1.do("GET", fmt.Sprintf("/api/admin/sales/%d/stock", s.sale), merchant, nil); r.Body["paused"] != true {
+		t.Errorf("merchant stock view while paused = %s", r.Raw)
+	}
+	wantAdminCode(t, "another merchant pauses", h1.saleAction(h1.token(9001, services.RoleMerchant), s.sale, "resume"), http.StatusNotFound, services.CodeNotFound)
+
+	if r := h2.saleAction(merchant, s.sale, "resume"); r.Status != http.StatusOK || r.Body["paused"] != nil {
+		t.Fatalf("resume: %d %s", r.Status, r.Raw)
+	}
+	// The paused refusals did not use the tokens.
+	if r := h1.buy(u1, item, t1); r.Status != http.StatusAccepted {
+		t.Errorf("purchase on instance 1 after resume: %d %s", r.Status, r.Raw)
+	}
+	if r := h2.buy(u2, item, t2); r.Status != http.StatusAccepted {
+		t.Errorf("purchase on instance 2 after resume: %d %s", r.Status, r.Raw)
+	}
+	if r := h1.do("GET", fmt.Sprintf("/api/admin/sales/%d/stock", s.sale), merchant, nil); r.Body["paused"] != false {
+		t.Errorf("merchant stock view after resume = %s", r.Raw)
+	}
+	h2.drain(s)
+	h1.checkInvariants(s)
+}
+
+func TestAdminEndAndWarm(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	merchant := h.token(9000, services.RoleMerchant)
+	s := h.liveSale(2)
+	u := h.token(1, services.RoleShopper)
+	tok := h.purchaseToken(u, s.sale)
+	r := h.saleAction(merchant, s.sale, "end")
+	if r.Status != http.StatusOK || r.str("status") != services.SaleEnded {
+		t.Fatalf("end: %d %s", r.Status, r.Raw)
+	}
+	if ends, _ := strconv.ParseInt(h.meta(s.sale, "ends"), 10, 64); ends > time.Now().UnixMilli() {
+		t.Errorf("meta ends = %d, after now", ends)
+	}
+	wantAdminCode(t, "purchase after end", h.buy(u, s.items[0], tok), http.StatusGone, services.CodeSaleEnded)
+	h.checkInvariants(s)
+
+	// Warm: a sale whose Redis state is gone is loaded again at once.
+	w := h.createSale(time.Now().Add(time.Hour), 4)
+	ctx := context.Background()
+	h.app.rdb.Del(ctx, store.MetaKey(w.sale), store.StockKey(w.sale, w.items[0]))
+	wantAdminCode(t, "another merchant warms", h.saleAction(h.token(9001, services.RoleMerchant), w.sale, "warm"), http.StatusNotFound, services.CodeNotFound)
+	if r := h.saleAction(merchant, w.sale, "warm"); r.Status != http.StatusOK || r.str("saleId") != strconv.FormatInt(w.sale, 10) {
+		t.Fatalf("warm: %d %s", r.Status, r.Raw)
+	}
+	if h.meta(w.sale, "loadedAt") == "" || h.redisStock(w, w.items[0]) != 4 {
+		t.Errorf("after warm: meta %q, stock %d", h.meta(w.sale, "loadedAt"), h.redisStock(w, w.items[0]))
+	}
+	h.checkInvariants(w)
+}

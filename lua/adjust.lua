@@ -1,0 +1,39 @@
+-- adjust: a merchant's edit of a loaded sale, applied to Redis atomically (keys of one sale only).
+-- Run while the edit's Postgres transaction holds the sale's and items' rows, before it commits.
+-- KEYS[1] {sale:S}:meta, KEYS[2..] {sale:S}:stock:I of each item changed or added
+-- ARGV[1] P, the number of meta fields to set, then P pairs (field, value): starts, ends (unix ms),
+-- limit, paused ('1' or '0'); then, per stock key, a pair (delta, initial): an existing stock key
+-- moves by delta; a missing one is set to initial (an added item), unless initial is ''.
+-- Returns {1} when applied, {0} when the sale is not loaded or marked lost (nothing done: the
+-- next load reads Postgres), {-1, k, left} when the k-th stock key (1-based) holds fewer units
+-- than the decrease asks (they are sold or held by reservations in flight): nothing done.
+local m = redis.call('HMGET', KEYS[1], 'seq', 'lost')
+if not m[1] or m[2] == '1' then
+  return {0}
+end
+local p = tonumber(ARGV[1])
+local base = 2 + 2 * p
+local levels = {}
+for i = 2, #KEYS do
+  local d = tonumber(ARGV[base + 2 * (i - 2)])
+  local v = redis.call('GET', KEYS[i])
+  levels[i] = v
+  if v and tonumber(v) + d < 0 then
+    return {-1, i - 1, tonumber(v)}
+  end
+end
+for i = 2, #KEYS do
+  local d = tonumber(ARGV[base + 2 * (i - 2)])
+  local init = ARGV[base + 2 * (i - 2) + 1]
+  if levels[i] then
+    if d ~= 0 then
+      redis.call('INCRBY', KEYS[i], d)
+    end
+  elseif init ~= '' then
+    redis.call('SET', KEYS[i], init)
+  end
+end
+if p > 0 then
+  redis.call('HSET', KEYS[1], unpack(ARGV, 2, 1 + 2 * p))
+end
+return {1}

@@ -1,0 +1,144 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+	"gorm.io/gorm"
+)
+
+// ErrAdjustTooLow means Redis holds fewer units of an item than an edit's decrease asks: they are
+// sold or held by reservations in flight. Nothing was changed.
+var ErrAdjustTooLow = errors.New("fewer units left in redis than the decrease")
+
+// Adjustment is a merchant's edit of a loaded sale as Redis applies it (lua/adjust.lua).
+type Adjustment struct {
+	SaleID int64
+	Meta   map[string]string // meta fields to set: starts, ends (unix ms), limit, paused ("1"/"0")
+	Stock  []StockAdjust
+}
+
+// StockAdjust moves one item's stock by Delta, or creates it with Initial units (an added item).
+type StockAdjust struct {
+	ItemID  int64
+	Delta   int64
+	Initial *int64
+}
+
+// AdjustResult tells what Adjust did.
+type AdjustResult struct {
+	Applied bool  // false: the sale is not loaded or marked lost (the next load reads Postgres)
+	ItemID  int64 // with ErrAdjustTooLow: the item short of units
+	Left    int64 // with ErrAdjustTooLow: its units left in Redis
+}
+
+// Adjust applies an edit to a sale's Redis state atomically: every stock delta and meta field,
+// or nothing (ErrAdjustTooLow when a decrease would take an item's stock below zero).
+func (s *Stock) Adjust(ctx context.Context, a Adjustment) (AdjustResult, error) {
+	keys := []string{MetaKey(a.SaleID)}
+	args := []any{len(a.Meta)}
+	for k, v := range a.Meta {
+		args = append(args, k, v)
+	}
+	for _, st := range a.Stock {
+		keys = append(keys, StockKey(a.SaleID, st.ItemID))
+		init := ""
+		if st.Initial != nil {
+			init = fmt.Sprint(*st.Initial)
+		}
+		args = append(args, st.Delta, init)
+	}
+	v, err := s.adjust.Run(ctx, s.rdb, keys, args...).Int64Slice()
+	if err != nil {
+		return AdjustResult{}, fmt.Errorf("adjust(sale %d): %w", a.SaleID, err)
+	}
+	switch {
+	case len(v) == 1 && v[0] == 1:
+		return AdjustResult{Applied: true}, nil
+	case len(v) == 1 && v[0] == 0:
+		return AdjustResult{}, nil
+	case len(v) == 3 && v[0] == -1 && v[1] >= 1 && int(v[1]) <= len(a.Stock):
+		return AdjustResult{ItemID: a.Stock[v[1]-1].ItemID, Left: v[2]}, ErrAdjustTooLow
+	}
+	return AdjustResult{}, fmt.Errorf("adjust(sale %d): unexpected reply %v", a.SaleID, v)
+}
+
+// EditSale changes a sale in one transaction: it locks the sale's row and its items' rows, hands
+// the current sale (items in position order, with Sold) to edit, which returns the sale as it must
+// be (items with ID 0 are added), writes the difference, runs before (the Redis step; an error
+// rolls everything back) and commits. It returns the sale as stored.
+func (d *DB) EditSale(ctx context.Context, saleID int64, edit func(cur Sale) (Sale, error), before func(old, next Sale) error) (Sale, error) {
+	var out Sale
+	err := d.g.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var cur Sale
+		if err := tx.Raw(`SELECT * FROM sales WHERE id = ? FOR UPDATE`, saleID).Scan(&cur).Error; err != nil {
+			return err
+		}
+		if cur.ID == 0 {
+			return ErrNotFound
+		}
+		if err := tx.Raw(`SELECT * FROM items WHERE sale_id = ? ORDER BY id FOR UPDATE`, saleID).Scan(&cur.Items).Error; err != nil {
+			return err
+		}
+		sortItemsByPosition(cur.Items)
+		next, err := edit(cur)
+		if err != nil {
+			return err
+		}
+		if err := tx.Exec(`UPDATE sales SET name = ?, description = ?, starts_at = ?, ends_at = ?, payment_window_seconds = ?,
+				purchase_limit = ?, currency = ?, paused = ? WHERE id = ?`,
+			next.Name, next.Description, next.StartsAt, next.EndsAt, next.PaymentWindowSeconds, next.PurchaseLimit, next.Currency,
+			next.Paused, saleID).Error; err != nil {
+			return err
+		}
+		pos := len(cur.Items)
+		for i := range next.Items {
+			it := &next.Items[i]
+			if it.ID == 0 {
+				it.SaleID, it.Position = saleID, pos
+				pos++
+				if err := tx.Create(it).Error; err != nil {
+					return err
+				}
+				continue
+			}
+			if err := tx.Exec(`UPDATE items SET name = ?, price_cents = ?, quantity = ?, image_url = ? WHERE id = ? AND sale_id = ?`,
+				it.Name, it.PriceCents, it.Quantity, it.ImageURL, it.ID, saleID).Error; err != nil {
+				return err
+			}
+		}
+		if before != nil {
+			if err := before(cur, next); err != nil {
+				return err
+			}
+		}
+		out = next
+		return nil
+	})
+	if err != nil {
+		return Sale{}, err
+	}
+	return out, nil
+}
+
+func sortItemsByPosition(items []Item) {
+	for i := 1; i < len(items); i++ {
+		for j := i; j > 0 && items[j].Position < items[j-1].Position; j-- {
+			items[j], items[j-1] = items[j-1], items[j]
+		}
+	}
+}
+
+// Paused reads the paused field of a sale's meta (false when the sale is not loaded).
+func (s *Stock) Paused(ctx context.Context, saleID int64) (bool, error) {
+	v, err := s.rdb.HGet(ctx, MetaKey(saleID), "paused").Result()
+	if errors.Is(err, redis.Nil) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("paused(sale %d): %w", saleID, err)
+	}
+	return v == "1", nil
+}
