@@ -73,7 +73,7 @@ func (d *DB) EditSale(ctx context.Context, saleID int64, edit func(cur Sale) (Sa
 	var out Sale
 	err := d.g.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		var cur Sale
-		if err := tx.Raw(`SELECT * FROM sales WHERE id = ? FOR UPDATE`, saleID).Scan(&cur).Error; err != nil {
+		if err := tx.Raw(`SELECT * FROM sales WHERE id = ? FOR NO KEY UPDATE`, saleID).Scan(&cur).Error; err != nil {
 			return err
 		}
 		if cur.ID == 0 {
