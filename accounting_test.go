@@ -354,6 +354,10 @@ func TestOneTokenOneAttemptAndPerSaleLimit(t *testing.T) {
 	if got := h.sqlInt(`SELECT count(*) FROM orders WHERE sale_id = ? AND user_id = 1 AND status IN ('PENDING','PAID')`, perSale.sale); got != 1 {
 		t.Errorf("live orders of the shopper in the per-sale sale = %d, want 1", got)
 	}
+	// Redis's buyer entry names the order the shopper really holds, not the refused one.
+	if r := h.buy(alice, perSale.items[1], h.purchaseToken(alice, perSale.sale)); r.Status != http.StatusConflict || r.str("orderId") != first.str("orderId") {
+		t.Errorf("buy again after the refused duplicate: %d %s, want 409 naming the live order %s", r.Status, r.Raw, first.str("orderId"))
+	}
 	h.mu.Lock()
 	h.acked = []string{first.str("orderId"), second.str("orderId")}
 	h.mu.Unlock()

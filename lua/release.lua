@@ -1,7 +1,8 @@
 -- release: gives a unit back to a sale's stock, at most once per order (idempotent).
 -- KEYS[1] {sale:S}:meta, KEYS[2] {sale:S}:stock:I, KEYS[3] {sale:S}:buyers,
 -- KEYS[4] {sale:S}:inflight, KEYS[5] {sale:S}:gone
--- ARGV[1] order id, ARGV[2] the operation, ARGV[3] item id, ARGV[4] user id:
+-- ARGV[1] order id, ARGV[2] the operation, ARGV[3] item id, ARGV[4] user id, ARGV[5] (duplicate
+-- only) the live order the shopper holds:
 --   unsold     a reservation that never became an order (publish failed, orphan, unknown reserve
 --              outcome); refused once the writer has claimed it
 --   refused    the writer's release of an order Postgres refused (unit back, shopper freed)
@@ -37,14 +38,17 @@ local limit = redis.call('HGET', KEYS[1], 'limit')
 if not limit then
   return 1 -- not loaded: the rebuild from Postgres will count this order right
 end
-if op ~= 'duplicate' then
-  local member = user
-  if limit == 'per-item' then
-    member = ARGV[3] .. ':' .. user
+local member = user
+if limit == 'per-item' then
+  member = ARGV[3] .. ':' .. user
+end
+if op == 'duplicate' then
+  -- the shopper stays a buyer: of the live order they hold (ARGV[5]), which a 409 then names
+  if ARGV[5] and ARGV[5] ~= '' then
+    redis.call('HSET', KEYS[3], member, ARGV[5])
   end
-  if redis.call('HGET', KEYS[3], member) == ARGV[1] then
-    redis.call('HDEL', KEYS[3], member)
-  end
+elseif redis.call('HGET', KEYS[3], member) == ARGV[1] then
+  redis.call('HDEL', KEYS[3], member)
 end
 if op ~= 'noroom' then
   if redis.call('EXISTS', KEYS[2]) == 1 then

@@ -522,13 +522,19 @@ func refOf(o store.NewOrder) store.OrderRef {
 // a shopper refused for already holding a live order stays a buyer.
 func (w *Writer) releaseRefused(ctx context.Context, o store.NewOrder, reason string) (store.ReleaseOutcome, error) {
 	op := store.ReleaseRefused
+	ref := refOf(o)
 	switch reason {
 	case reasonNoRoom:
 		op = store.ReleaseNoRoom
 	case reasonDuplicate:
 		op = store.ReleaseDuplicate
+		held, err := w.db.HeldOrder(ctx, o.SaleID, o.ItemID, o.UserID)
+		if err != nil {
+			return store.NotInFlight, err
+		}
+		ref.HeldBy = held // the buyer entry names the order the shopper really holds
 	}
-	out, err := w.stock.Release(ctx, refOf(o), op)
+	out, err := w.stock.Release(ctx, ref, op)
 	if err == nil && out == store.Released && op != store.ReleaseNoRoom && w.soldOut != nil {
 		w.soldOut.Returned(o.ItemID)
 	}

@@ -160,6 +160,18 @@ func (d *DB) InsertFailedOrder(ctx context.Context, o NewOrder, reason string) (
 	return true, nil
 }
 
+// HeldOrder returns the live order (PENDING or PAID) that keeps a shopper from another one: of the
+// item, or of any item of the sale under a per-sale limit ("" when none).
+func (d *DB) HeldOrder(ctx context.Context, saleID, itemID, userID int64) (string, error) {
+	var id string
+	err := d.g.WithContext(ctx).Raw(`SELECT id::text FROM orders WHERE user_id = ? AND status IN ('PENDING','PAID')
+		AND (item_id = ? OR (per_sale AND sale_id = ?)) ORDER BY reserved_at LIMIT 1`, userID, itemID, saleID).Scan(&id).Error
+	if err != nil {
+		return "", fmt.Errorf("held order of user %d: %w", userID, err)
+	}
+	return id, nil
+}
+
 // ExistingOrders returns the status of each of ids that Postgres holds.
 func (d *DB) ExistingOrders(ctx context.Context, ids []string) (map[string]string, error) {
 	out := map[string]string{}

@@ -207,12 +207,13 @@ const (
 type OrderRef struct {
 	SaleID, ItemID, UserID int64
 	OrderID                string
+	HeldBy                 string // ReleaseDuplicate: the live order the shopper holds ("" if unknown)
 }
 
 // Release runs one release operation for an order. Idempotent: the unit goes back at most once.
 func (s *Stock) Release(ctx context.Context, o OrderRef, op ReleaseOp) (ReleaseOutcome, error) {
 	keys := []string{MetaKey(o.SaleID), StockKey(o.SaleID, o.ItemID), BuyersKey(o.SaleID), InFlightKey(o.SaleID), GoneKey(o.SaleID)}
-	n, err := s.release.Run(ctx, s.rdb, keys, o.OrderID, string(op), o.ItemID, o.UserID).Int64()
+	n, err := s.release.Run(ctx, s.rdb, keys, o.OrderID, string(op), o.ItemID, o.UserID, o.HeldBy).Int64()
 	if err != nil {
 		return NotInFlight, fmt.Errorf("release %s(sale %d, order %s): %w", op, o.SaleID, o.OrderID, err)
 	}
