@@ -46,11 +46,7 @@ func (a *API) AdminOrders(c *gin.Context) {
 		Error(c, a.Log, err)
 		return
 	}
-	cursor := c.Query("cursor")
-	if len(cursor) > 200 {
-		Error(c, a.Log, services.Errorf(services.CodeInvalidInput, "cursor is not one this server gave out"))
-		return
-	}
+	cursor := c.Query("cursor") // bounded and checked by the service's decoder
 	var userID int64
 	if v := c.Query("userId"); v != "" {
 		id, err := strconv.ParseInt(v, 10, 64)

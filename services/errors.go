@@ -75,3 +75,19 @@ func ErrorCode(err error) Code {
 	}
 	return CodeInternal
 }
+
+// errBadCursor answers a cursor this server did not give out.
+var errBadCursor = Errorf(CodeInvalidInput, "cursor is not one this server gave out; start from the first page without it")
+
+// cursorFrom decodes a client's cursor with decode: nil for "" (the first page), errBadCursor for
+// one this server did not give out.
+func cursorFrom[C any](cursor string, decode func(string) (C, bool)) (*C, error) {
+	if cursor == "" {
+		return nil, nil
+	}
+	c, ok := decode(cursor)
+	if !ok {
+		return nil, errBadCursor
+	}
+	return &c, nil
+}

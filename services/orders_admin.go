@@ -67,13 +67,9 @@ func (s *Sales) SaleOrders(ctx context.Context, merchantID, saleID int64, status
 	if userID < 0 {
 		return nil, "", Errorf(CodeInvalidInput, "userId must be a user id (a positive integer)")
 	}
-	var after *store.OrderCursor
-	if cursor != "" {
-		c, ok := store.DecodeOrderCursor(cursor)
-		if !ok {
-			return nil, "", Errorf(CodeInvalidInput, "cursor is not one this server gave out; start from the first page without it")
-		}
-		after = &c
+	after, err := cursorFrom(cursor, store.DecodeOrderCursor)
+	if err != nil {
+		return nil, "", err
 	}
 	if _, err := s.ownSale(ctx, merchantID, saleID); err != nil {
 		return nil, "", err

@@ -479,13 +479,9 @@ const MyOrdersPage = 20
 // first); next is "" on the last page. An order still QUEUED appears once written (usually within
 // a second); its id is in the 202 answer and in a 409 ALREADY_PURCHASED.
 func (p *Purchases) MyOrders(ctx context.Context, userID, saleID int64, cursor string) ([]OrderView, string, error) {
-	var after *store.OrderCursor
-	if cursor != "" {
-		c, ok := store.DecodeOrderCursor(cursor)
-		if !ok {
-			return nil, "", Errorf(CodeInvalidInput, "cursor is not one this server gave out; start from the first page without it")
-		}
-		after = &c
+	after, err := cursorFrom(cursor, store.DecodeOrderCursor)
+	if err != nil {
+		return nil, "", err
 	}
 	rows, next, err := p.db.OrdersOfUser(ctx, userID, saleID, after, MyOrdersPage)
 	if err != nil {

@@ -295,13 +295,9 @@ const SalesPage = 50
 // Upcoming lists the live and upcoming sales by start time, a page after cursor ("" for the
 // first); next is "" on the last page.
 func (s *Sales) Upcoming(ctx context.Context, cursor string) ([]Sale, string, error) {
-	var after *store.SaleCursor
-	if cursor != "" {
-		c, ok := store.DecodeSaleCursor(cursor)
-		if !ok {
-			return nil, "", Errorf(CodeInvalidInput, "cursor is not one this server gave out; start from the first page without it")
-		}
-		after = &c
+	after, err := cursorFrom(cursor, store.DecodeSaleCursor)
+	if err != nil {
+		return nil, "", err
 	}
 	// Every request of this instance shares one read of a page a second (keyed by the cursor).
 	l, err := s.listings.get(ctx, cursor, func(ctx context.Context) (listing, error) {

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"strconv"
@@ -237,22 +236,15 @@ type OrderCursor struct {
 }
 
 // Encode makes the cursor an opaque string for a client.
-func (c OrderCursor) Encode() string {
-	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(c.ReservedAt.UnixMicro(), 10) + "|" + c.ID))
-}
+func (c OrderCursor) Encode() string { return encodeCursor(c.ReservedAt, c.ID) }
 
 // DecodeOrderCursor parses a cursor made by Encode.
 func DecodeOrderCursor(s string) (OrderCursor, bool) {
-	raw, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil {
+	at, id, ok := decodeCursor(s)
+	if !ok || len(id) != 36 {
 		return OrderCursor{}, false
 	}
-	us, id, ok := strings.Cut(string(raw), "|")
-	n, err := strconv.ParseInt(us, 10, 64)
-	if !ok || err != nil || len(id) != 36 {
-		return OrderCursor{}, false
-	}
-	return OrderCursor{ReservedAt: time.UnixMicro(n), ID: id}, true
+	return OrderCursor{ReservedAt: at, ID: id}, true
 }
 
 // OrdersOfUser lists a shopper's orders (of one sale if saleID > 0) newest first (by reservation time), after cursor (nil: from the newest), at most

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"database/sql"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -276,23 +275,16 @@ type SaleCursor struct {
 }
 
 // Encode makes the cursor an opaque string for a client.
-func (c SaleCursor) Encode() string {
-	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(c.StartsAt.UnixMicro(), 10) + "|" + strconv.FormatInt(c.ID, 10)))
-}
+func (c SaleCursor) Encode() string { return encodeCursor(c.StartsAt, strconv.FormatInt(c.ID, 10)) }
 
 // DecodeSaleCursor parses a cursor made by Encode.
 func DecodeSaleCursor(s string) (SaleCursor, bool) {
-	raw, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil {
+	at, id, ok := decodeCursor(s)
+	i, err := strconv.ParseInt(id, 10, 64)
+	if !ok || err != nil || i <= 0 {
 		return SaleCursor{}, false
 	}
-	us, id, ok := strings.Cut(string(raw), "|")
-	n, err1 := strconv.ParseInt(us, 10, 64)
-	i, err2 := strconv.ParseInt(id, 10, 64)
-	if !ok || err1 != nil || err2 != nil || i <= 0 {
-		return SaleCursor{}, false
-	}
-	return SaleCursor{StartsAt: time.UnixMicro(n), ID: i}, true
+	return SaleCursor{StartsAt: at, ID: i}, true
 }
 
 // SalesEndingAfter lists the sales not ended at t, soonest first, with their items: a page of at
