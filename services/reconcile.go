@@ -189,102 +189,27 @@ func (r *Reconciler) Thorough() *Reconciler {
 // Report reconciles one sale now. With traffic running the two sides are read moments apart, so
 // a mismatch may be transient; once traffic stops and the queue drains it is exact.
 func (r *Reconciler) Report(ctx context.Context, saleID int64) (SaleReport, error) {
-	facts, err := r.db.SaleFacts(ctx, saleID)
-	if errors.Is(err, store.ErrNotFound) {
-		return SaleReport{}, Errorf(CodeNotFound, "no sale %d", saleID)
-	}
+	sd, err := r.read(ctx, saleID)
 	if err != nil {
 		return SaleReport{}, err
 	}
-	items := make([]int64, len(facts.Items))
-	for i, it := range facts.Items {
-		items[i] = it.ItemID
-	}
-	retIDs := make([]string, len(facts.Returns))
-	for i, ret := range facts.Returns {
-		retIDs[i] = ret.OrderID
-	}
-	view, err := r.stock.View(ctx, saleID, items, retIDs)
-	if err != nil {
-		return SaleReport{}, err
-	}
-	flightIDs := make([]string, len(view.InFlight))
-	for i, e := range view.InFlight {
-		flightIDs[i] = e.OrderID
-	}
-	written, err := r.db.ExistingOrders(ctx, flightIDs)
-	if err != nil {
-		return SaleReport{}, err
-	}
-
-	rep := SaleReport{SaleID: saleID, Limit: facts.PurchaseLimit, Loaded: view.State.Loaded, Lost: view.State.Lost,
+	p := r.pending(sd)
+	view := sd.view
+	rep := SaleReport{SaleID: saleID, Limit: sd.facts.PurchaseLimit, Loaded: view.State.Loaded, Lost: view.State.Lost,
 		LoadedAt: view.State.LoadedAt, Seq: view.State.Seq, SeqRaw: view.State.SeqRaw}
-	// Buyers are compared by count first (cheap on a sale of 100,000 orders); the members are
-	// read and compared one by one only when the counts differ, to name them.
-	wantBuyers := map[string]bool{}
-	wantCount := facts.LiveMembers
-	notWritten := map[int64]int64{}
-	stranded := map[int64]int64{}
-	for _, e := range view.InFlight {
-		if _, ok := written[e.OrderID]; ok {
-			continue // written, its settle in Redis not done yet
-		}
-		notWritten[e.ItemID]++
-		wantBuyers[store.BuyerMember(facts.PurchaseLimit, e.ItemID, e.UserID)] = true
-		wantCount++
-		if view.Now.Sub(e.ReservedAt) > r.orphanAge+15*time.Second {
-			stranded[e.ItemID]++
-		}
-	}
-	returns := map[int64]int64{}
-	for _, ret := range facts.Returns {
-		if !view.Gone[ret.OrderID] {
-			returns[ret.ItemID]++
-			wantBuyers[store.BuyerMember(facts.PurchaseLimit, ret.ItemID, ret.UserID)] = true
-			wantCount++
-		}
-	}
-
-	redisState := func() (bool, string) {
-		switch {
-		case !view.State.Loaded:
-			return false, "redis does not hold the sale (purchases fail closed until it is loaded)"
-		case view.State.Lost:
-			return false, "redis lost data for the sale (purchases fail closed until it is rebuilt)"
-		}
-		return true, ""
-	}
-	for _, f := range facts.Items {
+	for _, f := range sd.facts.Items {
 		rep.PGMaxSeq = max(rep.PGMaxSeq, f.MaxSeq)
-		it := ItemReport{ItemID: f.ItemID, Name: f.Name, Quantity: f.Quantity, Sold: f.Sold, Live: f.Pending + f.Paid,
-			Pending: f.Pending, Paid: f.Paid, Expired: f.Expired, Cancelled: f.Cancelled, Failed: f.Failed,
-			RedisStock: view.Levels[f.ItemID], InFlight: notWritten[f.ItemID], ReturnsPending: returns[f.ItemID]}
-		it.Checks = append(it.Checks,
-			Check{Name: "no oversell", OK: it.Live <= it.Quantity, Detail: fmt.Sprintf("live orders %d, quantity %d", it.Live, it.Quantity)},
-			Check{Name: "sold equals live orders", OK: it.Sold == it.Live, Detail: fmt.Sprintf("sold %d, live orders %d", it.Sold, it.Live)},
-			Check{Name: "one per shopper (item)", OK: f.DupHolders == 0, Detail: fmt.Sprintf("%d shoppers hold more than one live order", f.DupHolders)},
-		)
-		want := it.Quantity - it.Live - it.InFlight - it.ReturnsPending
-		if ok, why := redisState(); !ok {
-			it.Checks = append(it.Checks, Check{Name: "conservation", Redis: true, Detail: why})
-		} else {
-			it.Checks = append(it.Checks, Check{Name: "conservation", Redis: true, OK: it.RedisStock == want,
-				Detail: fmt.Sprintf("redis stock %d, want quantity %d - live %d - in flight %d - returns pending %d = %d",
-					it.RedisStock, it.Quantity, it.Live, it.InFlight, it.ReturnsPending, want)})
-		}
-		it.Checks = append(it.Checks, Check{Name: "no stranded reservation", Redis: true, OK: stranded[f.ItemID] == 0,
-			Detail: fmt.Sprintf("%d reservations in flight for over %s", stranded[f.ItemID], r.orphanAge+15*time.Second)})
-		rep.Items = append(rep.Items, it)
+		rep.Items = append(rep.Items, r.itemReport(f, sd, p))
 	}
-	if facts.PurchaseLimit == store.LimitPerSale {
-		rep.Checks = append(rep.Checks, Check{Name: "one per shopper (sale)", OK: facts.SaleDupHolders == 0,
-			Detail: fmt.Sprintf("%d shoppers hold live orders of more than one item", facts.SaleDupHolders)})
+	if sd.facts.PurchaseLimit == store.LimitPerSale {
+		rep.Checks = append(rep.Checks, Check{Name: "one per shopper (sale)", OK: sd.facts.SaleDupHolders == 0,
+			Detail: fmt.Sprintf("%d shoppers hold live orders of more than one item", sd.facts.SaleDupHolders)})
 	}
-	if ok, _ := redisState(); ok {
-		buyers := Check{Name: "buyers", Redis: true, OK: view.Buyers == wantCount,
-			Detail: fmt.Sprintf("redis %d buyers, postgres and flight %d", view.Buyers, wantCount)}
+	if ok, _ := sd.redisHealthy(); ok {
+		buyers := Check{Name: "buyers", Redis: true, OK: view.Buyers == p.buyerCount,
+			Detail: fmt.Sprintf("redis %d buyers, postgres and flight %d", view.Buyers, p.buyerCount)}
 		if !buyers.OK || r.thorough {
-			diff, clean, err := r.buyerDiff(ctx, saleID, facts.PurchaseLimit, wantBuyers)
+			diff, clean, err := r.buyerDiff(ctx, saleID, sd.facts.PurchaseLimit, p.buyers)
 			if err != nil {
 				return SaleReport{}, err
 			}
@@ -297,6 +222,117 @@ func (r *Reconciler) Report(ctx context.Context, saleID int64) (SaleReport, erro
 		)
 	}
 	return rep, nil
+}
+
+// sides is one reading of a sale: Postgres's facts, Redis's view, and which of the reservations
+// Redis has in flight Postgres already holds.
+type sides struct {
+	facts   store.SaleFacts
+	view    store.RedisView
+	written map[string]string
+}
+
+// redisHealthy tells whether Redis holds the sale healthy, and if not, why (in words).
+func (sd sides) redisHealthy() (bool, string) {
+	switch {
+	case !sd.view.State.Loaded:
+		return false, "redis does not hold the sale (purchases fail closed until it is loaded)"
+	case sd.view.State.Lost:
+		return false, "redis lost data for the sale (purchases fail closed until it is rebuilt)"
+	}
+	return true, ""
+}
+
+// read takes Postgres's side in one snapshot, then Redis's in one MULTI, then checks the
+// reservations in flight against Postgres.
+func (r *Reconciler) read(ctx context.Context, saleID int64) (sides, error) {
+	facts, err := r.db.SaleFacts(ctx, saleID)
+	if errors.Is(err, store.ErrNotFound) {
+		return sides{}, Errorf(CodeNotFound, "no sale %d", saleID)
+	}
+	if err != nil {
+		return sides{}, err
+	}
+	items := make([]int64, len(facts.Items))
+	for i, it := range facts.Items {
+		items[i] = it.ItemID
+	}
+	retIDs := make([]string, len(facts.Returns))
+	for i, ret := range facts.Returns {
+		retIDs[i] = ret.OrderID
+	}
+	view, err := r.stock.View(ctx, saleID, items, retIDs)
+	if err != nil {
+		return sides{}, err
+	}
+	flightIDs := make([]string, len(view.InFlight))
+	for i, e := range view.InFlight {
+		flightIDs[i] = e.OrderID
+	}
+	written, err := r.db.ExistingOrders(ctx, flightIDs)
+	if err != nil {
+		return sides{}, err
+	}
+	return sides{facts: facts, view: view, written: written}, nil
+}
+
+// pendingUnits is what is on its way between the two sides, per item: reservations not written
+// yet (and those stranded), returns Redis has not taken yet, and the buyers they account for.
+type pendingUnits struct {
+	notWritten, stranded, returns map[int64]int64
+	buyers                        map[string]bool // members of the in-flight reservations and returns
+	buyerCount                    int64           // the buyers Redis should have: live orders' members and these
+}
+
+// pending counts the units in flight between the sides. Buyers are compared by count first
+// (cheap on a sale of 100,000 orders); the members are read one by one only when the counts
+// differ, to name them.
+func (r *Reconciler) pending(sd sides) pendingUnits {
+	p := pendingUnits{notWritten: map[int64]int64{}, stranded: map[int64]int64{}, returns: map[int64]int64{},
+		buyers: map[string]bool{}, buyerCount: sd.facts.LiveMembers}
+	limit := sd.facts.PurchaseLimit
+	for _, e := range sd.view.InFlight {
+		if _, ok := sd.written[e.OrderID]; ok {
+			continue // written, its settle in Redis not done yet
+		}
+		p.notWritten[e.ItemID]++
+		p.buyers[store.BuyerMember(limit, e.ItemID, e.UserID)] = true
+		p.buyerCount++
+		if sd.view.Now.Sub(e.ReservedAt) > r.orphanAge+15*time.Second {
+			p.stranded[e.ItemID]++
+		}
+	}
+	for _, ret := range sd.facts.Returns {
+		if !sd.view.Gone[ret.OrderID] {
+			p.returns[ret.ItemID]++
+			p.buyers[store.BuyerMember(limit, ret.ItemID, ret.UserID)] = true
+			p.buyerCount++
+		}
+	}
+	return p
+}
+
+// itemReport judges one item's invariants.
+func (r *Reconciler) itemReport(f store.ItemFacts, sd sides, p pendingUnits) ItemReport {
+	it := ItemReport{ItemID: f.ItemID, Name: f.Name, Quantity: f.Quantity, Sold: f.Sold, Live: f.Pending + f.Paid,
+		Pending: f.Pending, Paid: f.Paid, Expired: f.Expired, Cancelled: f.Cancelled, Failed: f.Failed,
+		RedisStock: sd.view.Levels[f.ItemID], InFlight: p.notWritten[f.ItemID], ReturnsPending: p.returns[f.ItemID]}
+	it.Checks = append(it.Checks,
+		Check{Name: "no oversell", OK: it.Live <= it.Quantity, Detail: fmt.Sprintf("live orders %d, quantity %d", it.Live, it.Quantity)},
+		Check{Name: "sold equals live orders", OK: it.Sold == it.Live, Detail: fmt.Sprintf("sold %d, live orders %d", it.Sold, it.Live)},
+		Check{Name: "one per shopper (item)", OK: f.DupHolders == 0, Detail: fmt.Sprintf("%d shoppers hold more than one live order", f.DupHolders)},
+	)
+	want := it.Quantity - it.Live - it.InFlight - it.ReturnsPending
+	if ok, why := sd.redisHealthy(); !ok {
+		it.Checks = append(it.Checks, Check{Name: "conservation", Redis: true, Detail: why})
+	} else {
+		it.Checks = append(it.Checks, Check{Name: "conservation", Redis: true, OK: it.RedisStock == want,
+			Detail: fmt.Sprintf("redis stock %d, want quantity %d - live %d - in flight %d - returns pending %d = %d",
+				it.RedisStock, it.Quantity, it.Live, it.InFlight, it.ReturnsPending, want)})
+	}
+	it.Checks = append(it.Checks, Check{Name: "no stranded reservation", Redis: true, OK: p.stranded[f.ItemID] == 0,
+		Detail: fmt.Sprintf("%d reservations in flight for over %s", p.stranded[f.ItemID], r.orphanAge+15*time.Second)})
+	return it
 }
 
 // buyerDiff names the members missing from Redis's buyers hash and the extra ones, given the
