@@ -1,4 +1,4 @@
-package main
+package tests
 
 import (
 	"bytes"
@@ -7,6 +7,7 @@ import (
 	"crypto/rsa"
 	"encoding/json"
 	"fmt"
+	"github.com/flashsale/flashsale/internal/app"
 	"io"
 	"net/http"
 	"slices"
@@ -180,7 +181,7 @@ func TestBadInput(t *testing.T) {
 	a0 := sale.items[0]
 
 	secret := []byte(h.cfg.JWTSecret)
-	if h.cfg.JWTSecret != devJWTSecret {
+	if h.cfg.JWTSecret != app.DevJWTSecret {
 		t.Fatalf("the harness runs with JWT secret %q, want the development default", h.cfg.JWTSecret)
 	}
 	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
@@ -245,7 +246,7 @@ func TestBadInput(t *testing.T) {
 		stocks map[int64]int64
 	}
 	snap := func() snapshot {
-		keys, err := h.app.rdb.Keys(ctx, "*").Result()
+		keys, err := h.app.Redis.Keys(ctx, "*").Result()
 		if err != nil {
 			t.Fatal(err)
 		}
