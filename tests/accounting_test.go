@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/flashsale/flashsale/internal/app"
 	"io"
 	"log/slog"
 	"net"
@@ -20,6 +19,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/flashsale/flashsale/internal/app"
 	"github.com/flashsale/flashsale/services"
 	"github.com/flashsale/flashsale/store"
 	"github.com/flashsale/flashsale/testenv"

@@ -7,7 +7,6 @@ import (
 	"crypto/rsa"
 	"encoding/json"
 	"fmt"
-	"github.com/flashsale/flashsale/internal/app"
 	"io"
 	"net/http"
 	"slices"
@@ -18,6 +17,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/flashsale/flashsale/handlers"
+	"github.com/flashsale/flashsale/internal/app"
 	"github.com/flashsale/flashsale/services"
 )
 

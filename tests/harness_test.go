@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/flashsale/flashsale/internal/app"
 	"io"
 	"log/slog"
 	"net/http"
@@ -16,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flashsale/flashsale/internal/app"
 	"github.com/flashsale/flashsale/services"
 	"github.com/flashsale/flashsale/store"
 	"github.com/flashsale/flashsale/testenv"

@@ -2,7 +2,6 @@ package tests
 
 import (
 	"context"
-	"github.com/flashsale/flashsale/internal/app"
 	"io"
 	"net/http"
 	"os"
@@ -17,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 
+	"github.com/flashsale/flashsale/internal/app"
 	"github.com/flashsale/flashsale/store"
 	"github.com/flashsale/flashsale/testenv"
 )

@@ -1,10 +1,11 @@
 package tests
 
 import (
-	"github.com/flashsale/flashsale/internal/app"
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/flashsale/flashsale/internal/app"
 )
 
 // The README's configuration table lists every FLASHSALE_* variable with its real default.
