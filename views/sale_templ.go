@@ -145,7 +145,7 @@ func SalePage(s Sale) templ.Component {
 			}
 			return nil
 		})
-		templ_7745c5c3_Err = layout(s.Name).Render(templ.WithChildren(ctx, templ_7745c5c3_Var2), templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = layout(s.Name, pageSale).Render(templ.WithChildren(ctx, templ_7745c5c3_Var2), templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
