@@ -80,7 +80,7 @@ func layout(title string, page string) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 6, "\"></script></head><body><a class=\"skip-link\" href=\"#main\">Skip to content</a><header class=\"site-header\" data-testid=\"site-header\"><a class=\"brand\" href=\"/\" data-testid=\"home-link\">flashsale</a><nav class=\"site-nav\" aria-label=\"Main\"><a href=\"/\" data-testid=\"nav-sales\">Sales</a> <a href=\"/orders\" data-testid=\"nav-orders\" hidden>My orders</a> <a href=\"/admin\" data-testid=\"admin-link\">Merchant admin</a></nav></header><main id=\"main\" class=\"site-main\" data-testid=\"main\">")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 6, "\"></script></head><body><a class=\"skip-link\" href=\"#main\">Skip to content</a><header class=\"site-header\" data-testid=\"site-header\"><a class=\"brand\" href=\"/\" data-testid=\"home-link\">flashsale</a><nav class=\"site-nav\" aria-label=\"Main\"><a href=\"/\" data-testid=\"nav-sales\">Sales</a> <a href=\"/orders\" data-testid=\"nav-orders\" hidden>My orders</a> <a href=\"/admin\" data-testid=\"admin-link\">Merchant admin</a></nav></header><p class=\"offline-notice\" data-testid=\"offline-notice\" role=\"status\" hidden>You are offline: nothing reaches the shop until the connection is back, and what this page shows may be out of date meanwhile.</p><main id=\"main\" class=\"site-main\" data-testid=\"main\">")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -121,7 +121,7 @@ func timeTag(t time.Time, testid string) templ.Component {
 		var templ_7745c5c3_Var6 string
 		templ_7745c5c3_Var6, templ_7745c5c3_Err = templruntime.NewAttributeExpression(rfc3339(t)).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/layout.templ`, Line: 44, Col: 28}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/layout.templ`, Line: 47, Col: 28}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var6)
 		if templ_7745c5c3_Err != nil {
@@ -134,7 +134,7 @@ func timeTag(t time.Time, testid string) templ.Component {
 		var templ_7745c5c3_Var7 string
 		templ_7745c5c3_Var7, templ_7745c5c3_Err = templruntime.NewAttributeExpression(testid).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/layout.templ`, Line: 44, Col: 51}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/layout.templ`, Line: 47, Col: 51}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var7)
 		if templ_7745c5c3_Err != nil {
@@ -147,7 +147,7 @@ func timeTag(t time.Time, testid string) templ.Component {
 		var templ_7745c5c3_Var8 string
 		templ_7745c5c3_Var8, templ_7745c5c3_Err = templ.JoinStringErrs(utcText(t))
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/layout.templ`, Line: 44, Col: 66}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/layout.templ`, Line: 47, Col: 66}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var8))
 		if templ_7745c5c3_Err != nil {
@@ -263,7 +263,7 @@ func loggedOutNote(what string) templ.Component {
 		var templ_7745c5c3_Var12 string
 		templ_7745c5c3_Var12, templ_7745c5c3_Err = templ.JoinStringErrs(what)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/layout.templ`, Line: 98, Col: 84}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/layout.templ`, Line: 101, Col: 84}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var12))
 		if templ_7745c5c3_Err != nil {
@@ -304,7 +304,7 @@ func orderPanel(orderID string) templ.Component {
 		var templ_7745c5c3_Var14 string
 		templ_7745c5c3_Var14, templ_7745c5c3_Err = templruntime.NewAttributeExpression(orderID).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/layout.templ`, Line: 106, Col: 67}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/layout.templ`, Line: 109, Col: 67}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var14)
 		if templ_7745c5c3_Err != nil {
@@ -320,7 +320,7 @@ func orderPanel(orderID string) templ.Component {
 				return templ_7745c5c3_Err
 			}
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 23, "><h2 id=\"order-heading\">Your order</h2><p class=\"order-line\" data-testid=\"order-item-row\" hidden><span class=\"label\">Item</span> <strong class=\"order-item\" data-testid=\"order-item\"></strong></p><p class=\"order-line\" data-testid=\"order-price-row\" hidden><span class=\"label\">Price</span> <span class=\"order-price\" data-testid=\"order-price\"></span></p><p class=\"order-line\" data-testid=\"order-sale-row\" hidden><span class=\"label\">Sale</span> <a data-testid=\"order-sale\"></a></p><p class=\"order-line\"><span class=\"label\">Status</span> <span class=\"badge order-badge\" data-testid=\"order-status\">checking…</span></p><p class=\"order-line order-pay-by\" data-testid=\"pay-by-row\" hidden><span data-testid=\"pay-by\"></span> <span class=\"pay-left\" data-testid=\"pay-left\"></span></p><p class=\"order-note\" data-testid=\"order-note\"></p><div class=\"order-actions\" data-testid=\"order-actions\" hidden><button type=\"button\" class=\"button button-pay\" data-testid=\"pay-button\" hidden>Pay now</button> <button type=\"button\" class=\"button button-secondary\" data-testid=\"cancel-button\" hidden>Cancel order</button></div><div class=\"cancel-confirm\" data-testid=\"cancel-confirm\" role=\"group\" aria-labelledby=\"cancel-question\" hidden><p id=\"cancel-question\">Cancel this order? Its unit goes back on sale for other shoppers, and this cannot be undone.</p><div class=\"order-actions\"><button type=\"button\" class=\"button button-danger\" data-testid=\"cancel-confirm-button\">Yes, cancel the order</button> <button type=\"button\" class=\"button button-secondary\" data-testid=\"cancel-keep-button\">No, keep it</button></div></div><p class=\"order-line order-id-line\"><span class=\"label\">Order</span> ")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 23, "><h2 id=\"order-heading\">Your order</h2><p class=\"order-line\" data-testid=\"order-item-row\" hidden><span class=\"label\">Item</span> <strong class=\"order-item\" data-testid=\"order-item\"></strong></p><p class=\"order-line\" data-testid=\"order-price-row\" hidden><span class=\"label\">Price</span> <span class=\"order-price\" data-testid=\"order-price\"></span></p><p class=\"order-line\" data-testid=\"order-sale-row\" hidden><span class=\"label\">Sale</span> <a data-testid=\"order-sale\"></a></p><p class=\"order-line\"><span class=\"label\">Status</span> <span class=\"badge order-badge\" data-testid=\"order-status\">checking…</span></p><p class=\"order-queue\" data-testid=\"order-queue\" hidden></p><p class=\"order-line order-pay-by\" data-testid=\"pay-by-row\" hidden><span data-testid=\"pay-by\"></span> <span class=\"pay-left\" data-testid=\"pay-left\"></span></p><p class=\"order-note\" data-testid=\"order-note\"></p><div class=\"order-actions\" data-testid=\"order-actions\" hidden><button type=\"button\" class=\"button button-pay\" data-testid=\"pay-button\" hidden>Pay now</button> <button type=\"button\" class=\"button button-secondary\" data-testid=\"cancel-button\" hidden>Cancel order</button></div><div class=\"cancel-confirm\" data-testid=\"cancel-confirm\" role=\"group\" aria-labelledby=\"cancel-question\" hidden><p id=\"cancel-question\">Cancel this order? Its unit goes back on sale for other shoppers, and this cannot be undone.</p><div class=\"order-actions\"><button type=\"button\" class=\"button button-danger\" data-testid=\"cancel-confirm-button\">Yes, cancel the order</button> <button type=\"button\" class=\"button button-secondary\" data-testid=\"cancel-keep-button\">No, keep it</button></div></div><p class=\"order-line order-id-line\"><span class=\"label\">Order</span> ")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -332,7 +332,7 @@ func orderPanel(orderID string) templ.Component {
 			var templ_7745c5c3_Var15 string
 			templ_7745c5c3_Var15, templ_7745c5c3_Err = templruntime.NewAttributeExpression(orderURL(orderID)).ResolveURL(ctx)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/layout.templ`, Line: 142, Col: 56}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/layout.templ`, Line: 146, Col: 56}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var15)
 			if templ_7745c5c3_Err != nil {
@@ -345,7 +345,7 @@ func orderPanel(orderID string) templ.Component {
 			var templ_7745c5c3_Var16 string
 			templ_7745c5c3_Var16, templ_7745c5c3_Err = templ.JoinStringErrs(orderID)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/layout.templ`, Line: 142, Col: 97}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/layout.templ`, Line: 146, Col: 97}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var16))
 			if templ_7745c5c3_Err != nil {
