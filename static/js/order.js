@@ -151,7 +151,7 @@ export function orderController(panel, say, hooks) {
     }
     if (r.ok && r.data) {
       knownAt = Date.now();
-      stale = '';
+      stale = isOnline() ? '' : offlineNote(); // an answer that came in as the network went
       learn(r.data);
       // A QUEUED answer says when to ask again (Retry-After): not sooner.
       return FINAL_STATUSES[status] ? false : after(r.retryAfter === null ? 0 : r.retryAfter * 1000);
@@ -186,6 +186,10 @@ export function orderController(panel, say, hooks) {
     return failed(r.retryAfter === null ? 0 : r.retryAfter * 1000);
   }
 
+  function offlineNote() {
+    return 'You are offline' + staleSince();
+  }
+
   // staleSince says how old the status shown is, when it is not fresh.
   function staleSince() {
     return status && knownAt ? '; the status shown is from ' + formatClock(knownAt) + '.' : '.';
@@ -197,7 +201,7 @@ export function orderController(panel, say, hooks) {
       return;
     }
     if (!online) {
-      stale = 'You are offline' + staleSince();
+      stale = offlineNote();
     } else if (stale) {
       stale = 'Back online; checking the status…';
     }

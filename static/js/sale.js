@@ -15,6 +15,9 @@ import { orderController } from './order.js';
 // most this many times in all, each waiting at most PURCHASE_TIMEOUT_MS for its answer.
 const PURCHASE_TRIES = 3;
 const PURCHASE_TIMEOUT_MS = 15000;
+// After a lost answer the orders are looked at this many times, this far apart.
+const LOST_CHECKS = 10;
+const LOST_CHECK_MS = 3000;
 
 export function initSalePage(section) {
   var saleId = section.getAttribute('data-sale-id') || '';
@@ -64,6 +67,10 @@ export function initSalePage(section) {
     // queuedFor is the order the "…the order is queued." message is about; it gives way
     // when that order is no longer queued.
     queuedFor: null,
+    // lostFor is the item of a purchase whose answer was lost: the order box looks for its order
+    // a few times (lostChecks), and the message says so when it turns up.
+    lostFor: null,
+    lostChecks: 0,
     captchaWanted: null
   };
   var startTimer = null;
@@ -197,6 +204,12 @@ export function initSalePage(section) {
       }
     });
     layoutOrders();
+    if (state.lostFor !== null && state.lostFor === e.itemId) {
+      // The purchase whose answer was lost went through after all.
+      state.lostFor = null;
+      state.queuedFor = o.status === 'QUEUED' ? id : state.queuedFor;
+      say('Your purchase of ' + (e.itemName || itemNames[e.itemId] || 'the item') + ' went through after all: the order is below.', 'ok');
+    }
     e.ctl.follow(o);
     return e;
   }
@@ -209,6 +222,7 @@ export function initSalePage(section) {
     });
     box.entries = {};
     state.queuedFor = null;
+    state.lostFor = null;
     if (orderList) {
       orderList.replaceChildren();
     }
@@ -639,7 +653,19 @@ export function initSalePage(section) {
     var name = itemNames[itemId] || 'the item';
     say('The shop\u2019s answer was lost (the network dropped), so this page cannot tell whether you bought ' + name +
       '. Before buying again, check ', 'error', { text: 'My orders', href: '/orders', testid: 'lost-order-link', after: ' to see whether it went through.' });
-    loadOrders();
+    state.lostFor = itemId;
+    state.lostChecks = 0;
+    lookForLost();
+  }
+
+  // lookForLost loads the shopper's orders in the sale until the lost purchase's order turns up
+  // (addOrder), ten times at most, a few seconds apart: an order still being recorded is not
+  // listed yet.
+  async function lookForLost() {
+    await loadOrders();
+    if (state.lostFor !== null && ++state.lostChecks < LOST_CHECKS) {
+      window.setTimeout(lookForLost, LOST_CHECK_MS);
+    }
   }
 
   async function buy(itemId) {
@@ -673,6 +699,7 @@ export function initSalePage(section) {
     }
     state.inFlight = true;
     state.buyingItem = itemId;
+    state.lostFor = null; // a new attempt: its own answer tells
     render();
     say('Reserving your unit\u2026', 'info');
     var newCaptcha = false;
