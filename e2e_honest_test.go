@@ -261,11 +261,15 @@ func lostAnswerFlow(t *testing.T, h *harness, browserCtx context.Context, v e2eV
 	b.solveCaptcha()
 	b.waitFor("the stock is shown and Buy is live", 10*time.Second, `window.__shop.item('`+itemJS+`').stock === '5 left' && !e.buy(`+itemJS+`).disabled`)
 
-	// Offline, Buy waits and the page says why; online again, it is live again.
+	// Offline, Buy waits, the stock shows faded with when it was known, and the page says why;
+	// online again, all is live again.
 	setOffline(t, b, true)
-	b.waitFor("offline: the notice shows and Buy waits", 5*time.Second, `e.shown(e.q('offline-notice')) && e.buy(`+itemJS+`).disabled`)
+	b.waitFor("offline: the notice shows, Buy waits, the stock is marked stale", 5*time.Second,
+		`e.shown(e.q('offline-notice')) && e.buy(`+itemJS+`).disabled && e.stock(`+itemJS+`).classList.contains('stock-stale')
+		&& /^Last known at \d\d:\d\d:\d\d; /.test(e.stock(`+itemJS+`).title)`)
 	setOffline(t, b, false)
-	b.waitFor("online: the notice goes and Buy is live", 5*time.Second, `!e.shown(e.q('offline-notice')) && !e.buy(`+itemJS+`).disabled`)
+	b.waitFor("online: the notice goes, Buy is live, the stock fresh", 5*time.Second,
+		`!e.shown(e.q('offline-notice')) && !e.buy(`+itemJS+`).disabled && !e.stock(`+itemJS+`).classList.contains('stock-stale')`)
 	b.do("click Buy", chromedp.Click(e2eBuyButton(item)))
 
 	// While the page is still waiting for an answer, the button stays disabled: a click then

@@ -2,7 +2,7 @@
 // orders in the sale.
 
 import { byTestId, allByTestId, setText, show, enc, messenger } from './dom.js';
-import { parseTime, formatDuration, saleState } from './time.js';
+import { parseTime, formatClock, formatDuration, saleState } from './time.js';
 import { clock, serverNow, onClock, startClock, syncClock } from './clock.js';
 import { api, errorText, isUnauthenticated } from './api.js';
 import { makePoller, failed, backoff, sleep } from './poll.js';
@@ -67,10 +67,16 @@ export function initSalePage(section) {
     // queuedFor is the order the "…the order is queued." message is about; it gives way
     // when that order is no longer queued.
     queuedFor: null,
-    // lostFor is the item of a purchase whose answer was lost: the order box looks for its order
-    // a few times (lostChecks), and the message says so when it turns up.
+    // lostFor is the item of a purchase whose answer was lost, sent at lostSince (the shop's
+    // clock): the order box looks for its order a few times (lostChecks), and the message says so
+    // when it turns up.
     lostFor: null,
+    lostSince: 0,
     lostChecks: 0,
+    // stockAt is when the stock was last refreshed (Date.now()); stockFailing, that the last
+    // refresh failed.
+    stockAt: 0,
+    stockFailing: false,
     captchaWanted: null
   };
   var startTimer = null;
@@ -204,7 +210,9 @@ export function initSalePage(section) {
       }
     });
     layoutOrders();
-    if (state.lostFor !== null && state.lostFor === e.itemId) {
+    // A live order of the item, reserved since the lost purchase was sent (a few seconds of
+    // slack for the clocks), is that purchase's.
+    if (state.lostFor !== null && state.lostFor === e.itemId && LIVE_STATUSES[o.status] && e.createdAt >= state.lostSince - 5000) {
       // The purchase whose answer was lost went through after all.
       state.lostFor = null;
       state.queuedFor = o.status === 'QUEUED' ? id : state.queuedFor;
@@ -304,6 +312,14 @@ export function initSalePage(section) {
       s.setAttribute('data-stock', String(Math.max(0, n)));
       s.classList.toggle('stock-out', n <= 0);
       s.classList.toggle('stock-low', n > 0 && n <= 10);
+      // A count the shop could not refresh is shown faded, with when it was last known.
+      var stale = state.stockAt > 0 && (!isOnline() || state.stockFailing);
+      s.classList.toggle('stock-stale', stale);
+      if (stale) {
+        s.title = 'Last known at ' + formatClock(state.stockAt) + '; the shop cannot be reached just now.';
+      } else {
+        s.removeAttribute('title');
+      }
     });
   }
 
@@ -559,9 +575,13 @@ export function initSalePage(section) {
           }
         }
       });
+      state.stockAt = Date.now();
+      state.stockFailing = false;
       renderStock();
       render();
     } else if (state.phase !== 'ended') {
+      state.stockFailing = true;
+      renderStock();
       return failed((r.retryAfter || 0) * 1000); // back off while the shop cannot answer
     }
     // After the end, one last refresh is enough.
@@ -649,11 +669,12 @@ export function initSalePage(section) {
   // answerLost tells the shopper that the purchase was sent but no answer came back, so the page
   // cannot know whether it went through, and leads them to their orders; the order box catches
   // up by itself once the shop answers again.
-  function answerLost(itemId) {
+  function answerLost(itemId, sentAt) {
     var name = itemNames[itemId] || 'the item';
     say('The shop\u2019s answer was lost (the network dropped), so this page cannot tell whether you bought ' + name +
       '. Before buying again, check ', 'error', { text: 'My orders', href: '/orders', testid: 'lost-order-link', after: ' to see whether it went through.' });
     state.lostFor = itemId;
+    state.lostSince = sentAt;
     state.lostChecks = 0;
     lookForLost();
   }
@@ -726,9 +747,10 @@ export function initSalePage(section) {
       // The captcha is spent once it has bought a purchase token.
       newCaptcha = true;
       state.captchaId = null;
+      var sentAt = serverNow();
       var p = await sendPurchase(itemId, String(tok.data.purchaseToken));
       if (p.network) {
-        answerLost(itemId);
+        answerLost(itemId, sentAt);
         return;
       }
       if (p.ok && p.data && p.data.orderId !== undefined && p.data.orderId !== null) {
@@ -801,6 +823,7 @@ export function initSalePage(section) {
   // The network: offline, the Buy buttons wait (render); back online, the clock, the captcha and
   // the orders catch up (the stock and the orders' pollers resume by themselves).
   onNetwork(function (online) {
+    renderStock();
     render();
     if (!online) {
       return;
