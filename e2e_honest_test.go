@@ -57,26 +57,32 @@ func (p *statusPolls) of(id string) []time.Time {
 	return append([]time.Time(nil), p.times[id]...)
 }
 
-// interceptStatus pauses every answer of GET /api/flash-sales/orders/{id} in the tab, records
-// it and lets it through, with its Retry-After (sent only while QUEUED) raised to e2eRetryAfter.
+// interceptStatus pauses every GET /api/flash-sales/orders/{id} of the tab: records when it is
+// sent, and lets its answer through with its Retry-After (sent only while QUEUED) raised to
+// e2eRetryAfter.
 func interceptStatus(t *testing.T, b *e2eTab) *statusPolls {
 	t.Helper()
 	polls := &statusPolls{times: map[string][]time.Time{}}
 	paused := chromedp.Events(b.ctx, fetch.RequestPaused)
 	if _, err := chromedp.Call(b.ctx, fetch.Enable, fetch.EnableParams{Patterns: []*fetch.RequestPattern{
-		{URLPattern: "*/api/flash-sales/orders/*", RequestStage: fetch.RequestStageResponse},
+		{URLPattern: "*/api/flash-sales/orders/*", RequestStage: fetch.RequestStageRequest},
 	}}); err != nil {
 		t.Fatalf("%s: intercept the order status: %v", b.name, err)
 	}
+	intercept := true
 	go func() {
 		for ev, err := range paused {
 			if err != nil {
 				return
 			}
-			id := ev.Request.URL[strings.LastIndex(ev.Request.URL, "/")+1:]
-			polls.mu.Lock()
-			polls.times[id] = append(polls.times[id], time.Now())
-			polls.mu.Unlock()
+			if ev.ResponseStatusCode == 0 && ev.ResponseErrorReason == "" { // the request stage
+				id := ev.Request.URL[strings.LastIndex(ev.Request.URL, "/")+1:]
+				polls.mu.Lock()
+				polls.times[id] = append(polls.times[id], time.Now())
+				polls.mu.Unlock()
+				_, _ = chromedp.Call(b.ctx, fetch.ContinueRequest, fetch.ContinueRequestParams{RequestID: ev.RequestID, InterceptResponse: &intercept})
+				continue
+			}
 			headers := make([]*fetch.HeaderEntry, 0, len(ev.ResponseHeaders))
 			for _, hd := range ev.ResponseHeaders {
 				if strings.EqualFold(hd.Name, "Retry-After") {

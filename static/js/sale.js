@@ -73,6 +73,7 @@ export function initSalePage(section) {
     lostFor: null,
     lostSince: 0,
     lostChecks: 0,
+    lostTimer: null,
     // stockAt is when the stock was last refreshed (Date.now()); stockFailing, that the last
     // refresh failed.
     stockAt: 0,
@@ -676,6 +677,7 @@ export function initSalePage(section) {
     state.lostFor = itemId;
     state.lostSince = sentAt;
     state.lostChecks = 0;
+    window.clearTimeout(state.lostTimer);
     lookForLost();
   }
 
@@ -685,7 +687,7 @@ export function initSalePage(section) {
   async function lookForLost() {
     await loadOrders();
     if (state.lostFor !== null && ++state.lostChecks < LOST_CHECKS) {
-      window.setTimeout(lookForLost, LOST_CHECK_MS);
+      state.lostTimer = window.setTimeout(lookForLost, LOST_CHECK_MS);
     }
   }
 
