@@ -131,7 +131,7 @@ func AdminPage(a Admin) templ.Component {
 			}
 			return nil
 		})
-		templ_7745c5c3_Err = layout("Merchant admin").Render(templ.WithChildren(ctx, templ_7745c5c3_Var2), templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = layout("Merchant admin", pageAdmin).Render(templ.WithChildren(ctx, templ_7745c5c3_Var2), templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

@@ -105,7 +105,7 @@ func HomePage(h Home) templ.Component {
 			}
 			return nil
 		})
-		templ_7745c5c3_Err = layout("Flash sales").Render(templ.WithChildren(ctx, templ_7745c5c3_Var2), templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = layout("Flash sales", pageHome).Render(templ.WithChildren(ctx, templ_7745c5c3_Var2), templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

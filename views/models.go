@@ -3,7 +3,7 @@
 // The components hold no business logic and never see database types: handlers
 // translate what the services return into the structs below. The sale page is
 // identical for every visitor so that a CDN can cache it; everything that
-// depends on the shopper or on the current time is done by /static/app.js.
+// depends on the shopper or on the current time is done by the script (/static/js/).
 package views
 
 import "time"

@@ -6,7 +6,7 @@ import (
 )
 
 // currencyFormat is how a currency's amounts are written: the same table as formatMoney in
-// static/app.js, so that a price reads the same on the server-rendered pages and in the script.
+// static/js/money.js, so that a price reads the same on the server-rendered pages and in the script.
 type currencyFormat struct {
 	symbol string
 	digits int

@@ -73,7 +73,7 @@ func NotFoundPage(message string) templ.Component {
 			}
 			return nil
 		})
-		templ_7745c5c3_Err = layout("Not found").Render(templ.WithChildren(ctx, templ_7745c5c3_Var2), templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = layout("Not found", pageNotFound).Render(templ.WithChildren(ctx, templ_7745c5c3_Var2), templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

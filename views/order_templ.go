@@ -66,7 +66,7 @@ func OrderPage(o Order) templ.Component {
 			}
 			return nil
 		})
-		templ_7745c5c3_Err = layout("Order").Render(templ.WithChildren(ctx, templ_7745c5c3_Var2), templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = layout("Order", pageOrder).Render(templ.WithChildren(ctx, templ_7745c5c3_Var2), templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

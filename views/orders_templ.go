@@ -78,7 +78,7 @@ func MyOrdersPage(m MyOrders) templ.Component {
 			}
 			return nil
 		})
-		templ_7745c5c3_Err = layout("My orders").Render(templ.WithChildren(ctx, templ_7745c5c3_Var2), templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = layout("My orders", pageMyOrders).Render(templ.WithChildren(ctx, templ_7745c5c3_Var2), templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

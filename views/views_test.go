@@ -81,14 +81,15 @@ func TestLayout(t *testing.T) {
 			}
 			scripts := doc.Find("script")
 			if got, want := scripts.Length(), 1; got != want {
-				t.Fatalf("script elements = %d, want %d (only /static/app.js, no inline script)", got, want)
+				t.Fatalf("script elements = %d, want %d (only /static/js/main.js, no inline script)", got, want)
 			}
-			if got, _ := scripts.Attr("src"); got != "/static/app.js" {
-				t.Errorf("script src = %q, want /static/app.js", got)
+			if got, _ := scripts.Attr("src"); got != "/static/js/main.js" {
+				t.Errorf("script src = %q, want /static/js/main.js", got)
 			}
-			if _, ok := scripts.Attr("defer"); !ok {
-				t.Errorf("script has no defer attribute")
+			if got, _ := scripts.Attr("type"); got != "module" {
+				t.Errorf("script type = %q, want module", got)
 			}
+			checkModulePreloads(t, doc)
 			home := doc.Find("header " + byTestID("home-link"))
 			if got, _ := home.Attr("href"); got != "/" {
 				t.Errorf("home link href = %q, want /", got)

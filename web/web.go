@@ -91,6 +91,11 @@ func NewRouter(cfg Config) *gin.Engine {
 	fileServer := http.StripPrefix("/static/", http.FileServer(http.FS(staticFS)))
 	r.GET("/static/*path", func(c *gin.Context) {
 		c.Header("Cache-Control", "public, max-age=300")
+		if strings.HasSuffix(c.Param("path"), ".js") {
+			// A module script must come as JavaScript (the answers are nosniff): say so here
+			// rather than trust the host's MIME table to map .js.
+			c.Header("Content-Type", "text/javascript; charset=utf-8")
+		}
 		fileServer.ServeHTTP(c.Writer, c.Request)
 	})
 

@@ -1,0 +1,24 @@
+// The site header.
+
+import { byTestId, show } from './dom.js';
+import { currentUser, onSession } from './session.js';
+
+// initNav shows "My orders" to a signed-in shopper and marks the link of the current page.
+export function initNav() {
+  var nav = document.querySelector('.site-nav');
+  if (!nav) {
+    return;
+  }
+  Array.prototype.forEach.call(nav.querySelectorAll('a[href]'), function (a) {
+    if (a.getAttribute('href') === window.location.pathname) {
+      a.setAttribute('aria-current', 'page');
+    }
+  });
+  var orders = byTestId('nav-orders', nav);
+  function render() {
+    var u = currentUser();
+    show(orders, u !== null && u.role !== 'merchant');
+  }
+  onSession(render);
+  render();
+}

@@ -1,0 +1,233 @@
+// The "My orders" page.
+
+import { byTestId, setText, show, enc, messenger } from './dom.js';
+import { parseTime, formatDeadline, formatDuration, timeElement } from './time.js';
+import { serverNow, onClock, startClock } from './clock.js';
+import { formatMoney } from './money.js';
+import { api, errorText, isUnauthenticated } from './api.js';
+import { loggedIn, sessionExpired, onSession, initSession, loginPrompt } from './session.js';
+import { STATUS_WORDS, queueOf, queueText } from './status.js';
+import { backoff } from './poll.js';
+import { isOnline, onNetwork } from './network.js';
+
+export function initMyOrdersPage(page) {
+  var say = messenger(byTestId('message', page));
+  var prompt = loginPrompt(page);
+  var loading = byTestId('orders-loading', page);
+  var empty = byTestId('orders-empty', page);
+  var list = byTestId('order-list', page);
+  var template = byTestId('order-row-template', page);
+  var more = byTestId('load-more', page);
+  var rows = {}; // order id -> { li, order, checkedAt, checks, notBefore, failures }
+  var next = ''; // the cursor of the next page; '' on the last
+  var retry = null; // the cursor to fetch again after a failure
+  var gen = 0; // bumped when the list is thrown away (logout, back from the cache)
+  var busy = false;
+  if (!list || !template) {
+    return;
+  }
+
+  function part(li, id) {
+    return li.querySelector('[data-testid="' + id + '"]');
+  }
+
+  function renderRow(entry) {
+    var o = entry.order;
+    var li = entry.li;
+    var st = typeof o.status === 'string' ? o.status : '';
+    var id = String(o.orderId);
+    var item = o.itemName ? String(o.itemName) : 'Item ' + (o.itemId === undefined ? '' : o.itemId);
+    li.setAttribute('data-order-id', id);
+    li.setAttribute('data-status', st);
+    setText(part(li, 'order-row-item'), item);
+    var badge = part(li, 'order-row-status');
+    badge.setAttribute('data-status', st);
+    setText(badge, STATUS_WORDS[st] || st || 'unknown');
+    setText(part(li, 'order-row-price'), formatMoney(o.priceCents, o.currency));
+    var sale = part(li, 'order-row-sale');
+    setText(sale, o.saleName ? String(o.saleName) : 'Sale ' + (o.saleId === undefined ? '' : o.saleId));
+    if (o.saleId !== undefined && o.saleId !== null && o.saleId !== '') {
+      sale.setAttribute('href', '/sales/' + enc(o.saleId));
+    }
+    var deadline = parseTime(o.payBy);
+    var pending = st === 'PENDING' && !isNaN(deadline);
+    show(part(li, 'order-row-deadline'), pending);
+    if (pending) {
+      var now = serverNow();
+      var left = deadline - now;
+      setText(part(li, 'order-row-pay-by'), 'Pay by ' + formatDeadline(deadline, now));
+      setText(part(li, 'order-row-pay-left'), left > 0 ? '(' + formatDuration(left) + ' left)' : '(time is up)');
+    }
+    var notes = {
+      QUEUED: 'Your unit is reserved; the order is being recorded.',
+      EXPIRED: 'Not paid in time; the unit went back on sale.',
+      CANCELLED: 'Cancelled; the unit went back on sale.',
+      FAILED: 'Could not be completed; nothing was charged.'
+    };
+    // A QUEUED order fetched on its own carries its place in the queue.
+    var queue = queueOf(o);
+    setText(part(li, 'order-row-note'), (notes[st] || '') + (queue ? ' ' + queueText(queue.position, queue.waitSeconds) : ''));
+    var created = part(li, 'order-row-created');
+    var at = parseTime(o.createdAt);
+    created.replaceChildren();
+    if (!isNaN(at)) {
+      created.appendChild(document.createTextNode('Ordered '));
+      created.appendChild(timeElement(o.createdAt));
+    }
+    var link = part(li, 'order-row-link');
+    link.setAttribute('href', '/orders/' + enc(id));
+    setText(link, st === 'PENDING' ? 'Pay or cancel' : 'View order');
+    link.setAttribute('aria-label', (st === 'PENDING' ? 'Pay or cancel: ' : 'View order: ') + item);
+  }
+
+  function addRow(o) {
+    if (!o || o.orderId === undefined || o.orderId === null) {
+      return;
+    }
+    var id = String(o.orderId);
+    var entry = rows[id];
+    if (entry) {
+      entry.order = o;
+    } else {
+      var frag = template.content.cloneNode(true);
+      var li = frag.querySelector('[data-testid="order-row"]');
+      entry = rows[id] = { li: li, order: o, checkedAt: 0, checks: 0, notBefore: 0, failures: 0 };
+      list.appendChild(frag);
+    }
+    renderRow(entry);
+  }
+
+  function renderMore() {
+    var label = retry !== null ? 'Try again' : 'Load more';
+    show(more, retry !== null || next !== '');
+    if (more) {
+      more.disabled = busy;
+      setText(more, busy && list.children.length > 0 ? 'Loading…' : label);
+    }
+  }
+
+  async function loadPage(cursor) {
+    if (busy || !loggedIn()) {
+      return;
+    }
+    busy = true;
+    var g = gen;
+    retry = null;
+    show(loading, list.children.length === 0);
+    renderMore();
+    var r = await api('GET', '/api/flash-sales/orders' + (cursor ? '?cursor=' + encodeURIComponent(cursor) : ''), undefined, undefined, 'no-store');
+    if (g !== gen) {
+      return; // thrown away meanwhile; whoever did it started afresh
+    }
+    busy = false;
+    show(loading, false);
+    if (r.ok && r.data && Array.isArray(r.data.orders)) {
+      r.data.orders.forEach(addRow);
+      next = typeof r.data.next === 'string' ? r.data.next : '';
+      show(empty, list.children.length === 0);
+      say('', 'info');
+      renderMore();
+      return;
+    }
+    renderMore();
+    if (isUnauthenticated(r)) {
+      sessionExpired();
+      return;
+    }
+    retry = cursor;
+    renderMore();
+    say('Could not load your orders: ' + errorText(r), 'error');
+  }
+
+  // restart throws the list away and loads the first page (or shows the login sentence).
+  function restart() {
+    gen++;
+    busy = false;
+    rows = {};
+    next = '';
+    retry = null;
+    list.replaceChildren();
+    show(empty, false);
+    show(loading, false);
+    say('', 'info');
+    var signedIn = loggedIn();
+    prompt(signedIn);
+    renderMore();
+    if (signedIn) {
+      loadPage('');
+    }
+  }
+
+  if (more) {
+    more.addEventListener('click', function () {
+      loadPage(retry !== null ? retry : next);
+    });
+  }
+
+  // Every second: the countdowns of the pending orders. A pending order past its deadline (the
+  // server expires it within seconds) or a queued one is fetched again, a few times at most,
+  // never sooner than the server's Retry-After, and backing off while the shop cannot answer.
+  async function recheck(entry) {
+    entry.checkedAt = Date.now();
+    entry.checks++;
+    var g = gen;
+    var r = await api('GET', '/api/flash-sales/orders/' + enc(entry.order.orderId), undefined, undefined, 'no-store');
+    if (g !== gen) {
+      return;
+    }
+    var wait = (r.retryAfter || 0) * 1000;
+    if (r.ok && r.data) {
+      entry.order = r.data;
+      entry.failures = 0;
+      renderRow(entry);
+    } else if (r.network || r.status >= 500) {
+      wait = Math.max(wait, backoff(entry.failures++, 3000, 30000));
+    }
+    entry.notBefore = Date.now() + wait;
+  }
+
+  function tick() {
+    var now = serverNow();
+    Object.keys(rows).forEach(function (id) {
+      var entry = rows[id];
+      var st = entry.order.status;
+      if (st === 'PENDING') {
+        renderRow(entry);
+      }
+      var due = (st === 'PENDING' && parseTime(entry.order.payBy) <= now) || st === 'QUEUED';
+      if (due && entry.checks < 20 && Date.now() - entry.checkedAt >= 3000 && Date.now() >= entry.notBefore && isOnline()) {
+        recheck(entry);
+      }
+    });
+  }
+
+  onClock(tick);
+  startClock();
+  window.setInterval(tick, 1000);
+
+  // Back online after a failed load: load it again.
+  onNetwork(function (online) {
+    if (online && retry !== null && !busy) {
+      loadPage(retry);
+    }
+  });
+
+  // Back to this page from the browser's cache: the orders may have changed meanwhile.
+  window.addEventListener('pageshow', function (ev) {
+    if (ev.persisted) {
+      restart();
+    }
+  });
+
+  var wasSignedIn = null;
+  onSession(function () {
+    var signedIn = loggedIn();
+    if (signedIn !== wasSignedIn) {
+      wasSignedIn = signedIn;
+      restart();
+    }
+  });
+  initSession(byTestId('session', page), say);
+  wasSignedIn = loggedIn();
+  restart();
+}

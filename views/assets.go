@@ -1,0 +1,43 @@
+package views
+
+// The script is native ES modules under /static/js/ (no build step): js/main.js is the entry, and
+// it imports the module of the page it finds (see PAGES in static/js/main.js). Each page names
+// every module it will load in <link rel="modulepreload"> hints, so that the browser fetches them
+// side by side with main.js instead of discovering them one import after another.
+// TestModulePreloads checks these lists against the modules' imports.
+
+// scriptEntry is the module the layout loads with <script type="module">.
+const scriptEntry = "/static/js/main.js"
+
+// commonModules are what main.js imports on every page.
+var commonModules = []string{"dom.js", "time.js", "storage.js", "api.js", "session.js", "nav.js", "network.js"}
+
+// Page keys for layout: which page's modules to preload.
+const (
+	pageHome     = "home"
+	pageSale     = "sale"
+	pageOrder    = "order"
+	pageMyOrders = "orders"
+	pageAdmin    = "admin"
+	pageNotFound = "notfound"
+)
+
+// pageModules are the modules a page needs besides commonModules: its own and what it imports.
+var pageModules = map[string][]string{
+	pageHome:     {"home.js", "clock.js", "poll.js"},
+	pageSale:     {"sale.js", "order.js", "status.js", "clock.js", "money.js", "poll.js"},
+	pageOrder:    {"order.js", "status.js", "clock.js", "money.js", "poll.js"},
+	pageMyOrders: {"orders.js", "status.js", "clock.js", "money.js", "poll.js"},
+	pageAdmin:    {"admin.js", "clock.js", "money.js", "poll.js"},
+	pageNotFound: nil,
+}
+
+// modulePreloads returns the URLs of the modules page needs besides the entry: its own first.
+func modulePreloads(page string) []string {
+	mods := append(append([]string(nil), pageModules[page]...), commonModules...)
+	urls := make([]string, len(mods))
+	for i, m := range mods {
+		urls[i] = "/static/js/" + m
+	}
+	return urls
+}
