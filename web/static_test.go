@@ -48,7 +48,7 @@ func TestStaticAssets(t *testing.T) {
 			t.Errorf("GET %s: the body does not contain %q", c.path, c.body)
 		}
 	}
-	for _, path := range []string{"/static/app.js", "/static/js/nope.js"} {
+	for _, path := range []string{"/static/app.js", "/static/js/nope.js", "/static/", "/static/js/", "/static/js//"} {
 		if rec := get(path); rec.Code != http.StatusNotFound {
 			t.Errorf("GET %s: %d, want 404", path, rec.Code)
 		}

@@ -90,6 +90,10 @@ func NewRouter(cfg Config) *gin.Engine {
 	staticFS, _ := fs.Sub(static.FS, ".")
 	fileServer := http.StripPrefix("/static/", http.FileServer(http.FS(staticFS)))
 	r.GET("/static/*path", func(c *gin.Context) {
+		if strings.HasSuffix(c.Param("path"), "/") {
+			pages.NotFound(c) // files only: no directory listings
+			return
+		}
 		c.Header("Cache-Control", "public, max-age=300")
 		if strings.HasSuffix(c.Param("path"), ".js") {
 			// A module script must come as JavaScript (the answers are nosniff): say so here
