@@ -1,14 +1,16 @@
-package main
+package tests
 
 import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/flashsale/flashsale/internal/app"
 )
 
 // The README's configuration table lists every FLASHSALE_* variable with its real default.
 func TestReadmeDocumentsEveryVariable(t *testing.T) {
-	b, err := os.ReadFile("README.md")
+	b, err := os.ReadFile("../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -23,7 +25,7 @@ func TestReadmeDocumentsEveryVariable(t *testing.T) {
 			rows[name] = strings.TrimSpace(cells[2])
 		}
 	}
-	for _, v := range configVars {
+	for _, v := range app.ConfigVars {
 		got, ok := rows[v.Name]
 		if !ok {
 			t.Errorf("README has no row for %s", v.Name)
@@ -37,7 +39,7 @@ func TestReadmeDocumentsEveryVariable(t *testing.T) {
 			t.Errorf("README default of %s = %s, want %s", v.Name, got, want)
 		}
 	}
-	if len(rows) != len(configVars) {
-		t.Errorf("README lists %d variables, the binary has %d", len(rows), len(configVars))
+	if len(rows) != len(app.ConfigVars) {
+		t.Errorf("README lists %d variables, the binary has %d", len(rows), len(app.ConfigVars))
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package tests
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flashsale/flashsale/internal/app"
 	"github.com/flashsale/flashsale/services"
 	"github.com/flashsale/flashsale/store"
 	"github.com/flashsale/flashsale/testenv"
@@ -26,9 +27,9 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // by httptest, plus the helpers the integration tests share.
 type harness struct {
 	t       *testing.T
-	cfg     config
+	cfg     app.Config
 	env     map[string]string
-	app     *app
+	app     *app.App
 	srv     *httptest.Server
 	redis   *testenv.RedisServer
 	client  *http.Client
@@ -52,7 +53,7 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 	var dsn string
 	if o.shared != nil {
 		rs, dsn = o.shared.redis, o.shared.cfg.DatabaseURL
-		o.env = mergeEnv(map[string]string{"FLASHSALE_NATS_URL": o.shared.app.natsURL}, o.env)
+		o.env = mergeEnv(map[string]string{"FLASHSALE_NATS_URL": o.shared.app.NATSURL}, o.env)
 	} else {
 		rs, dsn = testenv.Redis(t), testenv.Postgres(t)
 	}
@@ -74,23 +75,23 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 	if o.redisURL != "" {
 		env["FLASHSALE_REDIS_URL"] = o.redisURL
 	}
-	cfg, err := loadConfig(func(k string) string { return env[k] })
+	cfg, err := app.LoadConfig(func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
-	cfg.clockSkew = o.skew
+	cfg.ClockSkew = o.skew
 	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	a, err := newApp(context.Background(), cfg, log)
+	a, err := app.New(context.Background(), cfg, log)
 	if err != nil {
 		t.Fatalf("newApp: %v", err)
 	}
-	a.start(context.Background(), !o.noWriter, true)
-	srv := httptest.NewServer(a.handler)
+	a.Start(context.Background(), !o.noWriter, true)
+	srv := httptest.NewServer(a.Handler)
 	h := &harness{t: t, cfg: cfg, env: env, app: a, srv: srv, redis: rs, natsDir: dir,
 		client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256}}}
 	t.Cleanup(func() {
 		srv.Close()
-		a.close()
+		a.Close()
 	})
 	return h
 }
@@ -116,7 +117,7 @@ func (w testWriter) Write(p []byte) (int, error) {
 
 func (h *harness) token(userID int64, role string) string {
 	h.t.Helper()
-	tok, err := h.app.auth.Issue(services.Identity{UserID: userID, Role: role})
+	tok, err := h.app.Auth.Issue(services.Identity{UserID: userID, Role: role})
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -246,8 +247,8 @@ func (h *harness) drain(s saleIDs) {
 	ctx := context.Background()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		backlog, err := h.app.queue.Backlog(ctx)
-		flight, _ := h.app.rdb.HLen(ctx, store.InFlightKey(s.sale)).Result()
+		backlog, err := h.app.Queue.Backlog(ctx)
+		flight, _ := h.app.Redis.HLen(ctx, store.InFlightKey(s.sale)).Result()
 		if err == nil && backlog == 0 && flight == 0 {
 			return
 		}
@@ -265,7 +266,7 @@ func (h *harness) checkInvariants(s saleIDs) {
 	h.mu.Lock()
 	acked := append([]string(nil), h.acked...)
 	h.mu.Unlock()
-	for _, err := range testenv.Invariants(context.Background(), h.app.db, h.app.rdb, s.sale, acked) {
+	for _, err := range testenv.Invariants(context.Background(), h.app.DB, h.app.Redis, s.sale, acked) {
 		h.t.Errorf("invariant: %v", err)
 	}
 	// The same report as an operator gets it: `flashsale reconcile SALE_ID` exits 0.
@@ -278,10 +279,10 @@ func (h *harness) checkInvariants(s saleIDs) {
 // and returns its output.
 func (h *harness) reconcile(saleID int64) (string, error) {
 	env := mergeEnv(h.env, nil)
-	env["FLASHSALE_NATS_URL"] = h.app.natsURL
+	env["FLASHSALE_NATS_URL"] = h.app.NATSURL
 	env["FLASHSALE_LOG_LEVEL"] = "error"
 	var out strings.Builder
-	err := run(context.Background(), []string{"reconcile", "-wait", "10s", strconv.FormatInt(saleID, 10)},
+	err := app.Run(context.Background(), []string{"reconcile", "-wait", "10s", strconv.FormatInt(saleID, 10)},
 		func(k string) string { return env[k] }, &out)
 	return out.String(), err
 }
@@ -289,7 +290,7 @@ func (h *harness) reconcile(saleID int64) (string, error) {
 func (h *harness) sqlInt(query string, args ...any) int64 {
 	h.t.Helper()
 	var n int64
-	if err := h.app.db.Gorm().Raw(query, args...).Scan(&n).Error; err != nil {
+	if err := h.app.DB.Gorm().Raw(query, args...).Scan(&n).Error; err != nil {
 		h.t.Fatalf("%s: %v", query, err)
 	}
 	return n
@@ -297,7 +298,7 @@ func (h *harness) sqlInt(query string, args ...any) int64 {
 
 func (h *harness) redisStock(s saleIDs, itemID int64) int64 {
 	h.t.Helper()
-	n, err := h.app.rdb.Get(context.Background(), store.StockKey(s.sale, itemID)).Int64()
+	n, err := h.app.Redis.Get(context.Background(), store.StockKey(s.sale, itemID)).Int64()
 	if err != nil {
 		h.t.Fatalf("redis stock of item %d: %v", itemID, err)
 	}

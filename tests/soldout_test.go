@@ -1,8 +1,9 @@
-package main
+package tests
 
 import (
 	"context"
 	"net/http"
+	"strconv"
 	"testing"
 	"time"
 
@@ -25,14 +26,14 @@ func TestSoldOutFlagAcrossInstances(t *testing.T) {
 	if r.Status != http.StatusAccepted {
 		t.Fatalf("buy the only unit: %d %s", r.Status, r.Raw)
 	}
-	if b.app.soldOut.Is(item) {
+	if b.app.SoldOut.Is(item) {
 		t.Fatalf("instance b believes the item sold out before anyone was refused")
 	}
 	if r := a.buy(bob, item, ptBobA); r.Status != http.StatusGone || r.str("error") != "SOLD_OUT" {
 		t.Fatalf("second buyer on a: %d %s, want 410 SOLD_OUT", r.Status, r.Raw)
 	}
 	markedAt := time.Now()
-	for !b.app.soldOut.Is(item) {
+	for !b.app.SoldOut.Is(item) {
 		if time.Since(markedAt) > 100*time.Millisecond {
 			t.Fatalf("instance b did not learn the item sold out within 100 ms")
 		}
@@ -47,25 +48,25 @@ func TestSoldOutFlagAcrossInstances(t *testing.T) {
 	a.redis.Start(t)
 
 	// The sale is sold out: the token request answers 410 before the captcha.
-	if r := b.do("POST", "/api/flash-sales/"+itoa(s.sale)+"/purchase-token", bob, map[string]string{"captchaId": "x", "answer": "wrong"}); r.Status != http.StatusGone || r.str("error") != "SOLD_OUT" {
+	if r := b.do("POST", "/api/flash-sales/"+strconv.FormatInt(s.sale, 10)+"/purchase-token", bob, map[string]string{"captchaId": "x", "answer": "wrong"}); r.Status != http.StatusGone || r.str("error") != "SOLD_OUT" {
 		t.Errorf("token request on a sold-out sale: %d %s, want 410 SOLD_OUT", r.Status, r.Raw)
 	}
 
 	// A unit returns (an orphan released by a's keeper path): the flag clears on both at once.
 	a.drain(s)
 	orphan := services.NewOrderID(item, time.Now())
-	a.app.db.Gorm().Exec(`UPDATE items SET quantity = 2 WHERE id = ?`, item)
-	a.app.rdb.Incr(context.Background(), store.StockKey(s.sale, item))
-	if _, err := a.app.stock.Reserve(context.Background(), store.Attempt{SaleID: s.sale, ItemID: item, UserID: 3, OrderID: orphan, Nonce: "n",
+	a.app.DB.Gorm().Exec(`UPDATE items SET quantity = 2 WHERE id = ?`, item)
+	a.app.Redis.Incr(context.Background(), store.StockKey(s.sale, item))
+	if _, err := a.app.Stock.Reserve(context.Background(), store.Attempt{SaleID: s.sale, ItemID: item, UserID: 3, OrderID: orphan, Nonce: "n",
 		TokenExpires: time.Now().Add(time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.app.stock.Release(context.Background(), store.OrderRef{SaleID: s.sale, ItemID: item, UserID: 3, OrderID: orphan}, store.ReleaseUnsold); err != nil {
+	if _, err := a.app.Stock.Release(context.Background(), store.OrderRef{SaleID: s.sale, ItemID: item, UserID: 3, OrderID: orphan}, store.ReleaseUnsold); err != nil {
 		t.Fatal(err)
 	}
-	a.app.soldOut.Returned(item)
+	a.app.SoldOut.Returned(item)
 	clearedAt := time.Now()
-	for b.app.soldOut.Is(item) || a.app.soldOut.Is(item) {
+	for b.app.SoldOut.Is(item) || a.app.SoldOut.Is(item) {
 		if time.Since(clearedAt) > 100*time.Millisecond {
 			t.Fatalf("the flag did not clear on both instances within 100 ms")
 		}

@@ -1,4 +1,4 @@
-package main
+package tests
 
 import (
 	"context"
@@ -209,7 +209,7 @@ func TestOrderLifecycleAndPayment(t *testing.T) {
 	if p := h.do("POST", "/api/flash-sales/orders/"+id+"/pay", alice, nil); p.Status != http.StatusConflict || p.str("error") != "NOT_PAYABLE" {
 		t.Errorf("pay while queued: %d %s, want 409 NOT_PAYABLE", p.Status, p.Raw)
 	}
-	h.app.start(context.Background(), true, false)
+	h.app.Start(context.Background(), true, false)
 	h.drain(s)
 	o = h.do("GET", "/api/flash-sales/orders/"+id, alice, nil)
 	if o.Status != http.StatusOK || o.str("status") != "PENDING" || o.str("payBy") == "" || o.str("itemId") == "" {
@@ -235,7 +235,7 @@ func TestOrderLifecycleAndPayment(t *testing.T) {
 	// (the answer and the state agree, at once).
 	r = h.buy(bob, s.items[0], h.purchaseToken(bob, s.sale))
 	h.drain(s)
-	h.app.db.Gorm().Exec(`UPDATE orders SET pay_by = now() - interval '1 second' WHERE id = ?`, r.str("orderId"))
+	h.app.DB.Gorm().Exec(`UPDATE orders SET pay_by = now() - interval '1 second' WHERE id = ?`, r.str("orderId"))
 	if p := h.do("POST", "/api/flash-sales/orders/"+r.str("orderId")+"/pay", bob, nil); p.Status != http.StatusConflict || p.str("error") != "EXPIRED" {
 		t.Errorf("pay after the window: %d %s, want 409 EXPIRED", p.Status, p.Raw)
 	}
@@ -272,8 +272,8 @@ func TestNATSUnavailable(t *testing.T) {
 	alice := h.token(1, services.RoleShopper)
 	pt := h.purchaseToken(alice, s.sale)
 
-	h.app.natsSrv.Shutdown()
-	h.app.natsSrv.WaitForShutdown()
+	h.app.NATSServer.Shutdown()
+	h.app.NATSServer.WaitForShutdown()
 	r := h.buy(alice, s.items[0], pt)
 	if r.Status != http.StatusServiceUnavailable || r.str("error") != "UNAVAILABLE" {
 		t.Fatalf("purchase with NATS down: %d %s, want 503 UNAVAILABLE", r.Status, r.Raw)
@@ -281,7 +281,7 @@ func TestNATSUnavailable(t *testing.T) {
 	if got := h.redisStock(s, s.items[0]); got != 5 {
 		t.Errorf("redis stock after the failed publish = %d, want 5", got)
 	}
-	if ok, _ := h.app.rdb.HExists(context.Background(), store.BuyersKey(s.sale), "1").Result(); ok {
+	if ok, _ := h.app.Redis.HExists(context.Background(), store.BuyersKey(s.sale), "1").Result(); ok {
 		t.Errorf("the shopper is still a buyer after the failed publish")
 	}
 
@@ -293,9 +293,9 @@ func TestNATSUnavailable(t *testing.T) {
 	if err != nil {
 		t.Fatalf("restart nats: %v", err)
 	}
-	h.app.natsSrv = ns
+	h.app.NATSServer = ns
 	deadline := time.Now().Add(10 * time.Second)
-	for !h.app.queue.Conn().IsConnected() && time.Now().Before(deadline) {
+	for !h.app.Queue.Conn().IsConnected() && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	time.Sleep(time.Second) // anything buffered during the outage reaches the writer
@@ -323,9 +323,9 @@ func TestWriterCrashAfterCommitBeforeAck(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	h.app.queue.SetAckWait(time.Second)
+	h.app.Queue.SetAckWait(time.Second)
 	cfg := services.WriterConfig{Batch: 100}
-	crashing := services.NewWriter(cfg, h.app.queue, h.app.db, h.app.stock, h.app.soldOut, nil, h.app.log)
+	crashing := services.NewWriter(cfg, h.app.Queue, h.app.DB, h.app.Stock, h.app.SoldOut, nil, h.app.Log)
 	commits := 0
 	crashing.AfterCommit = func() error { commits++; return fmt.Errorf("killed after commit") }
 	if err := crashing.Run(ctx); err != nil {
@@ -337,11 +337,11 @@ func TestWriterCrashAfterCommitBeforeAck(t *testing.T) {
 	if got := h.sqlInt(`SELECT count(*) FROM orders`); got != 10 {
 		t.Fatalf("orders committed before the crash = %d, want 10", got)
 	}
-	backlog, _ := h.app.queue.Backlog(ctx)
+	backlog, _ := h.app.Queue.Backlog(ctx)
 	if backlog == 0 {
 		t.Fatalf("the crashed batch was acknowledged")
 	}
-	restarted := services.NewWriter(cfg, h.app.queue, h.app.db, h.app.stock, h.app.soldOut, nil, h.app.log)
+	restarted := services.NewWriter(cfg, h.app.Queue, h.app.DB, h.app.Stock, h.app.SoldOut, nil, h.app.Log)
 	go restarted.Run(ctx)
 	h.drain(s)
 	if got := h.sqlInt(`SELECT count(*) FROM orders`); got != 10 {
@@ -369,8 +369,8 @@ func TestRefusedOrderIsDeadLettered(t *testing.T) {
 		}
 		orders = append(orders, r.str("orderId"))
 	}
-	h.app.db.Gorm().Exec(`UPDATE items SET quantity = 3 WHERE id = ?`, s.items[0])
-	h.app.start(context.Background(), true, false)
+	h.app.DB.Gorm().Exec(`UPDATE items SET quantity = 3 WHERE id = ?`, s.items[0])
+	h.app.Start(context.Background(), true, false)
 	h.drain(s)
 
 	if got := h.sqlInt(`SELECT count(*) FROM orders WHERE status = 'PENDING'`); got != 3 {
@@ -382,7 +382,7 @@ func TestRefusedOrderIsDeadLettered(t *testing.T) {
 	if got := h.sqlInt(`SELECT sold FROM items WHERE id = ?`, s.items[0]); got != 3 {
 		t.Errorf("sold = %d, want 3", got)
 	}
-	dead, err := h.app.queue.DeadCount(context.Background())
+	dead, err := h.app.Queue.DeadCount(context.Background())
 	if err != nil || dead != 2 {
 		t.Errorf("dead letters = %d (%v), want 2", dead, err)
 	}
@@ -427,7 +427,7 @@ func TestRedisFailClosed(t *testing.T) {
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		lv, err := h.app.stock.Levels(context.Background(), s.sale, s.items)
+		lv, err := h.app.Stock.Levels(context.Background(), s.sale, s.items)
 		if err == nil && lv[0] >= 0 {
 			break
 		}
@@ -453,7 +453,7 @@ func TestOrphanReservationReturns(t *testing.T) {
 	ctx := context.Background()
 	now := time.Now()
 	orphan := services.NewOrderID(s.items[0], now)
-	if _, err := h.app.stock.Reserve(ctx, store.Attempt{SaleID: s.sale, ItemID: s.items[0], UserID: 77, OrderID: orphan, Nonce: "n1",
+	if _, err := h.app.Stock.Reserve(ctx, store.Attempt{SaleID: s.sale, ItemID: s.items[0], UserID: 77, OrderID: orphan, Nonce: "n1",
 		TokenExpires: now.Add(time.Minute)}); err != nil {
 		t.Fatal(err)
 	}

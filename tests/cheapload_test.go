@@ -1,4 +1,4 @@
-package main
+package tests
 
 import (
 	"context"
@@ -26,7 +26,7 @@ func TestListingDoesNotQueryPostgresPerRequest(t *testing.T) {
 	// Count the listing's queries: those of the sales table with the listing's page size (the
 	// keeper pages through the sales too, by 500).
 	var queries atomic.Int64
-	err := h.app.db.Gorm().Callback().Query().After("gorm:query").Register("test:count_listing", func(db *gorm.DB) {
+	err := h.app.DB.Gorm().Callback().Query().After("gorm:query").Register("test:count_listing", func(db *gorm.DB) {
 		if db.Statement.Table != "sales" || !strings.Contains(db.Statement.SQL.String(), "ends_at >") {
 			return
 		}
@@ -108,7 +108,7 @@ func TestWriterKeepsItsOwnPoolWhenThePublicOneIsExhausted(t *testing.T) {
 
 	// Take every connection of the public pool and hold them.
 	ctx := context.Background()
-	public, err := h.app.db.Gorm().DB()
+	public, err := h.app.DB.Gorm().DB()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +131,7 @@ func TestWriterKeepsItsOwnPoolWhenThePublicOneIsExhausted(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = h.app.writer.Run(wctx)
+		_ = h.app.Writer.Run(wctx)
 	}()
 	defer func() { stop(); <-done }()
 

@@ -1,4 +1,4 @@
-package main
+package tests
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 
+	"github.com/flashsale/flashsale/internal/app"
 	"github.com/flashsale/flashsale/store"
 	"github.com/flashsale/flashsale/testenv"
 )
@@ -31,11 +32,11 @@ func TestMetricsOnTheirOwnAddress(t *testing.T) {
 	env := mergeEnv(h.env, map[string]string{
 		"FLASHSALE_ADDR":         "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t)),
 		"FLASHSALE_METRICS_ADDR": "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t)),
-		"FLASHSALE_NATS_URL":     h.app.natsURL,
+		"FLASHSALE_NATS_URL":     h.app.NATSURL,
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, []string{"serve"}, func(k string) string { return env[k] }, io.Discard) }()
+	go func() { done <- app.Run(ctx, []string{"serve"}, func(k string) string { return env[k] }, io.Discard) }()
 	defer func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -91,7 +92,7 @@ func TestReadyzNamesWhatIsDown(t *testing.T) {
 func TestEmbeddedNATSRequiresItsCredential(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{})
-	if nc, err := nats.Connect(h.app.natsSrv.ClientURL(), nats.MaxReconnects(0)); err == nil {
+	if nc, err := nats.Connect(h.app.NATSServer.ClientURL(), nats.MaxReconnects(0)); err == nil {
 		nc.Close()
 		t.Fatal("a client without the credential was let in")
 	} else if !strings.Contains(strings.ToLower(err.Error()), "authorization") {

@@ -1,4 +1,4 @@
-package main
+package tests
 
 import (
 	"context"
@@ -72,7 +72,7 @@ func TestE2EHomePage(t *testing.T) {
 		t.Fatalf("register %s: %d %s", username, r.Status, r.Raw)
 	}
 
-	outDir := filepath.Join("docs", "screenshots")
+	outDir := filepath.Join("..", "docs", "screenshots")
 	if err := os.MkdirAll(outDir, 0o755); err != nil {
 		t.Fatal(err)
 	}

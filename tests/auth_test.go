@@ -1,4 +1,4 @@
-package main
+package tests
 
 import (
 	"context"
@@ -54,7 +54,7 @@ func TestEdgeRefusesCrossSiteAndNonJSON(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{})
 	s := h.liveSale(3)
-	if _, err := h.app.auth.AddUser(context.Background(), "victor", "victor-pass", services.RoleShopper); err != nil {
+	if _, err := h.app.Auth.AddUser(context.Background(), "victor", "victor-pass", services.RoleShopper); err != nil {
 		t.Fatal(err)
 	}
 	own := h.srv.URL // http://127.0.0.1:port
@@ -133,7 +133,7 @@ func TestRegistrationCaptcha(t *testing.T) {
 		if c.Status != 200 || c.str("captchaId") == "" || !strings.HasPrefix(c.str("image"), "data:image/png;base64,") || c.Header.Get("Cache-Control") != "no-store" {
 			t.Fatalf("POST %s: %d %.200s", path, c.Status, c.Raw)
 		}
-		v, err := h.app.rdb.Get(ctx, "captcha:"+c.str("captchaId")).Result()
+		v, err := h.app.Redis.Get(ctx, "captcha:"+c.str("captchaId")).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -183,7 +183,7 @@ func TestUsernamesCaseInsensitive(t *testing.T) {
 		}
 	}
 	// The database itself refuses a second spelling (the migration's unique index).
-	if err := h.app.db.Gorm().Exec(`INSERT INTO users (username, password_hash, role) VALUES ('KEVIN.lee', 'x', 'shopper')`).Error; err == nil {
+	if err := h.app.DB.Gorm().Exec(`INSERT INTO users (username, password_hash, role) VALUES ('KEVIN.lee', 'x', 'shopper')`).Error; err == nil {
 		t.Errorf("postgres took a username differing only by case")
 	}
 }
@@ -234,7 +234,7 @@ func TestUsernameMigrationRefusesDuplicates(t *testing.T) {
 func TestLoginTimingUnknownUser(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{})
-	if _, err := h.app.auth.AddUser(context.Background(), "wendy", "wendy-pass", services.RoleShopper); err != nil {
+	if _, err := h.app.Auth.AddUser(context.Background(), "wendy", "wendy-pass", services.RoleShopper); err != nil {
 		t.Fatal(err)
 	}
 	timeLogin := func(user, pass string) time.Duration {
@@ -312,7 +312,7 @@ func TestAuthRateLimits(t *testing.T) {
 		t.Fatalf("captcha: %d %s", r.Status, r.Raw)
 	}
 	key := fmt.Sprintf("rate:rl:ip:%d:2001:db8:7:8::/64", s.sale)
-	if n, err := h.app.rdb.Exists(context.Background(), key).Result(); err != nil || n != 1 {
+	if n, err := h.app.Redis.Exists(context.Background(), key).Result(); err != nil || n != 1 {
 		t.Errorf("redis key %s: %d %v, want the /64's bucket", key, n, err)
 	}
 
@@ -331,7 +331,7 @@ func TestLogoutEndsSession(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{})
 	second := newHarness(t, harnessOpts{shared: h})
-	if _, err := h.app.auth.AddUser(context.Background(), "xena", "xena-pass", services.RoleShopper); err != nil {
+	if _, err := h.app.Auth.AddUser(context.Background(), "xena", "xena-pass", services.RoleShopper); err != nil {
 		t.Fatal(err)
 	}
 	loginTok := func() string {
@@ -380,7 +380,7 @@ func TestProductionCookies(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{env: map[string]string{"FLASHSALE_ENV": "production", "FLASHSALE_CAPTCHA": "image",
 		"FLASHSALE_RATE_LIMITS": "on", "FLASHSALE_JWT_SECRET": "a-production-secret-for-the-test"}})
-	if _, err := h.app.auth.AddUser(context.Background(), "yuri", "yuri-pass", services.RoleShopper); err != nil {
+	if _, err := h.app.Auth.AddUser(context.Background(), "yuri", "yuri-pass", services.RoleShopper); err != nil {
 		t.Fatal(err)
 	}
 	origin := "https://" + strings.TrimPrefix(h.srv.URL, "http://")

@@ -1,4 +1,4 @@
-package main
+package tests
 
 import (
 	"context"
@@ -128,7 +128,7 @@ func TestE2EShopperPages(t *testing.T) {
 	warm := openE2ETab(t, browserCtx, "warm-up")
 	warm.do("open the home page", chromedp.Navigate(h.srv.URL+"/"))
 
-	dir := filepath.Join("docs", "screenshots")
+	dir := filepath.Join("..", "docs", "screenshots")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatalf("create %s: %v", dir, err)
 	}
@@ -233,7 +233,7 @@ func shopperFlow(t *testing.T, h *harness, browserCtx context.Context, v e2eView
 	b.do("back to the sale page", chromedp.Navigate(saleURL))
 	b.waitFor("the order box is back with both orders", 10*time.Second,
 		`window.__shop.orders().length === 2 && window.__shop.orders()[1].pay === 'Pay now · ¥10.00'`)
-	h.app.db.Gorm().Exec(`UPDATE orders SET pay_by = now() - interval '1 second' WHERE id = ?`, first.ID)
+	h.app.DB.Gorm().Exec(`UPDATE orders SET pay_by = now() - interval '1 second' WHERE id = ?`, first.ID)
 	b.do("pay for item 0 too late", chromedp.Click(e2eOrderButton(first.ID, "pay-button")))
 	b.waitFor("the page says the order expired", 10*time.Second,
 		`e.text(e.q('message')) === 'Too late: the payment window closed and the order expired.'

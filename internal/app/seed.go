@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"context"
@@ -20,12 +20,12 @@ var demoAccounts = []struct{ Username, Password, Role string }{
 
 // seedDemo creates the demo accounts if missing and a demo sale starting after delay, with three
 // items of 100, 1,000 and 10,000 units.
-func seedDemo(ctx context.Context, a *app, delay time.Duration, log *slog.Logger) error {
+func seedDemo(ctx context.Context, a *App, delay time.Duration, log *slog.Logger) error {
 	var merchantID int64
 	for _, acc := range demoAccounts {
-		u, err := a.auth.AddUser(ctx, acc.Username, acc.Password, acc.Role)
+		u, err := a.Auth.AddUser(ctx, acc.Username, acc.Password, acc.Role)
 		if services.ErrorCode(err) == services.CodeUsernameTaken {
-			_, id, err := a.auth.Login(ctx, acc.Username, acc.Password, "seed")
+			_, id, err := a.Auth.Login(ctx, acc.Username, acc.Password, "seed")
 			if err != nil {
 				return err
 			}

@@ -1,4 +1,4 @@
-package main
+package tests
 
 import (
 	"bytes"
@@ -19,6 +19,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/flashsale/flashsale/internal/app"
 	"github.com/flashsale/flashsale/services"
 	"github.com/flashsale/flashsale/store"
 	"github.com/flashsale/flashsale/testenv"
@@ -67,7 +68,7 @@ func TestExpiryReturnsEachUnitOnceWithThreeInstances(t *testing.T) {
 	}
 	// The writer starts late: the window must count from the write, not the reservation.
 	time.Sleep(2500 * time.Millisecond)
-	a.app.start(context.Background(), true, false)
+	a.app.Start(context.Background(), true, false)
 	a.drain(s)
 	writtenAt := time.Now()
 	var user int64
@@ -145,7 +146,7 @@ func TestPayVersusExpireRace(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			var payBy time.Time
-			err := h.app.db.Gorm().Raw(`SELECT pay_by FROM orders WHERE id = ?`, id).Scan(&payBy).Error
+			err := h.app.DB.Gorm().Raw(`SELECT pay_by FROM orders WHERE id = ?`, id).Scan(&payBy).Error
 			if err != nil {
 				t.Error(err)
 				return
@@ -172,7 +173,7 @@ func TestPayVersusExpireRace(t *testing.T) {
 	paid, expired := 0, 0
 	for id, a := range answers {
 		var status string
-		h.app.db.Gorm().Raw(`SELECT status FROM orders WHERE id = ?`, id).Scan(&status)
+		h.app.DB.Gorm().Raw(`SELECT status FROM orders WHERE id = ?`, id).Scan(&status)
 		switch {
 		case a.status == http.StatusOK && status == "PAID":
 			paid++
@@ -207,7 +208,7 @@ func TestCancelOrder(t *testing.T) {
 	if c := h.do("POST", "/api/flash-sales/orders/"+id+"/cancel", alice, nil); c.Status != http.StatusConflict || c.str("error") != "NOT_CANCELLABLE" || !strings.Contains(c.str("message"), "QUEUED") {
 		t.Errorf("cancel while queued: %d %s, want 409 NOT_CANCELLABLE naming QUEUED", c.Status, c.Raw)
 	}
-	h.app.start(context.Background(), true, false)
+	h.app.Start(context.Background(), true, false)
 	h.drain(s)
 	if c := h.do("POST", "/api/flash-sales/orders/"+id+"/cancel", bob, nil); c.Status != http.StatusNotFound {
 		t.Errorf("another shopper cancels: %d %s, want 404", c.Status, c.Raw)
@@ -340,14 +341,14 @@ func TestOneTokenOneAttemptAndPerSaleLimit(t *testing.T) {
 	h.drain(perSale)
 	// Postgres is the last line: with Redis's buyer entry gone (as after a loss), the second
 	// order reaches the writer and the per-sale unique index refuses it.
-	h.app.rdb.HDel(context.Background(), store.BuyersKey(perSale.sale), "1")
+	h.app.Redis.HDel(context.Background(), store.BuyersKey(perSale.sale), "1")
 	second := h.buy(alice, perSale.items[1], h.purchaseToken(alice, perSale.sale))
 	if second.Status != http.StatusAccepted {
 		t.Fatalf("with the buyer entry removed: %d %s", second.Status, second.Raw)
 	}
 	h.drain(perSale)
 	var status, failure string
-	h.app.db.Gorm().Raw(`SELECT status, coalesce(failure, '') FROM orders WHERE id = ?`, second.str("orderId")).Row().Scan(&status, &failure)
+	h.app.DB.Gorm().Raw(`SELECT status, coalesce(failure, '') FROM orders WHERE id = ?`, second.str("orderId")).Row().Scan(&status, &failure)
 	if status != "FAILED" || !strings.Contains(failure, "already holds") {
 		t.Errorf("second order of the sale: %s %q, want FAILED (already holds a live order)", status, failure)
 	}
@@ -477,7 +478,7 @@ func TestRedisPartialLoss(t *testing.T) {
 	}
 	deadline0 := time.Now().Add(10 * time.Second)
 	for {
-		st, err := h.app.stock.State(context.Background(), s.sale)
+		st, err := h.app.Stock.State(context.Background(), s.sale)
 		if err == nil && st.Loaded && !st.Lost && st.Epoch > 1 {
 			break
 		}
@@ -560,22 +561,22 @@ func TestSecondEmbeddedNATSRefused(t *testing.T) {
 		"FLASHSALE_DATA_DIR":  t.TempDir(),
 		"FLASHSALE_NATS_PORT": strconv.Itoa(testenv.FreePort(t)),
 	})
-	cfg, err := loadConfig(func(k string) string { return env[k] })
+	cfg, err := app.LoadConfig(func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	_, err = newApp(context.Background(), cfg, log)
+	_, err = app.New(context.Background(), cfg, log)
 	if !errors.Is(err, store.ErrEmbeddedNATSLive) || !strings.Contains(err.Error(), "FLASHSALE_NATS_URL") {
 		t.Fatalf("second embedded NATS on the same Redis: %v, want a refusal naming FLASHSALE_NATS_URL", err)
 	}
 	a.srv.Close()
-	a.app.close() // drops the registration
-	b, err := newApp(context.Background(), cfg, log)
+	a.app.Close() // drops the registration
+	b, err := app.New(context.Background(), cfg, log)
 	if err != nil {
 		t.Fatalf("embedded NATS after the first instance stopped: %v", err)
 	}
-	b.close()
+	b.Close()
 }
 
 // A message the writer can never write goes to the dead-letter stream, is counted, and the
@@ -585,16 +586,16 @@ func TestPoisonMessageDeadLettered(t *testing.T) {
 	h := newHarness(t, harnessOpts{})
 	s := h.liveSale(5)
 	ctx := context.Background()
-	deadBefore, _ := h.app.queue.DeadCount(ctx)
+	deadBefore, _ := h.app.Queue.DeadCount(ctx)
 	// A well-formed envelope Postgres can never take (a reservation time out of its range) next
 	// to one that is not JSON at all.
 	poison, _ := json.Marshal(store.Envelope{Orders: []store.QueuedOrder{{
 		OrderID: services.NewOrderID(s.items[0], time.Now()), SaleID: s.sale, ItemID: s.items[0], UserID: 99, Seq: 1,
 		ReservedAt: 1 << 62}}})
-	if err := h.app.queue.PublishRaw(ctx, "poison-1", poison); err != nil {
+	if err := h.app.Queue.PublishRaw(ctx, "poison-1", poison); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.app.queue.PublishRaw(ctx, "poison-2", []byte("not json")); err != nil {
+	if err := h.app.Queue.PublishRaw(ctx, "poison-2", []byte("not json")); err != nil {
 		t.Fatal(err)
 	}
 	alice := h.token(1, services.RoleShopper)
@@ -602,7 +603,7 @@ func TestPoisonMessageDeadLettered(t *testing.T) {
 		t.Fatalf("buy beside the poison: %d %s", r.Status, r.Raw)
 	}
 	h.drain(s) // the backlog returns to zero
-	dead, err := h.app.queue.DeadCount(ctx)
+	dead, err := h.app.Queue.DeadCount(ctx)
 	if err != nil || dead-deadBefore != 2 {
 		t.Errorf("dead letters = %d (%v), want 2 more", dead-deadBefore, err)
 	}
@@ -633,17 +634,17 @@ func TestWriterNoDeadlocks(t *testing.T) {
 	}
 	wg.Wait()
 	var before int64
-	h.app.db.Gorm().Raw(`SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()`).Scan(&before)
-	h.app.start(context.Background(), true, false)
+	h.app.DB.Gorm().Raw(`SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()`).Scan(&before)
+	h.app.Start(context.Background(), true, false)
 	h.drain(s)
 	time.Sleep(1500 * time.Millisecond) // the expiry of the first written overlaps the last writes
 	var after int64
-	h.app.db.Gorm().Raw(`SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()`).Scan(&after)
+	h.app.DB.Gorm().Raw(`SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()`).Scan(&after)
 	if after != before {
 		t.Errorf("deadlocks in Postgres during the writes and expiries: %d", after-before)
 	}
 	var m dto.Metric
-	if err := h.app.metrics.WriterRetries.WithLabelValues("40P01").Write(&m); err != nil {
+	if err := h.app.Metrics.WriterRetries.WithLabelValues("40P01").Write(&m); err != nil {
 		t.Fatal(err)
 	}
 	if n := m.GetCounter().GetValue(); n != 0 {
@@ -684,9 +685,9 @@ func TestReconcileCommandAndRepair(t *testing.T) {
 		t.Fatalf("reconcile on a healthy sale: %v\n%s", err, out)
 	}
 	// Plant a mismatch: a unit too many in Redis.
-	h.app.rdb.IncrBy(context.Background(), store.StockKey(s.sale, s.items[0]), 1)
+	h.app.Redis.IncrBy(context.Background(), store.StockKey(s.sale, s.items[0]), 1)
 	out, err = h.reconcile(s.sale)
-	if !errors.Is(err, errViolations) || !strings.Contains(out, "VIOLATED conservation") {
+	if !errors.Is(err, app.ErrViolations) || !strings.Contains(out, "VIOLATED conservation") {
 		t.Fatalf("reconcile with a planted mismatch: %v, want exit 1 with a conservation violation\n%s", err, out)
 	}
 	deadline := time.Now().Add(15 * time.Second)
@@ -741,12 +742,12 @@ func TestDeadWriterStallsNoOneLong(t *testing.T) {
 	s := a.liveSale(50)
 	orders := a.buyN(s, s.items[0], 100, 20)
 	// The dead writer: it took every message and will never answer for them.
-	taken, err := a.app.queue.FetchOrders(context.Background(), 1000, time.Second)
+	taken, err := a.app.Queue.FetchOrders(context.Background(), 1000, time.Second)
 	if err != nil || len(taken) == 0 {
 		t.Fatalf("fetch as the dying writer: %d messages, %v", len(taken), err)
 	}
 	died := time.Now()
-	b.app.start(context.Background(), true, false)
+	b.app.Start(context.Background(), true, false)
 	for a.sqlInt(`SELECT count(*) FROM orders WHERE item_id = ?`, s.items[0]) < int64(len(orders)) {
 		if time.Since(died) > 8*time.Second {
 			t.Fatalf("orders held by a dead writer not written 8 s later (ack wait 2 s)")
@@ -764,7 +765,7 @@ func TestSlowBatchIsNotRedelivered(t *testing.T) {
 	h := newHarness(t, harnessOpts{noWriter: true, env: map[string]string{"FLASHSALE_WRITER_ACK_WAIT": "1s"}})
 	s := h.liveSale(10)
 	h.buyN(s, s.items[0], 100, 5)
-	slow := services.NewWriter(services.WriterConfig{Workers: 2, Batch: 100, AckWait: time.Second}, h.app.queue, h.app.db, h.app.stock, h.app.soldOut, h.app.metrics, h.app.log)
+	slow := services.NewWriter(services.WriterConfig{Workers: 2, Batch: 100, AckWait: time.Second}, h.app.Queue, h.app.DB, h.app.Stock, h.app.SoldOut, h.app.Metrics, h.app.Log)
 	var once sync.Once
 	slow.AfterCommit = func() error {
 		once.Do(func() { time.Sleep(3500 * time.Millisecond) }) // three ack waits and more
@@ -775,7 +776,7 @@ func TestSlowBatchIsNotRedelivered(t *testing.T) {
 	go slow.Run(ctx)
 	h.drain(s)
 	var m dto.Metric
-	if err := h.app.metrics.Written.WithLabelValues("redelivered").Write(&m); err != nil {
+	if err := h.app.Metrics.Written.WithLabelValues("redelivered").Write(&m); err != nil {
 		t.Fatal(err)
 	}
 	if n := m.GetCounter().GetValue(); n != 0 {
@@ -800,9 +801,9 @@ func TestReturnLostByRedisIsAppliedAgain(t *testing.T) {
 	}
 	ctx := context.Background()
 	// Redis loses the return's writes at once: the tombstone, the unit and the freed buyer.
-	h.app.rdb.SRem(ctx, store.GoneKey(s.sale), id)
-	h.app.rdb.Decr(ctx, store.StockKey(s.sale, s.items[0]))
-	h.app.rdb.HSet(ctx, store.BuyersKey(s.sale), "1", id)
+	h.app.Redis.SRem(ctx, store.GoneKey(s.sale), id)
+	h.app.Redis.Decr(ctx, store.StockKey(s.sale, s.items[0]))
+	h.app.Redis.HSet(ctx, store.BuyersKey(s.sale), "1", id)
 	if got := h.sqlInt(`SELECT count(*) FROM stock_returns`); got != 1 {
 		t.Fatalf("return rows right after the cancel = %d, want 1 (kept until Redis has surely synced it)", got)
 	}
@@ -817,7 +818,7 @@ func TestReturnLostByRedisIsAppliedAgain(t *testing.T) {
 	if got := h.redisStock(s, s.items[0]); got != 5 {
 		t.Errorf("redis stock = %d, want 5", got)
 	}
-	if ok, _ := h.app.rdb.HExists(ctx, store.BuyersKey(s.sale), "1").Result(); ok {
+	if ok, _ := h.app.Redis.HExists(ctx, store.BuyersKey(s.sale), "1").Result(); ok {
 		t.Error("the shopper of the cancelled order is still a buyer")
 	}
 	h.checkInvariants(s)
@@ -833,7 +834,7 @@ func TestReturnWaitsForTheRebuild(t *testing.T) {
 	r := h.buy(alice, s.items[0], h.purchaseToken(alice, s.sale))
 	h.drain(s)
 	ctx := context.Background()
-	if _, err := h.app.stock.MarkLost(ctx, s.sale, 0, ""); err != nil {
+	if _, err := h.app.Stock.MarkLost(ctx, s.sale, 0, ""); err != nil {
 		t.Fatal(err)
 	}
 	if c := h.do("POST", "/api/flash-sales/orders/"+r.str("orderId")+"/cancel", alice, nil); c.Status != http.StatusOK {
@@ -841,7 +842,7 @@ func TestReturnWaitsForTheRebuild(t *testing.T) {
 	}
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		st, err := h.app.stock.State(ctx, s.sale)
+		st, err := h.app.Stock.State(ctx, s.sale)
 		if err == nil && st.Loaded && !st.Lost && h.sqlInt(`SELECT count(*) FROM stock_returns`) == 0 {
 			break
 		}
@@ -866,7 +867,7 @@ func TestPayAnOrderWrittenButNotSettled(t *testing.T) {
 	r := h.buy(alice, s.items[0], h.purchaseToken(alice, s.sale))
 	id := r.str("orderId")
 	committed, release := make(chan struct{}), make(chan struct{})
-	w := services.NewWriter(services.WriterConfig{Batch: 100}, h.app.queue, h.app.db, h.app.stock, h.app.soldOut, nil, h.app.log)
+	w := services.NewWriter(services.WriterConfig{Batch: 100}, h.app.Queue, h.app.DB, h.app.Stock, h.app.SoldOut, nil, h.app.Log)
 	var once sync.Once
 	w.AfterCommit = func() error {
 		once.Do(func() { close(committed); <-release })

@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"strings"
@@ -41,7 +41,7 @@ func TestConfig(t *testing.T) {
 		{"short secret", map[string]string{"FLASHSALE_JWT_SECRET": "short"}, "at least 16 bytes"},
 	}
 	for _, c := range cases {
-		_, err := loadConfig(func(k string) string { return c.env[k] })
+		_, err := LoadConfig(func(k string) string { return c.env[k] })
 		switch {
 		case c.wantErr == "" && err != nil:
 			t.Errorf("%s: got error %v, want none", c.name, err)

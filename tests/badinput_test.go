@@ -1,4 +1,4 @@
-package main
+package tests
 
 import (
 	"bytes"
@@ -17,6 +17,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/flashsale/flashsale/handlers"
+	"github.com/flashsale/flashsale/internal/app"
 	"github.com/flashsale/flashsale/services"
 )
 
@@ -171,16 +172,71 @@ func badTokens(t *testing.T, secret []byte, rsaKey *rsa.PrivateKey, sub, role st
 }
 
 // Bad input on every API route: the documented error code, never a 500, and nothing changed.
+// TestBadInput sends hundreds of malformed, forged or misdirected requests, grouped by what is
+// wrong with them, and checks each is refused with the contract's status and error code and that
+// none of them changed anything in Redis or Postgres.
 func TestBadInput(t *testing.T) {
 	t.Parallel()
+	f := newBadFixture(t)
+	before := f.snap(t)
+	usersBefore := f.h.sqlInt(`SELECT count(*) FROM users`)
+
+	// One after the other: parallel subtests would queue behind every other test of the package
+	// for a slot, and hundreds of loopback requests take well under a second anyway.
+	groups := []struct {
+		name  string
+		cases func(*testing.T) []badCase
+	}{
+		{"bodies", f.bodyCases},
+		{"registration", f.registrationCases},
+		{"login", f.loginCases},
+		{"sale creation", f.saleCreationCases},
+		{"path ids", f.pathIDCases},
+		{"order ids", f.orderIDCases},
+		{"purchase tokens and captchas", f.purchaseTokenCases},
+		{"identities", f.identityCases},
+		{"unknown routes", f.unknownRouteCases},
+	}
+	start, n := time.Now(), 0
+	for _, g := range groups {
+		t.Run(g.name, func(t *testing.T) {
+			cases := g.cases(t)
+			if len(cases) == 0 {
+				t.Fatal("no cases")
+			}
+			n += len(cases)
+			for _, c := range cases {
+				t.Run(c.name, func(t *testing.T) { checkContractError(t, c, f.h.send(t, c)) })
+			}
+		})
+	}
+	t.Logf("%d bad requests in %v", n, time.Since(start).Round(time.Millisecond))
+	f.checkUnchanged(t, before, usersBefore)
+}
+
+// badFixture is what the bad requests are made from: a harness with two live sales, good and
+// broken credentials of every kind, a browser session and purchase tokens for the wrong things.
+type badFixture struct {
+	h                                   *harness
+	sale, otherSale                     saleIDs
+	a0                                  int64
+	shopperTok, shopper, merchant       string
+	otherMerchant                       string
+	badShopper, badMerchant             map[string]string
+	session, csrf                       *http.Cookie
+	sessionOnly, cookies                []*http.Cookie
+	ptShopper, ptOtherUser, ptOtherSale string
+	unknownOrder                        string
+}
+
+func newBadFixture(t *testing.T) *badFixture {
 	h := newHarness(t, harnessOpts{})
-	ctx := context.Background()
 	sale := h.liveSale(5, 3)
 	otherSale := h.liveSale(2)
 	a0 := sale.items[0]
 
 	secret := []byte(h.cfg.JWTSecret)
-	if h.cfg.JWTSecret != devJWTSecret {
+	if h.cfg.JWTSecret != app.DevJWTSecret {
 		t.Fatalf("the harness runs with JWT secret %q, want the development default", h.cfg.JWTSecret)
 	}
 	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
@@ -239,36 +295,79 @@ func TestBadInput(t *testing.T) {
 		}
 	}
 
-	// The state every refusal must leave alone.
-	type snapshot struct {
-		keys   []string
-		stocks map[int64]int64
-	}
-	snap := func() snapshot {
-		keys, err := h.app.rdb.Keys(ctx, "*").Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		slices.Sort(keys)
-		s := snapshot{keys: keys, stocks: map[int64]int64{}}
-		for _, it := range sale.items {
-			s.stocks[it] = h.redisStock(sale, it)
-		}
-		for _, it := range otherSale.items {
-			s.stocks[it] = h.redisStock(otherSale, it)
-		}
-		return s
-	}
-	before := snap()
-	usersBefore := h.sqlInt(`SELECT count(*) FROM users`)
+	return &badFixture{h: h, sale: sale, otherSale: otherSale, a0: a0, shopperTok: shopperTok, shopper: shopper,
+		merchant: merchant, otherMerchant: otherMerchant, badShopper: badShopper, badMerchant: badMerchant,
+		session: session, csrf: csrf, sessionOnly: sessionOnly, cookies: cookies,
+		ptShopper: ptShopper, ptOtherUser: ptOtherUser, ptOtherSale: ptOtherSale, unknownOrder: unknownOrder}
+}
 
+// badSnapshot is the state every refusal must leave alone.
+type badSnapshot struct {
+	keys   []string
+	stocks map[int64]int64
+}
+
+func (f *badFixture) snap(t *testing.T) badSnapshot {
+	keys, err := f.h.app.Redis.Keys(context.Background(), "*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(keys)
+	s := badSnapshot{keys: keys, stocks: map[int64]int64{}}
+	for _, it := range f.sale.items {
+		s.stocks[it] = f.h.redisStock(f.sale, it)
+	}
+	for _, it := range f.otherSale.items {
+		s.stocks[it] = f.h.redisStock(f.otherSale, it)
+	}
+	return s
+}
+
+// checkUnchanged: the Redis keyspace and stock, Postgres's sales, orders and users are as before.
+func (f *badFixture) checkUnchanged(t *testing.T, before badSnapshot, usersBefore int64) {
+	h := f.h
+	after := f.snap(t)
+	if !slices.Equal(before.keys, after.keys) {
+		t.Errorf("redis keys changed:\nbefore %v\nafter  %v", before.keys, after.keys)
+	}
+	for it, n := range before.stocks {
+		if after.stocks[it] != n {
+			t.Errorf("item %d: redis stock %d, want %d", it, after.stocks[it], n)
+		}
+	}
+	if got := h.sqlInt(`SELECT count(*) FROM orders`); got != 0 {
+		t.Errorf("orders in postgres = %d, want 0", got)
+	}
+	if got := h.sqlInt(`SELECT count(*) FROM sales`); got != 2 {
+		t.Errorf("sales in postgres = %d, want the 2 the test created", got)
+	}
+	if got := h.sqlInt(`SELECT count(*) FROM users`); got != usersBefore {
+		t.Errorf("users in postgres = %d, want %d", got, usersBefore)
+	}
+	if got := h.sqlInt(`SELECT coalesce(sum(sold), 0) FROM items`); got != 0 {
+		t.Errorf("units sold = %d, want 0", got)
+	}
+	h.mu.Lock()
+	acked := len(h.acked)
+	h.mu.Unlock()
+	if acked != 0 {
+		t.Errorf("%d orders acknowledged, want none", acked)
+	}
+	h.checkInvariants(f.sale)
+	h.checkInvariants(f.otherSale)
+}
+
+// invalidCase is a request refused with 400 INVALID_INPUT.
+func invalidCase(method, path, auth, body, name string) badCase {
+	return badCase{name: name, method: method, path: path, auth: auth, body: body, status: 400, code: "INVALID_INPUT"}
+}
+
+// bodyCases: bodies that are not one strict JSON object of the known fields, on every route
+// that takes one.
+func (f *badFixture) bodyCases(t *testing.T) []badCase {
 	var cases []badCase
 	add := func(c badCase) { cases = append(cases, c) }
-	invalid := func(method, path, auth, body, name string) {
-		add(badCase{name: name, method: method, path: path, auth: auth, body: body, status: 400, code: "INVALID_INPUT"})
-	}
-
-	// Bodies that are not one strict JSON object of the known fields.
+	invalid := func(method, path, auth, body, name string) { add(invalidCase(method, path, auth, body, name)) }
 	big := `{"username":"` + strings.Repeat("a", 70<<10) + `","password":"12345678"}`
 	malformed := map[string]string{
 		"empty body":         "",
@@ -287,8 +386,8 @@ func TestBadInput(t *testing.T) {
 	bodyRoutes := []struct{ method, path, auth, good string }{
 		{"POST", "/api/auth/register", "", `{"username":"dave","password":"12345678","captchaId":"c","answer":"test"}`},
 		{"POST", "/api/auth/login", "", `{"username":"carol","password":"correct horse"}`},
-		{"POST", fmt.Sprintf("/api/flash-sales/%d/purchase-token", sale.sale), shopper, `{"captchaId":"abc","answer":"test"}`},
-		{"POST", "/api/admin/sales", merchant, saleBody(nil)},
+		{"POST", fmt.Sprintf("/api/flash-sales/%d/purchase-token", f.sale.sale), f.shopper, `{"captchaId":"abc","answer":"test"}`},
+		{"POST", "/api/admin/sales", f.merchant, saleBody(nil)},
 	}
 	for _, r := range bodyRoutes {
 		for name, body := range malformed {
@@ -319,11 +418,18 @@ func TestBadInput(t *testing.T) {
 		if strings.TrimSpace(body) == "" {
 			continue // the captcha body is optional
 		}
-		invalid("POST", fmt.Sprintf("/api/flash-sales/%d/captcha", sale.sale), shopper, body, name)
+		invalid("POST", fmt.Sprintf("/api/flash-sales/%d/captcha", f.sale.sale), f.shopper, body, name)
 	}
-	invalid("POST", fmt.Sprintf("/api/flash-sales/%d/captcha", sale.sale), shopper, `{"answer":"test"}`, "captcha unknown field")
+	invalid("POST", fmt.Sprintf("/api/flash-sales/%d/captcha", f.sale.sale), f.shopper, `{"answer":"test"}`, "captcha unknown field")
 
-	// Registration: invalid usernames and passwords, a taken username.
+	return cases
+}
+
+// registrationCases: invalid usernames and passwords, a taken username, unsolved captchas.
+func (f *badFixture) registrationCases(t *testing.T) []badCase {
+	var cases []badCase
+	add := func(c badCase) { cases = append(cases, c) }
+	invalid := func(method, path, auth, body, name string) { add(invalidCase(method, path, auth, body, name)) }
 	for _, u := range []string{"", "ab", strings.Repeat("a", 33), "a b", "ali/ce", "al!ce", "émile", "<script>", "a\tb", "ali\u0000ce"} {
 		invalid("POST", "/api/auth/register", "", mustJSON(t, map[string]string{"username": u, "password": "12345678"}), "username "+u)
 	}
@@ -341,7 +447,13 @@ func TestBadInput(t *testing.T) {
 		add(badCase{name: "register " + name, method: "POST", path: "/api/auth/register", body: body, status: 403, code: "CAPTCHA_FAILED"})
 	}
 
-	// Login: wrong credentials are 401, whatever is wrong with them.
+	return cases
+}
+
+// loginCases: wrong credentials are 401, whatever is wrong with them.
+func (f *badFixture) loginCases(t *testing.T) []badCase {
+	var cases []badCase
+	add := func(c badCase) { cases = append(cases, c) }
 	for _, cr := range []struct{ user, pass string }{
 		{"carol", "wrong password"}, {"carol", ""}, {"nobody", "correct horse"}, {"", ""}, {"CAROL", "wrong password"},
 		{strings.Repeat("c", 65), "correct horse"}, {"carol", strings.Repeat("p", 73)}, {"carol'--", "x"}, {"a b", "12345678"},
@@ -350,7 +462,14 @@ func TestBadInput(t *testing.T) {
 			status: 401, code: "INVALID_CREDENTIALS"})
 	}
 
-	// Sale creation: bad times, no items, bad prices, quantities and names.
+	return cases
+}
+
+// saleCreationCases: bad times, no items, bad prices, quantities and names.
+func (f *badFixture) saleCreationCases(t *testing.T) []badCase {
+	var cases []badCase
+	add := func(c badCase) { cases = append(cases, c) }
+	invalid := func(method, path, auth, body, name string) { add(invalidCase(method, path, auth, body, name)) }
 	now := time.Now().UTC()
 	ts := func(d time.Duration) string { return now.Add(d).Format(time.RFC3339) }
 	manyItems := make([]any, 51)
@@ -401,57 +520,75 @@ func TestBadInput(t *testing.T) {
 		"endsAt RFC 1123":            field("endsAt", now.Add(time.Hour).Format(time.RFC1123)),
 		"quantity a negative string": item("quantity", "-1"),
 	} {
-		invalid("POST", "/api/admin/sales", merchant, saleBody(edit), name)
+		invalid("POST", "/api/admin/sales", f.merchant, saleBody(edit), name)
 	}
 
-	// Path ids: not positive decimal int64 → 400; well formed but unknown → 404.
+	return cases
+}
+
+// pathIDCases: ids not positive decimal int64 → 400; well formed but unknown → 404.
+func (f *badFixture) pathIDCases(t *testing.T) []badCase {
+	var cases []badCase
+	add := func(c badCase) { cases = append(cases, c) }
 	idRoutes := []struct{ method, pattern, auth, body string }{
 		{"GET", "/api/flash-sales/%s", "", ""},
 		{"GET", "/api/flash-sales/%s/stock", "", ""},
-		{"POST", "/api/flash-sales/%s/captcha", shopper, ""},
-		{"POST", "/api/flash-sales/%s/purchase-token", shopper, `{"captchaId":"abc","answer":"test"}`},
-		{"POST", "/api/flash-sales/items/%s/purchase", shopper, ""},
-		{"GET", "/api/admin/sales/%s/stock", merchant, ""},
+		{"POST", "/api/flash-sales/%s/captcha", f.shopper, ""},
+		{"POST", "/api/flash-sales/%s/purchase-token", f.shopper, `{"captchaId":"abc","answer":"test"}`},
+		{"POST", "/api/flash-sales/items/%s/purchase", f.shopper, ""},
+		{"GET", "/api/admin/sales/%s/stock", f.merchant, ""},
 	}
 	for _, r := range idRoutes {
 		for _, id := range []string{"-1", "0", "-0", "abc", "99999999999999999999", "9223372036854775808", "+1", "1.5", "0x1F", "1e3", "%20", "1%20", "%E2%91%A0", "١"} {
 			add(badCase{name: "id " + id, method: r.method, path: fmt.Sprintf(r.pattern, id), auth: r.auth, body: r.body,
-				headers: []string{"X-Purchase-Token", ptShopper}, status: 400, code: "INVALID_INPUT"})
+				headers: []string{"X-Purchase-Token", f.ptShopper}, status: 400, code: "INVALID_INPUT"})
 		}
 		for _, id := range []string{"999999999", "9223372036854775807"} {
 			add(badCase{name: "unknown id " + id, method: r.method, path: fmt.Sprintf(r.pattern, id), auth: r.auth, body: r.body,
-				headers: []string{"X-Purchase-Token", ptShopper}, status: 404, code: "NOT_FOUND"})
+				headers: []string{"X-Purchase-Token", f.ptShopper}, status: 404, code: "NOT_FOUND"})
 		}
 	}
-	add(badCase{name: "another merchant's sale", method: "GET", path: fmt.Sprintf("/api/admin/sales/%d/stock", sale.sale), auth: otherMerchant, status: 404, code: "NOT_FOUND"})
+	add(badCase{name: "another f.merchant's f.sale", method: "GET", path: fmt.Sprintf("/api/admin/sales/%d/stock", f.sale.sale), auth: f.otherMerchant, status: 404, code: "NOT_FOUND"})
 
-	// Order ids: anything but an order id this server made, or one it does not hold → 404.
+	return cases
+}
+
+// orderIDCases: anything but an order id this server made, or one it does not hold → 404.
+func (f *badFixture) orderIDCases(t *testing.T) []badCase {
+	var cases []badCase
+	add := func(c badCase) { cases = append(cases, c) }
 	for _, id := range []string{
 		"abc", "-1", "0", "1", "99999999999999999999",
 		"3f2b8c1e-4a5d-4e6f-9a7b-1c2d3e4f5a6b", // v4
 		"00000000-0000-0000-0000-000000000000",
 		"00000000-0000-8000-8000-000000000000", // v8, item 0
 		"zzzzzzzz-zzzz-zzzz-zzzz-zzzzzzzzzzzz",
-		unknownOrder, strings.ToUpper(unknownOrder), unknownOrder + "0", "%7B" + unknownOrder + "%7D",
-		"urn:uuid:" + unknownOrder, strings.ReplaceAll(unknownOrder, "-", ""), "%00" + unknownOrder[1:],
+		f.unknownOrder, strings.ToUpper(f.unknownOrder), f.unknownOrder + "0", "%7B" + f.unknownOrder + "%7D",
+		"urn:uuid:" + f.unknownOrder, strings.ReplaceAll(f.unknownOrder, "-", ""), "%00" + f.unknownOrder[1:],
 	} {
-		add(badCase{name: "order " + id, method: "GET", path: "/api/flash-sales/orders/" + id, auth: shopper, status: 404, code: "NOT_FOUND"})
-		add(badCase{name: "pay " + id, method: "POST", path: "/api/flash-sales/orders/" + id + "/pay", auth: shopper, status: 404, code: "NOT_FOUND"})
+		add(badCase{name: "order " + id, method: "GET", path: "/api/flash-sales/orders/" + id, auth: f.shopper, status: 404, code: "NOT_FOUND"})
+		add(badCase{name: "pay " + id, method: "POST", path: "/api/flash-sales/orders/" + id + "/pay", auth: f.shopper, status: 404, code: "NOT_FOUND"})
 	}
 
-	// Purchase tokens that do not fit the request, and captchas that are not solved.
-	ptPath := fmt.Sprintf("/api/flash-sales/items/%d/purchase", a0)
+	return cases
+}
+
+// purchaseTokenCases: purchase tokens that do not fit the request, captchas not solved.
+func (f *badFixture) purchaseTokenCases(t *testing.T) []badCase {
+	var cases []badCase
+	add := func(c badCase) { cases = append(cases, c) }
+	ptPath := fmt.Sprintf("/api/flash-sales/items/%d/purchase", f.a0)
 	for name, pt := range map[string]string{
-		"missing": "", "garbage": "not-a-token", "another shopper's": ptOtherUser, "another sale's": ptOtherSale,
-		"tampered": flipChar(ptShopper, 5), "truncated": ptShopper[:len(ptShopper)-1], "padded": ptShopper + "=",
-		"a JWT": shopperTok,
+		"missing": "", "garbage": "not-a-token", "another f.shopper's": f.ptOtherUser, "another f.sale's": f.ptOtherSale,
+		"tampered": flipChar(f.ptShopper, 5), "truncated": f.ptShopper[:len(f.ptShopper)-1], "padded": f.ptShopper + "=",
+		"a JWT": f.shopperTok,
 	} {
-		add(badCase{name: "purchase token " + name, method: "POST", path: ptPath, auth: shopper, headers: []string{"X-Purchase-Token", pt},
+		add(badCase{name: "purchase token " + name, method: "POST", path: ptPath, auth: f.shopper, headers: []string{"X-Purchase-Token", pt},
 			status: 403, code: "INVALID_PURCHASE_TOKEN"})
 	}
-	add(badCase{name: "token of sale A on sale B", method: "POST", path: fmt.Sprintf("/api/flash-sales/items/%d/purchase", otherSale.items[0]), auth: shopper,
-		headers: []string{"X-Purchase-Token", ptShopper}, status: 403, code: "INVALID_PURCHASE_TOKEN"})
-	tokPath := fmt.Sprintf("/api/flash-sales/%d/purchase-token", sale.sale)
+	add(badCase{name: "token of f.sale A on f.sale B", method: "POST", path: fmt.Sprintf("/api/flash-sales/items/%d/purchase", f.otherSale.items[0]), auth: f.shopper,
+		headers: []string{"X-Purchase-Token", f.ptShopper}, status: 403, code: "INVALID_PURCHASE_TOKEN"})
+	tokPath := fmt.Sprintf("/api/flash-sales/%d/purchase-token", f.sale.sale)
 	for name, body := range map[string]string{
 		"wrong answer":       `{"captchaId":"abc","answer":"wrong"}`,
 		"empty answer":       `{"captchaId":"abc","answer":""}`,
@@ -461,50 +598,58 @@ func TestBadInput(t *testing.T) {
 		"overlong answer":    mustJSON(t, map[string]string{"captchaId": "abc", "answer": "test" + strings.Repeat(" ", 70)}),
 		"overlong captchaId": mustJSON(t, map[string]string{"captchaId": strings.Repeat("c", 129), "answer": "test"}),
 	} {
-		add(badCase{name: "captcha " + name, method: "POST", path: tokPath, auth: shopper, body: body, status: 403, code: "CAPTCHA_FAILED"})
+		add(badCase{name: "captcha " + name, method: "POST", path: tokPath, auth: f.shopper, body: body, status: 403, code: "CAPTCHA_FAILED"})
 	}
 
-	// Identities: every authenticated route, every broken token.
+	return cases
+}
+
+// identityCases: every authenticated route, every broken token, forged cookies, CSRF.
+func (f *badFixture) identityCases(t *testing.T) []badCase {
+	var cases []badCase
+	add := func(c badCase) { cases = append(cases, c) }
+	tokPath := fmt.Sprintf("/api/flash-sales/%d/purchase-token", f.sale.sale)
+	ptPath := fmt.Sprintf("/api/flash-sales/items/%d/purchase", f.a0)
 	authRoutes := []struct {
 		method, path, body string
 		merchant           bool
 	}{
 		{"GET", "/api/auth/me", "", false},
-		{"POST", fmt.Sprintf("/api/flash-sales/%d/captcha", sale.sale), "", false},
+		{"POST", fmt.Sprintf("/api/flash-sales/%d/captcha", f.sale.sale), "", false},
 		{"POST", tokPath, `{"captchaId":"abc","answer":"test"}`, false},
 		{"POST", ptPath, "", false},
-		{"GET", "/api/flash-sales/orders/" + unknownOrder, "", false},
-		{"POST", "/api/flash-sales/orders/" + unknownOrder + "/pay", "", false},
+		{"GET", "/api/flash-sales/orders/" + f.unknownOrder, "", false},
+		{"POST", "/api/flash-sales/orders/" + f.unknownOrder + "/pay", "", false},
 		{"POST", "/api/admin/sales", saleBody(nil), true},
 		{"GET", "/api/admin/sales", "", true},
-		{"GET", fmt.Sprintf("/api/admin/sales/%d/stock", sale.sale), "", true},
+		{"GET", fmt.Sprintf("/api/admin/sales/%d/stock", f.sale.sale), "", true},
 	}
 	for _, r := range authRoutes {
-		bad := badShopper
+		bad := f.badShopper
 		if r.merchant {
-			bad = badMerchant
+			bad = f.badMerchant
 		}
 		for name, auth := range bad {
 			add(badCase{name: "auth " + name, method: r.method, path: r.path, auth: auth, body: r.body,
-				headers: []string{"X-Purchase-Token", ptShopper}, status: 401, code: "UNAUTHENTICATED"})
+				headers: []string{"X-Purchase-Token", f.ptShopper}, status: 401, code: "UNAUTHENTICATED"})
 		}
 		// A forged cookie is no better than a forged header.
-		add(badCase{name: "forged session cookie", method: r.method, path: r.path, body: r.body,
-			cookies: []*http.Cookie{{Name: handlers.SessionCookie, Value: bad["forged (wrong secret)"][len("Bearer "):]}, {Name: handlers.CSRFCookie, Value: csrf.Value}},
-			headers: []string{"X-CSRF-Token", csrf.Value}, status: 401, code: "UNAUTHENTICATED"})
+		add(badCase{name: "forged f.session cookie", method: r.method, path: r.path, body: r.body,
+			cookies: []*http.Cookie{{Name: handlers.SessionCookie, Value: bad["forged (wrong secret)"][len("Bearer "):]}, {Name: handlers.CSRFCookie, Value: f.csrf.Value}},
+			headers: []string{"X-CSRF-Token", f.csrf.Value}, status: 401, code: "UNAUTHENTICATED"})
 		// Cookie sessions: every state-changing request needs the double-submit header.
 		if r.method == "POST" {
 			for name, cc := range map[string]struct {
 				cookies []*http.Cookie
 				header  string
 			}{
-				"no X-CSRF-Token":           {cookies, ""},
-				"wrong X-CSRF-Token":        {cookies, strings.Repeat("0", len(csrf.Value))},
-				"X-CSRF-Token, no fs_csrf":  {sessionOnly, csrf.Value},
-				"X-CSRF-Token is the token": {cookies, session.Value},
+				"no X-CSRF-Token":           {f.cookies, ""},
+				"wrong X-CSRF-Token":        {f.cookies, strings.Repeat("0", len(f.csrf.Value))},
+				"X-CSRF-Token, no fs_csrf":  {f.sessionOnly, f.csrf.Value},
+				"X-CSRF-Token is the token": {f.cookies, f.session.Value},
 			} {
 				c := badCase{name: "csrf " + name, method: r.method, path: r.path, body: r.body, cookies: cc.cookies,
-					headers: []string{"X-Purchase-Token", ptShopper}, status: 403, code: "CSRF"}
+					headers: []string{"X-Purchase-Token", f.ptShopper}, status: 403, code: "CSRF"}
 				if cc.header != "" {
 					c.headers = append(c.headers, "X-CSRF-Token", cc.header)
 				}
@@ -512,58 +657,27 @@ func TestBadInput(t *testing.T) {
 			}
 		}
 		if r.merchant {
-			add(badCase{name: "shopper on admin", method: r.method, path: r.path, auth: shopper, body: r.body, status: 403, code: "FORBIDDEN"})
-			add(badCase{name: "shopper cookie on admin", method: r.method, path: r.path, body: r.body, cookies: cookies,
-				headers: []string{"X-CSRF-Token", csrf.Value}, status: 403, code: "FORBIDDEN"})
+			add(badCase{name: "shopper on admin", method: r.method, path: r.path, auth: f.shopper, body: r.body, status: 403, code: "FORBIDDEN"})
+			add(badCase{name: "shopper cookie on admin", method: r.method, path: r.path, body: r.body, cookies: f.cookies,
+				headers: []string{"X-CSRF-Token", f.csrf.Value}, status: 403, code: "FORBIDDEN"})
 		}
 	}
 
-	// Routes that do not exist answer the contract's 404, whatever the method.
+	return cases
+}
+
+// unknownRouteCases: routes that do not exist answer the contract's 404, whatever the method.
+func (f *badFixture) unknownRouteCases(t *testing.T) []badCase {
+	var cases []badCase
+	add := func(c badCase) { cases = append(cases, c) }
 	for _, r := range [][2]string{
 		{"GET", "/api/nope"}, {"DELETE", "/api/admin/sales"}, {"GET", "/api/auth/register"}, {"PUT", "/api/flash-sales/orders/x/pay"},
 		{"POST", "/api/flash-sales/1"}, {"GET", "/api/flash-sales/1/"}, {"POST", "/api/admin/sales/1/stock"}, {"GET", "/api/flash-sales/1%2F2"},
 	} {
-		add(badCase{name: "no route", method: r[0], path: r[1], auth: merchant, status: 404, code: "NOT_FOUND"})
+		add(badCase{name: "no route", method: r[0], path: r[1], auth: f.merchant, status: 404, code: "NOT_FOUND"})
 	}
 
-	// One after the other: parallel subtests would queue behind every other test of the package
-	// for a slot, and hundreds of loopback requests take well under a second anyway.
-	start := time.Now()
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) { checkContractError(t, c, h.send(t, c)) })
-	}
-	t.Logf("%d bad requests in %v", len(cases), time.Since(start).Round(time.Millisecond))
-
-	// Nothing changed: the Redis keyspace and stock, Postgres's sales, orders and users.
-	after := snap()
-	if !slices.Equal(before.keys, after.keys) {
-		t.Errorf("redis keys changed:\nbefore %v\nafter  %v", before.keys, after.keys)
-	}
-	for it, n := range before.stocks {
-		if after.stocks[it] != n {
-			t.Errorf("item %d: redis stock %d, want %d", it, after.stocks[it], n)
-		}
-	}
-	if got := h.sqlInt(`SELECT count(*) FROM orders`); got != 0 {
-		t.Errorf("orders in postgres = %d, want 0", got)
-	}
-	if got := h.sqlInt(`SELECT count(*) FROM sales`); got != 2 {
-		t.Errorf("sales in postgres = %d, want the 2 the test created", got)
-	}
-	if got := h.sqlInt(`SELECT count(*) FROM users`); got != usersBefore {
-		t.Errorf("users in postgres = %d, want %d", got, usersBefore)
-	}
-	if got := h.sqlInt(`SELECT coalesce(sum(sold), 0) FROM items`); got != 0 {
-		t.Errorf("units sold = %d, want 0", got)
-	}
-	h.mu.Lock()
-	acked := len(h.acked)
-	h.mu.Unlock()
-	if acked != 0 {
-		t.Errorf("%d orders acknowledged, want none", acked)
-	}
-	h.checkInvariants(sale)
-	h.checkInvariants(otherSale)
+	return cases
 }
 
 // saleBody is a valid sale creation body, changed by edit.

@@ -1,4 +1,4 @@
-package main
+package tests
 
 import (
 	"context"
@@ -27,7 +27,7 @@ func (h *harness) saleAction(bearer string, saleID int64, action string) respons
 
 func (h *harness) meta(saleID int64, field string) string {
 	h.t.Helper()
-	v, _ := h.app.rdb.HGet(context.Background(), store.MetaKey(saleID), field).Result()
+	v, _ := h.app.Redis.HGet(context.Background(), store.MetaKey(saleID), field).Result()
 	return v
 }
 
@@ -160,12 +160,12 @@ func TestAdminEditStartedSale(t *testing.T) {
 
 	// Both units of b held by reservations in flight (not in Postgres yet): b cannot go to 1.
 	ctx := context.Background()
-	exp, _ := h.app.stock.Now(ctx)
+	exp, _ := h.app.Stock.Now(ctx)
 	var held []store.OrderRef
 	for u := int64(3); u <= 4; u++ {
 		oid := services.NewOrderID(b, time.Now())
 		at := store.Attempt{SaleID: s.sale, ItemID: b, UserID: u, OrderID: oid, Nonce: "adm" + id(u), TokenExpires: exp.Add(time.Minute)}
-		if _, err := h.app.stock.Reserve(ctx, at); err != nil {
+		if _, err := h.app.Stock.Reserve(ctx, at); err != nil {
 			t.Fatal(err)
 		}
 		held = append(held, store.OrderRef{SaleID: s.sale, ItemID: b, UserID: u, OrderID: oid})
@@ -179,7 +179,7 @@ func TestAdminEditStartedSale(t *testing.T) {
 		t.Errorf("refused edit saved the name")
 	}
 	for _, ref := range held {
-		if _, err := h.app.stock.Release(ctx, ref, store.ReleaseUnsold); err != nil {
+		if _, err := h.app.Stock.Release(ctx, ref, store.ReleaseUnsold); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -264,7 +264,7 @@ func TestAdminEndAndWarm(t *testing.T) {
 	// Warm: a sale whose Redis state is gone is loaded again at once.
 	w := h.createSale(time.Now().Add(time.Hour), 4)
 	ctx := context.Background()
-	h.app.rdb.Del(ctx, store.MetaKey(w.sale), store.StockKey(w.sale, w.items[0]))
+	h.app.Redis.Del(ctx, store.MetaKey(w.sale), store.StockKey(w.sale, w.items[0]))
 	wantAdminCode(t, "another merchant warms", h.saleAction(h.token(9001, services.RoleMerchant), w.sale, "warm"), http.StatusNotFound, services.CodeNotFound)
 	if r := h.saleAction(merchant, w.sale, "warm"); r.Status != http.StatusOK || r.str("saleId") != strconv.FormatInt(w.sale, 10) {
 		t.Fatalf("warm: %d %s", r.Status, r.Raw)

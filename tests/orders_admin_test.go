@@ -1,4 +1,4 @@
-package main
+package tests
 
 import (
 	"bufio"
@@ -20,7 +20,7 @@ import (
 // invariants are untouched; they make a sale with thousands of orders cheaply.
 func (h *harness) insertFailedOrders(s saleIDs, n int, firstUser int64) {
 	h.t.Helper()
-	err := h.app.db.Gorm().Exec(`INSERT INTO orders (id, item_id, sale_id, user_id, status, reserved_at, pay_by, seq, failure)
+	err := h.app.DB.Gorm().Exec(`INSERT INTO orders (id, item_id, sale_id, user_id, status, reserved_at, pay_by, seq, failure)
 		SELECT gen_random_uuid(), ?, ?, ? + g, 'FAILED', now() - interval '1 hour' + g * interval '1 millisecond', now(), 0, 'test'
 		FROM generate_series(1, ?) g`, s.items[0], s.sale, firstUser, n).Error
 	if err != nil {
@@ -270,7 +270,7 @@ func TestQueuedOrderPosition(t *testing.T) {
 		}
 	}
 
-	h.app.start(context.Background(), true, false)
+	h.app.Start(context.Background(), true, false)
 	h.drain(s)
 	for i, id := range ids {
 		r := h.do("GET", "/api/flash-sales/orders/"+id, h.token(int64(100+i), services.RoleShopper), nil)

@@ -1,4 +1,4 @@
-package main
+package tests
 
 import (
 	"context"
@@ -25,7 +25,7 @@ import (
 // writes the dashboard's screenshots to docs/screenshots/.
 
 // e2eAdminShots is where the screenshots of the dashboard go (created if missing).
-const e2eAdminShots = "docs/screenshots"
+const e2eAdminShots = "../docs/screenshots"
 
 func TestE2EAdminDashboard(t *testing.T) {
 	t.Parallel()
@@ -35,7 +35,7 @@ func TestE2EAdminDashboard(t *testing.T) {
 	h := newHarness(t, harnessOpts{env: map[string]string{"FLASHSALE_RECONCILE_INTERVAL": "1h"}})
 	suffix := strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
 	username, password := "e2e_merchant_"+suffix, "merchant test pass"
-	m, err := h.app.auth.AddUser(ctx, username, password, services.RoleMerchant)
+	m, err := h.app.Auth.AddUser(ctx, username, password, services.RoleMerchant)
 	if err != nil {
 		t.Fatalf("add the merchant: %v", err)
 	}
@@ -43,7 +43,7 @@ func TestE2EAdminDashboard(t *testing.T) {
 	// Two earlier sales of this merchant, so the list is long enough to scroll: an older one
 	// in USD whose first item drifts (a unit too many in Redis), and one in EUR.
 	older := e2eMerchantSale(h, m.ID, "Older USD sale", "USD", map[string]int64{"Mug": 1250})
-	h.app.rdb.IncrBy(ctx, store.StockKey(older.sale, older.items[0]), 1)
+	h.app.Redis.IncrBy(ctx, store.StockKey(older.sale, older.items[0]), 1)
 	e2eMerchantSale(h, m.ID, "Euro sale", "EUR", map[string]int64{"Scarf": 4500})
 
 	browserCtx := startE2EBrowser(t, ctx)

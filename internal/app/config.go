@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"errors"
@@ -8,12 +8,12 @@ import (
 	"time"
 )
 
-// devJWTSecret is the development default of FLASHSALE_JWT_SECRET (stated in the README);
+// DevJWTSecret is the development default of FLASHSALE_JWT_SECRET (stated in the README);
 // the server refuses it in production.
-const devJWTSecret = "flashsale-dev-secret-do-not-use-in-production"
+const DevJWTSecret = "flashsale-dev-secret-do-not-use-in-production"
 
 // config is every setting of the binary, read from FLASHSALE_* variables with defaults.
-type config struct {
+type Config struct {
 	Env               string
 	Addr              string
 	MetricsAddr       string
@@ -47,18 +47,18 @@ type config struct {
 	KeeperInterval    time.Duration
 	ReconcileInterval time.Duration
 	WriterAckWait     time.Duration
-	// clockSkew shifts this instance's clock (tests only: never read from the environment), to
+	// ClockSkew shifts this instance's clock (tests only: never read from the environment), to
 	// show that the decisions instances must agree on use Redis's or Postgres's clock.
-	clockSkew      time.Duration
+	ClockSkew      time.Duration
 	TrustedProxies []string
 }
 
-// configVar documents one variable; the README's table is checked against this list.
-type configVar struct {
+// ConfigVar documents one variable; the README's table is checked against this list.
+type ConfigVar struct {
 	Name, Default, Help string
 }
 
-var configVars = []configVar{
+var ConfigVars = []ConfigVar{
 	{"FLASHSALE_ENV", "development", "`development` or `production`; production refuses the test captcha, `RATE_LIMITS=off`, the development JWT secret, `DEMO=1` and `NATS_SYNC=interval`, and sets Secure `__Host-` cookies and HSTS"},
 	{"FLASHSALE_ADDR", "127.0.0.1:8080", "HTTP listen address"},
 	{"FLASHSALE_METRICS_ADDR", "127.0.0.1:9090", "listen address of `/metrics` (Prometheus), kept off the public address; `off` serves none"},
@@ -72,7 +72,7 @@ var configVars = []configVar{
 	{"FLASHSALE_NATS_PORT", "4222", "loopback port of the embedded NATS server (-1 picks a free one)"},
 	{"FLASHSALE_NATS_SYNC", "always", "embedded JetStream fsync: `always` (an acknowledged order survives a crash) or `interval` (every 2 min, unsafe)"},
 	{"FLASHSALE_DATA_DIR", ".data", "where the embedded NATS keeps its JetStream files"},
-	{"FLASHSALE_JWT_SECRET", devJWTSecret, "HS256 secret of the identity tokens and purchase tokens"},
+	{"FLASHSALE_JWT_SECRET", DevJWTSecret, "HS256 secret of the identity tokens and purchase tokens"},
 	{"FLASHSALE_JWT_TTL", "24h", "lifetime of a login token and its cookie"},
 	{"FLASHSALE_CAPTCHA", "image", "captcha provider: `image` (six distorted digits, checked once, bound to user and sale) or `test` (the answer `test` passes)"},
 	{"FLASHSALE_CAPTCHA_TTL", "5m", "how long an image captcha can be answered"},
@@ -95,12 +95,12 @@ var configVars = []configVar{
 	{"FLASHSALE_TRUSTED_PROXIES", "", "comma-separated proxy addresses whose X-Forwarded-For is believed"},
 }
 
-func loadConfig(getenv func(string) string) (config, error) {
+func LoadConfig(getenv func(string) string) (Config, error) {
 	get := func(name string) string {
 		if v := getenv(name); v != "" {
 			return v
 		}
-		for _, cv := range configVars {
+		for _, cv := range ConfigVars {
 			if cv.Name == name {
 				return cv.Default
 			}
@@ -132,7 +132,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		errs = append(errs, fmt.Errorf("%s=%q: want on or off", name, get(name)))
 		return false
 	}
-	c := config{
+	c := Config{
 		Env: get("FLASHSALE_ENV"), Addr: get("FLASHSALE_ADDR"), MetricsAddr: get("FLASHSALE_METRICS_ADDR"), DatabaseURL: get("FLASHSALE_DATABASE_URL"),
 		RedisURL: get("FLASHSALE_REDIS_URL"), NATSURL: get("FLASHSALE_NATS_URL"), NATSCreds: get("FLASHSALE_NATS_CREDS"), NATSSync: get("FLASHSALE_NATS_SYNC"),
 		DataDir: get("FLASHSALE_DATA_DIR"), JWTSecret: get("FLASHSALE_JWT_SECRET"), Captcha: get("FLASHSALE_CAPTCHA"),
@@ -182,7 +182,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 		if !c.RateLimits {
 			errs = append(errs, errors.New("FLASHSALE_RATE_LIMITS=off is refused when FLASHSALE_ENV=production"))
 		}
-		if c.JWTSecret == devJWTSecret {
+		if c.JWTSecret == DevJWTSecret {
 			errs = append(errs, errors.New("set FLASHSALE_JWT_SECRET: the development secret is refused when FLASHSALE_ENV=production"))
 		}
 		if c.Demo {
@@ -196,7 +196,7 @@ func loadConfig(getenv func(string) string) (config, error) {
 }
 
 // logValues lists the settings for the start-up log, secrets masked.
-func (c config) logValues() []any {
+func (c Config) logValues() []any {
 	mask := func(s string) string {
 		if s == "" {
 			return ""

@@ -1,4 +1,4 @@
-package main
+package tests
 
 import (
 	"context"
@@ -33,7 +33,7 @@ func TestImageCaptcha(t *testing.T) {
 			t.Fatalf("captcha image is not a PNG data URL: %.60s", img)
 		}
 		// The shopper reads the digits off the image; the test reads them where the server keeps them.
-		v, err := h.app.rdb.Get(context.Background(), "captcha:"+c.str("captchaId")).Result()
+		v, err := h.app.Redis.Get(context.Background(), "captcha:"+c.str("captchaId")).Result()
 		if err != nil {
 			t.Fatalf("captcha answer in redis: %v", err)
 		}
@@ -70,7 +70,7 @@ func TestImageCaptcha(t *testing.T) {
 		t.Errorf("another sale's challenge: %d %s, want 403", r.Status, r.Raw)
 	}
 	id, answer = newChallenge(alice, s.sale)
-	h.app.rdb.PExpire(context.Background(), "captcha:"+id, time.Millisecond)
+	h.app.Redis.PExpire(context.Background(), "captcha:"+id, time.Millisecond)
 	time.Sleep(20 * time.Millisecond)
 	if r := tokenReq(alice, s.sale, id, answer); r.Status != http.StatusForbidden {
 		t.Errorf("expired challenge: %d %s, want 403", r.Status, r.Raw)

@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"context"
@@ -25,51 +25,51 @@ import (
 )
 
 // app is one flashsale instance with every dependency built in plain sight.
-type app struct {
-	cfg     config
-	log     *slog.Logger
-	now     func() time.Time
-	natsSrv *server.Server // nil with an external NATS
-	natsReg *store.Registration
-	natsURL string // how this instance reaches NATS, credential included
-	rdb     *redis.Client
-	db      *store.DB
-	writeDB *store.DB // the writer's own pool: the public routes can never starve it
-	queue   *store.Queue
-	stock   *store.Stock
-	pub     *store.GroupPublisher
-	metrics *services.Metrics
-	reg     *prometheus.Registry
+type App struct {
+	cfg        Config
+	Log        *slog.Logger
+	now        func() time.Time
+	NATSServer *server.Server // nil with an external NATS
+	natsReg    *store.Registration
+	NATSURL    string // how this instance reaches NATS, credential included
+	Redis      *redis.Client
+	DB         *store.DB
+	writeDB    *store.DB // the writer's own pool: the public routes can never starve it
+	Queue      *store.Queue
+	Stock      *store.Stock
+	pub        *store.GroupPublisher
+	Metrics    *services.Metrics
+	reg        *prometheus.Registry
 
-	auth      *services.Auth
+	Auth      *services.Auth
 	sales     *services.Sales
 	purchases *services.Purchases
-	soldOut   *services.SoldOut
+	SoldOut   *services.SoldOut
 	loader    *services.Loader
 	returns   *services.Returns
 	reconcile *services.Reconciler
-	writer    *services.Writer
+	Writer    *services.Writer
 	keeper    *services.Keeper
-	handler   http.Handler
+	Handler   http.Handler
 
 	cancels   []context.CancelFunc
 	wg        sync.WaitGroup
 	closeOnce sync.Once
 }
 
-// newApp connects to Redis, Postgres and NATS (starting the embedded one if no URL is given),
+// New connects to Redis, Postgres and NATS (starting the embedded one if no URL is given),
 // applies the migrations and builds the services and the router. It starts no background work.
-func newApp(ctx context.Context, cfg config, log *slog.Logger) (_ *app, err error) {
-	a := &app{cfg: cfg, log: log, now: time.Now}
-	if cfg.clockSkew != 0 {
-		a.now = func() time.Time { return time.Now().Add(cfg.clockSkew) }
+func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) {
+	a := &App{cfg: cfg, Log: log, now: time.Now}
+	if cfg.ClockSkew != 0 {
+		a.now = func() time.Time { return time.Now().Add(cfg.ClockSkew) }
 	}
 	defer func() {
 		if err != nil {
-			a.close()
+			a.Close()
 		}
 	}()
-	if a.rdb, err = store.OpenRedis(ctx, cfg.RedisURL, cfg.RedisPool); err != nil {
+	if a.Redis, err = store.OpenRedis(ctx, cfg.RedisURL, cfg.RedisPool); err != nil {
 		return nil, err
 	}
 	site, instance := instanceName(cfg)
@@ -77,7 +77,7 @@ func newApp(ctx context.Context, cfg config, log *slog.Logger) (_ *app, err erro
 	if natsURL == "" {
 		// One embedded NATS per deployment: a second one would be a second queue, and each
 		// instance's jobs would judge "the queue has drained" by its own.
-		a.natsReg, err = store.RegisterEmbeddedNATS(ctx, a.rdb, site, instance, embeddedNATSLease)
+		a.natsReg, err = store.RegisterEmbeddedNATS(ctx, a.Redis, site, instance, embeddedNATSLease)
 		if err != nil {
 			if errors.Is(err, store.ErrEmbeddedNATSLive) {
 				return nil, fmt.Errorf("%w: instances sharing a Redis must share one NATS: start a NATS server (or use the first instance's) and set FLASHSALE_NATS_URL on every instance", err)
@@ -88,21 +88,21 @@ func newApp(ctx context.Context, cfg config, log *slog.Logger) (_ *app, err erro
 		if err != nil {
 			return nil, err
 		}
-		a.natsSrv, err = store.StartNATS(cfg.DataDir, cfg.NATSPort, cfg.NATSSync == "always", token)
+		a.NATSServer, err = store.StartNATS(cfg.DataDir, cfg.NATSPort, cfg.NATSSync == "always", token)
 		if err != nil {
 			return nil, err
 		}
-		natsURL = store.EmbeddedNATSURL(a.natsSrv.Addr().(*net.TCPAddr).Port, token)
-		log.Info("embedded nats started", "url", a.natsSrv.ClientURL(), "credential", cfg.DataDir+"/nats.token", "store", cfg.DataDir, "sync", cfg.NATSSync)
+		natsURL = store.EmbeddedNATSURL(a.NATSServer.Addr().(*net.TCPAddr).Port, token)
+		log.Info("embedded nats started", "url", a.NATSServer.ClientURL(), "credential", cfg.DataDir+"/nats.token", "store", cfg.DataDir, "sync", cfg.NATSSync)
 	}
-	a.natsURL = natsURL
-	if a.queue, err = store.OpenQueue(ctx, natsURL, cfg.NATSCreds); err != nil {
+	a.NATSURL = natsURL
+	if a.Queue, err = store.OpenQueue(ctx, natsURL, cfg.NATSCreds); err != nil {
 		return nil, err
 	}
-	if a.db, err = store.OpenDB(ctx, cfg.DatabaseURL, cfg.DBMaxConns); err != nil {
+	if a.DB, err = store.OpenDB(ctx, cfg.DatabaseURL, cfg.DBMaxConns); err != nil {
 		return nil, err
 	}
-	if err = a.db.Migrate(ctx, log); err != nil {
+	if err = a.DB.Migrate(ctx, log); err != nil {
 		return nil, err
 	}
 	if a.writeDB, err = store.OpenDB(ctx, cfg.DatabaseURL, max(cfg.WriterDBConns, cfg.WriterWorkers)); err != nil {
@@ -111,59 +111,59 @@ func newApp(ctx context.Context, cfg config, log *slog.Logger) (_ *app, err erro
 
 	a.reg = prometheus.NewRegistry()
 	a.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	a.metrics = services.NewMetrics(a.reg)
-	a.stock = store.NewStock(a.rdb)
-	a.pub = store.NewGroupPublisher(a.queue, cfg.PublishParallel, cfg.PublishBatch, cfg.PublishTimeout, a.metrics.ObservePublish)
+	a.Metrics = services.NewMetrics(a.reg)
+	a.Stock = store.NewStock(a.Redis)
+	a.pub = store.NewGroupPublisher(a.Queue, cfg.PublishParallel, cfg.PublishBatch, cfg.PublishTimeout, a.Metrics.ObservePublish)
 
 	secret := []byte(cfg.JWTSecret)
-	var captcha services.Captcha = services.ImageCaptcha{Store: store.NewChallenges(a.rdb, cfg.CaptchaTTL)}
+	var captcha services.Captcha = services.ImageCaptcha{Store: store.NewChallenges(a.Redis, cfg.CaptchaTTL)}
 	if cfg.Captcha == "test" {
 		captcha = services.TestCaptcha{}
 	}
-	limiter := services.NewLimiter(a.rdb, cfg.RateLimits, log, a.now)
-	a.auth = services.NewAuth(a.db, secret, cfg.JWTTTL, a.now).With(services.AuthOptions{
-		Redis: a.rdb, Limiter: limiter, Captcha: captcha, Log: log})
-	if a.soldOut, err = services.NewSoldOut(a.queue.Conn(), time.Second, log, a.now); err != nil {
+	limiter := services.NewLimiter(a.Redis, cfg.RateLimits, log, a.now)
+	a.Auth = services.NewAuth(a.DB, secret, cfg.JWTTTL, a.now).With(services.AuthOptions{
+		Redis: a.Redis, Limiter: limiter, Captcha: captcha, Log: log})
+	if a.SoldOut, err = services.NewSoldOut(a.Queue.Conn(), time.Second, log, a.now); err != nil {
 		return nil, err
 	}
-	a.loader = services.NewLoader(a.db, a.stock, a.soldOut, a.metrics, log, cfg.TokenTTL)
-	a.returns = services.NewReturns(a.db, a.stock, a.soldOut, a.metrics, log)
-	a.reconcile = services.NewReconciler(a.db, a.stock, a.metrics, log, cfg.OrphanAge)
-	a.sales = services.NewSales(a.db, a.stock, a.loader, a.reconcile, cfg.PayWindow, log, a.now)
+	a.loader = services.NewLoader(a.DB, a.Stock, a.SoldOut, a.Metrics, log, cfg.TokenTTL)
+	a.returns = services.NewReturns(a.DB, a.Stock, a.SoldOut, a.Metrics, log)
+	a.reconcile = services.NewReconciler(a.DB, a.Stock, a.Metrics, log, cfg.OrphanAge)
+	a.sales = services.NewSales(a.DB, a.Stock, a.loader, a.reconcile, cfg.PayWindow, log, a.now)
 	a.purchases = services.NewPurchases(services.PurchaseConfig{
 		TokenTTL: cfg.TokenTTL, SlowPublish: cfg.OrphanAge / 3, SigningSecret: secret,
-	}, a.sales, a.stock, a.db, a.pub, captcha, a.soldOut,
-		limiter, a.returns, a.metrics, log, a.now)
-	a.queue.SetAckWait(cfg.WriterAckWait)
-	a.writer = services.NewWriter(services.WriterConfig{Workers: cfg.WriterWorkers, Batch: cfg.WriterBatch, AckWait: cfg.WriterAckWait},
-		a.queue, a.writeDB, a.stock, a.soldOut, a.metrics, log)
+	}, a.sales, a.Stock, a.DB, a.pub, captcha, a.SoldOut,
+		limiter, a.returns, a.Metrics, log, a.now)
+	a.Queue.SetAckWait(cfg.WriterAckWait)
+	a.Writer = services.NewWriter(services.WriterConfig{Workers: cfg.WriterWorkers, Batch: cfg.WriterBatch, AckWait: cfg.WriterAckWait},
+		a.Queue, a.writeDB, a.Stock, a.SoldOut, a.Metrics, log)
 	// The writer's recent throughput, shared with the purchase service for a QUEUED order's
 	// estimated wait (services/queue_wait.go).
 	writerRate := services.NewThroughput(cfg.WriterWorkers, nil)
-	a.writer.SetThroughput(writerRate)
-	a.purchases.SetQueueWait(services.NewQueueWait(a.stock, writerRate))
+	a.Writer.SetThroughput(writerRate)
+	a.purchases.SetQueueWait(services.NewQueueWait(a.Stock, writerRate))
 	a.keeper = services.NewKeeper(services.KeeperConfig{Interval: cfg.KeeperInterval, OrphanAge: cfg.OrphanAge,
 		ReconcileInterval: cfg.ReconcileInterval, Instance: instance, RebuildDelay: cfg.PublishTimeout + time.Second},
-		a.db, a.stock, a.queue, a.loader, a.returns, a.reconcile, a.soldOut, a.metrics, log, a.now)
+		a.DB, a.Stock, a.Queue, a.loader, a.returns, a.reconcile, a.SoldOut, a.Metrics, log, a.now)
 
-	api := &handlers.API{Accounts: a.auth, Catalog: a.sales, Shop: a.purchases, Orders: a.sales, Admin: a.sales, Log: log, Now: a.now,
+	api := &handlers.API{Accounts: a.Auth, Catalog: a.sales, Shop: a.purchases, Orders: a.sales, Admin: a.sales, Log: log, Now: a.now,
 		SecureCookie: cfg.Env == "production", SessionTTL: cfg.JWTTTL}
 	pages := &handlers.Pages{Catalog: a.sales, Log: log, Now: a.now}
-	a.handler = web.NewRouter(web.Config{Log: log, Verifier: a.auth, API: api, Pages: pages, Registry: a.reg,
+	a.Handler = web.NewRouter(web.Config{Log: log, Verifier: a.Auth, API: api, Pages: pages, Registry: a.reg,
 		Ready: a.ready, TrustedProxies: cfg.TrustedProxies, Production: cfg.Env == "production"})
 	return a, nil
 }
 
 // ready names the dependencies that do not answer (Redis, Postgres, NATS), each checked at once
 // with its own second; the reasons go to the log, not to the caller.
-func (a *app) ready() []string {
+func (a *App) ready() []string {
 	check := func(name string, ping func(context.Context) error) <-chan string {
 		c := make(chan string, 1)
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			defer cancel()
 			if err := ping(ctx); err != nil {
-				a.log.Warn("readiness: "+name+" does not answer", "err", err)
+				a.Log.Warn("readiness: "+name+" does not answer", "err", err)
 				c <- name
 				return
 			}
@@ -172,16 +172,16 @@ func (a *app) ready() []string {
 		return c
 	}
 	checks := []<-chan string{
-		check("redis", func(ctx context.Context) error { return a.rdb.Ping(ctx).Err() }),
+		check("redis", func(ctx context.Context) error { return a.Redis.Ping(ctx).Err() }),
 		check("postgres", func(ctx context.Context) error {
-			sqlDB, err := a.db.Gorm().DB()
+			sqlDB, err := a.DB.Gorm().DB()
 			if err != nil {
 				return err
 			}
 			return sqlDB.PingContext(ctx)
 		}),
 		check("nats", func(context.Context) error {
-			if !a.queue.Conn().IsConnected() {
+			if !a.Queue.Conn().IsConnected() {
 				return errors.New("disconnected")
 			}
 			return nil
@@ -201,7 +201,7 @@ const embeddedNATSLease = 6 * time.Second
 
 // instanceName names this process in Redis (registration, lease): its site (host and data
 // folder, where an embedded NATS keeps its files), then pid, address and a random tag.
-func instanceName(cfg config) (site, name string) {
+func instanceName(cfg Config) (site, name string) {
 	host, _ := os.Hostname()
 	dir, err := filepath.Abs(cfg.DataDir)
 	if err != nil {
@@ -215,7 +215,7 @@ func instanceName(cfg config) (site, name string) {
 
 // start runs the writer and the keeper in the background until close, and keeps the embedded
 // NATS registration alive.
-func (a *app) start(ctx context.Context, writer, keeper bool) {
+func (a *App) Start(ctx context.Context, writer, keeper bool) {
 	ctx, cancel := context.WithCancel(ctx)
 	a.cancels = append(a.cancels, cancel)
 	if a.natsReg != nil {
@@ -223,7 +223,7 @@ func (a *app) start(ctx context.Context, writer, keeper bool) {
 		go func() {
 			defer a.wg.Done()
 			a.natsReg.Keep(ctx, func(holder string) {
-				a.log.Error("another instance took the embedded NATS registration; instances sharing a Redis must share one NATS (FLASHSALE_NATS_URL)", "holder", holder)
+				a.Log.Error("another instance took the embedded NATS registration; instances sharing a Redis must share one NATS (FLASHSALE_NATS_URL)", "holder", holder)
 			})
 		}()
 	}
@@ -231,8 +231,8 @@ func (a *app) start(ctx context.Context, writer, keeper bool) {
 		a.wg.Add(1)
 		go func() {
 			defer a.wg.Done()
-			if err := a.writer.Run(ctx); err != nil {
-				a.log.Error("writer stopped", "err", err)
+			if err := a.Writer.Run(ctx); err != nil {
+				a.Log.Error("writer stopped", "err", err)
 			}
 		}()
 	}
@@ -246,9 +246,9 @@ func (a *app) start(ctx context.Context, writer, keeper bool) {
 }
 
 // close stops the background work and closes every connection, in reverse order of creation.
-func (a *app) close() { a.closeOnce.Do(a.closeAll) }
+func (a *App) Close() { a.closeOnce.Do(a.closeAll) }
 
-func (a *app) closeAll() {
+func (a *App) closeAll() {
 	for _, cancel := range a.cancels {
 		cancel()
 	}
@@ -256,20 +256,20 @@ func (a *app) closeAll() {
 	if a.pub != nil {
 		a.pub.Close()
 	}
-	if a.db != nil {
-		a.db.Close()
+	if a.DB != nil {
+		a.DB.Close()
 	}
 	if a.writeDB != nil {
 		a.writeDB.Close()
 	}
-	if a.rdb != nil {
-		a.rdb.Close()
+	if a.Redis != nil {
+		a.Redis.Close()
 	}
-	if a.queue != nil {
-		a.queue.Close()
+	if a.Queue != nil {
+		a.Queue.Close()
 	}
-	if a.natsSrv != nil {
-		a.natsSrv.Shutdown()
-		a.natsSrv.WaitForShutdown()
+	if a.NATSServer != nil {
+		a.NATSServer.Shutdown()
+		a.NATSServer.WaitForShutdown()
 	}
 }

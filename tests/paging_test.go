@@ -1,4 +1,4 @@
-package main
+package tests
 
 import (
 	"context"
@@ -16,7 +16,7 @@ func TestSalesListingPages(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{noWriter: true})
 	// 60 sales straight into Postgres (the listing reads Postgres), starting one minute apart.
-	err := h.app.db.Gorm().Exec(`INSERT INTO sales (merchant_id, name, starts_at, ends_at)
+	err := h.app.DB.Gorm().Exec(`INSERT INTO sales (merchant_id, name, starts_at, ends_at)
 		SELECT 9000, 'listed ' || g, now() + g * interval '1 minute', now() + interval '1 day'
 		FROM generate_series(1, 60) g`).Error
 	if err != nil {
@@ -68,7 +68,7 @@ func TestSalesListingPages(t *testing.T) {
 func TestKeeperPagesThroughEverySale(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{noWriter: true})
-	err := h.app.db.Gorm().Exec(`INSERT INTO sales (merchant_id, name, starts_at, ends_at)
+	err := h.app.DB.Gorm().Exec(`INSERT INTO sales (merchant_id, name, starts_at, ends_at)
 		SELECT 9000, 'crowd ' || g, now() - interval '1 hour', now() + interval '1 day'
 		FROM generate_series(1, 1100) g`).Error
 	if err != nil {
@@ -78,9 +78,9 @@ func TestKeeperPagesThroughEverySale(t *testing.T) {
 	ctx := context.Background()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		h.app.rdb.Del(ctx, store.MetaKey(s.sale), store.StockKey(s.sale, s.items[0]))
+		h.app.Redis.Del(ctx, store.MetaKey(s.sale), store.StockKey(s.sale, s.items[0]))
 		time.Sleep(300 * time.Millisecond)
-		if st, err := h.app.stock.State(ctx, s.sale); err == nil && !st.Loaded {
+		if st, err := h.app.Stock.State(ctx, s.sale); err == nil && !st.Loaded {
 			break // deleted after the keeper's last look
 		}
 		if time.Now().After(deadline) {
@@ -88,7 +88,7 @@ func TestKeeperPagesThroughEverySale(t *testing.T) {
 		}
 	}
 	for {
-		st, err := h.app.stock.State(ctx, s.sale)
+		st, err := h.app.Stock.State(ctx, s.sale)
 		if err == nil && st.Loaded {
 			break
 		}

@@ -1,0 +1,293 @@
+// Package app is the flashsale program: its commands (serve, migrate, merchant, token, reconcile,
+// config), its settings and the wiring of one instance (App). The root package's main only calls
+// Run; the integration tests in tests/ drive the same App.
+package app
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/store"
+	"github.com/flashsale/flashsale/web"
+)
+
+const usage = `usage: flashsale [command]
+
+commands:
+  serve                          serve HTTP (the default)
+  migrate                        apply the SQL migrations and exit
+  merchant add NAME [-password P] create a merchant account (a password is generated if omitted)
+  token -user ID [-role R]       print a signed JWT for a user id (role shopper or merchant)
+  reconcile [-wait D] [SALE_ID]  wait for the order queue to drain, then check every invariant of a
+                                 sale (or of every sale not ended over a day ago) across Redis and
+                                 Postgres; prints the report, exits 1 on a violation
+  config                         print every FLASHSALE_* variable with its default
+
+Settings come from FLASHSALE_* environment variables; see the README.`
+
+// Run is the whole program: it returns instead of exiting so tests can drive it.
+func Run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	cmd := "serve"
+	if len(args) > 0 {
+		cmd, args = args[0], args[1:]
+	}
+	if cmd == "help" || cmd == "-h" || cmd == "--help" {
+		fmt.Fprintln(stdout, usage)
+		return nil
+	}
+	if cmd == "config" {
+		for _, v := range ConfigVars {
+			fmt.Fprintf(stdout, "%s=%s\n", v.Name, v.Default)
+		}
+		return nil
+	}
+	cfg, err := LoadConfig(getenv)
+	if err != nil {
+		return err
+	}
+	log := newLogger(cfg, stdout)
+	switch cmd {
+	case "serve":
+		return serve(ctx, cfg, log)
+	case "migrate":
+		db, err := openMigrated(ctx, cfg, log)
+		if err != nil {
+			return err
+		}
+		db.Close()
+		fmt.Fprintln(stdout, "migrations applied")
+		return nil
+	case "merchant":
+		return merchantCmd(ctx, cfg, log, args, stdout)
+	case "token":
+		return tokenCmd(cfg, args, stdout)
+	case "reconcile":
+		return reconcileCmd(ctx, cfg, log, args, stdout)
+	}
+	return fmt.Errorf("unknown command %q\n%s", cmd, usage)
+}
+
+func newLogger(cfg Config, w io.Writer) *slog.Logger {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
+		level = slog.LevelInfo
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	if cfg.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
+	log.Info("starting flashsale", cfg.logValues()...)
+	if !cfg.RateLimits {
+		log.Warn("FLASHSALE_RATE_LIMITS=off: every rate limit is off (benchmarks and tests only)")
+	}
+	a, err := New(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	if cfg.Demo {
+		if err := seedDemo(ctx, a, cfg.DemoStartDelay, log); err != nil {
+			return fmt.Errorf("demo seed: %w", err)
+		}
+	}
+	a.Start(ctx, true, true)
+
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", cfg.Addr, err)
+	}
+	srv := &http.Server{Handler: a.Handler, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 15 * time.Second,
+		WriteTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second, MaxHeaderBytes: 64 << 10}
+	errc := make(chan error, 2)
+	go func() { errc <- srv.Serve(ln) }()
+	log.Info("serving", "url", "http://"+ln.Addr().String())
+	if cfg.MetricsAddr != "off" {
+		mln, err := net.Listen("tcp", cfg.MetricsAddr)
+		if err != nil {
+			return fmt.Errorf("listen %s (FLASHSALE_METRICS_ADDR): %w", cfg.MetricsAddr, err)
+		}
+		msrv := &http.Server{Handler: web.MetricsHandler(a.reg), ReadHeaderTimeout: 5 * time.Second}
+		go func() { errc <- msrv.Serve(mln) }()
+		defer msrv.Close()
+		log.Info("metrics", "url", "http://"+mln.Addr().String()+"/metrics")
+	}
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		log.Warn("http shutdown", "err", err)
+	}
+	return nil
+}
+
+func merchantCmd(ctx context.Context, cfg Config, log *slog.Logger, args []string, stdout io.Writer) error {
+	if len(args) < 2 || args[0] != "add" {
+		return errors.New("usage: flashsale merchant add NAME [-password P]")
+	}
+	name := args[1]
+	fs := flag.NewFlagSet("merchant add", flag.ContinueOnError)
+	password := fs.String("password", "", "password (generated if empty)")
+	if err := fs.Parse(args[2:]); err != nil {
+		return err
+	}
+	if *password == "" {
+		*password = randomPassword()
+	}
+	db, err := openMigrated(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	u, err := services.NewAuth(db, []byte(cfg.JWTSecret), cfg.JWTTTL, time.Now).AddUser(ctx, name, *password, services.RoleMerchant)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "merchant %q added with id %d, password %s\n", u.Username, u.ID, *password)
+	return nil
+}
+
+func tokenCmd(cfg Config, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("token", flag.ContinueOnError)
+	user := fs.String("user", "", "user id")
+	role := fs.String("role", services.RoleShopper, "shopper or merchant")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	id, err := strconv.ParseInt(*user, 10, 64)
+	if err != nil || id <= 0 || (*role != services.RoleShopper && *role != services.RoleMerchant) {
+		return errors.New("usage: flashsale token -user ID [-role shopper|merchant]")
+	}
+	tok, err := services.NewAuth(nil, []byte(cfg.JWTSecret), cfg.JWTTTL, time.Now).Issue(services.Identity{UserID: id, Role: *role})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, tok)
+	return nil
+}
+
+// openMigrated opens Postgres and applies the migrations: all the commands that only touch the
+// database need (they start no NATS, so they run beside a serving instance).
+func openMigrated(ctx context.Context, cfg Config, log *slog.Logger) (*store.DB, error) {
+	db, err := store.OpenDB(ctx, cfg.DatabaseURL, 2)
+	if err != nil {
+		return nil, err
+	}
+	if err := db.Migrate(ctx, log); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+// ErrViolations makes the reconcile command exit 1 after printing its report.
+var ErrViolations = errors.New("reconcile: invariants violated (see the report above)")
+
+// reconcileCmd prints the reconciliation report. It connects to Redis, Postgres and the NATS the
+// instances use (FLASHSALE_NATS_URL, or the embedded server of a running instance on
+// 127.0.0.1:FLASHSALE_NATS_PORT) without starting anything.
+func reconcileCmd(ctx context.Context, cfg Config, log *slog.Logger, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("reconcile", flag.ContinueOnError)
+	wait := fs.Duration("wait", 30*time.Second, "how long to wait for the order queue to drain")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	var saleIDs []int64
+	if fs.NArg() > 1 {
+		return errors.New("usage: flashsale reconcile [-wait D] [SALE_ID]")
+	}
+	if fs.NArg() == 1 {
+		id, err := strconv.ParseInt(fs.Arg(0), 10, 64)
+		if err != nil || id <= 0 {
+			return fmt.Errorf("reconcile: SALE_ID %q is not a sale id", fs.Arg(0))
+		}
+		saleIDs = []int64{id}
+	}
+	rdb, err := store.OpenRedis(ctx, cfg.RedisURL, 4)
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+	db, err := store.OpenDB(ctx, cfg.DatabaseURL, 4)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	natsURL := cfg.NATSURL
+	if natsURL == "" {
+		token, err := store.ReadEmbeddedNATSToken(cfg.DataDir)
+		if err != nil {
+			return fmt.Errorf("reconcile needs the order queue: %w (or set FLASHSALE_NATS_URL)", err)
+		}
+		natsURL = store.EmbeddedNATSURL(cfg.NATSPort, token)
+	}
+	q, err := store.OpenQueue(ctx, natsURL, cfg.NATSCreds)
+	if err != nil {
+		return fmt.Errorf("reconcile needs the order queue to know it has drained: %w", err)
+	}
+	defer q.Close()
+
+	deadline := time.Now().Add(*wait)
+	for {
+		backlog, err := q.Backlog(ctx)
+		if err != nil {
+			return err
+		}
+		if backlog == 0 {
+			fmt.Fprintln(stdout, "order queue: drained")
+			break
+		}
+		if time.Now().After(deadline) {
+			fmt.Fprintf(stdout, "order queue: %d messages not written after %s: the counts below may move\n", backlog, *wait)
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if saleIDs == nil {
+		err := db.EachSaleEndingAfter(ctx, time.Now().Add(-24*time.Hour), func(page []store.Sale) error {
+			for _, s := range page {
+				saleIDs = append(saleIDs, s.ID)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if len(saleIDs) == 0 {
+			fmt.Fprintln(stdout, "no sale ended less than a day ago: nothing to reconcile")
+			return nil
+		}
+	}
+	rec := services.NewReconciler(db, store.NewStock(rdb), nil, log, cfg.OrphanAge).Thorough()
+	ok := true
+	for _, id := range saleIDs {
+		rep, err := rec.Report(ctx, id)
+		if err != nil {
+			return err
+		}
+		rep.Write(stdout)
+		ok = ok && rep.OK()
+	}
+	if !ok {
+		return ErrViolations
+	}
+	fmt.Fprintln(stdout, "reconcile: every invariant holds")
+	return nil
+}
