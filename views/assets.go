@@ -10,7 +10,7 @@ package views
 const scriptEntry = "/static/js/main.js"
 
 // commonModules are what main.js imports on every page.
-var commonModules = []string{"dom.js", "time.js", "storage.js", "api.js", "session.js", "nav.js"}
+var commonModules = []string{"dom.js", "time.js", "storage.js", "api.js", "session.js", "nav.js", "network.js"}
 
 // Page keys for layout: which page's modules to preload.
 const (
@@ -24,10 +24,10 @@ const (
 
 // pageModules are the modules a page needs besides commonModules: its own and what it imports.
 var pageModules = map[string][]string{
-	pageHome:     {"home.js", "clock.js"},
+	pageHome:     {"home.js", "clock.js", "poll.js"},
 	pageSale:     {"sale.js", "order.js", "status.js", "clock.js", "money.js", "poll.js"},
 	pageOrder:    {"order.js", "status.js", "clock.js", "money.js", "poll.js"},
-	pageMyOrders: {"orders.js", "status.js", "clock.js", "money.js"},
+	pageMyOrders: {"orders.js", "status.js", "clock.js", "money.js", "poll.js"},
 	pageAdmin:    {"admin.js", "clock.js", "money.js", "poll.js"},
 	pageNotFound: nil,
 }

@@ -139,7 +139,7 @@ type Messages struct {
 	SiteName string
 
 	// layout
-	SkipLink, NavLabel, NavSales, NavOrders, NavAdmin, Footer, LangLabel string
+	SkipLink, NavLabel, NavSales, NavOrders, NavAdmin, Footer, LangLabel, Offline string
 	// sessionArea
 	Username, Password, RegisterHint, CaptchaAlt, CaptchaAnswer, NewPicture string
 	LogIn, Register, SignedInAs, LogOut                                     string
@@ -147,9 +147,9 @@ type Messages struct {
 	NotSignedIn, ToSeeOrder, ToSeeOrders string
 	// orderPanel and the sale page's order box
 	YourOrder, Item, Price, Sale, Status, Checking, CheckingCap, PayNow, CancelOrder string
-	CancelQuestion, CancelYes, CancelNo, OrderLabel, OrderDetails                   string
+	CancelQuestion, CancelYes, CancelNo, OrderLabel, OrderDetails                    string
 	// home
-	HomeTitle, NoSales, AllEnded, SeeCurrentSales, AllEndedAfter string
+	HomeTitle, NoSales, AllEnded, SeeCurrentSales, AllEndedAfter    string
 	MoreSalesLabel, FirstSales, MoreSales, ItemsLabel, Starts, Ends string
 	StatusUpcoming, StatusLive, StatusEnded                         string
 	MoreItems                                                       func(n int) string
@@ -174,6 +174,7 @@ var enMessages = Messages{
 	NavAdmin:  "Merchant admin",
 	Footer:    "Times are shown in your time zone once the page has loaded; the countdown follows the shop’s clock.",
 	LangLabel: "Language",
+	Offline:   "You are offline: nothing reaches the shop until the connection is back, and what this page shows may be out of date meanwhile.",
 
 	Username:      "Username",
 	Password:      "Password",
@@ -269,6 +270,7 @@ var zhMessages = Messages{
 	NavAdmin:  "商家后台",
 	Footer:    "页面加载后，时间按你所在的时区显示；倒计时以商城的时钟为准。",
 	LangLabel: "语言",
+	Offline:   "网络已断开：恢复连接前，任何操作都无法送达商城，页面上显示的内容也可能已过时。",
 
 	Username:      "用户名",
 	Password:      "密码",

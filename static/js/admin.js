@@ -5,7 +5,7 @@ import { pad2, formatClock, timeElement } from './time.js';
 import { serverNow } from './clock.js';
 import { CURRENCIES, formatMoney, parseMoney } from './money.js';
 import { api, errorText, sentence } from './api.js';
-import { makePoller } from './poll.js';
+import { makePoller, failed } from './poll.js';
 import { currentUser, sessionExpired, onSession, initSession } from './session.js';
 
 // localInputToRFC3339 reads a datetime-local value in the browser's zone and writes it as
@@ -225,7 +225,7 @@ export function initAdminPage(admin) {
       return false;
     }
     say('Could not load your sales: ' + errorText(r), 'error');
-    return true;
+    return failed((r.retryAfter || 0) * 1000);
   }
 
   var salesPoller = makePoller(loadSales, 15000);
@@ -393,7 +393,7 @@ export function initAdminPage(admin) {
       return false;
     }
     setText(stockUpdated, 'Could not refresh: ' + errorText(r) + ' Retrying\u2026');
-    return true;
+    return failed((r.retryAfter || 0) * 1000);
   }
 
   var stockPoller = makePoller(loadStock, 1000);

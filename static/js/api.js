@@ -3,9 +3,16 @@
 import { csrfCookie } from './storage.js';
 import { parseRetryAfter } from './time.js';
 
-// api calls the JSON API. It never throws: a network failure comes back as status 0.
-// Every POST carries the CSRF double-submit header and a JSON body.
-export async function api(method, path, body, extraHeaders, cacheMode) {
+// noAnswer is what api returns when no answer came back: the request failed to go out, or it
+// went out and its answer was lost (the connection dropped, the body was cut, or timeoutMs passed).
+function noAnswer(timedOut) {
+  return { ok: false, status: 0, network: true, timedOut: timedOut, code: 'NETWORK', message: '', data: null, retryAfter: null };
+}
+
+// api calls the JSON API. It never throws: no answer comes back as status 0 with network set.
+// Every POST carries the CSRF double-submit header and a JSON body. timeoutMs, if given, gives
+// up waiting for the answer after that long.
+export async function api(method, path, body, extraHeaders, cacheMode, timeoutMs) {
   var headers = { Accept: 'application/json' };
   var init = { method: method, headers: headers, credentials: 'same-origin' };
   if (method !== 'GET') {
@@ -21,26 +28,34 @@ export async function api(method, path, body, extraHeaders, cacheMode) {
   if (cacheMode) {
     init.cache = cacheMode;
   }
+  var timedOut = false;
+  var timer = null;
+  if (timeoutMs) {
+    var abort = new AbortController();
+    init.signal = abort.signal;
+    timer = window.setTimeout(function () {
+      timedOut = true;
+      abort.abort();
+    }, timeoutMs);
+  }
   var res;
+  var text = '';
   try {
     res = await fetch(path, init);
+    if (res.status !== 204) {
+      text = await res.text();
+    }
   } catch (e) {
-    return { ok: false, status: 0, network: true, code: 'NETWORK', message: '', data: null, retryAfter: null };
+    return noAnswer(timedOut);
+  } finally {
+    window.clearTimeout(timer);
   }
   var data = null;
-  if (res.status !== 204) {
-    var text = '';
+  if (text) {
     try {
-      text = await res.text();
+      data = JSON.parse(text);
     } catch (e) {
-      text = '';
-    }
-    if (text) {
-      try {
-        data = JSON.parse(text);
-      } catch (e) {
-        data = null;
-      }
+      data = null;
     }
   }
   var out = {

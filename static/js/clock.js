@@ -1,6 +1,7 @@
 // The clock synced to the server.
 
 import { parseTime } from './time.js';
+import { backoff } from './poll.js';
 
 // The countdown and the buy buttons follow the server's clock, never the bare browser clock:
 // offset = serverNow - (t0 + t1) / 2 from the quickest of three round trips, redone every minute.
@@ -76,10 +77,12 @@ export function startClock() {
     return;
   }
   clock.started = true;
+  var failures = 0;
   var loop = async function () {
     var ok = await syncClock();
-    // Until the first sync succeeds, retry soon; afterwards, once a minute.
-    window.setTimeout(loop, ok || clock.synced ? 60000 : 3000);
+    // Until the first sync succeeds, retry soon (backing off: the shop may be down or the
+    // browser offline); afterwards, once a minute.
+    window.setTimeout(loop, ok || clock.synced ? 60000 : backoff(failures++, 2000, 30000));
   };
   loop();
 }

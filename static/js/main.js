@@ -14,6 +14,7 @@ import { byTestId } from './dom.js';
 import { localizeTimes } from './time.js';
 import { learnUser } from './session.js';
 import { initNav } from './nav.js';
+import { initOfflineNotice } from './network.js';
 
 // PAGES maps a page's root (its data-testid) to its module and whether the page shows who is
 // signed in (then the script asks the server who that is, when the browser does not know).
@@ -27,6 +28,7 @@ const PAGES = [
 
 async function main() {
   localizeTimes(document);
+  initOfflineNotice();
   let user = false;
   for (const p of PAGES) {
     const root = byTestId(p.testid);

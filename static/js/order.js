@@ -2,17 +2,21 @@
 // box and on the order page), and the order page itself.
 
 import { byTestId, setText, show, enc, messenger } from './dom.js';
-import { parseTime, formatDeadline, formatDuration } from './time.js';
+import { parseTime, formatClock, formatDeadline, formatDuration } from './time.js';
 import { serverNow, onClock, startClock } from './clock.js';
 import { formatMoney } from './money.js';
 import { api, errorText, isUnauthenticated } from './api.js';
-import { makePoller } from './poll.js';
+import { makePoller, after, failed } from './poll.js';
+import { isOnline, onNetwork } from './network.js';
 import { loggedIn, sessionExpired, onSession, initSession, loginPrompt } from './session.js';
-import { FINAL_STATUSES, ORDER_NOTES, STATUS_WORDS } from './status.js';
+import { FINAL_STATUSES, ORDER_NOTES, STATUS_WORDS, queueOf, queueText } from './status.js';
 
 // orderController shows one order in an order panel, polls it every second until it reaches
-// a final state, and pays or cancels it while it is pending. After every action it fetches the
-// order again, so that what the panel says is what the server holds.
+// a final state (while it is QUEUED no sooner than the server's Retry-After, showing its place in
+// the queue), and pays or cancels it while it is pending. After every action it fetches the
+// order again, so that what the panel says is what the server holds. While the shop cannot be
+// reached the note says so and since when the status is known, and the buttons wait while the
+// browser is offline.
 export function orderController(panel, say, hooks) {
   hooks = hooks || {};
   var statusEl = byTestId('order-status', panel);
@@ -26,6 +30,7 @@ export function orderController(panel, say, hooks) {
   var confirmYes = byTestId('cancel-confirm-button', panel);
   var confirmNo = byTestId('cancel-keep-button', panel);
   var note = byTestId('order-note', panel);
+  var queueEl = byTestId('order-queue', panel);
   var link = byTestId('order-link', panel);
   var idEl = byTestId('order-id', panel);
   var itemRow = byTestId('order-item-row', panel);
@@ -38,6 +43,9 @@ export function orderController(panel, say, hooks) {
   var status = null;
   var payBy = NaN;
   var detail = null; // item, price and sale, once the API has told them
+  var queue = null; // {position, waitSeconds} while QUEUED, from the last answer
+  var knownAt = 0; // Date.now() of the last answer about the order
+  var stale = ''; // the note while the status cannot be refreshed ('' once it is)
   var paying = false;
   var cancelling = false;
   var confirming = false;
@@ -68,12 +76,15 @@ export function orderController(panel, say, hooks) {
     if (statusEl) {
       statusEl.setAttribute('data-status', status || '');
     }
-    setText(note, status ? ORDER_NOTES[status] || '' : '');
+    setText(note, stale || (status ? ORDER_NOTES[status] || '' : ''));
+    var queued = status === 'QUEUED' && queue !== null;
+    setText(queueEl, queued ? queueText(queue.position, queue.waitSeconds) : '');
+    show(queueEl, queued);
     var pending = status === 'PENDING';
     if (!pending) {
       confirming = false;
     }
-    var busy = paying || cancelling;
+    var busy = paying || cancelling || !isOnline();
     show(actions, pending && !confirming);
     show(payBtn, pending && !confirming);
     show(cancelBtn, pending && !confirming);
@@ -110,6 +121,7 @@ export function orderController(panel, say, hooks) {
   function learn(data) {
     status = typeof data.status === 'string' ? data.status : status;
     payBy = parseTime(data.payBy);
+    queue = queueOf(data);
     if (typeof data.itemName === 'string' || data.priceCents !== undefined) {
       detail = {
         itemName: typeof data.itemName === 'string' ? data.itemName : '',
@@ -138,8 +150,11 @@ export function orderController(panel, say, hooks) {
       return true; // an action ran meanwhile: this answer may predate it, ask again
     }
     if (r.ok && r.data) {
+      knownAt = Date.now();
+      stale = '';
       learn(r.data);
-      return !FINAL_STATUSES[status];
+      // A QUEUED answer says when to ask again (Retry-After): not sooner.
+      return FINAL_STATUSES[status] ? false : after(r.retryAfter === null ? 0 : r.retryAfter * 1000);
     }
     if (r.status === 404) {
       status = null;
@@ -166,9 +181,28 @@ export function orderController(panel, say, hooks) {
       sessionExpired();
       return false;
     }
-    setText(note, r.network ? 'Network problem; retrying…' : 'Could not refresh the status (' + errorText(r) + '); retrying…');
-    return true;
+    stale = (r.network ? 'Could not reach the shop' : 'Could not refresh the status (' + errorText(r) + ')') + staleSince() + ' Trying again…';
+    renderStatus();
+    return failed(r.retryAfter === null ? 0 : r.retryAfter * 1000);
   }
+
+  // staleSince says how old the status shown is, when it is not fresh.
+  function staleSince() {
+    return status && knownAt ? '; the status shown is from ' + formatClock(knownAt) + '.' : '.';
+  }
+
+  // Offline, the buttons wait and the note says why; back online, the poller asks at once.
+  onNetwork(function (online) {
+    if (!orderId) {
+      return;
+    }
+    if (!online) {
+      stale = 'You are offline' + staleSince();
+    } else if (stale) {
+      stale = 'Back online; checking the status…';
+    }
+    renderStatus();
+  });
 
   var poller = makePoller(pollOnce, 1000);
 
@@ -198,6 +232,13 @@ export function orderController(panel, say, hooks) {
         refresh();
         return;
       }
+      if (r.network) {
+        // Sent, perhaps, but no answer came back: the status (asked again) tells what happened.
+        say('The shop\u2019s answer to the payment was lost (the network dropped): it may or may not have gone through. The status below says which once the shop answers.', 'error');
+        renderStatus();
+        refresh();
+        return;
+      }
       say(errorText(r), 'error');
       if (r.code === 'EXPIRED') {
         // The server expired the order there and then: no Pay button, and ask what it holds.
@@ -212,9 +253,7 @@ export function orderController(panel, say, hooks) {
         return;
       }
       renderStatus();
-      if (!r.network) {
-        refresh();
-      }
+      refresh();
     });
   }
 
@@ -264,15 +303,17 @@ export function orderController(panel, say, hooks) {
         refresh();
         return;
       }
-      say(errorText(r), 'error');
+      if (r.network) {
+        say('The shop\u2019s answer to the cancellation was lost (the network dropped): the status below says whether the order was cancelled once the shop answers.', 'error');
+      } else {
+        say(errorText(r), 'error');
+      }
       renderStatus();
       if (isUnauthenticated(r)) {
         sessionExpired();
         return;
       }
-      if (!r.network) {
-        refresh();
-      }
+      refresh();
     });
   }
 
@@ -283,6 +324,9 @@ export function orderController(panel, say, hooks) {
       status = initialStatus || (same ? status : null);
       payBy = same ? payBy : NaN;
       detail = same ? detail : null;
+      queue = same ? queue : null;
+      knownAt = same ? knownAt : 0;
+      stale = '';
       confirming = false;
       panel.setAttribute('data-order-id', orderId);
       setText(idEl, orderId);
@@ -304,6 +348,8 @@ export function orderController(panel, say, hooks) {
         link.setAttribute('href', '/orders/' + enc(orderId));
       }
       show(panel, true);
+      knownAt = Date.now();
+      stale = '';
       learn(data);
       if (FINAL_STATUSES[status]) {
         poller.stop();
@@ -318,6 +364,8 @@ export function orderController(panel, say, hooks) {
       orderId = null;
       status = null;
       detail = null;
+      queue = null;
+      stale = '';
       confirming = false;
       poller.stop();
       show(panel, false);

@@ -6,7 +6,9 @@ import { serverNow, onClock, startClock } from './clock.js';
 import { formatMoney } from './money.js';
 import { api, errorText, isUnauthenticated } from './api.js';
 import { loggedIn, sessionExpired, onSession, initSession, loginPrompt } from './session.js';
-import { STATUS_WORDS } from './status.js';
+import { STATUS_WORDS, queueOf, queueText } from './status.js';
+import { backoff } from './poll.js';
+import { isOnline, onNetwork } from './network.js';
 
 export function initMyOrdersPage(page) {
   var say = messenger(byTestId('message', page));
@@ -16,7 +18,7 @@ export function initMyOrdersPage(page) {
   var list = byTestId('order-list', page);
   var template = byTestId('order-row-template', page);
   var more = byTestId('load-more', page);
-  var rows = {}; // order id -> { li, order, checkedAt, checks }
+  var rows = {}; // order id -> { li, order, checkedAt, checks, notBefore, failures }
   var next = ''; // the cursor of the next page; '' on the last
   var retry = null; // the cursor to fetch again after a failure
   var gen = 0; // bumped when the list is thrown away (logout, back from the cache)
@@ -62,7 +64,9 @@ export function initMyOrdersPage(page) {
       CANCELLED: 'Cancelled; the unit went back on sale.',
       FAILED: 'Could not be completed; nothing was charged.'
     };
-    setText(part(li, 'order-row-note'), notes[st] || '');
+    // A QUEUED order fetched on its own carries its place in the queue.
+    var queue = queueOf(o);
+    setText(part(li, 'order-row-note'), (notes[st] || '') + (queue ? ' ' + queueText(queue.position, queue.waitSeconds) : ''));
     var created = part(li, 'order-row-created');
     var at = parseTime(o.createdAt);
     created.replaceChildren();
@@ -87,7 +91,7 @@ export function initMyOrdersPage(page) {
     } else {
       var frag = template.content.cloneNode(true);
       var li = frag.querySelector('[data-testid="order-row"]');
-      entry = rows[id] = { li: li, order: o, checkedAt: 0, checks: 0 };
+      entry = rows[id] = { li: li, order: o, checkedAt: 0, checks: 0, notBefore: 0, failures: 0 };
       list.appendChild(frag);
     }
     renderRow(entry);
@@ -161,16 +165,25 @@ export function initMyOrdersPage(page) {
   }
 
   // Every second: the countdowns of the pending orders. A pending order past its deadline (the
-  // server expires it within seconds) or a queued one is fetched again, a few times at most.
+  // server expires it within seconds) or a queued one is fetched again, a few times at most,
+  // never sooner than the server's Retry-After, and backing off while the shop cannot answer.
   async function recheck(entry) {
     entry.checkedAt = Date.now();
     entry.checks++;
     var g = gen;
     var r = await api('GET', '/api/flash-sales/orders/' + enc(entry.order.orderId), undefined, undefined, 'no-store');
-    if (g === gen && r.ok && r.data) {
-      entry.order = r.data;
-      renderRow(entry);
+    if (g !== gen) {
+      return;
     }
+    var wait = (r.retryAfter || 0) * 1000;
+    if (r.ok && r.data) {
+      entry.order = r.data;
+      entry.failures = 0;
+      renderRow(entry);
+    } else if (r.network || r.status >= 500) {
+      wait = Math.max(wait, backoff(entry.failures++, 3000, 30000));
+    }
+    entry.notBefore = Date.now() + wait;
   }
 
   function tick() {
@@ -182,7 +195,7 @@ export function initMyOrdersPage(page) {
         renderRow(entry);
       }
       var due = (st === 'PENDING' && parseTime(entry.order.payBy) <= now) || st === 'QUEUED';
-      if (due && entry.checks < 20 && Date.now() - entry.checkedAt >= 3000) {
+      if (due && entry.checks < 20 && Date.now() - entry.checkedAt >= 3000 && Date.now() >= entry.notBefore && isOnline()) {
         recheck(entry);
       }
     });
@@ -191,6 +204,13 @@ export function initMyOrdersPage(page) {
   onClock(tick);
   startClock();
   window.setInterval(tick, 1000);
+
+  // Back online after a failed load: load it again.
+  onNetwork(function (online) {
+    if (online && retry !== null && !busy) {
+      loadPage(retry);
+    }
+  });
 
   // Back to this page from the browser's cache: the orders may have changed meanwhile.
   window.addEventListener('pageshow', function (ev) {

@@ -5,10 +5,16 @@ import { byTestId, allByTestId, setText, show, enc, messenger } from './dom.js';
 import { parseTime, formatDuration, saleState } from './time.js';
 import { clock, serverNow, onClock, startClock, syncClock } from './clock.js';
 import { api, errorText, isUnauthenticated } from './api.js';
-import { makePoller } from './poll.js';
+import { makePoller, failed, backoff, sleep } from './poll.js';
+import { isOnline, onNetwork } from './network.js';
 import { loggedIn, sessionExpired, onSession, initSession } from './session.js';
 import { LIVE_STATUSES } from './status.js';
 import { orderController } from './order.js';
+
+// A purchase whose answer does not come back is sent again (the same attempt, the same token) at
+// most this many times in all, each waiting at most PURCHASE_TIMEOUT_MS for its answer.
+const PURCHASE_TRIES = 3;
+const PURCHASE_TIMEOUT_MS = 15000;
 
 export function initSalePage(section) {
   var saleId = section.getAttribute('data-sale-id') || '';
@@ -83,7 +89,8 @@ export function initSalePage(section) {
     entries: {}, // order id -> { id, li, ctl, status, itemId, itemName, createdAt }
     gen: 0, // bumped when the list is thrown away (logout)
     signedIn: null,
-    retry: null
+    retry: null, // the timer of the next try after a failed load
+    failures: 0 // failed loads in a row
   };
 
   function orderEntries() {
@@ -215,6 +222,9 @@ export function initSalePage(section) {
       return;
     }
     window.clearTimeout(box.retry);
+    if (!isOnline()) {
+      return; // loaded when the network is back (onNetwork below)
+    }
     var g = box.gen;
     var r = await api('GET', '/api/flash-sales/orders?saleId=' + encodeURIComponent(saleId), undefined, undefined, 'no-store');
     if (g !== box.gen || !loggedIn()) {
@@ -227,6 +237,7 @@ export function initSalePage(section) {
           addOrder(o);
         }
       });
+      box.failures = 0;
       render();
       return;
     }
@@ -234,7 +245,7 @@ export function initSalePage(section) {
       sessionExpired();
       return;
     }
-    box.retry = window.setTimeout(loadOrders, 5000);
+    box.retry = window.setTimeout(loadOrders, Math.max(backoff(box.failures++, 2000, 30000), (r.retryAfter || 0) * 1000));
   }
 
   // loadSaleInfo learns the purchase limit, the currency and the prices.
@@ -254,7 +265,7 @@ export function initSalePage(section) {
     if (attempt < 5 && r.status !== 404) {
       window.setTimeout(function () {
         loadSaleInfo(attempt + 1);
-      }, 3000);
+      }, Math.max(backoff(attempt, 2000, 30000), (r.retryAfter || 0) * 1000));
     }
   }
 
@@ -308,7 +319,7 @@ export function initSalePage(section) {
       var id = b.getAttribute('data-item-id');
       var gone = soldOut(id);
       var mine = h.byItem[id];
-      b.disabled = !(phase === 'live' && !gone && !state.inFlight && !held && !mine && !limitReached);
+      b.disabled = !(phase === 'live' && !gone && !state.inFlight && !held && !mine && !limitReached && isOnline());
       var label = 'Buy';
       if (state.inFlight && state.buyingItem === id) {
         label = 'Buying\u2026';
@@ -416,11 +427,15 @@ export function initSalePage(section) {
     if (state.captchaLoading || !wantCaptcha()) {
       return;
     }
-    state.captchaLoading = true;
     state.captchaId = null;
     if (captchaAnswer) {
       captchaAnswer.value = '';
     }
+    if (!isOnline()) {
+      setText(captchaHint, 'You are offline: a captcha loads once the connection is back.');
+      return;
+    }
+    state.captchaLoading = true;
     setText(captchaHint, 'Loading a captcha\u2026');
     var r = await api('POST', '/api/flash-sales/' + enc(saleId) + '/captcha', {});
     state.captchaLoading = false;
@@ -442,8 +457,7 @@ export function initSalePage(section) {
     }
     setText(captchaHint, 'Could not load a captcha: ' + (r.ok ? 'the answer was not understood.' : errorText(r)) + ' Use \u201cNew challenge\u201d to retry.');
     if ((r.network || r.status >= 500 || r.code === 'RATE_LIMITED') && state.captchaRetries < 3) {
-      state.captchaRetries++;
-      window.setTimeout(loadCaptcha, 1000 * Math.max(3, r.retryAfter || 0));
+      window.setTimeout(loadCaptcha, Math.max(backoff(state.captchaRetries++, 3000, 30000), (r.retryAfter || 0) * 1000));
     }
   }
 
@@ -533,6 +547,8 @@ export function initSalePage(section) {
       });
       renderStock();
       render();
+    } else if (state.phase !== 'ended') {
+      return failed((r.retryAfter || 0) * 1000); // back off while the shop cannot answer
     }
     // After the end, one last refresh is enough.
     return state.phase !== 'ended';
@@ -588,8 +604,50 @@ export function initSalePage(section) {
     }
   }
 
+  // sendPurchase sends the purchase of itemId with its purchase token. When no answer comes back
+  // (the request failed, or its answer was lost or late) it sends the SAME attempt again, with
+  // the same token, a few times with backoff while the browser is online: the server answers a
+  // token it has seen with the answer of its first use, so this never makes a second purchase.
+  // It returns the last result: r.network set means no answer ever came back.
+  async function sendPurchase(itemId, token) {
+    var r = null;
+    for (var i = 0; i < PURCHASE_TRIES; i++) {
+      if (i > 0) {
+        if (!isOnline()) {
+          break;
+        }
+        say('No answer from the shop yet; asking again about the same purchase\u2026', 'info');
+        await sleep(backoff(i - 1, 1000, 4000));
+        if (!isOnline()) {
+          break;
+        }
+      }
+      r = await api('POST', '/api/flash-sales/items/' + enc(itemId) + '/purchase', {}, {
+        'X-Purchase-Token': token
+      }, undefined, PURCHASE_TIMEOUT_MS);
+      if (!r.network) {
+        break;
+      }
+    }
+    return r;
+  }
+
+  // answerLost tells the shopper that the purchase was sent but no answer came back, so the page
+  // cannot know whether it went through, and leads them to their orders; the order box catches
+  // up by itself once the shop answers again.
+  function answerLost(itemId) {
+    var name = itemNames[itemId] || 'the item';
+    say('The shop\u2019s answer was lost (the network dropped), so this page cannot tell whether you bought ' + name +
+      '. Before buying again, check ', 'error', { text: 'My orders', href: '/orders', testid: 'lost-order-link', after: ' to see whether it went through.' });
+    loadOrders();
+  }
+
   async function buy(itemId) {
     if (state.inFlight) {
+      return;
+    }
+    if (!isOnline()) {
+      say('You are offline: nothing was sent. Buy once the connection is back.', 'error');
       return;
     }
     if (!loggedIn()) {
@@ -628,6 +686,12 @@ export function initSalePage(section) {
           say('The shop sent an answer this page does not understand; try again.', 'error');
           return;
         }
+        if (tok.network) {
+          // No purchase was sent. The captcha may have been used up on the way: a new one.
+          newCaptcha = true;
+          say('No answer from the shop: nothing was bought (the purchase was not sent). Check your connection, then solve the new captcha and try again.', 'error');
+          return;
+        }
         newCaptcha = tok.code === 'CAPTCHA_FAILED';
         handleBuyError(tok, itemId);
         return;
@@ -635,9 +699,11 @@ export function initSalePage(section) {
       // The captcha is spent once it has bought a purchase token.
       newCaptcha = true;
       state.captchaId = null;
-      var p = await api('POST', '/api/flash-sales/items/' + enc(itemId) + '/purchase', {}, {
-        'X-Purchase-Token': String(tok.data.purchaseToken)
-      });
+      var p = await sendPurchase(itemId, String(tok.data.purchaseToken));
+      if (p.network) {
+        answerLost(itemId);
+        return;
+      }
       if (p.ok && p.data && p.data.orderId !== undefined && p.data.orderId !== null) {
         var orderId = String(p.data.orderId);
         // The unit is ours: the badge counts it at once, not a second later.
@@ -704,6 +770,26 @@ export function initSalePage(section) {
   }
 
   onSession(sessionUpdate);
+
+  // The network: offline, the Buy buttons wait (render); back online, the clock, the captcha and
+  // the orders catch up (the stock and the orders' pollers resume by themselves).
+  onNetwork(function (online) {
+    render();
+    if (!online) {
+      return;
+    }
+    syncClock().then(function (ok) {
+      if (ok) {
+        schedule();
+        render();
+      }
+    });
+    loadOrders();
+    if (wantCaptcha() && !state.captchaId && !state.captchaLoading) {
+      state.captchaRetries = 0;
+      loadCaptcha();
+    }
+  });
 
   // Back to the tab, or to the page from the browser's cache: orders may have changed
   // elsewhere (another tab, "My orders").
