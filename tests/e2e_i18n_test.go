@@ -166,6 +166,7 @@ func TestE2EChineseSalePage(t *testing.T) {
 	b.waitFor("the reloaded phone page shows the order", 10*time.Second,
 		`window.__shop.orders().length === 1 && window.__shop.orders()[0].pay === '立即支付 · ¥10.00' && window.__shop.item('`+js0+`').button === '已下单'
 		&& e.text(e.q('countdown')) === '正在秒杀' && window.__shop.item('`+js1+`').button === '立即抢购' && !window.__shop.item('`+js1+`').disabled
+		&& window.__shop.item('`+js0+`').stock === '剩余 4 件'
 		&& e.shown(e.q('captcha-image')) && e.q('captcha-image').complete && e.q('captcha-image').naturalWidth > 0`)
 	if st := b.langState(); st.Overflow || st.Lang != "zh-CN" {
 		b.fatalf("the Chinese sale page on a phone: %+v; want Chinese and no sideways scrolling", st)
