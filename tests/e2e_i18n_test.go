@@ -180,6 +180,20 @@ func TestE2EChineseSalePage(t *testing.T) {
 		`window.__shop.orders()[0].status === 'PAID' && window.__shop.orders()[0].words === '已支付'
 		&& window.__shop.item('`+js0+`').button === '已购买' && e.text(e.q('message')) === '已收到付款，订单支付成功。'`)
 
+	// My orders and the order page, in Chinese too (a plain link: Accept-Language still decides).
+	b.do("open 我的订单 from the header", chromedp.Click(e2eTestID("nav-orders")))
+	b.waitAcross("my orders, in Chinese", 10*time.Second,
+		`location.pathname === '/orders' && document.documentElement.lang === 'zh-CN' && e.text(document.querySelector('h1')) === '我的订单'
+		&& e.qa('order-row').length === 1 && e.text(e.q('order-row-status')) === '已支付' && e.text(e.q('order-row-link')) === '查看订单'
+		&& e.text(e.q('order-row-price')) === '¥10.00' && /^下单时间 2\d{3}年\d{1,2}月\d{1,2}日/.test(e.text(e.q('order-row-created')))`)
+	b.do("open the order", chromedp.Click(e2eTestID("order-row-link")))
+	b.waitAcross("the order page, in Chinese", 10*time.Second,
+		`location.pathname === '/orders/`+order.ID+`' && e.text(document.querySelector('h1')) === '订单状态'
+		&& e.text(e.q('order-status')) === '已支付' && e.text(e.q('order-note')) === '支付成功，感谢你的购买！'
+		&& e.text(e.q('all-orders-link')) === '我的全部订单'`)
+	b.do("back to the sale page", chromedp.Navigate(saleURL))
+	b.waitFor("the sale page again", 10*time.Second, `window.__shop.orders().length === 1 && window.__shop.orders()[0].words === '已支付'`)
+
 	// The switch: English, the same page, remembered.
 	b.do("focus the switch's English link and press Enter", chromedp.Focus(e2eTestID("lang-en")), chromedp.KeyEvent("\r"))
 	b.waitAcross("the English page", 10*time.Second,

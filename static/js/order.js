@@ -10,7 +10,7 @@ import { makePoller, after, failed } from './poll.js';
 import { isOnline, onNetwork } from './network.js';
 import { loggedIn, sessionExpired, onSession, initSession, loginPrompt } from './session.js';
 import { FINAL_STATUSES, ORDER_NOTES, STATUS_WORDS, queueOf, queueText } from './status.js';
-import { t, href } from './i18n.js';
+import { t, href, lang } from './i18n.js';
 
 // orderController shows one order in an order panel, polls it every second until it reaches
 // a final state (while it is QUEUED no sooner than the server's Retry-After, showing its place in
@@ -72,7 +72,9 @@ export function orderController(panel, say, hooks) {
   }
 
   function renderStatus() {
-    var s = status ? (hooks.words ? STATUS_WORDS[status] || status : status) : (hooks.words ? t('Checking…') : t('checking…'));
+    // The order page shows the status's code (PENDING) in English, its words in Chinese.
+    var words = hooks.words || lang !== 'en';
+    var s = status ? (words ? STATUS_WORDS[status] || status : status) : (hooks.words ? t('Checking…') : t('checking…'));
     setText(statusEl, s);
     if (statusEl) {
       statusEl.setAttribute('data-status', status || '');
