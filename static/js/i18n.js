@@ -125,6 +125,8 @@ const ZH = {
   'The shop sent an answer this page does not understand; try again.': '无法识别商城的回复，请重试。',
   'No answer from the shop: nothing was bought (the purchase was not sent). Check your connection, then solve the new captcha and try again.': '商城没有回复：未购买任何商品（购买请求未发出）。请检查网络，输入新的验证码后重试。',
   'Got it! Your unit is reserved and the order is queued.': '抢到了！商品已为你锁定，订单正在排队处理。',
+  'Your purchase of {name} went through after all: the order is below.': '你购买的“{name}”其实已经成功，订单见下方。',
+  'Last known at {time}; the shop cannot be reached just now.': '这是 {time} 时的数据，目前无法连接商城。',
   'The shop sent an answer this page does not understand; check your order before trying again.': '无法识别商城的回复。再次尝试前，请先查看你的订单。',
   // order.js
   'Checking…': '查询中…',

@@ -154,7 +154,7 @@ export function orderController(panel, say, hooks) {
     }
     if (r.ok && r.data) {
       knownAt = Date.now();
-      stale = '';
+      stale = isOnline() ? '' : offlineNote(); // an answer that came in as the network went
       learn(r.data);
       // A QUEUED answer says when to ask again (Retry-After): not sooner.
       return FINAL_STATUSES[status] ? false : after(r.retryAfter === null ? 0 : r.retryAfter * 1000);
@@ -189,6 +189,10 @@ export function orderController(panel, say, hooks) {
     return failed(r.retryAfter === null ? 0 : r.retryAfter * 1000);
   }
 
+  function offlineNote() {
+    return t('You are offline') + staleSince();
+  }
+
   // staleSince says how old the status shown is, when it is not fresh.
   function staleSince() {
     return status && knownAt ? t('; the status shown is from {time}.', { time: formatClock(knownAt) }) : t('.');
@@ -200,7 +204,7 @@ export function orderController(panel, say, hooks) {
       return;
     }
     if (!online) {
-      stale = t('You are offline') + staleSince();
+      stale = offlineNote();
     } else if (stale) {
       stale = t('Back online; checking the status…');
     }

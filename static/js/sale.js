@@ -2,7 +2,7 @@
 // orders in the sale.
 
 import { byTestId, allByTestId, setText, show, enc, messenger } from './dom.js';
-import { parseTime, formatDuration, saleState } from './time.js';
+import { parseTime, formatClock, formatDuration, saleState } from './time.js';
 import { clock, serverNow, onClock, startClock, syncClock } from './clock.js';
 import { api, errorText, isUnauthenticated } from './api.js';
 import { makePoller, failed, backoff, sleep } from './poll.js';
@@ -16,6 +16,9 @@ import { t, href } from './i18n.js';
 // most this many times in all, each waiting at most PURCHASE_TIMEOUT_MS for its answer.
 const PURCHASE_TRIES = 3;
 const PURCHASE_TIMEOUT_MS = 15000;
+// After a lost answer the orders are looked at this many times, this far apart.
+const LOST_CHECKS = 10;
+const LOST_CHECK_MS = 3000;
 
 export function initSalePage(section) {
   var saleId = section.getAttribute('data-sale-id') || '';
@@ -65,6 +68,17 @@ export function initSalePage(section) {
     // queuedFor is the order the "…the order is queued." message is about; it gives way
     // when that order is no longer queued.
     queuedFor: null,
+    // lostFor is the item of a purchase whose answer was lost, sent at lostSince (the shop's
+    // clock): the order box looks for its order a few times (lostChecks), and the message says so
+    // when it turns up.
+    lostFor: null,
+    lostSince: 0,
+    lostChecks: 0,
+    lostTimer: null,
+    // stockAt is when the stock was last refreshed (Date.now()); stockFailing, that the last
+    // refresh failed.
+    stockAt: 0,
+    stockFailing: false,
     captchaWanted: null
   };
   var startTimer = null;
@@ -198,6 +212,14 @@ export function initSalePage(section) {
       }
     });
     layoutOrders();
+    // A live order of the item, reserved since the lost purchase was sent (a few seconds of
+    // slack for the clocks), is that purchase's.
+    if (state.lostFor !== null && state.lostFor === e.itemId && LIVE_STATUSES[o.status] && e.createdAt >= state.lostSince - 5000) {
+      // The purchase whose answer was lost went through after all.
+      state.lostFor = null;
+      state.queuedFor = o.status === 'QUEUED' ? id : state.queuedFor;
+      say(t('Your purchase of {name} went through after all: the order is below.', { name: e.itemName || itemNames[e.itemId] || t('the item') }), 'ok');
+    }
     e.ctl.follow(o);
     return e;
   }
@@ -210,6 +232,7 @@ export function initSalePage(section) {
     });
     box.entries = {};
     state.queuedFor = null;
+    state.lostFor = null;
     if (orderList) {
       orderList.replaceChildren();
     }
@@ -291,6 +314,14 @@ export function initSalePage(section) {
       s.setAttribute('data-stock', String(Math.max(0, n)));
       s.classList.toggle('stock-out', n <= 0);
       s.classList.toggle('stock-low', n > 0 && n <= 10);
+      // A count the shop could not refresh is shown faded, with when it was last known.
+      var stale = state.stockAt > 0 && (!isOnline() || state.stockFailing);
+      s.classList.toggle('stock-stale', stale);
+      if (stale) {
+        s.title = t('Last known at {time}; the shop cannot be reached just now.', { time: formatClock(state.stockAt) });
+      } else {
+        s.removeAttribute('title');
+      }
     });
   }
 
@@ -546,9 +577,13 @@ export function initSalePage(section) {
           }
         }
       });
+      state.stockAt = Date.now();
+      state.stockFailing = false;
       renderStock();
       render();
     } else if (state.phase !== 'ended') {
+      state.stockFailing = true;
+      renderStock();
       return failed((r.retryAfter || 0) * 1000); // back off while the shop cannot answer
     }
     // After the end, one last refresh is enough.
@@ -636,11 +671,25 @@ export function initSalePage(section) {
   // answerLost tells the shopper that the purchase was sent but no answer came back, so the page
   // cannot know whether it went through, and leads them to their orders; the order box catches
   // up by itself once the shop answers again.
-  function answerLost(itemId) {
+  function answerLost(itemId, sentAt) {
     var name = itemNames[itemId] || t('the item');
     say(t('The shop\u2019s answer was lost (the network dropped), so this page cannot tell whether you bought {name}. Before buying again, check ', { name: name }),
       'error', { text: t('My orders'), href: href('/orders'), testid: 'lost-order-link', after: t(' to see whether it went through.') });
-    loadOrders();
+    state.lostFor = itemId;
+    state.lostSince = sentAt;
+    state.lostChecks = 0;
+    window.clearTimeout(state.lostTimer);
+    lookForLost();
+  }
+
+  // lookForLost loads the shopper's orders in the sale until the lost purchase's order turns up
+  // (addOrder), ten times at most, a few seconds apart: an order still being recorded is not
+  // listed yet.
+  async function lookForLost() {
+    await loadOrders();
+    if (state.lostFor !== null && ++state.lostChecks < LOST_CHECKS) {
+      state.lostTimer = window.setTimeout(lookForLost, LOST_CHECK_MS);
+    }
   }
 
   async function buy(itemId) {
@@ -674,6 +723,7 @@ export function initSalePage(section) {
     }
     state.inFlight = true;
     state.buyingItem = itemId;
+    state.lostFor = null; // a new attempt: its own answer tells
     render();
     say(t('Reserving your unit\u2026'), 'info');
     var newCaptcha = false;
@@ -700,9 +750,10 @@ export function initSalePage(section) {
       // The captcha is spent once it has bought a purchase token.
       newCaptcha = true;
       state.captchaId = null;
+      var sentAt = serverNow();
       var p = await sendPurchase(itemId, String(tok.data.purchaseToken));
       if (p.network) {
-        answerLost(itemId);
+        answerLost(itemId, sentAt);
         return;
       }
       if (p.ok && p.data && p.data.orderId !== undefined && p.data.orderId !== null) {
@@ -775,6 +826,7 @@ export function initSalePage(section) {
   // The network: offline, the Buy buttons wait (render); back online, the clock, the captcha and
   // the orders catch up (the stock and the orders' pollers resume by themselves).
   onNetwork(function (online) {
+    renderStock();
     render();
     if (!online) {
       return;
