@@ -69,7 +69,7 @@ endef
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
 
-deps: ## install what is missing with apt-get: redis, postgresql-15, chromium for browser tests
+deps: ## install what is missing with apt-get: redis, postgresql-15, chromium and a Chinese font for browser tests
 	@command -v go >/dev/null || { echo "deps: Go 1.26 or newer is needed (Debian's golang package is too old)" >&2; exit 1; }
 	pkgs=()
 	command -v redis-server >/dev/null || pkgs+=(redis-server)
@@ -77,6 +77,8 @@ deps: ## install what is missing with apt-get: redis, postgresql-15, chromium fo
 	[ -x "$(PG_BIN)/initdb" ] || pkgs+=(postgresql-$(PG_VERSION))
 	command -v chromium >/dev/null || pkgs+=(chromium)
 	command -v chromedriver >/dev/null || pkgs+=(chromium-driver)
+	# A Chinese font, for the Chinese pages the browser tests screenshot.
+	{ command -v fc-list >/dev/null && fc-list :lang=zh | grep -q .; } || pkgs+=(fonts-noto-cjk)
 	[ $${#pkgs[@]} -eq 0 ] && exit 0
 	echo "deps: installing $${pkgs[*]}"
 	$(SUDO) apt-get update -q

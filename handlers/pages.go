@@ -24,17 +24,37 @@ type Pages struct {
 	Catalog Catalog
 	Log     *slog.Logger
 	Now     func() time.Time
+	// SecureCookie sets the fs_lang cookie Secure (production).
+	SecureCookie bool
 }
 
-// render writes a component with an ETag; a matching If-None-Match gets 304.
+// render writes a component with an ETag; a matching If-None-Match gets 304. The pages of a
+// language (handlers/lang.go) render in it: the ETag names the language too, so a cache never
+// takes one language's copy for another's.
 func (p *Pages) render(c *gin.Context, status int, cacheControl string, comp templ.Component) {
+	p.renderIn(c, status, cacheControl, comp, nil)
+}
+
+// renderLocalized renders a shopper page in the language the request asks for.
+func (p *Pages) renderLocalized(c *gin.Context, status int, cacheControl string, comp func(views.Locale) templ.Component) {
+	loc := p.locale(c)
+	p.renderIn(c, status, cacheControl, comp(loc), &loc)
+}
+
+func (p *Pages) renderIn(c *gin.Context, status int, cacheControl string, comp templ.Component, loc *views.Locale) {
+	ctx := c.Request.Context()
+	prefix := ""
+	if loc != nil {
+		ctx = views.WithLocale(ctx, *loc)
+		prefix = string(loc.Lang) + "-"
+	}
 	var buf bytes.Buffer
-	if err := comp.Render(c.Request.Context(), &buf); err != nil {
+	if err := comp.Render(ctx, &buf); err != nil {
 		Error(c, p.Log, err)
 		return
 	}
 	sum := sha256.Sum256(buf.Bytes())
-	etag := `"` + hex.EncodeToString(sum[:12]) + `"`
+	etag := `"` + prefix + hex.EncodeToString(sum[:12]) + `"`
 	c.Header("Cache-Control", cacheControl)
 	c.Header("ETag", etag)
 	if status == http.StatusOK && etagMatches(c.GetHeader("If-None-Match"), etag) {
@@ -82,7 +102,7 @@ func (p *Pages) Home(c *gin.Context) {
 	slices.SortStableFunc(h.Sales, func(a, b views.SaleCard) int {
 		return cmp.Compare(homeRank(a.Status), homeRank(b.Status))
 	})
-	p.render(c, http.StatusOK, publicPage, views.HomePage(h))
+	p.renderLocalized(c, http.StatusOK, publicPage, func(views.Locale) templ.Component { return views.HomePage(h) })
 }
 
 // homeRank orders the cards of the home page: live before upcoming.
@@ -127,14 +147,14 @@ func (p *Pages) Sale(c *gin.Context) {
 		Error(c, p.Log, err)
 		return
 	}
-	p.render(c, http.StatusOK, publicPage, views.SalePage(saleView(s)))
+	p.renderLocalized(c, http.StatusOK, publicPage, func(views.Locale) templ.Component { return views.SalePage(saleView(s)) })
 }
 
 // Order handles the "GET /orders/:orderId" route: the page polls the order's status.
 func (p *Pages) Order(c *gin.Context) {
 	id := c.Param("orderId")
 	if _, canonical, ok := services.ItemOfOrderID(id); ok {
-		p.render(c, http.StatusOK, "private, no-cache", views.OrderPage(views.Order{ID: canonical}))
+		p.renderLocalized(c, http.StatusOK, "private, no-cache", func(views.Locale) templ.Component { return views.OrderPage(views.Order{ID: canonical}) })
 		return
 	}
 	p.NotFound(c)
@@ -143,7 +163,7 @@ func (p *Pages) Order(c *gin.Context) {
 // MyOrders handles the "GET /orders" route: the signed-in shopper's orders. The page is the same
 // for everyone (the script fetches the orders), but it is about one shopper: kept out of shared caches.
 func (p *Pages) MyOrders(c *gin.Context) {
-	p.render(c, http.StatusOK, "private, no-cache", views.MyOrdersPage(views.MyOrders{}))
+	p.renderLocalized(c, http.StatusOK, "private, no-cache", func(views.Locale) templ.Component { return views.MyOrdersPage(views.MyOrders{}) })
 }
 
 // Admin handles the "GET /admin" route: the merchant's dashboard.
@@ -157,5 +177,7 @@ func (p *Pages) NotFound(c *gin.Context) {
 		Abort(c, services.CodeNotFound, "no such route: "+c.Request.Method+" "+c.Request.URL.Path)
 		return
 	}
-	p.render(c, http.StatusNotFound, "no-store", views.NotFoundPage("There is nothing at this address."))
+	p.renderLocalized(c, http.StatusNotFound, "no-store", func(l views.Locale) templ.Component {
+		return views.NotFoundPage(views.MessagesOf(l.Lang).NothingAtAddress)
+	})
 }

@@ -56,7 +56,7 @@ func TestE2EHomePage(t *testing.T) {
 	live := create("Spring phones", "CNY", now.Add(-time.Minute), item{"Phone X", 399900}, item{"Phone case", 1999}, item{"Charger", 9900})
 	wantOrder := fmt.Sprintf("%d,%d,%d", live, soon, later)
 	wantItems := map[int64]string{
-		live:  "Phone X ¥3999.00|Phone case ¥19.99|Charger ¥99.00",
+		live:  "Phone X ¥3,999.00|Phone case ¥19.99|Charger ¥99.00",
 		soon:  "Trail runner $89.99|Socks, 3 pairs $12.50",
 		later: "Jasmine tea €4.50|Oolong €12.90|Pu-erh cake €38.00|Green tea €7.00|Black tea €6.50",
 	}

@@ -130,6 +130,10 @@ func startE2EBrowser(t *testing.T, ctx context.Context) context.Context {
 		chromedp.Flag("disable-backgrounding-occluded-windows", true),
 		chromedp.Flag("hide-scrollbars", true),
 		chromedp.Flag("mute-audio", true),
+		// The pages follow Accept-Language: the tests read English unless a tab asks otherwise
+		// (e2eChinese), whatever the machine's locale.
+		chromedp.Flag("lang", "en-US"),
+		chromedp.Flag("accept-lang", "en-US,en"),
 		chromedp.UserDataDir(profile),
 		chromedp.WindowSize(1280, 1024),
 	}

@@ -10,7 +10,7 @@ package views
 const scriptEntry = "/static/js/main.js"
 
 // commonModules are what main.js imports on every page.
-var commonModules = []string{"dom.js", "time.js", "storage.js", "api.js", "session.js", "nav.js", "network.js"}
+var commonModules = []string{"dom.js", "i18n.js", "time.js", "storage.js", "api.js", "session.js", "nav.js", "network.js"}
 
 // Page keys for layout: which page's modules to preload.
 const (

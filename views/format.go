@@ -1,6 +1,7 @@
 package views
 
 import (
+	"context"
 	"net/url"
 	"strconv"
 	"time"
@@ -48,15 +49,16 @@ func orderURL(id string) templ.SafeURL {
 	return templ.URL("/orders/" + url.PathEscape(id))
 }
 
-// statusLabel names a sale status for people.
-func statusLabel(status string) string {
+// statusLabel names a sale status for people, in the page's language.
+func statusLabel(ctx context.Context, status string) string {
+	m := msg(ctx)
 	switch status {
 	case "upcoming":
-		return "Upcoming"
+		return m.StatusUpcoming
 	case "live":
-		return "Live now"
+		return m.StatusLive
 	case "ended":
-		return "Ended"
+		return m.StatusEnded
 	}
 	return status
 }
@@ -68,12 +70,4 @@ func statusClass(status string) string {
 		return "badge badge-" + status
 	}
 	return "badge"
-}
-
-// unitsText describes how many units an item is offered with.
-func unitsText(quantity int) string {
-	if quantity == 1 {
-		return "1 unit in this sale"
-	}
-	return strconv.Itoa(quantity) + " units in this sale"
 }

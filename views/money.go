@@ -23,7 +23,9 @@ var currencyFormats = map[string]currencyFormat{
 }
 
 // moneyText writes an amount in minor units in its currency: "¥19.99" (CNY, also for ""),
-// "$19.99", "€19.99"; an unknown currency is written "19.99 XYZ".
+// "$1,999.00", "€19.99"; an unknown currency is written "19.99 XYZ". The thousands are grouped
+// with commas, as Intl.NumberFormat writes them for both page languages (en, zh-CN), so the
+// script's prices (static/js/money.js) read the same.
 func moneyText(minor int64, currency string) string {
 	code := strings.ToUpper(currency)
 	if code == "" {
@@ -43,7 +45,7 @@ func moneyText(minor int64, currency string) string {
 	for range f.digits {
 		scale *= 10
 	}
-	text := strconv.FormatUint(abs/scale, 10)
+	text := groupThousands(strconv.FormatUint(abs/scale, 10))
 	if f.digits > 0 {
 		frac := strconv.FormatUint(abs%scale, 10)
 		text += "." + strings.Repeat("0", f.digits-len(frac)) + frac
@@ -52,4 +54,23 @@ func moneyText(minor int64, currency string) string {
 		return sign + text + " " + code
 	}
 	return sign + f.symbol + text
+}
+
+// groupThousands puts a comma between each three digits from the right: "1234567" → "1,234,567".
+func groupThousands(digits string) string {
+	if len(digits) <= 3 {
+		return digits
+	}
+	var b strings.Builder
+	head := len(digits) % 3
+	if head > 0 {
+		b.WriteString(digits[:head])
+	}
+	for i := head; i < len(digits); i += 3 {
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(digits[i : i+3])
+	}
+	return b.String()
 }

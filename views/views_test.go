@@ -912,7 +912,7 @@ func TestHomePageCardItems(t *testing.T) {
 	type item struct{ name, price string }
 	want := [][]item{
 		{{"Phone <X>", "¥19.99"}, {"Case", "¥0.05"}},
-		{{"Runner", "$1234.56"}},
+		{{"Runner", "$1,234.56"}},
 		{{"Thing 1", "€0.05"}, {"Thing 2", "€1.05"}, {"Thing 3", "€2.05"}, {"Thing 4", "€3.05"}, {"Thing 5", "€4.05"}},
 		nil,
 	}
@@ -1001,7 +1001,8 @@ func TestMoneyText(t *testing.T) {
 	}{
 		{1999, "CNY", "¥19.99"}, {1999, "", "¥19.99"}, {1999, "usd", "$19.99"}, {5, "EUR", "€0.05"},
 		{100, "JPY", "¥100"}, {-250, "USD", "-$2.50"}, {1999, "CHF", "19.99 CHF"},
-		{math.MinInt64, "CNY", "-¥92233720368547758.08"},
+		{math.MinInt64, "CNY", "-¥92,233,720,368,547,758.08"},
+		{99900, "CNY", "¥999.00"}, {100000, "CNY", "¥1,000.00"}, {123456789, "USD", "$1,234,567.89"}, {1000000, "JPY", "¥1,000,000"},
 	} {
 		if got := moneyText(tt.minor, tt.currency); got != tt.want {
 			t.Errorf("moneyText(%d, %q) = %q, want %q", tt.minor, tt.currency, got, tt.want)

@@ -148,7 +148,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 
 	api := &handlers.API{Accounts: a.Auth, Catalog: a.sales, Shop: a.purchases, Orders: a.sales, Admin: a.sales, Log: log, Now: a.now,
 		SecureCookie: cfg.Env == "production", SessionTTL: cfg.JWTTTL}
-	pages := &handlers.Pages{Catalog: a.sales, Log: log, Now: a.now}
+	pages := &handlers.Pages{Catalog: a.sales, Log: log, Now: a.now, SecureCookie: cfg.Env == "production"}
 	a.Handler = web.NewRouter(web.Config{Log: log, Verifier: a.Auth, API: api, Pages: pages, Registry: a.reg,
 		Ready: a.ready, TrustedProxies: cfg.TrustedProxies, Production: cfg.Env == "production"})
 	return a, nil

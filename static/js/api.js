@@ -2,6 +2,7 @@
 
 import { csrfCookie } from './storage.js';
 import { parseRetryAfter } from './time.js';
+import { t, lang } from './i18n.js';
 
 // noAnswer is what api returns when no answer came back: the request failed to go out, or it
 // went out and its answer was lost (the connection dropped, the body was cut, or timeoutMs passed).
@@ -76,48 +77,83 @@ export async function api(method, path, body, extraHeaders, cacheMode, timeoutMs
 
 // sentence turns a server message ("the order is PAID and cannot be cancelled") into one.
 export function sentence(text) {
-  var t = String(text || '').trim();
-  if (!t) {
+  var s = String(text || '').trim();
+  if (!s) {
     return '';
   }
-  t = t.charAt(0).toUpperCase() + t.slice(1);
-  return /[.!?]$/.test(t) ? t : t + '.';
+  s = s.charAt(0).toUpperCase() + s.slice(1);
+  return /[.!?]$/.test(s) ? s : s + '.';
+}
+
+// serverSentence is the server's message as a sentence in English; on a Chinese page, the
+// sentence of the known messages of code, or fallback (the server writes English only).
+function serverSentence(r, fallback) {
+  if (lang === 'en' && r.message) {
+    return sentence(r.message);
+  }
+  var m = String(r.message || '');
+  switch (r.code) {
+    case 'NOT_CANCELLABLE':
+      return /QUEUED/.test(m) ? t('The order is still being confirmed; it can be cancelled in a moment, once it awaits payment.') : t('This order can no longer be cancelled.');
+    case 'INVALID_CREDENTIALS':
+      return t('Wrong username or password.');
+    case 'USERNAME_TAKEN':
+      return t('That username is taken; choose another.');
+    case 'INVALID_INPUT':
+      if (/^username must be/.test(m)) {
+        return t('A username has 3 to 32 characters.');
+      }
+      if (/^username may hold/.test(m)) {
+        return t('A username may hold only letters, digits, _, - and .');
+      }
+      if (/^password must be/.test(m)) {
+        return t('A password has 8 to 72 bytes.');
+      }
+      return t('The input was not accepted; check it and try again.');
+  }
+  return fallback;
 }
 
 // errorText says in words what went wrong, by the contract's error code.
 export function errorText(r) {
   if (r.network) {
-    return 'Network problem: the shop could not be reached. Check your connection and try again.';
+    return t('Network problem: the shop could not be reached. Check your connection and try again.');
   }
   switch (r.code) {
     case 'SOLD_OUT':
-      return 'Sold out: every unit has been taken.';
+      return t('Sold out: every unit has been taken.');
     case 'ALREADY_PURCHASED':
-      return 'You already hold an order in this sale (one per shopper).';
+      return t('You already hold an order in this sale (one per shopper).');
     case 'NOT_STARTED':
-      return 'The sale has not started yet.';
+      return t('The sale has not started yet.');
     case 'SALE_ENDED':
-      return 'The sale has ended.';
+      return t('The sale has ended.');
     case 'RATE_LIMITED':
-      return 'Too many attempts; try again in ' + (r.retryAfter === null ? 1 : r.retryAfter) + ' s';
+      return t('Too many attempts; try again in {s} s', { s: r.retryAfter === null ? 1 : r.retryAfter });
     case 'CAPTCHA_FAILED':
-      return 'The captcha answer was wrong or expired; a new one is shown.';
+      return t('The captcha answer was wrong or expired; a new one is shown.');
     case 'INVALID_PURCHASE_TOKEN':
-      return 'Your purchase pass was refused (used or expired); solve the new captcha and try again.';
+      return t('Your purchase pass was refused (used or expired); solve the new captcha and try again.');
     case 'UNAUTHENTICATED':
-      return 'Please log in first.';
+      return t('Please log in first.');
     case 'CSRF':
-      return 'Your session could not be verified; please log in again.';
+      return t('Your session could not be verified; please log in again.');
     case 'UNAVAILABLE':
-      return 'The shop is busy; nothing was reserved, try again.';
+      return t('The shop is busy; nothing was reserved, try again.');
+    case 'PAUSED':
+      return t('The sale is paused by the merchant; nothing was reserved. Try again when it resumes.');
     case 'EXPIRED':
-      return 'Too late: the payment window closed and the order expired.';
+      return t('Too late: the payment window closed and the order expired.');
     case 'NOT_PAYABLE':
-      return 'This order cannot be paid: it is still being confirmed, or it was cancelled.';
+      return t('This order cannot be paid: it is still being confirmed, or it was cancelled.');
     case 'NOT_CANCELLABLE':
-      return r.message ? sentence(r.message) : 'This order can no longer be cancelled.';
+      return serverSentence(r, t('This order can no longer be cancelled.'));
+    case 'INVALID_CREDENTIALS':
+    case 'USERNAME_TAKEN':
+    case 'INVALID_INPUT':
+      return serverSentence(r, t('Something went wrong (HTTP {status}).', { status: r.status }));
     default:
-      return r.message || 'Something went wrong (HTTP ' + r.status + ').';
+      return (lang === 'en' && r.message) || t('Something went wrong (HTTP {status}).', { status: r.status });
   }
 }
 

@@ -3,8 +3,9 @@
 import { byTestId, allByTestId, setText, show } from './dom.js';
 import { parseTime, formatDuration, saleState } from './time.js';
 import { clock, serverNow, onClock, startClock } from './clock.js';
+import { t } from './i18n.js';
 
-const STATUS_LABELS = { upcoming: 'Upcoming', live: 'Live now', ended: 'Ended' };
+const STATUS_LABELS = { upcoming: t('Upcoming'), live: t('Live now'), ended: t('Ended') };
 
 // initHomePage keeps each sale card's badge and countdown ("Starts in 1:12", "Ends in 12:03")
 // in step with the shop's clock, as the sale page does, and hides a sale once it has ended
@@ -37,8 +38,8 @@ export function initHomePage(home) {
       setText(badge, STATUS_LABELS[st]);
       if (countdown) {
         countdown.setAttribute('data-phase', st);
-        setText(countdown, st === 'upcoming' ? 'Starts in ' + formatDuration(s - now)
-          : st === 'live' ? 'Ends in ' + formatDuration(e - now) : 'Ended');
+        setText(countdown, st === 'upcoming' ? t('Starts in {d}', { d: formatDuration(s - now) })
+          : st === 'live' ? t('Ends in {d}', { d: formatDuration(e - now) }) : t('Ended'));
         show(countdown, true);
       }
       show(card, st !== 'ended');

@@ -15,6 +15,7 @@ import { localizeTimes } from './time.js';
 import { learnUser } from './session.js';
 import { initNav } from './nav.js';
 import { initOfflineNotice } from './network.js';
+import { initLang } from './i18n.js';
 
 // PAGES maps a page's root (its data-testid) to its module and whether the page shows who is
 // signed in (then the script asks the server who that is, when the browser does not know).
@@ -27,6 +28,10 @@ const PAGES = [
 ];
 
 async function main() {
+  // A shopper who chose the other language goes to this page's address in it: nothing to start.
+  if (initLang()) {
+    return;
+  }
   localizeTimes(document);
   initOfflineNotice();
   let user = false;

@@ -1,5 +1,7 @@
 // Money: prices in minor units with an ISO 4217 currency, written and read.
 
+import { locale } from './i18n.js';
+
 // Prices come in minor units (cents, fen) with an ISO 4217 currency. The known currencies get
 // their symbol, like the sale page's "¥12.34"; any other is written "12.34 XYZ".
 export const CURRENCIES = {
@@ -23,7 +25,7 @@ export function formatMoney(minor, currency) {
   var neg = n < 0;
   n = Math.round(Math.abs(n));
   var scale = Math.pow(10, digits);
-  var text = String(Math.floor(n / scale));
+  var text = groupedNumber(Math.floor(n / scale));
   if (digits > 0) {
     var frac = String(n % scale);
     while (frac.length < digits) {
@@ -32,6 +34,24 @@ export function formatMoney(minor, currency) {
     text += '.' + frac;
   }
   return (neg ? '-' : '') + (c ? c.symbol + text : text + ' ' + code);
+}
+
+// The whole units are written by Intl in the page's locale (en and zh-CN both group thousands
+// with commas: "1,999"), as the server writes them (views/money.go). Past what a double holds
+// exactly, or without Intl, the digits are grouped by hand the same way.
+const integerFormat = (function () {
+  try {
+    return new Intl.NumberFormat(locale, { maximumFractionDigits: 0, useGrouping: true });
+  } catch (e) {
+    return null;
+  }
+}());
+
+function groupedNumber(whole) {
+  if (integerFormat && whole <= Number.MAX_SAFE_INTEGER) {
+    return integerFormat.format(whole);
+  }
+  return String(whole).replace(/\B(?=(\d{3})+(?!\d))/g, ',');
 }
 
 // The most a price may be, in minor units (the server's limit: 100,000,000.00).

@@ -10,7 +10,8 @@ export function initNav() {
     return;
   }
   Array.prototype.forEach.call(nav.querySelectorAll('a[href]'), function (a) {
-    if (a.getAttribute('href') === window.location.pathname) {
+    // The link's path: a page asked for with ?lang= links with it too (i18n.js).
+    if (new URL(a.href, window.location.href).pathname === window.location.pathname) {
       a.setAttribute('aria-current', 'page');
     }
   });

@@ -10,6 +10,7 @@ import { makePoller, after, failed } from './poll.js';
 import { isOnline, onNetwork } from './network.js';
 import { loggedIn, sessionExpired, onSession, initSession, loginPrompt } from './session.js';
 import { FINAL_STATUSES, ORDER_NOTES, STATUS_WORDS, queueOf, queueText } from './status.js';
+import { t, href, lang } from './i18n.js';
 
 // orderController shows one order in an order panel, polls it every second until it reaches
 // a final state (while it is QUEUED no sooner than the server's Retry-After, showing its place in
@@ -62,7 +63,7 @@ export function orderController(panel, say, hooks) {
     setText(saleEl, d.saleName || '');
     if (saleEl) {
       if (d.saleId) {
-        saleEl.setAttribute('href', '/sales/' + enc(d.saleId));
+        saleEl.setAttribute('href', href('/sales/' + enc(d.saleId)));
       } else {
         saleEl.removeAttribute('href');
       }
@@ -71,7 +72,9 @@ export function orderController(panel, say, hooks) {
   }
 
   function renderStatus() {
-    var s = status ? (hooks.words ? STATUS_WORDS[status] || status : status) : (hooks.words ? 'Checking…' : 'checking…');
+    // The order page shows the status's code (PENDING) in English, its words in Chinese.
+    var words = hooks.words || lang !== 'en';
+    var s = status ? (words ? STATUS_WORDS[status] || status : status) : (hooks.words ? t('Checking…') : t('checking…'));
     setText(statusEl, s);
     if (statusEl) {
       statusEl.setAttribute('data-status', status || '');
@@ -91,23 +94,23 @@ export function orderController(panel, say, hooks) {
     show(confirmBox, pending && confirming);
     if (payBtn) {
       payBtn.disabled = busy;
-      setText(payBtn, paying ? 'Paying…' : detail && detail.price ? 'Pay now · ' + detail.price : 'Pay now');
+      setText(payBtn, paying ? t('Paying…') : detail && detail.price ? t('Pay now · {price}', { price: detail.price }) : t('Pay now'));
     }
     if (cancelBtn) {
       cancelBtn.disabled = busy;
     }
     if (confirmYes) {
       confirmYes.disabled = busy;
-      setText(confirmYes, cancelling ? 'Cancelling…' : 'Yes, cancel the order');
+      setText(confirmYes, cancelling ? t('Cancelling…') : t('Yes, cancel the order'));
     }
     if (confirmNo) {
       confirmNo.disabled = busy;
     }
     if (pending && !isNaN(payBy)) {
       var now = serverNow();
-      setText(payByEl, (hooks.words ? 'Pay by ' : 'pay by ') + formatDeadline(payBy, now));
+      setText(payByEl, t(hooks.words ? 'Pay by {time}' : 'pay by {time}', { time: formatDeadline(payBy, now) }));
       var left = payBy - now;
-      setText(payLeftEl, left > 0 ? '(' + formatDuration(left) + ' left)' : '(time is up)');
+      setText(payLeftEl, left > 0 ? t('({d} left)', { d: formatDuration(left) }) : t('(time is up)'));
       show(payByRow, true);
     } else {
       show(payByRow, false);
@@ -128,7 +131,7 @@ export function orderController(panel, say, hooks) {
         price: formatMoney(data.priceCents, data.currency),
         saleName: typeof data.saleName === 'string' && data.saleName
           ? data.saleName
-          : data.saleId !== undefined && data.saleId !== null && data.saleId !== '' ? 'Sale ' + data.saleId : '',
+          : data.saleId !== undefined && data.saleId !== null && data.saleId !== '' ? t('Sale {id}', { id: data.saleId }) : '',
         saleId: data.saleId !== undefined && data.saleId !== null ? String(data.saleId) : ''
       };
     }
@@ -160,8 +163,8 @@ export function orderController(panel, say, hooks) {
       status = null;
       detail = null;
       renderDetail();
-      setText(statusEl, 'not found');
-      setText(note, 'This order does not exist, or it belongs to another account.');
+      setText(statusEl, t('not found'));
+      setText(note, t('This order does not exist, or it belongs to another account.'));
       show(actions, false);
       show(payBtn, false);
       show(cancelBtn, false);
@@ -173,7 +176,7 @@ export function orderController(panel, say, hooks) {
       return false;
     }
     if (isUnauthenticated(r)) {
-      setText(note, 'Please log in first to see this order.');
+      setText(note, t('Please log in first to see this order.'));
       show(actions, false);
       show(payBtn, false);
       show(cancelBtn, false);
@@ -181,18 +184,18 @@ export function orderController(panel, say, hooks) {
       sessionExpired();
       return false;
     }
-    stale = (r.network ? 'Could not reach the shop' : 'Could not refresh the status (' + errorText(r) + ')') + staleSince() + ' Trying again…';
+    stale = (r.network ? t('Could not reach the shop') : t('Could not refresh the status ({why})', { why: errorText(r) })) + staleSince() + t(' Trying again…');
     renderStatus();
     return failed(r.retryAfter === null ? 0 : r.retryAfter * 1000);
   }
 
   function offlineNote() {
-    return 'You are offline' + staleSince();
+    return t('You are offline') + staleSince();
   }
 
   // staleSince says how old the status shown is, when it is not fresh.
   function staleSince() {
-    return status && knownAt ? '; the status shown is from ' + formatClock(knownAt) + '.' : '.';
+    return status && knownAt ? t('; the status shown is from {time}.', { time: formatClock(knownAt) }) : t('.');
   }
 
   // Offline, the buttons wait and the note says why; back online, the poller asks at once.
@@ -203,7 +206,7 @@ export function orderController(panel, say, hooks) {
     if (!online) {
       stale = offlineNote();
     } else if (stale) {
-      stale = 'Back online; checking the status…';
+      stale = t('Back online; checking the status…');
     }
     renderStatus();
   });
@@ -225,20 +228,20 @@ export function orderController(panel, say, hooks) {
       paying = true;
       epoch++;
       renderStatus();
-      say('Paying…', 'info');
+      say(t('Paying…'), 'info');
       var r = await api('POST', '/api/flash-sales/orders/' + enc(orderId) + '/pay', {});
       paying = false;
       epoch++;
       if (r.ok) {
         status = r.data && typeof r.data.status === 'string' ? r.data.status : 'PAID';
         renderStatus();
-        say('Payment received: the order is paid.', 'ok');
+        say(t('Payment received: the order is paid.'), 'ok');
         refresh();
         return;
       }
       if (r.network) {
         // Sent, perhaps, but no answer came back: the status (asked again) tells what happened.
-        say('The shop\u2019s answer to the payment was lost (the network dropped): it may or may not have gone through. The status below says which once the shop answers.', 'error');
+        say(t('The shop\u2019s answer to the payment was lost (the network dropped): it may or may not have gone through. The status below says which once the shop answers.'), 'error');
         renderStatus();
         refresh();
         return;
@@ -292,7 +295,7 @@ export function orderController(panel, say, hooks) {
       cancelling = true;
       epoch++;
       renderStatus();
-      say('Cancelling the order…', 'info');
+      say(t('Cancelling the order…'), 'info');
       var r = await api('POST', '/api/flash-sales/orders/' + enc(orderId) + '/cancel', {});
       cancelling = false;
       confirming = false;
@@ -300,7 +303,7 @@ export function orderController(panel, say, hooks) {
       if (r.ok) {
         status = r.data && typeof r.data.status === 'string' ? r.data.status : 'CANCELLED';
         renderStatus();
-        say('Order cancelled. Its unit went back on sale; nothing was charged.', 'ok');
+        say(t('Order cancelled. Its unit went back on sale; nothing was charged.'), 'ok');
         if (hooks.onCancelled) {
           hooks.onCancelled(orderId);
         }
@@ -308,7 +311,7 @@ export function orderController(panel, say, hooks) {
         return;
       }
       if (r.network) {
-        say('The shop\u2019s answer to the cancellation was lost (the network dropped): the status below says whether the order was cancelled once the shop answers.', 'error');
+        say(t('The shop\u2019s answer to the cancellation was lost (the network dropped): the status below says whether the order was cancelled once the shop answers.'), 'error');
       } else {
         say(errorText(r), 'error');
       }
@@ -335,7 +338,7 @@ export function orderController(panel, say, hooks) {
       panel.setAttribute('data-order-id', orderId);
       setText(idEl, orderId);
       if (link) {
-        link.setAttribute('href', '/orders/' + enc(orderId));
+        link.setAttribute('href', href('/orders/' + enc(orderId)));
       }
       show(panel, true);
       renderDetail();
@@ -349,7 +352,7 @@ export function orderController(panel, say, hooks) {
       panel.setAttribute('data-order-id', orderId);
       setText(idEl, orderId);
       if (link) {
-        link.setAttribute('href', '/orders/' + enc(orderId));
+        link.setAttribute('href', href('/orders/' + enc(orderId)));
       }
       show(panel, true);
       knownAt = Date.now();

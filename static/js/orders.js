@@ -9,6 +9,7 @@ import { loggedIn, sessionExpired, onSession, initSession, loginPrompt } from '.
 import { STATUS_WORDS, queueOf, queueText } from './status.js';
 import { backoff } from './poll.js';
 import { isOnline, onNetwork } from './network.js';
+import { t, href } from './i18n.js';
 
 export function initMyOrdersPage(page) {
   var say = messenger(byTestId('message', page));
@@ -36,18 +37,18 @@ export function initMyOrdersPage(page) {
     var li = entry.li;
     var st = typeof o.status === 'string' ? o.status : '';
     var id = String(o.orderId);
-    var item = o.itemName ? String(o.itemName) : 'Item ' + (o.itemId === undefined ? '' : o.itemId);
+    var item = o.itemName ? String(o.itemName) : t('Item {id}', { id: o.itemId === undefined ? '' : o.itemId });
     li.setAttribute('data-order-id', id);
     li.setAttribute('data-status', st);
     setText(part(li, 'order-row-item'), item);
     var badge = part(li, 'order-row-status');
     badge.setAttribute('data-status', st);
-    setText(badge, STATUS_WORDS[st] || st || 'unknown');
+    setText(badge, STATUS_WORDS[st] || st || t('unknown'));
     setText(part(li, 'order-row-price'), formatMoney(o.priceCents, o.currency));
     var sale = part(li, 'order-row-sale');
-    setText(sale, o.saleName ? String(o.saleName) : 'Sale ' + (o.saleId === undefined ? '' : o.saleId));
+    setText(sale, o.saleName ? String(o.saleName) : t('Sale {id}', { id: o.saleId === undefined ? '' : o.saleId }));
     if (o.saleId !== undefined && o.saleId !== null && o.saleId !== '') {
-      sale.setAttribute('href', '/sales/' + enc(o.saleId));
+      sale.setAttribute('href', href('/sales/' + enc(o.saleId)));
     }
     var deadline = parseTime(o.payBy);
     var pending = st === 'PENDING' && !isNaN(deadline);
@@ -55,14 +56,14 @@ export function initMyOrdersPage(page) {
     if (pending) {
       var now = serverNow();
       var left = deadline - now;
-      setText(part(li, 'order-row-pay-by'), 'Pay by ' + formatDeadline(deadline, now));
-      setText(part(li, 'order-row-pay-left'), left > 0 ? '(' + formatDuration(left) + ' left)' : '(time is up)');
+      setText(part(li, 'order-row-pay-by'), t('Pay by {time}', { time: formatDeadline(deadline, now) }));
+      setText(part(li, 'order-row-pay-left'), left > 0 ? t('({d} left)', { d: formatDuration(left) }) : t('(time is up)'));
     }
     var notes = {
-      QUEUED: 'Your unit is reserved; the order is being recorded.',
-      EXPIRED: 'Not paid in time; the unit went back on sale.',
-      CANCELLED: 'Cancelled; the unit went back on sale.',
-      FAILED: 'Could not be completed; nothing was charged.'
+      QUEUED: t('Your unit is reserved; the order is being recorded.'),
+      EXPIRED: t('Not paid in time; the unit went back on sale.'),
+      CANCELLED: t('Cancelled; the unit went back on sale.'),
+      FAILED: t('Could not be completed; nothing was charged.')
     };
     // A QUEUED order fetched on its own carries its place in the queue.
     var queue = queueOf(o);
@@ -71,13 +72,18 @@ export function initMyOrdersPage(page) {
     var at = parseTime(o.createdAt);
     created.replaceChildren();
     if (!isNaN(at)) {
-      created.appendChild(document.createTextNode('Ordered '));
+      // "Ordered {time}": the words around the <time> element, in the page's order.
+      var words = t('Ordered {time}').split('{time}');
+      created.appendChild(document.createTextNode(words[0]));
       created.appendChild(timeElement(o.createdAt));
+      if (words[1]) {
+        created.appendChild(document.createTextNode(words[1]));
+      }
     }
     var link = part(li, 'order-row-link');
-    link.setAttribute('href', '/orders/' + enc(id));
-    setText(link, st === 'PENDING' ? 'Pay or cancel' : 'View order');
-    link.setAttribute('aria-label', (st === 'PENDING' ? 'Pay or cancel: ' : 'View order: ') + item);
+    link.setAttribute('href', href('/orders/' + enc(id)));
+    setText(link, st === 'PENDING' ? t('Pay or cancel') : t('View order'));
+    link.setAttribute('aria-label', t(st === 'PENDING' ? 'Pay or cancel: {item}' : 'View order: {item}', { item: item }));
   }
 
   function addRow(o) {
@@ -98,11 +104,11 @@ export function initMyOrdersPage(page) {
   }
 
   function renderMore() {
-    var label = retry !== null ? 'Try again' : 'Load more';
+    var label = retry !== null ? t('Try again') : t('Load more');
     show(more, retry !== null || next !== '');
     if (more) {
       more.disabled = busy;
-      setText(more, busy && list.children.length > 0 ? 'Loading…' : label);
+      setText(more, busy && list.children.length > 0 ? t('Loading…') : label);
     }
   }
 
@@ -136,7 +142,7 @@ export function initMyOrdersPage(page) {
     }
     retry = cursor;
     renderMore();
-    say('Could not load your orders: ' + errorText(r), 'error');
+    say(t('Could not load your orders: {why}', { why: errorText(r) }), 'error');
   }
 
   // restart throws the list away and loads the first page (or shows the login sentence).

@@ -10,6 +10,7 @@ import { isOnline, onNetwork } from './network.js';
 import { loggedIn, sessionExpired, onSession, initSession } from './session.js';
 import { LIVE_STATUSES } from './status.js';
 import { orderController } from './order.js';
+import { t, href } from './i18n.js';
 
 // A purchase whose answer does not come back is sent again (the same attempt, the same token) at
 // most this many times in all, each waiting at most PURCHASE_TIMEOUT_MS for its answer.
@@ -170,11 +171,11 @@ export function initSalePage(section) {
     }
     if (state.queuedFor === e.id && status !== 'QUEUED') {
       state.queuedFor = null;
-      var name = e.itemName || itemNames[e.itemId] || 'your item';
+      var name = e.itemName || itemNames[e.itemId] || t('your item');
       if (status === 'PENDING') {
-        say('Your order of ' + name + ' is confirmed: pay before the deadline below, or the unit goes back on sale.', 'ok');
+        say(t('Your order of {name} is confirmed: pay before the deadline below, or the unit goes back on sale.', { name: name }), 'ok');
       } else if (status === 'FAILED') {
-        say('Your order of ' + name + ' could not be completed; nothing was charged.', 'error');
+        say(t('Your order of {name} could not be completed; nothing was charged.', { name: name }), 'error');
       }
     }
     render();
@@ -217,7 +218,7 @@ export function initSalePage(section) {
       // The purchase whose answer was lost went through after all.
       state.lostFor = null;
       state.queuedFor = o.status === 'QUEUED' ? id : state.queuedFor;
-      say('Your purchase of ' + (e.itemName || itemNames[e.itemId] || 'the item') + ' went through after all: the order is below.', 'ok');
+      say(t('Your purchase of {name} went through after all: the order is below.', { name: e.itemName || itemNames[e.itemId] || t('the item') }), 'ok');
     }
     e.ctl.follow(o);
     return e;
@@ -301,7 +302,7 @@ export function initSalePage(section) {
       s.classList.toggle('stock-ended', ended);
       if (ended) {
         // An ended sale offers nothing: no "N left" in green.
-        setText(s, 'Ended');
+        setText(s, t('Ended'));
         s.classList.remove('stock-out', 'stock-low');
         return;
       }
@@ -309,7 +310,7 @@ export function initSalePage(section) {
       if (typeof n !== 'number' || isNaN(n)) {
         return;
       }
-      setText(s, n <= 0 ? 'sold out' : n + ' left');
+      setText(s, n <= 0 ? t('sold out') : t('{n} left', { n: n }));
       s.setAttribute('data-stock', String(Math.max(0, n)));
       s.classList.toggle('stock-out', n <= 0);
       s.classList.toggle('stock-low', n > 0 && n <= 10);
@@ -317,7 +318,7 @@ export function initSalePage(section) {
       var stale = state.stockAt > 0 && (!isOnline() || state.stockFailing);
       s.classList.toggle('stock-stale', stale);
       if (stale) {
-        s.title = 'Last known at ' + formatClock(state.stockAt) + '; the shop cannot be reached just now.';
+        s.title = t('Last known at {time}; the shop cannot be reached just now.', { time: formatClock(state.stockAt) });
       } else {
         s.removeAttribute('title');
       }
@@ -331,17 +332,17 @@ export function initSalePage(section) {
       countdown.setAttribute('data-phase', phase);
     }
     if (phase === 'unknown') {
-      setText(countdown, 'Syncing with the shop\u2019s clock\u2026');
+      setText(countdown, t('Syncing with the shop\u2019s clock\u2026'));
       setText(detail, '');
     } else if (phase === 'upcoming') {
-      setText(countdown, 'Starts in ' + formatDuration(startsAt - now));
-      setText(detail, 'Log in and solve the captcha now, so you are ready when the Buy buttons light up.');
+      setText(countdown, t('Starts in {d}', { d: formatDuration(startsAt - now) }));
+      setText(detail, t('Log in and solve the captcha now, so you are ready when the Buy buttons light up.'));
     } else if (phase === 'live') {
-      setText(countdown, 'Live now');
-      setText(detail, 'Ends in ' + formatDuration(endsAt - now));
+      setText(countdown, t('Live now'));
+      setText(detail, t('Ends in {d}', { d: formatDuration(endsAt - now) }));
     } else {
-      setText(countdown, 'Ended');
-      setText(detail, 'This sale is over.');
+      setText(countdown, t('Ended'));
+      setText(detail, t('This sale is over.'));
     }
     var held = Date.now() < state.holdUntil;
     var h = holdings();
@@ -351,15 +352,15 @@ export function initSalePage(section) {
       var gone = soldOut(id);
       var mine = h.byItem[id];
       b.disabled = !(phase === 'live' && !gone && !state.inFlight && !held && !mine && !limitReached && isOnline());
-      var label = 'Buy';
+      var label = t('Buy');
       if (state.inFlight && state.buyingItem === id) {
-        label = 'Buying\u2026';
+        label = t('Buying\u2026');
       } else if (mine) {
-        label = mine === 'PAID' ? 'Bought' : 'Ordered';
+        label = mine === 'PAID' ? t('Bought') : t('Ordered');
       } else if (phase === 'ended') {
-        label = 'Ended';
+        label = t('Ended');
       } else if (gone) {
-        label = 'Sold out';
+        label = t('Sold out');
       }
       setText(b, label);
       b.classList.toggle('button-held', !!mine);
@@ -369,13 +370,13 @@ export function initSalePage(section) {
       var text = '';
       var mine = h.byItem[id];
       if (mine === 'PAID') {
-        text = 'You bought this item.';
+        text = t('You bought this item.');
       } else if (mine === 'PENDING') {
-        text = 'You ordered this item: pay for it in your orders below.';
+        text = t('You ordered this item: pay for it in your orders below.');
       } else if (mine) {
-        text = 'You ordered this item; it is being confirmed.';
+        text = t('You ordered this item; it is being confirmed.');
       } else if (limitReached && phase !== 'ended') {
-        text = 'One per shopper in this sale: you already have ' + (h.any.itemName || itemNames[h.any.itemId] || 'an item') + '.';
+        text = t('One per shopper in this sale: you already have {name}.', { name: h.any.itemName || itemNames[h.any.itemId] || t('an item') });
       }
       setText(n, text);
       n.setAttribute('data-kind', mine ? 'held' : 'limit');
@@ -450,8 +451,8 @@ export function initSalePage(section) {
 
   function captchaHintText() {
     return state.phase === 'upcoming'
-      ? 'Solve this now, before the sale starts; then press Buy the moment it opens.'
-      : 'Type the characters you see, then press Buy.';
+      ? t('Solve this now, before the sale starts; then press Buy the moment it opens.')
+      : t('Type the characters you see, then press Buy.');
   }
 
   async function loadCaptcha() {
@@ -463,11 +464,11 @@ export function initSalePage(section) {
       captchaAnswer.value = '';
     }
     if (!isOnline()) {
-      setText(captchaHint, 'You are offline: a captcha loads once the connection is back.');
+      setText(captchaHint, t('You are offline: a captcha loads once the connection is back.'));
       return;
     }
     state.captchaLoading = true;
-    setText(captchaHint, 'Loading a captcha\u2026');
+    setText(captchaHint, t('Loading a captcha\u2026'));
     var r = await api('POST', '/api/flash-sales/' + enc(saleId) + '/captcha', {});
     state.captchaLoading = false;
     var img = r.ok && r.data && typeof r.data.image === 'string' ? r.data.image : '';
@@ -486,7 +487,7 @@ export function initSalePage(section) {
       sessionExpired();
       return;
     }
-    setText(captchaHint, 'Could not load a captcha: ' + (r.ok ? 'the answer was not understood.' : errorText(r)) + ' Use \u201cNew challenge\u201d to retry.');
+    setText(captchaHint, t('Could not load a captcha: {why} Use \u201cNew challenge\u201d to retry.', { why: r.ok ? t('the answer was not understood.') : errorText(r) }));
     if ((r.network || r.status >= 500 || r.code === 'RATE_LIMITED') && state.captchaRetries < 3) {
       window.setTimeout(loadCaptcha, Math.max(backoff(state.captchaRetries++, 3000, 30000), (r.retryAfter || 0) * 1000));
     }
@@ -531,7 +532,7 @@ export function initSalePage(section) {
       }
       ev.preventDefault();
       if (!captchaAnswer.value.trim()) {
-        say('Type the captcha answer first.', 'error');
+        say(t('Type the captcha answer first.'), 'error');
         return;
       }
       var open = buttons.filter(function (b) {
@@ -540,12 +541,12 @@ export function initSalePage(section) {
       if (open.length === 1) {
         buy(open[0].getAttribute('data-item-id'));
       } else if (open.length > 1) {
-        say('Answer ready: now press Buy on the item you want.', 'info');
+        say(t('Answer ready: now press Buy on the item you want.'), 'info');
         focusOnKeyUp = open[0];
       } else if (state.phase === 'upcoming') {
-        say('Answer ready: press Buy the moment the sale opens.', 'info');
+        say(t('Answer ready: press Buy the moment the sale opens.'), 'info');
       } else {
-        say('There is nothing to buy here right now.', 'info');
+        say(t('There is nothing to buy here right now.'), 'info');
       }
     });
   }
@@ -603,9 +604,9 @@ export function initSalePage(section) {
       // The limit: lead to the order already held, and show it in the order box.
       var held = r.data && r.data.orderId !== undefined && r.data.orderId !== null ? String(r.data.orderId) : '';
       if (held) {
-        say('You already hold an order in this sale: ', 'notice', { text: 'view it', href: '/orders/' + enc(held), testid: 'held-order-link', after: '.' });
+        say(t('You already hold an order in this sale: '), 'notice', { text: t('view it'), href: href('/orders/' + enc(held)), testid: 'held-order-link', after: t('.') });
       } else {
-        say('You already hold an order in this sale (one per shopper): ', 'notice', { text: 'see your orders', href: '/orders', testid: 'held-order-link', after: '.' });
+        say(t('You already hold an order in this sale (one per shopper): '), 'notice', { text: t('see your orders'), href: href('/orders'), testid: 'held-order-link', after: t('.') });
       }
       loadOrders();
       return;
@@ -651,7 +652,7 @@ export function initSalePage(section) {
         if (!isOnline()) {
           break;
         }
-        say('No answer from the shop yet; asking again about the same purchase\u2026', 'info');
+        say(t('No answer from the shop yet; asking again about the same purchase\u2026'), 'info');
         await sleep(backoff(i - 1, 1000, 4000));
         if (!isOnline()) {
           break;
@@ -671,9 +672,9 @@ export function initSalePage(section) {
   // cannot know whether it went through, and leads them to their orders; the order box catches
   // up by itself once the shop answers again.
   function answerLost(itemId, sentAt) {
-    var name = itemNames[itemId] || 'the item';
-    say('The shop\u2019s answer was lost (the network dropped), so this page cannot tell whether you bought ' + name +
-      '. Before buying again, check ', 'error', { text: 'My orders', href: '/orders', testid: 'lost-order-link', after: ' to see whether it went through.' });
+    var name = itemNames[itemId] || t('the item');
+    say(t('The shop\u2019s answer was lost (the network dropped), so this page cannot tell whether you bought {name}. Before buying again, check ', { name: name }),
+      'error', { text: t('My orders'), href: href('/orders'), testid: 'lost-order-link', after: t(' to see whether it went through.') });
     state.lostFor = itemId;
     state.lostSince = sentAt;
     state.lostChecks = 0;
@@ -696,11 +697,11 @@ export function initSalePage(section) {
       return;
     }
     if (!isOnline()) {
-      say('You are offline: nothing was sent. Buy once the connection is back.', 'error');
+      say(t('You are offline: nothing was sent. Buy once the connection is back.'), 'error');
       return;
     }
     if (!loggedIn()) {
-      say('Please log in first.', 'error');
+      say(t('Please log in first.'), 'error');
       var user = byTestId('username', section);
       if (user) {
         user.focus();
@@ -708,13 +709,13 @@ export function initSalePage(section) {
       return;
     }
     if (!state.captchaId) {
-      say(state.captchaLoading ? 'The captcha is still loading; one moment.' : 'A captcha is needed first; a new one is on its way.', 'error');
+      say(state.captchaLoading ? t('The captcha is still loading; one moment.') : t('A captcha is needed first; a new one is on its way.'), 'error');
       loadCaptcha();
       return;
     }
     var answer = captchaAnswer ? captchaAnswer.value.trim() : '';
     if (!answer) {
-      say('Type the captcha answer first.', 'error');
+      say(t('Type the captcha answer first.'), 'error');
       if (captchaAnswer) {
         captchaAnswer.focus();
       }
@@ -724,7 +725,7 @@ export function initSalePage(section) {
     state.buyingItem = itemId;
     state.lostFor = null; // a new attempt: its own answer tells
     render();
-    say('Reserving your unit\u2026', 'info');
+    say(t('Reserving your unit\u2026'), 'info');
     var newCaptcha = false;
     try {
       var tok = await api('POST', '/api/flash-sales/' + enc(saleId) + '/purchase-token', {
@@ -733,13 +734,13 @@ export function initSalePage(section) {
       });
       if (!tok.ok || !tok.data || !tok.data.purchaseToken) {
         if (tok.ok) {
-          say('The shop sent an answer this page does not understand; try again.', 'error');
+          say(t('The shop sent an answer this page does not understand; try again.'), 'error');
           return;
         }
         if (tok.network) {
           // No purchase was sent. The captcha may have been used up on the way: a new one.
           newCaptcha = true;
-          say('No answer from the shop: nothing was bought (the purchase was not sent). Check your connection, then solve the new captcha and try again.', 'error');
+          say(t('No answer from the shop: nothing was bought (the purchase was not sent). Check your connection, then solve the new captcha and try again.'), 'error');
           return;
         }
         newCaptcha = tok.code === 'CAPTCHA_FAILED';
@@ -764,7 +765,7 @@ export function initSalePage(section) {
         }
         renderStock();
         state.queuedFor = orderId;
-        say('Got it! Your unit is reserved and the order is queued.', 'ok');
+        say(t('Got it! Your unit is reserved and the order is queued.'), 'ok');
         if (orderList && orderTemplate) {
           addOrder({
             orderId: orderId,
@@ -780,7 +781,7 @@ export function initSalePage(section) {
         return;
       }
       if (p.ok) {
-        say('The shop sent an answer this page does not understand; check your order before trying again.', 'error');
+        say(t('The shop sent an answer this page does not understand; check your order before trying again.'), 'error');
         return;
       }
       if (p.code === 'INVALID_PURCHASE_TOKEN') {

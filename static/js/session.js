@@ -6,6 +6,7 @@
 import { byTestId, setText, show } from './dom.js';
 import { store, csrfCookie } from './storage.js';
 import { api, errorText, sentence } from './api.js';
+import { t, lang } from './i18n.js';
 
 export function loggedIn() {
   var v = csrfCookie();
@@ -102,8 +103,8 @@ function userName(u) {
   if (u && u.username) {
     return String(u.username);
   }
-  var who = u && u.role ? String(u.role) : 'user';
-  return u && u.id ? who + ' #' + u.id : who;
+  var who = t(u && u.role ? String(u.role) : 'user');
+  return u && u.id ? t('{role} #{id}', { role: who, id: u.id }) : who;
 }
 
 // initSession wires the login/register form and the "signed in as" line of a session area.
@@ -208,7 +209,7 @@ export function initSession(area, say) {
       var username = form.elements.username.value.trim();
       var password = form.elements.password.value;
       if (!username || !password) {
-        say('Type a username and a password.', 'error');
+        say(t('Type a username and a password.'), 'error');
         return;
       }
       var body = { username: username, password: password };
@@ -219,14 +220,14 @@ export function initSession(area, say) {
           var shown = await loadCaptcha();
           busy = false;
           if (shown) {
-            say('Type what the picture shows, then press Register.', 'info');
+            say(t('Type what the picture shows, then press Register.'), 'info');
             regAnswer.focus();
           }
           return;
         }
         var answer = regAnswer.value.trim();
         if (!answer) {
-          say('Type what the picture shows, then press Register.', 'error');
+          say(t('Type what the picture shows, then press Register.'), 'error');
           regAnswer.focus();
           return;
         }
@@ -237,7 +238,7 @@ export function initSession(area, say) {
       Array.prototype.forEach.call(form.querySelectorAll('button'), function (b) {
         b.disabled = true;
       });
-      say(action === 'register' ? 'Creating your account…' : 'Logging in…', 'info');
+      say(action === 'register' ? t('Creating your account…') : t('Logging in…'), 'info');
       var r = await api('POST', '/api/auth/' + action, body);
       busy = false;
       Array.prototype.forEach.call(form.querySelectorAll('button'), function (b) {
@@ -248,11 +249,12 @@ export function initSession(area, say) {
           // The challenge was used up (one answer each): show a fresh one.
           await loadCaptcha();
         }
-        var text = r.network || r.code === 'RATE_LIMITED' ? errorText(r) : r.message ? sentence(r.message) : errorText(r);
+        // The server's message in English; in Chinese, errorText says what it means.
+        var text = lang === 'en' && r.message && !r.network && r.code !== 'RATE_LIMITED' ? sentence(r.message) : errorText(r);
         if (r.code === 'CAPTCHA_FAILED') {
-          text = 'The captcha answer was wrong or expired; try the new picture.';
+          text = t('The captcha answer was wrong or expired; try the new picture.');
         } else if (r.code === 'UNAVAILABLE') {
-          text = 'The shop is busy; try again in a moment.';
+          text = t('The shop is busy; try again in a moment.');
         }
         say(text, 'error');
         return;
@@ -271,7 +273,7 @@ export function initSession(area, say) {
         regAnswer.value = '';
         show(regBox, false);
       }
-      say((action === 'register' ? 'Account created; signed in as ' : 'Signed in as ') + userName(user) + '.', 'ok');
+      say(t(action === 'register' ? 'Account created; signed in as {name}.' : 'Signed in as {name}.', { name: userName(user) }), 'ok');
       sessionChanged();
       if (action === 'login') {
         learnUser(true);
@@ -286,7 +288,7 @@ export function initSession(area, say) {
       logout.disabled = false;
       if (r.ok || r.status === 401) {
         forgetSession();
-        say('Logged out.', 'info');
+        say(t('Logged out.'), 'info');
         sessionChanged();
       } else {
         say(errorText(r), 'error');

@@ -1,24 +1,26 @@
 // The order statuses in words.
 
+import { t } from './i18n.js';
+
 export const FINAL_STATUSES = { PAID: true, EXPIRED: true, CANCELLED: true, FAILED: true };
 
 export const ORDER_NOTES = {
-  QUEUED: 'Your unit is reserved; the order is being recorded. This takes a moment.',
-  PENDING: 'Reserved for you. Pay before the deadline or the unit goes back on sale.',
-  PAID: 'Paid. Thank you for your order!',
-  EXPIRED: 'The payment window closed; the unit went back on sale.',
-  CANCELLED: 'This order was cancelled; its unit went back on sale.',
-  FAILED: 'The order could not be completed; nothing was charged.'
+  QUEUED: t('Your unit is reserved; the order is being recorded. This takes a moment.'),
+  PENDING: t('Reserved for you. Pay before the deadline or the unit goes back on sale.'),
+  PAID: t('Paid. Thank you for your order!'),
+  EXPIRED: t('The payment window closed; the unit went back on sale.'),
+  CANCELLED: t('This order was cancelled; its unit went back on sale.'),
+  FAILED: t('The order could not be completed; nothing was charged.')
 };
 
 // STATUS_WORDS names an order status for people (the list of orders).
 export const STATUS_WORDS = {
-  QUEUED: 'Confirming',
-  PENDING: 'Awaiting payment',
-  PAID: 'Paid',
-  EXPIRED: 'Expired',
-  CANCELLED: 'Cancelled',
-  FAILED: 'Failed'
+  QUEUED: t('Confirming'),
+  PENDING: t('Awaiting payment'),
+  PAID: t('Paid'),
+  EXPIRED: t('Expired'),
+  CANCELLED: t('Cancelled'),
+  FAILED: t('Failed')
 };
 
 // LIVE_STATUSES are the orders that hold a unit: they count against the purchase limit.
@@ -41,19 +43,18 @@ export function queueOf(data) {
 // queueText says where a QUEUED order stands: "You are number 3 in line, about 2 seconds."
 // (position 0 is the next order to be recorded, so it is number 1).
 export function queueText(position, waitSeconds) {
-  var text = 'You are number ' + (position + 1) + ' in line';
   if (waitSeconds === null || waitSeconds === undefined) {
-    return text + '.';
+    return t('You are number {n} in line.', { n: position + 1 });
   }
-  return text + ', about ' + waitText(waitSeconds) + '.';
+  return t('You are number {n} in line, about {wait}.', { n: position + 1, wait: waitText(waitSeconds) });
 }
 
 function waitText(s) {
   if (s <= 1) {
-    return '1 second';
+    return t('1 second');
   }
   if (s < 90) {
-    return s + ' seconds';
+    return t('{n} seconds', { n: s });
   }
-  return Math.round(s / 60) + ' minutes';
+  return t('{n} minutes', { n: Math.round(s / 60) });
 }

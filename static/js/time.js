@@ -1,6 +1,7 @@
 // Times: parsing the API's RFC 3339 and Retry-After, and writing spans, clocks and dates.
 
 import { el, setText } from './dom.js';
+import { t, locale } from './i18n.js';
 
 export function pad2(n) {
   return (n < 10 ? '0' : '') + n;
@@ -41,7 +42,7 @@ export function formatDuration(ms) {
   var m = Math.floor((total % 3600) / 60);
   var s = total % 60;
   if (d > 0) {
-    return d + ' d ' + h + ':' + pad2(m) + ':' + pad2(s);
+    return t('{d} d {hms}', { d: d, hms: h + ':' + pad2(m) + ':' + pad2(s) });
   }
   if (h > 0) {
     return h + ':' + pad2(m) + ':' + pad2(s);
@@ -63,7 +64,7 @@ export function formatDeadline(ms, now) {
 
 const dateFormat = (function () {
   try {
-    return new Intl.DateTimeFormat(undefined, {
+    return new Intl.DateTimeFormat(locale, {
       year: 'numeric', month: 'short', day: 'numeric',
       hour: '2-digit', minute: '2-digit', timeZoneName: 'short'
     });
