@@ -130,6 +130,7 @@ func newApp(ctx context.Context, cfg config, log *slog.Logger) (_ *app, err erro
 	a.returns = services.NewReturns(a.db, a.stock, a.soldOut, a.metrics, log)
 	a.reconcile = services.NewReconciler(a.db, a.stock, a.metrics, log, cfg.OrphanAge)
 	a.sales = services.NewSales(a.db, a.stock, a.loader, a.reconcile, cfg.PayWindow, log, a.now)
+	a.sales.SetWarmAhead(cfg.WarmAhead)
 	a.purchases = services.NewPurchases(services.PurchaseConfig{
 		TokenTTL: cfg.TokenTTL, SlowPublish: cfg.OrphanAge / 3, SigningSecret: secret,
 	}, a.sales, a.stock, a.db, a.pub, captcha, a.soldOut,
@@ -143,7 +144,8 @@ func newApp(ctx context.Context, cfg config, log *slog.Logger) (_ *app, err erro
 	a.writer.SetThroughput(writerRate)
 	a.purchases.SetQueueWait(services.NewQueueWait(a.stock, writerRate))
 	a.keeper = services.NewKeeper(services.KeeperConfig{Interval: cfg.KeeperInterval, OrphanAge: cfg.OrphanAge,
-		ReconcileInterval: cfg.ReconcileInterval, Instance: instance, RebuildDelay: cfg.PublishTimeout + time.Second},
+		ReconcileInterval: cfg.ReconcileInterval, Instance: instance, RebuildDelay: cfg.PublishTimeout + time.Second,
+		WarmAhead: cfg.WarmAhead},
 		a.db, a.stock, a.queue, a.loader, a.returns, a.reconcile, a.soldOut, a.metrics, log, a.now)
 
 	api := &handlers.API{Accounts: a.auth, Catalog: a.sales, Shop: a.purchases, Orders: a.sales, Admin: a.sales, Log: log, Now: a.now,

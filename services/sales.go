@@ -118,6 +118,7 @@ type Sales struct {
 	log       *slog.Logger
 	now       func() time.Time
 	payWindow time.Duration // default payment window of a new sale
+	warmAhead time.Duration // a sale's stock goes into Redis this long before its start (SetWarmAhead)
 
 	items      *ttlCache[int64, itemInfo]
 	salesCache *ttlCache[int64, cachedSale]
@@ -146,7 +147,7 @@ const catalogTTL = 5 * time.Second
 
 // NewSales returns a Sales service.
 func NewSales(db *store.DB, stock *store.Stock, loader *Loader, reconcile *Reconciler, payWindow time.Duration, log *slog.Logger, now func() time.Time) *Sales {
-	return &Sales{db: db, stock: stock, loader: loader, reconcile: reconcile, payWindow: payWindow, log: log, now: now,
+	return &Sales{db: db, stock: stock, loader: loader, reconcile: reconcile, payWindow: payWindow, warmAhead: DefaultWarmAhead, log: log, now: now,
 		items: newTTLCache[int64](cacheConfig[itemInfo]{TTL: catalogTTL, Max: 100_000, MaxAbsent: 10_000,
 			Absent: func(i itemInfo) bool { return !i.found }, StaleFor: 24 * time.Hour}, now),
 		salesCache: newTTLCache[int64](cacheConfig[cachedSale]{TTL: catalogTTL, Max: 10_000, MaxAbsent: 10_000,
@@ -154,6 +155,23 @@ func NewSales(db *store.DB, stock *store.Stock, loader *Loader, reconcile *Recon
 		// The displayed stock is never served stale: an error says Redis is down.
 		stockCache: newTTLCache[int64](cacheConfig[DisplayedStock]{TTL: time.Second, Max: 10_000}, now),
 		listings:   newTTLCache[string](cacheConfig[listing]{TTL: listingTTL, Max: 256, StaleFor: time.Minute}, now)}
+}
+
+// DefaultWarmAhead is how long before its start a sale's stock is loaded into Redis, unless told
+// otherwise (FLASHSALE_WARM_AHEAD).
+const DefaultWarmAhead = 10 * time.Minute
+
+// SetWarmAhead sets how long before its start a sale's stock is loaded into Redis: at creation or
+// edit when the start is that close already, else by the keeper when it comes that close (or by
+// the merchant's warm button).
+func (s *Sales) SetWarmAhead(d time.Duration) { s.warmAhead = d }
+
+// WarmAhead tells how long before its start a sale's stock is loaded into Redis.
+func (s *Sales) WarmAhead() time.Duration { return s.warmAhead }
+
+// dueForWarmUp reports whether a sale starting at startsAt must be held in Redis at now.
+func dueForWarmUp(startsAt, now time.Time, ahead time.Duration) bool {
+	return !now.Before(startsAt.Add(-ahead))
 }
 
 func validName(what, s string) error {
@@ -252,9 +270,13 @@ func (s *Sales) create(ctx context.Context, merchantID int64, in NewSale) (store
 			return store.Sale{}, &Error{Code: CodeInternal, Message: "item ids are exhausted", Err: fmt.Errorf("item id %d over 32 bits", it.ID)}
 		}
 	}
-	// The keeper retries if Redis is down now; until then purchases answer 503.
-	if _, err := s.loader.Load(ctx, sale.ID); err != nil {
-		s.log.Warn("sale not loaded into redis at creation; the keeper will retry", "sale", sale.ID, "err", err)
+	// Its stock goes into Redis WarmAhead before the start: now, if the start is that close (the
+	// keeper retries if Redis is down now; until then purchases answer 503), else the keeper
+	// loads it when the time comes.
+	if dueForWarmUp(sale.StartsAt, now, s.warmAhead) {
+		if _, err := s.loader.LoadFirst(ctx, sale.ID); err != nil {
+			s.log.Warn("sale not loaded into redis at creation; the keeper will retry", "sale", sale.ID, "err", err)
+		}
 	}
 	return sale, nil
 }
