@@ -50,6 +50,7 @@ type app struct {
 	reconcile *services.Reconciler
 	writer    *services.Writer
 	keeper    *services.Keeper
+	funnel    *services.Funnel
 	handler   http.Handler
 
 	cancels   []context.CancelFunc
@@ -143,12 +144,17 @@ func newApp(ctx context.Context, cfg config, log *slog.Logger) (_ *app, err erro
 	writerRate := services.NewThroughput(cfg.WriterWorkers, nil)
 	a.writer.SetThroughput(writerRate)
 	a.purchases.SetQueueWait(services.NewQueueWait(a.stock, writerRate))
+	// The purchase funnel of the merchant's live view: counted in memory, flushed to Redis once a
+	// second (start), so the purchase path makes no extra Redis call.
+	a.funnel = services.NewFunnel(a.stock, log, a.now)
+	a.purchases.SetFunnel(a.funnel)
+	a.sales.SetQueue(a.queue)
 	a.keeper = services.NewKeeper(services.KeeperConfig{Interval: cfg.KeeperInterval, OrphanAge: cfg.OrphanAge,
 		ReconcileInterval: cfg.ReconcileInterval, Instance: instance, RebuildDelay: cfg.PublishTimeout + time.Second,
 		WarmAhead: cfg.WarmAhead},
 		a.db, a.stock, a.queue, a.loader, a.returns, a.reconcile, a.soldOut, a.metrics, log, a.now)
 
-	api := &handlers.API{Accounts: a.auth, Catalog: a.sales, Shop: a.purchases, Orders: a.sales, Admin: a.sales, Log: log, Now: a.now,
+	api := &handlers.API{Accounts: a.auth, Catalog: a.sales, Shop: a.purchases, Orders: a.sales, Admin: a.sales, Live: a.sales, Log: log, Now: a.now,
 		SecureCookie: cfg.Env == "production", SessionTTL: cfg.JWTTTL}
 	pages := &handlers.Pages{Catalog: a.sales, Log: log, Now: a.now}
 	a.handler = web.NewRouter(web.Config{Log: log, Verifier: a.auth, API: api, Pages: pages, Registry: a.reg,
@@ -215,8 +221,8 @@ func instanceName(cfg config) (site, name string) {
 	return site, fmt.Sprintf("%spid %d addr %s #%x", site, os.Getpid(), cfg.Addr, b)
 }
 
-// start runs the writer and the keeper in the background until close, and keeps the embedded
-// NATS registration alive.
+// start runs the writer and the keeper in the background until close, flushes the purchase
+// funnel's counts once a second, and keeps the embedded NATS registration alive.
 func (a *app) start(ctx context.Context, writer, keeper bool) {
 	ctx, cancel := context.WithCancel(ctx)
 	a.cancels = append(a.cancels, cancel)
@@ -229,6 +235,11 @@ func (a *app) start(ctx context.Context, writer, keeper bool) {
 			})
 		}()
 	}
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		a.funnel.Run(ctx)
+	}()
 	if writer {
 		a.wg.Add(1)
 		go func() {

@@ -142,6 +142,7 @@ func (s *Sales) Warm(ctx context.Context, merchantID, saleID int64) (Sale, error
 	if _, err := s.loader.Load(ctx, saleID); err != nil {
 		return Sale{}, unavailable(err)
 	}
+	s.liveCache.forget(saleID)
 	return saleOf(row), nil
 }
 
@@ -213,6 +214,7 @@ func (s *Sales) warmIfDue(ctx context.Context, row store.Sale, now time.Time) {
 func (s *Sales) forget(row store.Sale) {
 	s.salesCache.forget(row.ID)
 	s.stockCache.forget(row.ID)
+	s.liveCache.forget(row.ID)
 	for _, it := range row.Items {
 		s.items.forget(it.ID)
 	}

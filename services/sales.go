@@ -124,6 +124,10 @@ type Sales struct {
 	salesCache *ttlCache[int64, cachedSale]
 	stockCache *ttlCache[int64, DisplayedStock]
 	listings   *ttlCache[string, listing] // pages of Upcoming, by cursor
+
+	queue     Backlogger                 // the queue whose depth the live view shows (SetQueue); nil: none
+	liveCache *ttlCache[int64, LiveView] // the merchant's live view, per sale (services/live.go)
+	liveSeen  liveState
 }
 
 // listing is one page of Upcoming as the listing cache shares it (callers must not modify it).
@@ -154,7 +158,9 @@ func NewSales(db *store.DB, stock *store.Stock, loader *Loader, reconcile *Recon
 			Absent: func(c cachedSale) bool { return c.err != nil }, StaleFor: 24 * time.Hour}, now),
 		// The displayed stock is never served stale: an error says Redis is down.
 		stockCache: newTTLCache[int64](cacheConfig[DisplayedStock]{TTL: time.Second, Max: 10_000}, now),
-		listings:   newTTLCache[string](cacheConfig[listing]{TTL: listingTTL, Max: 256, StaleFor: time.Minute}, now)}
+		listings:   newTTLCache[string](cacheConfig[listing]{TTL: listingTTL, Max: 256, StaleFor: time.Minute}, now),
+		liveCache:  newTTLCache[int64](cacheConfig[LiveView]{TTL: liveTTL, Max: 1_000}, now),
+		liveSeen:   liveState{counter: map[int64]string{}}}
 }
 
 // DefaultWarmAhead is how long before its start a sale's stock is loaded into Redis, unless told
@@ -419,6 +425,11 @@ func (s *Sales) AdminStock(ctx context.Context, merchantID, saleID int64) ([]Adm
 	if err != nil {
 		return nil, unavailable(err)
 	}
+	return adminItems(rep), nil
+}
+
+// adminItems is the merchant's view of each item of a reconciliation report.
+func adminItems(rep SaleReport) []AdminItemStock {
 	// A sale-wide check (buyers, counter, one per shopper in the sale) marks every item.
 	saleOK, saleViolations := allOK(rep.Checks), violations(rep.Checks)
 	out := make([]AdminItemStock, len(rep.Items))
@@ -436,7 +447,7 @@ func (s *Sales) AdminStock(ctx context.Context, merchantID, saleID int64) ([]Adm
 		}
 		out[i] = a
 	}
-	return out, nil
+	return out
 }
 
 // describe fills in an order view's item and sale from the catalog cache.
