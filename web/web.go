@@ -87,6 +87,8 @@ func NewRouter(cfg Config) *gin.Engine {
 	r.GET("/orders", pages.MyOrders)
 	r.GET("/orders/:orderId", pages.Order)
 	r.GET("/admin", pages.Admin)
+	r.GET("/admin/sales/:saleId", pages.AdminSale)
+	r.GET("/admin/sales/:saleId/orders", pages.AdminSaleOrders)
 
 	staticFS, _ := fs.Sub(static.FS, ".")
 	fileServer := http.StripPrefix("/static/", http.FileServer(http.FS(staticFS)))
