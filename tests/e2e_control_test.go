@@ -167,6 +167,7 @@ func TestE2EControlRoom(t *testing.T) {
 	b.do("record the PATCH bodies", chromedp.Evaluate[chromedp.Void](`(() => { window.__patches = []; const f = window.fetch;
 		window.fetch = (u, i) => { if (i && i.method === 'PATCH') { window.__patches.push(i.body); } return f(u, i); }; })()`))
 	b.do("Edit", chromedp.Click(e2eEntry(saleID, "edit-sale")))
+	b.waitFor("the edit form", 5*time.Second, `e.q('create-sale-form').getAttribute('data-mode') === 'edit'`)
 	form := e2eEval[struct {
 		Mode    string   `json:"mode"`
 		Heading string   `json:"heading"`
@@ -238,7 +239,11 @@ func TestE2EControlRoom(t *testing.T) {
 	}
 
 	// 3. The live view, before the sale.
-	b.do("open the live view", chromedp.Click(e2eEntry(saleID, "open-live")))
+	// The links are followed by address: a poll cannot span the navigation a click starts.
+	if href := e2eEval[string](b, "the live view link", fmt.Sprintf(`document.querySelector('[data-testid="admin-sale"][data-sale-id="%d"] [data-testid="open-live"]').getAttribute('href')`, saleID)); href != fmt.Sprintf("/admin/sales/%d", saleID) {
+		t.Errorf("live view link = %q", href)
+	}
+	b.do("open the live view", chromedp.Navigate(fmt.Sprintf("%s/admin/sales/%d", h.srv.URL, saleID)))
 	b.waitFor("the live view before the start", 10*time.Second,
 		`e.shown(e.q('live-panel')) && e.q('live-status').getAttribute('data-status') === 'scheduled' && e.qa('live-item-row').length === 3
 		&& /^loaded at \d\d:\d\d:\d\d$/.test(e.text(e.q('sale-loaded-text'))) && e.text(e.q('live-sale-name')) === 'Desk lamps, edited'`)
@@ -276,7 +281,7 @@ func TestE2EControlRoom(t *testing.T) {
 	s.do("Buy", chromedp.Click(e2eBuyButton(items["Lamp"])))
 	raw := s.waitFor("the order awaiting payment", 15*time.Second, `(() => { const o = window.__shop.orders(); return o.length === 1 && o[0].status === 'PENDING' ? o[0].id : ''; })()`)
 	orderID := strings.Trim(string(raw), `"`)
-	b.waitFor("frozen 1", 10*time.Second, `e.text(e.q('live-frozen')) === '1' && e.text(e.q('live-paid')) === '0'
+	b.waitFor("frozen 1", 10*time.Second, `e.text(e.q('live-frozen')) === '1' && e.text(e.q('live-paid')) === '0' && e.text(e.q('live-accepted')) === '1'
 		&& e.text(document.querySelector('[data-testid="live-item-row"] [data-col="frozen"]')) === '1'`)
 	during := b.liveView()
 	if l := during.Items["Lamp"]; l.Quantity != "6" || l.Frozen != "1" || l.Real != "6" || l.Paid != "0" || l.Displayed != "5" {
@@ -314,7 +319,10 @@ func TestE2EControlRoom(t *testing.T) {
 	b.shootBoth(dir, "dashboard-after")
 
 	// 4. The orders of the sale, filtered, and the CSV.
-	b.do("open the orders", chromedp.Click(e2eTestID("nav-orders-page")))
+	if href := e2eEval[string](b, "the orders link", `e.q('nav-orders-page').getAttribute('href')`); href != fmt.Sprintf("/admin/sales/%d/orders", saleID) {
+		t.Errorf("orders link = %q", href)
+	}
+	b.do("open the orders", chromedp.Navigate(fmt.Sprintf("%s/admin/sales/%d/orders", h.srv.URL, saleID)))
 	b.waitFor("the one order, paid, of the shopper", 10*time.Second, fmt.Sprintf(`e.qa('order-row').length === 1 && e.q('order-row').getAttribute('data-order-id') === %q
 		&& e.q('order-row').getAttribute('data-status') === 'PAID' && e.text(e.q('order-user')) === '#%d' && e.text(e.q('orders-sale-name')) === 'Desk lamps, edited'`, orderID, shopper.ID))
 	b.do("only the orders awaiting payment", chromedp.SetValue(e2eTestID("filter-status"), "PENDING"),

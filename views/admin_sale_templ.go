@@ -426,15 +426,7 @@ func AdminLivePage(s AdminSale) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 27, "<div class=\"live-panel\" data-testid=\"live-panel\" hidden>")
-			if templ_7745c5c3_Err != nil {
-				return templ_7745c5c3_Err
-			}
-			templ_7745c5c3_Err = saleControls().Render(ctx, templ_7745c5c3_Buffer)
-			if templ_7745c5c3_Err != nil {
-				return templ_7745c5c3_Err
-			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 28, "<section class=\"live-section\" aria-labelledby=\"headline-heading\"><h2 id=\"headline-heading\" class=\"visually-hidden\">At a glance</h2><dl class=\"live-tiles\" data-testid=\"live-tiles\">")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 27, "<div class=\"live-panel\" data-testid=\"live-panel\" hidden><section class=\"live-section\" aria-labelledby=\"headline-heading\"><h2 id=\"headline-heading\" class=\"visually-hidden\">At a glance</h2><dl class=\"live-tiles\" data-testid=\"live-tiles\">")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -470,7 +462,15 @@ func AdminLivePage(s AdminSale) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 29, "</dl></section><section class=\"live-section card\" aria-labelledby=\"items-heading\"><h2 id=\"items-heading\">Stock per item</h2><p class=\"hint\">Displayed is what shoppers see; frozen is reserved and not paid (in flight, queued or awaiting payment); real is quantity − paid.</p><div class=\"table-wrap\"><table class=\"stock-table live-items\" data-testid=\"live-items\"><thead><tr><th scope=\"col\">Item</th><th scope=\"col\">Quantity</th><th scope=\"col\">Displayed</th><th scope=\"col\">Frozen</th><th scope=\"col\">Real</th><th scope=\"col\">Paid</th><th scope=\"col\">Expired</th><th scope=\"col\">Sold out</th></tr></thead> <tbody data-testid=\"live-item-rows\"></tbody></table></div></section><section class=\"live-section card\" aria-labelledby=\"chart-heading\"><h2 id=\"chart-heading\">Requests per second</h2><ul class=\"chart-legend\" data-testid=\"chart-legend\"><li><span class=\"swatch swatch-accepted\" aria-hidden=\"true\"></span> Accepted</li><li><span class=\"swatch swatch-refused\" aria-hidden=\"true\"></span> Refused</li></ul><div class=\"chart\" data-testid=\"live-chart\" role=\"img\" aria-label=\"Accepted and refused requests per second over the sale\"></div><p class=\"hint\" data-testid=\"chart-note\"></p></section><div class=\"live-columns\"><section class=\"live-section card\" aria-labelledby=\"funnel-heading\"><h2 id=\"funnel-heading\">Funnel since the start</h2><ol class=\"funnel\" data-testid=\"funnel\">")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 28, "</dl></section>")
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			templ_7745c5c3_Err = saleControls().Render(ctx, templ_7745c5c3_Buffer)
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 29, "<section class=\"live-section card\" aria-labelledby=\"items-heading\"><h2 id=\"items-heading\">Stock per item</h2><p class=\"hint\">Displayed is what shoppers see; frozen is reserved and not paid (in flight, queued or awaiting payment); real is quantity − paid.</p><div class=\"table-wrap\"><table class=\"stock-table live-items\" data-testid=\"live-items\"><thead><tr><th scope=\"col\">Item</th><th scope=\"col\">Quantity</th><th scope=\"col\">Displayed</th><th scope=\"col\">Frozen</th><th scope=\"col\">Real</th><th scope=\"col\">Paid</th><th scope=\"col\">Expired</th><th scope=\"col\">Sold out</th></tr></thead> <tbody data-testid=\"live-item-rows\"></tbody></table></div></section><section class=\"live-section card\" aria-labelledby=\"chart-heading\"><h2 id=\"chart-heading\">Requests per second</h2><ul class=\"chart-legend\" data-testid=\"chart-legend\"><li><span class=\"swatch swatch-accepted\" aria-hidden=\"true\"></span> Accepted</li><li><span class=\"swatch swatch-refused\" aria-hidden=\"true\"></span> Refused</li></ul><div class=\"chart\" data-testid=\"live-chart\" role=\"img\" aria-label=\"Accepted and refused requests per second over the sale\"></div><p class=\"hint\" data-testid=\"chart-note\"></p></section><div class=\"live-columns\"><section class=\"live-section card\" aria-labelledby=\"funnel-heading\"><h2 id=\"funnel-heading\">Funnel since the start</h2><ol class=\"funnel\" data-testid=\"funnel\">")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

@@ -995,11 +995,21 @@ export function initAdminPage(admin) {
     showSymbols();
   }
 
-  function startEdit(sale) {
+  // startEdit opens the form on a sale: the list's entry has no items, so the sale itself is read
+  // first (past every cache).
+  async function startEdit(listed) {
     if (!form) {
       return;
     }
-    var id = String(sale.saleId);
+    var id = String(listed.saleId);
+    var r = await api('GET', '/api/flash-sales/' + enc(id), undefined, undefined, 'no-store');
+    if (!r.ok || !r.data || !Array.isArray(r.data.items)) {
+      if (!authProblem(r)) {
+        say('Could not open the sale for editing: ' + errorText(r), 'error');
+      }
+      return;
+    }
+    var sale = Object.assign({}, r.data, { status: listed.status || r.data.status });
     clearAllErrors();
     clearBanners();
     resetForm();

@@ -71,7 +71,9 @@ export function initAdminLivePage(root) {
   var last = null;
 
   function tile(key, value, note) {
-    setText(byTestId('live-' + key, root), value);
+    var v = byTestId('live-' + key, root);
+    setText(v, value);
+    v.classList.toggle('zero', value === '0');
     if (note !== undefined) {
       setText(byTestId('live-' + key + '-note', root), note);
     }
@@ -115,6 +117,9 @@ export function initAdminLivePage(root) {
       tr.appendChild(el('th', { scope: 'row', 'data-col': 'name' }, it.name || 'item #' + it.itemId));
       [['quantity', 'Quantity'], ['displayed', 'Displayed'], ['frozen', 'Frozen'], ['real', 'Real'], ['paid', 'Paid'], ['expired', 'Expired']].forEach(function (c) {
         var td = el('td', { 'data-col': c[0], 'data-label': c[1] }, count(it[c[0]]));
+        if (num(it[c[0]]) === 0) {
+          td.classList.add('zero');
+        }
         if (c[0] === 'frozen') {
           td.title = count(it.inFlight) + ' on the way to Postgres, ' + count(it.pending) + ' awaiting payment';
         }
@@ -234,7 +239,7 @@ export function initAdminLivePage(root) {
     tile('displayed', count(sum(items, 'displayed')), 'left for shoppers, real ' + count(sum(items, 'real')));
     var f = d.funnel || {};
     var fr = renderFunnel(f);
-    tile('accepted', count(f.accepted), 'of ' + count(f.requests) + ' requests');
+    tile('accepted', count(f.accepted), 'of ' + count(f.requests) + (num(f.requests) === 1 ? ' request' : ' requests'));
     var top = Object.keys(fr.refusedBy).sort(function (a, b) {
       return num(fr.refusedBy[b]) - num(fr.refusedBy[a]);
     })[0];

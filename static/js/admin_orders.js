@@ -57,17 +57,14 @@ export function initAdminOrdersPage(root) {
     return false;
   }
 
+  // loadSale reads the sale's name and items (the public sale: the orders route below is the
+  // one that checks it is the merchant's).
   async function loadSale() {
-    var r = await api('GET', '/api/admin/sales', undefined, undefined, 'no-store');
-    if (!r.ok || !r.data || !Array.isArray(r.data.sales)) {
+    var r = await api('GET', '/api/flash-sales/' + enc(saleId), undefined, undefined, 'no-store');
+    if (!r.ok || !r.data) {
       return r;
     }
-    var s = r.data.sales.filter(function (x) {
-      return String(x.saleId) === saleId;
-    })[0];
-    if (!s) {
-      return { ok: false, status: 404, code: 'NOT_FOUND' };
-    }
+    var s = r.data;
     sale = { name: s.name || 'sale ' + saleId, currency: s.currency || 'CNY', items: {} };
     (Array.isArray(s.items) ? s.items : []).forEach(function (it) {
       sale.items[String(it.itemId)] = { name: it.name, priceCents: it.priceCents };
@@ -144,6 +141,11 @@ export function initAdminOrdersPage(root) {
     }
     if (!(r.ok && r.data && Array.isArray(r.data.orders))) {
       if (authProblem(r)) {
+        return;
+      }
+      if (r.status === 404) {
+        show(panel, false);
+        say('This sale was not found (it may belong to another merchant).', 'error');
         return;
       }
       setText(summary, 'Could not load the orders: ' + errorText(r));
