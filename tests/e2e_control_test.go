@@ -225,6 +225,8 @@ func TestE2EControlRoom(t *testing.T) {
 		AND (SELECT count(*) FROM items WHERE sale_id = s.id AND name = 'Lamp shade' AND price_cents = 990 AND quantity = 2) = 1`, saleID, items["Lamp"], items["Desk"]); n != 1 {
 		t.Errorf("the sale in postgres does not hold the edit")
 	}
+	items["Lamp shade"] = h.sqlInt(`SELECT id FROM items WHERE sale_id = ? AND name = 'Lamp shade'`, saleID)
+	sale.items = append(sale.items, items["Lamp shade"])
 
 	// Move the start to a few seconds from now (seconds typed in the field), so the sale runs.
 	soon := time.Now().Add(12 * time.Second).Truncate(time.Second)
@@ -307,6 +309,42 @@ func TestE2EControlRoom(t *testing.T) {
 		b.errorf("reconciliation state = %q after a clean purchase", after.Books)
 	}
 
+	// Two more shoppers (through the API) take both units of the Lamp shade.
+	for u := int64(990001); u <= 990002; u++ {
+		tok := h.token(u, services.RoleShopper)
+		if r := h.buy(tok, items["Lamp shade"], h.purchaseToken(tok, saleID)); r.Status != http.StatusAccepted {
+			t.Fatalf("shopper %d buys a lamp shade: %d %s", u, r.Status, r.Raw)
+		}
+	}
+	h.drain(sale)
+
+	// Editing the running sale, from the live view's Edit link: its start is fixed (disabled,
+	// with the reason), and a quantity below what is sold is refused beside it, nothing saved.
+	if href := e2eEval[string](b, "the edit link", `e.q('nav-edit').getAttribute('href')`); href != fmt.Sprintf("/admin?edit=%d", saleID) {
+		t.Errorf("edit link = %q", href)
+	}
+	b.do("open the edit link", chromedp.Navigate(fmt.Sprintf("%s/admin?edit=%d", h.srv.URL, saleID)))
+	b.waitFor("the running sale's edit form, its start fixed", 10*time.Second, `e.q('create-sale-form').getAttribute('data-mode') === 'edit'
+		&& e.q('create-starts-at').disabled && e.shown(e.q('starts-at-locked')) && e.q('add-item').disabled && e.shown(e.q('add-item-locked'))
+		&& e.q('create-starts-at').getAttribute('aria-describedby').includes('hint-starts-at-locked')`)
+	b.do("the Lamp shade down to 1, save",
+		chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`(() => { const row = document.querySelector('[data-testid="item-rows"] [data-item-id="%d"]');
+			row.querySelector('[name="quantity"]').value = '1'; })()`, items["Lamp shade"])),
+		chromedp.Click(e2eTestID("create-sale-button")))
+	b.waitFor("the refusal beside the Lamp shade's quantity", 10*time.Second, fmt.Sprintf(`(() => {
+		const row = document.querySelector('[data-testid="item-rows"] [data-item-id="%d"]');
+		const err = row.querySelector('[data-testid="item-quantity-error"]');
+		return e.shown(err) && e.text(err) === 'Quantity cannot go below the 2 units already sold.'
+			&& document.activeElement === row.querySelector('[name="quantity"]')
+			&& e.text(e.q('form-status')) === 'Nothing was saved. Check the fields marked in red.'; })()`, items["Lamp shade"]))
+	if n := h.sqlInt(`SELECT quantity FROM items WHERE id = ?`, items["Lamp shade"]); n != 2 {
+		t.Errorf("lamp shade quantity = %d after a refused edit, want 2", n)
+	}
+	b.do("back to the live view", chromedp.Navigate(fmt.Sprintf("%s/admin/sales/%d", h.srv.URL, saleID)))
+	b.waitFor("the lamp shade sold out", 10*time.Second, `e.shown(e.q('live-panel')) && (() => {
+		const tr = Array.from(document.querySelectorAll('[data-testid="live-item-row"]')).find((r) => e.text(r.querySelector('th')) === 'Lamp shade');
+		return tr && e.text(tr.querySelector('[data-col="soldOut"]')) === 'sold out' && e.text(tr.querySelector('[data-col="frozen"]')) === '2'; })()`)
+
 	// End early, after the confirm step.
 	b.do("End early", chromedp.Click(e2eTestID("end-button")))
 	b.waitFor("the confirm step", 5*time.Second, `e.shown(e.q('end-confirm')) && document.activeElement === e.q('end-keep-button')`)
@@ -323,11 +361,19 @@ func TestE2EControlRoom(t *testing.T) {
 		t.Errorf("orders link = %q", href)
 	}
 	b.do("open the orders", chromedp.Navigate(fmt.Sprintf("%s/admin/sales/%d/orders", h.srv.URL, saleID)))
+	b.waitFor("the three orders, newest first", 10*time.Second, `e.qa('order-row').length === 3 && e.text(e.q('orders-sale-name')) === 'Desk lamps, edited'
+		&& e.qa('order-row').map((r) => r.getAttribute('data-status')).join(' ') === 'PENDING PENDING PAID'`)
+	b.do("the shopper's orders", chromedp.SetValue(e2eTestID("filter-user"), strconv.FormatInt(shopper.ID, 10)), chromedp.Click(e2eTestID("filter-apply")))
 	b.waitFor("the one order, paid, of the shopper", 10*time.Second, fmt.Sprintf(`e.qa('order-row').length === 1 && e.q('order-row').getAttribute('data-order-id') === %q
-		&& e.q('order-row').getAttribute('data-status') === 'PAID' && e.text(e.q('order-user')) === '#%d' && e.text(e.q('orders-sale-name')) === 'Desk lamps, edited'`, orderID, shopper.ID))
+		&& e.q('order-row').getAttribute('data-status') === 'PAID' && e.text(e.q('order-user')) === '#%d' && location.search === '?userId=%d'`, orderID, shopper.ID, shopper.ID))
+	b.do("clear the filter", chromedp.Click(e2eTestID("filter-clear")))
+	b.waitFor("all three again", 10*time.Second, `e.qa('order-row').length === 3 && location.search === ''`)
 	b.do("only the orders awaiting payment", chromedp.SetValue(e2eTestID("filter-status"), "PENDING"),
 		chromedp.Evaluate[chromedp.Void](`document.querySelector('[data-testid="filter-status"]').dispatchEvent(new Event('change'))`))
-	b.waitFor("none", 10*time.Second, `e.shown(e.q('orders-empty')) && e.qa('order-row').length === 0 && location.search === '?status=PENDING'`)
+	b.waitFor("the two lamp shades", 10*time.Second, `e.qa('order-row').length === 2 && location.search === '?status=PENDING'`)
+	b.do("only the expired ones", chromedp.SetValue(e2eTestID("filter-status"), "EXPIRED"),
+		chromedp.Evaluate[chromedp.Void](`document.querySelector('[data-testid="filter-status"]').dispatchEvent(new Event('change'))`))
+	b.waitFor("none", 10*time.Second, `e.shown(e.q('orders-empty')) && e.qa('order-row').length === 0 && location.search === '?status=EXPIRED'`)
 	b.do("a shopper id that is not one", chromedp.SetValue(e2eTestID("filter-user"), "bob"), chromedp.Click(e2eTestID("filter-apply")))
 	b.waitFor("said beside the field", 5*time.Second, `e.shown(e.q('filter-user-error')) && e.q('filter-user').getAttribute('aria-invalid') === 'true'`)
 	csv := e2eEval[string](b, "the CSV", `(() => { const a = e.q('orders-csv'); return a.getAttribute('href'); })()`)
