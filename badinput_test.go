@@ -245,9 +245,17 @@ func TestBadInput(t *testing.T) {
 		stocks map[int64]int64
 	}
 	snap := func() snapshot {
-		keys, err := h.app.rdb.Keys(ctx, "*").Result()
+		all, err := h.app.rdb.Keys(ctx, "*").Result()
 		if err != nil {
 			t.Fatal(err)
+		}
+		// A refused purchase is counted in its sale's funnel (the merchant's live view): those
+		// keys are the one change a refusal makes, once a second.
+		var keys []string
+		for _, k := range all {
+			if !strings.HasSuffix(k, ":funnel") && !strings.HasSuffix(k, ":series") && !strings.HasSuffix(k, ":seriesidx") {
+				keys = append(keys, k)
+			}
 		}
 		slices.Sort(keys)
 		s := snapshot{keys: keys, stocks: map[int64]int64{}}
