@@ -126,8 +126,9 @@ func (f *Funnel) take(at time.Time) []store.FunnelDelta {
 			case idle == 0:
 				c.idleAt.Store(at.UnixMilli())
 			case at.Sub(time.UnixMilli(idle)) > funnelIdleForget:
-				// A request counted between the Swap above and this delete would be lost: it
-				// re-creates the entry, so only one landing in that instant could be.
+				// Forgotten: a request arriving later counts in a new entry. Only one that took
+				// this entry just before the delete and adds just after it is lost, after ten idle
+				// minutes.
 				f.sales.CompareAndDelete(k, v)
 			}
 			return true

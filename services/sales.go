@@ -159,7 +159,7 @@ func NewSales(db *store.DB, stock *store.Stock, loader *Loader, reconcile *Recon
 		// The displayed stock is never served stale: an error says Redis is down.
 		stockCache: newTTLCache[int64](cacheConfig[DisplayedStock]{TTL: time.Second, Max: 10_000}, now),
 		listings:   newTTLCache[string](cacheConfig[listing]{TTL: listingTTL, Max: 256, StaleFor: time.Minute}, now),
-		liveCache:  newTTLCache[int64](cacheConfig[LiveView]{TTL: liveTTL, Max: 1_000}, now),
+		liveCache:  newTTLCache[int64](cacheConfig[LiveView]{TTL: liveTTL, Max: 100}, now),
 		liveSeen:   liveState{counter: map[int64]string{}}}
 }
 

@@ -66,7 +66,7 @@ func TestAdminLivePage(t *testing.T) {
 	}
 	nav := map[string]string{"nav-admin": "/admin", "nav-orders-page": "/admin/sales/42/orders", "nav-edit": "/admin?edit=42", "nav-sale-page": "/sales/42"}
 	for id, href := range nav {
-		if got := root.Find("a" + byTestID(id)).AttrOr("href", ""); got != href {
+		if got := root.Find("a"+byTestID(id)).AttrOr("href", ""); got != href {
 			t.Errorf("%s href = %q, want %q", id, got, href)
 		}
 	}
@@ -74,7 +74,9 @@ func TestAdminLivePage(t *testing.T) {
 
 	// Headline numbers first: the tiles come before the controls and every other section.
 	tiles := root.Find(byTestID("live-tiles") + " > .live-tile")
-	keys := tiles.Map(func(_ int, s *goquery.Selection) string { return strings.TrimPrefix(s.AttrOr("data-testid", ""), "tile-") })
+	keys := tiles.Map(func(_ int, s *goquery.Selection) string {
+		return strings.TrimPrefix(s.AttrOr("data-testid", ""), "tile-")
+	})
 	if got, want := strings.Join(keys, ","), "paid,frozen,displayed,accepted,refused,books,lag,queue"; got != want {
 		t.Errorf("tiles = %q, want %q", got, want)
 	}
@@ -93,7 +95,7 @@ func TestAdminLivePage(t *testing.T) {
 	if got, want := strings.Join(cols, ","), "Item,Quantity,Displayed,Frozen,Real,Paid,Expired,Sold out"; got != want {
 		t.Errorf("items columns = %q, want %q", got, want)
 	}
-	if root.Find("tbody" + byTestID("live-item-rows")).Length() != 1 {
+	if root.Find("tbody"+byTestID("live-item-rows")).Length() != 1 {
 		t.Errorf("no body for the item rows")
 	}
 
@@ -101,7 +103,7 @@ func TestAdminLivePage(t *testing.T) {
 	if chart.AttrOr("role", "") != "img" || !strings.Contains(chart.AttrOr("aria-label", ""), "per second") {
 		t.Errorf("chart: role %q label %q, want an img with a label", chart.AttrOr("role", ""), chart.AttrOr("aria-label", ""))
 	}
-	if got := strings.Join(texts(root.Find(byTestID("chart-legend") + " li")), ","); got != "Accepted,Refused" {
+	if got := strings.Join(texts(root.Find(byTestID("chart-legend")+" li")), ","); got != "Accepted,Refused" {
 		t.Errorf("chart legend = %q, want Accepted,Refused", got)
 	}
 	if root.Find("script, img[src^=http], link[href^=http]").Length() != 0 || strings.Contains(html, "https://") {
@@ -149,7 +151,7 @@ func TestAdminOrdersPage(t *testing.T) {
 	if _, hidden := root.Find(byTestID("orders-panel")).Attr("hidden"); !hidden {
 		t.Errorf("the orders panel is shown before a merchant is known")
 	}
-	if got := root.Find("a" + byTestID("nav-live")).AttrOr("href", ""); got != "/admin/sales/7" {
+	if got := root.Find("a"+byTestID("nav-live")).AttrOr("href", ""); got != "/admin/sales/7" {
 		t.Errorf("live view link = %q", got)
 	}
 	opts := root.Find("select" + byTestID("filter-status") + " option")

@@ -53,9 +53,10 @@ type App struct {
 	funnel    *services.Funnel
 	Handler   http.Handler
 
-	cancels   []context.CancelFunc
-	wg        sync.WaitGroup
-	closeOnce sync.Once
+	cancels    []context.CancelFunc
+	wg         sync.WaitGroup
+	closeOnce  sync.Once
+	funnelOnce sync.Once // one funnel flusher however often start runs
 }
 
 // New connects to Redis, Postgres and NATS (starting the embedded one if no URL is given),
@@ -235,11 +236,13 @@ func (a *App) Start(ctx context.Context, writer, keeper bool) {
 			})
 		}()
 	}
-	a.wg.Add(1)
-	go func() {
-		defer a.wg.Done()
-		a.funnel.Run(ctx)
-	}()
+	a.funnelOnce.Do(func() {
+		a.wg.Add(1)
+		go func() {
+			defer a.wg.Done()
+			a.funnel.Run(ctx)
+		}()
+	})
 	if writer {
 		a.wg.Add(1)
 		go func() {
