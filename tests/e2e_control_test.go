@@ -60,6 +60,15 @@ const e2eLiveViewJS = `(() => {
 			bars: svg ? svg.querySelectorAll('rect').length : 0 } };
 })()`
 
+// e2eLocalInput is a time as the form writes it in a datetime-local field: local, with the
+// seconds only when there are any.
+func e2eLocalInput(t time.Time) string {
+	if t.Second() == 0 {
+		return t.Local().Format("2006-01-02T15:04")
+	}
+	return t.Local().Format("2006-01-02T15:04:05")
+}
+
 func (b *e2eTab) liveView() e2eLiveView {
 	b.t.Helper()
 	return e2eEval[e2eLiveView](b, "the live view", e2eLiveViewJS)
@@ -229,7 +238,7 @@ func TestE2EControlRoom(t *testing.T) {
 	sale.items = append(sale.items, items["Lamp shade"])
 
 	// Move the start to a few seconds from now (seconds typed in the field), so the sale runs.
-	soon := time.Now().Add(12 * time.Second).Truncate(time.Second)
+	soon := time.Now().Add(15 * time.Second).Truncate(time.Second)
 	b.do("Edit again", chromedp.Click(e2eEntry(saleID, "edit-sale")))
 	b.waitFor("the edit form", 5*time.Second, `e.q('create-sale-form').getAttribute('data-mode') === 'edit' && e.q('create-name').value === 'Desk lamps, edited'`)
 	b.do("start in a few seconds, save",
@@ -251,7 +260,27 @@ func TestE2EControlRoom(t *testing.T) {
 		&& /^loaded at \d\d:\d\d:\d\d$/.test(e.text(e.q('sale-loaded-text'))) && e.text(e.q('live-sale-name')) === 'Desk lamps, edited'`)
 	dir := e2eShotDir(t)
 	b.shootBoth(dir, "dashboard-before")
-	b.waitFor("the sale running", 30*time.Second, `e.q('live-status').getAttribute('data-status') === 'running'`)
+
+	// The sale starts while its edit form is open: moving the start is refused beside it, the
+	// start goes back as it was and is fixed from then on, nothing is saved.
+	b.do("the edit form, from the live view's Edit link", chromedp.Navigate(fmt.Sprintf("%s/admin?edit=%d", h.srv.URL, saleID)))
+	b.waitFor("the edit form of the upcoming sale", 10*time.Second, `e.q('create-sale-form').getAttribute('data-mode') === 'edit' && !e.q('create-starts-at').disabled`)
+	b.waitFor("the start passed", 20*time.Second, fmt.Sprintf(`Date.now() > %d`, soon.Add(500*time.Millisecond).UnixMilli()))
+	b.do("move the start an hour later, save",
+		chromedp.SetValue(e2eTestID("create-starts-at"), soon.Add(time.Hour).Local().Format("2006-01-02T15:04")),
+		chromedp.Click(e2eTestID("create-sale-button")))
+	b.waitFor("SALE_STARTED beside the start, the start back and fixed", 10*time.Second, fmt.Sprintf(`e.shown(e.q('error-starts-at'))
+		&& e.text(e.q('error-starts-at')) === 'The sale has started meanwhile: its start can no longer move, and is back as it was. Save again to keep your other changes.'
+		&& e.q('create-starts-at').disabled && e.shown(e.q('starts-at-locked')) && e.q('create-starts-at').value === %q
+		&& e.text(e.q('form-status')) === 'Nothing was saved. Check the fields marked in red.'`, e2eLocalInput(soon)))
+	if n := h.sqlInt(`SELECT count(*) FROM sales WHERE id = ? AND starts_at = ?`, saleID, soon.UTC()); n != 1 {
+		t.Errorf("the start moved in postgres after SALE_STARTED")
+	}
+	b.do("stop editing", chromedp.Click(e2eTestID("edit-cancel")))
+	b.waitFor("the form back to creating, focus on the sale's Edit", 5*time.Second, fmt.Sprintf(`e.q('create-sale-form').getAttribute('data-mode') === 'create'
+		&& !e.q('create-starts-at').disabled && document.activeElement === document.querySelector('[data-testid="admin-sale"][data-sale-id="%d"] [data-testid="edit-sale"]')`, saleID))
+	b.do("back to the live view", chromedp.Navigate(fmt.Sprintf("%s/admin/sales/%d", h.srv.URL, saleID)))
+	b.waitFor("the sale running", 30*time.Second, `e.shown(e.q('live-panel')) && e.q('live-status').getAttribute('data-status') === 'running'`)
 
 	// The shopper, in a browser context of its own.
 	s := openShopperTab(t, browserCtx, e2eViewport{"desktop", 1280, 900, false}, "shopper")

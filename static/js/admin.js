@@ -57,10 +57,12 @@ function priceInput(minor, currency) {
 // MAX_ITEMS is the most items a sale has (the server's limit).
 const MAX_ITEMS = 50;
 
+// toLocalInput writes a time as a datetime-local value in the browser's zone, with its seconds
+// when it has any (a sale edited through the API may start at 10:00:30).
 function toLocalInput(ms) {
   var d = new Date(ms);
   return d.getFullYear() + '-' + pad2(d.getMonth() + 1) + '-' + pad2(d.getDate()) +
-    'T' + pad2(d.getHours()) + ':' + pad2(d.getMinutes());
+    'T' + pad2(d.getHours()) + ':' + pad2(d.getMinutes()) + (d.getSeconds() ? ':' + pad2(d.getSeconds()) : '');
 }
 
 function priceProblem(why) {
@@ -1067,6 +1069,29 @@ export function initAdminPage(admin) {
     form.elements.name.focus({ preventScroll: true });
   }
 
+  // lockStarted fixes what a started sale cannot change: the start, the currency, the purchase
+  // limit (each back to the sale's value) and the list of items (new rows go).
+  function lockStarted() {
+    var init = editing.initial;
+    editing.started = true;
+    form.elements.startsAt.value = init.startsAt;
+    form.elements.currency.value = init.currency;
+    Array.prototype.forEach.call(form.querySelectorAll('input[name="purchaseLimit"]'), function (r) {
+      r.checked = r.value === init.limit;
+      r.disabled = true;
+    });
+    itemRows().forEach(function (row) {
+      if (!row.hasAttribute('data-item-id')) {
+        row.remove();
+      }
+    });
+    renumber();
+    showSymbols();
+    setLocked(form.elements.startsAt, startsLocked, true);
+    setLocked(form.elements.currency, null, true);
+    setLocked(addItem, addItemLocked, true);
+  }
+
   function stopEdit() {
     if (!editing) {
       return;
@@ -1130,6 +1155,14 @@ export function initAdminPage(admin) {
     }
     if (!known) {
       return false;
+    }
+    if (r.code === 'SALE_STARTED' && editing) {
+      // The sale started while the form was open: what can no longer change goes back to the
+      // sale's own values and is locked, so that saving again keeps the other changes.
+      lockStarted();
+      if (known.field === 'startsAt') {
+        known.text = 'The sale has started meanwhile: its start can no longer move, and is back as it was. Save again to keep your other changes.';
+      }
     }
     var target = known.index >= 0 ? req.rows[known.index] || null : null;
     var c = setFieldError(known.field, target, known.text);
@@ -1198,12 +1231,24 @@ export function initAdminPage(admin) {
         formStatus('', 'info');
         if (edit) {
           stopEdit();
-          say('Saved \u201c' + name + '\u201d: ' + req.changed.join(', ') + ' changed.', 'ok');
+          var saved = 'Saved \u201c' + name + '\u201d: ' + req.changed.join(', ') + ' changed.';
+          say(saved, 'ok');
           formBanner = true;
           if (selected && selected.id === saleId) {
             selected.prices = null;
           }
           await refreshSale(saleId);
+          // Back where the merchant came from: the sale's entry, with the word there too.
+          var entry = entries[saleId];
+          if (entry) {
+            if (entry.controls) {
+              entry.controls.say(saved, 'ok');
+            }
+            if (entry.li.scrollIntoView) {
+              entry.li.scrollIntoView({ block: 'nearest' });
+            }
+            entry.edit.focus({ preventScroll: true });
+          }
           return;
         }
         var n = req.body.items.length;
