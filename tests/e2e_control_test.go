@@ -397,6 +397,13 @@ func TestE2EControlRoom(t *testing.T) {
 		&& e.q('order-row').getAttribute('data-status') === 'PAID' && e.text(e.q('order-user')) === '#%d' && location.search === '?userId=%d'`, orderID, shopper.ID, shopper.ID))
 	b.do("clear the filter", chromedp.Click(e2eTestID("filter-clear")))
 	b.waitFor("all three again", 10*time.Second, `e.qa('order-row').length === 3 && location.search === ''`)
+	b.do("the orders on a 390-pixel phone", chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile))
+	b.waitFor("the phone", 5*time.Second, `innerWidth === 390`)
+	if over := e2eEval[int](b, "the orders page's width", `document.documentElement.scrollWidth`); over > 390 {
+		b.errorf("the orders page is %d px wide on a 390-pixel phone", over)
+	}
+	b.screenshot(dir, "admin-orders-phone.png", "")
+	b.do("back to the desktop", chromedp.EmulateViewport(1280, 900))
 	b.do("only the orders awaiting payment", chromedp.SetValue(e2eTestID("filter-status"), "PENDING"),
 		chromedp.Evaluate[chromedp.Void](`document.querySelector('[data-testid="filter-status"]').dispatchEvent(new Event('change'))`))
 	b.waitFor("the two lamp shades", 10*time.Second, `e.qa('order-row').length === 2 && location.search === '?status=PENDING'`)

@@ -176,18 +176,26 @@ export function initAdminOrdersPage(root) {
     next.disabled = !page.next;
   }
 
-  function applyFilter() {
+  // userIdOK says whether the shopper field holds a user id (or nothing), and says so beside it.
+  function userIdOK() {
     var u = userId();
     if (u && !/^[1-9]\d{0,18}$/.test(u)) {
       setText(userError, 'A shopper is named by their user id: a whole number like 42.');
       show(userError, true);
       userInput.setAttribute('aria-invalid', 'true');
-      userInput.focus();
-      return;
+      return false;
     }
     setText(userError, '');
     show(userError, false);
     userInput.removeAttribute('aria-invalid');
+    return true;
+  }
+
+  function applyFilter() {
+    if (!userIdOK()) {
+      userInput.focus();
+      return;
+    }
     var q = query('');
     history.replaceState(null, '', window.location.pathname + (q ? '?' + q : ''));
     loadPage('', 1);
@@ -225,6 +233,9 @@ export function initAdminOrdersPage(root) {
       return;
     }
     say('', 'info');
+    if (!userIdOK()) {
+      userInput.value = ''; // a shopper from the address that is not one: every order instead
+    }
     loadPage(page.cursor, page.number);
   }
 
