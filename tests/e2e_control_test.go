@@ -257,7 +257,8 @@ func TestE2EControlRoom(t *testing.T) {
 	b.do("open the live view", chromedp.Navigate(fmt.Sprintf("%s/admin/sales/%d", h.srv.URL, saleID)))
 	b.waitFor("the live view before the start", 10*time.Second,
 		`e.shown(e.q('live-panel')) && e.q('live-status').getAttribute('data-status') === 'scheduled' && e.qa('live-item-row').length === 3
-		&& /^loaded at \d\d:\d\d:\d\d$/.test(e.text(e.q('sale-loaded-text'))) && e.text(e.q('live-sale-name')) === 'Desk lamps, edited'`)
+		&& /^loaded at \d\d:\d\d:\d\d$/.test(e.text(e.q('sale-loaded-text'))) && e.text(e.q('live-sale-name')) === 'Desk lamps, edited'
+		&& / · starts in 0:\d\d$/.test(e.text(e.q('live-window')))`)
 	dir := e2eShotDir(t)
 	b.shootBoth(dir, "dashboard-before")
 

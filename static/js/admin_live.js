@@ -3,7 +3,7 @@
 // the reconciliation; and the sale's controls (admin_controls.js).
 
 import { byTestId, setText, show, el, enc, messenger } from './dom.js';
-import { formatClock, formatDate, parseTime } from './time.js';
+import { formatClock, formatDate, formatDuration, parseTime } from './time.js';
 import { api, errorText } from './api.js';
 import { makePoller } from './poll.js';
 import { currentUser, sessionExpired, onSession, initSession } from './session.js';
@@ -229,7 +229,15 @@ export function initAdminLivePage(root) {
     setText(statusEl, st.word);
     var starts = parseTime(sale.startsAt);
     var ends = parseTime(sale.endsAt);
-    setText(windowEl, (isNaN(starts) ? '' : 'Starts ' + formatDate(starts)) + (isNaN(ends) ? '' : ' \u00b7 Ends ' + formatDate(ends)));
+    // how long until it starts or ends, by the server's clock of this answer
+    var asOf = parseTime(d.asOf);
+    var left = '';
+    if (!isNaN(asOf) && sale.status === 'scheduled' && starts > asOf) {
+      left = ' \u00b7 starts in ' + formatDuration(starts - asOf);
+    } else if (!isNaN(asOf) && (sale.status === 'running' || sale.status === 'paused') && ends > asOf) {
+      left = ' \u00b7 ends in ' + formatDuration(ends - asOf);
+    }
+    setText(windowEl, (isNaN(starts) ? '' : 'Starts ' + formatDate(starts)) + (isNaN(ends) ? '' : ' \u00b7 Ends ' + formatDate(ends)) + left);
     if (controls) {
       controls.update({ status: st.controls, paused: sale.paused === true, loadedAt: typeof sale.loadedAt === 'string' ? sale.loadedAt : null });
     }
