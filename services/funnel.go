@@ -102,7 +102,13 @@ func (f *Funnel) Record(saleID int64, err error) {
 		c.accepted.Add(1)
 		return
 	}
-	c.refused[refusalReason(ErrorCode(err))].Add(1)
+	var code Code
+	if e, ok := err.(*Error); ok {
+		code = e.Code // the purchase path's refusals, without errors.As's allocation
+	} else {
+		code = ErrorCode(err)
+	}
+	c.refused[refusalReason(code)].Add(1)
 }
 
 // take empties the counters and returns what they held, per sale with anything to flush, the

@@ -224,3 +224,19 @@ func TestRefusalReasonsCoverEveryIndex(t *testing.T) {
 		t.Errorf("%d reasons, %d counters", len(RefusalReasons), len(saleCounts{}.refused))
 	}
 }
+
+// The purchase path's cost of counting: one sync.Map lookup and one atomic add.
+func BenchmarkFunnelRecord(b *testing.B) {
+	f := NewFunnel(&fakeSink{}, quietLog(), time.Now)
+	b.RunParallel(func(pb *testing.PB) {
+		i := int64(0)
+		for pb.Next() {
+			i++
+			if i%8 == 0 {
+				f.Record(1, nil)
+			} else {
+				f.Record(1, errSoldOut)
+			}
+		}
+	})
+}
