@@ -334,12 +334,17 @@ export function initAdminPage(admin) {
       });
     }
     placeStock();
-    if (pendingEdit && salesById[pendingEdit]) {
+    if (pendingEdit) {
+      // /admin?edit=ID, the live view's Edit link: open that sale's form once, if it can change
       var s = salesById[pendingEdit];
-      pendingEdit = null;
-      if (s.status !== 'ended') {
+      if (!s) {
+        say('Sale ' + pendingEdit + ' is not one of your sales: there is nothing to edit.', 'error');
+      } else if (s.status === 'ended') {
+        say('\u201c' + (s.name || 'Sale ' + pendingEdit) + '\u201d has ended: it can no longer be edited.', 'info');
+      } else {
         startEdit(s);
       }
+      pendingEdit = null;
     }
   }
 
