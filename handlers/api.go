@@ -67,6 +67,7 @@ type API struct {
 	SecureCookie bool          // Secure, __Host- cookies (production)
 	SessionTTL   time.Duration // cookie lifetime, same as the JWT's
 	Orders       SaleOrders    // the merchant's order list and export (handlers/orders_admin.go)
+	Live         SaleLive      // the merchant's live view of a sale (handlers/live.go)
 }
 
 // SessionCookieName is the name of the HttpOnly session cookie.

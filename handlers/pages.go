@@ -171,6 +171,29 @@ func (p *Pages) Admin(c *gin.Context) {
 	p.render(c, http.StatusOK, "no-store", views.AdminPage(views.Admin{}))
 }
 
+// AdminSale handles the "GET /admin/sales/:saleId" route: the live view of one of the merchant's
+// sales. The page holds nothing but the id (its script reads the merchant-only API), so it is
+// served to anyone, like /admin; an id that is not one is the not-found page.
+func (p *Pages) AdminSale(c *gin.Context) {
+	id, err := pathID(c, "saleId")
+	if err != nil {
+		p.NotFound(c)
+		return
+	}
+	p.render(c, http.StatusOK, "no-store", views.AdminLivePage(views.AdminSale{ID: idString(id)}))
+}
+
+// AdminSaleOrders handles the "GET /admin/sales/:saleId/orders" route: the orders of one of the
+// merchant's sales, loaded by the page's script.
+func (p *Pages) AdminSaleOrders(c *gin.Context) {
+	id, err := pathID(c, "saleId")
+	if err != nil {
+		p.NotFound(c)
+		return
+	}
+	p.render(c, http.StatusOK, "no-store", views.AdminOrdersPage(views.AdminSale{ID: idString(id)}))
+}
+
 // NotFound answers unknown pages with a page, and unknown API routes with the contract's JSON.
 func (p *Pages) NotFound(c *gin.Context) {
 	if strings.HasPrefix(c.Request.URL.Path, "/api/") {

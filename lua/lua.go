@@ -33,3 +33,8 @@ var MarkLost string
 //
 //go:embed adjust.lua
 var Adjust string
+
+// Funnel adds an instance's purchase funnel counts of one second to a sale's totals and series.
+//
+//go:embed funnel.lua
+var Funnel string

@@ -142,6 +142,7 @@ func (s *Sales) Warm(ctx context.Context, merchantID, saleID int64) (Sale, error
 	if _, err := s.loader.Load(ctx, saleID); err != nil {
 		return Sale{}, unavailable(err)
 	}
+	s.liveCache.forget(saleID)
 	return saleOf(row), nil
 }
 
@@ -192,7 +193,20 @@ func (s *Sales) change(ctx context.Context, merchantID, saleID int64, edit func(
 	for _, id := range raised {
 		s.loader.soldOut.Returned(id)
 	}
+	s.warmIfDue(ctx, row, now)
 	return saleOf(row), nil
+}
+
+// warmIfDue loads an edited sale that was never loaded when its start is now within WarmAhead (an
+// edit that brought the start closer): at once, as at creation. A failure is the keeper's to
+// retry.
+func (s *Sales) warmIfDue(ctx context.Context, row store.Sale, now time.Time) {
+	if row.RedisEpoch != 0 || !row.EndsAt.After(now) || !dueForWarmUp(row.StartsAt, now, s.warmAhead) {
+		return
+	}
+	if _, err := s.loader.LoadFirst(ctx, row.ID); err != nil {
+		s.log.Warn("edited sale not loaded into redis; the keeper will retry", "sale", row.ID, "err", err)
+	}
 }
 
 // forget drops this instance's cached view of a sale (other instances catch up within catalogTTL;
@@ -200,6 +214,7 @@ func (s *Sales) change(ctx context.Context, merchantID, saleID int64, edit func(
 func (s *Sales) forget(row store.Sale) {
 	s.salesCache.forget(row.ID)
 	s.stockCache.forget(row.ID)
+	s.liveCache.forget(row.ID)
 	for _, it := range row.Items {
 		s.items.forget(it.ID)
 	}

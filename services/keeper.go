@@ -15,6 +15,7 @@ type KeeperConfig struct {
 	OrphanAge         time.Duration // a reservation older than this that never reached the queue is returned
 	ReconcileInterval time.Duration // how often the lease holder reconciles Redis with Postgres
 	RebuildDelay      time.Duration // how long a sale stays unhealthy before its rebuild (publishes in flight land meanwhile)
+	WarmAhead         time.Duration // a sale is loaded into Redis this long before its start (0: DefaultWarmAhead)
 	Instance          string        // names this instance in the reconciliation lease
 }
 
@@ -57,6 +58,9 @@ func NewKeeper(cfg KeeperConfig, db *store.DB, stock *store.Stock, q OrderQueue,
 	if cfg.ReconcileInterval <= 0 {
 		cfg.ReconcileInterval = 5 * time.Second
 	}
+	if cfg.WarmAhead <= 0 {
+		cfg.WarmAhead = DefaultWarmAhead
+	}
 	return &Keeper{cfg: cfg, db: db, stock: stock, q: q, loader: loader, returns: returns, reconcile: reconcile,
 		soldOut: soldOut, metrics: m, log: log, now: now, unhealthySince: map[int64]time.Time{}}
 }
@@ -89,9 +93,11 @@ func (k *Keeper) Once(ctx context.Context) error {
 	// Every sale not ended over an hour ago, however many: a merchant's sale is never left out
 	// because others have more.
 	var ids []int64
+	var sales []saleToWarm
 	err = k.db.EachSaleEndingAfter(ctx, k.now().Add(-time.Hour), func(page []store.Sale) error {
 		for _, s := range page {
 			ids = append(ids, s.ID)
+			sales = append(sales, saleToWarm{id: s.ID, startsAt: s.StartsAt, epoch: s.RedisEpoch})
 		}
 		return nil
 	})
@@ -99,7 +105,7 @@ func (k *Keeper) Once(ctx context.Context) error {
 		return err
 	}
 	errs := []error{
-		k.warm(ctx, ids, backlog),
+		k.warm(ctx, sales, backlog),
 		k.expire(ctx),
 		k.returns.Drain(ctx),
 		k.recoverOrphans(ctx, ids),
@@ -111,11 +117,20 @@ func (k *Keeper) Once(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// warm loads each sale Redis does not hold healthy, once the queue has drained (a sale Redis lost
-// must be rebuilt from a complete Postgres). It also detects a Redis that went back in time: its
+// saleToWarm is what warm needs to know of a sale.
+type saleToWarm struct {
+	id       int64
+	startsAt time.Time
+	epoch    int64 // Postgres's redis_epoch as listed: 0 when the sale was never loaded
+}
+
+// warm loads each sale Redis does not hold healthy once its start is WarmAhead away or closer: a
+// sale never loaded at once (the warm-up), one Redis lost once the queue has drained (it must be
+// rebuilt from a complete Postgres). It also detects a Redis that went back in time: its
 // reservation counter behind the highest one Postgres holds.
-func (k *Keeper) warm(ctx context.Context, sales []int64, backlog uint64) error {
-	for _, sale := range sales {
+func (k *Keeper) warm(ctx context.Context, sales []saleToWarm, backlog uint64) error {
+	for _, s := range sales {
+		sale := s.id
 		// Postgres first: every seq it holds was issued by Redis before this read, so a healthy
 		// Redis read after it can only be ahead.
 		pg, err := k.db.MaxSeqOfSale(ctx, sale)
@@ -143,6 +158,18 @@ func (k *Keeper) warm(ctx context.Context, sales []int64, backlog uint64) error 
 			if k.metrics != nil {
 				k.metrics.RedisLoss.WithLabelValues("keeper").Inc()
 			}
+		}
+		if !dueForWarmUp(s.startsAt, k.now(), k.cfg.WarmAhead) {
+			delete(k.unhealthySince, sale)
+			continue // loaded WarmAhead before its start (or at once by the merchant's warm button)
+		}
+		if s.epoch == 0 && !st.Loaded {
+			// The warm-up: never loaded, so no reservation of it exists anywhere and Postgres is
+			// complete; no need to wait for the queue (another sale's rush may keep it busy).
+			if _, err := k.loader.LoadFirst(ctx, sale); err != nil {
+				return err
+			}
+			continue
 		}
 		// Redis does not hold the sale, or lost data for it: it is only (re)built from a complete
 		// Postgres. Reservations made just before the loss may still be on their way to the

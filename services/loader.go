@@ -31,12 +31,29 @@ func NewLoader(db *store.DB, stock *store.Stock, soldOut *SoldOut, m *Metrics, l
 // healthy already. The caller makes sure the queue has drained when Redis lost data, so that
 // Postgres is complete. It reports whether it loaded now.
 func (l *Loader) Load(ctx context.Context, saleID int64) (bool, error) {
+	return l.load(ctx, saleID, false)
+}
+
+// LoadFirst is the warm-up: it loads a sale that was never loaded, at once (no reservation of it
+// can exist, so Postgres is complete whatever the queue holds). A sale loaded before is left
+// alone: its rebuild is the keeper's, once the queue has drained. It reports whether it loaded
+// now.
+func (l *Loader) LoadFirst(ctx context.Context, saleID int64) (bool, error) {
+	return l.load(ctx, saleID, true)
+}
+
+func (l *Loader) load(ctx context.Context, saleID int64, firstOnly bool) (bool, error) {
 	snap, err := l.db.RebuildSnapshot(ctx, saleID)
 	if errors.Is(err, store.ErrRebuildBusy) {
 		return false, nil // another instance is loading it
 	}
 	if err != nil {
 		return false, err
+	}
+	if firstOnly && snap.Epoch > 1 {
+		// Loaded before (the snapshot's epoch, bumped under the sale's row lock, says so): the
+		// epoch this snapshot took is simply skipped, the load script only compares epochs.
+		return false, nil
 	}
 	var void time.Duration
 	if snap.Epoch > 1 {

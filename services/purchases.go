@@ -63,7 +63,12 @@ type Purchases struct {
 	floors  sync.Map // sale id -> *atomic.Int64: the highest reservation seq this instance saw
 
 	queueWait *QueueWait // a QUEUED order's place (SetQueueWait); nil: not told
+	funnel    *Funnel    // counts the sale's funnel for the merchant's live view (SetFunnel); nil: not counted
 }
+
+// SetFunnel makes the purchase path count every attempt, and every refused purchase-token
+// request, in f (in memory; f flushes to Redis once a second).
+func (p *Purchases) SetFunnel(f *Funnel) { p.funnel = f }
 
 // NewPurchases returns the purchase service.
 func NewPurchases(cfg PurchaseConfig, sales *Sales, stock *store.Stock, db *store.DB, pub Publisher, captcha Captcha, soldOut *SoldOut, limiter *Limiter, returns *Returns, m *Metrics, log *slog.Logger, now func() time.Time) *Purchases {
@@ -120,46 +125,56 @@ func (p *Purchases) NewCaptcha(ctx context.Context, userID, saleID int64, ip str
 // solved. Before the start it answers NOT_STARTED with the wait; a sale that has ended or whose
 // every item this instance knows to be sold out answers at once, without touching the captcha.
 func (p *Purchases) IssueToken(ctx context.Context, userID, saleID int64, captchaID, answer, ip string) (string, time.Time, error) {
+	tok, exp, known, err := p.issueToken(ctx, userID, saleID, captchaID, answer, ip)
+	if err != nil && known {
+		p.funnel.Record(saleID, err) // a shopper stopped before the purchase; an issued token is counted by its purchase
+	}
+	return tok, exp, err
+}
+
+// issueToken is IssueToken; known reports whether the sale exists.
+func (p *Purchases) issueToken(ctx context.Context, userID, saleID int64, captchaID, answer, ip string) (_ string, _ time.Time, known bool, _ error) {
 	sale, err := p.sales.cachedRow(ctx, saleID)
 	if err != nil {
-		return "", time.Time{}, err
+		return "", time.Time{}, false, err
 	}
 	now := p.now()
 	if err := saleWindow(sale.StartsAt, sale.EndsAt, now); err != nil {
-		return "", time.Time{}, err
+		return "", time.Time{}, true, err
 	}
 	if sale.Paused {
-		return "", time.Time{}, errPaused // as this instance's catalog knows it (at most a few seconds old)
+		return "", time.Time{}, true, errPaused // as this instance's catalog knows it (at most a few seconds old)
 	}
 	if p.allSoldOut(sale) {
-		return "", time.Time{}, Errorf(CodeSoldOut, "sold out: every unit has been taken")
+		return "", time.Time{}, true, Errorf(CodeSoldOut, "sold out: every unit has been taken")
 	}
 	if err := p.limiter.Allow(ctx, saleID, userID, ip, LimitsOf(sale)); err != nil {
-		return "", time.Time{}, err
+		return "", time.Time{}, true, err
 	}
 	if captchaID == "" || len(captchaID) > 128 || answer == "" || len(answer) > 64 {
-		return "", time.Time{}, Errorf(CodeCaptchaFailed, "the captcha answer is wrong or expired; solve a new one")
+		return "", time.Time{}, true, Errorf(CodeCaptchaFailed, "the captcha answer is wrong or expired; solve a new one")
 	}
 	ok, err := p.captcha.Verify(ctx, userID, saleID, captchaID, answer)
 	if err != nil {
-		return "", time.Time{}, unavailable(err)
+		return "", time.Time{}, true, unavailable(err)
 	}
 	if !ok {
-		return "", time.Time{}, Errorf(CodeCaptchaFailed, "the captcha answer is wrong or expired; solve a new one")
+		return "", time.Time{}, true, Errorf(CodeCaptchaFailed, "the captcha answer is wrong or expired; solve a new one")
 	}
 	// Redis knows a pause at once on every instance; asked only for a solved captcha, so the
 	// crowd refused earlier never pays this round trip.
 	if err := p.sales.checkPaused(ctx, sale); err != nil {
-		return "", time.Time{}, err
+		return "", time.Time{}, true, err
 	}
 	exp := now.Add(p.cfg.TokenTTL)
-	return p.tokens.sign(purchaseToken{UserID: userID, SaleID: saleID, Expires: exp, Nonce: newNonce()}), exp, nil
+	return p.tokens.sign(purchaseToken{UserID: userID, SaleID: saleID, Expires: exp, Nonce: newNonce()}), exp, true, nil
 }
 
 // Purchase tries to buy one unit of itemID for userID with a purchase token. On success the
 // order is durably queued and its id returned (the caller answers 202 QUEUED).
 func (p *Purchases) Purchase(ctx context.Context, userID, itemID int64, token, ip string) (string, error) {
-	id, err := p.purchase(ctx, userID, itemID, token, ip)
+	id, saleID, err := p.purchase(ctx, userID, itemID, token, ip)
+	p.funnel.Record(saleID, err) // in memory; flushed to Redis once a second, off this path
 	if p.metrics != nil {
 		outcome := "ACCEPTED"
 		if err != nil {
@@ -170,26 +185,29 @@ func (p *Purchases) Purchase(ctx context.Context, userID, itemID int64, token, i
 	return id, err
 }
 
-func (p *Purchases) purchase(ctx context.Context, userID, itemID int64, token, ip string) (string, error) {
+// purchase returns the order id, and the item's sale when the item is known (0 otherwise).
+func (p *Purchases) purchase(ctx context.Context, userID, itemID int64, token, ip string) (string, int64, error) {
 	info, err := p.admit(ctx, userID, itemID, ip)
 	if err != nil {
-		return "", err
+		return "", info.SaleID, err
 	}
 	tok, err := p.checkToken(info, userID, token)
 	if err != nil {
-		return "", err
+		return "", info.SaleID, err
 	}
 	reservedAt := p.now()
 	orderID, res, err := p.reserve(ctx, info, userID, tok)
 	if err != nil {
-		return "", err
+		return "", info.SaleID, err
 	}
-	return p.handOver(ctx, info, userID, orderID, res, reservedAt)
+	id, err := p.handOver(ctx, info, userID, orderID, res, reservedAt)
+	return id, info.SaleID, err
 }
 
 // admit runs the cheap checks that need no Redis call for the reservation: the item exists, the
 // sale is open (by this instance's clock; the reserve script checks again on Redis's), the item
-// is not known sold out here, and the shopper is within the rate limits.
+// is not known sold out here, and the shopper is within the rate limits. A refusal of a known
+// item still returns it (its sale's funnel counts the refusal).
 func (p *Purchases) admit(ctx context.Context, userID, itemID int64, ip string) (itemInfo, error) {
 	info, err := p.sales.item(ctx, itemID)
 	if err != nil {
@@ -199,13 +217,13 @@ func (p *Purchases) admit(ctx context.Context, userID, itemID int64, ip string) 
 		return itemInfo{}, Errorf(CodeNotFound, "no item %d", itemID)
 	}
 	if err := saleWindow(info.StartsAt, info.EndsAt, p.now()); err != nil {
-		return itemInfo{}, err
+		return info, err
 	}
 	if p.soldOut.Is(itemID) {
-		return itemInfo{}, errSoldOut // no Redis call, no network
+		return info, errSoldOut // no Redis call, no network
 	}
 	if err := p.limiter.Allow(ctx, info.SaleID, userID, ip, info.Limits); err != nil {
-		return itemInfo{}, err
+		return info, err
 	}
 	return info, nil
 }

@@ -59,6 +59,10 @@ type SaleReport struct {
 	PGMaxSeq int64 // the highest reservation counter Postgres holds
 	Checks   []Check
 	Items    []ItemReport
+	// OldestInFlight is when the oldest reservation not yet in Postgres was made (zero: none), and
+	// RedisNow Redis's clock at the reading, so their difference is the writer's lag.
+	OldestInFlight time.Time
+	RedisNow       time.Time
 }
 
 // OK reports whether every check of the sale and its items holds.
@@ -196,7 +200,7 @@ func (r *Reconciler) Report(ctx context.Context, saleID int64) (SaleReport, erro
 	p := r.pending(sd)
 	view := sd.view
 	rep := SaleReport{SaleID: saleID, Limit: sd.facts.PurchaseLimit, Loaded: view.State.Loaded, Lost: view.State.Lost,
-		LoadedAt: view.State.LoadedAt, Seq: view.State.Seq, SeqRaw: view.State.SeqRaw}
+		LoadedAt: view.State.LoadedAt, Seq: view.State.Seq, SeqRaw: view.State.SeqRaw, OldestInFlight: p.oldest, RedisNow: view.Now}
 	for _, f := range sd.facts.Items {
 		rep.PGMaxSeq = max(rep.PGMaxSeq, f.MaxSeq)
 		rep.Items = append(rep.Items, r.itemReport(f, sd, p))
@@ -282,6 +286,7 @@ type pendingUnits struct {
 	notWritten, stranded, returns map[int64]int64
 	buyers                        map[string]bool // members of the in-flight reservations and returns
 	buyerCount                    int64           // the buyers Redis should have: live orders' members and these
+	oldest                        time.Time       // the oldest reservation not written (zero: none)
 }
 
 // pending counts the units in flight between the sides. Buyers are compared by count first
@@ -296,6 +301,9 @@ func (r *Reconciler) pending(sd sides) pendingUnits {
 			continue // written, its settle in Redis not done yet
 		}
 		p.notWritten[e.ItemID]++
+		if p.oldest.IsZero() || e.ReservedAt.Before(p.oldest) {
+			p.oldest = e.ReservedAt
+		}
 		p.buyers[store.BuyerMember(limit, e.ItemID, e.UserID)] = true
 		p.buyerCount++
 		if sd.view.Now.Sub(e.ReservedAt) > r.orphanAge+15*time.Second {

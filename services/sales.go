@@ -118,11 +118,16 @@ type Sales struct {
 	log       *slog.Logger
 	now       func() time.Time
 	payWindow time.Duration // default payment window of a new sale
+	warmAhead time.Duration // a sale's stock goes into Redis this long before its start (SetWarmAhead)
 
 	items      *ttlCache[int64, itemInfo]
 	salesCache *ttlCache[int64, cachedSale]
 	stockCache *ttlCache[int64, DisplayedStock]
 	listings   *ttlCache[string, listing] // pages of Upcoming, by cursor
+
+	queue     Backlogger                 // the queue whose depth the live view shows (SetQueue); nil: none
+	liveCache *ttlCache[int64, LiveView] // the merchant's live view, per sale (services/live.go)
+	liveSeen  liveState
 }
 
 // listing is one page of Upcoming as the listing cache shares it (callers must not modify it).
@@ -146,14 +151,33 @@ const catalogTTL = 5 * time.Second
 
 // NewSales returns a Sales service.
 func NewSales(db *store.DB, stock *store.Stock, loader *Loader, reconcile *Reconciler, payWindow time.Duration, log *slog.Logger, now func() time.Time) *Sales {
-	return &Sales{db: db, stock: stock, loader: loader, reconcile: reconcile, payWindow: payWindow, log: log, now: now,
+	return &Sales{db: db, stock: stock, loader: loader, reconcile: reconcile, payWindow: payWindow, warmAhead: DefaultWarmAhead, log: log, now: now,
 		items: newTTLCache[int64](cacheConfig[itemInfo]{TTL: catalogTTL, Max: 100_000, MaxAbsent: 10_000,
 			Absent: func(i itemInfo) bool { return !i.found }, StaleFor: 24 * time.Hour}, now),
 		salesCache: newTTLCache[int64](cacheConfig[cachedSale]{TTL: catalogTTL, Max: 10_000, MaxAbsent: 10_000,
 			Absent: func(c cachedSale) bool { return c.err != nil }, StaleFor: 24 * time.Hour}, now),
 		// The displayed stock is never served stale: an error says Redis is down.
 		stockCache: newTTLCache[int64](cacheConfig[DisplayedStock]{TTL: time.Second, Max: 10_000}, now),
-		listings:   newTTLCache[string](cacheConfig[listing]{TTL: listingTTL, Max: 256, StaleFor: time.Minute}, now)}
+		listings:   newTTLCache[string](cacheConfig[listing]{TTL: listingTTL, Max: 256, StaleFor: time.Minute}, now),
+		liveCache:  newTTLCache[int64](cacheConfig[LiveView]{TTL: liveTTL, Max: 100}, now),
+		liveSeen:   liveState{counter: map[int64]string{}}}
+}
+
+// DefaultWarmAhead is how long before its start a sale's stock is loaded into Redis, unless told
+// otherwise (FLASHSALE_WARM_AHEAD).
+const DefaultWarmAhead = 10 * time.Minute
+
+// SetWarmAhead sets how long before its start a sale's stock is loaded into Redis: at creation or
+// edit when the start is that close already, else by the keeper when it comes that close (or by
+// the merchant's warm button).
+func (s *Sales) SetWarmAhead(d time.Duration) { s.warmAhead = d }
+
+// WarmAhead tells how long before its start a sale's stock is loaded into Redis.
+func (s *Sales) WarmAhead() time.Duration { return s.warmAhead }
+
+// dueForWarmUp reports whether a sale starting at startsAt must be held in Redis at now.
+func dueForWarmUp(startsAt, now time.Time, ahead time.Duration) bool {
+	return !now.Before(startsAt.Add(-ahead))
 }
 
 func validName(what, s string) error {
@@ -252,9 +276,13 @@ func (s *Sales) create(ctx context.Context, merchantID int64, in NewSale) (store
 			return store.Sale{}, &Error{Code: CodeInternal, Message: "item ids are exhausted", Err: fmt.Errorf("item id %d over 32 bits", it.ID)}
 		}
 	}
-	// The keeper retries if Redis is down now; until then purchases answer 503.
-	if _, err := s.loader.Load(ctx, sale.ID); err != nil {
-		s.log.Warn("sale not loaded into redis at creation; the keeper will retry", "sale", sale.ID, "err", err)
+	// Its stock goes into Redis WarmAhead before the start: now, if the start is that close (the
+	// keeper retries if Redis is down now; until then purchases answer 503), else the keeper
+	// loads it when the time comes.
+	if dueForWarmUp(sale.StartsAt, now, s.warmAhead) {
+		if _, err := s.loader.LoadFirst(ctx, sale.ID); err != nil {
+			s.log.Warn("sale not loaded into redis at creation; the keeper will retry", "sale", sale.ID, "err", err)
+		}
 	}
 	return sale, nil
 }
@@ -397,6 +425,11 @@ func (s *Sales) AdminStock(ctx context.Context, merchantID, saleID int64) ([]Adm
 	if err != nil {
 		return nil, unavailable(err)
 	}
+	return adminItems(rep), nil
+}
+
+// adminItems is the merchant's view of each item of a reconciliation report.
+func adminItems(rep SaleReport) []AdminItemStock {
 	// A sale-wide check (buyers, counter, one per shopper in the sale) marks every item.
 	saleOK, saleViolations := allOK(rep.Checks), violations(rep.Checks)
 	out := make([]AdminItemStock, len(rep.Items))
@@ -414,7 +447,7 @@ func (s *Sales) AdminStock(ctx context.Context, merchantID, saleID int64) ([]Adm
 		}
 		out[i] = a
 	}
-	return out, nil
+	return out
 }
 
 // describe fills in an order view's item and sale from the catalog cache.

@@ -42,6 +42,7 @@ type Stock struct {
 	claim    *redis.Script
 	markLost *redis.Script
 	adjust   *redis.Script
+	funnel   *redis.Script
 }
 
 // NewStock returns a Stock on rdb; scripts run with EVALSHA and fall back to EVAL on NOSCRIPT.
@@ -54,6 +55,7 @@ func NewStock(rdb redis.UniversalClient) *Stock {
 		claim:    redis.NewScript(lua.Claim),
 		markLost: redis.NewScript(lua.MarkLost),
 		adjust:   redis.NewScript(lua.Adjust),
+		funnel:   redis.NewScript(lua.Funnel),
 	}
 }
 

@@ -50,7 +50,8 @@ func itemsOf(r response) []map[string]any {
 func TestAdminEditUpcomingSale(t *testing.T) {
 	h := newHarness(t, harnessOpts{})
 	merchant := h.token(9000, services.RoleMerchant)
-	start := time.Now().Add(time.Hour).Truncate(time.Second)
+	// Within FLASHSALE_WARM_AHEAD: loaded at creation, so Redis follows the edits below.
+	start := time.Now().Add(5 * time.Minute).Truncate(time.Second)
 	s := h.createSaleWith(map[string]any{"description": "first", "items": []map[string]any{
 		{"name": "a", "priceCents": 100, "quantity": 5, "imageUrl": "https://img.example/a.png"},
 		{"name": "b", "priceCents": 200, "quantity": 3}}}, start, 5, 3)

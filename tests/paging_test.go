@@ -74,7 +74,7 @@ func TestKeeperPagesThroughEverySale(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := h.createSale(time.Now().Add(time.Hour), 5) // starts after all of them
+	s := h.createSale(time.Now().Add(5*time.Minute), 5) // starts after all of them, within FLASHSALE_WARM_AHEAD
 	ctx := context.Background()
 	deadline := time.Now().Add(60 * time.Second)
 	for {

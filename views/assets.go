@@ -19,17 +19,22 @@ const (
 	pageOrder    = "order"
 	pageMyOrders = "orders"
 	pageAdmin    = "admin"
-	pageNotFound = "notfound"
+	// the merchant's pages of one sale
+	pageAdminLive   = "admin-live"
+	pageAdminOrders = "admin-orders"
+	pageNotFound    = "notfound"
 )
 
 // pageModules are the modules a page needs besides commonModules: its own and what it imports.
 var pageModules = map[string][]string{
-	pageHome:     {"home.js", "clock.js", "poll.js"},
-	pageSale:     {"sale.js", "order.js", "status.js", "clock.js", "money.js", "poll.js"},
-	pageOrder:    {"order.js", "status.js", "clock.js", "money.js", "poll.js"},
-	pageMyOrders: {"orders.js", "status.js", "clock.js", "money.js", "poll.js"},
-	pageAdmin:    {"admin.js", "clock.js", "money.js", "poll.js"},
-	pageNotFound: nil,
+	pageHome:        {"home.js", "clock.js", "poll.js"},
+	pageSale:        {"sale.js", "order.js", "status.js", "clock.js", "money.js", "poll.js"},
+	pageOrder:       {"order.js", "status.js", "clock.js", "money.js", "poll.js"},
+	pageMyOrders:    {"orders.js", "status.js", "clock.js", "money.js", "poll.js"},
+	pageAdmin:       {"admin.js", "admin_controls.js", "clock.js", "money.js", "poll.js"},
+	pageAdminLive:   {"admin_live.js", "admin_controls.js", "admin_chart.js", "poll.js"},
+	pageAdminOrders: {"admin_orders.js", "money.js"},
+	pageNotFound:    nil,
 }
 
 // modulePreloads returns the URLs of the modules page needs besides the entry: its own first.

@@ -61,3 +61,9 @@ type Order struct {
 
 // Admin is the merchant page; everything on it is loaded by the script after login.
 type Admin struct{}
+
+// AdminSale is a merchant page of one sale (its live view, its orders): only the sale's id,
+// since the page is the same for everyone and the script loads the rest for its merchant.
+type AdminSale struct {
+	ID string
+}

@@ -73,6 +73,7 @@ func NewRouter(cfg Config) *gin.Engine {
 	r.POST("/api/admin/sales", merchant, api.CreateSale)
 	r.GET("/api/admin/sales", merchant, api.AdminSales)
 	r.GET("/api/admin/sales/:saleId/stock", merchant, api.AdminStock)
+	r.GET("/api/admin/sales/:saleId/live", merchant, api.AdminLive)
 	r.PATCH("/api/admin/sales/:saleId", merchant, api.EditSale)
 	r.POST("/api/admin/sales/:saleId/pause", merchant, api.PauseSale)
 	r.POST("/api/admin/sales/:saleId/resume", merchant, api.ResumeSale)
@@ -86,6 +87,8 @@ func NewRouter(cfg Config) *gin.Engine {
 	r.GET("/orders", pages.MyOrders)
 	r.GET("/orders/:orderId", pages.Order)
 	r.GET("/admin", pages.Admin)
+	r.GET("/admin/sales/:saleId", pages.AdminSale)
+	r.GET("/admin/sales/:saleId/orders", pages.AdminSaleOrders)
 
 	staticFS, _ := fs.Sub(static.FS, ".")
 	fileServer := http.StripPrefix("/static/", http.FileServer(http.FS(staticFS)))

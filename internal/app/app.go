@@ -50,11 +50,13 @@ type App struct {
 	reconcile *services.Reconciler
 	Writer    *services.Writer
 	keeper    *services.Keeper
+	funnel    *services.Funnel
 	Handler   http.Handler
 
-	cancels   []context.CancelFunc
-	wg        sync.WaitGroup
-	closeOnce sync.Once
+	cancels    []context.CancelFunc
+	wg         sync.WaitGroup
+	closeOnce  sync.Once
+	funnelOnce sync.Once // one funnel flusher however often start runs
 }
 
 // New connects to Redis, Postgres and NATS (starting the embedded one if no URL is given),
@@ -130,6 +132,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 	a.returns = services.NewReturns(a.DB, a.Stock, a.SoldOut, a.Metrics, log)
 	a.reconcile = services.NewReconciler(a.DB, a.Stock, a.Metrics, log, cfg.OrphanAge)
 	a.sales = services.NewSales(a.DB, a.Stock, a.loader, a.reconcile, cfg.PayWindow, log, a.now)
+	a.sales.SetWarmAhead(cfg.WarmAhead)
 	a.purchases = services.NewPurchases(services.PurchaseConfig{
 		TokenTTL: cfg.TokenTTL, SlowPublish: cfg.OrphanAge / 3, SigningSecret: secret,
 	}, a.sales, a.Stock, a.DB, a.pub, captcha, a.SoldOut,
@@ -142,11 +145,17 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 	writerRate := services.NewThroughput(cfg.WriterWorkers, nil)
 	a.Writer.SetThroughput(writerRate)
 	a.purchases.SetQueueWait(services.NewQueueWait(a.Stock, writerRate))
+	// The purchase funnel of the merchant's live view: counted in memory, flushed to Redis once a
+	// second (start), so the purchase path makes no extra Redis call.
+	a.funnel = services.NewFunnel(a.Stock, log, a.now)
+	a.purchases.SetFunnel(a.funnel)
+	a.sales.SetQueue(a.Queue)
 	a.keeper = services.NewKeeper(services.KeeperConfig{Interval: cfg.KeeperInterval, OrphanAge: cfg.OrphanAge,
-		ReconcileInterval: cfg.ReconcileInterval, Instance: instance, RebuildDelay: cfg.PublishTimeout + time.Second},
+		ReconcileInterval: cfg.ReconcileInterval, Instance: instance, RebuildDelay: cfg.PublishTimeout + time.Second,
+		WarmAhead: cfg.WarmAhead},
 		a.DB, a.Stock, a.Queue, a.loader, a.returns, a.reconcile, a.SoldOut, a.Metrics, log, a.now)
 
-	api := &handlers.API{Accounts: a.Auth, Catalog: a.sales, Shop: a.purchases, Orders: a.sales, Admin: a.sales, Log: log, Now: a.now,
+	api := &handlers.API{Accounts: a.Auth, Catalog: a.sales, Shop: a.purchases, Orders: a.sales, Admin: a.sales, Live: a.sales, Log: log, Now: a.now,
 		SecureCookie: cfg.Env == "production", SessionTTL: cfg.JWTTTL}
 	pages := &handlers.Pages{Catalog: a.sales, Log: log, Now: a.now, SecureCookie: cfg.Env == "production"}
 	a.Handler = web.NewRouter(web.Config{Log: log, Verifier: a.Auth, API: api, Pages: pages, Registry: a.reg,
@@ -213,8 +222,8 @@ func instanceName(cfg Config) (site, name string) {
 	return site, fmt.Sprintf("%spid %d addr %s #%x", site, os.Getpid(), cfg.Addr, b)
 }
 
-// start runs the writer and the keeper in the background until close, and keeps the embedded
-// NATS registration alive.
+// Start runs the writer and the keeper in the background until close, flushes the purchase
+// funnel's counts once a second, and keeps the embedded NATS registration alive.
 func (a *App) Start(ctx context.Context, writer, keeper bool) {
 	ctx, cancel := context.WithCancel(ctx)
 	a.cancels = append(a.cancels, cancel)
@@ -227,6 +236,13 @@ func (a *App) Start(ctx context.Context, writer, keeper bool) {
 			})
 		}()
 	}
+	a.funnelOnce.Do(func() {
+		a.wg.Add(1)
+		go func() {
+			defer a.wg.Done()
+			a.funnel.Run(ctx)
+		}()
+	})
 	if writer {
 		a.wg.Add(1)
 		go func() {

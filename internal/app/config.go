@@ -46,6 +46,7 @@ type Config struct {
 	OrphanAge         time.Duration
 	KeeperInterval    time.Duration
 	ReconcileInterval time.Duration
+	WarmAhead         time.Duration
 	WriterAckWait     time.Duration
 	// ClockSkew shifts this instance's clock (tests only: never read from the environment), to
 	// show that the decisions instances must agree on use Redis's or Postgres's clock.
@@ -92,6 +93,7 @@ var ConfigVars = []ConfigVar{
 	{"FLASHSALE_ORPHAN_AGE", "45s", "a reservation that never reached the queue returns to stock after this"},
 	{"FLASHSALE_KEEPER_INTERVAL", "2s", "how often warm-up, payment expiry, unit returns and orphan recovery run"},
 	{"FLASHSALE_RECONCILE_INTERVAL", "5s", "how often the instance holding the lease reconciles Redis with Postgres"},
+	{"FLASHSALE_WARM_AHEAD", "10m", "a sale's stock is loaded into Redis this long before its start (at once for a sale created or edited closer to it; the merchant's warm button forces it earlier)"},
 	{"FLASHSALE_TRUSTED_PROXIES", "", "comma-separated proxy addresses whose X-Forwarded-For is believed"},
 }
 
@@ -144,6 +146,7 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		DemoStartDelay: dur("FLASHSALE_DEMO_START_DELAY"), PublishTimeout: dur("FLASHSALE_PUBLISH_TIMEOUT"),
 		OrphanAge: dur("FLASHSALE_ORPHAN_AGE"), KeeperInterval: dur("FLASHSALE_KEEPER_INTERVAL"),
 		ReconcileInterval: dur("FLASHSALE_RECONCILE_INTERVAL"), WriterAckWait: dur("FLASHSALE_WRITER_ACK_WAIT"),
+		WarmAhead:  dur("FLASHSALE_WARM_AHEAD"),
 		RateLimits: onOff("FLASHSALE_RATE_LIMITS"), Demo: onOff("FLASHSALE_DEMO"),
 	}
 	if p := get("FLASHSALE_TRUSTED_PROXIES"); p != "" {

@@ -1,15 +1,17 @@
-// The merchant's page: their sales, the live stock of one, and the form that creates a sale.
+// The merchant's page: their sales (each with its controls, its live stock and links to its
+// live view and orders), and the form that creates a sale or edits one.
 
 import { byTestId, allByTestId, setText, show, el, enc, messenger } from './dom.js';
-import { pad2, formatClock, timeElement } from './time.js';
+import { pad2, formatClock, timeElement, parseTime } from './time.js';
 import { serverNow } from './clock.js';
 import { CURRENCIES, formatMoney, parseMoney } from './money.js';
 import { api, errorText, sentence } from './api.js';
 import { makePoller, failed } from './poll.js';
 import { currentUser, sessionExpired, onSession, initSession } from './session.js';
+import { bindControls } from './admin_controls.js';
 
-// localInputToRFC3339 reads a datetime-local value in the browser's zone and writes it as
-// RFC 3339 with that zone's offset, e.g. 2026-05-01T10:00:00+08:00.
+// localInputToRFC3339 reads a datetime-local value in the browser's zone (the merchant's) and
+// writes it as RFC 3339 in UTC, e.g. 2026-05-01T02:00:00Z for 10:00 in Shanghai.
 function localInputToRFC3339(v) {
   var m = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2}))?/.exec(v || '');
   if (!m) {
@@ -19,18 +21,48 @@ function localInputToRFC3339(v) {
   if (isNaN(d.getTime())) {
     return null;
   }
-  var off = -d.getTimezoneOffset();
-  var sign = off >= 0 ? '+' : '-';
-  var a = Math.abs(off);
-  return d.getFullYear() + '-' + pad2(d.getMonth() + 1) + '-' + pad2(d.getDate()) +
-    'T' + pad2(d.getHours()) + ':' + pad2(d.getMinutes()) + ':' + pad2(d.getSeconds()) +
-    sign + pad2(Math.floor(a / 60)) + ':' + pad2(a % 60);
+  return d.toISOString().replace(/\.\d{3}Z$/, 'Z');
 }
 
+// zoneName names the browser's time zone ("Asia/Shanghai"), or its offset ("UTC+08:00").
+function zoneName() {
+  try {
+    var z = Intl.DateTimeFormat().resolvedOptions().timeZone;
+    if (z) {
+      return z;
+    }
+  } catch (e) {
+    // fall through
+  }
+  var off = -new Date().getTimezoneOffset();
+  var a = Math.abs(off);
+  return 'UTC' + (off >= 0 ? '+' : '-') + pad2(Math.floor(a / 60)) + ':' + pad2(a % 60);
+}
+
+// priceInput writes minor units as the decimal a merchant types: 1999 CNY is "19.99".
+function priceInput(minor, currency) {
+  var c = Object.prototype.hasOwnProperty.call(CURRENCIES, currency) ? CURRENCIES[currency] : { digits: 2 };
+  var n = Math.round(Number(minor) || 0);
+  if (c.digits === 0) {
+    return String(n);
+  }
+  var scale = Math.pow(10, c.digits);
+  var frac = String(n % scale);
+  while (frac.length < c.digits) {
+    frac = '0' + frac;
+  }
+  return Math.floor(n / scale) + '.' + frac;
+}
+
+// MAX_ITEMS is the most items a sale has (the server's limit).
+const MAX_ITEMS = 50;
+
+// toLocalInput writes a time as a datetime-local value in the browser's zone, with its seconds
+// when it has any (a sale edited through the API may start at 10:00:30).
 function toLocalInput(ms) {
   var d = new Date(ms);
   return d.getFullYear() + '-' + pad2(d.getMonth() + 1) + '-' + pad2(d.getDate()) +
-    'T' + pad2(d.getHours()) + ':' + pad2(d.getMinutes());
+    'T' + pad2(d.getHours()) + ':' + pad2(d.getMinutes()) + (d.getSeconds() ? ':' + pad2(d.getSeconds()) : '');
 }
 
 function priceProblem(why) {
@@ -86,7 +118,16 @@ const ADMIN_MESSAGES = [
   [/^items\[(\d+)\]\.name must/, 'itemName', 'The item name has characters that cannot be used.'],
   [/^items\[(\d+)\]\.priceCents must/, 'price', 'The price must be between 0 and 100,000,000.'],
   [/^items\[(\d+)\]\.quantity must be between 1 and (\d+)/, 'quantity', 'Quantity must be at least 1 and at most $2.'],
-  [/^items\[(\d+)\]\.quantity/, 'quantity', 'Quantity must be at least 1.']
+  [/^items\[(\d+)\]\.quantity cannot go below the (\d+) units/, 'quantity', 'Quantity cannot go below the $2 units already sold.'],
+  [/^items\[(\d+)\]\.quantity/, 'quantity', 'Quantity must be at least 1.'],
+  [/^items\[(\d+)\]\.imageUrl/, 'imageUrl', 'The image address must start with https:// (at most 2,000 characters).'],
+  [/^items\[(\d+)\]: a new item needs/, 'itemName', 'A new item needs a name, a price and a quantity.'],
+  [/^description must be at most (\d+)/, 'description', 'The description is too long: at most $1 characters.'],
+  [/^description must/, 'description', 'The description has characters that cannot be used.'],
+  [/^the sale has started: its start cannot move/, 'startsAt', 'The sale has started: its start can no longer move.'],
+  [/^the sale has started: its purchase limit/, 'purchaseLimit', 'The sale has started: its purchase limit can no longer change.'],
+  [/^the sale has started: its currency/, 'currency', 'The sale has started: its currency can no longer change.'],
+  [/^the sale has started: items cannot be added/, 'items', 'The sale has started: items can no longer be added.']
 ];
 
 // adminMessage finds the field of a server message: {field, index (of the item or -1), text}.
@@ -116,6 +157,16 @@ export function initAdminPage(admin) {
   var addItem = byTestId('add-item', admin);
   var salesList = byTestId('admin-sales', admin);
   var salesEmpty = byTestId('admin-sales-empty', admin);
+  var controlsTemplate = byTestId('sale-controls-template', admin);
+  var formCard = form ? form.closest('section') : null;
+  var formHeading = byTestId('form-heading', admin);
+  var editNote = byTestId('edit-note', admin);
+  var editCancel = byTestId('edit-cancel', admin);
+  var submitButton = byTestId('create-sale-button', admin);
+  var startsLocked = byTestId('starts-at-locked', admin);
+  var addItemLocked = byTestId('add-item-locked', admin);
+  var zoneHint = byTestId('zone-hint', admin);
+  var editing = null; // {id, sale, started, initial: the fields as filled in}
   var stockPanel = byTestId('stock-panel', admin);
   var stockRows = byTestId('stock-rows', admin);
   var stockSaleName = byTestId('stock-sale-name', admin);
@@ -156,61 +207,176 @@ export function initAdminPage(admin) {
     return limit === 'per-item' ? 'one unit per shopper of each item' : 'one unit per shopper in the sale';
   }
 
-  function renderSales(sales) {
-    if (stockPanel && salesList.contains(stockPanel)) {
-      stockHome.appendChild(stockPanel); // keep it while the entries are rebuilt
+  // Each sale's entry is built once and then updated in place, so that a poll never takes the
+  // focus, an open confirm step or a sentence away from the merchant.
+  var entries = {}; // sale id -> {li, parts…, controls}
+  var salesById = {};
+  var pendingEdit = new URLSearchParams(window.location.search).get('edit');
+
+  function buildEntry(id) {
+    var li = el('li', { class: 'admin-sale', 'data-testid': 'admin-sale', 'data-sale-id': id });
+    var head = el('div', { class: 'admin-sale-head' });
+    var nameEl = el('strong', { 'data-testid': 'admin-sale-name' });
+    var badges = el('span', { class: 'admin-sale-badges' });
+    var statusEl = el('span', { 'data-testid': 'admin-sale-status' });
+    var pausedEl = el('span', { class: 'badge badge-paused', 'data-testid': 'admin-sale-paused' }, 'paused');
+    badges.appendChild(pausedEl);
+    badges.appendChild(statusEl);
+    head.appendChild(nameEl);
+    head.appendChild(badges);
+    li.appendChild(head);
+    var times = el('p', { class: 'admin-sale-times' });
+    var terms = el('p', { class: 'admin-sale-terms', 'data-testid': 'admin-sale-terms' });
+    li.appendChild(times);
+    li.appendChild(terms);
+    var controlsRoot = null;
+    if (controlsTemplate && controlsTemplate.content) {
+      li.appendChild(controlsTemplate.content.cloneNode(true));
+      controlsRoot = byTestId('sale-controls', li);
     }
-    salesList.replaceChildren();
-    show(salesEmpty, sales.length === 0);
-    sales.forEach(function (s) {
-      var id = String(s.saleId);
-      var name = s.name || 'sale ' + id;
-      var li = el('li', { class: 'admin-sale', 'data-testid': 'admin-sale', 'data-sale-id': id });
+    var actions = el('div', { class: 'admin-sale-actions' });
+    var pick = el('button', { type: 'button', class: 'button button-small', 'data-testid': 'show-stock', 'data-sale-id': id }, 'Live stock');
+    pick.setAttribute('aria-pressed', 'false');
+    pick.setAttribute('aria-controls', 'stock-panel');
+    pick.addEventListener('click', function () {
       if (selected && selected.id === id) {
-        li.classList.add('selected');
-        selected.sale = s;
+        closeStock();
+        return;
       }
-      var head = el('div', { class: 'admin-sale-head' });
-      head.appendChild(el('strong', { 'data-testid': 'admin-sale-name' }, name));
-      var status = typeof s.status === 'string' ? s.status : '';
-      head.appendChild(el('span', { class: 'badge badge-' + status.replace(/[^a-z]/gi, ''), 'data-testid': 'admin-sale-status' }, status || '?'));
-      li.appendChild(head);
-      var times = el('p', { class: 'admin-sale-times' });
-      times.appendChild(document.createTextNode('Starts '));
-      times.appendChild(timeElement(s.startsAt));
-      times.appendChild(document.createTextNode(' \u00b7 Ends '));
-      times.appendChild(timeElement(s.endsAt));
-      li.appendChild(times);
-      var terms = [];
-      if (s.currency) {
-        terms.push('Prices in ' + s.currency);
-      }
-      if (s.paymentWindowSeconds) {
-        terms.push('pay within ' + formatWindow(s.paymentWindowSeconds));
-      }
-      terms.push(limitText(s.purchaseLimit));
-      li.appendChild(el('p', { class: 'admin-sale-terms', 'data-testid': 'admin-sale-terms' }, terms.join(' \u00b7 ')));
-      var actions = el('div', { class: 'admin-sale-actions' });
-      var on = selected !== null && selected.id === id;
-      var pick = el('button', { type: 'button', class: 'button button-small', 'data-testid': 'show-stock', 'data-sale-id': id }, on ? 'Hide live stock' : 'Live stock');
-      pick.setAttribute('aria-pressed', on ? 'true' : 'false');
-      pick.setAttribute('aria-controls', 'stock-panel');
-      pick.addEventListener('click', function () {
-        if (selected && selected.id === id) {
-          closeStock();
-          return;
-        }
-        selectSale(id, name, s);
-      });
-      actions.appendChild(pick);
-      actions.appendChild(el('a', { href: '/sales/' + enc(id), class: 'button button-small button-secondary', 'data-testid': 'open-sale' }, 'Open sale page'));
-      li.appendChild(actions);
-      salesList.appendChild(li);
+      var s = salesById[id];
+      selectSale(id, s && s.name ? s.name : 'sale ' + id, s || null);
     });
-    placeStock();
+    actions.appendChild(pick);
+    actions.appendChild(el('a', { href: '/admin/sales/' + enc(id), class: 'button button-small button-secondary', 'data-testid': 'open-live' }, 'Live view'));
+    actions.appendChild(el('a', { href: '/admin/sales/' + enc(id) + '/orders', class: 'button button-small button-secondary', 'data-testid': 'open-orders' }, 'Orders'));
+    var edit = el('button', { type: 'button', class: 'button button-small button-secondary', 'data-testid': 'edit-sale', 'data-sale-id': id }, 'Edit');
+    edit.addEventListener('click', function () {
+      if (salesById[id]) {
+        startEdit(salesById[id]);
+      }
+    });
+    actions.appendChild(edit);
+    actions.appendChild(el('a', { href: '/sales/' + enc(id), class: 'button button-small button-secondary', 'data-testid': 'open-sale' }, 'Open sale page'));
+    li.appendChild(actions);
+    var entry = { li: li, nameEl: nameEl, statusEl: statusEl, pausedEl: pausedEl, times: times, terms: terms, edit: edit, key: '' };
+    entry.controls = controlsRoot ? bindControls(controlsRoot, {
+      saleId: id,
+      authProblem: authProblem,
+      after: function (action) {
+        if (action === 'end' && editing && editing.id === id) {
+          stopEdit();
+        }
+        return refreshSale(id);
+      }
+    }) : null;
+    return entry;
   }
 
-  async function loadSales() {
+  function updateEntry(entry, s) {
+    var id = String(s.saleId);
+    var name = s.name || 'sale ' + id;
+    var status = typeof s.status === 'string' ? s.status : '';
+    setText(entry.nameEl, name);
+    entry.statusEl.className = 'badge badge-' + status.replace(/[^a-z]/gi, '');
+    setText(entry.statusEl, status || '?');
+    show(entry.pausedEl, s.paused === true && status !== 'ended');
+    var key = String(s.startsAt) + '|' + String(s.endsAt);
+    if (entry.key !== key) {
+      entry.key = key;
+      entry.times.replaceChildren(document.createTextNode('Starts '), timeElement(s.startsAt),
+        document.createTextNode(' \u00b7 Ends '), timeElement(s.endsAt));
+    }
+    var terms = [];
+    if (s.currency) {
+      terms.push('Prices in ' + s.currency);
+    }
+    if (s.paymentWindowSeconds) {
+      terms.push('pay within ' + formatWindow(s.paymentWindowSeconds));
+    }
+    terms.push(limitText(s.purchaseLimit));
+    setText(entry.terms, terms.join(' \u00b7 '));
+    entry.edit.disabled = status === 'ended';
+    entry.edit.title = status === 'ended' ? 'The sale has ended' : '';
+    if (entry.controls) {
+      entry.controls.update({ status: status, paused: s.paused === true });
+    }
+  }
+
+  function renderSales(sales) {
+    show(salesEmpty, sales.length === 0);
+    var ids = [];
+    salesById = {};
+    sales.forEach(function (s) {
+      var id = String(s.saleId);
+      ids.push(id);
+      salesById[id] = s;
+      if (!entries[id]) {
+        entries[id] = buildEntry(id);
+      }
+      updateEntry(entries[id], s);
+      if (selected && selected.id === id) {
+        selected.sale = s;
+      }
+    });
+    Object.keys(entries).forEach(function (id) {
+      if (!salesById[id]) {
+        entries[id].li.remove();
+        delete entries[id];
+      }
+    });
+    // Re-append only when the order changed (moving an entry would drop the focus inside it).
+    var current = Array.prototype.map.call(salesList.children, function (li) {
+      return li.getAttribute('data-sale-id');
+    });
+    if (current.join(',') !== ids.join(',')) {
+      ids.forEach(function (id) {
+        salesList.appendChild(entries[id].li);
+      });
+    }
+    placeStock();
+    if (pendingEdit) {
+      // /admin?edit=ID, the live view's Edit link: open that sale's form once, if it can change
+      var s = salesById[pendingEdit];
+      if (!s) {
+        say('Sale ' + pendingEdit + ' is not one of your sales: there is nothing to edit.', 'error');
+      } else if (s.status === 'ended') {
+        say('\u201c' + (s.name || 'Sale ' + pendingEdit) + '\u201d has ended: it can no longer be edited.', 'info');
+      } else {
+        startEdit(s);
+      }
+      pendingEdit = null;
+    }
+  }
+
+  // loadedOf reads whether Redis holds a sale's stock from its stock view: the time it was
+  // loaded, null if it is not.
+  function loadedOf(data) {
+    var items = data && Array.isArray(data.items) ? data.items : [];
+    for (var i = 0; i < items.length; i++) {
+      if (items[i] && typeof items[i].loadedAt === 'string') {
+        return items[i].loadedAt;
+      }
+    }
+    return null;
+  }
+
+  // refreshLoaded asks whether Redis holds each sale's stock (sales not ended, the first 20).
+  async function refreshLoaded(ids) {
+    await Promise.all(ids.slice(0, 20).map(async function (id) {
+      var r = await api('GET', '/api/admin/sales/' + enc(id) + '/stock', undefined, undefined, 'no-store');
+      if (r.ok && r.data && entries[id] && entries[id].controls) {
+        entries[id].controls.update({ loadedAt: loadedOf(r.data), paused: r.data.paused === true });
+      }
+    }));
+  }
+
+  // refreshSale reloads the list and the stock state of one sale, after an action on it.
+  async function refreshSale(id) {
+    await loadSales(true);
+    await refreshLoaded([id]);
+  }
+
+  async function loadSales(skipLoaded) {
     var r = await api('GET', '/api/admin/sales', undefined, undefined, 'no-store');
     if (r.ok && r.data) {
       if (!merchant) {
@@ -218,7 +384,15 @@ export function initAdminPage(admin) {
         show(panel, true);
         prefillTimes();
       }
-      renderSales(Array.isArray(r.data.sales) ? r.data.sales : []);
+      var sales = Array.isArray(r.data.sales) ? r.data.sales : [];
+      renderSales(sales);
+      if (skipLoaded !== true) {
+        await refreshLoaded(sales.filter(function (s) {
+          return s.status !== 'ended';
+        }).map(function (s) {
+          return String(s.saleId);
+        }));
+      }
       return true;
     }
     if (authProblem(r)) {
@@ -382,6 +556,9 @@ export function initAdminPage(admin) {
         }
       });
       stockRows.replaceChildren.apply(stockRows, trs);
+      if (entries[id] && entries[id].controls) {
+        entries[id].controls.update({ loadedAt: loadedOf(r.data), paused: r.data.paused === true });
+      }
       setText(stockUpdated, 'Updated ' + formatClock(Date.now()) + '.');
       return true;
     }
@@ -466,6 +643,7 @@ export function initAdminPage(admin) {
     endsAt: 'error-ends-at',
     currency: 'error-currency',
     paymentWindow: 'error-payment-window',
+    description: 'error-description',
     purchaseLimit: 'error-purchase-limit',
     items: 'error-items'
   };
@@ -474,7 +652,7 @@ export function initAdminPage(admin) {
   function fieldParts(field, row) {
     var wrap = (row || form).querySelector('[data-field="' + field + '"]');
     var err = row ? (wrap && wrap.querySelector('.field-error')) : byTestId(FIELD_ERRORS[field], form);
-    var control = wrap ? wrap.querySelector('input, select') : null;
+    var control = wrap ? wrap.querySelector('input, select, textarea') : null;
     if (field === 'items') {
       control = addItem;
     }
@@ -542,7 +720,7 @@ export function initAdminPage(admin) {
 
   // ---- reading the form
 
-  // readForm checks what can be checked here and returns the request, or null after
+  // readForm checks what can be checked here and returns what the form says, or null after
   // showing each problem next to its field (the first focused).
   function readForm() {
     var first = null;
@@ -556,8 +734,16 @@ export function initAdminPage(admin) {
     if (!name) {
       problem('name', null, 'Give the sale a name.');
     }
-    var startsAt = localInputToRFC3339(form.elements.startsAt.value);
-    var endsAt = localInputToRFC3339(form.elements.endsAt.value);
+    var description = form.elements.description ? form.elements.description.value.trim() : '';
+    if (description.length > 2000) {
+      problem('description', null, 'The description is too long: at most 2,000 characters.');
+    }
+    var startsRaw = form.elements.startsAt.value;
+    var endsRaw = form.elements.endsAt.value;
+    var startsAt = localInputToRFC3339(startsRaw);
+    var endsAt = localInputToRFC3339(endsRaw);
+    var startMoved = !editing || startsRaw !== editing.initial.startsAt;
+    var endMoved = !editing || endsRaw !== editing.initial.endsAt;
     if (!startsAt) {
       problem('startsAt', null, 'Give the start as a date and a time.');
     }
@@ -567,10 +753,15 @@ export function initAdminPage(admin) {
     if (startsAt && endsAt) {
       var s = Date.parse(startsAt);
       var e = Date.parse(endsAt);
+      if (editing && startMoved && editing.started) {
+        problem('startsAt', null, 'The sale has started: its start can no longer move.');
+      } else if (editing && startMoved && s < serverNow() - 60000) {
+        problem('startsAt', null, 'The start is in the past: choose a time from now on.');
+      }
       if (e <= s) {
         problem('endsAt', null, 'The end must be after the start.');
-      } else if (e <= serverNow()) {
-        problem('endsAt', null, 'The end must be in the future.');
+      } else if (endMoved && e <= serverNow()) {
+        problem('endsAt', null, editing ? 'The end must be in the future (to end the sale now, use End early).' : 'The end must be in the future.');
       } else if (e - s > 30 * 86400000) {
         problem('endsAt', null, 'A sale lasts at most 30 days: bring the end closer to the start.');
       }
@@ -584,13 +775,16 @@ export function initAdminPage(admin) {
     var limitInput = form.querySelector('input[name="purchaseLimit"]:checked');
     var limit = limitInput ? limitInput.value : 'per-sale';
     var items = [];
-    var sent = [];
-    itemRows().forEach(function (row) {
+    var all = itemRows();
+    all.forEach(function (row) {
+      var itemId = row.getAttribute('data-item-id') || '';
       var itemName = row.querySelector('[name="itemName"]').value.trim();
       var priceText = row.querySelector('[name="price"]').value.trim();
       var qtyText = row.querySelector('[name="quantity"]').value.trim();
-      if (!itemName && !priceText && !qtyText) {
-        return; // an empty row is left out
+      var imageInput = row.querySelector('[name="imageUrl"]');
+      var imageUrl = imageInput ? imageInput.value.trim() : '';
+      if (!itemId && !itemName && !priceText && !qtyText && !imageUrl) {
+        return; // an empty new row is left out
       }
       var ok = true;
       if (!itemName) {
@@ -613,12 +807,17 @@ export function initAdminPage(admin) {
         problem('quantity', row, 'Quantity must be at most 1,000,000.');
         ok = false;
       }
+      if (imageUrl && !/^https:\/\/[^\s/]+/i.test(imageUrl)) {
+        problem('imageUrl', row, 'The image address must start with https://.');
+        ok = false;
+      }
       if (ok) {
-        items.push({ name: itemName, priceCents: price.minor, quantity: qty });
-        sent.push(row);
+        items.push({ row: row, itemId: itemId, name: itemName, priceCents: price.minor, quantity: qty, imageUrl: imageUrl });
       }
     });
-    if (items.length === 0 && !first) {
+    if (all.length > MAX_ITEMS) {
+      problem('items', null, 'A sale has at most ' + MAX_ITEMS + ' items: remove some.');
+    } else if (items.length === 0 && !first) {
       problem('items', null, 'Add at least one item.');
     }
     if (first) {
@@ -627,11 +826,107 @@ export function initAdminPage(admin) {
       }
       return null;
     }
-    return {
-      body: { name: name, startsAt: startsAt, endsAt: endsAt, currency: cur, paymentWindowSeconds: minutes * 60,
-        purchaseLimit: limit, items: items },
-      rows: sent
-    };
+    return { name: name, description: description, startsAt: startsAt, endsAt: endsAt, startsRaw: startsRaw, endsRaw: endsRaw,
+      currency: cur, minutes: minutes, limit: limit, items: items };
+  }
+
+  // createRequest is the body of a new sale, and the rows of its items in order.
+  function createRequest(v) {
+    var body = { name: v.name, startsAt: v.startsAt, endsAt: v.endsAt, currency: v.currency, paymentWindowSeconds: v.minutes * 60,
+      purchaseLimit: v.limit, items: [] };
+    if (v.description) {
+      body.description = v.description;
+    }
+    v.items.forEach(function (it) {
+      var item = { name: it.name, priceCents: it.priceCents, quantity: it.quantity };
+      if (it.imageUrl) {
+        item.imageUrl = it.imageUrl;
+      }
+      body.items.push(item);
+    });
+    return { body: body, rows: v.items.map(function (it) { return it.row; }) };
+  }
+
+  // editRequest is the PATCH of the sale being edited: only what changed (items by itemId, new
+  // items without one), the rows of its items in order, and the names of what changed.
+  function editRequest(v) {
+    var init = editing.initial;
+    var body = {};
+    var changed = [];
+    if (v.name !== init.name) {
+      body.name = v.name;
+      changed.push('name');
+    }
+    if (v.description !== init.description) {
+      body.description = v.description;
+      changed.push('description');
+    }
+    if (v.startsRaw !== init.startsAt) {
+      body.startsAt = v.startsAt;
+      changed.push('start');
+    }
+    if (v.endsRaw !== init.endsAt) {
+      body.endsAt = v.endsAt;
+      changed.push('end');
+    }
+    if (v.currency !== init.currency) {
+      body.currency = v.currency;
+      changed.push('currency');
+    }
+    if (String(v.minutes) !== init.minutes) {
+      body.paymentWindowSeconds = v.minutes * 60;
+      changed.push('payment window');
+    }
+    if (v.limit !== init.limit) {
+      body.purchaseLimit = v.limit;
+      changed.push('purchase limit');
+    }
+    var items = [];
+    var rowsSent = [];
+    v.items.forEach(function (it) {
+      if (!it.itemId) {
+        var added = { name: it.name, priceCents: it.priceCents, quantity: it.quantity };
+        if (it.imageUrl) {
+          added.imageUrl = it.imageUrl;
+        }
+        items.push(added);
+        rowsSent.push(it.row);
+        changed.push('new item \u201c' + it.name + '\u201d');
+        return;
+      }
+      var was = init.items[it.itemId];
+      if (!was) {
+        return;
+      }
+      var patch = { itemId: it.itemId };
+      var n = 0;
+      if (it.name !== was.name) {
+        patch.name = it.name;
+        n++;
+      }
+      // a price retyped with another currency is sent again in the new one
+      if (it.priceCents !== was.priceCents || body.currency !== undefined) {
+        patch.priceCents = it.priceCents;
+        n++;
+      }
+      if (it.quantity !== was.quantity) {
+        patch.quantity = it.quantity;
+        n++;
+      }
+      if (it.imageUrl !== was.imageUrl) {
+        patch.imageUrl = it.imageUrl;
+        n++;
+      }
+      if (n > 0) {
+        items.push(patch);
+        rowsSent.push(it.row);
+        changed.push('\u201c' + it.name + '\u201d');
+      }
+    });
+    if (items.length > 0) {
+      body.items = items;
+    }
+    return { body: body, rows: rowsSent, changed: changed };
   }
 
   if (addItem) {
@@ -652,8 +947,8 @@ export function initAdminPage(admin) {
         return;
       }
       var row = btn.closest('[data-testid="item-row"]');
-      if (!row) {
-        return;
+      if (!row || row.hasAttribute('data-item-id')) {
+        return; // an item already on sale stays
       }
       clearBanners();
       if (itemRows().length > 1) {
@@ -671,6 +966,215 @@ export function initAdminPage(admin) {
         Array.prototype.forEach.call(row.querySelectorAll('[data-field]'), clearError);
       }
     });
+  }
+
+  // ---- editing a sale: the same form, filled in from the sale
+
+  function setLocked(control, hint, locked) {
+    if (!control) {
+      return;
+    }
+    control.disabled = locked;
+    show(hint, locked);
+    if (hint && hint.id) {
+      var ids = (control.getAttribute('aria-describedby') || '').split(/\s+/).filter(function (x) {
+        return x && x !== hint.id;
+      });
+      if (locked) {
+        ids.push(hint.id);
+      }
+      control.setAttribute('aria-describedby', ids.join(' '));
+    }
+  }
+
+  // resetForm empties the form back to one blank item, in create mode.
+  function resetForm() {
+    form.reset();
+    itemRows().forEach(function (row, i) {
+      if (i > 0) {
+        row.remove();
+      } else {
+        row.removeAttribute('data-item-id');
+        show(byTestId('remove-item', row), true);
+      }
+    });
+    renumber();
+    showSymbols();
+  }
+
+  // startEdit opens the form on a sale: the list's entry has no items, so the sale itself is read
+  // first (past every cache).
+  async function startEdit(listed) {
+    if (!form) {
+      return;
+    }
+    var id = String(listed.saleId);
+    var r = await api('GET', '/api/flash-sales/' + enc(id), undefined, undefined, 'no-store');
+    if (!r.ok || !r.data || !Array.isArray(r.data.items)) {
+      if (!authProblem(r)) {
+        say('Could not open the sale for editing: ' + errorText(r), 'error');
+      }
+      return;
+    }
+    var sale = Object.assign({}, r.data, { status: listed.status || r.data.status });
+    clearAllErrors();
+    clearBanners();
+    resetForm();
+    var starts = parseTime(sale.startsAt);
+    var ends = parseTime(sale.endsAt);
+    var started = sale.status === 'live' || (!isNaN(starts) && starts <= serverNow());
+    var cur = typeof sale.currency === 'string' && sale.currency ? sale.currency : 'CNY';
+    form.elements.name.value = sale.name || '';
+    form.elements.description.value = typeof sale.description === 'string' ? sale.description : '';
+    form.elements.startsAt.value = isNaN(starts) ? '' : toLocalInput(starts);
+    form.elements.endsAt.value = isNaN(ends) ? '' : toLocalInput(ends);
+    form.elements.currency.value = cur;
+    var w = Number(sale.paymentWindowSeconds) || 600;
+    form.elements.paymentWindowMinutes.value = String(Math.max(1, Math.round(w / 60)));
+    var limit = sale.purchaseLimit === 'per-item' ? 'per-item' : 'per-sale';
+    Array.prototype.forEach.call(form.querySelectorAll('input[name="purchaseLimit"]'), function (r) {
+      r.checked = r.value === limit;
+    });
+    var initItems = {};
+    var items = Array.isArray(sale.items) ? sale.items : [];
+    items.forEach(function (it, i) {
+      var row = i === 0 ? itemRows()[0] : addRow();
+      var itemId = String(it.itemId);
+      row.setAttribute('data-item-id', itemId);
+      row.querySelector('[name="itemName"]').value = it.name || '';
+      row.querySelector('[name="price"]').value = priceInput(it.priceCents, cur);
+      row.querySelector('[name="quantity"]').value = String(it.quantity);
+      row.querySelector('[name="imageUrl"]').value = typeof it.imageUrl === 'string' ? it.imageUrl : '';
+      show(byTestId('remove-item', row), false);
+      initItems[itemId] = { name: (it.name || '').trim(), priceCents: Number(it.priceCents), quantity: Number(it.quantity),
+        imageUrl: typeof it.imageUrl === 'string' ? it.imageUrl : '' };
+    });
+    showSymbols();
+    editing = { id: id, sale: sale, started: started, initial: {
+      name: (sale.name || '').trim(), description: form.elements.description.value.trim(),
+      startsAt: form.elements.startsAt.value, endsAt: form.elements.endsAt.value, currency: cur,
+      minutes: form.elements.paymentWindowMinutes.value, limit: limit, items: initItems } };
+    form.setAttribute('data-mode', 'edit');
+    form.setAttribute('data-sale-id', id);
+    setText(formHeading, 'Edit \u201c' + (sale.name || 'sale ' + id) + '\u201d');
+    setText(editNote, 'Only what you change is saved, all at once or not at all.' +
+      (started ? ' The sale has started: its start, currency, purchase limit and items list are fixed; names, prices, quantities, the end and the payment window can still change.' : ''));
+    show(editNote, true);
+    setText(submitButton, 'Save changes');
+    show(editCancel, true);
+    setLocked(form.elements.startsAt, startsLocked, started);
+    setLocked(form.elements.currency, null, started);
+    Array.prototype.forEach.call(form.querySelectorAll('input[name="purchaseLimit"]'), function (r) {
+      r.disabled = started;
+    });
+    setLocked(addItem, addItemLocked, started);
+    if (formCard && formCard.scrollIntoView) {
+      formCard.scrollIntoView({ block: 'start' });
+    }
+    form.elements.name.focus({ preventScroll: true });
+  }
+
+  // lockStarted fixes what a started sale cannot change: the start, the currency, the purchase
+  // limit (each back to the sale's value) and the list of items (new rows go).
+  function lockStarted() {
+    var init = editing.initial;
+    editing.started = true;
+    form.elements.startsAt.value = init.startsAt;
+    form.elements.currency.value = init.currency;
+    Array.prototype.forEach.call(form.querySelectorAll('input[name="purchaseLimit"]'), function (r) {
+      r.checked = r.value === init.limit;
+      r.disabled = true;
+    });
+    itemRows().forEach(function (row) {
+      if (!row.hasAttribute('data-item-id')) {
+        row.remove();
+      }
+    });
+    renumber();
+    showSymbols();
+    setLocked(form.elements.startsAt, startsLocked, true);
+    setLocked(form.elements.currency, null, true);
+    setLocked(addItem, addItemLocked, true);
+  }
+
+  function stopEdit() {
+    if (!editing) {
+      return;
+    }
+    var id = editing.id;
+    editing = null;
+    clearAllErrors();
+    resetForm();
+    form.setAttribute('data-mode', 'create');
+    form.removeAttribute('data-sale-id');
+    setText(formHeading, 'Create a sale');
+    show(editNote, false);
+    setText(submitButton, 'Create sale');
+    show(editCancel, false);
+    setLocked(form.elements.startsAt, startsLocked, false);
+    setLocked(form.elements.currency, null, false);
+    Array.prototype.forEach.call(form.querySelectorAll('input[name="purchaseLimit"]'), function (r) {
+      r.disabled = false;
+    });
+    setLocked(addItem, addItemLocked, false);
+    prefillTimes();
+    return id;
+  }
+
+  if (editCancel) {
+    editCancel.addEventListener('click', function () {
+      var id = stopEdit();
+      clearBanners();
+      var b = id && entries[id] ? entries[id].edit : null;
+      if (b) {
+        b.focus();
+      }
+    });
+  }
+
+  // showRefusal puts a refusal of the server next to its field; false when it names none.
+  function showRefusal(r, req) {
+    if (r.network) {
+      return false;
+    }
+    var known = null;
+    if (r.code === 'INVALID_INPUT' || r.code === 'SALE_STARTED' || r.code === 'QUANTITY_TOO_LOW') {
+      known = adminMessage(r.message);
+    }
+    if (!known && r.code === 'QUANTITY_TOO_LOW') {
+      // "item 7: 3 units are neither sold nor held…": the row of that item
+      var m = /^item (\d+): (\d+) units/.exec(String(r.message || ''));
+      var row = m ? rows.querySelector('[data-item-id="' + m[1] + '"]') : null;
+      if (row) {
+        var control = setFieldError('quantity', row, 'Too low: units are sold or held by shoppers. It can go down by at most ' +
+          Number(m[2]).toLocaleString('en-US') + ' from the quantity on sale.');
+        if (control && control.focus) {
+          control.focus();
+        }
+        return true;
+      }
+      known = { field: 'items', index: -1, text: 'A quantity cannot go below what is sold or held.' };
+    }
+    if (!known && r.code === 'SALE_STARTED') {
+      known = { field: 'startsAt', index: -1, text: sentence(r.message) || 'The sale has started.' };
+    }
+    if (!known) {
+      return false;
+    }
+    if (r.code === 'SALE_STARTED' && editing) {
+      // The sale started while the form was open: what can no longer change goes back to the
+      // sale's own values and is locked, so that saving again keeps the other changes.
+      lockStarted();
+      if (known.field === 'startsAt') {
+        known.text = 'The sale has started meanwhile: its start can no longer move, and is back as it was. Save again to keep your other changes.';
+      }
+    }
+    var target = known.index >= 0 ? req.rows[known.index] || null : null;
+    var c = setFieldError(known.field, target, known.text);
+    if (c && c.focus) {
+      c.focus();
+    }
+    return true;
   }
 
   if (form) {
@@ -699,40 +1203,62 @@ export function initAdminPage(admin) {
     form.addEventListener('input', onChange);
     form.addEventListener('change', onChange);
     showSymbols();
+    setText(zoneHint, 'Times are in your time zone, ' + zoneName() + '.');
 
     form.addEventListener('submit', async function (ev) {
       ev.preventDefault();
       clearAllErrors();
       clearBanners();
-      var req = readForm();
-      if (!req) {
+      var v = readForm();
+      if (!v) {
         formStatus('Check the fields marked in red.', 'error');
         return;
       }
-      var submit = form.querySelector('button[type="submit"]');
-      if (submit) {
-        submit.disabled = true;
+      var edit = editing;
+      var req = edit ? editRequest(v) : createRequest(v);
+      if (edit && req.changed.length === 0) {
+        formStatus('Nothing changed: there is nothing to save.', 'info');
+        return;
       }
-      formStatus('Creating the sale\u2026', 'info');
-      var r = await api('POST', '/api/admin/sales', req.body);
-      if (submit) {
-        submit.disabled = false;
+      submitButton.disabled = true;
+      formStatus(edit ? 'Saving\u2026' : 'Creating the sale\u2026', 'info');
+      var r = edit ? await api('PATCH', '/api/admin/sales/' + enc(edit.id), req.body) : await api('POST', '/api/admin/sales', req.body);
+      submitButton.disabled = false;
+      if (edit && editing !== edit) {
+        return; // the merchant stopped editing meanwhile
       }
       if (r.ok && r.data && r.data.saleId !== undefined && r.data.saleId !== null) {
         var saleId = String(r.data.saleId);
-        var name = req.body.name;
-        var n = req.body.items.length;
+        var name = v.name;
         (Array.isArray(r.data.items) ? r.data.items : []).forEach(function (it) {
           itemNames[String(it.itemId)] = it.name;
         });
-        form.reset();
-        itemRows().slice(1).forEach(function (row) {
-          row.remove();
-        });
-        renumber();
-        showSymbols();
-        prefillTimes();
         formStatus('', 'info');
+        if (edit) {
+          stopEdit();
+          var saved = 'Saved \u201c' + name + '\u201d: ' + req.changed.join(', ') + ' changed.';
+          say(saved, 'ok');
+          formBanner = true;
+          if (selected && selected.id === saleId) {
+            selected.prices = null;
+          }
+          await refreshSale(saleId);
+          // Back where the merchant came from: the sale's entry, with the word there too.
+          var entry = entries[saleId];
+          if (entry) {
+            if (entry.controls) {
+              entry.controls.say(saved, 'ok');
+            }
+            if (entry.li.scrollIntoView) {
+              entry.li.scrollIntoView({ block: 'nearest' });
+            }
+            entry.edit.focus({ preventScroll: true });
+          }
+          return;
+        }
+        var n = req.body.items.length;
+        resetForm();
+        prefillTimes();
         say('Created \u201c' + name + '\u201d (sale ' + saleId + ') with ' + n + (n === 1 ? ' item.' : ' items.'), 'ok');
         formBanner = true;
         await loadSales();
@@ -743,14 +1269,12 @@ export function initAdminPage(admin) {
         formStatus('', 'info');
         return;
       }
-      var known = !r.network && r.code === 'INVALID_INPUT' ? adminMessage(r.message) : null;
-      if (known) {
-        var row = known.index >= 0 ? req.rows[known.index] || null : null;
-        var control = setFieldError(known.field, row, known.text);
-        formStatus('Check the fields marked in red.', 'error');
-        if (control && control.focus) {
-          control.focus();
-        }
+      if (showRefusal(r, req)) {
+        formStatus(edit ? 'Nothing was saved. Check the fields marked in red.' : 'Check the fields marked in red.', 'error');
+        return;
+      }
+      if (edit && r.status === 404) {
+        formStatus('This sale was not found: it may have been removed.', 'error');
         return;
       }
       formStatus(r.network ? errorText(r) : r.message ? sentence(r.message) : errorText(r), 'error');

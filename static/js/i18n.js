@@ -49,6 +49,7 @@ const ZH = {
   'Your session could not be verified; please log in again.': '无法验证你的登录状态，请重新登录。',
   'The shop is busy; nothing was reserved, try again.': '商城繁忙，未锁定任何商品，请重试。',
   'The sale is paused by the merchant; nothing was reserved. Try again when it resumes.': '商家已暂停本场秒杀，未锁定任何商品。请在恢复后重试。',
+  'The sale is paused by the merchant for a moment: nothing was reserved. Try again when it resumes.': '商家暂时暂停了本场秒杀，未锁定任何商品。请在恢复后重试。',
   'Too late: the payment window closed and the order expired.': '太晚了：支付时间已过，订单已过期。',
   'This order cannot be paid: it is still being confirmed, or it was cancelled.': '此订单无法支付：订单仍在确认中，或已被取消。',
   'This order can no longer be cancelled.': '此订单已无法取消。',

@@ -24,6 +24,8 @@ const PAGES = [
   { testid: 'order-page', load: () => import('./order.js'), init: 'initOrderPage', user: true },
   { testid: 'my-orders', load: () => import('./orders.js'), init: 'initMyOrdersPage', user: true },
   { testid: 'admin', load: () => import('./admin.js'), init: 'initAdminPage', user: true },
+  { testid: 'admin-live', load: () => import('./admin_live.js'), init: 'initAdminLivePage', user: true },
+  { testid: 'admin-orders', load: () => import('./admin_orders.js'), init: 'initAdminOrdersPage', user: true },
   { testid: 'home', load: () => import('./home.js'), init: 'initHomePage', user: false }
 ];
 

@@ -611,6 +611,12 @@ export function initSalePage(section) {
       loadOrders();
       return;
     }
+    if (r.code === 'PAUSED') {
+      // The merchant paused the sale: nothing was reserved; Buy waits as long as the shop asks.
+      say(t('The sale is paused by the merchant for a moment: nothing was reserved. Try again when it resumes.'), 'notice');
+      hold(r.retryAfter === null ? 1 : r.retryAfter);
+      return;
+    }
     say(errorText(r), 'error');
     switch (r.code) {
       case 'SOLD_OUT':
@@ -743,7 +749,8 @@ export function initSalePage(section) {
           say(t('No answer from the shop: nothing was bought (the purchase was not sent). Check your connection, then solve the new captcha and try again.'), 'error');
           return;
         }
-        newCaptcha = tok.code === 'CAPTCHA_FAILED';
+        // a paused sale may have spent the captcha already: a fresh one for the next try
+        newCaptcha = tok.code === 'CAPTCHA_FAILED' || tok.code === 'PAUSED';
         handleBuyError(tok, itemId);
         return;
       }
@@ -784,7 +791,7 @@ export function initSalePage(section) {
         say(t('The shop sent an answer this page does not understand; check your order before trying again.'), 'error');
         return;
       }
-      if (p.code === 'INVALID_PURCHASE_TOKEN') {
+      if (p.code === 'INVALID_PURCHASE_TOKEN' || p.code === 'PAUSED') {
         newCaptcha = true;
       }
       handleBuyError(p, itemId);

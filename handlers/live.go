@@ -1,0 +1,147 @@
+package handlers
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/flashsale/flashsale/services"
+)
+
+// SaleLive is what the API needs for the merchant's live view of a sale.
+type SaleLive interface {
+	Live(ctx context.Context, merchantID, saleID int64) (services.LiveView, error)
+}
+
+type liveSaleJSON struct {
+	SaleID   string  `json:"saleId"`
+	Name     string  `json:"name"`
+	Status   string  `json:"status"`
+	StartsAt string  `json:"startsAt"`
+	EndsAt   string  `json:"endsAt"`
+	Paused   bool    `json:"paused"`
+	LoadedAt *string `json:"loadedAt"`
+}
+
+type liveItemJSON struct {
+	ItemID    string  `json:"itemId"`
+	Name      string  `json:"name"`
+	Quantity  int64   `json:"quantity"`
+	Displayed int64   `json:"displayed"`
+	Frozen    int64   `json:"frozen"`
+	InFlight  int64   `json:"inFlight"`
+	Pending   int64   `json:"pending"`
+	Paid      int64   `json:"paid"`
+	Expired   int64   `json:"expired"`
+	Cancelled int64   `json:"cancelled"`
+	Real      int64   `json:"real"`
+	SoldOut   bool    `json:"soldOut"`
+	LoadedAt  *string `json:"loadedAt"`
+}
+
+type liveCheckJSON struct {
+	Name   string  `json:"name"`
+	ItemID *string `json:"itemId"` // null: a check of the whole sale
+	OK     bool    `json:"ok"`
+	Detail string  `json:"detail"`
+}
+
+type liveReconciliationJSON struct {
+	State          string          `json:"state"`
+	AsOf           string          `json:"asOf"`
+	Loaded         bool            `json:"loaded"`
+	Lost           bool            `json:"lost"`
+	RedisCounter   int64           `json:"redisCounter"`
+	PostgresMaxSeq int64           `json:"postgresMaxSeq"`
+	Checks         []liveCheckJSON `json:"checks"`
+}
+
+type liveFunnelJSON struct {
+	Requests  int64            `json:"requests"`
+	Refused   map[string]int64 `json:"refused"`
+	Accepted  int64            `json:"accepted"`
+	Written   int64            `json:"written"`
+	Paid      int64            `json:"paid"`
+	Expired   int64            `json:"expired"`
+	Cancelled int64            `json:"cancelled"`
+}
+
+type livePointJSON struct {
+	T        int64 `json:"t"`
+	Accepted int64 `json:"accepted"`
+	Refused  int64 `json:"refused"`
+}
+
+type liveWriterJSON struct {
+	LagSeconds float64 `json:"lagSeconds"`
+	QueueDepth *uint64 `json:"queueDepth"`
+}
+
+type liveJSON struct {
+	Sale           liveSaleJSON           `json:"sale"`
+	Items          []liveItemJSON         `json:"items"`
+	Reconciliation liveReconciliationJSON `json:"reconciliation"`
+	Funnel         liveFunnelJSON         `json:"funnel"`
+	Series         []livePointJSON        `json:"series"`
+	Writer         liveWriterJSON         `json:"writer"`
+	AsOf           string                 `json:"asOf"`
+}
+
+func optTimeNano(t *time.Time) *string {
+	if t == nil {
+		return nil
+	}
+	s := t.UTC().Format(time.RFC3339Nano)
+	return &s
+}
+
+// AdminLive handles the "GET /api/admin/sales/:saleId/live" route: the merchant's live view of a
+// sale, polled every second by the dashboard.
+func (a *API) AdminLive(c *gin.Context) {
+	saleID, err := pathID(c, "saleId")
+	if err != nil {
+		Error(c, a.Log, err)
+		return
+	}
+	if a.Live == nil {
+		Error(c, a.Log, services.Errorf(services.CodeInternal, "the live view is not configured"))
+		return
+	}
+	v, err := a.Live.Live(c.Request.Context(), shopper(c).UserID, saleID)
+	if err != nil {
+		Error(c, a.Log, err)
+		return
+	}
+	out := liveJSON{
+		Sale: liveSaleJSON{SaleID: idString(v.Sale.ID), Name: v.Sale.Name, Status: v.Sale.Status, StartsAt: rfc3339(v.Sale.StartsAt),
+			EndsAt: rfc3339(v.Sale.EndsAt), Paused: v.Sale.Paused, LoadedAt: optTimeNano(v.Sale.LoadedAt)},
+		Items: make([]liveItemJSON, len(v.Items)),
+		Reconciliation: liveReconciliationJSON{State: v.Reconciliation.State, AsOf: v.Reconciliation.AsOf.UTC().Format(time.RFC3339Nano),
+			Loaded: v.Reconciliation.Loaded, Lost: v.Reconciliation.Lost, RedisCounter: v.Reconciliation.RedisCounter,
+			PostgresMaxSeq: v.Reconciliation.PostgresMaxSeq, Checks: make([]liveCheckJSON, len(v.Reconciliation.Checks))},
+		Funnel: liveFunnelJSON{Requests: v.Funnel.Requests, Refused: v.Funnel.Refused, Accepted: v.Funnel.Accepted,
+			Written: v.Funnel.Written, Paid: v.Funnel.Paid, Expired: v.Funnel.Expired, Cancelled: v.Funnel.Cancelled},
+		Series: make([]livePointJSON, len(v.Series)),
+		Writer: liveWriterJSON{LagSeconds: v.Writer.LagSeconds, QueueDepth: v.Writer.QueueDepth},
+		AsOf:   v.AsOf.UTC().Format(time.RFC3339Nano),
+	}
+	for i, it := range v.Items {
+		out.Items[i] = liveItemJSON{ItemID: idString(it.ItemID), Name: it.Name, Quantity: it.Quantity, Displayed: it.Displayed,
+			Frozen: it.Frozen, InFlight: it.InFlight, Pending: it.Pending, Paid: it.Paid, Expired: it.Expired,
+			Cancelled: it.Cancelled, Real: it.Real, SoldOut: it.SoldOut, LoadedAt: optTimeNano(it.LoadedAt)}
+	}
+	for i, ch := range v.Reconciliation.Checks {
+		out.Reconciliation.Checks[i] = liveCheckJSON{Name: ch.Name, OK: ch.OK, Detail: ch.Detail}
+		if ch.ItemID != 0 {
+			id := idString(ch.ItemID)
+			out.Reconciliation.Checks[i].ItemID = &id
+		}
+	}
+	for i, p := range v.Series {
+		out.Series[i] = livePointJSON{T: p.T, Accepted: p.Accepted, Refused: p.Refused}
+	}
+	c.Header("Cache-Control", "no-store")
+	c.JSON(http.StatusOK, out)
+}

@@ -1,0 +1,71 @@
+package store_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/flashsale/flashsale/store"
+)
+
+// Two instances' flushes add up in one sale's funnel; the series is per second, capped, and the
+// keys expire.
+func TestFunnelFlushAddsUpAndCaps(t *testing.T) {
+	s, rdb := newStock(t)
+	ctx := context.Background()
+	fs := store.FunnelStore{Keep: 10 * time.Second, TTL: time.Hour}
+	const sale = 31
+	t0 := int64(1_800_000_000)
+	// A fresh Redis has no script cached: the first flush loads it (NOSCRIPT) and runs again.
+	rdb.ScriptFlush(ctx)
+	flush := func(ds ...store.FunnelDelta) {
+		t.Helper()
+		if err := s.FlushFunnel(ctx, ds, fs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flush(store.FunnelDelta{SaleID: sale, At: t0, Accepted: 2, Refused: map[string]int64{"soldOut": 3}},
+		store.FunnelDelta{SaleID: sale + 1, At: t0, Accepted: 1})
+	flush(store.FunnelDelta{SaleID: sale, At: t0, Accepted: 1, Refused: map[string]int64{"soldOut": 1, "captcha": 2}}) // another instance, same second
+	flush(store.FunnelDelta{SaleID: sale, At: t0 + 1, Refused: map[string]int64{"paused": 1}})
+
+	c, series, err := s.Funnel(ctx, sale, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Accepted != 3 || c.Refused["soldOut"] != 4 || c.Refused["captcha"] != 2 || c.Refused["paused"] != 1 || len(c.Refused) != 3 {
+		t.Errorf("totals %+v; want 3 accepted, refused soldOut 4, captcha 2, paused 1", c)
+	}
+	want := []store.SeriesPoint{{T: t0, Accepted: 3, Refused: 6}, {T: t0 + 1, Refused: 1}}
+	if len(series) != len(want) || series[0] != want[0] || series[1] != want[1] {
+		t.Errorf("series %+v, want %+v", series, want)
+	}
+	if _, series, _ := s.Funnel(ctx, sale, t0+1); len(series) != 1 || series[0].T != t0+1 {
+		t.Errorf("series since t0+1 = %+v", series)
+	}
+	if c, _, _ := s.Funnel(ctx, sale+1, 0); c.Accepted != 1 || len(c.Refused) != 0 {
+		t.Errorf("the other sale's totals %+v", c)
+	}
+
+	// Eleven seconds on, the first second falls out of the series (not out of the totals).
+	flush(store.FunnelDelta{SaleID: sale, At: t0 + 11, Accepted: 1})
+	c, series, _ = s.Funnel(ctx, sale, 0)
+	if c.Accepted != 4 || len(series) != 2 || series[0].T != t0+1 || series[1].T != t0+11 {
+		t.Errorf("after the cap: totals %+v, series %+v; want 4 accepted, seconds t0+1 and t0+11", c, series)
+	}
+	if n, _ := rdb.ZCard(ctx, store.SeriesIndexKey(sale)).Result(); n != 2 {
+		t.Errorf("series index holds %d seconds, want 2", n)
+	}
+	if n, _ := rdb.HLen(ctx, store.SeriesKey(sale)).Result(); n != 2 { // r:t0+1, a:t0+11
+		t.Errorf("series hash holds %d fields, want 2", n)
+	}
+	for _, k := range []string{store.FunnelKey(sale), store.SeriesKey(sale), store.SeriesIndexKey(sale)} {
+		if ttl, _ := rdb.TTL(ctx, k).Result(); ttl <= 0 || ttl > time.Hour {
+			t.Errorf("%s TTL = %v, want up to an hour", k, ttl)
+		}
+	}
+	// A sale never counted reads as zero.
+	if c, series, err := s.Funnel(ctx, 999, 0); err != nil || c.Accepted != 0 || len(series) != 0 {
+		t.Errorf("an uncounted sale: %+v %+v %v", c, series, err)
+	}
+}

@@ -1,0 +1,428 @@
+package tests
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/store"
+)
+
+// The merchant's control room in a real browser (issue 9, points 1 to 4): the merchant edits a
+// sale in the form prefilled from it (times in the browser's zone, only what changed sent in the
+// PATCH, an error beside its field with nothing saved), forces its warm-up and sees "loaded at
+// HH:MM:SS", pauses it while a shopper's sale page, in a browser context of its own, says the
+// sale is paused, and resumes it; the live view shows the shopper's order frozen, then paid with
+// the real stock one lower; the merchant ends the sale early (after a confirm step) and lists its
+// orders. The live view is photographed before, during and after the sale, at desktop width and
+// on a 390-pixel phone, into docs/screenshots/.
+
+// e2eLiveView is what the test reads of the live view.
+type e2eLiveView struct {
+	Status string            `json:"status"`
+	Tiles  map[string]string `json:"tiles"`
+	Items  map[string]struct {
+		Quantity  string `json:"quantity"`
+		Displayed string `json:"displayed"`
+		Frozen    string `json:"frozen"`
+		Real      string `json:"real"`
+		Paid      string `json:"paid"`
+		SoldOut   string `json:"soldOut"`
+	} `json:"items"`
+	Funnel map[string]string `json:"funnel"`
+	Books  string            `json:"books"`
+	Chart  struct {
+		Accepted string `json:"accepted"`
+		Refused  string `json:"refused"`
+		Bars     int    `json:"bars"`
+	} `json:"chart"`
+}
+
+const e2eLiveViewJS = `(() => {
+	const tiles = {}; for (const k of ['paid', 'frozen', 'displayed', 'accepted', 'refused', 'books', 'lag', 'queue']) { tiles[k] = e.text(e.q('live-' + k)); }
+	const items = {};
+	for (const tr of e.qa('live-item-row')) {
+		const c = (k) => e.text(tr.querySelector('[data-col="' + k + '"]'));
+		items[c('name')] = { quantity: c('quantity'), displayed: c('displayed'), frozen: c('frozen'), real: c('real'), paid: c('paid'), soldOut: c('soldOut') };
+	}
+	const funnel = {}; for (const li of document.querySelectorAll('[data-step]')) { funnel[li.getAttribute('data-step')] = e.text(li.querySelector('.funnel-value')); }
+	const svg = e.q('chart-svg');
+	return { status: e.q('live-status').getAttribute('data-status'), tiles, items, funnel, books: e.q('recon-state').getAttribute('data-state'),
+		chart: { accepted: svg ? svg.getAttribute('data-accepted') : '', refused: svg ? svg.getAttribute('data-refused') : '',
+			bars: svg ? svg.querySelectorAll('rect').length : 0 } };
+})()`
+
+// e2eLocalInput is a time as the form writes it in a datetime-local field: local, with the
+// seconds only when there are any.
+func e2eLocalInput(t time.Time) string {
+	if t.Second() == 0 {
+		return t.Local().Format("2006-01-02T15:04")
+	}
+	return t.Local().Format("2006-01-02T15:04:05")
+}
+
+func (b *e2eTab) liveView() e2eLiveView {
+	b.t.Helper()
+	return e2eEval[e2eLiveView](b, "the live view", e2eLiveViewJS)
+}
+
+// e2eEntry is a CSS selector inside the /admin entry of a sale.
+func e2eEntry(saleID int64, testid string) chromedp.CSS {
+	return chromedp.CSS(fmt.Sprintf(`[data-testid="admin-sale"][data-sale-id="%d"] [data-testid=%q]`, saleID, testid))
+}
+
+// e2eLogin signs the tab's browser context in through the API, from the page.
+func (b *e2eTab) e2eLogin(username, password string) {
+	b.t.Helper()
+	status, err := chromedp.Run(b.ctx, chromedp.Evaluate[int](`fetch('/api/auth/login', {method: 'POST', headers: {'Content-Type': 'application/json'},
+		body: JSON.stringify({username: `+strconv.Quote(username)+`, password: `+strconv.Quote(password)+`})}).then((r) => r.status)`, chromedp.EvalAwaitPromise))
+	if err != nil || status != http.StatusOK {
+		b.fatalf("login of %s answered %d (%v)", username, status, err)
+	}
+}
+
+// shootBoth photographs the page at desktop width and on a 390-pixel phone (checking that the
+// phone needs no sideways scroll), then goes back to the desktop.
+func (b *e2eTab) shootBoth(dir, name string) {
+	b.t.Helper()
+	b.waitFor("the chart drawn at desktop width", 5*time.Second, `!!e.q('chart-svg') && innerWidth === 1280`)
+	b.screenshot(dir, name+"-desktop.png", "")
+	b.do("a 390-pixel phone", chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile))
+	b.waitFor("the chart redrawn for the phone", 5*time.Second,
+		`innerWidth === 390 && !!e.q('chart-svg') && +e.q('chart-svg').getAttribute('width') <= 390`)
+	over := e2eEval[[]string](b, "what is wider than the phone", `(() => {
+		const vw = document.documentElement.clientWidth; const out = [];
+		if (document.documentElement.scrollWidth > vw) { out.push('page ' + document.documentElement.scrollWidth); }
+		for (const x of document.querySelectorAll('[data-testid="live-panel"] *')) {
+			const r = x.getBoundingClientRect(); if (r.width > 0 && (r.right > vw + 0.5 || r.left < -0.5)) { out.push((x.getAttribute('data-testid') || x.className || x.tagName) + ' ' + Math.round(r.left) + '..' + Math.round(r.right)); }
+		}
+		return out.slice(0, 8); })()`)
+	if len(over) > 0 {
+		b.errorf("%s on a 390-pixel phone: sticks out of the screen: %q", name, over)
+	}
+	b.screenshot(dir, name+"-phone.png", "")
+	b.do("back to the desktop", chromedp.EmulateViewport(1280, 900))
+}
+
+func TestE2EControlRoom(t *testing.T) {
+	t.Parallel()
+	began := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 180*time.Second)
+	defer cancel()
+	h := newHarness(t, harnessOpts{})
+	suffix := strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
+	mName, mPass := "ctl_merchant_"+suffix, "merchant test pass"
+	sName, sPass := "ctl_shopper_"+suffix, "shopper test pass"
+	m, err := h.app.Auth.AddUser(ctx, mName, mPass, services.RoleMerchant)
+	if err != nil {
+		t.Fatalf("add the merchant: %v", err)
+	}
+	shopper, err := h.app.Auth.AddUser(ctx, sName, sPass, services.RoleShopper)
+	if err != nil {
+		t.Fatalf("add the shopper: %v", err)
+	}
+
+	// A sale half an hour ahead: past the automatic warm-up (ten minutes before the start), so
+	// Redis does not hold it until the merchant asks.
+	start := time.Now().Add(30 * time.Minute).Truncate(time.Minute)
+	r := h.do("POST", "/api/admin/sales", h.token(m.ID, services.RoleMerchant), map[string]any{
+		"name": "Desk lamps", "startsAt": start.UTC().Format(time.RFC3339), "endsAt": start.Add(time.Hour).UTC().Format(time.RFC3339),
+		"items": []map[string]any{{"name": "Lamp", "priceCents": 4900, "quantity": 5}, {"name": "Desk", "priceCents": 25000, "quantity": 3}},
+	})
+	if r.Status != http.StatusCreated {
+		t.Fatalf("create the sale: %d %s", r.Status, r.Raw)
+	}
+	saleID, _ := strconv.ParseInt(r.str("saleId"), 10, 64)
+	items := map[string]int64{}
+	for _, it := range r.Body["items"].([]any) {
+		id, _ := strconv.ParseInt(it.(map[string]any)["itemId"].(string), 10, 64)
+		items[it.(map[string]any)["name"].(string)] = id
+	}
+	sale := saleIDs{sale: saleID, items: []int64{items["Lamp"], items["Desk"]}}
+
+	browserCtx := startE2EBrowser(t, ctx)
+	b := openE2ETab(t, browserCtx, "merchant")
+	b.do("the desktop", chromedp.EmulateViewport(1280, 900))
+	b.do("open the admin page", chromedp.Navigate(h.srv.URL+"/admin"))
+	b.e2eLogin(mName, mPass)
+	b.do("reload signed in", chromedp.Reload())
+
+	// 2. Warm-up made visible, and forced.
+	b.waitFor("the sale, not loaded, Warm up now on offer", 10*time.Second, fmt.Sprintf(`(() => {
+		const li = document.querySelector('[data-testid="admin-sale"][data-sale-id="%d"]'); if (!li) { return false; }
+		const q = (id) => li.querySelector('[data-testid="' + id + '"]');
+		return e.text(q('sale-loaded-text')) === 'not loaded' && !q('warm-button').disabled && !q('pause-button').disabled
+			&& q('resume-button').disabled && !q('end-button').disabled && !q('edit-sale').disabled; })()`, saleID))
+	b.do("Warm up now", chromedp.Click(e2eEntry(saleID, "warm-button")))
+	loaded := b.waitFor("loaded at HH:MM:SS", 10*time.Second, fmt.Sprintf(`(() => {
+		const li = document.querySelector('[data-testid="admin-sale"][data-sale-id="%d"]');
+		const q = (id) => li.querySelector('[data-testid="' + id + '"]');
+		const t = e.text(q('sale-loaded-text'));
+		return /^loaded at \d\d:\d\d:\d\d$/.test(t) && q('warm-button').disabled
+			&& e.text(q('control-status')).startsWith('Warmed up') ? t : ''; })()`, saleID))
+	if meta, err := h.app.Redis.HGet(ctx, store.MetaKey(saleID), "loadedAt").Result(); err != nil || meta == "" {
+		t.Errorf("after Warm up now, Redis holds no loadedAt for the sale (%q, %v); the page says %s", meta, err, loaded)
+	}
+
+	// 1. Edit: the form prefilled from the sale, its times in the browser's zone.
+	b.do("record the PATCH bodies", chromedp.Evaluate[chromedp.Void](`(() => { window.__patches = []; const f = window.fetch;
+		window.fetch = (u, i) => { if (i && i.method === 'PATCH') { window.__patches.push(i.body); } return f(u, i); }; })()`))
+	b.do("Edit", chromedp.Click(e2eEntry(saleID, "edit-sale")))
+	b.waitFor("the edit form", 5*time.Second, `e.q('create-sale-form').getAttribute('data-mode') === 'edit'`)
+	form := e2eEval[struct {
+		Mode    string   `json:"mode"`
+		Heading string   `json:"heading"`
+		Name    string   `json:"name"`
+		Starts  string   `json:"starts"`
+		Ends    string   `json:"ends"`
+		Rows    []string `json:"rows"`
+		Submit  string   `json:"submit"`
+		Locked  bool     `json:"locked"`
+	}](b, "the edit form", `(() => { const f = e.q('create-sale-form');
+		return { mode: f.getAttribute('data-mode'), heading: e.text(e.q('form-heading')), name: e.q('create-name').value,
+			starts: e.q('create-starts-at').value, ends: e.q('create-ends-at').value, submit: e.text(e.q('create-sale-button')),
+			locked: e.q('create-starts-at').disabled,
+			rows: e.qa('item-row').filter((x) => x.closest('[data-testid="item-rows"]')).map((row) =>
+				row.getAttribute('data-item-id') + ':' + row.querySelector('[name="itemName"]').value + ':' + row.querySelector('[name="price"]').value + ':' + row.querySelector('[name="quantity"]').value) }; })()`)
+	wantRows := fmt.Sprintf("%d:Lamp:49.00:5 %d:Desk:250.00:3", items["Lamp"], items["Desk"])
+	if form.Mode != "edit" || form.Heading != "Edit “Desk lamps”" || form.Name != "Desk lamps" || form.Submit != "Save changes" || form.Locked ||
+		form.Starts != start.Local().Format("2006-01-02T15:04") || form.Ends != start.Add(time.Hour).Local().Format("2006-01-02T15:04") ||
+		strings.Join(form.Rows, " ") != wantRows {
+		b.errorf("edit form = %+v; want it filled from the sale, times %s in the local zone, rows %s", form, start.Local().Format("2006-01-02T15:04"), wantRows)
+	}
+
+	// An end before the start: said beside the end, nothing saved.
+	b.do("an end before the start, a new name, save",
+		chromedp.SetValue(e2eTestID("create-ends-at"), start.Add(-time.Hour).Local().Format("2006-01-02T15:04")),
+		chromedp.SetValue(e2eTestID("create-name"), "Desk lamps, edited"),
+		chromedp.Click(e2eTestID("create-sale-button")))
+	b.waitFor("the end's error beside it", 5*time.Second, `e.shown(e.q('error-ends-at')) && e.text(e.q('error-ends-at')) === 'The end must be after the start.'
+		&& document.activeElement === e.q('create-ends-at') && e.text(e.q('form-status')) === 'Check the fields marked in red.'`)
+	if n := e2eEval[int](b, "PATCHes sent", `window.__patches.length`); n != 0 {
+		b.errorf("%d PATCH sent for a form with an error, want none", n)
+	}
+	// The name, one quantity and a new item: only those go in the PATCH, and all are saved.
+	b.do("the end back, the Lamp at 6, a new item, save",
+		chromedp.SetValue(e2eTestID("create-ends-at"), form.Ends),
+		chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`(() => { const row = document.querySelector('[data-testid="item-rows"] [data-item-id="%d"]');
+			row.querySelector('[name="quantity"]').value = '6'; })()`, items["Lamp"])),
+		chromedp.Click(e2eTestID("add-item")),
+		chromedp.Evaluate[chromedp.Void](`(() => { const rows = document.querySelectorAll('[data-testid="item-rows"] [data-testid="item-row"]'); const r = rows[rows.length - 1];
+			r.querySelector('[name="itemName"]').value = 'Lamp shade'; r.querySelector('[name="price"]').value = '9.90'; r.querySelector('[name="quantity"]').value = '2';
+			r.querySelector('[name="imageUrl"]').value = 'https://img.example/shade.png'; })()`),
+		chromedp.Click(e2eTestID("create-sale-button")))
+	b.waitFor("saved, the form back to creating", 10*time.Second,
+		`e.text(e.q('message')) === 'Saved “Desk lamps, edited”: name, “Lamp”, new item “Lamp shade” changed.' && e.q('create-sale-form').getAttribute('data-mode') === 'create'`)
+	var patch map[string]any
+	if err := json.Unmarshal([]byte(e2eEval[string](b, "the PATCH", `window.__patches[0]`)), &patch); err != nil {
+		t.Fatalf("the PATCH body: %v", err)
+	}
+	wantPatch := fmt.Sprintf(`{"items":[{"itemId":"%d","quantity":6},{"imageUrl":"https://img.example/shade.png","name":"Lamp shade","priceCents":990,"quantity":2}],"name":"Desk lamps, edited"}`, items["Lamp"])
+	if got, _ := json.Marshal(patch); string(got) != wantPatch {
+		t.Errorf("PATCH body = %s, want only what changed: %s", got, wantPatch)
+	}
+	if n := h.sqlInt(`SELECT count(*) FROM sales s WHERE s.id = ? AND s.name = 'Desk lamps, edited'
+		AND (SELECT quantity FROM items WHERE id = ?) = 6 AND (SELECT quantity FROM items WHERE id = ?) = 3
+		AND (SELECT count(*) FROM items WHERE sale_id = s.id AND name = 'Lamp shade' AND price_cents = 990 AND quantity = 2) = 1`, saleID, items["Lamp"], items["Desk"]); n != 1 {
+		t.Errorf("the sale in postgres does not hold the edit")
+	}
+	items["Lamp shade"] = h.sqlInt(`SELECT id FROM items WHERE sale_id = ? AND name = 'Lamp shade'`, saleID)
+	sale.items = append(sale.items, items["Lamp shade"])
+
+	// Move the start to a few seconds from now (seconds typed in the field), so the sale runs.
+	soon := time.Now().Add(15 * time.Second).Truncate(time.Second)
+	b.do("Edit again", chromedp.Click(e2eEntry(saleID, "edit-sale")))
+	b.waitFor("the edit form", 5*time.Second, `e.q('create-sale-form').getAttribute('data-mode') === 'edit' && e.q('create-name').value === 'Desk lamps, edited'`)
+	b.do("start in a few seconds, save",
+		chromedp.SetValue(e2eTestID("create-starts-at"), soon.Local().Format("2006-01-02T15:04:05")),
+		chromedp.Click(e2eTestID("create-sale-button")))
+	b.waitFor("saved", 10*time.Second, `e.text(e.q('message')) === 'Saved “Desk lamps, edited”: start changed.'`)
+	if got := e2eEval[string](b, "the second PATCH", `window.__patches[1]`); got != `{"startsAt":"`+soon.UTC().Format(time.RFC3339)+`"}` {
+		t.Errorf("second PATCH = %s, want only the start, in UTC", got)
+	}
+
+	// 3. The live view, before the sale.
+	// The links are followed by address: a poll cannot span the navigation a click starts.
+	if href := e2eEval[string](b, "the live view link", fmt.Sprintf(`document.querySelector('[data-testid="admin-sale"][data-sale-id="%d"] [data-testid="open-live"]').getAttribute('href')`, saleID)); href != fmt.Sprintf("/admin/sales/%d", saleID) {
+		t.Errorf("live view link = %q", href)
+	}
+	b.do("open the live view", chromedp.Navigate(fmt.Sprintf("%s/admin/sales/%d", h.srv.URL, saleID)))
+	b.waitFor("the live view before the start", 10*time.Second,
+		`e.shown(e.q('live-panel')) && e.q('live-status').getAttribute('data-status') === 'scheduled' && e.qa('live-item-row').length === 3
+		&& /^loaded at \d\d:\d\d:\d\d$/.test(e.text(e.q('sale-loaded-text'))) && e.text(e.q('live-sale-name')) === 'Desk lamps, edited'
+		&& / · starts in 0:\d\d$/.test(e.text(e.q('live-window')))`)
+	dir := e2eShotDir(t)
+	b.shootBoth(dir, "dashboard-before")
+
+	// The sale starts while its edit form is open: moving the start is refused beside it, the
+	// start goes back as it was and is fixed from then on, nothing is saved.
+	b.do("the edit form, from the live view's Edit link", chromedp.Navigate(fmt.Sprintf("%s/admin?edit=%d", h.srv.URL, saleID)))
+	b.waitFor("the edit form of the upcoming sale", 10*time.Second, `e.q('create-sale-form').getAttribute('data-mode') === 'edit' && !e.q('create-starts-at').disabled`)
+	b.waitFor("the start passed", 20*time.Second, fmt.Sprintf(`Date.now() > %d`, soon.Add(500*time.Millisecond).UnixMilli()))
+	b.do("move the start an hour later, save",
+		chromedp.SetValue(e2eTestID("create-starts-at"), soon.Add(time.Hour).Local().Format("2006-01-02T15:04")),
+		chromedp.Click(e2eTestID("create-sale-button")))
+	b.waitFor("SALE_STARTED beside the start, the start back and fixed", 10*time.Second, fmt.Sprintf(`e.shown(e.q('error-starts-at'))
+		&& e.text(e.q('error-starts-at')) === 'The sale has started meanwhile: its start can no longer move, and is back as it was. Save again to keep your other changes.'
+		&& e.q('create-starts-at').disabled && e.shown(e.q('starts-at-locked')) && e.q('create-starts-at').value === %q
+		&& e.text(e.q('form-status')) === 'Nothing was saved. Check the fields marked in red.'`, e2eLocalInput(soon)))
+	if n := h.sqlInt(`SELECT count(*) FROM sales WHERE id = ? AND starts_at = ?`, saleID, soon.UTC()); n != 1 {
+		t.Errorf("the start moved in postgres after SALE_STARTED")
+	}
+	b.do("stop editing", chromedp.Click(e2eTestID("edit-cancel")))
+	b.waitFor("the form back to creating, focus on the sale's Edit", 5*time.Second, fmt.Sprintf(`e.q('create-sale-form').getAttribute('data-mode') === 'create'
+		&& !e.q('create-starts-at').disabled && document.activeElement === document.querySelector('[data-testid="admin-sale"][data-sale-id="%d"] [data-testid="edit-sale"]')`, saleID))
+	b.do("back to the live view", chromedp.Navigate(fmt.Sprintf("%s/admin/sales/%d", h.srv.URL, saleID)))
+	b.waitFor("the sale running", 30*time.Second, `e.shown(e.q('live-panel')) && e.q('live-status').getAttribute('data-status') === 'running'`)
+
+	// The shopper, in a browser context of its own.
+	s := openShopperTab(t, browserCtx, e2eViewport{"desktop", 1280, 900, false}, "shopper")
+	saleURL := fmt.Sprintf("%s/sales/%d", h.srv.URL, saleID)
+	s.do("open the sale page", chromedp.Navigate(saleURL))
+	s.e2eLogin(sName, sPass)
+	s.openSalePage(saleURL)
+
+	// Pause: the shopper's attempt is told so in words, and nothing is sold.
+	b.do("Pause", chromedp.Click(e2eTestID("pause-button")))
+	b.waitFor("paused", 10*time.Second, `e.q('live-status').getAttribute('data-status') === 'paused' && e.q('pause-button').disabled && !e.q('resume-button').disabled
+		&& e.text(e.q('control-status')).startsWith('Paused')`)
+	s.solveCaptcha()
+	s.waitFor("Buy enabled", 10*time.Second, fmt.Sprintf(`!e.buy('%d').disabled`, items["Lamp"]))
+	s.do("Buy while paused", chromedp.Click(e2eBuyButton(items["Lamp"])))
+	s.waitFor("the pause sentence", 10*time.Second,
+		`e.text(e.q('message')) === 'The sale is paused by the merchant for a moment: nothing was reserved. Try again when it resumes.'`)
+	if n := h.sqlInt(`SELECT count(*) FROM orders WHERE user_id = ?`, shopper.ID); n != 0 {
+		t.Errorf("%d orders while paused, want 0", n)
+	}
+	b.do("Resume", chromedp.Click(e2eTestID("resume-button")))
+	b.waitFor("running again", 10*time.Second, `e.q('live-status').getAttribute('data-status') === 'running' && !e.q('pause-button').disabled
+		&& e.text(e.q('control-status')).startsWith('Resumed')`)
+
+	// Buy, before paying: frozen 1.
+	s.waitFor("a fresh captcha", 10*time.Second, `e.q('captcha-answer').value === '' && e.q('captcha-image').complete`)
+	s.solveCaptcha()
+	s.waitFor("Buy enabled again", 15*time.Second, fmt.Sprintf(`!e.buy('%d').disabled`, items["Lamp"]))
+	s.do("Buy", chromedp.Click(e2eBuyButton(items["Lamp"])))
+	raw := s.waitFor("the order awaiting payment", 15*time.Second, `(() => { const o = window.__shop.orders(); return o.length === 1 && o[0].status === 'PENDING' ? o[0].id : ''; })()`)
+	orderID := strings.Trim(string(raw), `"`)
+	b.waitFor("frozen 1", 10*time.Second, `e.text(e.q('live-frozen')) === '1' && e.text(e.q('live-paid')) === '0' && e.text(e.q('live-accepted')) === '1'
+		&& e.text(document.querySelector('[data-testid="live-item-row"] [data-col="frozen"]')) === '1'`)
+	during := b.liveView()
+	if l := during.Items["Lamp"]; l.Quantity != "6" || l.Frozen != "1" || l.Real != "6" || l.Paid != "0" || l.Displayed != "5" {
+		b.errorf("the Lamp before payment = %+v, want quantity 6, displayed 5, frozen 1, real 6, paid 0", l)
+	}
+	b.shootBoth(dir, "dashboard-during")
+
+	// Pay: paid 1, real one lower.
+	s.do("Pay", chromedp.Click(e2eOrderButton(orderID, "pay-button")))
+	s.waitFor("paid", 10*time.Second, `window.__shop.orders()[0].status === 'PAID'`)
+	b.waitFor("paid 1, real one lower", 10*time.Second, `e.text(e.q('live-paid')) === '1' && e.text(e.q('live-frozen')) === '0'`)
+	after := b.liveView()
+	if l := after.Items["Lamp"]; l.Frozen != "0" || l.Real != "5" || l.Paid != "1" || l.Displayed != "5" {
+		b.errorf("the Lamp after payment = %+v, want displayed 5, frozen 0, real 5, paid 1", l)
+	}
+	if after.Funnel["accepted"] != "1" || after.Funnel["paid"] != "1" || after.Funnel["written"] != "1" || after.Funnel["refused-paused"] != "1" {
+		b.errorf("funnel = %v, want 1 accepted, written and paid, 1 refused for the pause", after.Funnel)
+	}
+	if after.Chart.Accepted != "1" || after.Chart.Bars < 2 {
+		b.errorf("chart = %+v, want the accepted purchase and the refusal drawn", after.Chart)
+	}
+	if after.Books != "ok" && after.Books != "settling" {
+		b.errorf("reconciliation state = %q after a clean purchase", after.Books)
+	}
+
+	// Two more shoppers (through the API) take both units of the Lamp shade.
+	for u := int64(990001); u <= 990002; u++ {
+		tok := h.token(u, services.RoleShopper)
+		if r := h.buy(tok, items["Lamp shade"], h.purchaseToken(tok, saleID)); r.Status != http.StatusAccepted {
+			t.Fatalf("shopper %d buys a lamp shade: %d %s", u, r.Status, r.Raw)
+		}
+	}
+	h.drain(sale)
+
+	// Editing the running sale, from the live view's Edit link: its start is fixed (disabled,
+	// with the reason), and a quantity below what is sold is refused beside it, nothing saved.
+	if href := e2eEval[string](b, "the edit link", `e.q('nav-edit').getAttribute('href')`); href != fmt.Sprintf("/admin?edit=%d", saleID) {
+		t.Errorf("edit link = %q", href)
+	}
+	b.do("open the edit link", chromedp.Navigate(fmt.Sprintf("%s/admin?edit=%d", h.srv.URL, saleID)))
+	b.waitFor("the running sale's edit form, its start fixed", 10*time.Second, `e.q('create-sale-form').getAttribute('data-mode') === 'edit'
+		&& e.q('create-starts-at').disabled && e.shown(e.q('starts-at-locked')) && e.q('add-item').disabled && e.shown(e.q('add-item-locked'))
+		&& e.q('create-starts-at').getAttribute('aria-describedby').includes('hint-starts-at-locked')`)
+	b.do("the Lamp shade down to 1, save",
+		chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`(() => { const row = document.querySelector('[data-testid="item-rows"] [data-item-id="%d"]');
+			row.querySelector('[name="quantity"]').value = '1'; })()`, items["Lamp shade"])),
+		chromedp.Click(e2eTestID("create-sale-button")))
+	b.waitFor("the refusal beside the Lamp shade's quantity", 10*time.Second, fmt.Sprintf(`(() => {
+		const row = document.querySelector('[data-testid="item-rows"] [data-item-id="%d"]');
+		const err = row.querySelector('[data-testid="item-quantity-error"]');
+		return e.shown(err) && e.text(err) === 'Quantity cannot go below the 2 units already sold.'
+			&& document.activeElement === row.querySelector('[name="quantity"]')
+			&& e.text(e.q('form-status')) === 'Nothing was saved. Check the fields marked in red.'; })()`, items["Lamp shade"]))
+	if n := h.sqlInt(`SELECT quantity FROM items WHERE id = ?`, items["Lamp shade"]); n != 2 {
+		t.Errorf("lamp shade quantity = %d after a refused edit, want 2", n)
+	}
+	b.do("back to the live view", chromedp.Navigate(fmt.Sprintf("%s/admin/sales/%d", h.srv.URL, saleID)))
+	b.waitFor("the lamp shade sold out", 10*time.Second, `e.shown(e.q('live-panel')) && (() => {
+		const tr = Array.from(document.querySelectorAll('[data-testid="live-item-row"]')).find((r) => e.text(r.querySelector('th')) === 'Lamp shade');
+		return tr && e.text(tr.querySelector('[data-col="soldOut"]')) === 'sold out' && e.text(tr.querySelector('[data-col="frozen"]')) === '2'; })()`)
+
+	// End early, after the confirm step.
+	b.do("End early", chromedp.Click(e2eTestID("end-button")))
+	b.waitFor("the confirm step", 5*time.Second, `e.shown(e.q('end-confirm')) && document.activeElement === e.q('end-keep-button')`)
+	if n := h.sqlInt(`SELECT count(*) FROM sales WHERE id = ? AND ends_at > now()`, saleID); n != 1 {
+		t.Errorf("the sale ended before the merchant confirmed")
+	}
+	b.do("Yes, end it now", chromedp.Click(e2eTestID("end-confirm-button")))
+	b.waitFor("ended, every control off", 10*time.Second, `e.q('live-status').getAttribute('data-status') === 'ended'
+		&& ['warm-button', 'pause-button', 'resume-button', 'end-button'].every((id) => e.q(id).disabled) && e.text(e.q('control-status')).startsWith('Ended')`)
+	b.shootBoth(dir, "dashboard-after")
+
+	// 4. The orders of the sale, filtered, and the CSV.
+	if href := e2eEval[string](b, "the orders link", `e.q('nav-orders-page').getAttribute('href')`); href != fmt.Sprintf("/admin/sales/%d/orders", saleID) {
+		t.Errorf("orders link = %q", href)
+	}
+	b.do("open the orders", chromedp.Navigate(fmt.Sprintf("%s/admin/sales/%d/orders", h.srv.URL, saleID)))
+	b.waitFor("the three orders, newest first", 10*time.Second, `e.qa('order-row').length === 3 && e.text(e.q('orders-sale-name')) === 'Desk lamps, edited'
+		&& e.qa('order-row').map((r) => r.getAttribute('data-status')).join(' ') === 'PENDING PENDING PAID'`)
+	b.do("the shopper's orders", chromedp.SetValue(e2eTestID("filter-user"), strconv.FormatInt(shopper.ID, 10)), chromedp.Click(e2eTestID("filter-apply")))
+	b.waitFor("the one order, paid, of the shopper", 10*time.Second, fmt.Sprintf(`e.qa('order-row').length === 1 && e.q('order-row').getAttribute('data-order-id') === %q
+		&& e.q('order-row').getAttribute('data-status') === 'PAID' && e.text(e.q('order-user')) === '#%d' && location.search === '?userId=%d'`, orderID, shopper.ID, shopper.ID))
+	b.do("clear the filter", chromedp.Click(e2eTestID("filter-clear")))
+	b.waitFor("all three again", 10*time.Second, `e.qa('order-row').length === 3 && location.search === ''`)
+	b.do("the orders on a 390-pixel phone", chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile))
+	b.waitFor("the phone", 5*time.Second, `innerWidth === 390`)
+	if over := e2eEval[int](b, "the orders page's width", `document.documentElement.scrollWidth`); over > 390 {
+		b.errorf("the orders page is %d px wide on a 390-pixel phone", over)
+	}
+	b.screenshot(dir, "admin-orders-phone.png", "")
+	b.do("back to the desktop", chromedp.EmulateViewport(1280, 900))
+	b.do("only the orders awaiting payment", chromedp.SetValue(e2eTestID("filter-status"), "PENDING"),
+		chromedp.Evaluate[chromedp.Void](`document.querySelector('[data-testid="filter-status"]').dispatchEvent(new Event('change'))`))
+	b.waitFor("the two lamp shades", 10*time.Second, `e.qa('order-row').length === 2 && location.search === '?status=PENDING'`)
+	b.do("only the expired ones", chromedp.SetValue(e2eTestID("filter-status"), "EXPIRED"),
+		chromedp.Evaluate[chromedp.Void](`document.querySelector('[data-testid="filter-status"]').dispatchEvent(new Event('change'))`))
+	b.waitFor("none", 10*time.Second, `e.shown(e.q('orders-empty')) && e.qa('order-row').length === 0 && location.search === '?status=EXPIRED'`)
+	b.do("a shopper id that is not one", chromedp.SetValue(e2eTestID("filter-user"), "bob"), chromedp.Click(e2eTestID("filter-apply")))
+	b.waitFor("said beside the field", 5*time.Second, `e.shown(e.q('filter-user-error')) && e.q('filter-user').getAttribute('aria-invalid') === 'true'`)
+	csv := e2eEval[string](b, "the CSV", `(() => { const a = e.q('orders-csv'); return a.getAttribute('href'); })()`)
+	if csv != fmt.Sprintf("/api/admin/sales/%d/orders.csv", saleID) {
+		t.Errorf("CSV link = %q", csv)
+	}
+	body, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](`fetch(document.querySelector('[data-testid="orders-csv"]').href).then((r) => r.text())`, chromedp.EvalAwaitPromise))
+	if err != nil || !strings.Contains(body, orderID+","+strconv.FormatInt(items["Lamp"], 10)+",Lamp,"+strconv.FormatInt(shopper.ID, 10)+",PAID,4900,CNY,") {
+		t.Errorf("the CSV (%v):\n%s\nwant the paid order", err, body)
+	}
+	h.checkInvariants(sale)
+	b.checkConsole()
+	s.checkConsole()
+	t.Logf("control room in %v", time.Since(began).Round(time.Millisecond))
+}

@@ -1,0 +1,363 @@
+package tests
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/store"
+)
+
+// liveBody is GET /api/admin/sales/{saleId}/live as the dashboard reads it.
+type liveBody struct {
+	Sale struct {
+		SaleID   string  `json:"saleId"`
+		Name     string  `json:"name"`
+		Status   string  `json:"status"`
+		StartsAt string  `json:"startsAt"`
+		EndsAt   string  `json:"endsAt"`
+		Paused   bool    `json:"paused"`
+		LoadedAt *string `json:"loadedAt"`
+	} `json:"sale"`
+	Items []struct {
+		ItemID    string  `json:"itemId"`
+		Quantity  int64   `json:"quantity"`
+		Displayed int64   `json:"displayed"`
+		Frozen    int64   `json:"frozen"`
+		InFlight  int64   `json:"inFlight"`
+		Pending   int64   `json:"pending"`
+		Paid      int64   `json:"paid"`
+		Expired   int64   `json:"expired"`
+		Cancelled int64   `json:"cancelled"`
+		Real      int64   `json:"real"`
+		SoldOut   bool    `json:"soldOut"`
+		LoadedAt  *string `json:"loadedAt"`
+	} `json:"items"`
+	Reconciliation struct {
+		State  string `json:"state"`
+		Loaded bool   `json:"loaded"`
+		Checks []struct {
+			Name   string  `json:"name"`
+			ItemID *string `json:"itemId"`
+			OK     bool    `json:"ok"`
+			Detail string  `json:"detail"`
+		} `json:"checks"`
+	} `json:"reconciliation"`
+	Funnel struct {
+		Requests  int64            `json:"requests"`
+		Refused   map[string]int64 `json:"refused"`
+		Accepted  int64            `json:"accepted"`
+		Written   int64            `json:"written"`
+		Paid      int64            `json:"paid"`
+		Expired   int64            `json:"expired"`
+		Cancelled int64            `json:"cancelled"`
+	} `json:"funnel"`
+	Series []struct {
+		T        int64 `json:"t"`
+		Accepted int64 `json:"accepted"`
+		Refused  int64 `json:"refused"`
+	} `json:"series"`
+	Writer struct {
+		LagSeconds float64 `json:"lagSeconds"`
+		QueueDepth *uint64 `json:"queueDepth"`
+	} `json:"writer"`
+}
+
+func (h *harness) live(bearer string, saleID int64) (liveBody, response) {
+	h.t.Helper()
+	r := h.do("GET", fmt.Sprintf("/api/admin/sales/%d/live", saleID), bearer, nil)
+	var v liveBody
+	if r.Status == http.StatusOK {
+		if err := json.Unmarshal([]byte(r.Raw), &v); err != nil {
+			h.t.Fatalf("live view: %v in %s", err, r.Raw)
+		}
+		if r.Header.Get("Cache-Control") != "no-store" {
+			h.t.Errorf("live view Cache-Control = %q, want no-store", r.Header.Get("Cache-Control"))
+		}
+	}
+	return v, r
+}
+
+// liveUntil polls the live view (as the dashboard does) until ok holds, and fails after 10 s.
+func (h *harness) liveUntil(bearer string, saleID int64, what string, ok func(liveBody) bool) liveBody {
+	h.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		v, r := h.live(bearer, saleID)
+		if r.Status != http.StatusOK {
+			h.t.Fatalf("live view: %d %s", r.Status, r.Raw)
+		}
+		if ok(v) {
+			return v
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("live view never showed %s: %s", what, r.Raw)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// The live view counts known traffic exactly (across the per-instance counters flushed to Redis),
+// shows frozen, paid and real move as orders are written, paid and cancelled, and is the merchant's
+// alone.
+func TestLiveViewFunnelAndStock(t *testing.T) {
+	h := newHarness(t, harnessOpts{noWriter: true})
+	merchant := h.token(9000, services.RoleMerchant)
+	s := h.liveSale(3)
+	item := s.items[0]
+	shopper := func(u int64) string { return h.token(u, services.RoleShopper) }
+
+	v, r := h.live(merchant, s.sale)
+	if r.Status != http.StatusOK {
+		t.Fatalf("live view: %d %s", r.Status, r.Raw)
+	}
+	if v.Sale.SaleID != strconv.FormatInt(s.sale, 10) || v.Sale.Status != services.LiveRunning || v.Sale.Paused ||
+		v.Sale.LoadedAt == nil || len(v.Items) != 1 || v.Items[0].LoadedAt == nil || v.Items[0].Quantity != 3 ||
+		v.Items[0].Displayed != 3 || v.Items[0].Real != 3 || v.Items[0].Frozen != 0 || v.Reconciliation.State != services.ReconcileOK ||
+		v.Funnel.Requests != 0 || len(v.Funnel.Refused) != len(services.RefusalReasons) || len(v.Series) != 0 {
+		t.Fatalf("live view of a fresh sale: %s", r.Raw)
+	}
+
+	// Known traffic, every outcome once (the writer is off: accepted orders stay in flight).
+	accepted := map[int64]string{}
+	buyOK := func(u int64) {
+		t.Helper()
+		r := h.buy(shopper(u), item, h.purchaseToken(shopper(u), s.sale))
+		if r.Status != http.StatusAccepted {
+			t.Fatalf("shopper %d: %d %s", u, r.Status, r.Raw)
+		}
+		accepted[u] = r.str("orderId")
+	}
+	buyOK(1)
+	buyOK(2)
+	wantAdminCode(t, "second purchase", h.buy(shopper(1), item, h.purchaseToken(shopper(1), s.sale)), http.StatusConflict, services.CodeAlreadyPurchased)
+	wantAdminCode(t, "bad token", h.buy(shopper(5), item, "not-a-token"), http.StatusForbidden, services.CodeInvalidPurchaseToken)
+	c := h.do("POST", fmt.Sprintf("/api/flash-sales/%d/captcha", s.sale), shopper(7), nil)
+	wantAdminCode(t, "wrong captcha", h.do("POST", fmt.Sprintf("/api/flash-sales/%d/purchase-token", s.sale), shopper(7),
+		map[string]string{"captchaId": c.str("captchaId"), "answer": "wrong"}), http.StatusForbidden, services.CodeCaptchaFailed)
+	tok6 := h.purchaseToken(shopper(6), s.sale)
+	if r := h.saleAction(merchant, s.sale, "pause"); r.Status != http.StatusOK {
+		t.Fatalf("pause: %d %s", r.Status, r.Raw)
+	}
+	h.liveUntil(merchant, s.sale, "the pause", func(v liveBody) bool { return v.Sale.Paused && v.Sale.Status == services.LivePaused })
+	wantAdminCode(t, "purchase while paused", h.buy(shopper(6), item, tok6), http.StatusServiceUnavailable, services.CodePaused)
+	if r := h.saleAction(merchant, s.sale, "resume"); r.Status != http.StatusOK {
+		t.Fatalf("resume: %d %s", r.Status, r.Raw)
+	}
+	buyOK(3)
+	wantAdminCode(t, "sold out", h.buy(shopper(4), item, h.purchaseToken(shopper(4), s.sale)), http.StatusGone, services.CodeSoldOut)
+
+	// The counts reach Redis within about a second; the reservations are in flight, unwritten.
+	v = h.liveUntil(merchant, s.sale, "8 requests", func(v liveBody) bool { return v.Funnel.Requests >= 8 })
+	wantRefused := map[string]int64{services.RefusedSoldOut: 1, services.RefusedDuplicate: 1, services.RefusedRateLimited: 0,
+		services.RefusedBadToken: 1, services.RefusedCaptcha: 1, services.RefusedPaused: 1, services.RefusedOther: 0}
+	if v.Funnel.Requests != 8 || v.Funnel.Accepted != 3 || v.Funnel.Written != 0 || v.Funnel.Paid != 0 {
+		t.Errorf("funnel = %+v; want 8 requests, 3 accepted, none written", v.Funnel)
+	}
+	for reason, n := range wantRefused {
+		if got, ok := v.Funnel.Refused[reason]; !ok || got != n {
+			t.Errorf("refused %s = %d (present %v), want %d", reason, got, ok, n)
+		}
+	}
+	var sumA, sumR int64
+	for i, p := range v.Series {
+		sumA, sumR = sumA+p.Accepted, sumR+p.Refused
+		if i > 0 && p.T <= v.Series[i-1].T {
+			t.Errorf("series not in time order: %+v", v.Series)
+		}
+		if p.T < time.Now().Add(-time.Minute).Unix() || p.T > time.Now().Unix() {
+			t.Errorf("series second %d is not within the last minute", p.T)
+		}
+	}
+	if sumA != 3 || sumR != 5 {
+		t.Errorf("series totals accepted %d, refused %d; want 3 and 5: %+v", sumA, sumR, v.Series)
+	}
+	it := v.Items[0]
+	if it.InFlight != 3 || it.Frozen != 3 || it.Pending != 0 || it.Displayed != 0 || !it.SoldOut || it.Real != 3 {
+		t.Errorf("item before the writer ran = %+v; want 3 in flight and frozen, displayed 0, sold out, real 3", it)
+	}
+	if v.Writer.QueueDepth == nil || *v.Writer.QueueDepth == 0 {
+		t.Errorf("queue depth %v with three orders unwritten", v.Writer.QueueDepth)
+	}
+	v = h.liveUntil(merchant, s.sale, "a writer lag", func(v liveBody) bool { return v.Writer.LagSeconds >= 0.5 })
+	if v.Reconciliation.State == services.ReconcileViolation {
+		t.Errorf("reconciliation with orders in flight: %+v", v.Reconciliation)
+	}
+
+	// Another merchant, a shopper, an unknown sale, a bad id.
+	if _, r := h.live(h.token(9001, services.RoleMerchant), s.sale); r.Status != http.StatusNotFound || r.str("error") != string(services.CodeNotFound) {
+		t.Errorf("another merchant's live view: %d %s", r.Status, r.Raw)
+	}
+	if _, r := h.live(shopper(1), s.sale); r.Status != http.StatusForbidden {
+		t.Errorf("a shopper's live view: %d %s", r.Status, r.Raw)
+	}
+	if _, r := h.live(merchant, s.sale+1000); r.Status != http.StatusNotFound || r.str("error") != string(services.CodeNotFound) {
+		t.Errorf("an unknown sale's live view: %d %s", r.Status, r.Raw)
+	}
+	if r := h.do("GET", "/api/admin/sales/x1/live", merchant, nil); r.Status != http.StatusBadRequest || r.str("error") != string(services.CodeInvalidInput) {
+		t.Errorf("a bad sale id: %d %s", r.Status, r.Raw)
+	}
+
+	// The writer writes them: frozen stays (pending now), nothing in flight, no lag, queue empty.
+	h.app.Start(context.Background(), true, false)
+	h.drain(s)
+	v = h.liveUntil(merchant, s.sale, "three written", func(v liveBody) bool { return v.Funnel.Written == 3 && v.Items[0].InFlight == 0 })
+	if it := v.Items[0]; it.Pending != 3 || it.Frozen != 3 || it.Paid != 0 || it.Real != 3 || v.Writer.LagSeconds != 0 ||
+		v.Writer.QueueDepth == nil || *v.Writer.QueueDepth != 0 {
+		t.Errorf("after the writer: item %+v, writer %+v", it, v.Writer)
+	}
+
+	// Paid: frozen one lower, paid one, real one lower.
+	if r := h.do("POST", "/api/flash-sales/orders/"+accepted[1]+"/pay", shopper(1), nil); r.Status != http.StatusOK {
+		t.Fatalf("pay: %d %s", r.Status, r.Raw)
+	}
+	v = h.liveUntil(merchant, s.sale, "one paid", func(v liveBody) bool { return v.Funnel.Paid == 1 })
+	if it := v.Items[0]; it.Frozen != 2 || it.Paid != 1 || it.Real != 2 || it.Pending != 2 {
+		t.Errorf("after one payment: %+v; want frozen 2, paid 1, real 2", it)
+	}
+	// Cancelled: its unit goes back on display.
+	if r := h.do("POST", "/api/flash-sales/orders/"+accepted[2]+"/cancel", shopper(2), nil); r.Status != http.StatusOK {
+		t.Fatalf("cancel: %d %s", r.Status, r.Raw)
+	}
+	v = h.liveUntil(merchant, s.sale, "one cancelled", func(v liveBody) bool { return v.Funnel.Cancelled == 1 && v.Items[0].Displayed == 1 })
+	if it := v.Items[0]; it.Frozen != 1 || it.Paid != 1 || it.Real != 2 || it.Cancelled != 1 || it.SoldOut || v.Funnel.Written != 3 {
+		t.Errorf("after a cancel: %+v, funnel %+v", it, v.Funnel)
+	}
+	v = h.liveUntil(merchant, s.sale, "reconciled", func(v liveBody) bool { return v.Reconciliation.State == services.ReconcileOK })
+	for _, c := range v.Reconciliation.Checks {
+		if !c.OK || c.Detail == "" {
+			t.Errorf("check %+v after the queue drained", c)
+		}
+	}
+	h.checkInvariants(s)
+}
+
+// Two instances count into one funnel: each counts in memory and flushes to the same hash.
+func TestLiveFunnelAcrossInstances(t *testing.T) {
+	a := newHarness(t, harnessOpts{})
+	b := newHarness(t, harnessOpts{shared: a})
+	merchant := a.token(9000, services.RoleMerchant)
+	s := a.liveSale(2)
+	wantAdminCode(t, "bad token on b", b.buy(a.token(200, services.RoleShopper), s.items[0], "x"), http.StatusForbidden, services.CodeInvalidPurchaseToken)
+	for i, h := range []*harness{a, b, b} {
+		u := a.token(int64(100+i), services.RoleShopper)
+		want := []int{http.StatusAccepted, http.StatusAccepted, http.StatusGone}[i]
+		if r := h.buy(u, s.items[0], h.purchaseToken(u, s.sale)); r.Status != want {
+			t.Fatalf("purchase %d: %d %s, want %d", i, r.Status, r.Raw, want)
+		}
+	}
+	v := a.liveUntil(merchant, s.sale, "4 requests", func(v liveBody) bool { return v.Funnel.Requests >= 4 })
+	if v.Funnel.Requests != 4 || v.Funnel.Accepted != 2 || v.Funnel.Refused[services.RefusedSoldOut] != 1 || v.Funnel.Refused[services.RefusedBadToken] != 1 {
+		t.Errorf("funnel over two instances = %+v; want 4 requests: 2 accepted, 1 sold out, 1 bad token", v.Funnel)
+	}
+	// The second instance serves the same totals.
+	b.liveUntil(merchant, s.sale, "the same totals on b", func(w liveBody) bool { return w.Funnel.Requests == 4 && w.Funnel.Accepted == 2 })
+	a.checkInvariants(s)
+}
+
+// A sale is loaded FLASHSALE_WARM_AHEAD before its start: at once when created or edited closer,
+// by the warm button on demand; loadedAt says so in the live and stock views.
+func TestLiveWarmUpTiming(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	merchant := h.token(9000, services.RoleMerchant)
+	far := h.createSale(time.Now().Add(20*time.Minute), 2)
+	near := h.createSale(time.Now().Add(5*time.Minute), 2)
+	later := h.createSale(time.Now().Add(30*time.Minute), 1)
+	stockLoaded := func(saleID int64) any {
+		r := h.do("GET", fmt.Sprintf("/api/admin/sales/%d/stock", saleID), merchant, nil)
+		return itemsOf(r)[0]["loadedAt"]
+	}
+
+	if h.meta(near.sale, "loadedAt") == "" || stockLoaded(near.sale) == nil {
+		t.Errorf("a sale 5 minutes ahead is not loaded at creation")
+	}
+	v, _ := h.live(merchant, near.sale)
+	if v.Sale.LoadedAt == nil || v.Items[0].LoadedAt == nil || v.Sale.Status != services.LiveScheduled || v.Reconciliation.State != services.ReconcileOK {
+		t.Errorf("live view of the near sale: %+v", v)
+	}
+	// The keeper passes every 200 ms here: give it a few, the far sale stays out of Redis.
+	time.Sleep(time.Second)
+	for _, s := range []saleIDs{far, later} {
+		if st, err := h.app.Stock.State(context.Background(), s.sale); err != nil || st.Loaded {
+			t.Errorf("sale %d, 20+ minutes ahead, is loaded (%v)", s.sale, err)
+		}
+		if got := stockLoaded(s.sale); got != nil {
+			t.Errorf("stock view loadedAt of sale %d = %v, want null", s.sale, got)
+		}
+		v, r := h.live(merchant, s.sale)
+		if v.Sale.LoadedAt != nil || v.Items[0].LoadedAt != nil || v.Items[0].Displayed != -1 || v.Reconciliation.State != services.ReconcileOK ||
+			v.Reconciliation.Loaded {
+			t.Errorf("live view of a sale not loaded yet: %s", r.Raw)
+		}
+	}
+	// Before the start, tokens and purchases answer as they always did.
+	u := h.token(42, services.RoleShopper)
+	for _, s := range []saleIDs{far, near} {
+		c := h.do("POST", fmt.Sprintf("/api/flash-sales/%d/captcha", s.sale), u, nil)
+		r := h.do("POST", fmt.Sprintf("/api/flash-sales/%d/purchase-token", s.sale), u, map[string]string{"captchaId": c.str("captchaId"), "answer": "test"})
+		if r.Status != http.StatusTooEarly || r.str("error") != string(services.CodeNotStarted) || r.Header.Get("Retry-After") == "" {
+			t.Errorf("token before the start of sale %d: %d %s", s.sale, r.Status, r.Raw)
+		}
+		wantAdminCode(t, "purchase before the start", h.buy(u, s.items[0], "x"), http.StatusTooEarly, services.CodeNotStarted)
+	}
+
+	// The warm button loads the far one now; the live view shows it at once.
+	if r := h.saleAction(merchant, far.sale, "warm"); r.Status != http.StatusOK {
+		t.Fatalf("warm: %d %s", r.Status, r.Raw)
+	}
+	if h.redisStock(far, far.items[0]) != 2 || stockLoaded(far.sale) == nil {
+		t.Errorf("after warm: stock %d, loadedAt %v", h.redisStock(far, far.items[0]), stockLoaded(far.sale))
+	}
+	if v, r := h.live(merchant, far.sale); v.Sale.LoadedAt == nil || v.Items[0].LoadedAt == nil || v.Items[0].Displayed != 2 {
+		t.Errorf("live view after warm: %s", r.Raw)
+	}
+	// An edit that brings the start within the window loads it at once.
+	if r := h.patchSale(merchant, later.sale, map[string]any{"startsAt": time.Now().Add(3 * time.Minute).UTC().Format(time.RFC3339)}); r.Status != http.StatusOK {
+		t.Fatalf("edit: %d %s", r.Status, r.Raw)
+	}
+	if h.meta(later.sale, "loadedAt") == "" || h.redisStock(later, later.items[0]) != 1 {
+		t.Errorf("a sale edited to start in 3 minutes is not loaded")
+	}
+	h.checkInvariants(far)
+	h.checkInvariants(near)
+	h.checkInvariants(later)
+}
+
+// The keeper loads a sale by itself when its start comes within FLASHSALE_WARM_AHEAD, before the
+// start, even while the queue is not drained.
+func TestKeeperWarmsUpAhead(t *testing.T) {
+	h := newHarness(t, harnessOpts{env: map[string]string{"FLASHSALE_WARM_AHEAD": "3s"}})
+	start := time.Now().Add(6 * time.Second)
+	s := h.createSale(start, 4)
+	ctx := context.Background()
+	if st, err := h.app.Stock.State(ctx, s.sale); err != nil || st.Loaded {
+		t.Fatalf("a sale 6 s ahead with a 3 s warm-up is loaded at creation (%v)", err)
+	}
+	for {
+		st, err := h.app.Stock.State(ctx, s.sale)
+		if err == nil && st.Loaded {
+			if time.Now().After(start) || st.LoadedAt.Before(start.Add(-3*time.Second-500*time.Millisecond)) {
+				t.Errorf("loaded at %v, want within 3 s before the start %v", st.LoadedAt, start)
+			}
+			break
+		}
+		if time.Now().After(start) {
+			t.Fatal("the keeper did not load the sale before its start")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n, _ := h.app.Redis.Get(ctx, store.StockKey(s.sale, s.items[0])).Int64(); n != 4 {
+		t.Errorf("stock after the warm-up = %d, want 4", n)
+	}
+	time.Sleep(time.Until(start))
+	u := h.token(7, services.RoleShopper)
+	if r := h.buy(u, s.items[0], h.purchaseToken(u, s.sale)); r.Status != http.StatusAccepted {
+		t.Errorf("purchase after the start: %d %s", r.Status, r.Raw)
+	}
+	h.checkInvariants(s)
+}
