@@ -107,6 +107,15 @@ func (s *Sales) SetQueue(q Backlogger) { s.queue = q }
 // Live returns the merchant's live view of their sale (another merchant's sale is NOT_FOUND). It
 // is computed at most once a second per sale on this instance, and served to every poll meanwhile.
 func (s *Sales) Live(ctx context.Context, merchantID, saleID int64) (LiveView, error) {
+	// The owner first, from the catalog cache (a sale's merchant never changes): another
+	// merchant's poll costs no report.
+	row, err := s.cachedRow(ctx, saleID)
+	if err != nil {
+		return LiveView{}, err
+	}
+	if row.MerchantID != merchantID {
+		return LiveView{}, Errorf(CodeNotFound, "no sale %d", saleID)
+	}
 	v, err := s.liveCache.get(ctx, saleID, func(ctx context.Context) (LiveView, error) {
 		return s.live(ctx, saleID)
 	})

@@ -331,18 +331,18 @@ func TestLiveWarmUpTiming(t *testing.T) {
 // The keeper loads a sale by itself when its start comes within FLASHSALE_WARM_AHEAD, before the
 // start, even while the queue is not drained.
 func TestKeeperWarmsUpAhead(t *testing.T) {
-	h := newHarness(t, harnessOpts{env: map[string]string{"FLASHSALE_WARM_AHEAD": "3s"}})
-	start := time.Now().Add(6 * time.Second)
+	h := newHarness(t, harnessOpts{env: map[string]string{"FLASHSALE_WARM_AHEAD": "5s"}})
+	start := time.Now().Add(10 * time.Second).Truncate(time.Second) // the API takes whole seconds
 	s := h.createSale(start, 4)
 	ctx := context.Background()
 	if st, err := h.app.Stock.State(ctx, s.sale); err != nil || st.Loaded {
-		t.Fatalf("a sale 6 s ahead with a 3 s warm-up is loaded at creation (%v)", err)
+		t.Fatalf("a sale 10 s ahead with a 5 s warm-up is loaded at creation (%v)", err)
 	}
 	for {
 		st, err := h.app.Stock.State(ctx, s.sale)
 		if err == nil && st.Loaded {
-			if time.Now().After(start) || st.LoadedAt.Before(start.Add(-3*time.Second-500*time.Millisecond)) {
-				t.Errorf("loaded at %v, want within 3 s before the start %v", st.LoadedAt, start)
+			if time.Now().After(start) || st.LoadedAt.Before(start.Add(-5*time.Second-500*time.Millisecond)) {
+				t.Errorf("loaded at %v, want within 5 s before the start %v", st.LoadedAt, start)
 			}
 			break
 		}
