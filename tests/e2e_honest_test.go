@@ -162,7 +162,7 @@ func queueFlow(t *testing.T, browserCtx context.Context, v e2eViewport, dir stri
 		`e.q('order-status').getAttribute('data-status') === 'QUEUED' && e.shown(e.q('order-queue')) && /^You are number 3 in line, about \d+ seconds?\.$/.test(e.text(e.q('order-queue')))`)
 	b.screenshot(dir, "queue-order-"+v.name+".png", "")
 
-	// The writer starts: the order is recorded, the place in line goes.
+	// The writer starts: the order is recorded, the place in line goes, and it can be paid.
 	h.app.Start(context.Background(), true, false)
 	b.waitFor("the order is recorded and the queue line is gone", 15*time.Second,
 		`e.q('order-status').getAttribute('data-status') === 'PENDING' && !e.shown(e.q('order-queue')) && e.shown(e.q('pay-button'))`)
@@ -171,6 +171,14 @@ func queueFlow(t *testing.T, browserCtx context.Context, v e2eViewport, dir stri
 	}
 	if v.name == "desktop" {
 		checkPollGaps(t, "order page", polls.of(boxed.ID)[salePolls:]) // a new document: its own polls
+	}
+
+	// The shopper pays: the order is PAID on the page and in Postgres.
+	b.do("pay", chromedp.Click(e2eTestID("pay-button")))
+	b.waitFor("the order is paid", 10*time.Second,
+		`e.q('order-status').getAttribute('data-status') === 'PAID' && !e.shown(e.q('pay-button'))`)
+	if got := h.sqlInt(`SELECT count(*) FROM orders WHERE id = ? AND status = 'PAID' AND paid_at IS NOT NULL`, boxed.ID); got != 1 {
+		t.Errorf("order %s PAID in postgres: %d rows, want 1", boxed.ID, got)
 	}
 	b.checkConsole()
 	h.checkInvariants(s)
