@@ -12,6 +12,16 @@
 // generator. The bare-Gin and Gin+EVALSHA reference servers (ref-gin, ref-redis: subcommands
 // of this same binary) are driven with the same generator, and flashsale's figures are printed
 // as ratios of theirs. BENCHMARKS.md has the method and the latest figures.
+//
+// Layout: each scenario is one type in its own file (scenario_*.go) implementing Scenario
+// (scenario.go: name, usage, its own flags, run, checks, printout), listed in scenarios(); a new
+// scenario is one file and one line there. Runner (runner.go) is what they share: the server's
+// API and stores, its processes, fresh shoppers, measured phases and the references; steps.go
+// holds the capacity search the ladder-based ones use. The parts are internal packages: load
+// (the open-loop generator, its HTTP client and the shopper flows), hist (latency histograms),
+// tokens (JWT minting, token arenas), proc (the /proc process sampler), refs (the reference
+// servers), target (the server's API, its stores, the invariant check) and report (phase
+// reports, flat metrics, medians, compare and the tables).
 package main
 
 import (

@@ -57,6 +57,19 @@ type Options struct {
 	NoRef    bool
 	NoVerify bool
 	Quiet    bool
+
+	// sc is the scenario named Scenario as parsed, holding any flags it keeps in itself (a
+	// scenario's flags go in the fields above only to appear in the report's "options").
+	sc Scenario
+}
+
+// scenario returns the scenario to run: the parsed one, or a fresh one of that name (nil if
+// none is registered).
+func (o Options) scenario() Scenario {
+	if o.sc != nil {
+		return o.sc
+	}
+	return scenarioNamed(o.Scenario)
 }
 
 func envOr(name, def string) string {
@@ -80,8 +93,12 @@ func parseOptions(scenario string, args []string, stderr io.Writer) (Options, er
 	fs.Int64Var(&o.MerchantID, "merchant", 900000001, "merchant id the tool creates its sales as")
 
 	// Every command accepts every scenario's flags, as it always has (scripts pass them freely).
-	for _, s := range scenarios() {
+	all := scenarios()
+	for _, s := range all {
 		s.Flags(fs, &o)
+		if s.Name() == scenario {
+			o.sc = s
+		}
 	}
 
 	fs.Float64Var(&o.Rate, "rate", 0, "arrivals per second of one constant-rate run (soldout, reserve, ladder); 0: search with a ladder")
@@ -118,11 +135,11 @@ func parseOptions(scenario string, args []string, stderr io.Writer) (Options, er
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
-	return o, o.validate()
+	return o, o.validate(all)
 }
 
-// validate checks the options, the scenarios' own after the target's.
-func (o *Options) validate() error {
+// validate checks the options, the scenarios' own (as parsed into all) after the target's.
+func (o *Options) validate(all []Scenario) error {
 	var errs []error
 	if _, err := load.LoopbackAddr(o.URL); err != nil {
 		errs = append(errs, fmt.Errorf("-url: %w", err))
@@ -136,7 +153,7 @@ func (o *Options) validate() error {
 	if len(o.Secret) < 16 {
 		errs = append(errs, errors.New("-secret: at least 16 bytes"))
 	}
-	for _, s := range scenarios() {
+	for _, s := range all {
 		errs = append(errs, s.Validate(o)...)
 	}
 	if o.Rate < 0 || o.Duration <= 0 || o.StartRate <= 0 || o.Step <= 1 || o.MaxRate < o.StartRate || o.MaxSteps < 1 || o.Refine < 0 {

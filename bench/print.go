@@ -36,7 +36,7 @@ func printRun(w io.Writer, o Options, res *RunResult, title string) {
 	if title != "" {
 		title = " (" + title + ")"
 	}
-	if sc := scenarioNamed(o.Scenario); sc != nil {
+	if sc := o.scenario(); sc != nil {
 		sc.Print(w, o, res, title)
 		return
 	}

@@ -46,7 +46,7 @@ type Runner struct {
 
 // NewRunner checks the server answers and connects to its Postgres and Redis.
 func NewRunner(ctx context.Context, o Options, stdout, stderr io.Writer) (*Runner, error) {
-	sc := scenarioNamed(o.Scenario)
+	sc := o.scenario()
 	if sc == nil {
 		return nil, fmt.Errorf("unknown scenario %q", o.Scenario)
 	}

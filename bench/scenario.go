@@ -10,13 +10,16 @@ import (
 
 // A Scenario is one benchmark: its name and usage, the flags of its own, how it runs and how a
 // run is judged. Each lives in its own file (scenario_*.go); a new one is that file plus a line
-// in scenarios.
+// in scenarios. The instance whose flags were parsed is the one that runs, so a scenario may
+// keep flags in itself (a pointer type) rather than in Options, at the price of their not
+// appearing in the report's "options".
 type Scenario interface {
 	// Name is the sub-command ("rush").
 	Name() string
 	// Usage describes the scenario under "scenarios:" in the usage text, one line per line.
 	Usage() []string
-	// Flags registers the scenario's own flags into o; Validate checks them after parsing.
+	// Flags registers the scenario's own flags (into o, or into itself); Validate checks them
+	// after parsing.
 	Flags(fs *flag.FlagSet, o *Options)
 	Validate(o *Options) []error
 	// Run measures the scenario once against the Runner's server (and the references), adding

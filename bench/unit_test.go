@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
@@ -185,5 +186,34 @@ func TestChecks(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("printout lacks %q:\n%s", want, out.String())
 		}
+	}
+}
+
+// TestOptionsJSON: the parsed scenario travels with the options, and the report's "options"
+// keep their fields, in their order, and nothing else.
+func TestOptionsJSON(t *testing.T) {
+	o, err := parseOptions("reserve", nil, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.sc == nil || o.scenario().Name() != "reserve" || (Options{Scenario: "rush"}).scenario().Name() != "rush" {
+		t.Errorf("scenario: parsed %v, fresh %v", o.sc, (Options{Scenario: "rush"}).scenario())
+	}
+	b, err := json.Marshal(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.Token()
+	for dec.More() {
+		k, _ := dec.Token()
+		keys = append(keys, k.(string))
+		var v json.RawMessage
+		dec.Decode(&v)
+	}
+	want := "Scenario URL MetricsURL Secret DatabaseURL RedisURL ServerPID MerchantID N Window Units DoubleClick Lead Rate Duration StartRate Step MaxRate MaxSteps Refine ErrorLimit LoadFactor Workers Client Timeout MaxWait DrainTimeout Settle Arrivals Seed Runs JSON NoRef NoVerify Quiet"
+	if got := strings.Join(keys, " "); got != want {
+		t.Errorf("options keys:\n%s\nwant:\n%s", got, want)
 	}
 }

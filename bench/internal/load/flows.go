@@ -12,14 +12,17 @@ import (
 	"github.com/flashsale/flashsale/bench/internal/tokens"
 )
 
-// Paths and bodies of the two purchase-path calls.
+// TokenPath is the path of a sale's purchase-token call.
 func TokenPath(saleID int64) []byte {
 	return []byte("/api/flash-sales/" + strconv.FormatInt(saleID, 10) + "/purchase-token")
 }
+
+// PurchasePath is the path of an item's purchase call.
 func PurchasePath(itemID int64) []byte {
 	return []byte("/api/flash-sales/items/" + strconv.FormatInt(itemID, 10) + "/purchase")
 }
 
+// tokenBody is the purchase-token call's body: the test captcha's answer.
 var tokenBody = []byte(`{"captchaId":"bench","answer":"test"}`)
 
 // doubleClicks tells whether shopper i clicks twice: a fixed, evenly spread fraction.
