@@ -11,10 +11,15 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/flashsale/flashsale/bench/internal/proc"
+	"github.com/flashsale/flashsale/bench/internal/refs"
+	"github.com/flashsale/flashsale/bench/internal/target"
+	"github.com/flashsale/flashsale/bench/internal/tokens"
 	"github.com/flashsale/flashsale/store"
 	"github.com/flashsale/flashsale/testenv"
 )
@@ -22,9 +27,9 @@ import (
 func TestMain(m *testing.M) {
 	// The tool starts its reference servers by running its own executable, which in a test is
 	// this test binary: serve them here instead of running the tests.
-	if isRefChild() && len(os.Args) > 1 {
+	if refs.IsChild() && len(os.Args) > 1 {
 		ctx, stop := signalContext()
-		err := refMain(ctx, os.Args[1], os.Args[2:], os.Stderr)
+		err := refs.Serve(ctx, os.Args[1], os.Args[2:], os.Stderr)
 		stop()
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -74,7 +79,7 @@ func startServer(t *testing.T) *server {
 		"FLASHSALE_LOG_LEVEL=warn",
 	)
 	s.cmd.Stdout, s.cmd.Stderr = &lockedWriter{w: s.log}, &lockedWriter{w: s.log}
-	s.cmd.SysProcAttr = childAttr()
+	s.cmd.SysProcAttr = proc.ChildAttr()
 	if err := s.cmd.Start(); err != nil {
 		t.Fatalf("start the server: %v", err)
 	}
@@ -148,7 +153,7 @@ func TestRushSmall(t *testing.T) {
 	if p == nil {
 		t.Fatal("no flashsale rush phase")
 	}
-	shopper := func(c string) int64 { return p.outcome("shopper", c).Count }
+	shopper := func(c string) int64 { return p.Outcome("shopper", c).Count }
 	if got := shopper("202"); got != units {
 		t.Errorf("shoppers answered 202: %d, want exactly %d", got, units)
 	}
@@ -159,11 +164,11 @@ func TestRushSmall(t *testing.T) {
 		t.Errorf("shoppers answered 202, 409 or 410: %d, want all %d", got, shoppers)
 	}
 	for _, c := range []string{"5xx", "timeout", "neterr", "4xx", "425", "429"} {
-		if n := p.count(c); n != 0 {
+		if n := p.Count(c); n != 0 {
 			t.Errorf("%d requests answered %s, want none", n, c)
 		}
 	}
-	if got := p.outcome("dup", "202").Count + p.outcome("purchase", "202").Count; got != units {
+	if got := p.Outcome("dup", "202").Count + p.Outcome("purchase", "202").Count; got != units {
 		t.Errorf("purchase+dup 202s: %d, want %d", got, units)
 	}
 	if !res.Invariants.Checked || !res.Invariants.OK {
@@ -173,13 +178,13 @@ func TestRushSmall(t *testing.T) {
 		t.Error("report not OK")
 	}
 	// the reference replays the same shoppers, each sending the requests it sent to flashsale
-	if ref := res.phase("rush", tRefGin); ref == nil {
+	if ref := res.phase("rush", refs.Gin); ref == nil {
 		t.Error("no ref-gin rush phase")
 	} else {
 		if ref.Requests != p.Requests {
 			t.Errorf("ref-gin got %d requests, flashsale %d: want the same", ref.Requests, p.Requests)
 		}
-		if got := ref.outcome("shopper", "200").Count + ref.outcome("shopper", "410").Count; got != shoppers {
+		if got := ref.Outcome("shopper", "200").Count + ref.Outcome("shopper", "410").Count; got != shoppers {
 			t.Errorf("ref-gin answered %d shoppers, want %d", got, shoppers)
 		}
 	}
@@ -188,34 +193,34 @@ func TestRushSmall(t *testing.T) {
 	}
 
 	// The check must fail when the stores disagree: first a unit too many in Redis…
-	be, err := openBackends(ctx, o)
+	be, err := target.Open(ctx, o.DatabaseURL, o.RedisURL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer be.close()
-	merchant, _ := minter{secret: []byte(o.Secret), ttl: time.Hour}.merchant(o.MerchantID)
-	a := newAPI(o.URL, merchant)
+	defer be.Close()
+	merchant, _ := tokens.Minter{Secret: []byte(o.Secret), TTL: time.Hour}.Merchant(o.MerchantID)
+	a := target.NewAPI(o.URL, o.MetricsURL, merchant)
 	sales := res.Sales
 	item := sales[0].ItemIDs[0]
-	if err := be.rdb.IncrBy(ctx, store.StockKey(sales[0].SaleID, item), 1).Err(); err != nil {
+	if err := be.Redis.IncrBy(ctx, store.StockKey(sales[0].SaleID, item), 1).Err(); err != nil {
 		t.Fatal(err)
 	}
-	inv := verify(ctx, be, a, sales, 2*time.Second)
+	inv := target.Verify(ctx, be, a, sales, 2*time.Second)
 	if inv.OK || !anyContains(inv.Violations, "conservation") {
 		t.Errorf("after INCRBY stock: violations %q, want a conservation violation", inv.Violations)
 	}
-	if err := be.rdb.DecrBy(ctx, store.StockKey(sales[0].SaleID, item), 1).Err(); err != nil {
+	if err := be.Redis.DecrBy(ctx, store.StockKey(sales[0].SaleID, item), 1).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if inv := verify(ctx, be, a, sales, 2*time.Second); !inv.OK {
+	if inv := target.Verify(ctx, be, a, sales, 2*time.Second); !inv.OK {
 		t.Fatalf("after repairing Redis: %q", inv.Violations)
 	}
 	// … then an acknowledged order lost from Postgres.
 	gone := sales[0].Acked[0]
-	if err := be.db.Gorm().WithContext(ctx).Exec(`DELETE FROM orders WHERE id = ?::uuid`, gone).Error; err != nil {
+	if err := be.DB.Gorm().WithContext(ctx).Exec(`DELETE FROM orders WHERE id = ?::uuid`, gone).Error; err != nil {
 		t.Fatal(err)
 	}
-	inv = verify(ctx, be, a, sales, 2*time.Second)
+	inv = target.Verify(ctx, be, a, sales, 2*time.Second)
 	if inv.OK || !anyContains(inv.Violations, "acknowledged means durable") {
 		t.Errorf("after deleting order %s: violations %q, want an acknowledged-means-durable violation", gone, inv.Violations)
 	}
@@ -247,7 +252,7 @@ func TestPathScenariosSmall(t *testing.T) {
 		}
 		want := map[string]string{"soldout": "410", "reserve": "202"}[scenario]
 		for _, p := range res.Phases {
-			if got := p.outcome("shopper", want).Count; got != int64(p.Arrivals) || p.Dropped > 0 {
+			if got := p.Outcome("shopper", want).Count; got != int64(p.Arrivals) || p.Dropped > 0 {
 				// a dropped arrival on a loaded machine is possible; every sent one must be right
 				if got+p.Dropped != int64(p.Arrivals) {
 					t.Errorf("%s %s @ %s: %d of %d arrivals answered %s (%d dropped)", scenario, p.Name, p.Target, got, p.Arrivals, want, p.Dropped)
@@ -267,4 +272,16 @@ func anyContains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// lockedWriter serialises a child process's stdout and stderr into one buffer.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(b)
 }

@@ -12,6 +12,16 @@
 // generator. The bare-Gin and Gin+EVALSHA reference servers (ref-gin, ref-redis: subcommands
 // of this same binary) are driven with the same generator, and flashsale's figures are printed
 // as ratios of theirs. BENCHMARKS.md has the method and the latest figures.
+//
+// Layout: each scenario is one type in its own file (scenario_*.go) implementing Scenario
+// (scenario.go: name, usage, its own flags, run, checks, printout), listed in scenarios(); a new
+// scenario is one file and one line there. Runner (runner.go) is what they share: the server's
+// API and stores, its processes, fresh shoppers, measured phases and the references; steps.go
+// holds the capacity search the ladder-based ones use. The parts are internal packages: load
+// (the open-loop generator, its HTTP client and the shopper flows), hist (latency histograms),
+// tokens (JWT minting, token arenas), proc (the /proc process sampler), refs (the reference
+// servers), target (the server's API, its stores, the invariant check) and report (phase
+// reports, flat metrics, medians, compare and the tables).
 package main
 
 import (
@@ -22,6 +32,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/flashsale/flashsale/bench/internal/refs"
 )
 
 func main() {
@@ -36,44 +48,25 @@ func main() {
 	}
 }
 
-const usage = `usage: bench SCENARIO [flags]     (go run ./bench … or make bench ARGS="…")
-
-scenarios:
-  rush      N shoppers (-n 100000) arrive within -window (2s) of the sale's start for -units (10000);
-            each fetches a purchase token, then buys; -double-click (0.05) of them click twice
-  soldout   the refusal path alone: purchases of an already sold-out item, laddered to the highest
-            stable rate, then a latency run at -load (0.8) of it; the same against bare Gin
-  reserve   the winning path alone: purchases of an item that never runs out, same ladder and
-            latency run; the same against Gin + one EVALSHA of the reserve script
-  ladder    whole shopper visits (token, then purchase) at constant rates stepped up until errors
-            or dropped arrivals pass 1%; the same against both references
-
-other commands:
-  compare [-all] old.json new.json   metric by metric: old, new, delta
-  ref-gin -addr A                    the bare-Gin reference server (started by the scenarios)
-  ref-redis -addr A -redis-url U     the Gin + EVALSHA reference server (started by the scenarios)
-
-"bench SCENARIO -h" lists the flags. Only loopback targets are accepted.`
-
 var errUsage = errors.New("usage")
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, usage)
+		fmt.Fprintln(stderr, usageText())
 		return errUsage
 	}
 	cmd, args := args[0], args[1:]
 	switch cmd {
 	case "help", "-h", "-help", "--help":
-		fmt.Fprintln(stdout, usage)
+		fmt.Fprintln(stdout, usageText())
 		return nil
 	case "compare":
 		return compareMain(args, stdout, stderr)
-	case "ref-gin", "ref-redis":
-		return refMain(ctx, cmd, args, stderr)
-	case "rush", "soldout", "reserve", "ladder":
-	default:
-		fmt.Fprintln(stderr, usage)
+	case refs.Gin, refs.Redis:
+		return refs.Serve(ctx, cmd, args, stderr)
+	}
+	if scenarioNamed(cmd) == nil {
+		fmt.Fprintln(stderr, usageText())
 		return fmt.Errorf("unknown command %q", cmd)
 	}
 	o, err := parseOptions(cmd, args, stderr)

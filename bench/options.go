@@ -5,24 +5,18 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/url"
 	"os"
-	"runtime"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/flashsale/flashsale/bench/internal/load"
+	"github.com/flashsale/flashsale/bench/internal/target"
 )
 
-// The development defaults of the server and the Makefile's services (config.go, Makefile).
-const (
-	devJWTSecret       = "flashsale-dev-secret-do-not-use-in-production"
-	defaultURL         = "http://127.0.0.1:8080"
-	defaultDatabaseURL = "postgres://postgres@127.0.0.1:5433/flashsale?sslmode=disable"
-	defaultRedisURL    = "redis://127.0.0.1:6380/0"
-)
-
-// Options are every setting of a benchmark run.
+// Options are every setting of a benchmark run (the "options" of the JSON report). The fields
+// marked rush are the rush scenario's own flags (scenario_rush.go); the rest are common.
 type Options struct {
 	Scenario    string
 	URL         string // the flashsale under test
@@ -63,6 +57,19 @@ type Options struct {
 	NoRef    bool
 	NoVerify bool
 	Quiet    bool
+
+	// sc is the scenario named Scenario as parsed, holding any flags it keeps in itself (a
+	// scenario's flags go in the fields above only to appear in the report's "options").
+	sc Scenario
+}
+
+// scenario returns the scenario to run: the parsed one, or a fresh one of that name (nil if
+// none is registered).
+func (o Options) scenario() Scenario {
+	if o.sc != nil {
+		return o.sc
+	}
+	return scenarioNamed(o.Scenario)
 }
 
 func envOr(name, def string) string {
@@ -77,19 +84,22 @@ func parseOptions(scenario string, args []string, stderr io.Writer) (Options, er
 	o := Options{Scenario: scenario}
 	fs := flag.NewFlagSet(scenario, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&o.URL, "url", envOr("FLASHSALE_BENCH_URL", defaultURL), "flashsale under test (loopback only; env FLASHSALE_BENCH_URL)")
+	fs.StringVar(&o.URL, "url", envOr("FLASHSALE_BENCH_URL", target.DefaultURL), "flashsale under test (loopback only; env FLASHSALE_BENCH_URL)")
 	fs.StringVar(&o.MetricsURL, "metrics-url", envOr("FLASHSALE_BENCH_METRICS_URL", "http://127.0.0.1:9090/metrics"), "the server's /metrics, on its FLASHSALE_METRICS_ADDR (loopback only; env FLASHSALE_BENCH_METRICS_URL)")
-	fs.StringVar(&o.Secret, "secret", envOr("FLASHSALE_JWT_SECRET", devJWTSecret), "the server's JWT secret (env FLASHSALE_JWT_SECRET)")
-	fs.StringVar(&o.DatabaseURL, "database-url", envOr("FLASHSALE_DATABASE_URL", defaultDatabaseURL), "the server's Postgres, for the invariant check (env FLASHSALE_DATABASE_URL)")
-	fs.StringVar(&o.RedisURL, "redis-url", envOr("FLASHSALE_REDIS_URL", defaultRedisURL), "the server's Redis, for the invariant check and ref-redis (env FLASHSALE_REDIS_URL)")
+	fs.StringVar(&o.Secret, "secret", envOr("FLASHSALE_JWT_SECRET", target.DevJWTSecret), "the server's JWT secret (env FLASHSALE_JWT_SECRET)")
+	fs.StringVar(&o.DatabaseURL, "database-url", envOr("FLASHSALE_DATABASE_URL", target.DefaultDatabaseURL), "the server's Postgres, for the invariant check (env FLASHSALE_DATABASE_URL)")
+	fs.StringVar(&o.RedisURL, "redis-url", envOr("FLASHSALE_REDIS_URL", target.DefaultRedisURL), "the server's Redis, for the invariant check and ref-redis (env FLASHSALE_REDIS_URL)")
 	fs.IntVar(&o.ServerPID, "server-pid", 0, "pid of the server, for its CPU and memory (0: the process listening on -url's port)")
 	fs.Int64Var(&o.MerchantID, "merchant", 900000001, "merchant id the tool creates its sales as")
 
-	fs.IntVar(&o.N, "n", 100_000, "rush: distinct shoppers")
-	fs.DurationVar(&o.Window, "window", 2*time.Second, "rush: all shoppers arrive within this of the start")
-	fs.IntVar(&o.Units, "units", 10_000, "rush: units for sale")
-	fs.Float64Var(&o.DoubleClick, "double-click", 0.05, "rush: fraction of shoppers who send the purchase twice at once")
-	fs.DurationVar(&o.Lead, "lead", 3*time.Second, "rush: the sale starts this long after it is created")
+	// Every command accepts every scenario's flags, as it always has (scripts pass them freely).
+	all := scenarios()
+	for _, s := range all {
+		s.Flags(fs, &o)
+		if s.Name() == scenario {
+			o.sc = s
+		}
+	}
 
 	fs.Float64Var(&o.Rate, "rate", 0, "arrivals per second of one constant-rate run (soldout, reserve, ladder); 0: search with a ladder")
 	fs.DurationVar(&o.Duration, "duration", 3*time.Second, "length of a constant-rate run and of each ladder step")
@@ -125,28 +135,26 @@ func parseOptions(scenario string, args []string, stderr io.Writer) (Options, er
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
-	return o, o.validate()
+	return o, o.validate(all)
 }
 
-func (o *Options) validate() error {
+// validate checks the options, the scenarios' own (as parsed into all) after the target's.
+func (o *Options) validate(all []Scenario) error {
 	var errs []error
-	if _, err := loopbackAddr(o.URL); err != nil {
+	if _, err := load.LoopbackAddr(o.URL); err != nil {
 		errs = append(errs, fmt.Errorf("-url: %w", err))
 	}
-	if u, err := url.Parse(o.MetricsURL); err != nil || !isLoopbackHost(u.Hostname()) {
+	if u, err := url.Parse(o.MetricsURL); err != nil || !load.IsLoopbackHost(u.Hostname()) {
 		errs = append(errs, fmt.Errorf("-metrics-url %q: only a loopback server is measured", o.MetricsURL))
 	}
-	if u, err := url.Parse(o.RedisURL); err != nil || !isLoopbackHost(u.Hostname()) {
+	if u, err := url.Parse(o.RedisURL); err != nil || !load.IsLoopbackHost(u.Hostname()) {
 		errs = append(errs, fmt.Errorf("-redis-url %q: only a loopback Redis may be loaded (ref-redis)", o.RedisURL))
 	}
 	if len(o.Secret) < 16 {
 		errs = append(errs, errors.New("-secret: at least 16 bytes"))
 	}
-	if o.N < 1 || o.Units < 1 || o.Window <= 0 {
-		errs = append(errs, errors.New("-n, -units and -window must be positive"))
-	}
-	if o.DoubleClick < 0 || o.DoubleClick > 1 {
-		errs = append(errs, errors.New("-double-click is a fraction between 0 and 1"))
+	for _, s := range all {
+		errs = append(errs, s.Validate(o)...)
 	}
 	if o.Rate < 0 || o.Duration <= 0 || o.StartRate <= 0 || o.Step <= 1 || o.MaxRate < o.StartRate || o.MaxSteps < 1 || o.Refine < 0 {
 		errs = append(errs, errors.New("ladder flags: want -rate >= 0, -duration > 0, -start-rate > 0, -step > 1, -max-rate >= -start-rate, -max-steps >= 1, -refine >= 0"))
@@ -163,43 +171,13 @@ func (o *Options) validate() error {
 	if o.Arrivals != "poisson" && o.Arrivals != "uniform" {
 		errs = append(errs, errors.New("-arrivals is poisson or uniform"))
 	}
-	if o.Timeout <= 0 || o.MaxWait <= 0 || o.DrainTimeout <= 0 || o.Lead < time.Second {
+	if o.Timeout <= 0 || o.MaxWait <= 0 || o.DrainTimeout <= 0 || o.Lead < time.Second { // -lead is the rush's: checked here to keep the message whole
 		errs = append(errs, errors.New("-timeout, -max-wait and -drain-timeout must be positive, -lead at least 1s"))
 	}
 	if o.Runs < 1 || o.Runs > 20 {
 		errs = append(errs, errors.New("-runs must be between 1 and 20"))
 	}
 	return errors.Join(errs...)
-}
-
-// loopbackAddr checks that a URL names a loopback host and returns "ip:port" for dialling.
-func loopbackAddr(raw string) (string, error) {
-	u, err := url.Parse(raw)
-	if err != nil || u.Scheme != "http" || u.Host == "" {
-		return "", fmt.Errorf("%q: want http://127.0.0.1:PORT", raw)
-	}
-	host, port := u.Hostname(), u.Port()
-	if port == "" {
-		port = "80"
-	}
-	if !isLoopbackHost(host) {
-		return "", fmt.Errorf("%q: only loopback addresses may be load-test targets", raw)
-	}
-	if host == "localhost" {
-		host = "127.0.0.1"
-	}
-	if _, err := strconv.Atoi(port); err != nil {
-		return "", fmt.Errorf("%q: bad port", raw)
-	}
-	return net.JoinHostPort(host, port), nil
-}
-
-func isLoopbackHost(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 func portOf(raw string) int {
@@ -210,5 +188,3 @@ func portOf(raw string) int {
 	p, _ := strconv.Atoi(u.Port())
 	return p
 }
-
-func numCPU() int { return runtime.NumCPU() }

@@ -1,350 +1,219 @@
 package main
 
 import (
-	"math"
-	"math/rand/v2"
-	"net/http"
-	"net/http/httptest"
+	"bytes"
+	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/golang-jwt/jwt/v5"
+	"github.com/flashsale/flashsale/bench/internal/hist"
+	"github.com/flashsale/flashsale/bench/internal/proc"
+	"github.com/flashsale/flashsale/bench/internal/refs"
+	"github.com/flashsale/flashsale/bench/internal/report"
+	"github.com/flashsale/flashsale/bench/internal/target"
 )
 
-func TestBucketsCoverEveryValue(t *testing.T) {
-	r := rand.New(rand.NewPCG(1, 2))
-	vals := []int64{0, 1, 63, 64, 127, 128, 129, 255, 256, 1000, 1 << 20, maxValue - 1, maxValue}
-	for range 10000 {
-		vals = append(vals, r.Int64N(maxValue))
+// The usage as it was before the scenarios came from a registry: scripts and docs quote it.
+const wantUsage = `usage: bench SCENARIO [flags]     (go run ./bench … or make bench ARGS="…")
+
+scenarios:
+  rush      N shoppers (-n 100000) arrive within -window (2s) of the sale's start for -units (10000);
+            each fetches a purchase token, then buys; -double-click (0.05) of them click twice
+  soldout   the refusal path alone: purchases of an already sold-out item, laddered to the highest
+            stable rate, then a latency run at -load (0.8) of it; the same against bare Gin
+  reserve   the winning path alone: purchases of an item that never runs out, same ladder and
+            latency run; the same against Gin + one EVALSHA of the reserve script
+  ladder    whole shopper visits (token, then purchase) at constant rates stepped up until errors
+            or dropped arrivals pass 1%; the same against both references
+
+other commands:
+  compare [-all] old.json new.json   metric by metric: old, new, delta
+  ref-gin -addr A                    the bare-Gin reference server (started by the scenarios)
+  ref-redis -addr A -redis-url U     the Gin + EVALSHA reference server (started by the scenarios)
+
+"bench SCENARIO -h" lists the flags. Only loopback targets are accepted.`
+
+func TestUsage(t *testing.T) {
+	if got := usageText(); got != wantUsage {
+		t.Errorf("usage changed:\n%s\nwant:\n%s", got, wantUsage)
 	}
-	for _, v := range vals {
-		b := bucketOf(v)
-		lo, hi := bucketRange(b)
-		if b < 0 || b >= numBuckets || v < lo || v > hi {
-			t.Fatalf("value %d: bucket %d covers [%d, %d]", v, b, lo, hi)
-		}
-		if width := hi - lo + 1; v >= 2*subBuckets && float64(width)/float64(lo) > 1.0/subBuckets+1e-9 {
-			t.Fatalf("value %d: bucket [%d, %d] wider than 1/%d", v, lo, hi, subBuckets)
-		}
+	var out, errOut bytes.Buffer
+	if err := run(t.Context(), []string{"nosuch"}, &out, &errOut); err == nil || !strings.Contains(errOut.String(), "scenarios:") {
+		t.Errorf("an unknown command: %v, stderr %q: want an error and the usage", err, errOut.String())
 	}
-	if got := bucketOf(-5); got != 0 {
-		t.Errorf("bucketOf(-5) = %d, want 0", got)
+	if err := run(t.Context(), []string{"help"}, &out, &errOut); err != nil || !strings.HasPrefix(out.String(), "usage: bench") {
+		t.Errorf("help: %v, %q", err, out.String())
 	}
 }
 
-func TestHistQuantiles(t *testing.T) {
-	var h Hist
-	// 1 µs … 10,000 µs, once each
-	for i := 1; i <= 10000; i++ {
-		h.Record(time.Duration(i) * time.Microsecond)
-	}
-	s := h.Snapshot()
-	tests := []struct {
-		q    float64
-		want time.Duration
-	}{
-		{0.5, 5000 * time.Microsecond},
-		{0.9, 9000 * time.Microsecond},
-		{0.99, 9900 * time.Microsecond},
-		{0.999, 9990 * time.Microsecond},
-		{1, 10000 * time.Microsecond},
-		{0, 1 * time.Microsecond},
-	}
-	for _, tt := range tests {
-		got := s.Quantile(tt.q)
-		if rel := math.Abs(float64(got-tt.want)) / float64(tt.want); rel > 1.0/subBuckets {
-			t.Errorf("Quantile(%v) = %v, want %v within 1.6%%", tt.q, got, tt.want)
+// TestRegistry: every scenario is found by its name, once.
+func TestRegistry(t *testing.T) {
+	var names []string
+	for _, s := range scenarios() {
+		names = append(names, s.Name())
+		if scenarioNamed(s.Name()) == nil {
+			t.Errorf("scenarioNamed(%q) = nil", s.Name())
 		}
 	}
-	if s.Min != int64(time.Microsecond) || s.Max != int64(10*time.Millisecond) {
-		t.Errorf("min, max = %d, %d, want 1000, 10000000", s.Min, s.Max)
+	if want := []string{"rush", "soldout", "reserve", "ladder"}; !slices.Equal(names, want) {
+		t.Errorf("scenarios %v, want %v", names, want)
 	}
-	if got, want := s.Mean(), 5000500*time.Nanosecond; got != want {
-		t.Errorf("Mean() = %v, want %v", got, want)
-	}
-	sum := s.Summary()
-	if sum.Count != 10000 || sum.Max != 10 {
-		t.Errorf("Summary() = %+v, want count 10000, max 10 ms", sum)
+	if scenarioNamed("compare") != nil || scenarioNamed(refs.Gin) != nil {
+		t.Error("a command that is not a scenario was found as one")
 	}
 }
 
-func TestHistMergeAndEmpty(t *testing.T) {
-	var empty Hist
-	if got := empty.Snapshot().Quantile(0.99); got != 0 {
-		t.Errorf("empty Quantile = %v, want 0", got)
+// TestEveryCommandTakesEveryFlag: the scenarios' own flags stay accepted by every scenario, as
+// when they were all declared in one place, and -h lists them all.
+func TestEveryCommandTakesEveryFlag(t *testing.T) {
+	args := []string{"-n", "5", "-units", "2", "-window", "1s", "-double-click", "0", "-lead", "2s",
+		"-rate", "10", "-duration", "1s", "-load", "0.5", "-workers", "3", "-runs", "2", "-no-ref", "-quiet"}
+	for _, s := range scenarios() {
+		o, err := parseOptions(s.Name(), args, &bytes.Buffer{})
+		if err != nil {
+			t.Fatalf("%s: %v", s.Name(), err)
+		}
+		if o.Scenario != s.Name() || o.N != 5 || o.Units != 2 || o.Lead.Seconds() != 2 || o.Rate != 10 || o.LoadFactor != 0.5 || o.Workers != 3 || o.Runs != 2 || !o.NoRef {
+			t.Errorf("%s: options %+v", s.Name(), o)
+		}
+		var help bytes.Buffer
+		parseOptions(s.Name(), []string{"-h"}, &help)
+		for _, f := range []string{"-n int", "-double-click", "-lead", "-rate", "-load", "-settle", "-json", "-url"} {
+			if !strings.Contains(help.String(), "  "+f) {
+				t.Errorf("%s -h does not list %s", s.Name(), f)
+			}
+		}
 	}
-	var a, b Hist
-	for range 99 {
-		a.Record(time.Millisecond)
-	}
-	b.Record(time.Second)
-	s := a.Snapshot()
-	s.Merge(b.Snapshot())
-	if s.N != 100 {
-		t.Fatalf("merged N = %d, want 100", s.N)
-	}
-	if got := s.Quantile(0.99); got < time.Millisecond || float64(got) > float64(time.Millisecond)*(1+1.0/subBuckets) {
-		t.Errorf("p99 = %v, want 1ms within 1.6%% (the 99th of 100)", got)
-	}
-	if got := s.Quantile(0.999); got != time.Second {
-		t.Errorf("p99.9 = %v, want 1s", got)
+	o, err := parseOptions("soldout", nil, &bytes.Buffer{})
+	if err != nil || o.N != 100_000 || o.Units != 10_000 || o.Window.Seconds() != 2 || o.DoubleClick != 0.05 || o.Lead.Seconds() != 3 {
+		t.Errorf("defaults: %v, %+v", err, o)
 	}
 }
 
-func TestMedian(t *testing.T) {
-	tests := []struct {
-		in   []float64
-		want float64
-	}{
-		{[]float64{3}, 3},
-		{[]float64{3, 1, 2}, 2},
-		{[]float64{4, 1, 3, 2}, 2.5},
+func TestValidate(t *testing.T) {
+	_, err := parseOptions("soldout", []string{"-n", "0", "-workers", "0", "-client", "x", "-url", "http://10.0.0.1:1"}, &bytes.Buffer{})
+	want := `-url: "http://10.0.0.1:1": only loopback addresses may be load-test targets
+-n, -units and -window must be positive
+-workers must be between 1 and 20000
+-client is raw or std`
+	if err == nil || err.Error() != want {
+		t.Errorf("errors:\n%v\nwant:\n%s", err, want)
 	}
-	for _, tt := range tests {
-		if got := median(tt.in); got != tt.want {
-			t.Errorf("median(%v) = %v, want %v", tt.in, got, tt.want)
+	for _, args := range [][]string{{"-double-click", "2"}, {"-lead", "0s"}, {"-runs", "0"}, {"-redis-url", "redis://10.0.0.1:6379/0"}, {"extra"}} {
+		if _, err := parseOptions("rush", args, &bytes.Buffer{}); err == nil {
+			t.Errorf("%v: accepted", args)
 		}
-	}
-	runs := []*RunResult{{Metrics: map[string]float64{"a": 1, "b": 5}}, {Metrics: map[string]float64{"a": 3}}, {Metrics: map[string]float64{"a": 2}}}
-	m := medians(runs)
-	if m["a"] != 2 || m["b"] != 5 {
-		t.Errorf("medians = %v, want a=2 b=5", m)
 	}
 }
 
-func TestCompareMetrics(t *testing.T) {
-	old := map[string]float64{
-		"soldout.soldout_load.shopper.410.p99_ms": 20,
-		"flashsale.soldout.stable_rate":           1000,
-		"ratio.rush_answered_vs_ref_gin":          3,
-		"rush.accepted":                           10000,
-		"gone":                                    1,
-		"zero":                                    0,
-		"ref_gin.soldout.stable_rate":             100,
-	}
-	cur := map[string]float64{
-		"soldout.soldout_load.shopper.410.p99_ms": 10,
-		"flashsale.soldout.stable_rate":           900,
-		"ratio.rush_answered_vs_ref_gin":          3.01,
-		"rush.accepted":                           10000,
-		"new":                                     2,
-		"zero":                                    0,
-		"ref_gin.soldout.stable_rate":             50,
-	}
-	got := map[string]Delta{}
-	for _, d := range compareMetrics(old, cur) {
-		got[d.Metric] = d
-	}
-	tests := []struct {
-		metric  string
-		pct     float64
-		verdict string
-	}{
-		{"soldout.soldout_load.shopper.410.p99_ms", -50, "better"},
-		{"flashsale.soldout.stable_rate", -10, "worse"},
-		{"ratio.rush_answered_vs_ref_gin", 1.0 / 3, ""}, // under 2%: not judged
-		{"rush.accepted", 0, ""},
-		{"zero", 0, ""},
-		{"ref_gin.soldout.stable_rate", -50, ""}, // the reference's drift is not judged
-	}
-	for _, tt := range tests {
-		d, ok := got[tt.metric]
-		if !ok {
-			t.Fatalf("%s missing", tt.metric)
+func TestPortOfDSN(t *testing.T) {
+	for dsn, want := range map[string]int{
+		"postgres://postgres@127.0.0.1:5433/flashsale?sslmode=disable": 5433,
+		"postgres://u:p@localhost/db":                                  5432,
+		"host=/tmp dbname=x":                                           0,
+	} {
+		if got := portOfDSN(dsn); got != want {
+			t.Errorf("portOfDSN(%q) = %d, want %d", dsn, got, want)
 		}
-		if math.Abs(d.Pct-tt.pct) > 1e-9 || d.Verdict != tt.verdict {
-			t.Errorf("%s: pct %v verdict %q, want %v %q", tt.metric, d.Pct, d.Verdict, tt.pct, tt.verdict)
-		}
-	}
-	if d := got["gone"]; !math.IsNaN(d.New) || !math.IsNaN(d.Pct) {
-		t.Errorf("gone: %+v, want New and Pct NaN", d)
-	}
-	if d := got["new"]; !math.IsNaN(d.Old) || d.New != 2 {
-		t.Errorf("new: %+v, want Old NaN, New 2", d)
 	}
 }
 
-func TestMinterTokensVerifyWithGolangJWT(t *testing.T) {
-	secret := []byte("a-secret-of-at-least-16-bytes")
-	m := minter{secret: secret, ttl: time.Hour}
-	a := m.shoppers(12345, 5000) // enough to take the parallel path
-	if a.len() != 5000 {
-		t.Fatalf("len = %d, want 5000", a.len())
+// phase is a measured phase with the figures the checks read.
+func phase(name, tgt string, p99 float64, serverCPU float64) report.PhaseReport {
+	return report.PhaseReport{Name: name, Target: tgt, Rate: 800, Stable: true,
+		Outcomes: []report.Outcome{{Kind: "shopper", Class: "202", Count: 10, Lat: hist.Summary{Count: 10, P99: p99}}},
+		Procs:    map[string]proc.Report{"server": {CPUPerRq: serverCPU}}}
+}
+
+// TestChecks judges hand-made runs of each scenario: the scenario's metrics and targets.
+func TestChecks(t *testing.T) {
+	checks := func(res *RunResult) map[string]bool {
+		m := map[string]bool{}
+		for _, c := range res.Checks {
+			m[c.Name] = c.OK
+		}
+		return m
 	}
-	for _, i := range []int{0, 1, 2499, 2500, 4999} {
-		var c jwt.MapClaims
-		tok, err := jwt.ParseWithClaims(string(a.get(i)), &c, func(*jwt.Token) (any, error) { return secret, nil },
-			jwt.WithValidMethods([]string{"HS256"}), jwt.WithExpirationRequired())
-		if err != nil || !tok.Valid {
-			t.Fatalf("token %d: %v", i, err)
-		}
-		if got, want := c["sub"], "12345"; i == 0 && got != want {
-			t.Errorf("token 0 sub = %v, want %q", got, want)
-		}
-		if got := c["sub"]; got != itoa(12345+int64(i)) || c["role"] != "shopper" {
-			t.Errorf("token %d: sub %v role %v", i, got, c["role"])
+	o := Options{Scenario: "reserve", LoadFactor: 0.8}
+	res := &RunResult{Metrics: map[string]float64{},
+		Ladders:    []*report.LadderReport{{Target: tFlashsale, Flow: "reserve", Stable: 1000}, {Target: refs.Redis, Flow: "reserve", Stable: 2000}},
+		Phases:     []report.PhaseReport{phase("reserve load", tFlashsale, 30, 200), phase("reserve load", refs.Redis, 10, 100)},
+		Invariants: target.InvariantReport{Checked: true, OK: true}}
+	res.evaluate(reserve{}, o)
+	if got := res.Metrics["ratio.reserve_rate_vs_ref_redis"]; got != 0.5 {
+		t.Errorf("rate ratio %v, want 0.5", got)
+	}
+	if got := res.Metrics["ratio.reserve_load_p99_vs_ref_redis"]; got != 3 {
+		t.Errorf("p99 ratio %v, want 3", got)
+	}
+	if got := res.Metrics["flashsale.reserve.stable_rate"]; got != 1000 {
+		t.Errorf("stable rate metric %v", got)
+	}
+	if c := checks(res); len(c) != 3 || !c["invariants hold"] || !c["reserve stable rate ≥ 40% of Gin+EVALSHA"] || c["reserve p99 at 80% of the stable rate"] {
+		t.Errorf("reserve checks %v: want invariants and rate passed, the 30 ms p99 failed", c)
+	}
+
+	o = Options{Scenario: "soldout"}
+	res = &RunResult{Metrics: map[string]float64{},
+		Ladders: []*report.LadderReport{{Target: tFlashsale, Flow: "soldout", Stable: 600}, {Target: refs.Gin, Flow: "soldout", Stable: 1000}}}
+	res.evaluate(soldout{}, o)
+	if c := checks(res); len(c) != 1 || c["soldout stable rate ≥ 70% of bare Gin"] {
+		t.Errorf("soldout checks %v: want the 0.6 rate failed", c)
+	}
+
+	o = Options{Scenario: "rush"}
+	rr := &RushReport{Shoppers: 100, Units: 10, Accepted: 10, SoldOutAt: 1.5, AllAnsweredAt: 3, RefAllAnsweredAt: 2, AnsweredRatio: 1.5,
+		PersistAfterSellout: 0.5, ServerRSSPeak: 400}
+	res = &RunResult{Metrics: map[string]float64{}, Rush: rr,
+		Phases: []report.PhaseReport{phase("rush", tFlashsale, 5, 60), phase("rush", refs.Gin, 5, 40)}}
+	res.evaluate(rush{}, o)
+	if res.Metrics["rush.accepted"] != 10 || res.Metrics["ratio.rush_answered_vs_ref_gin"] != 1.5 || res.Metrics["ratio.rush_server_cpu_per_request_vs_ref_gin"] != 1.5 {
+		t.Errorf("rush metrics %v", res.Metrics)
+	}
+	c := checks(res)
+	if !c["sold out within 2 s of the start"] || !c["every shopper answered within 2.5× bare Gin"] || !c["zero 5xx, zero timeouts"] ||
+		!c["every accepted order in Postgres within 3 s of the sell-out"] || c["server RSS under rush"] {
+		t.Errorf("rush checks %v: want all passed but the 400 MiB RSS", c)
+	}
+	if _, ok := c["orders persisted per second"]; ok {
+		t.Error("the persist rate was judged on 10 orders")
+	}
+
+	var out bytes.Buffer
+	printRun(&out, o, res, "run 1 of 3")
+	for _, want := range []string{"== rush (run 1 of 3): 0 shoppers", "every shopper answered            3.00 s after the start", "FAIL  server RSS under rush"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("printout lacks %q:\n%s", want, out.String())
 		}
 	}
-	mt, err := m.merchant(900000001)
+}
+
+// TestOptionsJSON: the parsed scenario travels with the options, and the report's "options"
+// keep their fields, in their order, and nothing else.
+func TestOptionsJSON(t *testing.T) {
+	o, err := parseOptions("reserve", nil, &bytes.Buffer{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var c jwt.MapClaims
-	if _, err := jwt.ParseWithClaims(mt, &c, func(*jwt.Token) (any, error) { return secret, nil }); err != nil || c["role"] != "merchant" {
-		t.Errorf("merchant token: %v, claims %v", err, c)
+	if o.sc == nil || o.scenario().Name() != "reserve" || (Options{Scenario: "rush"}).scenario().Name() != "rush" {
+		t.Errorf("scenario: parsed %v, fresh %v", o.sc, (Options{Scenario: "rush"}).scenario())
 	}
-}
-
-func TestSchedule(t *testing.T) {
-	for _, kind := range []string{"uniform", "poisson"} {
-		off := schedule(1000, 2*time.Second, kind, 1)
-		if len(off) != 1000 {
-			t.Fatalf("%s: %d offsets, want 1000", kind, len(off))
-		}
-		for i, o := range off {
-			if o < 0 || o >= 2*time.Second || (i > 0 && o < off[i-1]) {
-				t.Fatalf("%s: offset %d = %v: out of [0, 2s) or out of order", kind, i, o)
-			}
-		}
-		again := schedule(1000, 2*time.Second, kind, 1)
-		for i := range off {
-			if off[i] != again[i] {
-				t.Fatalf("%s: not reproducible at %d", kind, i)
-			}
-		}
+	b, err := json.Marshal(o)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if u := schedule(4, time.Second, "uniform", 1); u[1] != 250*time.Millisecond {
-		t.Errorf("uniform[1] = %v, want 250ms", u[1])
+	var keys []string
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.Token()
+	for dec.More() {
+		k, _ := dec.Token()
+		keys = append(keys, k.(string))
+		var v json.RawMessage
+		dec.Decode(&v)
 	}
-}
-
-func TestJSONString(t *testing.T) {
-	tests := []struct {
-		body, key, want string
-	}{
-		{`{"purchaseToken":"abc.def","expiresAt":"x"}`, "purchaseToken", "abc.def"},
-		{`{"orderId": "0190-1", "status":"QUEUED"}`, "orderId", "0190-1"},
-		{`{"error":"SOLD_OUT","message":"sold out"}`, "error", "SOLD_OUT"},
-		{`{"xerror":"no","error":"YES"}`, "error", "YES"},
-		{`{"message":"error"}`, "error", ""},
-		{`{"error":1}`, "error", ""},
-	}
-	for _, tt := range tests {
-		if got := string(jsonString([]byte(tt.body), tt.key)); got != tt.want {
-			t.Errorf("jsonString(%s, %q) = %q, want %q", tt.body, tt.key, got, tt.want)
-		}
-	}
-}
-
-func TestLoopbackOnly(t *testing.T) {
-	tests := []struct {
-		url, want string
-		ok        bool
-	}{
-		{"http://127.0.0.1:8080", "127.0.0.1:8080", true},
-		{"http://localhost:9000/", "127.0.0.1:9000", true},
-		{"http://[::1]:8080", "[::1]:8080", true},
-		{"http://127.0.0.2:80", "127.0.0.2:80", true},
-		{"http://10.0.0.1:8080", "", false},
-		{"http://example.com:8080", "", false},
-		{"https://127.0.0.1:8080", "", false},
-		{"127.0.0.1:8080", "", false},
-	}
-	for _, tt := range tests {
-		got, err := loopbackAddr(tt.url)
-		if (err == nil) != tt.ok || got != tt.want {
-			t.Errorf("loopbackAddr(%q) = %q, %v; want %q, ok %v", tt.url, got, err, tt.want, tt.ok)
-		}
-	}
-}
-
-// TestRawConn checks the lean client against net/http's server: Content-Length, chunked
-// bodies, an empty 204, keep-alive across requests and Connection: close.
-func TestRawConn(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if got := r.Header.Get("X-Purchase-Token"); r.URL.Path == "/echo" && got != "tok" {
-			http.Error(w, "missing token "+got, 400)
-			return
-		}
-		switch r.URL.Path {
-		case "/echo":
-			b := make([]byte, r.ContentLength)
-			r.Body.Read(b)
-			w.WriteHeader(202)
-			w.Write([]byte(`{"orderId":"` + r.Header.Get("Authorization") + `","body":` + string(b) + `}`))
-		case "/chunked":
-			w.Write([]byte(strings.Repeat("a", 5000)))
-			w.(http.Flusher).Flush()
-			w.Write([]byte(strings.Repeat("b", 5000)))
-		case "/empty":
-			w.WriteHeader(204)
-		case "/close":
-			w.Header().Set("Connection", "close")
-			w.WriteHeader(410)
-			w.Write([]byte(`{"error":"SOLD_OUT"}`))
-		}
-	}))
-	defer srv.Close()
-	addr := strings.TrimPrefix(srv.URL, "http://")
-	c := &rawConn{addr: addr}
-	defer c.Close()
-	deadline := time.Now().Add(5 * time.Second)
-	send := func(r request) (int, string) {
-		t.Helper()
-		if err := c.Send(&r, deadline); err != nil {
-			t.Fatalf("send %s: %v", r.path, err)
-		}
-		st, body, err := c.Recv()
-		if err != nil {
-			t.Fatalf("recv %s: %v", r.path, err)
-		}
-		return st, string(body)
-	}
-	st, body := send(request{method: "POST", path: []byte("/echo"), bearer: []byte("jwt"), ptoken: []byte("tok"), body: []byte(`{"a":1}`)})
-	if st != 202 || body != `{"orderId":"Bearer jwt","body":{"a":1}}` {
-		t.Errorf("echo: %d %s", st, body)
-	}
-	first := c.c
-	st, body = send(request{method: "GET", path: []byte("/chunked")})
-	if st != 200 || len(body) != 10000 || body[4999] != 'a' || body[5000] != 'b' {
-		t.Errorf("chunked: %d, %d bytes", st, len(body))
-	}
-	if st, body := send(request{method: "POST", path: []byte("/empty")}); st != 204 || body != "" {
-		t.Errorf("empty: %d %q", st, body)
-	}
-	if c.c != first {
-		t.Errorf("the connection was not kept alive")
-	}
-	if st, body := send(request{method: "POST", path: []byte("/close")}); st != 410 || body != `{"error":"SOLD_OUT"}` || c.c != nil {
-		t.Errorf("close: %d %q, conn closed %v", st, body, c.c == nil)
-	}
-	if st, _ := send(request{method: "POST", path: []byte("/empty")}); st != 204 {
-		t.Errorf("after close: %d, want a new connection and 204", st)
-	}
-}
-
-func TestClassOf(t *testing.T) {
-	tests := []struct {
-		status int
-		want   class
-	}{
-		{200, c200}, {202, c202}, {409, c409}, {410, c410}, {425, c425}, {429, c429},
-		{403, c4xx}, {401, c4xx}, {500, c5xx}, {503, c5xx}, {302, c4xx},
-	}
-	for _, tt := range tests {
-		if got := classOf(tt.status, nil); got != tt.want {
-			t.Errorf("classOf(%d) = %s, want %s", tt.status, classNames[got], classNames[tt.want])
-		}
-	}
-	for _, c := range []class{c200, c202, c409, c410} {
-		if isError(c) {
-			t.Errorf("isError(%s) = true", classNames[c])
-		}
-	}
-	for _, c := range []class{c425, c429, c4xx, c5xx, cTimeout, cNetErr} {
-		if !isError(c) {
-			t.Errorf("isError(%s) = false", classNames[c])
-		}
+	want := "Scenario URL MetricsURL Secret DatabaseURL RedisURL ServerPID MerchantID N Window Units DoubleClick Lead Rate Duration StartRate Step MaxRate MaxSteps Refine ErrorLimit LoadFactor Workers Client Timeout MaxWait DrainTimeout Settle Arrivals Seed Runs JSON NoRef NoVerify Quiet"
+	if got := strings.Join(keys, " "); got != want {
+		t.Errorf("options keys:\n%s\nwant:\n%s", got, want)
 	}
 }

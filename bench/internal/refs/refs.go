@@ -1,7 +1,10 @@
-package main
+// Package refs holds the reference servers every flashsale figure is divided by, and starts them
+// as child processes of the tool (its own executable, run as "ref-gin" or "ref-redis").
+package refs
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -19,8 +22,17 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/flashsale/flashsale/bench/internal/load"
+	"github.com/flashsale/flashsale/bench/internal/proc"
+	"github.com/flashsale/flashsale/bench/internal/target"
 	"github.com/flashsale/flashsale/services"
 	"github.com/flashsale/flashsale/store"
+)
+
+// Names of the reference servers: the tool's sub-commands and the targets in reports.
+const (
+	Gin   = "ref-gin"
+	Redis = "ref-redis"
 )
 
 // The reference servers are the ceilings every flashsale figure is divided by. They serve the
@@ -36,40 +48,42 @@ import (
 // Both answer purchase-token with a constant token of the real token's length. Neither checks
 // the JWT: that is part of what flashsale's figures are measured against.
 
-const refToken = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA.AAAAAAAAAAAAAAAAAAAAAA" // 48+1+22, like flashsale's
+// Token is the constant purchase token the references hand out.
+const Token = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA.AAAAAAAAAAAAAAAAAAAAAA" // 48+1+22, like flashsale's
 
-// childEnv marks a process started by the tool as one of its reference servers (the test
+// ChildEnv marks a process started by the tool as one of its reference servers (the test
 // binary checks it in TestMain, since os.Executable is then the test binary).
-const childEnv = "FLASHSALE_BENCH_CHILD"
+const ChildEnv = "FLASHSALE_BENCH_CHILD"
 
-func isRefChild() bool { return os.Getenv(childEnv) == "1" }
+// IsChild tells whether this process was started as a reference server.
+func IsChild() bool { return os.Getenv(ChildEnv) == "1" }
 
-// refMain runs "ref-gin" or "ref-redis" with its flags until SIGINT or SIGTERM.
-func refMain(ctx context.Context, name string, args []string, stderr io.Writer) error {
+// Serve runs "ref-gin" or "ref-redis" with its flags until ctx is done (SIGINT or SIGTERM).
+func Serve(ctx context.Context, name string, args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	addr := fs.String("addr", "127.0.0.1:0", "listen address (loopback only)")
-	redisURL := fs.String("redis-url", envOr("FLASHSALE_REDIS_URL", defaultRedisURL), "Redis (ref-redis)")
+	redisURL := fs.String("redis-url", cmp.Or(os.Getenv("FLASHSALE_REDIS_URL"), target.DefaultRedisURL), "Redis (ref-redis)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	host, _, err := net.SplitHostPort(*addr)
-	if err != nil || !isLoopbackHost(host) {
+	if err != nil || !load.IsLoopbackHost(host) {
 		return fmt.Errorf("%s: -addr %q: only a loopback address is allowed", name, *addr)
 	}
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	r.GET("/readyz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ready"}) })
 	r.POST("/api/flash-sales/:saleId/purchase-token", func(c *gin.Context) {
-		c.JSON(http.StatusOK, gin.H{"purchaseToken": refToken, "expiresAt": time.Now().Add(30 * time.Second).UTC().Format(time.RFC3339Nano)})
+		c.JSON(http.StatusOK, gin.H{"purchaseToken": Token, "expiresAt": time.Now().Add(30 * time.Second).UTC().Format(time.RFC3339Nano)})
 	})
 	var cleanup func()
 	switch name {
-	case "ref-gin":
+	case Gin:
 		r.POST("/api/flash-sales/items/:itemId/purchase", func(c *gin.Context) {
 			c.JSON(http.StatusGone, gin.H{"error": "SOLD_OUT", "message": "sold out: every unit has been taken"})
 		})
-	case "ref-redis":
+	case Redis:
 		h, err := newRefReserve(ctx, *redisURL)
 		if err != nil {
 			return err
@@ -205,18 +219,18 @@ func (h *refReserve) purchase(c *gin.Context) {
 	}
 }
 
-// refProc is a reference server the tool started.
-type refProc struct {
-	name string
-	url  string
+// Proc is a reference server the tool started.
+type Proc struct {
+	Name string
+	URL  string
 	cmd  *exec.Cmd
 	out  *bytes.Buffer
 	done chan struct{}
 }
 
-// startRef starts a reference server as a child process (this same binary) on a free loopback
+// Start starts a reference server as a child process (this same binary) on a free loopback
 // port and waits until it answers.
-func startRef(ctx context.Context, name, redisURL string) (*refProc, error) {
+func Start(ctx context.Context, name, redisURL string) (*Proc, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -227,14 +241,14 @@ func startRef(ctx context.Context, name, redisURL string) (*refProc, error) {
 	}
 	addr := "127.0.0.1:" + strconv.Itoa(port)
 	cmd := exec.Command(exe, name, "-addr", addr, "-redis-url", redisURL)
-	cmd.Env = append(os.Environ(), childEnv+"=1")
+	cmd.Env = append(os.Environ(), ChildEnv+"=1")
 	out := &bytes.Buffer{}
 	cmd.Stdout, cmd.Stderr = &lockedWriter{w: out}, &lockedWriter{w: out}
-	cmd.SysProcAttr = childAttr()
+	cmd.SysProcAttr = proc.ChildAttr()
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	p := &refProc{name: name, url: "http://" + addr, cmd: cmd, out: out, done: make(chan struct{})}
+	p := &Proc{Name: name, URL: "http://" + addr, cmd: cmd, out: out, done: make(chan struct{})}
 	go func() {
 		cmd.Wait()
 		close(p.done)
@@ -247,24 +261,25 @@ func startRef(ctx context.Context, name, redisURL string) (*refProc, error) {
 			return nil, fmt.Errorf("%s exited at start: %s", name, bytes.TrimSpace(out.Bytes()))
 		default:
 		}
-		if resp, err := hc.Get(p.url + "/readyz"); err == nil {
+		if resp, err := hc.Get(p.URL + "/readyz"); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				return p, nil
 			}
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			p.stop()
+			p.Stop()
 			return nil, fmt.Errorf("%s did not answer on %s: %s", name, addr, bytes.TrimSpace(out.Bytes()))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 }
 
-func (p *refProc) pid() int { return p.cmd.Process.Pid }
+// PID is the server's process id.
+func (p *Proc) PID() int { return p.cmd.Process.Pid }
 
-// stop asks the server to stop (it cleans its Redis keys) and kills it if it does not.
-func (p *refProc) stop() {
+// Stop asks the server to stop (it cleans its Redis keys) and kills it if it does not.
+func (p *Proc) Stop() {
 	p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-p.done:
@@ -274,6 +289,7 @@ func (p *refProc) stop() {
 	}
 }
 
+// lockedWriter serialises the child's stdout and stderr into one buffer.
 type lockedWriter struct {
 	mu sync.Mutex
 	w  io.Writer

@@ -1,4 +1,4 @@
-package main
+package load
 
 import (
 	"fmt"
@@ -9,9 +9,9 @@ import (
 	"time"
 )
 
-// progress prints one status line while a phase runs: on a terminal it is rewritten in place
+// Progress prints one status line while a phase runs: on a terminal it is rewritten in place
 // twice a second, otherwise a line is printed every two seconds.
-type progress struct {
+type Progress struct {
 	w    io.Writer
 	tty  bool
 	mu   sync.Mutex
@@ -26,11 +26,12 @@ type progress struct {
 	done chan struct{}
 }
 
-func newProgress(w io.Writer, enabled bool) *progress {
+// NewProgress starts the progress line on w; disabled, it returns nil, which prints nothing.
+func NewProgress(w io.Writer, enabled bool) *Progress {
 	if !enabled {
 		return nil
 	}
-	p := &progress{w: w, stop: make(chan struct{}), done: make(chan struct{})}
+	p := &Progress{w: w, stop: make(chan struct{}), done: make(chan struct{})}
 	if f, ok := w.(*os.File); ok {
 		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
 			p.tty = true
@@ -40,7 +41,7 @@ func newProgress(w io.Writer, enabled bool) *progress {
 	return p
 }
 
-func (p *progress) set(name string, s *Stats, n int) {
+func (p *Progress) set(name string, s *Stats, n int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if s == nil && p.s != nil && p.tty {
@@ -50,8 +51,8 @@ func (p *progress) set(name string, s *Stats, n int) {
 	p.last.t, p.last.req = time.Now(), 0
 }
 
-// note prints a message line, not overwritten by the ticker.
-func (p *progress) note(format string, args ...any) {
+// Note prints a message line, not overwritten by the ticker.
+func (p *Progress) Note(format string, args ...any) {
 	if p == nil {
 		return
 	}
@@ -63,7 +64,7 @@ func (p *progress) note(format string, args ...any) {
 	fmt.Fprintf(p.w, format+"\n", args...)
 }
 
-func (p *progress) loop() {
+func (p *Progress) loop() {
 	defer close(p.done)
 	every := 2 * time.Second
 	if p.tty {
@@ -81,7 +82,7 @@ func (p *progress) loop() {
 	}
 }
 
-func (p *progress) print() {
+func (p *Progress) print() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s := p.s
@@ -95,13 +96,13 @@ func (p *progress) print() {
 	el := now.Sub(s.base).Seconds()
 	started, done := s.started.Load(), s.done.Load()
 	var codes []string
-	for _, c := range []class{c200, c202, c409, c410, c5xx, cTimeout, cNetErr} {
+	for _, c := range []Class{Class200, Class202, Class409, Class410, Class5xx, ClassTimeout, ClassNetErr} {
 		var n int64
-		for k := kToken; k < kArrival; k++ {
-			n += s.count(k, c)
+		for k := KindToken; k < KindArrival; k++ {
+			n += s.Count(k, c)
 		}
 		if n > 0 {
-			codes = append(codes, fmt.Sprintf("%s:%d", classNames[c], n))
+			codes = append(codes, fmt.Sprintf("%s:%d", ClassNames[c], n))
 		}
 	}
 	sched, dropped := s.scheduled.Load(), s.dropped.Load()
@@ -114,7 +115,8 @@ func (p *progress) print() {
 	}
 }
 
-func (p *progress) close() {
+// Close stops the progress line.
+func (p *Progress) Close() {
 	if p == nil {
 		return
 	}

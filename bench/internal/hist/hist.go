@@ -1,4 +1,6 @@
-package main
+// Package hist is the generator's latency histogram: lock-free, allocation-free recording from
+// every worker at once, and percentiles read from a frozen copy.
+package hist
 
 import (
 	"math"
@@ -44,7 +46,7 @@ func bucketRange(i int) (lo, hi int64) {
 	return m << shift, (m+1)<<shift - 1
 }
 
-// Hist is a concurrent latency histogram.
+// Hist is a concurrent latency histogram; its zero value is empty and ready.
 type Hist struct {
 	counts [numBuckets]atomic.Uint64
 	n      atomic.Uint64
@@ -83,8 +85,8 @@ func (h *Hist) Record(d time.Duration) {
 func (h *Hist) Count() uint64 { return h.n.Load() }
 
 // Snapshot copies the histogram for reading (and merging).
-func (h *Hist) Snapshot() HistSnap {
-	s := HistSnap{Counts: make([]uint64, numBuckets), N: h.n.Load(), Sum: h.sum.Load(), Max: h.max.Load()}
+func (h *Hist) Snapshot() Snap {
+	s := Snap{Counts: make([]uint64, numBuckets), N: h.n.Load(), Sum: h.sum.Load(), Max: h.max.Load()}
 	if m := h.min.Load(); m > 0 {
 		s.Min = m - 1
 	}
@@ -94,15 +96,15 @@ func (h *Hist) Snapshot() HistSnap {
 	return s
 }
 
-// HistSnap is a frozen histogram.
-type HistSnap struct {
+// Snap is a frozen histogram: the counts of every bucket, and the count, sum, min and max.
+type Snap struct {
 	Counts   []uint64
 	N, Sum   uint64
 	Min, Max int64
 }
 
 // Merge adds o into s.
-func (s *HistSnap) Merge(o HistSnap) {
+func (s *Snap) Merge(o Snap) {
 	if o.N == 0 {
 		return
 	}
@@ -124,7 +126,7 @@ func (s *HistSnap) Merge(o HistSnap) {
 
 // Quantile returns the value at quantile q (0..1): the midpoint of the bucket holding the
 // ceil(q*N)-th smallest observation, clamped to the observed min and max.
-func (s HistSnap) Quantile(q float64) time.Duration {
+func (s Snap) Quantile(q float64) time.Duration {
 	if s.N == 0 {
 		return 0
 	}
@@ -150,15 +152,15 @@ func (s HistSnap) Quantile(q float64) time.Duration {
 }
 
 // Mean returns the average observation.
-func (s HistSnap) Mean() time.Duration {
+func (s Snap) Mean() time.Duration {
 	if s.N == 0 {
 		return 0
 	}
 	return time.Duration(s.Sum / s.N)
 }
 
-// LatSummary is the printable and JSON form of a histogram, in milliseconds.
-type LatSummary struct {
+// Summary is the printable and JSON form of a histogram, in milliseconds.
+type Summary struct {
 	Count int64   `json:"count"`
 	Mean  float64 `json:"mean_ms"`
 	P50   float64 `json:"p50_ms"`
@@ -171,10 +173,10 @@ type LatSummary struct {
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // Summary computes the percentiles of s.
-func (s HistSnap) Summary() LatSummary {
+func (s Snap) Summary() Summary {
 	if s.N == 0 {
-		return LatSummary{}
+		return Summary{}
 	}
-	return LatSummary{Count: int64(s.N), Mean: ms(s.Mean()), P50: ms(s.Quantile(0.5)), P90: ms(s.Quantile(0.9)),
+	return Summary{Count: int64(s.N), Mean: ms(s.Mean()), P50: ms(s.Quantile(0.5)), P90: ms(s.Quantile(0.9)),
 		P99: ms(s.Quantile(0.99)), P999: ms(s.Quantile(0.999)), Max: ms(time.Duration(s.Max))}
 }

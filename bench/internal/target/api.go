@@ -1,4 +1,7 @@
-package main
+// Package target is the flashsale under test as the tool sees it: the few calls it makes besides
+// the load (creating sales, the merchant's stock view, /metrics), the server's Postgres and Redis,
+// and the end-of-run invariant check.
+package target
 
 import (
 	"bufio"
@@ -13,20 +16,31 @@ import (
 	"time"
 )
 
-// api makes the tool's few non-load calls (creating sales, the merchant's stock view, /metrics)
+// The development defaults of the server and the Makefile's services (config.go, Makefile).
+const (
+	DevJWTSecret       = "flashsale-dev-secret-do-not-use-in-production"
+	DefaultURL         = "http://127.0.0.1:8080"
+	DefaultDatabaseURL = "postgres://postgres@127.0.0.1:5433/flashsale?sslmode=disable"
+	DefaultRedisURL    = "redis://127.0.0.1:6380/0"
+)
+
+// API makes the tool's few non-load calls (creating sales, the merchant's stock view, /metrics)
 // through net/http; only the load itself goes through the lean client.
-type api struct {
+type API struct {
 	base     string
 	metrics  string // the server's /metrics URL ("" : base + /metrics)
 	hc       *http.Client
 	merchant string // merchant JWT
 }
 
-func newAPI(base, merchant string) *api {
-	return &api{base: strings.TrimRight(base, "/"), merchant: merchant, hc: &http.Client{Timeout: 30 * time.Second}}
+// NewAPI calls the server at base as the merchant whose JWT is merchant; metrics is its /metrics
+// URL ("": base + /metrics).
+func NewAPI(base, metrics, merchant string) *API {
+	return &API{base: strings.TrimRight(base, "/"), metrics: metrics, merchant: merchant, hc: &http.Client{Timeout: 30 * time.Second}}
 }
 
-func (a *api) do(ctx context.Context, method, path, bearer string, body, out any, headers ...string) (int, []byte, error) {
+// Do sends one JSON request and decodes a 2xx answer into out; it returns the status and the body.
+func (a *API) Do(ctx context.Context, method, path, bearer string, body, out any, headers ...string) (int, []byte, error) {
 	var rd io.Reader
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -65,11 +79,11 @@ func (a *api) do(ctx context.Context, method, path, bearer string, body, out any
 	return resp.StatusCode, b, nil
 }
 
-// ready waits up to d for GET /readyz to answer 200.
-func (a *api) ready(ctx context.Context, d time.Duration) error {
+// Ready waits up to d for GET /readyz to answer 200.
+func (a *API) Ready(ctx context.Context, d time.Duration) error {
 	deadline := time.Now().Add(d)
 	for {
-		st, body, err := a.do(ctx, "GET", "/readyz", "", nil, nil)
+		st, body, err := a.Do(ctx, "GET", "/readyz", "", nil, nil)
 		if err == nil && st == http.StatusOK {
 			return nil
 		}
@@ -77,14 +91,14 @@ func (a *api) ready(ctx context.Context, d time.Duration) error {
 			if err != nil {
 				return fmt.Errorf("%s/readyz: %w (is the server running? `make bench` starts one)", a.base, err)
 			}
-			return httpErrorf(st, body, "%s/readyz", a.base)
+			return HTTPErrorf(st, body, "%s/readyz", a.base)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 }
 
-// saleRecord is a sale the tool created, with what it saw accepted.
-type saleRecord struct {
+// Sale is a sale the tool created, with what it saw accepted.
+type Sale struct {
 	SaleID   int64    `json:"sale_id"`
 	ItemIDs  []int64  `json:"item_ids"`
 	Quantity int      `json:"quantity"`
@@ -92,9 +106,9 @@ type saleRecord struct {
 	NAcked   int      `json:"accepted"`
 }
 
-// createSale creates a one-item sale as the merchant (POST /api/admin/sales), open from starts
+// CreateSale creates a one-item sale as the merchant (POST /api/admin/sales), open from starts
 // for lasts: short, since the server's background jobs look at every live sale.
-func (a *api) createSale(ctx context.Context, name string, starts time.Time, lasts time.Duration, quantity int) (*saleRecord, error) {
+func (a *API) CreateSale(ctx context.Context, name string, starts time.Time, lasts time.Duration, quantity int) (*Sale, error) {
 	in := map[string]any{
 		"name": name, "startsAt": starts.UTC().Format(time.RFC3339Nano), "endsAt": starts.Add(lasts).UTC().Format(time.RFC3339Nano),
 		"items": []map[string]any{{"name": "bench unit", "priceCents": 100, "quantity": quantity}},
@@ -105,12 +119,12 @@ func (a *api) createSale(ctx context.Context, name string, starts time.Time, las
 			ItemID string `json:"itemId"`
 		} `json:"items"`
 	}
-	st, body, err := a.do(ctx, "POST", "/api/admin/sales", a.merchant, in, &out)
+	st, body, err := a.Do(ctx, "POST", "/api/admin/sales", a.merchant, in, &out)
 	if err != nil {
 		return nil, err
 	}
 	if st != http.StatusCreated {
-		return nil, httpErrorf(st, body, "create sale")
+		return nil, HTTPErrorf(st, body, "create sale")
 	}
 	id, err := strconv.ParseInt(out.SaleID, 10, 64)
 	if err != nil || len(out.Items) != 1 {
@@ -120,11 +134,11 @@ func (a *api) createSale(ctx context.Context, name string, starts time.Time, las
 	if err != nil {
 		return nil, fmt.Errorf("create sale: unexpected answer %s", body)
 	}
-	return &saleRecord{SaleID: id, ItemIDs: []int64{item}, Quantity: quantity}, nil
+	return &Sale{SaleID: id, ItemIDs: []int64{item}, Quantity: quantity}, nil
 }
 
-// adminItem is one item of GET /api/admin/sales/{id}/stock.
-type adminItem struct {
+// AdminItem is one item of GET /api/admin/sales/{id}/stock.
+type AdminItem struct {
 	ItemID     string `json:"itemId"`
 	Quantity   int64  `json:"quantity"`
 	Displayed  int64  `json:"displayed"`
@@ -136,50 +150,51 @@ type adminItem struct {
 	Reconciled bool   `json:"reconciled"`
 }
 
-func (a *api) adminStock(ctx context.Context, saleID int64) ([]adminItem, error) {
+// AdminStock returns the merchant's view of a sale's stock.
+func (a *API) AdminStock(ctx context.Context, saleID int64) ([]AdminItem, error) {
 	var out struct {
-		Items []adminItem `json:"items"`
+		Items []AdminItem `json:"items"`
 	}
-	st, body, err := a.do(ctx, "GET", "/api/admin/sales/"+strconv.FormatInt(saleID, 10)+"/stock", a.merchant, nil, &out)
+	st, body, err := a.Do(ctx, "GET", "/api/admin/sales/"+strconv.FormatInt(saleID, 10)+"/stock", a.merchant, nil, &out)
 	if err != nil {
 		return nil, err
 	}
 	if st != http.StatusOK {
-		return nil, httpErrorf(st, body, "merchant stock of sale %d", saleID)
+		return nil, HTTPErrorf(st, body, "merchant stock of sale %d", saleID)
 	}
 	return out.Items, nil
 }
 
-// buy makes one shopper buy one unit the ordinary way (token, then purchase) and returns the
+// Buy makes one shopper buy one unit the ordinary way (token, then purchase) and returns the
 // order id.
-func (a *api) buy(ctx context.Context, shopperJWT string, saleID, itemID int64) (string, error) {
+func (a *API) Buy(ctx context.Context, shopperJWT string, saleID, itemID int64) (string, error) {
 	var tok struct {
 		PurchaseToken string `json:"purchaseToken"`
 	}
-	st, body, err := a.do(ctx, "POST", fmt.Sprintf("/api/flash-sales/%d/purchase-token", saleID), shopperJWT,
+	st, body, err := a.Do(ctx, "POST", fmt.Sprintf("/api/flash-sales/%d/purchase-token", saleID), shopperJWT,
 		map[string]string{"captchaId": "bench", "answer": "test"}, &tok)
 	if err != nil {
 		return "", err
 	}
 	if st != http.StatusOK {
-		return "", httpErrorf(st, body, "purchase token")
+		return "", HTTPErrorf(st, body, "purchase token")
 	}
 	var ord struct {
 		OrderID string `json:"orderId"`
 	}
-	st, body, err = a.do(ctx, "POST", fmt.Sprintf("/api/flash-sales/items/%d/purchase", itemID), shopperJWT, nil, &ord,
+	st, body, err = a.Do(ctx, "POST", fmt.Sprintf("/api/flash-sales/items/%d/purchase", itemID), shopperJWT, nil, &ord,
 		"X-Purchase-Token", tok.PurchaseToken)
 	if err != nil {
 		return "", err
 	}
 	if st != http.StatusAccepted {
-		return "", httpErrorf(st, body, "purchase")
+		return "", HTTPErrorf(st, body, "purchase")
 	}
 	return ord.OrderID, nil
 }
 
-// scrape reads the server's /metrics: every sample line as "name{labels}" → value.
-func (a *api) scrape(ctx context.Context) (map[string]float64, error) {
+// Scrape reads the server's /metrics: every sample line as "name{labels}" → value.
+func (a *API) Scrape(ctx context.Context) (map[string]float64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	u := a.metrics
@@ -219,9 +234,9 @@ func (a *api) scrape(ctx context.Context) (map[string]float64, error) {
 	return out, sc.Err()
 }
 
-// serverDiag turns two /metrics scrapes into what the server says about a phase: for every
+// ServerDiag turns two /metrics scrapes into what the server says about a phase: for every
 // histogram or summary, the count and mean over the phase; for counters of interest, the delta.
-func serverDiag(before, after map[string]float64) map[string]float64 {
+func ServerDiag(before, after map[string]float64) map[string]float64 {
 	out := map[string]float64{}
 	for k, v := range after {
 		name, labels, _ := strings.Cut(k, "{")
@@ -246,4 +261,13 @@ func serverDiag(before, after map[string]float64) map[string]float64 {
 		}
 	}
 	return out
+}
+
+// HTTPErrorf is an unexpected answer as an error: the message, the status and the body's start.
+func HTTPErrorf(status int, body []byte, format string, args ...any) error {
+	b := body
+	if len(b) > 300 {
+		b = b[:300]
+	}
+	return fmt.Errorf("%s: HTTP %d: %s", fmt.Sprintf(format, args...), status, bytes.TrimSpace(b))
 }

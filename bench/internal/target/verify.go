@@ -1,10 +1,11 @@
-package main
+package target
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -14,53 +15,55 @@ import (
 	"github.com/flashsale/flashsale/store"
 )
 
-// backends are the server's Postgres and Redis, opened by the tool to check its work.
-type backends struct {
-	db  *store.DB
-	rdb *redis.Client
+// Backends are the server's Postgres and Redis, opened by the tool to check its work.
+type Backends struct {
+	DB    *store.DB
+	Redis *redis.Client
 }
 
-func openBackends(ctx context.Context, o Options) (*backends, error) {
-	db, err := store.OpenDB(ctx, o.DatabaseURL, 4)
+// Open connects to the server's Postgres and Redis.
+func Open(ctx context.Context, databaseURL, redisURL string) (*Backends, error) {
+	db, err := store.OpenDB(ctx, databaseURL, 4)
 	if err != nil {
 		return nil, fmt.Errorf("-database-url: %w", err)
 	}
-	rdb, err := store.OpenRedis(ctx, o.RedisURL, 4)
+	rdb, err := store.OpenRedis(ctx, redisURL, 4)
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("-redis-url: %w", err)
 	}
-	return &backends{db: db, rdb: rdb}, nil
+	return &Backends{DB: db, Redis: rdb}, nil
 }
 
-func (b *backends) close() {
+// Close closes the connections; a nil Backends is fine.
+func (b *Backends) Close() {
 	if b == nil {
 		return
 	}
-	b.db.Close()
-	b.rdb.Close()
+	b.DB.Close()
+	b.Redis.Close()
 }
 
-// persisted returns how many units of a sale's items Postgres counts as sold (the writer
+// Persisted returns how many units of a sale's items Postgres counts as sold (the writer
 // updates sold in the same transaction that inserts the orders) and how many reservations Redis
 // still has in flight.
-func (b *backends) persisted(ctx context.Context, s *saleRecord) (sold, inFlight int64, err error) {
-	err = b.db.Gorm().WithContext(ctx).Raw(`SELECT COALESCE(sum(sold), 0) FROM items WHERE sale_id = ?`, s.SaleID).Scan(&sold).Error
+func (b *Backends) Persisted(ctx context.Context, s *Sale) (sold, inFlight int64, err error) {
+	err = b.DB.Gorm().WithContext(ctx).Raw(`SELECT COALESCE(sum(sold), 0) FROM items WHERE sale_id = ?`, s.SaleID).Scan(&sold).Error
 	if err != nil {
 		return 0, 0, err
 	}
-	inFlight, err = b.rdb.HLen(ctx, store.InFlightKey(s.SaleID)).Result()
+	inFlight, err = b.Redis.HLen(ctx, store.InFlightKey(s.SaleID)).Result()
 	if err != nil {
 		return 0, 0, err
 	}
 	return sold, inFlight, nil
 }
 
-// drained reports whether every accepted order of the sales is in Postgres and nothing is left
+// Drained reports whether every accepted order of the sales is in Postgres and nothing is left
 // in flight.
-func (b *backends) drained(ctx context.Context, sales []*saleRecord) (bool, error) {
+func (b *Backends) Drained(ctx context.Context, sales []*Sale) (bool, error) {
 	for _, s := range sales {
-		sold, flight, err := b.persisted(ctx, s)
+		sold, flight, err := b.Persisted(ctx, s)
 		if err != nil {
 			return false, err
 		}
@@ -71,11 +74,11 @@ func (b *backends) drained(ctx context.Context, sales []*saleRecord) (bool, erro
 	return true, nil
 }
 
-// waitDrained polls until drained or timeout and returns how long it waited.
-func (b *backends) waitDrained(ctx context.Context, sales []*saleRecord, timeout time.Duration) (time.Duration, error) {
+// WaitDrained polls until drained or timeout and returns how long it waited.
+func (b *Backends) WaitDrained(ctx context.Context, sales []*Sale, timeout time.Duration) (time.Duration, error) {
 	start := time.Now()
 	for {
-		ok, err := b.drained(ctx, sales)
+		ok, err := b.Drained(ctx, sales)
 		if err != nil {
 			return time.Since(start), err
 		}
@@ -106,15 +109,15 @@ type InvariantReport struct {
 // ackChunk bounds the order ids sent to Postgres in one query.
 const ackChunk = 20_000
 
-// verify waits for the queue to drain, then checks ARCHITECTURE.md's invariants for every sale:
+// Verify waits for the queue to drain, then checks ARCHITECTURE.md's invariants for every sale:
 // services.Invariants on Postgres and Redis, every acknowledged order id in Postgres, and the
 // merchant's own view (GET /api/admin/sales/{id}/stock) agreeing with what the tool saw.
-func verify(ctx context.Context, b *backends, a *api, sales []*saleRecord, drainTimeout time.Duration) InvariantReport {
+func Verify(ctx context.Context, b *Backends, a *API, sales []*Sale, drainTimeout time.Duration) InvariantReport {
 	rep := InvariantReport{Checked: true, Sales: len(sales)}
 	for _, s := range sales {
 		rep.Accepted += len(s.Acked)
 	}
-	wait, derr := b.waitDrained(ctx, sales, drainTimeout)
+	wait, derr := b.WaitDrained(ctx, sales, drainTimeout)
 	rep.DrainWait = wait.Seconds()
 	if derr != nil {
 		rep.Violations = append(rep.Violations, "drain: "+derr.Error())
@@ -124,14 +127,14 @@ func verify(ctx context.Context, b *backends, a *api, sales []*saleRecord, drain
 		if len(acked) > ackChunk {
 			acked = nil // checked below in chunks
 		}
-		for _, err := range services.Invariants(ctx, b.db, b.rdb, s.SaleID, acked) {
+		for _, err := range services.Invariants(ctx, b.DB, b.Redis, s.SaleID, acked) {
 			rep.Violations = append(rep.Violations, fmt.Sprintf("sale %d: %v", s.SaleID, err))
 		}
 		if len(s.Acked) > ackChunk {
 			missing := 0
 			for i := 0; i < len(s.Acked); i += ackChunk {
 				chunk := s.Acked[i:min(i+ackChunk, len(s.Acked))]
-				have, err := b.db.ExistingOrders(ctx, chunk)
+				have, err := b.DB.ExistingOrders(ctx, chunk)
 				if err != nil {
 					rep.Violations = append(rep.Violations, fmt.Sprintf("sale %d: %v", s.SaleID, err))
 					break
@@ -142,7 +145,7 @@ func verify(ctx context.Context, b *backends, a *api, sales []*saleRecord, drain
 				rep.Violations = append(rep.Violations, fmt.Sprintf("sale %d: acknowledged means durable: %d of %d acknowledged orders are not in postgres", s.SaleID, missing, len(s.Acked)))
 			}
 		}
-		items, err := a.adminStock(ctx, s.SaleID)
+		items, err := a.AdminStock(ctx, s.SaleID)
 		if err != nil {
 			rep.Violations = append(rep.Violations, fmt.Sprintf("sale %d: merchant view: %v", s.SaleID, err))
 			continue
@@ -171,13 +174,13 @@ func verify(ctx context.Context, b *backends, a *api, sales []*saleRecord, drain
 	return rep
 }
 
-// persistWatch follows a phase's accepted orders into Postgres: the backlog (accepted, not yet
+// PersistWatch follows a phase's accepted orders into Postgres: the backlog (accepted, not yet
 // written) and its peak, when the first and the last of them were written, and the server's
 // queue gauge from /metrics.
-type persistWatch struct {
-	b        *backends
-	a        *api
-	sale     *saleRecord
+type PersistWatch struct {
+	b        *Backends
+	a        *API
+	sale     *Sale
 	base     time.Time
 	accepted func() int64
 	sold0    int64
@@ -191,18 +194,20 @@ type persistWatch struct {
 	err         error
 	phaseDone   chan struct{}
 	done        chan struct{}
-	unaccounted int64 // persisted beyond what was answered 202 (timeouts that were accepted)
+	unaccounted int64 // Persisted beyond what was answered 202 (timeouts that were accepted)
 }
 
-func watchPersistence(ctx context.Context, b *backends, a *api, sale *saleRecord, base time.Time, accepted func() int64, timeout time.Duration) *persistWatch {
-	w := &persistWatch{b: b, a: a, sale: sale, base: base, accepted: accepted, firstAt: -1, allAt: -1,
+// WatchPersistence starts following sale's orders from time zero base; accepted reads the
+// phase's 202 count as it goes.
+func WatchPersistence(ctx context.Context, b *Backends, a *API, sale *Sale, base time.Time, accepted func() int64, timeout time.Duration) *PersistWatch {
+	w := &PersistWatch{b: b, a: a, sale: sale, base: base, accepted: accepted, firstAt: -1, allAt: -1,
 		phaseDone: make(chan struct{}), done: make(chan struct{})}
-	w.sold0, _, w.err = b.persisted(ctx, sale)
+	w.sold0, _, w.err = b.Persisted(ctx, sale)
 	go w.loop(ctx, timeout)
 	return w
 }
 
-func (w *persistWatch) loop(ctx context.Context, timeout time.Duration) {
+func (w *PersistWatch) loop(ctx context.Context, timeout time.Duration) {
 	defer close(w.done)
 	if w.err != nil {
 		return
@@ -229,13 +234,13 @@ func (w *persistWatch) loop(ctx context.Context, timeout time.Duration) {
 		default:
 		}
 		if i%25 == 0 { // the gauge moves every keeper pass (2 s): twice a second is plenty
-			if m, err := w.a.scrape(ctx); err == nil {
+			if m, err := w.a.Scrape(ctx); err == nil {
 				w.mu.Lock()
 				w.gaugePeak = max(w.gaugePeak, m["flashsale_queue_backlog_messages"])
 				w.mu.Unlock()
 			}
 		}
-		sold, _, err := w.b.persisted(ctx, w.sale)
+		sold, _, err := w.b.Persisted(ctx, w.sale)
 		now := time.Since(w.base)
 		acc := w.accepted()
 		w.mu.Lock()
@@ -255,7 +260,7 @@ func (w *persistWatch) loop(ctx context.Context, timeout time.Duration) {
 		}
 		w.mu.Unlock()
 		if ended && p >= acc {
-			_, flight, err := w.b.persisted(ctx, w.sale)
+			_, flight, err := w.b.Persisted(ctx, w.sale)
 			if err == nil && flight == 0 {
 				w.mu.Lock()
 				w.allAt = grewAt
@@ -273,10 +278,42 @@ func (w *persistWatch) loop(ctx context.Context, timeout time.Duration) {
 	}
 }
 
-// finish tells the watcher the phase is over and waits for every accepted order to be written.
-func (w *persistWatch) finish() {
-	close(w.phaseDone)
-	<-w.done
+// Persistence is what a PersistWatch saw.
+type Persistence struct {
+	BacklogPeak int64         // accepted − persisted, at most
+	GaugePeak   float64       // flashsale_queue_backlog_messages, at most
+	FirstAt     time.Duration // since the phase's time zero, when the first order was written (-1: never)
+	AllAt       time.Duration // when the last one was written (-1: not all were)
+	Unaccounted int64         // written beyond what was answered 202 (timeouts that were accepted)
+	Err         error
 }
 
-func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+// Finish tells the watcher the phase is over, waits for every accepted order to be written (or
+// the timeout) and returns what it saw.
+func (w *PersistWatch) Finish() Persistence {
+	close(w.phaseDone)
+	<-w.done
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return Persistence{BacklogPeak: w.peak, GaugePeak: w.gaugePeak, FirstAt: w.firstAt, AllAt: w.allAt, Unaccounted: w.unaccounted, Err: w.err}
+}
+
+// RedisForks returns how many times Redis has forked (AOF rewrites, snapshots), or -1.
+func (b *Backends) RedisForks(ctx context.Context) int64 {
+	if b == nil {
+		return -1
+	}
+	info, err := b.Redis.Info(ctx, "stats").Result()
+	if err != nil {
+		return -1
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "total_forks:"); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err == nil {
+				return n
+			}
+		}
+	}
+	return -1
+}

@@ -1,11 +1,10 @@
-package main
+package load
 
 import (
 	"bufio"
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -431,12 +430,4 @@ func jsonString(body []byte, key string) []byte {
 		return body[j+1 : j+1+end]
 	}
 	return nil
-}
-
-func httpErrorf(status int, body []byte, format string, args ...any) error {
-	b := body
-	if len(b) > 300 {
-		b = b[:300]
-	}
-	return fmt.Errorf("%s: HTTP %d: %s", fmt.Sprintf(format, args...), status, bytes.TrimSpace(b))
 }

@@ -1,4 +1,7 @@
-package main
+// Package proc reads what processes on this machine use, from /proc: the CPU and memory of the
+// server under test, its Redis and its Postgres while a phase runs, the machine's load, and
+// which process listens on a port.
+package proc
 
 import (
 	"bufio"
@@ -6,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -113,8 +117,8 @@ func machineCPU() (busy, total int64) {
 	return busy, total
 }
 
-// loadAvg returns /proc/loadavg's first three numbers.
-func loadAvg() string {
+// LoadAvg returns /proc/loadavg's first three numbers.
+func LoadAvg() string {
 	b, err := os.ReadFile("/proc/loadavg")
 	if err != nil {
 		return ""
@@ -126,9 +130,9 @@ func loadAvg() string {
 	return strings.Join(f[:3], " ")
 }
 
-// pidListening finds the process listening on a TCP port on this machine, from /proc/net/tcp*
+// ListeningPID finds the process listening on a TCP port on this machine, from /proc/net/tcp*
 // (the socket's inode) and /proc/*/fd (who holds it). It returns 0 if none is visible.
-func pidListening(port int) int {
+func ListeningPID(port int) int {
 	inodes := map[string]bool{}
 	for _, file := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
 		b, err := os.ReadFile(file)
@@ -184,15 +188,15 @@ func childrenOf(pid int) []int {
 	return out
 }
 
-// watched is a process (or a process group, for Postgres) whose CPU and memory are sampled.
-type watched struct {
+// Watched is a process (or a process group, for Postgres) whose CPU and memory are sampled.
+type Watched struct {
 	Name  string
 	PID   int
 	Group bool // include the direct children
 }
 
-// ProcReport is what one watched process used during a phase.
-type ProcReport struct {
+// Report is what one watched process used during a phase.
+type Report struct {
 	PID      int     `json:"pid"`
 	CPU      float64 `json:"cpu_s"`        // user + system seconds
 	Cores    float64 `json:"cores"`        // average cores busy
@@ -201,9 +205,9 @@ type ProcReport struct {
 	CPUPerRq float64 `json:"cpu_us_per_request,omitempty"`
 }
 
-// sampler reads /proc every 100 ms while a phase runs.
-type sampler struct {
-	procs   []watched
+// Sampler reads /proc every 100 ms while a phase runs.
+type Sampler struct {
+	procs   []Watched
 	start   time.Time
 	stop    chan struct{}
 	done    chan struct{}
@@ -218,15 +222,16 @@ type sampler struct {
 	gen0    time.Duration
 }
 
-func startSampler(procs []watched, at time.Time) *sampler {
-	s := &sampler{procs: procs, stop: make(chan struct{}), done: make(chan struct{}),
+// StartSampler starts sampling procs from at (sooner if finished before).
+func StartSampler(procs []Watched, at time.Time) *Sampler {
+	s := &Sampler{procs: procs, stop: make(chan struct{}), done: make(chan struct{}),
 		cpu0: map[int]time.Duration{}, cpuLast: map[int]time.Duration{}, members: map[string][]int{},
 		peak: map[string]int64{}, end: map[string]int64{}}
 	go s.loop(at)
 	return s
 }
 
-func (s *sampler) begin() {
+func (s *Sampler) begin() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.start = time.Now()
@@ -249,7 +254,7 @@ func (s *sampler) begin() {
 	}
 }
 
-func (s *sampler) loop(at time.Time) {
+func (s *Sampler) loop(at time.Time) {
 	defer close(s.done)
 	if d := time.Until(at); d > 0 {
 		select {
@@ -274,7 +279,7 @@ func (s *sampler) loop(at time.Time) {
 	}
 }
 
-func (s *sampler) sample(rescan bool) {
+func (s *Sampler) sample(rescan bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, w := range s.procs {
@@ -303,8 +308,8 @@ func (s *sampler) sample(rescan bool) {
 	}
 }
 
-// MachineReport is the whole machine during a phase.
-type MachineReport struct {
+// Machine is the whole machine during a phase.
+type Machine struct {
 	Busy     float64 `json:"busy"` // fraction of all CPUs busy
 	CPUs     int     `json:"cpus"`
 	LoadAvg  string  `json:"loadavg_end"`
@@ -312,19 +317,19 @@ type MachineReport struct {
 	Duration float64 `json:"duration_s"`
 }
 
-// finish stops sampling and reports per watched process and for the machine.
-func (s *sampler) finish() (map[string]ProcReport, MachineReport) {
+// Finish stops sampling and reports per watched process and for the machine.
+func (s *Sampler) Finish() (map[string]Report, Machine) {
 	close(s.stop)
 	<-s.done
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	el := time.Since(s.start)
 	busy, total := machineCPU()
-	m := MachineReport{CPUs: numCPU(), LoadAvg: loadAvg(), GenCPU: (selfCPU() - s.gen0).Seconds(), Duration: el.Seconds()}
+	m := Machine{CPUs: runtime.NumCPU(), LoadAvg: LoadAvg(), GenCPU: (selfCPU() - s.gen0).Seconds(), Duration: el.Seconds()}
 	if total > s.total0 {
 		m.Busy = float64(busy-s.busy0) / float64(total-s.total0)
 	}
-	out := map[string]ProcReport{}
+	out := map[string]Report{}
 	for _, w := range s.procs {
 		if w.PID <= 0 {
 			continue
@@ -333,7 +338,7 @@ func (s *sampler) finish() (map[string]ProcReport, MachineReport) {
 		for _, p := range s.members[w.Name] {
 			cpu += s.cpuLast[p] - s.cpu0[p]
 		}
-		r := ProcReport{PID: w.PID, CPU: cpu.Seconds(), RSSPeak: mib(s.peak[w.Name]), RSSEnd: mib(s.end[w.Name])}
+		r := Report{PID: w.PID, CPU: cpu.Seconds(), RSSPeak: mib(s.peak[w.Name]), RSSEnd: mib(s.end[w.Name])}
 		if el > 0 {
 			r.Cores = cpu.Seconds() / el.Seconds()
 		}

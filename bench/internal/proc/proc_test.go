@@ -1,0 +1,106 @@
+package proc
+
+import (
+	"net"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"testing"
+	"time"
+)
+
+func skipWithoutProc(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("no /proc on this machine")
+	}
+}
+
+// burn spends d of CPU time (at most 10 s of wall time, on a crowded machine).
+func burn(d time.Duration) {
+	x := 0
+	for start, end := selfCPU(), time.Now().Add(10*time.Second); selfCPU()-start < d && time.Now().Before(end); {
+		for i := range 100000 {
+			x += i
+		}
+	}
+	_ = x
+}
+
+func TestProcReaders(t *testing.T) {
+	skipWithoutProc(t)
+	burn(150 * time.Millisecond)
+	pid := os.Getpid()
+	cpu, err := procCPU(pid)
+	if err != nil || cpu < 50*time.Millisecond {
+		t.Errorf("procCPU(self) = %v, %v; want at least the 50 ms just burnt", cpu, err)
+	}
+	if self := selfCPU(); self < cpu-20*time.Millisecond {
+		t.Errorf("selfCPU = %v, procCPU = %v: want them to agree", self, cpu)
+	}
+	if rss, err := procRSS(pid); err != nil || rss < 1<<20 {
+		t.Errorf("procRSS(self) = %d, %v", rss, err)
+	}
+	if p := procParent(pid); p != os.Getppid() {
+		t.Errorf("procParent = %d, want %d", p, os.Getppid())
+	}
+	if busy, total := machineCPU(); total <= 0 || busy <= 0 || busy > total {
+		t.Errorf("machineCPU = %d busy of %d", busy, total)
+	}
+	if LoadAvg() == "" {
+		t.Error("LoadAvg is empty")
+	}
+	if _, err := procCPU(-1); err == nil {
+		t.Error("procCPU(-1): no error")
+	}
+}
+
+func TestListeningPIDAndChildren(t *testing.T) {
+	skipWithoutProc(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	if got := ListeningPID(ln.Addr().(*net.TCPAddr).Port); got != os.Getpid() {
+		t.Errorf("ListeningPID = %d, want this process %d", got, os.Getpid())
+	}
+	free, _ := net.Listen("tcp", "127.0.0.1:0")
+	port := free.Addr().(*net.TCPAddr).Port
+	free.Close()
+	if got := ListeningPID(port); got != 0 {
+		t.Errorf("ListeningPID of a closed port = %d, want 0", got)
+	}
+	cmd := exec.Command("sleep", "10")
+	cmd.SysProcAttr = ChildAttr()
+	if err := cmd.Start(); err != nil {
+		t.Skip("no sleep command:", err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	if kids := childrenOf(os.Getpid()); kids[0] != os.Getpid() || !slices.Contains(kids, cmd.Process.Pid) {
+		t.Errorf("childrenOf(self) = %v, want self first and the child %d", kids, cmd.Process.Pid)
+	}
+}
+
+// TestSampler measures this process while it burns CPU: the CPU, cores and RSS it reports
+// must show it, and the generator's own CPU too.
+func TestSampler(t *testing.T) {
+	skipWithoutProc(t)
+	s := StartSampler([]Watched{{Name: "self", PID: os.Getpid()}, {Name: "none", PID: 0}}, time.Now())
+	burn(300 * time.Millisecond)
+	procs, m := s.Finish()
+	r, ok := procs["self"]
+	if !ok {
+		t.Fatalf("no report for the watched process: %v", procs)
+	}
+	if _, ok := procs["none"]; ok {
+		t.Error("a process without a pid was reported")
+	}
+	if r.PID != os.Getpid() || r.CPU < 0.25 || r.Cores <= 0 || r.RSSPeak <= 0 || r.RSSEnd <= 0 {
+		t.Errorf("report %+v: want ≥ 0.25 CPU s, some cores and a resident set", r)
+	}
+	if m.CPUs != runtime.NumCPU() || m.Duration < 0.25 || m.GenCPU < 0.25 || m.Busy <= 0 {
+		t.Errorf("machine %+v: want %d CPUs, ≥ 0.25 s, ≥ 0.25 generator CPU s, some busy", m, runtime.NumCPU())
+	}
+}

@@ -1,0 +1,229 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/flashsale/flashsale/bench/internal/load"
+	"github.com/flashsale/flashsale/bench/internal/proc"
+	"github.com/flashsale/flashsale/bench/internal/refs"
+	"github.com/flashsale/flashsale/bench/internal/report"
+	"github.com/flashsale/flashsale/bench/internal/target"
+)
+
+// rush: N distinct shoppers arrive within the window from the sale's start, for Units units;
+// each fetches a purchase token, then buys; some double-click. Then the same schedule against
+// the bare-Gin reference, to divide by.
+type rush struct{}
+
+func (rush) Name() string { return "rush" }
+
+func (rush) Usage() []string {
+	return []string{
+		"N shoppers (-n 100000) arrive within -window (2s) of the sale's start for -units (10000);",
+		"each fetches a purchase token, then buys; -double-click (0.05) of them click twice",
+	}
+}
+
+func (rush) Flags(fs *flag.FlagSet, o *Options) {
+	fs.IntVar(&o.N, "n", 100_000, "rush: distinct shoppers")
+	fs.DurationVar(&o.Window, "window", 2*time.Second, "rush: all shoppers arrive within this of the start")
+	fs.IntVar(&o.Units, "units", 10_000, "rush: units for sale")
+	fs.Float64Var(&o.DoubleClick, "double-click", 0.05, "rush: fraction of shoppers who send the purchase twice at once")
+	fs.DurationVar(&o.Lead, "lead", 3*time.Second, "rush: the sale starts this long after it is created")
+}
+
+func (rush) Validate(o *Options) []error {
+	var errs []error
+	if o.N < 1 || o.Units < 1 || o.Window <= 0 {
+		errs = append(errs, errors.New("-n, -units and -window must be positive"))
+	}
+	if o.DoubleClick < 0 || o.DoubleClick > 1 {
+		errs = append(errs, errors.New("-double-click is a fraction between 0 and 1"))
+	}
+	return errs // -lead: with the timeouts in Options.validate
+}
+
+// RushReport is the rush scenario's own figures (seconds are after the sale's start).
+type RushReport struct {
+	SaleID              int64   `json:"sale_id"`
+	Shoppers            int     `json:"shoppers"`
+	Units               int     `json:"units"`
+	Window              float64 `json:"window_s"`
+	DoubleClick         float64 `json:"double_click"`
+	Accepted            int64   `json:"accepted"`
+	SoldOutAt           float64 `json:"sold_out_s"` // first SOLD_OUT answer
+	Last202At           float64 `json:"last_202_s"`
+	AllAnsweredAt       float64 `json:"all_answered_s"`
+	PersistedAllAt      float64 `json:"all_persisted_s"`
+	PersistAfterSellout float64 `json:"persisted_after_sellout_s"`
+	PersistRate         float64 `json:"persist_rate"` // orders/s from the first to the last written
+	BacklogPeak         int64   `json:"backlog_peak_orders"`
+	GaugePeak           float64 `json:"backlog_gauge_peak_messages"`
+	Unaccounted         int64   `json:"persisted_unanswered"`
+	ServerRSSPeak       float64 `json:"server_rss_peak_mib"`
+	RefAllAnsweredAt    float64 `json:"ref_gin_all_answered_s"`
+	AnsweredRatio       float64 `json:"answered_ratio_vs_gin"`
+}
+
+func (rush) Run(ctx context.Context, r *Runner, res *RunResult) error {
+	o := r.o
+	r.prog.Note("bench: rush: minting %d shopper tokens", o.N)
+	users := r.users(o.N)
+	offsets := load.Schedule(o.N, o.Window, o.Arrivals, o.Seed)
+	pool, err := r.newPool(o.URL, o.Workers)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+
+	starts := time.Now().Add(o.Lead).Round(time.Millisecond)
+	sale, err := r.api.CreateSale(ctx, fmt.Sprintf("bench rush %s", starts.Format(time.RFC3339)), starts, o.Window+o.MaxWait+10*time.Minute, o.Units)
+	if err != nil {
+		return err
+	}
+	r.sales = append(r.sales, sale)
+	base := time.Now().Add(time.Until(starts)) // the start as a monotonic reading
+	// open the connections just before the start: the server drops a new connection that sends
+	// nothing for 5 s (the second connections of double-clickers are opened on first use)
+	time.Sleep(time.Until(base.Add(-time.Second)))
+	if err := pool.Warm(false); err != nil {
+		return fmt.Errorf("open connections: %w", err)
+	}
+	if time.Until(base) < 100*time.Millisecond {
+		return fmt.Errorf("the sale started before the generator was ready: raise -lead (now %v)", o.Lead)
+	}
+	pattern := make([]uint8, o.N)
+	ph := &load.Phase{Name: "rush", Base: base, Offsets: offsets, Deadline: o.Window + o.MaxWait,
+		Do: load.ShopperFlow(users, load.TokenPath(sale.SaleID), load.PurchasePath(sale.ItemIDs[0]), o.DoubleClick, pattern, nil)}
+	r.prog.Note("bench: rush: sale %d starts at %s: %d shoppers within %v for %d units, %d workers",
+		sale.SaleID, starts.Format("15:04:05.000"), o.N, o.Window, o.Units, o.Workers)
+
+	var watch *target.PersistWatch
+	if r.be != nil {
+		// the watcher starts before the phase; it reads the phase's 202 count as it goes
+		var stp *load.Stats
+		ready := make(chan struct{})
+		watch = target.WatchPersistence(ctx, r.be, r.api, sale, base, func() int64 {
+			select {
+			case <-ready:
+				return stp.Accepted()
+			default:
+				return 0
+			}
+		}, o.DrainTimeout)
+		ph.OnStats = func(s *load.Stats) { stp = s; close(ready) }
+	}
+	rep, st := r.measure(ctx, pool, ph, tFlashsale, r.procs, float64(o.N)/o.Window.Seconds(), o.Window)
+	sale.Acked = append(sale.Acked, pool.CollectAcked()...)
+	rr := &RushReport{SaleID: sale.SaleID, Shoppers: o.N, Units: o.Units, Window: o.Window.Seconds(), DoubleClick: o.DoubleClick,
+		Accepted: st.Accepted(), SoldOutAt: rep.FirstSoldOut, Last202At: rep.Last202, AllAnsweredAt: rep.Elapsed,
+		PersistedAllAt: -1, PersistAfterSellout: -1, ServerRSSPeak: rep.Procs["server"].RSSPeak}
+	if watch != nil {
+		r.prog.Note("bench: rush: waiting for every accepted order to reach Postgres")
+		w := watch.Finish()
+		rr.BacklogPeak, rr.GaugePeak, rr.Unaccounted = w.BacklogPeak, w.GaugePeak, w.Unaccounted
+		if w.Err != nil {
+			res.Notes = append(res.Notes, "persistence watch: "+w.Err.Error())
+		}
+		if w.AllAt >= 0 {
+			rr.PersistedAllAt = w.AllAt.Seconds()
+			ref := rr.SoldOutAt
+			if ref < 0 {
+				ref = rr.Last202At
+			}
+			rr.PersistAfterSellout = max(0, rr.PersistedAllAt-ref)
+			if span := w.AllAt - max(w.FirstAt, 0); span > 0 && rr.Accepted > 0 {
+				rr.PersistRate = float64(rr.Accepted) / span.Seconds()
+			}
+		}
+	}
+	res.Phases = append(res.Phases, rep)
+	res.Rush = rr
+
+	if !o.NoRef {
+		err := r.refRun(ctx, res, refs.Gin, func(pool *load.Pool, procs []proc.Watched) error {
+			if err := pool.Warm(false); err != nil {
+				return err
+			}
+			// the same shoppers at the same times, each sending the requests it sent to flashsale
+			ph := &load.Phase{Name: "rush", Base: time.Now().Add(500 * time.Millisecond), Offsets: offsets,
+				Deadline: o.Window + o.MaxWait, Do: load.ShopperFlow(users, load.TokenPath(sale.SaleID), load.PurchasePath(sale.ItemIDs[0]), o.DoubleClick, nil, pattern)}
+			refRep, _ := r.measure(ctx, pool, ph, refs.Gin, procs, float64(o.N)/o.Window.Seconds(), o.Window)
+			res.Phases = append(res.Phases, refRep)
+			rr.RefAllAnsweredAt = refRep.Elapsed
+			if refRep.Elapsed > 0 {
+				rr.AnsweredRatio = rr.AllAnsweredAt / refRep.Elapsed
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("ref-gin: %w", err)
+		}
+	}
+	return nil
+}
+
+// Check: the sell-out, the answers against bare Gin's, persistence, errors and memory.
+func (rush) Check(o Options, res *RunResult) {
+	rr := res.Rush
+	if rr == nil {
+		return
+	}
+	res.put("rush.accepted", float64(rr.Accepted))
+	res.put("rush.sold_out_s", rr.SoldOutAt)
+	res.put("rush.last_202_s", rr.Last202At)
+	res.put("rush.all_answered_s", rr.AllAnsweredAt)
+	res.put("rush.persisted_after_sellout_s", rr.PersistAfterSellout)
+	res.put("rush.persist_rate", rr.PersistRate)
+	res.put("rush.backlog_peak_orders", float64(rr.BacklogPeak))
+	res.put("rush.server_rss_peak_mib", rr.ServerRSSPeak)
+	res.put("ref_gin.rush.all_answered_s", rr.RefAllAnsweredAt)
+	res.put("ratio.rush_answered_vs_ref_gin", rr.AnsweredRatio)
+	p := res.phase("rush", tFlashsale)
+	if p == nil {
+		return
+	}
+	if q := res.phase("rush", refs.Gin); q != nil {
+		res.ratio("ratio.rush_server_cpu_per_request_vs_ref_gin", p.Procs["server"].CPUPerRq, q.Procs["server"].CPUPerRq)
+	}
+	if rr.Shoppers > rr.Units {
+		res.check("sold out within 2 s of the start", "≤ 2.00 s", report.FmtSecs(rr.SoldOutAt), rr.SoldOutAt >= 0 && rr.SoldOutAt <= 2)
+	}
+	if rr.AnsweredRatio > 0 {
+		res.check("every shopper answered within 2.5× bare Gin", "≤ 2.50×", fmt.Sprintf("%.2f× (%.2f s vs %.2f s)", rr.AnsweredRatio, rr.AllAnsweredAt, rr.RefAllAnsweredAt), rr.AnsweredRatio <= 2.5)
+	}
+	bad := p.Count("5xx") + p.Count("timeout") + p.Count("neterr")
+	res.check("zero 5xx, zero timeouts", "0", fmt.Sprintf("%d 5xx, %d timeouts, %d network errors", p.Count("5xx"), p.Count("timeout"), p.Count("neterr")), bad == 0)
+	res.check("every accepted order in Postgres within 3 s of the sell-out", "≤ 3.00 s", report.FmtSecs(rr.PersistAfterSellout), rr.PersistAfterSellout >= 0 && rr.PersistAfterSellout <= 3)
+	if rr.Accepted >= 5000 { // below that, the arrivals, not the writer, set the pace
+		res.check("orders persisted per second", "≥ 5,000/s", fmt.Sprintf("%.0f/s", rr.PersistRate), rr.PersistRate >= 5000)
+	}
+	if rr.ServerRSSPeak > 0 {
+		res.check("server RSS under rush", "< 300 MiB", fmt.Sprintf("%.0f MiB", rr.ServerRSSPeak), rr.ServerRSSPeak < 300)
+	}
+}
+
+func (rush) Print(w io.Writer, o Options, res *RunResult, title string) {
+	fmt.Fprintf(w, "\n== rush%s: %d shoppers within %v for %d units, %.0f%% double-click, %d workers, %s client ==\n",
+		title, o.N, o.Window, o.Units, 100*o.DoubleClick, o.Workers, o.Client)
+	printBody(w, res)
+	if rr := res.Rush; rr != nil {
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintf(tw, "sold out (first SOLD_OUT)\t%s after the start\t(last 202 at %s; %d accepted)\n", report.FmtSecs(rr.SoldOutAt), report.FmtSecs(rr.Last202At), rr.Accepted)
+		line := fmt.Sprintf("every shopper answered\t%s after the start", report.FmtSecs(rr.AllAnsweredAt))
+		if rr.RefAllAnsweredAt > 0 {
+			line += fmt.Sprintf("\tbare Gin: %s → ratio %.2f×", report.FmtSecs(rr.RefAllAnsweredAt), rr.AnsweredRatio)
+		}
+		fmt.Fprintln(tw, line)
+		fmt.Fprintf(tw, "every accepted order in Postgres\t%s after the sell-out\t(%.0f orders/s written; %d written that were never answered 202)\n", report.FmtSecs(rr.PersistAfterSellout), rr.PersistRate, rr.Unaccounted)
+		fmt.Fprintf(tw, "queue backlog peak\t%d orders accepted, not yet written\t(/metrics gauge peak %.0f messages)\n", rr.BacklogPeak, rr.GaugePeak)
+		tw.Flush()
+	}
+	printTail(w, res)
+}
