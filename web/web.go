@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"net/http/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -124,10 +125,18 @@ func NewRouter(cfg Config) *gin.Engine {
 	return r
 }
 
-// MetricsHandler serves the Prometheus metrics of reg. It is served on its own listen address
-// (FLASHSALE_METRICS_ADDR, loopback by default), never on the public one.
+// MetricsHandler serves the Prometheus metrics of reg at /metrics and Go's profiles under
+// /debug/pprof/ (CPU, heap, mutex, block, goroutines, the runtime trace). It is served on its own
+// listen address (FLASHSALE_METRICS_ADDR, loopback by default), never on the public one.
 func MetricsHandler(reg *prometheus.Registry) http.Handler {
-	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
 }
 
 // recovery turns a panic into the contract's 500 body and logs it.
