@@ -184,7 +184,12 @@ func (p *Purchases) purchase(ctx context.Context, userID, itemID int64, token, i
 	if err != nil {
 		return "", err
 	}
-	return p.handOver(ctx, info, userID, orderID, res, reservedAt)
+	Fault(FaultAfterReserve)
+	id, err := p.handOver(ctx, info, userID, orderID, res, reservedAt)
+	if err == nil {
+		Fault(FaultAfterPubAck)
+	}
+	return id, err
 }
 
 // admit runs the cheap checks that need no Redis call for the reservation: the item exists, the
