@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -203,6 +204,9 @@ func (c *cluster) finish(t *testing.T, r *result, l *ledger, s sale) {
 	for _, odd := range l.odd {
 		violation("answer: %s", odd)
 	}
+	if r.Note == "" {
+		r.Note = fmt.Sprintf("purchase answers %v, %d without an answer", l.status, l.transport)
+	}
 	// every unit given back leaves a tombstone (lua/release.lua)
 	if n, err := c.rdb.SCard(ctx, store.GoneKey(s.id)).Result(); err == nil {
 		r.Returned = int(n)
@@ -226,9 +230,9 @@ func scenarioKillAt(step string, at int) func(t *testing.T, r *result) {
 	return func(t *testing.T, r *result) {
 		fault := fmt.Sprintf("%s:kill@%d", step, at)
 		c := newCluster(t, clusterOpts{instEnv: []map[string]string{{"FLASHSALE_FAULT": fault}}})
-		s := c.createSale(time.Now().Add(-time.Second), 0, 250, 250)
+		s := c.createSale(time.Now().Add(-time.Second), 0, 500, 500)
 		l := newLedger()
-		done := c.goRun(l, s, shoppersFor(s, 1, 700), loadOpts{})
+		done := c.goRun(l, s, shoppersFor(s, 1, 1200), loadOpts{})
 		if !c.waitExit(0, 60*time.Second) {
 			t.Fatalf("instance 0 did not reach %s", fault)
 		}
@@ -335,10 +339,12 @@ func scenarioDoubleClicks(t *testing.T, r *result) {
 func scenarioRedis(mode string) func(t *testing.T, r *result) {
 	return func(t *testing.T, r *result) {
 		c := newCluster(t, clusterOpts{})
-		s := c.createSale(time.Now().Add(-time.Second), 0, 300, 300)
+		s := c.createSale(time.Now().Add(-time.Second), 0, 800, 800)
 		l := newLedger()
-		done := c.goRun(l, s, shoppersFor(s, 1, 800), loadOpts{attempts: 30, retryPause: 300 * time.Millisecond})
-		time.Sleep(time.Second)
+		done := c.goRun(l, s, shoppersFor(s, 1, 2000), loadOpts{attempts: 30, retryPause: 300 * time.Millisecond})
+		time.Sleep(1500 * time.Millisecond)
+		epoch := func() string { return c.rdb.HGet(context.Background(), store.MetaKey(s.id), "epoch").Val() }
+		before := epoch()
 		switch mode {
 		case "restart":
 			c.redis.Stop(t)
@@ -356,6 +362,11 @@ func scenarioRedis(mode string) func(t *testing.T, r *result) {
 		}
 		<-done
 		c.finish(t, r, l, s)
+		// a loss must have been caught and the sale rebuilt from Postgres (a new load epoch)
+		if after := epoch(); mode != "restart" && (after == "" || after == before) {
+			r.Violations++
+			t.Errorf("redis lost data but the sale was not rebuilt: load epoch %q before, %q after", before, after)
+		}
 	}
 }
 
@@ -363,10 +374,10 @@ func scenarioRedis(mode string) func(t *testing.T, r *result) {
 // on the same store a second later.
 func scenarioNATSRestart(t *testing.T, r *result) {
 	c := newCluster(t, clusterOpts{})
-	s := c.createSale(time.Now().Add(-time.Second), 0, 300, 300)
+	s := c.createSale(time.Now().Add(-time.Second), 0, 800, 800)
 	l := newLedger()
-	done := c.goRun(l, s, shoppersFor(s, 1, 800), loadOpts{attempts: 30, retryPause: 300 * time.Millisecond})
-	time.Sleep(time.Second)
+	done := c.goRun(l, s, shoppersFor(s, 1, 2000), loadOpts{attempts: 30, retryPause: 300 * time.Millisecond})
+	time.Sleep(1500 * time.Millisecond)
 	killedAt := time.Now()
 	c.nats.proc.kill()
 	before := l.ackedBefore(killedAt)
@@ -388,9 +399,9 @@ func scenarioNATSRestart(t *testing.T, r *result) {
 // SIGCONT the stale holder must not act on its old fence.
 func scenarioLeaseStop(t *testing.T, r *result) {
 	c := newCluster(t, clusterOpts{serial: true, instEnv: []map[string]string{{"FLASHSALE_FAULT": services.FaultLeaseHeld + ":stop@4"}}})
-	s := c.createSale(time.Now().Add(-time.Second), 0, 300, 300)
+	s := c.createSale(time.Now().Add(-time.Second), 0, 800, 800)
 	l := newLedger()
-	done := c.goRun(l, s, shoppersFor(s, 1, 800), loadOpts{})
+	done := c.goRun(l, s, shoppersFor(s, 1, 2000), loadOpts{})
 	deadline := time.Now().Add(30 * time.Second)
 	for !c.inst[0].proc.stopped() {
 		if time.Now().After(deadline) || c.inst[0].proc.exited() {
@@ -411,50 +422,52 @@ func scenarioLeaseStop(t *testing.T, r *result) {
 	c.finish(t, r, l, s)
 }
 
-// scenarioPayVsExpiry: 1,000 orders with a 2-second payment window; each shopper pays around
-// the deadline, racing the expiry job of three instances.
+// scenarioPayVsExpiry: 1,000 orders with a 2-second payment window; each shopper pays at a
+// moment spread over a second around its order's deadline (pay_by), racing the expiry job of
+// three instances: exactly one of them wins, and the answer says which.
 func scenarioPayVsExpiry(t *testing.T, r *result) {
 	c := newCluster(t, clusterOpts{})
 	s := c.createSale(time.Now().Add(-time.Second), 2*time.Second, 500, 500)
 	l := newLedger()
-	c.run(l, s, shoppersFor(s, 1, 1000), loadOpts{attempts: 8})
-	r.Faults = "payments 1.5–2.5 s after the 202 vs expiry at 2 s"
-	l.mu.Lock()
-	type paid struct {
+	type payment struct {
 		id     string
-		user   int64
 		status int
+		err    error
 	}
-	var todo []paid
-	for id, u := range l.acked {
-		todo = append(todo, paid{id: id, user: u})
-	}
-	l.mu.Unlock()
+	var mu sync.Mutex
+	var pays []*payment
 	var wg sync.WaitGroup
-	sem := make(chan struct{}, 48)
-	for k := range todo {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			p := &todo[k]
-			// the payment window counts from when the order was written: wait for it
-			deadline := time.Now().Add(10 * time.Second)
-			for time.Now().Before(deadline) {
-				if have, err := c.db.ExistingOrders(context.Background(), []string{p.id}); err == nil && len(have) == 1 {
-					break
-				}
-				time.Sleep(50 * time.Millisecond)
+	var k atomic.Int64
+	pay := func(id string, user int64) {
+		defer wg.Done()
+		p := &payment{id: id}
+		mu.Lock()
+		pays = append(pays, p)
+		mu.Unlock()
+		// the payment window counts from when the order was written: wait for it, read pay_by
+		var payBy time.Time
+		for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			var rows []time.Time
+			if err := c.db.Gorm().Raw(`SELECT pay_by FROM orders WHERE id = ?`, id).Scan(&rows).Error; err == nil && len(rows) == 1 {
+				payBy = rows[0]
+				break
 			}
-			time.Sleep(1500*time.Millisecond + time.Duration(k%1000)*time.Millisecond)
-			ans, err := c.do(k%3, "POST", "/api/flash-sales/orders/"+p.id+"/pay", bearerOf(p.user), nil)
-			if err == nil {
-				p.status = ans.status
-			}
-		}()
+		}
+		if payBy.IsZero() {
+			p.err = fmt.Errorf("order %s not written after 15s", id)
+			return
+		}
+		n := k.Add(1)
+		time.Sleep(time.Until(payBy.Add(time.Duration(n%1000-500) * time.Millisecond)))
+		ans, err := c.do(int(n%3), "POST", "/api/flash-sales/orders/"+id+"/pay", bearerOf(user), nil)
+		p.status, p.err = ans.status, err
 	}
+	c.run(l, s, shoppersFor(s, 1, 1000), loadOpts{attempts: 8, accepted: func(id string, user int64) {
+		wg.Add(1)
+		pay(id, user)
+	}})
 	wg.Wait()
+	r.Faults = "1,000 payments from 0.5 s before to 0.5 s after pay_by, vs the expiry job"
 	orders, err := c.orders(context.Background(), s.id)
 	if err != nil {
 		t.Fatal(err)
@@ -464,7 +477,12 @@ func scenarioPayVsExpiry(t *testing.T, r *result) {
 		st[o.id] = o.status
 	}
 	counts := map[string]int{}
-	for _, p := range todo {
+	for _, p := range pays {
+		if p.err != nil {
+			r.Violations++
+			t.Errorf("payment: %v", p.err)
+			continue
+		}
 		counts[fmt.Sprintf("%d→%s", p.status, st[p.id])]++
 		switch {
 		case p.status == 200 && st[p.id] != store.StatusPaid:
@@ -475,8 +493,11 @@ func scenarioPayVsExpiry(t *testing.T, r *result) {
 			t.Errorf("order %s: payment answered %d, postgres says PAID", p.id, p.status)
 		}
 	}
-	r.Note = fmt.Sprintf("%v", counts)
-	// let the expiry job finish and give the units back before the final check
+	r.Note = fmt.Sprintf("payment answer → final status: %v", counts)
+	if counts["200→PAID"] == 0 || len(pays)-counts["200→PAID"] == 0 {
+		t.Errorf("no race happened: %v", counts)
+	}
+	// let the expiry job give the last units back before the final check
 	time.Sleep(3 * time.Second)
 	c.finish(t, r, l, s)
 }
@@ -487,9 +508,9 @@ func scenarioPayVsExpiry(t *testing.T, r *result) {
 func scenarioDuplicates(t *testing.T, r *result) {
 	c := newCluster(t, clusterOpts{env: map[string]string{"FLASHSALE_WRITER_ACK_WAIT": "1s"},
 		instEnv: []map[string]string{{"FLASHSALE_FAULT": services.FaultWriterBeforeCommit + ":stop@3"}}})
-	s := c.createSale(time.Now().Add(-time.Second), 0, 300, 300)
+	s := c.createSale(time.Now().Add(-time.Second), 0, 800, 800)
 	l := newLedger()
-	done := c.goRun(l, s, shoppersFor(s, 1, 800), loadOpts{})
+	done := c.goRun(l, s, shoppersFor(s, 1, 2000), loadOpts{})
 	deadline := time.Now().Add(30 * time.Second)
 	for !c.inst[0].proc.stopped() {
 		if time.Now().After(deadline) || c.inst[0].proc.exited() {

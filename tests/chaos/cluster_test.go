@@ -423,18 +423,21 @@ func (c *cluster) tool(args ...string) (string, error) {
 	return out.String(), err
 }
 
-// waitSettled waits until the queue has no backlog and no reservation of the sale is in flight
-// in Redis (orphans go back after FLASHSALE_ORPHAN_AGE), up to d.
+// waitSettled waits until the sale is loaded in Redis and not marked lost (a rebuild after a
+// Redis loss takes a few seconds) and no reservation of the sale is in flight (orphans go back
+// after FLASHSALE_ORPHAN_AGE), up to d.
 func (c *cluster) waitSettled(saleID int64, d time.Duration) error {
 	ctx := context.Background()
 	deadline := time.Now().Add(d)
 	for {
+		meta, merr := c.rdb.HGetAll(ctx, store.MetaKey(saleID)).Result()
 		n, err := c.rdb.HLen(ctx, store.InFlightKey(saleID)).Result()
-		if err == nil && n == 0 {
+		loaded := merr == nil && len(meta) > 0 && meta["lost"] != "1"
+		if err == nil && n == 0 && loaded {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("after %v: %d reservations still in flight (err %v)", d, n, err)
+			return fmt.Errorf("after %v: %d reservations still in flight (err %v), sale loaded in redis: %v", d, n, err, loaded)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

@@ -174,7 +174,10 @@ type loadOpts struct {
 	attempts    int           // tries per shopper after a 503, 425 or no answer (default 4)
 	concurrency int           // shoppers at once (default 48)
 	retryPause  time.Duration // between tries (default 150ms)
+	perSecond   int           // shoppers arriving per second (default 400): a rush of a few seconds
 	stop        <-chan struct{}
+	// accepted, if set, runs in its own goroutine after each 202
+	accepted func(orderID string, user int64)
 }
 
 // run drives the shoppers and records every answer in l; it returns when all are done.
@@ -188,9 +191,16 @@ func (c *cluster) run(l *ledger, s sale, shoppers []shopper, o loadOpts) {
 	if o.retryPause == 0 {
 		o.retryPause = 150 * time.Millisecond
 	}
+	if o.perSecond == 0 {
+		o.perSecond = 400
+	}
 	sem := make(chan struct{}, o.concurrency)
 	var wg sync.WaitGroup
-	for _, sh := range shoppers {
+	start := time.Now()
+	for k, sh := range shoppers {
+		if due := start.Add(time.Duration(k) * time.Second / time.Duration(o.perSecond)); time.Until(due) > 0 {
+			time.Sleep(time.Until(due))
+		}
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
@@ -262,6 +272,9 @@ func (c *cluster) shop(l *ledger, s sale, sh shopper, o loadOpts) {
 			l.acked[id] = sh.user
 			l.ackedAt[id] = time.Now()
 			l.mu.Unlock()
+			if o.accepted != nil {
+				go o.accepted(id, sh.user)
+			}
 			return
 		case http.StatusConflict:
 			if ans.str("error") == "ALREADY_PURCHASED" {
