@@ -17,11 +17,11 @@ import (
 
 // The named steps a fault can fire at.
 const (
-	FaultAfterReserve      = "after-reserve"        // the Lua reserve succeeded; nothing published yet
-	FaultAfterPubAck       = "after-puback"         // JetStream acknowledged the order; no 202 written yet
+	FaultAfterReserve       = "after-reserve"        // the Lua reserve succeeded; nothing published yet
+	FaultAfterPubAck        = "after-puback"         // JetStream acknowledged the order; no 202 written yet
 	FaultWriterBeforeCommit = "writer-before-commit" // the writer claimed a batch; its transaction has not run
-	FaultWriterAfterCommit = "writer-after-commit"  // the batch's orders are committed; nothing acked
-	FaultLeaseHeld         = "lease-held"           // this instance just took or renewed the reconciliation lease
+	FaultWriterAfterCommit  = "writer-after-commit"  // the batch's orders are committed; nothing acked
+	FaultLeaseHeld          = "lease-held"           // this instance just took or renewed the reconciliation lease
 )
 
 var faultSteps = []string{FaultAfterReserve, FaultAfterPubAck, FaultWriterBeforeCommit, FaultWriterAfterCommit, FaultLeaseHeld}
