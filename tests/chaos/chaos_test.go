@@ -33,6 +33,8 @@ type result struct {
 	Seconds    float64 `json:"seconds"`    // the scenario's wall time
 	Passed     bool    `json:"passed"`     // the subtest passed
 	Note       string  `json:"note,omitempty"`
+
+	redelivered int
 }
 
 var results struct {
@@ -204,9 +206,11 @@ func (c *cluster) finish(t *testing.T, r *result, l *ledger, s sale) {
 	for _, odd := range l.odd {
 		violation("answer: %s", odd)
 	}
+	r.redelivered = c.redelivered()
 	if r.Note == "" {
 		r.Note = fmt.Sprintf("purchase answers %v, %d without an answer", l.status, l.transport)
 	}
+	r.Note += fmt.Sprintf("; writers found %d orders already written (redelivered)", r.redelivered)
 	// every unit given back leaves a tombstone (lua/release.lua)
 	if n, err := c.rdb.SCard(ctx, store.GoneKey(s.id)).Result(); err == nil {
 		r.Returned = int(n)
@@ -523,6 +527,9 @@ func scenarioDuplicates(t *testing.T, r *result) {
 	r.Faults = "ack wait 1 s; SIGSTOP instance 0 before its 3rd commit for 3 s, SIGCONT"
 	<-done
 	c.finish(t, r, l, s)
+	if r.redelivered == 0 {
+		t.Errorf("no writer found an order already written: the stopped writer's batch was not delivered twice")
+	}
 }
 
 // scenarioBot: rate limits on; one shopper from one address sends purchase requests as fast as

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -190,12 +191,13 @@ func (n *natsServer) start(t *testing.T) {
 
 // instance is one flashsale process.
 type instance struct {
-	idx     int
-	port    int
-	dataDir string
-	log     string
-	env     map[string]string // this instance's own settings on top of the cluster's
-	proc    *proc
+	idx         int
+	port        int
+	metricsPort int
+	dataDir     string
+	log         string
+	env         map[string]string // this instance's own settings on top of the cluster's
+	proc        *proc
 }
 
 func (in *instance) url() string { return "http://127.0.0.1:" + strconv.Itoa(in.port) }
@@ -245,7 +247,6 @@ func newCluster(t *testing.T, o clusterOpts) *cluster {
 		"FLASHSALE_DATABASE_URL":       c.dsn,
 		"FLASHSALE_REDIS_URL":          c.redis.URL(),
 		"FLASHSALE_NATS_URL":           c.nats.url(),
-		"FLASHSALE_METRICS_ADDR":       "off",
 		"FLASHSALE_RATE_LIMITS":        "off",
 		"FLASHSALE_CAPTCHA":            "test",
 		"FLASHSALE_LOG_LEVEL":          "warn",
@@ -261,7 +262,7 @@ func newCluster(t *testing.T, o clusterOpts) *cluster {
 		c.env[k] = v
 	}
 	for i := range 3 {
-		in := &instance{idx: i, port: testenv.FreePort(t), dataDir: filepath.Join(c.dir, fmt.Sprintf("i%d", i)),
+		in := &instance{idx: i, port: testenv.FreePort(t), metricsPort: testenv.FreePort(t), dataDir: filepath.Join(c.dir, fmt.Sprintf("i%d", i)),
 			log: filepath.Join(c.dir, fmt.Sprintf("i%d.log", i)), env: map[string]string{}}
 		if i < len(o.instEnv) {
 			for k, v := range o.instEnv[i] {
@@ -330,6 +331,7 @@ func (c *cluster) environ(i int, extra map[string]string) []string {
 		in := c.inst[i]
 		m["FLASHSALE_ADDR"] = "127.0.0.1:" + strconv.Itoa(in.port)
 		m["FLASHSALE_DATA_DIR"] = in.dataDir
+		m["FLASHSALE_METRICS_ADDR"] = "127.0.0.1:" + strconv.Itoa(in.metricsPort)
 		for k, v := range in.env {
 			m[k] = v
 		}
@@ -457,3 +459,24 @@ func (c *cluster) merchantToken() string {
 
 // secret is the instances' JWT secret (the development default: FLASHSALE_ENV is development).
 var secret = []byte(app.DevJWTSecret)
+
+// redelivered sums the writers' count of orders they found already written (a message delivered
+// again), from each running instance's /metrics.
+func (c *cluster) redelivered() int {
+	total := 0
+	for _, in := range c.inst {
+		resp, err := c.client.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", in.metricsPort))
+		if err != nil {
+			continue
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, `flashsale_writer_orders_total{result="redelivered"} `); ok {
+				f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
+				total += int(f)
+			}
+		}
+	}
+	return total
+}
