@@ -218,7 +218,7 @@ chaos: ## the fault suite: kill -9, SIGSTOP and restarts under load, every scena
 	fi
 	rm -f tests/chaos/out/latest.md tests/chaos/out/latest.json
 	FLASHSALE_CHAOS='$(CHAOS)' go test -count=1 -timeout 25m -run 'TestChaos' -v ./tests/chaos/ 2>&1 |
-	  tee tests/chaos/out/run.log | grep -E '^(=== RUN|\s*--- |ok|FAIL|PASS|panic)' && status=0 || status=$$?
+	  tee tests/chaos/out/run.log | grep --line-buffered -E '^(=== RUN|\s*--- |ok|FAIL|PASS|panic)' && status=0 || status=$$?
 	[ -f tests/chaos/out/latest.md ] && cat tests/chaos/out/latest.md
 	[ $$status = 0 ] || echo "chaos: failed; the whole log is tests/chaos/out/run.log" >&2
 	exit $$status
