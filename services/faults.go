@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 )
 
 // Fault injection for the fault suite (tests/chaos, RELIABILITY.md): FLASHSALE_FAULT names a step
@@ -90,11 +89,7 @@ func Fault(step string) {
 	if f.hits.Add(1) != f.spec.At {
 		return
 	}
-	sig := syscall.SIGKILL
-	if f.spec.Action == "stop" {
-		sig = syscall.SIGSTOP
-	}
 	// One line on stderr first, so the suite's logs show where the process stopped.
 	fmt.Fprintf(os.Stderr, "FAULT %s:%s@%d pid %d\n", step, f.spec.Action, f.spec.At, os.Getpid())
-	_ = syscall.Kill(os.Getpid(), sig)
+	signalSelf(f.spec.Action == "stop")
 }

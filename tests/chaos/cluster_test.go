@@ -8,7 +8,6 @@ package chaos
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -444,8 +443,6 @@ func (c *cluster) waitSettled(saleID int64, d time.Duration) error {
 		time.Sleep(200 * time.Millisecond)
 	}
 }
-
-var errNoAnswer = errors.New("no answer")
 
 // merchantToken makes a merchant's identity token with the binary's own command.
 func (c *cluster) merchantToken() string {
