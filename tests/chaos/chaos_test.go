@@ -272,13 +272,20 @@ func scenarioKillAt(step string, at int) func(t *testing.T, r *result) {
 		killedAt := c.inst[0].proc.exitAt
 		r.Faults = "SIGKILL instance 0 at " + fault
 		before := l.ackedBefore(killedAt)
-		took, err := c.waitDurable(before, 10*time.Second)
+		// one ack wait (5 s) for the batch the dead writer held, and a little more
+		_, err := c.waitDurable(before, 8*time.Second-time.Since(killedAt))
+		took := time.Since(killedAt) // from the kill until every order acknowledged before it was in Postgres
 		if err != nil {
 			r.Violations++
 			t.Errorf("with the killed instance down: %v", err)
 		}
 		r.Durable = fmt.Sprintf("%.1fs (%d orders)", took.Seconds(), len(before))
 		<-done
+		// The survivors alone return the dead instance's orphans and write its queued orders.
+		if err := c.waitSettled(s.id, 30*time.Second); err != nil {
+			r.Violations++
+			t.Errorf("with the killed instance down: %v", err)
+		}
 		c.finish(t, r, l, s)
 	}
 }
