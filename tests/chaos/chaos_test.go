@@ -61,6 +61,7 @@ var scenarios = []scenario{
 	{"06", "Redis restarted from an AOF missing its last second", false, scenarioRedis("truncate")},
 	{"07", "Redis restarted empty during the rush", false, scenarioRedis("empty")},
 	{"08", "NATS server killed and restarted during the rush", false, scenarioNATSRestart},
+	{"08b", "NATS server paused (SIGSTOP) 3 s during the rush", false, scenarioNATSPause},
 	{"04", "SIGSTOP the lease holder longer than the lease, then SIGCONT", false, scenarioLeaseStop},
 	{"10", "payment racing expiry on 1,000 orders, 2 s window", false, scenarioPayVsExpiry},
 	{"11", "duplicate deliveries: 1 s ack wait, a writer stopped holding a batch", false, scenarioDuplicates},
@@ -69,6 +70,7 @@ var scenarios = []scenario{
 	{"09", "Postgres connections cut during the rush (nearest to a restart)", false, scenarioPostgresCut},
 	{"16", "the NATS store full (max_file_store)", false, scenarioNATSFull},
 	{"17", "partition: one instance cut off from Redis", false, scenarioPartition},
+	{"18", "all three instances kill -9'd mid-rush, each at another step", false, scenarioAllKilled},
 }
 
 // selected reads FLASHSALE_CHAOS: "all", a comma-separated list of scenario ids, or unset (the
@@ -236,7 +238,13 @@ func (c *cluster) finish(t *testing.T, r *result, l *ledger, s sale) {
 	if r.Note == "" {
 		r.Note = fmt.Sprintf("purchase answers %v, %d without an answer", l.status, l.transport)
 	}
-	r.Note += fmt.Sprintf("; writers found %d orders already written (redelivered); %d orders never acknowledged, each in its shopper's orders", r.redelivered, unacked)
+	failed := 0
+	for _, o := range orders {
+		if o.status == store.StatusFailed {
+			failed++
+		}
+	}
+	r.Note += fmt.Sprintf("; writers found %d orders already written (redelivered); %d orders never acknowledged, each in its shopper's orders; %d FAILED records (released before written)", r.redelivered, unacked, failed)
 	// every unit given back leaves a tombstone (lua/release.lua)
 	if n, err := c.rdb.SCard(ctx, store.GoneKey(s.id)).Result(); err == nil {
 		r.Returned = int(n)
@@ -259,7 +267,7 @@ func (c *cluster) goRun(l *ledger, s sale, shoppers []shopper, o loadOpts) <-cha
 func scenarioKillAt(step string, at int) func(t *testing.T, r *result) {
 	return func(t *testing.T, r *result) {
 		fault := fmt.Sprintf("%s:kill@%d", step, at)
-		c := newCluster(t, clusterOpts{instEnv: []map[string]string{{"FLASHSALE_FAULT": fault}}})
+		c := newCluster(t, clusterOpts{faults: map[int]string{0: fault}})
 		s := c.createSale(time.Now().Add(-time.Second), 0, 500, 500)
 		l := newLedger()
 		done := c.goRun(l, s, shoppersFor(s, 1, 1200), loadOpts{})
@@ -431,11 +439,55 @@ func scenarioNATSRestart(t *testing.T, r *result) {
 	c.finish(t, r, l, s)
 }
 
+// scenarioNATSPause stops the NATS server (SIGSTOP) for 3 s mid-rush: publishes time out after
+// FLASHSALE_PUBLISH_TIMEOUT (2 s), the purchases answer 503 and their units go back; when the
+// server is continued it stores the publishes it had buffered, and the writers must skip those
+// (their units already went back) instead of selling them twice.
+func scenarioNATSPause(t *testing.T, r *result) {
+	c := newCluster(t, clusterOpts{})
+	s := c.createSale(time.Now().Add(-time.Second), 0, 800, 800)
+	l := newLedger()
+	done := c.goRun(l, s, shoppersFor(s, 1, 2000), loadOpts{attempts: 30, retryPause: 300 * time.Millisecond})
+	time.Sleep(1500 * time.Millisecond)
+	c.nats.proc.signal(syscall.SIGSTOP)
+	time.Sleep(3 * time.Second)
+	c.nats.proc.signal(syscall.SIGCONT)
+	r.Faults = "nats-server SIGSTOP for 3 s (publish timeout 2 s), SIGCONT"
+	<-done
+	c.finish(t, r, l, s)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.status[503] == 0 {
+		t.Errorf("no publish timed out: answers %v", l.status)
+	}
+}
+
+// scenarioAllKilled arms each instance to kill itself at another step (instance 0 after its 30th
+// PubAck, 1 after its 80th reserve, 2 after its writer's 4th commit), restarts the dead ones 3 s
+// into the rush, and lets the rush finish.
+func scenarioAllKilled(t *testing.T, r *result) {
+	faults := map[int]string{0: services.FaultAfterPubAck + ":kill@30", 1: services.FaultAfterReserve + ":kill@80", 2: services.FaultWriterAfterCommit + ":kill@4"}
+	c := newCluster(t, clusterOpts{faults: faults})
+	s := c.createSale(time.Now().Add(-time.Second), 0, 800, 800)
+	l := newLedger()
+	done := c.goRun(l, s, shoppersFor(s, 1, 2000), loadOpts{attempts: 30, retryPause: 300 * time.Millisecond})
+	time.Sleep(3 * time.Second)
+	for i := range 3 {
+		if !c.waitExit(i, 10*time.Second) || !c.inst[i].proc.killedBy(syscall.SIGKILL) {
+			t.Fatalf("instance %d did not reach %s", i, faults[i])
+		}
+		c.start(i, nil)
+	}
+	r.Faults = "SIGKILL of all three: after-puback@30, after-reserve@80, writer-after-commit@4; restarted"
+	<-done
+	c.finish(t, r, l, s)
+}
+
 // scenarioLeaseStop: instance 0 starts first and takes the reconciliation lease; it stops itself
 // (SIGSTOP) while holding it during the rush; another instance must take the lease over; after
 // SIGCONT the stale holder must not act on its old fence.
 func scenarioLeaseStop(t *testing.T, r *result) {
-	c := newCluster(t, clusterOpts{serial: true, instEnv: []map[string]string{{"FLASHSALE_FAULT": services.FaultLeaseHeld + ":stop@4"}}})
+	c := newCluster(t, clusterOpts{serial: true, faults: map[int]string{0: services.FaultLeaseHeld + ":stop@4"}})
 	s := c.createSale(time.Now().Add(-time.Second), 0, 800, 800)
 	l := newLedger()
 	done := c.goRun(l, s, shoppersFor(s, 1, 2000), loadOpts{})
@@ -544,7 +596,7 @@ func scenarioPayVsExpiry(t *testing.T, r *result) {
 // and writes it again.
 func scenarioDuplicates(t *testing.T, r *result) {
 	c := newCluster(t, clusterOpts{env: map[string]string{"FLASHSALE_WRITER_ACK_WAIT": "1s"},
-		instEnv: []map[string]string{{"FLASHSALE_FAULT": services.FaultWriterBeforeCommit + ":stop@3"}}})
+		faults: map[int]string{0: services.FaultWriterBeforeCommit + ":stop@3"}})
 	s := c.createSale(time.Now().Add(-time.Second), 0, 800, 800)
 	l := newLedger()
 	done := c.goRun(l, s, shoppersFor(s, 1, 2000), loadOpts{})

@@ -221,6 +221,7 @@ type cluster struct {
 type clusterOpts struct {
 	env       map[string]string   // on top of the defaults, for every instance
 	instEnv   []map[string]string // per instance, on top of env
+	faults    map[int]string      // FLASHSALE_FAULT of an instance's first start only (a restart is clean)
 	natsMax   string              // JetStream max_file_store
 	partition bool                // instance 2 reaches Redis through a proxy the test can cut (c.proxy)
 	serial    bool                // start the instances one after another (the first takes the lease)
@@ -294,16 +295,22 @@ func newCluster(t *testing.T, o clusterOpts) *cluster {
 		}
 	})
 	// The first instance applies the migrations alone; the others start together.
-	c.start(0, nil)
+	first := func(i int) map[string]string {
+		if f, ok := o.faults[i]; ok {
+			return map[string]string{"FLASHSALE_FAULT": f}
+		}
+		return nil
+	}
+	c.start(0, first(0))
 	c.waitReady(0)
 	if o.serial {
-		c.start(1, nil)
+		c.start(1, first(1))
 		c.waitReady(1)
-		c.start(2, nil)
+		c.start(2, first(2))
 		c.waitReady(2)
 	} else {
-		c.start(1, nil)
-		c.start(2, nil)
+		c.start(1, first(1))
+		c.start(2, first(2))
 		c.waitReady(1)
 		c.waitReady(2)
 	}
