@@ -90,6 +90,7 @@ func TestChaos(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the fault suite starts real processes")
 	}
+	buildBinaries(t, t.TempDir())
 	for _, sc := range scenarios {
 		if !selected(sc) {
 			continue

@@ -17,7 +17,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -31,41 +30,26 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// binaries are built once per test process.
+// binaries are the programs TestChaos built for its scenarios (in its temporary folder).
 var binaries struct {
-	once      sync.Once
-	dir       string
 	flashsale string
 	nats      string
-	err       error
 }
 
-func buildBinaries(t *testing.T) (flashsale, nats string) {
+// buildBinaries builds the flashsale binary and a standalone nats-server into dir.
+func buildBinaries(t *testing.T, dir string) {
 	t.Helper()
-	binaries.once.Do(func() {
-		dir, err := os.MkdirTemp("", "flashsale-chaos-bin-")
+	binaries.flashsale = filepath.Join(dir, "flashsale")
+	binaries.nats = filepath.Join(dir, "nats-server")
+	for _, b := range [][2]string{
+		{binaries.flashsale, "github.com/flashsale/flashsale"},
+		{binaries.nats, "github.com/nats-io/nats-server/v2"},
+	} {
+		out, err := exec.Command("go", "build", "-o", b[0], b[1]).CombinedOutput()
 		if err != nil {
-			binaries.err = err
-			return
+			t.Fatalf("go build %s: %v\n%s", b[1], err, out)
 		}
-		binaries.dir = dir
-		binaries.flashsale = filepath.Join(dir, "flashsale")
-		binaries.nats = filepath.Join(dir, "nats-server")
-		for _, b := range [][2]string{
-			{binaries.flashsale, "github.com/flashsale/flashsale"},
-			{binaries.nats, "github.com/nats-io/nats-server/v2"},
-		} {
-			out, err := exec.Command("go", "build", "-o", b[0], b[1]).CombinedOutput()
-			if err != nil {
-				binaries.err = fmt.Errorf("go build %s: %v\n%s", b[1], err, out)
-				return
-			}
-		}
-	})
-	if binaries.err != nil {
-		t.Fatal(binaries.err)
 	}
-	return binaries.flashsale, binaries.nats
 }
 
 // proc is one child process the suite started, its exit awaited in the background.
@@ -229,7 +213,10 @@ type clusterOpts struct {
 
 func newCluster(t *testing.T, o clusterOpts) *cluster {
 	t.Helper()
-	bin, natsBin := buildBinaries(t)
+	bin, natsBin := binaries.flashsale, binaries.nats
+	if bin == "" {
+		t.Fatal("the binaries are not built (TestChaos builds them)")
+	}
 	c := &cluster{t: t, dir: t.TempDir(), bin: bin, started: time.Now(),
 		client: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 128}}}
 	c.redis = testenv.Redis(t)
