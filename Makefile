@@ -64,7 +64,7 @@ pg_pid() {
 }
 endef
 
-.PHONY: help deps services services-redis services-pg stop run test build bench docker-check fmt generate clean
+.PHONY: help deps services services-redis services-pg stop run test chaos build bench docker-check fmt generate clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -208,6 +208,27 @@ test: deps ## start the services, check generated views, vet, run all tests, sto
 	  $(PSQL) -c "DROP DATABASE \"$$db\" WITH (FORCE)"
 	done
 	FLASHSALE_TEST_DATABASE_URL='$(FLASHSALE_TEST_DATABASE_URL)' go test -count=1 -timeout 20m ./...
+
+# make chaos: the fault suite (tests/chaos, RELIABILITY.md), every scenario (CHAOS=01,12 picks
+# some). Each scenario starts its own redis-server, nats-server and three flashsale processes;
+# Postgres is the cluster of `make services` when it answers on PG_PORT (never stopped here),
+# else a private throwaway cluster. The table goes to tests/chaos/out/latest.{md,json}.
+CHAOS ?= all
+
+chaos: ## the fault suite: kill -9, SIGSTOP and restarts under load, every scenario (up to 15 min)
+	@mkdir -p tests/chaos/out
+	if "$(PG_BIN)/pg_isready" -q -h 127.0.0.1 -p $(PG_PORT) -U postgres -d postgres -t 2 2>/dev/null; then
+	  export FLASHSALE_TEST_DATABASE_URL='$(FLASHSALE_TEST_DATABASE_URL)'
+	else
+	  echo "chaos: no Postgres on port $(PG_PORT): the suite starts a private cluster"
+	  unset FLASHSALE_TEST_DATABASE_URL
+	fi
+	rm -f tests/chaos/out/latest.md tests/chaos/out/latest.json
+	FLASHSALE_CHAOS='$(CHAOS)' go test -count=1 -timeout 25m -run 'TestChaos' -v ./tests/chaos/ 2>&1 |
+	  tee tests/chaos/out/run.log | grep --line-buffered -E '^(=== RUN|\s*--- |ok|FAIL|PASS|panic)' && status=0 || status=$$?
+	[ -f tests/chaos/out/latest.md ] && cat tests/chaos/out/latest.md
+	[ $$status = 0 ] || echo "chaos: failed; the whole log is tests/chaos/out/run.log" >&2
+	exit $$status
 
 build: ## build the ./flashsale binary
 	@CGO_ENABLED=0 go build -o flashsale .

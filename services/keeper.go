@@ -305,6 +305,7 @@ func (k *Keeper) reconcilePass(ctx context.Context, sales []int64, backlog uint6
 	if err != nil || lease == nil {
 		return err
 	}
+	Fault(FaultLeaseHeld)
 	k.reconcile.Pass(ctx, sales, lease.Fence, backlog == 0)
 	return nil
 }

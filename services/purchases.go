@@ -200,7 +200,11 @@ func (p *Purchases) purchase(ctx context.Context, userID, itemID int64, token, i
 	if err != nil {
 		return "", info.SaleID, err
 	}
+	Fault(FaultAfterReserve)
 	id, err := p.handOver(ctx, info, userID, orderID, res, reservedAt)
+	if err == nil {
+		Fault(FaultAfterPubAck)
+	}
 	return id, info.SaleID, err
 }
 

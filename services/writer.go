@@ -253,12 +253,14 @@ func (w *Writer) process(ctx context.Context, msgs []store.Delivery) error {
 	if err := w.claim(ctx, b); err != nil {
 		return err
 	}
+	Fault(FaultWriterBeforeCommit)
 	if err := w.insert(ctx, b); err != nil {
 		return err
 	}
 	if err := w.classify(ctx, b); err != nil {
 		return err
 	}
+	Fault(FaultWriterAfterCommit)
 	if w.AfterCommit != nil {
 		if err := w.AfterCommit(); err != nil {
 			return errStop

@@ -201,3 +201,12 @@ func randomHex(n int) string {
 	rand.Read(b)
 	return hex.EncodeToString(b)
 }
+
+// StartCmd starts cmd as a child that gets SIGKILL when this test process exits (on Linux), as
+// the servers of this package are started: for tests that run their own server processes.
+func StartCmd(cmd *exec.Cmd) error {
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = sysProcAttr(nil)
+	}
+	return startCmd(cmd)
+}

@@ -93,6 +93,10 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if !cfg.RateLimits {
 		log.Warn("FLASHSALE_RATE_LIMITS=off: every rate limit is off (benchmarks and tests only)")
 	}
+	if cfg.Fault != nil {
+		log.Warn("FLASHSALE_FAULT is set: this process will signal itself at a named step (fault tests only)", "step", cfg.Fault.Step, "action", cfg.Fault.Action, "at", cfg.Fault.At)
+	}
+	services.SetFault(cfg.Fault)
 	a, err := New(ctx, cfg, log)
 	if err != nil {
 		return err

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/flashsale/flashsale/services"
 )
 
 // DevJWTSecret is the development default of FLASHSALE_JWT_SECRET (stated in the README);
@@ -48,10 +50,12 @@ type Config struct {
 	ReconcileInterval time.Duration
 	WarmAhead         time.Duration
 	WriterAckWait     time.Duration
-	// ClockSkew shifts this instance's clock (tests only: never read from the environment), to
-	// show that the decisions instances must agree on use Redis's or Postgres's clock.
+	// ClockSkew shifts this instance's clock (tests only: FLASHSALE_CLOCK_SKEW, refused in
+	// production), to show that the decisions instances must agree on use Redis's or Postgres's clock.
 	ClockSkew      time.Duration
 	TrustedProxies []string
+	// Fault is FLASHSALE_FAULT (tests only, refused in production): see services/faults.go.
+	Fault *services.FaultSpec
 }
 
 // ConfigVar documents one variable; the README's table is checked against this list.
@@ -95,6 +99,8 @@ var ConfigVars = []ConfigVar{
 	{"FLASHSALE_RECONCILE_INTERVAL", "5s", "how often the instance holding the lease reconciles Redis with Postgres"},
 	{"FLASHSALE_WARM_AHEAD", "10m", "a sale's stock is loaded into Redis this long before its start (at once for a sale created or edited closer to it; the merchant's warm button forces it earlier)"},
 	{"FLASHSALE_TRUSTED_PROXIES", "", "comma-separated proxy addresses whose X-Forwarded-For is believed"},
+	{"FLASHSALE_FAULT", "", "test only, refused in production: `STEP:kill` or `STEP:stop`, optionally `@N` (the N-th time), makes the process SIGKILL or SIGSTOP itself at a named step (`after-reserve`, `after-puback`, `writer-before-commit`, `writer-after-commit`, `lease-held`); see RELIABILITY.md"},
+	{"FLASHSALE_CLOCK_SKEW", "0s", "test only, refused in production: this instance's clock runs ahead (or behind, negative) by this much"},
 }
 
 func LoadConfig(getenv func(string) string) (Config, error) {
@@ -154,6 +160,13 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 			c.TrustedProxies = append(c.TrustedProxies, strings.TrimSpace(s))
 		}
 	}
+	var err error
+	if c.Fault, err = services.ParseFault(get("FLASHSALE_FAULT")); err != nil {
+		errs = append(errs, err)
+	}
+	if c.ClockSkew, err = time.ParseDuration(get("FLASHSALE_CLOCK_SKEW")); err != nil {
+		errs = append(errs, fmt.Errorf("FLASHSALE_CLOCK_SKEW=%q: want a duration such as 2s or -2s", get("FLASHSALE_CLOCK_SKEW")))
+	}
 	if c.NATSCreds != "" && c.NATSURL == "" {
 		errs = append(errs, errors.New("FLASHSALE_NATS_CREDS is for an external NATS: set FLASHSALE_NATS_URL too (the embedded server uses its own generated credential)"))
 	}
@@ -193,6 +206,12 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		}
 		if c.NATSSync != "always" {
 			errs = append(errs, errors.New("FLASHSALE_NATS_SYNC=interval is refused when FLASHSALE_ENV=production: an acknowledged order could be lost in a crash"))
+		}
+		if c.Fault != nil {
+			errs = append(errs, errors.New("FLASHSALE_FAULT is refused when FLASHSALE_ENV=production: it makes the process kill or stop itself (fault tests only)"))
+		}
+		if c.ClockSkew != 0 {
+			errs = append(errs, errors.New("FLASHSALE_CLOCK_SKEW is refused when FLASHSALE_ENV=production: it is for fault tests only"))
 		}
 	}
 	return c, errors.Join(errs...)

@@ -1,0 +1,473 @@
+//go:build linux
+
+// Package chaos is the fault suite (RELIABILITY.md): three flashsale processes, a standalone
+// nats-server process, one redis-server with an append-only file and one Postgres database, and
+// real signals (SIGKILL, SIGSTOP) at named steps of a purchase.
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/flashsale/flashsale/internal/app"
+	"github.com/flashsale/flashsale/store"
+	"github.com/flashsale/flashsale/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// binaries are the programs TestChaos built for its scenarios (in its temporary folder).
+var binaries struct {
+	flashsale string
+	nats      string
+}
+
+// buildBinaries builds the flashsale binary and a standalone nats-server into dir.
+func buildBinaries(t *testing.T, dir string) {
+	t.Helper()
+	binaries.flashsale = filepath.Join(dir, "flashsale")
+	binaries.nats = filepath.Join(dir, "nats-server")
+	for _, b := range [][2]string{
+		{binaries.flashsale, "github.com/flashsale/flashsale"},
+		{binaries.nats, "github.com/nats-io/nats-server/v2"},
+	} {
+		out, err := exec.Command("go", "build", "-o", b[0], b[1]).CombinedOutput()
+		if err != nil {
+			t.Fatalf("go build %s: %v\n%s", b[1], err, out)
+		}
+	}
+}
+
+// proc is one child process the suite started, its exit awaited in the background.
+type proc struct {
+	name   string
+	cmd    *exec.Cmd
+	log    string
+	done   chan struct{}
+	state  *os.ProcessState
+	exitAt time.Time
+}
+
+func startProc(t *testing.T, name, logPath string, env []string, bin string, args ...string) *proc {
+	t.Helper()
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = env
+	cmd.Stdout = logf
+	cmd.Stderr = logf
+	if err := testenv.StartCmd(cmd); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	p := &proc{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		p.state = cmd.ProcessState
+		p.exitAt = time.Now()
+		close(p.done)
+	}()
+	return p
+}
+
+func (p *proc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// killedBy reports whether the process has exited by signal sig.
+func (p *proc) killedBy(sig syscall.Signal) bool {
+	if !p.exited() {
+		return false
+	}
+	ws, ok := p.state.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == sig
+}
+
+// stopped reports whether the process is in the stopped state (SIGSTOP).
+func (p *proc) stopped() bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndex(s, ")")
+	return i >= 0 && i+2 < len(s) && s[i+2] == 'T'
+}
+
+func (p *proc) signal(sig syscall.Signal) { _ = p.cmd.Process.Signal(sig) }
+
+// kill sends SIGKILL (a stopped process dies too) and waits for the exit.
+func (p *proc) kill() {
+	if p.exited() {
+		return
+	}
+	p.signal(syscall.SIGKILL)
+	<-p.done
+}
+
+func logTail(path string, n int) string {
+	b, _ := os.ReadFile(path)
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return "--- " + path + "\n" + strings.Join(lines, "\n")
+}
+
+// natsServer is a standalone nats-server with JetStream, fsync on every write.
+type natsServer struct {
+	port    int
+	dir     string
+	conf    string
+	proc    *proc
+	bin     string
+	maxFile string // JetStream max_file_store ("" = unlimited)
+}
+
+func (n *natsServer) url() string { return "nats://127.0.0.1:" + strconv.Itoa(n.port) }
+
+func (n *natsServer) start(t *testing.T) {
+	t.Helper()
+	limit := ""
+	if n.maxFile != "" {
+		limit = "\n  max_file_store: " + n.maxFile
+	}
+	conf := fmt.Sprintf("listen: 127.0.0.1:%d\nserver_name: chaos\njetstream {\n  store_dir: %q\n  sync_interval: always%s\n}\n",
+		n.port, filepath.Join(n.dir, "js"), limit)
+	if err := os.WriteFile(n.conf, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	n.proc = startProc(t, "nats-server", filepath.Join(n.dir, "nats.log"), os.Environ(), n.bin, "-c", n.conf)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", n.port), 200*time.Millisecond); err == nil {
+			c.Close()
+			return
+		}
+		if n.proc.exited() || time.Now().After(deadline) {
+			t.Fatalf("nats-server did not start\n%s", logTail(filepath.Join(n.dir, "nats.log"), 20))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// instance is one flashsale process.
+type instance struct {
+	idx         int
+	port        int
+	metricsPort int
+	dataDir     string
+	log         string
+	env         map[string]string // this instance's own settings on top of the cluster's
+	proc        *proc
+}
+
+func (in *instance) url() string { return "http://127.0.0.1:" + strconv.Itoa(in.port) }
+
+// cluster is one scenario's world.
+type cluster struct {
+	t       *testing.T
+	dir     string
+	bin     string
+	redis   *testenv.RedisServer
+	dsn     string
+	nats    *natsServer
+	inst    []*instance
+	env     map[string]string // settings of every instance
+	rdb     *redis.Client
+	db      *store.DB
+	client  *http.Client
+	proxy   *tcpProxy // with clusterOpts.partition: between instance 2 and Redis
+	started time.Time
+}
+
+type clusterOpts struct {
+	env       map[string]string   // on top of the defaults, for every instance
+	instEnv   []map[string]string // per instance, on top of env
+	faults    map[int]string      // FLASHSALE_FAULT of an instance's first start only (a restart is clean)
+	natsMax   string              // JetStream max_file_store
+	partition bool                // instance 2 reaches Redis through a proxy the test can cut (c.proxy)
+	serial    bool                // start the instances one after another (the first takes the lease)
+}
+
+func newCluster(t *testing.T, o clusterOpts) *cluster {
+	t.Helper()
+	bin, natsBin := binaries.flashsale, binaries.nats
+	if bin == "" {
+		t.Fatal("the binaries are not built (TestChaos builds them)")
+	}
+	c := &cluster{t: t, dir: t.TempDir(), bin: bin, started: time.Now(),
+		client: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 128}}}
+	c.redis = testenv.Redis(t)
+	c.dsn = testenv.Postgres(t)
+	if o.partition {
+		c.proxy = newProxy(t, c.redis.Addr)
+	}
+	c.nats = &natsServer{port: testenv.FreePort(t), dir: filepath.Join(c.dir, "nats"), bin: natsBin, maxFile: o.natsMax}
+	if err := os.MkdirAll(c.nats.dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c.nats.conf = filepath.Join(c.nats.dir, "nats.conf")
+	c.nats.start(t)
+	c.env = map[string]string{
+		"FLASHSALE_DATABASE_URL":       c.dsn,
+		"FLASHSALE_REDIS_URL":          c.redis.URL(),
+		"FLASHSALE_NATS_URL":           c.nats.url(),
+		"FLASHSALE_RATE_LIMITS":        "off",
+		"FLASHSALE_CAPTCHA":            "test",
+		"FLASHSALE_LOG_LEVEL":          "warn",
+		"FLASHSALE_PUBLISH_TIMEOUT":    "2s",
+		"FLASHSALE_ORPHAN_AGE":         "6s",
+		"FLASHSALE_KEEPER_INTERVAL":    "250ms",
+		"FLASHSALE_RECONCILE_INTERVAL": "1s",
+		"FLASHSALE_PURCHASE_TOKEN_TTL": "1m",
+		"FLASHSALE_DB_MAX_CONNS":       "8",
+		"FLASHSALE_REDIS_POOL":         "64",
+	}
+	for k, v := range o.env {
+		c.env[k] = v
+	}
+	for i := range 3 {
+		in := &instance{idx: i, port: testenv.FreePort(t), metricsPort: testenv.FreePort(t), dataDir: filepath.Join(c.dir, fmt.Sprintf("i%d", i)),
+			log: filepath.Join(c.dir, fmt.Sprintf("i%d.log", i)), env: map[string]string{}}
+		if i < len(o.instEnv) {
+			for k, v := range o.instEnv[i] {
+				in.env[k] = v
+			}
+		}
+		if o.partition && i == 2 {
+			in.env["FLASHSALE_REDIS_URL"] = c.proxy.url()
+		}
+		c.inst = append(c.inst, in)
+	}
+	t.Cleanup(func() {
+		for _, in := range c.inst {
+			if in.proc != nil {
+				in.proc.kill()
+			}
+		}
+		c.nats.proc.kill()
+		if c.rdb != nil {
+			c.rdb.Close()
+		}
+		if c.db != nil {
+			c.db.Close()
+		}
+		if t.Failed() {
+			for _, in := range c.inst {
+				t.Log(logTail(in.log, 30))
+			}
+			t.Log(logTail(filepath.Join(c.nats.dir, "nats.log"), 15))
+		}
+	})
+	// The first instance applies the migrations alone; the others start together.
+	first := func(i int) map[string]string {
+		if f, ok := o.faults[i]; ok {
+			return map[string]string{"FLASHSALE_FAULT": f}
+		}
+		return nil
+	}
+	c.start(0, first(0))
+	c.waitReady(0)
+	if o.serial {
+		c.start(1, first(1))
+		c.waitReady(1)
+		c.start(2, first(2))
+		c.waitReady(2)
+	} else {
+		c.start(1, first(1))
+		c.start(2, first(2))
+		c.waitReady(1)
+		c.waitReady(2)
+	}
+	var err error
+	ctx := context.Background()
+	if c.rdb, err = store.OpenRedis(ctx, c.redis.URL(), 8); err != nil {
+		t.Fatal(err)
+	}
+	if c.db, err = store.OpenDB(ctx, c.dsn, 4); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// environ is the process environment of instance i (nil: the cluster's tool commands) with
+// extra settings on top.
+func (c *cluster) environ(i int, extra map[string]string) []string {
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
+	m := map[string]string{}
+	for k, v := range c.env {
+		m[k] = v
+	}
+	if i >= 0 {
+		in := c.inst[i]
+		m["FLASHSALE_ADDR"] = "127.0.0.1:" + strconv.Itoa(in.port)
+		m["FLASHSALE_DATA_DIR"] = in.dataDir
+		m["FLASHSALE_METRICS_ADDR"] = "127.0.0.1:" + strconv.Itoa(in.metricsPort)
+		for k, v := range in.env {
+			m[k] = v
+		}
+	}
+	for k, v := range extra {
+		m[k] = v
+	}
+	for k, v := range m {
+		if v != "" {
+			env = append(env, k+"="+v)
+		}
+	}
+	return env
+}
+
+// start starts instance i (again), with extra settings for this run only (a fault, say).
+func (c *cluster) start(i int, extra map[string]string) {
+	c.t.Helper()
+	in := c.inst[i]
+	if in.proc != nil && !in.proc.exited() {
+		c.t.Fatalf("instance %d is running", i)
+	}
+	if err := os.MkdirAll(in.dataDir, 0o755); err != nil {
+		c.t.Fatal(err)
+	}
+	in.proc = startProc(c.t, fmt.Sprintf("flashsale-%d", i), in.log, c.environ(i, extra), c.bin, "serve")
+}
+
+// waitReady waits for GET /readyz to answer 200.
+func (c *cluster) waitReady(i int) {
+	c.t.Helper()
+	in := c.inst[i]
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		resp, err := c.client.Get(in.url() + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		if in.proc.exited() {
+			c.t.Fatalf("instance %d exited at start (%v)\n%s", i, in.proc.state, logTail(in.log, 30))
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("instance %d not ready after 60s\n%s", i, logTail(in.log, 30))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// restart starts every instance that is not running (a stopped one is continued) and waits until
+// all answer ready.
+func (c *cluster) restartDown() (restarted int) {
+	c.t.Helper()
+	for i, in := range c.inst {
+		switch {
+		case in.proc.exited():
+			c.start(i, nil)
+			restarted++
+		case in.proc.stopped():
+			in.proc.signal(syscall.SIGCONT)
+		}
+	}
+	for i := range c.inst {
+		c.waitReady(i)
+	}
+	return restarted
+}
+
+// waitExit waits up to d for instance i to exit, and reports whether it did.
+func (c *cluster) waitExit(i int, d time.Duration) bool {
+	select {
+	case <-c.inst[i].proc.done:
+		return true
+	case <-time.After(d):
+		return false
+	}
+}
+
+// tool runs a flashsale command (reconcile, token) with the cluster's settings.
+func (c *cluster) tool(args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, c.bin, args...)
+	cmd.Env = c.environ(-1, nil)
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	cmd.Stderr = &out
+	err := cmd.Run()
+	return out.String(), err
+}
+
+// waitSettled waits until the sale is loaded in Redis and not marked lost (a rebuild after a
+// Redis loss takes a few seconds) and no reservation of the sale is in flight (orphans go back
+// after FLASHSALE_ORPHAN_AGE), up to d.
+func (c *cluster) waitSettled(saleID int64, d time.Duration) error {
+	ctx := context.Background()
+	deadline := time.Now().Add(d)
+	for {
+		meta, merr := c.rdb.HGetAll(ctx, store.MetaKey(saleID)).Result()
+		n, err := c.rdb.HLen(ctx, store.InFlightKey(saleID)).Result()
+		loaded := merr == nil && len(meta) > 0 && meta["lost"] != "1"
+		if err == nil && n == 0 && loaded {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("after %v: %d reservations still in flight (err %v), sale loaded in redis: %v", d, n, err, loaded)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// merchantToken makes a merchant's identity token with the binary's own command.
+func (c *cluster) merchantToken() string {
+	c.t.Helper()
+	out, err := c.tool("token", "-user", "9000", "-role", "merchant")
+	if err != nil {
+		c.t.Fatalf("flashsale token: %v\n%s", err, out)
+	}
+	return strings.TrimSpace(out)
+}
+
+// secret is the instances' JWT secret (the development default: FLASHSALE_ENV is development).
+var secret = []byte(app.DevJWTSecret)
+
+// redelivered sums the writers' count of orders they found already written (a message delivered
+// again), from each running instance's /metrics.
+func (c *cluster) redelivered() int {
+	total := 0
+	for _, in := range c.inst {
+		resp, err := c.client.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", in.metricsPort))
+		if err != nil {
+			continue
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, `flashsale_writer_orders_total{result="redelivered"} `); ok {
+				f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
+				total += int(f)
+			}
+		}
+	}
+	return total
+}
