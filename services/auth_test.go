@@ -165,3 +165,102 @@ func TestValidCredentials(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkVerifyFirstSight is the cost of a token's first request on an instance (its
+// verification is not cached yet): what every shopper of a rush pays once.
+func BenchmarkVerifyFirstSight(b *testing.B) {
+	now := time.Now()
+	a := NewAuth(nil, []byte("a secret of a sensible length, 32+"), time.Hour, func() time.Time { return now })
+	toks := make([]string, 4096)
+	for i := range toks {
+		var err error
+		if toks[i], err = a.Issue(Identity{UserID: int64(i + 1), Role: RoleShopper}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, _, err := a.verify(toks[i%len(toks)]); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// The fast path for the shop's own tokens accepts exactly what the library's parser accepts, with
+// the same claims, and is the path an ordinary token takes; everything it does not accept goes to
+// the library, whose refusal stands.
+func TestVerifyOwnAgreesWithTheLibrary(t *testing.T) {
+	now := time.Now()
+	secret := []byte("a secret of a sensible length, 32+")
+	a := NewAuth(nil, secret, time.Hour, func() time.Time { return now })
+	sign := func(method jwt.SigningMethod, key any, edit func(jwt.MapClaims)) string {
+		c := jwt.MapClaims{"sub": "42", "role": RoleShopper, "iat": now.Unix(), "exp": now.Add(time.Hour).Unix()}
+		if edit != nil {
+			edit(c)
+		}
+		s, err := jwt.NewWithClaims(method, c).SignedString(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	issued, err := a.Issue(Identity{UserID: 42, Role: RoleShopper})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]struct {
+		token string
+		fast  bool // the fast path must accept it
+	}{
+		"issued":                  {issued, true},
+		"map claims, same header": {sign(jwt.SigningMethodHS256, secret, nil), true},
+		"expired beyond leeway":   {sign(jwt.SigningMethodHS256, secret, func(c jwt.MapClaims) { c["exp"] = now.Add(-6 * time.Second).Unix() }), false},
+		"expired within leeway":   {sign(jwt.SigningMethodHS256, secret, func(c jwt.MapClaims) { c["exp"] = now.Add(-3 * time.Second).Unix() }), true},
+		"no exp":                  {sign(jwt.SigningMethodHS256, secret, func(c jwt.MapClaims) { delete(c, "exp") }), false},
+		"nbf in the future":       {sign(jwt.SigningMethodHS256, secret, func(c jwt.MapClaims) { c["nbf"] = now.Add(time.Minute).Unix() }), false},
+		"nbf within leeway":       {sign(jwt.SigningMethodHS256, secret, func(c jwt.MapClaims) { c["nbf"] = now.Add(3 * time.Second).Unix() }), true},
+		"exp a string":            {sign(jwt.SigningMethodHS256, secret, func(c jwt.MapClaims) { c["exp"] = "soon" }), false},
+		"another secret":          {sign(jwt.SigningMethodHS256, []byte("another secret of some length, 32+"), nil), false},
+		"HS384":                   {sign(jwt.SigningMethodHS384, secret, nil), false},
+		"alg none":                {sign(jwt.SigningMethodNone, jwt.UnsafeAllowNoneSignatureType, nil), false},
+		"signature cut":           {issued[:len(issued)-1], false},
+		"signature padded":        {issued + "=", false},
+		"signature stripped":      {issued[:strings.LastIndexByte(issued, '.')+1], false},
+		"no signature segment":    {issued[:strings.LastIndexByte(issued, '.')], false},
+		"payload swapped":         {flipSegment(issued, sign(jwt.SigningMethodHS256, secret, func(c jwt.MapClaims) { c["sub"] = "1" })), false},
+		"payload not base64":      {strings.Replace(issued, ".", ".*", 1), false},
+		"four segments":           {issued + ".x", false},
+		"empty":                   {"", false},
+		"header only":             {hs256Header, false},
+		"header and dot":          {hs256Header + ".", false},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			fc, fast := a.verifyOwn(c.token)
+			if fast != c.fast {
+				t.Fatalf("fast path accepted = %v, want %v", fast, c.fast)
+			}
+			var lc claims
+			libErr := a.parse(c.token, &lc)
+			if fast && libErr != nil {
+				t.Fatalf("the fast path accepted a token the library refuses: %v", libErr)
+			}
+			if fast && (fc.Subject != lc.Subject || fc.Role != lc.Role || !fc.ExpiresAt.Equal(lc.ExpiresAt.Time)) {
+				t.Fatalf("claims differ: fast %+v, library %+v", fc, lc)
+			}
+			// Whatever path, verify answers as the library does.
+			_, _, err := a.verify(c.token)
+			if (err == nil) != (libErr == nil) {
+				t.Fatalf("verify: %v, library: %v", err, libErr)
+			}
+		})
+	}
+}
+
+// flipSegment puts other's payload into token, keeping token's header and signature.
+func flipSegment(token, other string) string {
+	p := strings.Split(token, ".")
+	q := strings.Split(other, ".")
+	return p[0] + "." + q[1] + "." + p[2]
+}
