@@ -185,3 +185,44 @@ func TestPostgresParallel(t *testing.T) {
 		})
 	}
 }
+
+// A private cluster crashed with pg_ctl stop -m immediate refuses connections, and started again
+// on the same port keeps every committed row (crash recovery from its WAL).
+func TestPrivatePostgresCrashRestart(t *testing.T) {
+	t.Parallel()
+	p := testenv.PrivatePostgres(t)
+	ctx := context.Background()
+	exec := func(sql string) error {
+		conn, err := pgx.Connect(ctx, p.DSN())
+		if err != nil {
+			return err
+		}
+		defer conn.Close(ctx)
+		_, err = conn.Exec(ctx, sql)
+		return err
+	}
+	if err := exec(`CREATE TABLE t (v int); INSERT INTO t SELECT generate_series(1, 1000)`); err != nil {
+		t.Fatal(err)
+	}
+	port := p.Port()
+	p.Stop(t, "immediate")
+	if p.Running() {
+		t.Fatal("running after Stop")
+	}
+	if err := exec(`SELECT 1`); err == nil {
+		t.Fatal("a crashed cluster answered")
+	}
+	p.Start(t)
+	if p.Port() != port || !p.Running() {
+		t.Fatalf("restarted on port %d (running %v), want %d", p.Port(), p.Running(), port)
+	}
+	conn, err := pgx.Connect(ctx, p.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var n int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM t`).Scan(&n); err != nil || n != 1000 {
+		t.Fatalf("after the crash: %d rows (%v), want 1000", n, err)
+	}
+}

@@ -67,8 +67,9 @@ var scenarios = []scenario{
 	{"11", "duplicate deliveries: 1 s ack wait, a writer stopped holding a batch", false, scenarioDuplicates},
 	{"14", "bot burst: one user, one IP, thousands of requests, rate limits on", false, scenarioBot},
 	{"15", "clock skew: one instance 2 s ahead", false, scenarioSkew},
-	{"09", "Postgres connections cut during the rush (nearest to a restart)", false, scenarioPostgresCut},
-	{"16", "the NATS store full (max_file_store)", false, scenarioNATSFull},
+	{"09", "Postgres crashed and restarted during the rush", false, scenarioPostgresRestart},
+	{"09b", "Postgres connections cut during the rush", false, scenarioPostgresCut},
+	{"16", "the disk under NATS full during the rush", false, scenarioNATSFull},
 	{"17", "partition: one instance cut off from Redis", false, scenarioPartition},
 	{"18", "all three instances kill -9'd mid-rush, each at another step", false, scenarioAllKilled},
 }

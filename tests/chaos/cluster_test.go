@@ -143,6 +143,45 @@ type natsServer struct {
 	proc    *proc
 	bin     string
 	maxFile string // JetStream max_file_store ("" = unlimited)
+	tmpfs   string // the store's directory when it is a tmpfs of its own (mountTmpfs), else ""
+}
+
+// storeDir is the JetStream store directory.
+func (n *natsServer) storeDir() string { return filepath.Join(n.dir, "js") }
+
+// mountTmpfs puts the JetStream store on a tmpfs of the given size (a real, small disk that
+// fills), unmounted in t.Cleanup after the server is killed. It needs root (mount(2)); it
+// reports whether the mount succeeded, and the caller falls back to a store limit otherwise.
+func (n *natsServer) mountTmpfs(t *testing.T, size string) bool {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Logf("nats store: not root, no tmpfs")
+		return false
+	}
+	dir := n.storeDir()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, "size="+size); err != nil {
+		t.Logf("nats store: mount tmpfs: %v", err)
+		return false
+	}
+	n.tmpfs = dir
+	t.Cleanup(func() {
+		if n.proc != nil {
+			n.proc.kill()
+		}
+		if err := syscall.Unmount(dir, 0); err != nil {
+			t.Errorf("nats store: umount %s: %v", dir, err)
+			_ = syscall.Unmount(dir, syscall.MNT_DETACH)
+		}
+	})
+	return true
+}
+
+// growTmpfs resizes the store's tmpfs (frees space) without touching its files.
+func (n *natsServer) growTmpfs(size string) error {
+	return syscall.Mount("tmpfs", n.tmpfs, "tmpfs", syscall.MS_REMOUNT|syscall.MS_NOSUID|syscall.MS_NODEV, "size="+size)
 }
 
 func (n *natsServer) url() string { return "nats://127.0.0.1:" + strconv.Itoa(n.port) }
@@ -154,7 +193,7 @@ func (n *natsServer) start(t *testing.T) {
 		limit = "\n  max_file_store: " + n.maxFile
 	}
 	conf := fmt.Sprintf("listen: 127.0.0.1:%d\nserver_name: chaos\njetstream {\n  store_dir: %q\n  sync_interval: always%s\n}\n",
-		n.port, filepath.Join(n.dir, "js"), limit)
+		n.port, n.storeDir(), limit)
 	if err := os.WriteFile(n.conf, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -191,6 +230,7 @@ type cluster struct {
 	dir     string
 	bin     string
 	redis   *testenv.RedisServer
+	pg      *testenv.PGCluster // with clusterOpts.privatePG: the scenario's own Postgres cluster
 	dsn     string
 	nats    *natsServer
 	inst    []*instance
@@ -207,6 +247,8 @@ type clusterOpts struct {
 	instEnv   []map[string]string // per instance, on top of env
 	faults    map[int]string      // FLASHSALE_FAULT of an instance's first start only (a restart is clean)
 	natsMax   string              // JetStream max_file_store
+	natsDisk  string              // the NATS store on a tmpfs of this size (root only; "" = the ordinary disk)
+	privatePG bool                // a private Postgres cluster (c.pg) the scenario may crash and restart
 	partition bool                // instance 2 reaches Redis through a proxy the test can cut (c.proxy)
 	serial    bool                // start the instances one after another (the first takes the lease)
 }
@@ -220,15 +262,28 @@ func newCluster(t *testing.T, o clusterOpts) *cluster {
 	c := &cluster{t: t, dir: t.TempDir(), bin: bin, started: time.Now(),
 		client: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 128}}}
 	c.redis = testenv.Redis(t)
-	c.dsn = testenv.Postgres(t)
+	if o.privatePG {
+		c.pg = testenv.PrivatePostgres(t)
+		c.dsn = c.pg.DSN()
+	} else {
+		c.dsn = testenv.Postgres(t)
+	}
 	if o.partition {
 		c.proxy = newProxy(t, c.redis.Addr)
 	}
-	c.nats = &natsServer{port: testenv.FreePort(t), dir: filepath.Join(c.dir, "nats"), bin: natsBin, maxFile: o.natsMax}
+	c.nats = &natsServer{port: testenv.FreePort(t), dir: filepath.Join(c.dir, "nats"), bin: natsBin}
+	if o.natsDisk == "" {
+		c.nats.maxFile = o.natsMax
+	}
 	if err := os.MkdirAll(c.nats.dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	c.nats.conf = filepath.Join(c.nats.dir, "nats.conf")
+	if o.natsDisk != "" && !c.nats.mountTmpfs(t, o.natsDisk) {
+		c.nats.maxFile = o.natsMax // no tmpfs here: the store limit instead
+	} else if o.natsDisk != "" {
+		c.nats.maxFile = "1GB" // far above the tmpfs: the disk, not JetStream's limit, runs out
+	}
 	c.nats.start(t)
 	c.env = map[string]string{
 		"FLASHSALE_DATABASE_URL":       c.dsn,
@@ -380,6 +435,9 @@ func (c *cluster) waitReady(i int) {
 // all answer ready.
 func (c *cluster) restartDown() (restarted int) {
 	c.t.Helper()
+	if c.pg != nil && !c.pg.Running() {
+		c.pg.Start(c.t)
+	}
 	for i, in := range c.inst {
 		switch {
 		case in.proc.exited():

@@ -7,7 +7,10 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -150,10 +153,63 @@ func scenarioPartition(t *testing.T, r *result) {
 	c.finish(t, r, l, s)
 }
 
-// scenarioPostgresCut: Postgres is shared with other work here and cannot be restarted, so the
-// suite does what a restart does to clients: it terminates every connection to the sale's
-// database, every 100 ms for 3 s, during the rush. The writer must retry and resume, nothing lost
-// or doubled.
+// scenarioPostgresRestart: the scenario's own Postgres cluster (testenv.PrivatePostgres, with
+// production's durability settings) is crashed mid-rush (`pg_ctl stop -m immediate`: every server
+// process quits at once, nothing flushed), kept down 2 s, and started again on the same data
+// directory and port, where it runs crash recovery from its WAL. Purchases do not need Postgres
+// and go on; the writers fail, retry, and resume: every order acknowledged is written once.
+func scenarioPostgresRestart(t *testing.T, r *result) {
+	c := newCluster(t, clusterOpts{privatePG: true})
+	s := c.createSale(time.Now().Add(-time.Second), 0, 800, 800)
+	l := newLedger()
+	done := c.goRun(l, s, shoppersFor(s, 1, 2000), loadOpts{attempts: 20, retryPause: 200 * time.Millisecond})
+	time.Sleep(1500 * time.Millisecond)
+	ctx := context.Background()
+	writtenBefore, _ := c.orders(ctx, s.id)
+	crashedAt := time.Now()
+	c.pg.Stop(t, "immediate")
+	// down: nothing answers on its port
+	probe, cancel := context.WithTimeout(ctx, time.Second)
+	if conn, err := pgx.Connect(probe, c.dsn); err == nil {
+		conn.Close(ctx)
+		r.Violations++
+		t.Errorf("postgres answered after pg_ctl stop -m immediate")
+	}
+	cancel()
+	time.Sleep(time.Until(crashedAt.Add(2 * time.Second)))
+	c.pg.Start(t)
+	restartedAt := time.Now()
+	r.Faults = fmt.Sprintf("Postgres crashed (pg_ctl stop -m immediate) %d orders in, down %.1f s, restarted (crash recovery)",
+		len(writtenBefore), restartedAt.Sub(crashedAt).Seconds())
+	// the writers resume: every order acknowledged before the restart reaches Postgres
+	before := l.ackedBefore(restartedAt)
+	took, err := c.waitDurable(before, 20*time.Second)
+	if err != nil {
+		r.Violations++
+		t.Errorf("after the Postgres restart: %v", err)
+	}
+	r.Durable = fmt.Sprintf("%.1fs after the restart (%d orders)", took.Seconds(), len(before))
+	<-done
+	if len(writtenBefore) == 0 {
+		t.Errorf("no order was written before the crash: the fault did not land mid-rush")
+	}
+	b, _ := os.ReadFile(c.pg.LogPath())
+	if !strings.Contains(string(b), "automatic recovery in progress") {
+		r.Violations++
+		t.Errorf("postgres did not run crash recovery at its restart\n%s", b)
+	}
+	// nothing written before the crash was lost by it (committed means durable)
+	have, err := c.db.ExistingOrders(ctx, idsOf(writtenBefore))
+	if err != nil || len(have) != len(writtenBefore) {
+		r.Violations++
+		t.Errorf("of %d orders in postgres before the crash, %d are there after it (%v)", len(writtenBefore), len(have), err)
+	}
+	c.finish(t, r, l, s)
+}
+
+// scenarioPostgresCut (09b) does to the clients what a restart does, without one, on the shared
+// cluster: it terminates every connection to the sale's database, every 100 ms for 3 s, during
+// the rush. The writer must retry and resume, nothing lost or doubled.
 func scenarioPostgresCut(t *testing.T, r *result) {
 	c := newCluster(t, clusterOpts{})
 	s := c.createSale(time.Now().Add(-time.Second), 0, 800, 800)
@@ -184,22 +240,72 @@ func scenarioPostgresCut(t *testing.T, r *result) {
 	c.finish(t, r, l, s)
 }
 
-// scenarioNATSFull: the NATS server's JetStream store is limited to a few kilobytes, so the
-// order stream fills during the rush: publishes fail, purchases answer 503 and their units come
-// back; every 202 is in Postgres.
+// idsOf returns the ids of orders.
+func idsOf(orders []pgOrder) []string {
+	ids := make([]string, 0, len(orders))
+	for _, o := range orders {
+		ids = append(ids, o.id)
+	}
+	return ids
+}
+
+// natsDisk is the size of the tmpfs under the NATS store in scenario 16: it fills a few hundred
+// orders into the rush.
+const natsDisk = "256k"
+
+// scenarioNATSFull: the disk under the NATS server fills during the rush. As root, the JetStream
+// store is a tmpfs of its own of natsDisk (and JetStream's own limit far above it), so a write of
+// the order stream fails with ENOSPC and the stream keeps the write error, refusing every later
+// write until nats-server restarts; elsewhere the store is limited by max_file_store instead.
+// Publishes fail, purchases answer 503 (never 500) and their units come back. Then space is freed
+// (the tmpfs grown) and nats-server restarted on its store, as an operator would: every 202 is in
+// Postgres and the end-of-scenario checks hold.
 func scenarioNATSFull(t *testing.T, r *result) {
-	c := newCluster(t, clusterOpts{natsMax: "64KB"})
+	c := newCluster(t, clusterOpts{natsDisk: natsDisk, natsMax: "64KB"})
 	s := c.createSale(time.Now().Add(-time.Second), 0, 1000, 1000)
 	l := newLedger()
-	c.run(l, s, shoppersFor(s, 1, 1500), loadOpts{attempts: 2})
-	r.Faults = "JetStream max_file_store 64KB"
+	// with JetStream disabled a publish waits out FLASHSALE_PUBLISH_TIMEOUT (2 s) before its
+	// 503: enough shoppers in flight at once that the rush still lasts seconds, not minutes
+	c.run(l, s, shoppersFor(s, 1, 1500), loadOpts{attempts: 2, concurrency: 1000})
 	l.mu.Lock()
-	unavailable := l.status[503]
-	l.mu.Unlock()
-	if unavailable == 0 {
-		r.Violations++
-		t.Errorf("the store never filled: answers %v", l.status)
-	}
+	unavailable, accepted := l.status[503], len(l.acked)
 	r.Note = fmt.Sprintf("answers %v", l.status)
+	l.mu.Unlock()
+	if unavailable == 0 || accepted == 0 {
+		r.Violations++
+		t.Errorf("the store did not fill mid-rush (%d answered 202, %d 503): answers %v", accepted, unavailable, l.status)
+	}
+	if c.nats.tmpfs == "" {
+		r.Faults = "JetStream max_file_store 64KB (no tmpfs: not root, or mount refused)"
+		c.finish(t, r, l, s)
+		return
+	}
+	natsLog := filepath.Join(c.nats.dir, "nats.log")
+	b, _ := os.ReadFile(natsLog)
+	full := ""
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.Contains(line, "no space left") {
+			full = strings.TrimSpace(line)
+			break
+		}
+	}
+	if full == "" {
+		r.Violations++
+		t.Errorf("nats-server never reported its disk full\n%s", logTail(natsLog, 20))
+	}
+	r.Note += "; nats-server: " + full
+	// free space and restart nats-server on its store (the stream keeps its write error until then)
+	if err := c.nats.growTmpfs("64m"); err != nil {
+		t.Fatalf("grow the tmpfs: %v", err)
+	}
+	c.nats.proc.kill()
+	c.nats.start(t)
+	r.Faults = "NATS store on a " + natsDisk + " tmpfs, full mid-rush (ENOSPC); space freed, nats-server restarted"
+	took, err := c.waitDurable(l.ackedIDs(), 30*time.Second)
+	if err != nil {
+		r.Violations++
+		t.Errorf("after space was freed: %v", err)
+	}
+	r.Durable = fmt.Sprintf("%.1fs after the restart (%d orders)", took.Seconds(), accepted)
 	c.finish(t, r, l, s)
 }
