@@ -1,6 +1,7 @@
 package services
 
 import (
+	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -197,8 +198,14 @@ func (a *Auth) verifyOwn(token string) (claims, bool) {
 		return c, false
 	}
 	payload, err := base64.RawURLEncoding.DecodeString(token[dot+1 : last])
-	if err != nil || json.Unmarshal(payload, &c) != nil {
+	if err != nil {
 		return c, false
+	}
+	if !flatClaims(payload, &c) {
+		c = claims{}
+		if json.Unmarshal(payload, &c) != nil {
+			return c, false
+		}
 	}
 	now := a.now()
 	if c.ExpiresAt == nil || !now.Before(c.ExpiresAt.Add(tokenLeeway)) {
@@ -208,6 +215,98 @@ func (a *Auth) verifyOwn(token string) (claims, bool) {
 		return c, false
 	}
 	return c, true
+}
+
+// flatClaims reads the claims of a payload in the plain form Issue writes, without reflection: one
+// flat JSON object whose values are strings of printable ASCII without escapes (role, sub, iss,
+// jti) or integers of up to 15 digits (exp, iat, nbf). It answers false for anything else (another key, an escape, a fraction, an
+// audience, a duplicate, white space), which json.Unmarshal then reads.
+func flatClaims(p []byte, c *claims) bool {
+	if len(p) < 2 || p[0] != '{' || p[len(p)-1] != '}' {
+		return false
+	}
+	var seen uint8
+	i := 1
+	for i < len(p)-1 {
+		if p[i] != '"' {
+			return false
+		}
+		end := bytes.IndexByte(p[i+1:], '"')
+		if end < 0 {
+			return false
+		}
+		key := p[i+1 : i+1+end]
+		i += end + 2
+		if i >= len(p) || p[i] != ':' {
+			return false
+		}
+		i++
+		var str string
+		var num int64
+		isStr := i < len(p) && p[i] == '"'
+		if isStr {
+			end := bytes.IndexByte(p[i+1:], '"')
+			if end < 0 {
+				return false
+			}
+			for _, b := range p[i+1 : i+1+end] {
+				if b < 0x20 || b > 0x7e || b == '\\' { // printable ASCII only: JSON reads it as it is
+					return false
+				}
+			}
+			str = string(p[i+1 : i+1+end])
+			i += end + 2
+		} else {
+			j := i
+			for j < len(p) && p[j] >= '0' && p[j] <= '9' {
+				j++
+			}
+			if j == i || j-i > 15 || (p[i] == '0' && j-i > 1) { // up to 15 digits: exact as JSON's float64
+				return false
+			}
+			for _, d := range p[i:j] {
+				num = num*10 + int64(d-'0')
+			}
+			i = j
+		}
+		var bit uint8
+		switch string(key) {
+		case "role":
+			bit = 1
+			c.Role = str
+		case "sub":
+			bit = 2
+			c.Subject = str
+		case "iss":
+			bit = 4
+			c.Issuer = str
+		case "jti":
+			bit = 8
+			c.ID = str
+		case "exp":
+			bit = 16
+			c.ExpiresAt = jwt.NewNumericDate(time.Unix(num, 0))
+		case "iat":
+			bit = 32
+			c.IssuedAt = jwt.NewNumericDate(time.Unix(num, 0))
+		case "nbf":
+			bit = 64
+			c.NotBefore = jwt.NewNumericDate(time.Unix(num, 0))
+		default:
+			return false
+		}
+		if isStr != (bit < 16) || seen&bit != 0 {
+			return false
+		}
+		seen |= bit
+		if i < len(p)-1 {
+			if p[i] != ',' {
+				return false
+			}
+			i++
+		}
+	}
+	return i == len(p)-1 && p[i-1] != ','
 }
 
 func (a *Auth) verify(token string) (Identity, time.Time, error) {

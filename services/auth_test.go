@@ -5,6 +5,8 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -263,4 +265,54 @@ func flipSegment(token, other string) string {
 	p := strings.Split(token, ".")
 	q := strings.Split(other, ".")
 	return p[0] + "." + q[1] + "." + p[2]
+}
+
+// flatClaims reads what json.Unmarshal reads whenever it answers at all, and answers for the
+// payloads Issue writes.
+func FuzzFlatClaimsAgreesWithJSON(f *testing.F) {
+	for _, seed := range []string{
+		`{"role":"shopper","sub":"42","exp":1796098024,"iat":1796094424}`,
+		`{"role":"merchant","sub":"9000","exp":1,"nbf":2,"iat":3,"iss":"x","jti":"y"}`,
+		`{}`, `{"role":"shopper",}`, `{"role":"a\"b"}`, `{"exp":1.5}`, `{"exp":-1}`, `{"exp":01}`,
+		`{"sub":"1","sub":"2"}`, `{"ROLE":"shopper"}`, `{"aud":["a"]}`, `{"role":1}`, `{"exp":"1"}`,
+		`{ "role":"shopper"}`, `{"role":"shopper"}x`, `{"role":"é"}`, `{"exp":99999999999999999999}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, p []byte) {
+		var flat claims
+		if !flatClaims(p, &flat) {
+			return
+		}
+		var std claims
+		if err := json.Unmarshal(p, &std); err != nil {
+			t.Fatalf("flatClaims read %q, json.Unmarshal refuses it: %v", p, err)
+		}
+		same := func(a, b *jwt.NumericDate) bool { return (a == nil) == (b == nil) && (a == nil || a.Equal(b.Time)) }
+		if flat.Role != std.Role || flat.Subject != std.Subject || flat.Issuer != std.Issuer || flat.ID != std.ID ||
+			!same(flat.ExpiresAt, std.ExpiresAt) || !same(flat.IssuedAt, std.IssuedAt) || !same(flat.NotBefore, std.NotBefore) {
+			t.Fatalf("%q: flatClaims %+v, json.Unmarshal %+v", p, flat, std)
+		}
+	})
+}
+
+func TestFlatClaimsReadsIssuedTokens(t *testing.T) {
+	now := time.Now()
+	a := NewAuth(nil, []byte("a secret of a sensible length, 32+"), time.Hour, func() time.Time { return now })
+	tok, err := a.Issue(Identity{UserID: 42, Role: RoleMerchant})
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts := strings.Split(tok, ".")
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c claims
+	if !flatClaims(payload, &c) {
+		t.Fatalf("flatClaims does not read the payload Issue writes: %s", payload)
+	}
+	if c.Subject != "42" || c.Role != RoleMerchant || c.ExpiresAt == nil || c.ExpiresAt.Unix() != now.Add(time.Hour).Unix() {
+		t.Fatalf("flatClaims read %+v from %s", c, payload)
+	}
 }
