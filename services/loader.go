@@ -19,7 +19,13 @@ type Loader struct {
 	metrics  *Metrics
 	log      *slog.Logger
 	tokenTTL time.Duration
+
+	beforeRedis func(saleID int64) // tests only: runs between reading the snapshot and loading it
 }
+
+// SetBeforeRedisLoad makes every load call fn between reading its Postgres snapshot and writing
+// it to Redis (tests use it to edit the sale in that window).
+func (l *Loader) SetBeforeRedisLoad(fn func(saleID int64)) { l.beforeRedis = fn }
 
 // NewLoader returns a Loader; tokenTTL is the purchase tokens' lifetime (a rebuild after data
 // loss voids the tokens issued before it, since Redis may have lost their use marks).
@@ -59,8 +65,21 @@ func (l *Loader) load(ctx context.Context, saleID int64, firstOnly bool) (bool, 
 	if snap.Epoch > 1 {
 		void = l.tokenTTL // not the first load: a rebuild
 	}
+	if l.beforeRedis != nil {
+		l.beforeRedis(saleID)
+	}
 	loaded, err := l.stock.Load(ctx, snap, void)
 	if err != nil || !loaded {
+		return false, err
+	}
+	// An edit that found the sale not in Redis after the snapshot was read bumped the epoch:
+	// what was just loaded may be the sale before that edit. Fail it closed; the keeper rebuilds
+	// it from Postgres.
+	if cur, err := l.db.RedisEpoch(ctx, saleID); err != nil || cur > snap.Epoch {
+		if _, lerr := l.stock.MarkLost(context.WithoutCancel(ctx), saleID, 0, ""); lerr != nil {
+			return false, errors.Join(err, lerr)
+		}
+		l.log.Warn("sale edited while it was being loaded into redis: marked for a rebuild", "sale", saleID, "epoch", snap.Epoch, "now", cur, "err", err)
 		return false, err
 	}
 	for _, it := range snap.Items {

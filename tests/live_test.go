@@ -361,3 +361,64 @@ func TestKeeperWarmsUpAhead(t *testing.T) {
 	}
 	h.checkInvariants(s)
 }
+
+// An edit made while a load is between its Postgres snapshot and its write to Redis (the sale not
+// in Redis yet, so Redis cannot take the edit) must not leave Redis with the sale as it was
+// before the edit: the load sees the epoch the edit bumped, fails the sale closed, and the keeper
+// rebuilds it from Postgres with the edit when its warm-up is due.
+func TestEditDuringTheWarmUpIsNotLost(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	merchant := h.token(9000, services.RoleMerchant)
+	s := h.createSale(time.Now().Add(20*time.Minute), 5) // beyond the warm-up: not loaded
+	ctx := context.Background()
+	if st, err := h.app.Stock.State(ctx, s.sale); err != nil || st.Loaded {
+		t.Fatalf("the sale is loaded before its warm-up (%v)", err)
+	}
+	edited := false
+	h.app.Loader.SetBeforeRedisLoad(func(saleID int64) {
+		if saleID != s.sale || edited {
+			return
+		}
+		edited = true
+		r := h.do("PATCH", fmt.Sprintf("/api/admin/sales/%d", s.sale), merchant, map[string]any{
+			"items": []map[string]any{{"itemId": strconv.FormatInt(s.items[0], 10), "quantity": 2}},
+		})
+		if r.Status != http.StatusOK {
+			t.Errorf("edit during the load: %d %s", r.Status, r.Raw)
+		}
+	})
+	defer h.app.Loader.SetBeforeRedisLoad(nil)
+	if r := h.do("POST", fmt.Sprintf("/api/admin/sales/%d/warm", s.sale), merchant, nil); r.Status != http.StatusOK {
+		t.Fatalf("warm: %d %s", r.Status, r.Raw)
+	}
+	if !edited {
+		t.Fatal("the load did not pass through the window between snapshot and Redis")
+	}
+	// Redis does not sell the sale as it was before the edit: it is failed closed ...
+	if st, err := h.app.Stock.State(ctx, s.sale); err != nil || (st.Loaded && !st.Lost && h.redisStock(s, s.items[0]) != 2) {
+		t.Fatalf("after an edit during the load, redis holds the sale healthy with the old quantity (%v)", err)
+	}
+	// ... and rebuilt from Postgres, with the edit, once its warm-up is due (the start moved
+	// within FLASHSALE_WARM_AHEAD here).
+	start := time.Now().Add(5 * time.Minute).UTC()
+	if r := h.do("PATCH", fmt.Sprintf("/api/admin/sales/%d", s.sale), merchant, map[string]any{
+		"startsAt": start.Format(time.RFC3339), "endsAt": start.Add(time.Hour).Format(time.RFC3339),
+	}); r.Status != http.StatusOK {
+		t.Fatalf("move the start: %d %s", r.Status, r.Raw)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		st, err := h.app.Stock.State(ctx, s.sale)
+		if err == nil && st.Loaded && !st.Lost {
+			if n := h.redisStock(s, s.items[0]); n == 2 {
+				break
+			} else if time.Now().After(deadline) {
+				t.Fatalf("redis holds %d units of the item, want the edited 2", n)
+			}
+		} else if time.Now().After(deadline) {
+			t.Fatalf("the sale is not back in redis, healthy, 15 s after the warm-up (loaded %v, lost %v, %v)", st.Loaded, st.Lost, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	h.checkInvariants(s)
+}

@@ -45,7 +45,7 @@ type App struct {
 	sales     *services.Sales
 	purchases *services.Purchases
 	SoldOut   *services.SoldOut
-	loader    *services.Loader
+	Loader    *services.Loader
 	returns   *services.Returns
 	reconcile *services.Reconciler
 	Writer    *services.Writer
@@ -128,10 +128,10 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 	if a.SoldOut, err = services.NewSoldOut(a.Queue.Conn(), time.Second, log, a.now); err != nil {
 		return nil, err
 	}
-	a.loader = services.NewLoader(a.DB, a.Stock, a.SoldOut, a.Metrics, log, cfg.TokenTTL)
+	a.Loader = services.NewLoader(a.DB, a.Stock, a.SoldOut, a.Metrics, log, cfg.TokenTTL)
 	a.returns = services.NewReturns(a.DB, a.Stock, a.SoldOut, a.Metrics, log)
 	a.reconcile = services.NewReconciler(a.DB, a.Stock, a.Metrics, log, cfg.OrphanAge)
-	a.sales = services.NewSales(a.DB, a.Stock, a.loader, a.reconcile, cfg.PayWindow, log, a.now)
+	a.sales = services.NewSales(a.DB, a.Stock, a.Loader, a.reconcile, cfg.PayWindow, log, a.now)
 	a.sales.SetWarmAhead(cfg.WarmAhead)
 	a.purchases = services.NewPurchases(services.PurchaseConfig{
 		TokenTTL: cfg.TokenTTL, SlowPublish: cfg.OrphanAge / 3, SigningSecret: secret,
@@ -153,7 +153,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 	a.keeper = services.NewKeeper(services.KeeperConfig{Interval: cfg.KeeperInterval, OrphanAge: cfg.OrphanAge,
 		ReconcileInterval: cfg.ReconcileInterval, Instance: instance, RebuildDelay: cfg.PublishTimeout + time.Second,
 		WarmAhead: cfg.WarmAhead},
-		a.DB, a.Stock, a.Queue, a.loader, a.returns, a.reconcile, a.SoldOut, a.Metrics, log, a.now)
+		a.DB, a.Stock, a.Queue, a.Loader, a.returns, a.reconcile, a.SoldOut, a.Metrics, log, a.now)
 
 	api := &handlers.API{Accounts: a.Auth, Catalog: a.sales, Shop: a.purchases, Orders: a.sales, Admin: a.sales, Live: a.sales, Log: log, Now: a.now,
 		SecureCookie: cfg.Env == "production", SessionTTL: cfg.JWTTTL}
