@@ -219,8 +219,9 @@ func (a *Auth) verifyOwn(token string) (claims, bool) {
 
 // flatClaims reads the claims of a payload in the plain form Issue writes, without reflection: one
 // flat JSON object whose values are strings of printable ASCII without escapes (role, sub, iss,
-// jti) or integers of up to 15 digits (exp, iat, nbf). It answers false for anything else (another key, an escape, a fraction, an
-// audience, a duplicate, white space), which json.Unmarshal then reads.
+// jti) or integers of up to 15 digits (exp, iat, nbf). It answers false for anything else
+// (another key, an escape, a fraction, an audience, a duplicate, white space), which
+// json.Unmarshal then reads.
 func flatClaims(p []byte, c *claims) bool {
 	if len(p) < 2 || p[0] != '{' || p[len(p)-1] != '}' {
 		return false
@@ -228,74 +229,21 @@ func flatClaims(p []byte, c *claims) bool {
 	var seen uint8
 	i := 1
 	for i < len(p)-1 {
-		if p[i] != '"' {
+		key, next, ok := flatString(p, i)
+		if !ok || next >= len(p) || p[next] != ':' {
 			return false
 		}
-		end := bytes.IndexByte(p[i+1:], '"')
-		if end < 0 {
-			return false
-		}
-		key := p[i+1 : i+1+end]
-		i += end + 2
-		if i >= len(p) || p[i] != ':' {
-			return false
-		}
-		i++
-		var str string
+		i = next + 1
+		str, next, isStr := flatString(p, i)
 		var num int64
-		isStr := i < len(p) && p[i] == '"'
-		if isStr {
-			end := bytes.IndexByte(p[i+1:], '"')
-			if end < 0 {
+		if !isStr {
+			if num, next, ok = flatInt(p, i); !ok {
 				return false
 			}
-			for _, b := range p[i+1 : i+1+end] {
-				if b < 0x20 || b > 0x7e || b == '\\' { // printable ASCII only: JSON reads it as it is
-					return false
-				}
-			}
-			str = string(p[i+1 : i+1+end])
-			i += end + 2
-		} else {
-			j := i
-			for j < len(p) && p[j] >= '0' && p[j] <= '9' {
-				j++
-			}
-			if j == i || j-i > 15 || (p[i] == '0' && j-i > 1) { // up to 15 digits: exact as JSON's float64
-				return false
-			}
-			for _, d := range p[i:j] {
-				num = num*10 + int64(d-'0')
-			}
-			i = j
 		}
-		var bit uint8
-		switch string(key) {
-		case "role":
-			bit = 1
-			c.Role = str
-		case "sub":
-			bit = 2
-			c.Subject = str
-		case "iss":
-			bit = 4
-			c.Issuer = str
-		case "jti":
-			bit = 8
-			c.ID = str
-		case "exp":
-			bit = 16
-			c.ExpiresAt = jwt.NewNumericDate(time.Unix(num, 0))
-		case "iat":
-			bit = 32
-			c.IssuedAt = jwt.NewNumericDate(time.Unix(num, 0))
-		case "nbf":
-			bit = 64
-			c.NotBefore = jwt.NewNumericDate(time.Unix(num, 0))
-		default:
-			return false
-		}
-		if isStr != (bit < 16) || seen&bit != 0 {
+		i = next
+		bit, ok := setFlatClaim(c, key, str, num)
+		if !ok || isStr != (bit < 16) || seen&bit != 0 {
 			return false
 		}
 		seen |= bit
@@ -307,6 +255,70 @@ func flatClaims(p []byte, c *claims) bool {
 		}
 	}
 	return i == len(p)-1 && p[i-1] != ','
+}
+
+// flatString reads a string of printable ASCII without escapes at p[i] (JSON reads it as it is),
+// and the index after its closing quote.
+func flatString(p []byte, i int) ([]byte, int, bool) {
+	if i >= len(p) || p[i] != '"' {
+		return nil, i, false
+	}
+	end := bytes.IndexByte(p[i+1:], '"')
+	if end < 0 {
+		return nil, i, false
+	}
+	for _, b := range p[i+1 : i+1+end] {
+		if b < 0x20 || b > 0x7e || b == '\\' {
+			return nil, i, false
+		}
+	}
+	return p[i+1 : i+1+end], i + end + 2, true
+}
+
+// flatInt reads a non-negative integer of up to 15 digits at p[i] (exact as JSON's float64, no
+// leading zero), and the index after it.
+func flatInt(p []byte, i int) (int64, int, bool) {
+	j := i
+	for j < len(p) && p[j] >= '0' && p[j] <= '9' {
+		j++
+	}
+	if j == i || j-i > 15 || (p[i] == '0' && j-i > 1) {
+		return 0, i, false
+	}
+	var n int64
+	for _, d := range p[i:j] {
+		n = n*10 + int64(d-'0')
+	}
+	return n, j, true
+}
+
+// setFlatClaim sets the claim key to str (the string claims) or num (the times) and returns its
+// bit: below 16 for the string claims.
+func setFlatClaim(c *claims, key, str []byte, num int64) (uint8, bool) {
+	switch string(key) {
+	case "role":
+		c.Role = string(str)
+		return 1, true
+	case "sub":
+		c.Subject = string(str)
+		return 2, true
+	case "iss":
+		c.Issuer = string(str)
+		return 4, true
+	case "jti":
+		c.ID = string(str)
+		return 8, true
+	case "exp":
+		c.ExpiresAt = jwt.NewNumericDate(time.Unix(num, 0))
+		return 16, true
+	case "iat":
+		c.IssuedAt = jwt.NewNumericDate(time.Unix(num, 0))
+		return 32, true
+	case "nbf":
+		c.NotBefore = jwt.NewNumericDate(time.Unix(num, 0))
+		return 64, true
+	}
+	return 0, false
 }
 
 func (a *Auth) verify(token string) (Identity, time.Time, error) {
