@@ -585,11 +585,7 @@ func (a *API) AdminStock(c *gin.Context) {
 	for i, it := range items {
 		out[i] = adminStockJSON{ItemID: idString(it.ItemID), Name: it.Name, Quantity: it.Quantity, Displayed: it.Displayed,
 			Frozen: it.Frozen, Real: it.Real, Paid: it.Paid, Pending: it.Pending, Expired: it.Expired, Cancelled: it.Cancelled,
-			InFlight: it.InFlight, SoldOut: it.SoldOut, Reconciled: it.Reconciled, Mismatch: it.Mismatch}
-		if it.LoadedAt != nil {
-			t := it.LoadedAt.UTC().Format(time.RFC3339Nano)
-			out[i].LoadedAt = &t
-		}
+			InFlight: it.InFlight, SoldOut: it.SoldOut, Reconciled: it.Reconciled, Mismatch: it.Mismatch, LoadedAt: optTimeNano(it.LoadedAt)}
 	}
 	c.Header("Cache-Control", "no-store")
 	c.JSON(http.StatusOK, gin.H{"saleId": idString(saleID), "items": out, "paused": a.pausedOf(c, saleID)})

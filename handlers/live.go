@@ -89,14 +89,6 @@ type liveJSON struct {
 	AsOf           string                 `json:"asOf"`
 }
 
-func optTimeNano(t *time.Time) *string {
-	if t == nil {
-		return nil
-	}
-	s := t.UTC().Format(time.RFC3339Nano)
-	return &s
-}
-
 // AdminLive handles the "GET /api/admin/sales/:saleId/live" route: the merchant's live view of a
 // sale, polled every second by the dashboard.
 func (a *API) AdminLive(c *gin.Context) {

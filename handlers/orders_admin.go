@@ -38,6 +38,15 @@ func optTime(t *time.Time) *string {
 	return &s
 }
 
+// optTimeNano is optTime to the nanosecond (when Redis took a sale's stock, say).
+func optTimeNano(t *time.Time) *string {
+	if t == nil {
+		return nil
+	}
+	s := t.UTC().Format(time.RFC3339Nano)
+	return &s
+}
+
 // AdminOrders handles the "GET /api/admin/sales/:saleId/orders" route: a page of the sale's
 // orders, newest first, filtered by ?status= and ?userId=.
 func (a *API) AdminOrders(c *gin.Context) {
