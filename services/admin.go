@@ -156,23 +156,21 @@ func (s *Sales) change(ctx context.Context, merchantID, saleID int64, edit func(
 			return store.Sale{}, Errorf(CodeNotFound, "no sale %d", saleID)
 		}
 		return edit(cur, now)
-	}, func(old, next store.Sale) (bool, error) {
+	}, func(old, next store.Sale) error {
 		adj, up := adjustmentOf(old, next)
 		if len(adj.Meta) == 0 && len(adj.Stock) == 0 {
-			return false, nil
+			return nil
 		}
 		res, err := s.stock.Adjust(ctx, adj)
 		if errors.Is(err, store.ErrAdjustTooLow) {
-			return false, Errorf(CodeQuantityTooLow, "item %d: %d units are neither sold nor held by a reservation in flight; its quantity cannot go lower by more than that",
+			return Errorf(CodeQuantityTooLow, "item %d: %d units are neither sold nor held by a reservation in flight; its quantity cannot go lower by more than that",
 				res.ItemID, res.Left)
 		}
 		if err != nil {
-			return false, unavailable(err)
+			return unavailable(err)
 		}
 		applied, raised = res.Applied, up
-		// Not applied: Redis does not hold the sale; its next load reads this edit, and a load
-		// already under way is told by the epoch this bumps.
-		return !res.Applied, nil
+		return nil
 	})
 	if err != nil {
 		if applied {

@@ -72,14 +72,14 @@ func (l *Loader) load(ctx context.Context, saleID int64, firstOnly bool) (bool, 
 	if err != nil || !loaded {
 		return false, err
 	}
-	// An edit that found the sale not in Redis after the snapshot was read bumped the epoch:
-	// what was just loaded may be the sale before that edit. Fail it closed; the keeper rebuilds
-	// it from Postgres.
-	if cur, err := l.db.RedisEpoch(ctx, saleID); err != nil || cur > snap.Epoch {
+	// An edit committed after the snapshot found the sale not in Redis and left it to "the next
+	// load": what was just loaded may be the sale before that edit. Fail it closed; the keeper
+	// rebuilds it from Postgres.
+	if edited, err := l.db.EditedSince(ctx, snap); err != nil || edited {
 		if _, lerr := l.stock.MarkLost(context.WithoutCancel(ctx), saleID, 0, ""); lerr != nil {
 			return false, errors.Join(err, lerr)
 		}
-		l.log.Warn("sale edited while it was being loaded into redis: marked for a rebuild", "sale", saleID, "epoch", snap.Epoch, "now", cur, "err", err)
+		l.log.Warn("sale edited while it was being loaded into redis: marked for a rebuild", "sale", saleID, "epoch", snap.Epoch, "err", err)
 		return false, err
 	}
 	for _, it := range snap.Items {

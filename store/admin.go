@@ -69,7 +69,7 @@ func (s *Stock) Adjust(ctx context.Context, a Adjustment) (AdjustResult, error) 
 // the current sale (items in position order, with Sold) to edit, which returns the sale as it must
 // be (items with ID 0 are added), writes the difference, runs before (the Redis step; an error
 // rolls everything back) and commits. It returns the sale as stored.
-func (d *DB) EditSale(ctx context.Context, saleID int64, edit func(cur Sale) (Sale, error), before func(old, next Sale) (stale bool, err error)) (Sale, error) {
+func (d *DB) EditSale(ctx context.Context, saleID int64, edit func(cur Sale) (Sale, error), before func(old, next Sale) error) (Sale, error) {
 	var out Sale
 	err := d.g.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		var cur Sale
@@ -110,16 +110,8 @@ func (d *DB) EditSale(ctx context.Context, saleID int64, edit func(cur Sale) (Sa
 			}
 		}
 		if before != nil {
-			stale, err := before(cur, next)
-			if err != nil {
+			if err := before(cur, next); err != nil {
 				return err
-			}
-			if stale {
-				// Redis did not hold the sale, but a load may have read the sale before this
-				// edit and be writing it to Redis now: a new epoch tells that load it is stale.
-				if err := tx.Exec(`UPDATE sales SET redis_epoch = redis_epoch + 1 WHERE id = ? AND redis_epoch > 0`, saleID).Error; err != nil {
-					return err
-				}
 			}
 		}
 		out = next
@@ -149,12 +141,4 @@ func (s *Stock) Paused(ctx context.Context, saleID int64) (bool, error) {
 		return false, fmt.Errorf("paused(sale %d): %w", saleID, err)
 	}
 	return v == "1", nil
-}
-
-// RedisEpoch is the sale's load epoch: bumped by every load's snapshot, and by an edit Redis did
-// not take (the sale not loaded), so a load that read the sale before the edit can tell.
-func (d *DB) RedisEpoch(ctx context.Context, saleID int64) (int64, error) {
-	var epoch int64
-	err := d.g.WithContext(ctx).Raw(`SELECT redis_epoch FROM sales WHERE id = ?`, saleID).Scan(&epoch).Error
-	return epoch, err
 }

@@ -390,7 +390,7 @@ var ErrRebuildBusy = errors.New("another instance is rebuilding the sale")
 // return is not applied on top of a rebuilt count). Two rebuilds of one sale never overlap: the
 // second waits for the first's row lock and fails (retried on the next pass).
 func (d *DB) RebuildSnapshot(ctx context.Context, saleID int64) (Snapshot, error) {
-	snap := Snapshot{SaleID: saleID, Left: map[int64]int64{}, Buyers: map[string]string{}}
+	snap := Snapshot{SaleID: saleID, Left: map[int64]int64{}, Quantity: map[int64]int64{}, Buyers: map[string]string{}}
 	err := d.g.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		var sale struct {
 			RedisEpoch    int64
@@ -421,6 +421,7 @@ func (d *DB) RebuildSnapshot(ctx context.Context, saleID int64) (Snapshot, error
 		for _, it := range items {
 			snap.Items = append(snap.Items, it.ID)
 			snap.Left[it.ID] = it.Quantity - it.Live
+			snap.Quantity[it.ID] = it.Quantity
 			snap.MaxSeq = max(snap.MaxSeq, it.MaxSeq)
 		}
 		var live []struct {
@@ -538,4 +539,36 @@ func (d *DB) SaleFacts(ctx context.Context, saleID int64) (SaleFacts, error) {
 		return SaleFacts{}, fmt.Errorf("sale facts %d: %w", saleID, err)
 	}
 	return f, nil
+}
+
+// EditedSince reports whether the sale's fields Redis holds (start, end, limit, pause, the items
+// and their quantities) differ now from what snap read: an edit committed after the snapshot.
+func (d *DB) EditedSince(ctx context.Context, snap Snapshot) (bool, error) {
+	var sale struct {
+		PurchaseLimit string
+		StartsAt      time.Time
+		EndsAt        time.Time
+		Paused        bool
+	}
+	if err := d.g.WithContext(ctx).Raw(`SELECT purchase_limit, starts_at, ends_at, paused FROM sales WHERE id = ?`, snap.SaleID).
+		Scan(&sale).Error; err != nil {
+		return false, err
+	}
+	var items []struct {
+		ID       int64
+		Quantity int64
+	}
+	if err := d.g.WithContext(ctx).Raw(`SELECT id, quantity FROM items WHERE sale_id = ?`, snap.SaleID).Scan(&items).Error; err != nil {
+		return false, err
+	}
+	if sale.PurchaseLimit != snap.Limit || !sale.StartsAt.Equal(snap.StartsAt) || !sale.EndsAt.Equal(snap.EndsAt) ||
+		sale.Paused != snap.Paused || len(items) != len(snap.Quantity) {
+		return true, nil
+	}
+	for _, it := range items {
+		if q, ok := snap.Quantity[it.ID]; !ok || q != it.Quantity {
+			return true, nil
+		}
+	}
+	return false, nil
 }

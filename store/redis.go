@@ -293,6 +293,7 @@ type Snapshot struct {
 	EndsAt   time.Time
 	MaxSeq   int64           // the highest reservation seq of the orders written
 	Left     map[int64]int64 // item id -> quantity - live orders
+	Quantity map[int64]int64 // item id -> quantity, as the snapshot read it
 	Items    []int64         // item ids, in order
 	Buyers   map[string]string
 	Gone     []string // orders whose unit Postgres gave back and Redis may not have yet
