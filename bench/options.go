@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/url"
 	"os"
 	"strconv"
@@ -24,7 +25,8 @@ type Options struct {
 	Secret      string
 	DatabaseURL string
 	RedisURL    string
-	ServerPID   int
+	ServerPIDs  []int // the server's processes (several instances are summed as one server)
+	ProxyPID    int   // a proxy in front of them (nginx), measured as "proxy"
 	MerchantID  int64
 
 	N           int           // rush: shoppers
@@ -89,7 +91,8 @@ func parseOptions(scenario string, args []string, stderr io.Writer) (Options, er
 	fs.StringVar(&o.Secret, "secret", envOr("FLASHSALE_JWT_SECRET", target.DevJWTSecret), "the server's JWT secret (env FLASHSALE_JWT_SECRET)")
 	fs.StringVar(&o.DatabaseURL, "database-url", envOr("FLASHSALE_DATABASE_URL", target.DefaultDatabaseURL), "the server's Postgres, for the invariant check (env FLASHSALE_DATABASE_URL)")
 	fs.StringVar(&o.RedisURL, "redis-url", envOr("FLASHSALE_REDIS_URL", target.DefaultRedisURL), "the server's Redis, for the invariant check and ref-redis (env FLASHSALE_REDIS_URL)")
-	fs.IntVar(&o.ServerPID, "server-pid", 0, "pid of the server, for its CPU and memory (0: the process listening on -url's port)")
+	fs.Var((*pidList)(&o.ServerPIDs), "server-pid", "pid of the server, for its CPU and memory; several instances: a comma-separated list, summed (default: the process listening on -url's port)")
+	fs.IntVar(&o.ProxyPID, "proxy-pid", 0, "pid of a proxy in front of the server (nginx's master; its workers are counted with it), reported as \"proxy\"")
 	fs.Int64Var(&o.MerchantID, "merchant", 900000001, "merchant id the tool creates its sales as")
 
 	// Every command accepts every scenario's flags, as it always has (scripts pass them freely).
@@ -147,8 +150,15 @@ func (o *Options) validate(all []Scenario) error {
 	if u, err := url.Parse(o.MetricsURL); err != nil || !load.IsLoopbackHost(u.Hostname()) {
 		errs = append(errs, fmt.Errorf("-metrics-url %q: only a loopback server is measured", o.MetricsURL))
 	}
-	if u, err := url.Parse(o.RedisURL); err != nil || !load.IsLoopbackHost(u.Hostname()) {
-		errs = append(errs, fmt.Errorf("-redis-url %q: only a loopback Redis may be loaded (ref-redis)", o.RedisURL))
+	if hosts := redisHosts(o.RedisURL); len(hosts) == 0 {
+		errs = append(errs, fmt.Errorf("-redis-url %q: not a Redis URL", o.RedisURL))
+	} else {
+		for _, h := range hosts {
+			if host, _, err := net.SplitHostPort(h); err != nil || !load.IsLoopbackHost(host) {
+				errs = append(errs, fmt.Errorf("-redis-url %q: only a loopback Redis may be loaded (ref-redis)", o.RedisURL))
+				break
+			}
+		}
 	}
 	if len(o.Secret) < 16 {
 		errs = append(errs, errors.New("-secret: at least 16 bytes"))
@@ -178,6 +188,59 @@ func (o *Options) validate(all []Scenario) error {
 		errs = append(errs, errors.New("-runs must be between 1 and 20"))
 	}
 	return errors.Join(errs...)
+}
+
+// pidList is a comma-separated list of process ids (-server-pid).
+type pidList []int
+
+func (l *pidList) String() string {
+	if l == nil {
+		return ""
+	}
+	s := make([]string, len(*l))
+	for i, p := range *l {
+		s[i] = strconv.Itoa(p)
+	}
+	return strings.Join(s, ",")
+}
+
+func (l *pidList) Set(v string) error {
+	*l = nil
+	for _, f := range strings.Split(v, ",") {
+		p, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || p <= 0 {
+			return fmt.Errorf("%q is not a process id", f)
+		}
+		*l = append(*l, p)
+	}
+	return nil
+}
+
+// redisHosts are the host:port addresses a Redis URL names: one for redis://, every seed of a
+// cluster URL (redis-cluster://h1:p1,h2:p2, and ParseClusterURL's ?addr=).
+func redisHosts(raw string) []string {
+	scheme, rest, ok := strings.Cut(raw, "://")
+	if !ok || !strings.HasPrefix(scheme, "redis") {
+		return nil
+	}
+	if i := strings.LastIndex(rest, "@"); i >= 0 {
+		rest = rest[i+1:]
+	}
+	hostPart, query, _ := strings.Cut(rest, "?")
+	hostPart, _, _ = strings.Cut(hostPart, "/")
+	var out []string
+	for _, h := range strings.Split(hostPart, ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			if !strings.Contains(h, ":") {
+				h += ":6379"
+			}
+			out = append(out, h)
+		}
+	}
+	if q, err := url.ParseQuery(query); err == nil {
+		out = append(out, q["addr"]...)
+	}
+	return out
 }
 
 func portOf(raw string) int {

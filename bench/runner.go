@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os/exec"
 	"runtime"
 	"runtime/debug"
@@ -69,17 +70,30 @@ func NewRunner(ctx context.Context, o Options, stdout, stderr io.Writer) (*Runne
 			return nil, fmt.Errorf("%w (the invariant check needs the server's Postgres and Redis; -no-verify skips it)", err)
 		}
 	}
-	pid := o.ServerPID
-	if pid == 0 {
-		pid = proc.ListeningPID(portOf(o.URL))
+	pids := o.ServerPIDs
+	if len(pids) == 0 {
+		pids = []int{proc.ListeningPID(portOf(o.URL))}
 	}
+	pid := pids[0]
 	if err := r.preflight(ctx); err != nil {
 		return nil, err
 	}
-	r.procs = append(r.procs, proc.Watched{Name: "server", PID: pid})
-	r.procs = append(r.procs, proc.Watched{Name: "redis", PID: proc.ListeningPID(portOf(o.RedisURL))})
+	r.procs = append(r.procs, proc.Watched{Name: "server", PID: pid, More: pids[1:]})
+	var redisPIDs []int
+	for _, h := range redisHosts(o.RedisURL) {
+		if _, p, err := net.SplitHostPort(h); err == nil {
+			n, _ := strconv.Atoi(p)
+			redisPIDs = append(redisPIDs, proc.ListeningPID(n))
+		}
+	}
+	if len(redisPIDs) > 0 {
+		r.procs = append(r.procs, proc.Watched{Name: "redis", PID: redisPIDs[0], More: redisPIDs[1:]})
+	}
 	if p := portOfDSN(o.DatabaseURL); p > 0 {
 		r.procs = append(r.procs, proc.Watched{Name: "postgres", PID: proc.ListeningPID(p), Group: true})
+	}
+	if o.ProxyPID > 0 {
+		r.procs = append(r.procs, proc.Watched{Name: "proxy", PID: o.ProxyPID, Group: true})
 	}
 	r.prog = load.NewProgress(stderr, !o.Quiet)
 	if pid == 0 {
@@ -262,7 +276,9 @@ func (r *Runner) refRun(ctx context.Context, res *RunResult, name string, f func
 	defer pool.Close()
 	procs := []proc.Watched{{Name: "server", PID: p.PID()}}
 	for _, w := range r.procs[1:] {
-		procs = append(procs, w)
+		if w.Name != "proxy" { // the references are measured without the proxy
+			procs = append(procs, w)
+		}
 	}
 	return f(pool, procs)
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"slices"
 	"strings"
 	"testing"
@@ -212,8 +213,38 @@ func TestOptionsJSON(t *testing.T) {
 		var v json.RawMessage
 		dec.Decode(&v)
 	}
-	want := "Scenario URL MetricsURL Secret DatabaseURL RedisURL ServerPID MerchantID N Window Units DoubleClick Lead Rate Duration StartRate Step MaxRate MaxSteps Refine ErrorLimit LoadFactor Workers Client Timeout MaxWait DrainTimeout Settle Arrivals Seed Runs JSON NoRef NoVerify Quiet"
+	want := "Scenario URL MetricsURL Secret DatabaseURL RedisURL ServerPIDs ProxyPID MerchantID N Window Units DoubleClick Lead Rate Duration StartRate Step MaxRate MaxSteps Refine ErrorLimit LoadFactor Workers Client Timeout MaxWait DrainTimeout Settle Arrivals Seed Runs JSON NoRef NoVerify Quiet"
 	if got := strings.Join(keys, " "); got != want {
 		t.Errorf("options keys:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// TestRedisHostsAndPIDList reads the Redis URLs and pid lists the tool is given: a cluster URL
+// names every seed (each one's redis-server is measured), and -server-pid takes several instances.
+func TestRedisHostsAndPIDList(t *testing.T) {
+	for raw, want := range map[string]string{
+		"redis://127.0.0.1:6380/0":                            "127.0.0.1:6380",
+		"redis://:pw@localhost/1":                             "localhost:6379",
+		"redis-cluster://127.0.0.1:7000,127.0.0.1:7001":       "127.0.0.1:7000 127.0.0.1:7001",
+		"redis://127.0.0.1:7000?addr=127.0.0.1:7002&x=1":      "127.0.0.1:7000 127.0.0.1:7002",
+		"rediss-cluster://u:p@127.0.0.1:7000,[::1]:7001/?a=b": "127.0.0.1:7000 [::1]:7001",
+		"http://127.0.0.1:6380":                               "",
+	} {
+		if got := strings.Join(redisHosts(raw), " "); got != want {
+			t.Errorf("redisHosts(%q) = %q, want %q", raw, got, want)
+		}
+	}
+	var l pidList
+	if err := l.Set("12, 34,56"); err != nil || l.String() != "12,34,56" {
+		t.Errorf("pidList 12, 34,56 = %v (%v)", l, err)
+	}
+	for _, bad := range []string{"", "12,", "x", "-3", "0"} {
+		if err := l.Set(bad); err == nil {
+			t.Errorf("pidList %q accepted", bad)
+		}
+	}
+	if _, err := parseOptions("rush", []string{"-redis-url", "redis-cluster://127.0.0.1:7000,10.0.0.1:7001"}, io.Discard); err == nil ||
+		!strings.Contains(err.Error(), "only a loopback Redis") {
+		t.Errorf("a cluster seed off loopback: %v, want refused", err)
 	}
 }

@@ -188,11 +188,29 @@ func childrenOf(pid int) []int {
 	return out
 }
 
-// Watched is a process (or a process group, for Postgres) whose CPU and memory are sampled.
+// Watched is a process (or a process group, for Postgres) whose CPU and memory are sampled:
+// with More, several processes counted as one (three server instances, six Redis Cluster nodes).
 type Watched struct {
 	Name  string
 	PID   int
-	Group bool // include the direct children
+	More  []int // further processes summed with PID
+	Group bool  // include the direct children
+}
+
+// pids is PID and More, each with its direct children when w is a group.
+func (w Watched) pids() []int {
+	var out []int
+	for _, p := range append([]int{w.PID}, w.More...) {
+		if p <= 0 {
+			continue
+		}
+		if w.Group {
+			out = append(out, childrenOf(p)...)
+		} else {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // Report is what one watched process used during a phase.
@@ -241,10 +259,7 @@ func (s *Sampler) begin() {
 		if w.PID <= 0 {
 			continue
 		}
-		pids := []int{w.PID}
-		if w.Group {
-			pids = childrenOf(w.PID)
-		}
+		pids := w.pids()
 		s.members[w.Name] = pids
 		for _, p := range pids {
 			if c, err := procCPU(p); err == nil {
@@ -287,7 +302,7 @@ func (s *Sampler) sample(rescan bool) {
 			continue
 		}
 		if rescan && w.Group {
-			for _, p := range childrenOf(w.PID) {
+			for _, p := range w.pids() {
 				if _, ok := s.cpu0[p]; !ok {
 					s.cpu0[p] = 0 // started during the phase: all its CPU counts
 					s.members[w.Name] = append(s.members[w.Name], p)

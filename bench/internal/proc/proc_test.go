@@ -104,3 +104,28 @@ func TestSampler(t *testing.T) {
 		t.Errorf("machine %+v: want %d CPUs, ≥ 0.25 s, ≥ 0.25 generator CPU s, some busy", m, runtime.NumCPU())
 	}
 }
+
+// TestSamplerSumsSeveralProcesses watches this process and a busy child as one "server" (three
+// instances are measured so): the CPU and the resident set are those of both.
+func TestSamplerSumsSeveralProcesses(t *testing.T) {
+	skipWithoutProc(t)
+	cmd := exec.Command("sh", "-c", "while :; do :; done")
+	if err := cmd.Start(); err != nil {
+		t.Skipf("no sh: %v", err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	alone := StartSampler([]Watched{{Name: "self", PID: os.Getpid()}}, time.Now())
+	both := StartSampler([]Watched{{Name: "both", PID: os.Getpid(), More: []int{cmd.Process.Pid}}}, time.Now())
+	time.Sleep(400 * time.Millisecond)
+	a, _ := alone.Finish()
+	b, _ := both.Finish()
+	if b["both"].PID != os.Getpid() {
+		t.Errorf("the report names pid %d, want the first, %d", b["both"].PID, os.Getpid())
+	}
+	if b["both"].CPU < a["self"].CPU+0.2 {
+		t.Errorf("self and a busy child used %.2f CPU s, self alone %.2f: the child's CPU is missing", b["both"].CPU, a["self"].CPU)
+	}
+	if b["both"].RSSEnd <= a["self"].RSSEnd {
+		t.Errorf("resident set of both %.1f MiB, not above self's %.1f MiB", b["both"].RSSEnd, a["self"].RSSEnd)
+	}
+}
