@@ -4,7 +4,14 @@
 -- and 'r:T' refused in second T), KEYS[3] {sale:S}:seriesidx (sorted set of the seconds T held)
 -- ARGV[1] T (unix seconds), ARGV[2] how many seconds the series keeps, ARGV[3] the keys' TTL in
 -- seconds, ARGV[4] accepted in T, ARGV[5] refused in T, then (field, delta) pairs for the totals.
--- Returns the number of seconds dropped from the series.
+-- KEYS[4], when given, {sale:S}:fl:ID marks the flush ID as applied for 15 minutes, so a flush
+-- sent again after its reply was lost (a timeout after Redis ran it) adds nothing the second time.
+-- Returns the number of seconds dropped from the series, or -1 when KEYS[4] was applied before.
+if KEYS[4] then
+  if not redis.call('SET', KEYS[4], '1', 'NX', 'EX', 900) then
+    return -1
+  end
+end
 local t = tonumber(ARGV[1])
 local keep = tonumber(ARGV[2])
 for i = 6, #ARGV, 2 do

@@ -2,7 +2,10 @@ package services
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -60,6 +63,14 @@ type Funnel struct {
 	now   func() time.Time
 
 	sales sync.Map // sale id -> *saleCounts
+
+	// A flush whose answer did not come back may or may not have been applied: it is resent as it
+	// was, under the same ids, which Redis applies once (lua/funnel.lua).
+	mu      sync.Mutex
+	pending []store.FunnelDelta
+	pendAt  time.Time // when the oldest pending delta was first sent
+	idBase  string    // this process's random prefix of flush ids
+	nextID  atomic.Uint64
 }
 
 type saleCounts struct {
@@ -80,8 +91,15 @@ const funnelIdleForget = 10 * time.Minute
 
 // NewFunnel returns a Funnel flushing into sink.
 func NewFunnel(sink FunnelSink, log *slog.Logger, now func() time.Time) *Funnel {
-	return &Funnel{sink: sink, store: store.FunnelStore{Keep: FunnelKeep, TTL: FunnelTTL}, log: log, now: now}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return &Funnel{sink: sink, store: store.FunnelStore{Keep: FunnelKeep, TTL: FunnelTTL}, log: log, now: now,
+		idBase: hex.EncodeToString(b[:])}
 }
+
+// funnelResendFor is how long a flush that got no answer is resent before its counts are dropped:
+// well inside the time Redis remembers a flush id (store.FunnelFlushMarkTTL).
+const funnelResendFor = 5 * time.Minute
 
 func (f *Funnel) counts(saleID int64) *saleCounts {
 	if v, ok := f.sales.Load(saleID); ok {
@@ -146,29 +164,37 @@ func (f *Funnel) take(at time.Time) []store.FunnelDelta {
 	return out
 }
 
-// giveBack adds counts that could not be flushed back to the counters, for the next flush.
-func (f *Funnel) giveBack(ds []store.FunnelDelta) {
-	for _, d := range ds {
-		c := f.counts(d.SaleID)
-		c.accepted.Add(d.Accepted)
-		for i, r := range RefusalReasons {
-			c.refused[i].Add(d.Refused[r])
-		}
-	}
-}
-
 // Flush sends what this instance counted since the last flush to Redis. The counts of the
 // interval go to the series second half a second before now (the interval's middle, with the
-// once-a-second flush of Run). If Redis does not take them they are kept for the next flush.
+// once-a-second flush of Run). A flush that fails is sent again, whole and under the same ids,
+// with the next one (Redis adds each id once), for up to funnelResendFor.
 func (f *Funnel) Flush(ctx context.Context) error {
-	ds := f.take(f.now().Add(-500 * time.Millisecond))
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	now := f.now()
+	ds := f.take(now.Add(-500 * time.Millisecond))
+	for i := range ds {
+		ds[i].ID = f.idBase + "." + strconv.FormatUint(f.nextID.Add(1), 36)
+	}
+	if len(f.pending) > 0 {
+		if now.Sub(f.pendAt) > funnelResendFor {
+			f.log.Warn("funnel: dropping counts Redis did not take in time", "flushes", len(f.pending))
+			f.pending = nil
+		} else {
+			ds = append(f.pending, ds...)
+		}
+	}
 	if len(ds) == 0 {
 		return nil
 	}
 	if err := f.sink.FlushFunnel(ctx, ds, f.store); err != nil {
-		f.giveBack(ds)
+		if len(f.pending) == 0 {
+			f.pendAt = now
+		}
+		f.pending = ds
 		return err
 	}
+	f.pending = nil
 	return nil
 }
 

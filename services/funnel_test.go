@@ -14,10 +14,13 @@ import (
 
 // fakeSink records what a Funnel flushes, and fails while told to.
 type fakeSink struct {
-	mu    sync.Mutex
-	fail  bool
-	calls int
-	got   []store.FunnelDelta
+	mu       sync.Mutex
+	fail     bool // refuse the flush
+	lostAck  bool // apply the flush, then answer an error (a timeout after Redis ran it)
+	calls    int
+	got      []store.FunnelDelta
+	seen     map[string]bool // flush ids applied, as lua/funnel.lua remembers them
+	resentID int             // deltas that came again under an id already applied
 }
 
 func (f *fakeSink) FlushFunnel(_ context.Context, ds []store.FunnelDelta, fs store.FunnelStore) error {
@@ -30,7 +33,23 @@ func (f *fakeSink) FlushFunnel(_ context.Context, ds []store.FunnelDelta, fs sto
 	if f.fail {
 		return errors.New("redis down")
 	}
-	f.got = append(f.got, ds...)
+	if f.seen == nil {
+		f.seen = map[string]bool{}
+	}
+	for _, d := range ds {
+		if d.ID == "" {
+			return errors.New("a delta without a flush id")
+		}
+		if f.seen[d.ID] {
+			f.resentID++
+			continue
+		}
+		f.seen[d.ID] = true
+		f.got = append(f.got, d)
+	}
+	if f.lostAck {
+		return context.DeadlineExceeded
+	}
 	return nil
 }
 
@@ -123,6 +142,47 @@ func TestFunnelKeepsCountsRedisDidNotTake(t *testing.T) {
 	}
 	if acc, ref := sink.totals(3); acc != 2 || ref[RefusedSoldOut] != 1 {
 		t.Errorf("after a failed flush and a good one: accepted %d, refused %v; want 2 and one sold out", acc, ref)
+	}
+}
+
+// A flush that Redis ran but whose answer was lost is resent under the same ids: the counts are
+// added once, not twice; and counts Redis never takes are dropped after funnelResendFor.
+func TestFunnelResendsALostFlushOnce(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1_800_000_000, 0)
+	sink := &fakeSink{lostAck: true}
+	f := NewFunnel(sink, quietLog(), func() time.Time { return now })
+	f.Record(4, nil)
+	f.Record(4, errSoldOut)
+	if err := f.Flush(context.Background()); err == nil {
+		t.Fatal("a flush without an answer reported no error")
+	}
+	f.Record(4, nil)
+	sink.lostAck = false
+	now = now.Add(time.Second)
+	if err := f.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if acc, ref := sink.totals(4); acc != 2 || ref[RefusedSoldOut] != 1 {
+		t.Errorf("after a lost answer and a good flush: accepted %d, refused %v; want 2 and one sold out (counted once)", acc, ref)
+	}
+	if sink.resentID != 1 {
+		t.Errorf("%d deltas resent under an applied id, want 1 (the first flush's)", sink.resentID)
+	}
+	// Redis refuses for longer than funnelResendFor: those counts go, later ones still arrive.
+	sink.fail = true
+	f.Record(4, nil)
+	if err := f.Flush(context.Background()); err == nil {
+		t.Fatal("a refused flush reported no error")
+	}
+	now = now.Add(funnelResendFor + time.Second)
+	sink.fail = false
+	f.Record(4, errSoldOut)
+	if err := f.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if acc, ref := sink.totals(4); acc != 2 || ref[RefusedSoldOut] != 2 {
+		t.Errorf("after giving up on an old flush: accepted %d, refused %v; want 2 (the stale one dropped) and 2 sold out", acc, ref)
 	}
 }
 

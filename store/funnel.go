@@ -33,6 +33,7 @@ const (
 
 // FunnelDelta is what one instance counted for one sale since its last flush.
 type FunnelDelta struct {
+	ID       string // the flush's id: a delta sent again with the same id is added once ("" = no check)
 	SaleID   int64
 	At       int64            // the Unix second the counts go to in the series
 	Accepted int64            // purchases answered 202
@@ -47,6 +48,12 @@ func (d FunnelDelta) RefusedTotal() int64 {
 	}
 	return n
 }
+
+// FunnelFlushMarkTTL is how long Redis remembers a flush id (lua/funnel.lua): a delta resent
+// later than this would be added twice, so the sender gives up on it sooner (services.Funnel).
+const FunnelFlushMarkTTL = 15 * time.Minute
+
+func funnelFlushKey(saleID int64, id string) string { return saleTag(saleID) + ":fl:" + id }
 
 // FunnelStore is how long a sale's funnel keeps its series and its keys.
 type FunnelStore struct {
@@ -64,6 +71,9 @@ func (s *Stock) FlushFunnel(ctx context.Context, deltas []FunnelDelta, fs Funnel
 		return s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for _, d := range deltas {
 				keys := []string{FunnelKey(d.SaleID), SeriesKey(d.SaleID), SeriesIndexKey(d.SaleID)}
+				if d.ID != "" {
+					keys = append(keys, funnelFlushKey(d.SaleID, d.ID))
+				}
 				args := []any{d.At, int64(fs.Keep / time.Second), int64(fs.TTL / time.Second), d.Accepted, d.RefusedTotal()}
 				if d.Accepted != 0 {
 					args = append(args, FunnelFieldAccepted, d.Accepted)

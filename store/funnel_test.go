@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -45,6 +46,17 @@ func TestFunnelFlushAddsUpAndCaps(t *testing.T) {
 	}
 	if c, _, _ := s.Funnel(ctx, sale+1, 0); c.Accepted != 1 || len(c.Refused) != 0 {
 		t.Errorf("the other sale's totals %+v", c)
+	}
+
+	// A flush sent again under the same id (its answer was lost) adds nothing the second time.
+	again := store.FunnelDelta{ID: "i1.7", SaleID: sale + 1, At: t0, Accepted: 5, Refused: map[string]int64{"soldOut": 1}}
+	flush(again)
+	flush(again, store.FunnelDelta{ID: "i1.8", SaleID: sale + 1, At: t0, Accepted: 1})
+	if c, series, _ := s.Funnel(ctx, sale+1, 0); c.Accepted != 7 || c.Refused["soldOut"] != 1 || len(series) != 1 || series[0].Accepted != 7 {
+		t.Errorf("a resent flush: totals %+v, series %+v; want 7 accepted (1+5+1), 1 sold out", c, series)
+	}
+	if ttl, _ := rdb.TTL(ctx, "{sale:"+strconv.Itoa(sale+1)+"}:fl:i1.7").Result(); ttl <= 0 || ttl > store.FunnelFlushMarkTTL {
+		t.Errorf("the flush id's mark expires in %v, want within %v", ttl, store.FunnelFlushMarkTTL)
 	}
 
 	// Eleven seconds on, the first second falls out of the series (not out of the totals).
