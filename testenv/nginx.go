@@ -140,6 +140,7 @@ func writeNginxConf(opts NginxOptions, port int) (string, error) {
 %[2]sdaemon off;
 master_process on;
 worker_processes %[3]d;
+worker_shutdown_timeout 2s;
 pid %[4]s;
 error_log %[5]s warn;
 events { worker_connections 4096; }
@@ -239,12 +240,13 @@ func (n *NginxServer) waitListening() error {
 	}
 }
 
-// Stop asks nginx to finish its requests and exit (SIGQUIT), and kills it after 10 s.
+// Stop stops nginx (SIGTERM: a fast shutdown, open connections are closed) and kills it if it
+// has not exited after 10 s.
 func (n *NginxServer) Stop() error {
 	if n.proc.exited() {
 		return nil
 	}
-	_ = n.proc.cmd.Process.Signal(syscall.SIGQUIT)
+	_ = n.proc.cmd.Process.Signal(syscall.SIGTERM)
 	return n.proc.wait(10 * time.Second)
 }
 
