@@ -1,9 +1,11 @@
 package testenv_test
 
 import (
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -91,4 +93,31 @@ func TestNginxInFront(t *testing.T) {
 	if got := hits.Load(); got != 3 {
 		t.Errorf("upstream saw %d requests, want 3 (one for the cached page, two for /orders)", got)
 	}
+}
+
+// TestNginxOwnAnswers: what nginx answers itself is in the contract's {"error","message"} shape:
+// 503 UNAVAILABLE when no instance can be reached, 400 INVALID_INPUT for a body over 1 MiB.
+func TestNginxOwnAnswers(t *testing.T) {
+	t.Parallel()
+	// An upstream that refuses connections: a free port nobody listens on.
+	n := testenv.Nginx(t, "127.0.0.1:"+strconv.Itoa(testenv.FreePort(t)))
+	check := func(method, path string, body io.Reader, status int, code string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, n.URL()+path, body)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var got struct{ Error, Message string }
+		raw, _ := io.ReadAll(resp.Body)
+		if err := json.Unmarshal(raw, &got); err != nil || resp.StatusCode != status || got.Error != code || got.Message == "" ||
+			!strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+			t.Errorf("%s %s: %d %s %q, want %d with {\"error\":%q}", method, path, resp.StatusCode, resp.Header.Get("Content-Type"), raw, status, code)
+		}
+	}
+	check("GET", "/api/time", nil, http.StatusServiceUnavailable, "UNAVAILABLE")
+	check("POST", "/api/flash-sales/items/1/purchase", nil, http.StatusServiceUnavailable, "UNAVAILABLE")
+	check("POST", "/api/admin/sales", strings.NewReader(strings.Repeat("x", 2<<20)), http.StatusBadRequest, "INVALID_INPUT")
 }
