@@ -288,6 +288,9 @@ func TestComposeFile(t *testing.T) {
 		if cfg.Env != "production" {
 			t.Errorf("%s: FLASHSALE_ENV=%q, want production", name, cfg.Env)
 		}
+		if db, err := url.Parse(cfg.DatabaseURL); err != nil || db.Hostname() != "postgres" || db.User.Username() != c.Services["postgres"].Environment["POSTGRES_USER"] {
+			t.Errorf("%s: FLASHSALE_DATABASE_URL=%q (%v), want the postgres service's user at postgres", name, cfg.DatabaseURL, err)
+		}
 		redisURL, err := url.Parse(strings.Replace(cfg.RedisURL, ",", "/", 1))
 		if err != nil || redisURL.Scheme != "redis-cluster" {
 			t.Errorf("%s: FLASHSALE_REDIS_URL=%q, want redis-cluster://host:port,...", name, cfg.RedisURL)
