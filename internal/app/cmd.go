@@ -31,6 +31,8 @@ commands:
                                  sale (or of every sale not ended over a day ago) across Redis and
                                  Postgres; prints the report, exits 1 on a violation
   config                         print every FLASHSALE_* variable with its default
+  healthcheck [-timeout D]       GET /readyz on FLASHSALE_ADDR; exit 0 when ready, 1 otherwise
+                                 (the container image's HEALTHCHECK)
 
 Settings come from FLASHSALE_* environment variables; see the README.`
 
@@ -49,6 +51,9 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 			fmt.Fprintf(stdout, "%s=%s\n", v.Name, v.Default)
 		}
 		return nil
+	}
+	if cmd == "healthcheck" {
+		return healthcheck(ctx, args, getenv, stdout)
 	}
 	cfg, err := LoadConfig(getenv)
 	if err != nil {
