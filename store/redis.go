@@ -190,7 +190,14 @@ func openCluster(ctx context.Context, url string, poolSize int) (redis.Universal
 	opt.DialTimeout = 2 * time.Second
 	opt.ReadTimeout = 2 * time.Second
 	opt.WriteTimeout = 2 * time.Second
+	// go-redis re-reads the slot map on MOVED/ASK, and otherwise once a minute: after a master
+	// died and its replica took over, commands would keep going to the dead address for up to
+	// that minute. A call to a node that fails makes it re-read the map at once
+	// (reloadOnFailure), so the command's own retries (MaxRedirects, with backoff) reach the
+	// promoted replica; the periodic re-read is shortened too.
+	opt.ClusterStateReloadInterval = 10 * time.Second
 	rdb := redis.NewClusterClient(opt)
+	rdb.OnNewNode(func(node *redis.Client) { node.AddHook(reloadOnFailure{rdb}) })
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	err = rdb.ForEachMaster(pctx, func(ctx context.Context, m *redis.Client) error {
@@ -204,6 +211,40 @@ func openCluster(ctx context.Context, url string, poolSize int) (redis.Universal
 		return nil, fmt.Errorf("redis cluster %s: %w", strings.Join(opt.Addrs, ","), err)
 	}
 	return rdb, nil
+}
+
+// reloadOnFailure has a cluster client re-read the slot map (a lazy, rate-limited CLUSTER SLOTS)
+// after a call that failed without an answer from Redis (a node unreachable, a timeout) or was
+// refused with CLUSTERDOWN: the node may have died and a replica may be taking over its slots.
+type reloadOnFailure struct{ c *redis.ClusterClient }
+
+func (h reloadOnFailure) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h reloadOnFailure) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		h.check(err)
+		return err
+	}
+}
+
+func (h reloadOnFailure) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		h.check(err)
+		return err
+	}
+}
+
+func (h reloadOnFailure) check(err error) {
+	if err == nil || errors.Is(err, redis.Nil) || errors.Is(err, context.Canceled) {
+		return
+	}
+	var re redis.Error
+	if errors.As(err, &re) && !strings.HasPrefix(re.Error(), "CLUSTERDOWN") {
+		return // an answer: the node is alive
+	}
+	h.c.ReloadState(context.Background())
 }
 
 func saleTag(saleID int64) string { return "{sale:" + strconv.FormatInt(saleID, 10) + "}" }
