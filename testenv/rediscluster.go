@@ -210,7 +210,9 @@ func (n *RedisClusterNode) Running() bool {
 }
 
 // Do sends one command to this node only (no redirection) and returns its reply.
-func (n *RedisClusterNode) Do(ctx context.Context, args ...any) (any, error) { return n.do(ctx, args...) }
+func (n *RedisClusterNode) Do(ctx context.Context, args ...any) (any, error) {
+	return n.do(ctx, args...)
+}
 
 func (n *RedisClusterNode) do(ctx context.Context, args ...any) (any, error) {
 	rdb := redis.NewClient(&redis.Options{Addr: n.Addr, DialTimeout: time.Second, ReadTimeout: 5 * time.Second,
