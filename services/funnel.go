@@ -2,6 +2,7 @@ package services
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -166,6 +167,10 @@ func (f *Funnel) Flush(ctx context.Context) error {
 		return nil
 	}
 	if err := f.sink.FlushFunnel(ctx, ds, f.store); err != nil {
+		var part *store.FunnelNotTaken
+		if errors.As(err, &part) {
+			ds = part.NotTaken // the others were added (another node of a Redis Cluster took them)
+		}
 		f.giveBack(ds)
 		return err
 	}

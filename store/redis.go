@@ -581,6 +581,28 @@ func (s *Stock) InFlight(ctx context.Context, saleID int64) ([]InFlightEntry, er
 	return out, nil
 }
 
+// InFlightAt is InFlight with Redis's clock read in the same MULTI: on a Redis Cluster the clock
+// of the node holding the sale, the one its reservation times come from.
+func (s *Stock) InFlightAt(ctx context.Context, saleID int64) ([]InFlightEntry, time.Time, error) {
+	var flight *redis.MapStringStringCmd
+	var tm *redis.TimeCmd
+	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		flight = p.HGetAll(ctx, InFlightKey(saleID))
+		tm = p.Time(ctx)
+		return nil
+	})
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("in flight(sale %d): %w", saleID, err)
+	}
+	out := make([]InFlightEntry, 0, len(flight.Val()))
+	for id, v := range flight.Val() {
+		if e, ok := parseInFlight(id, v); ok {
+			out = append(out, e)
+		}
+	}
+	return out, tm.Val(), nil
+}
+
 // InFlightOrder looks one order up in its sale's in-flight register.
 func (s *Stock) InFlightOrder(ctx context.Context, saleID int64, orderID string) (InFlightEntry, bool, error) {
 	v, err := s.rdb.HGet(ctx, InFlightKey(saleID), orderID).Result()
@@ -638,7 +660,9 @@ func (s *Stock) AreGone(ctx context.Context, saleID int64, ids []string) ([]bool
 	return out, nil
 }
 
-// Now reads Redis's clock: the one clock every instance agrees on.
+// Now reads Redis's clock: the one clock every instance agrees on. On a Redis Cluster it is the
+// clock of any node: a decision about a sale's reservations reads its own node's (InFlightAt,
+// View).
 func (s *Stock) Now(ctx context.Context) (time.Time, error) {
 	t, err := s.rdb.Time(ctx).Result()
 	if err != nil {
