@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -409,6 +410,26 @@ func (c *RedisCluster) Kill(ctx context.Context, node *RedisClusterNode) error {
 	node.proc = nil
 	node.slots = slots
 	fmt.Fprintf(c.opt.Log, "redis cluster: killed %s (%s, %d slot ranges)\n", node.Addr, node.ID, len(slots))
+	return nil
+}
+
+// Pause stops node with SIGSTOP: it neither serves nor reads its replication stream until
+// Resume. A replica paused while its master takes writes falls behind by what its socket
+// buffers cannot hold: with the master then killed, a failover promotes it without those writes.
+func (c *RedisCluster) Pause(node *RedisClusterNode) error { return node.signal(syscall.SIGSTOP) }
+
+// Resume continues a node stopped by Pause.
+func (c *RedisCluster) Resume(node *RedisClusterNode) error { return node.signal(syscall.SIGCONT) }
+
+func (n *RedisClusterNode) signal(sig syscall.Signal) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.proc == nil {
+		return fmt.Errorf("redis cluster node %s: not running", n.Addr)
+	}
+	if err := n.proc.cmd.Process.Signal(sig); err != nil {
+		return fmt.Errorf("redis cluster node %s: %v: %w", n.Addr, sig, err)
+	}
 	return nil
 }
 
