@@ -47,7 +47,9 @@ type RedisClusterNode struct {
 
 // RedisCluster is a local Redis Cluster of redis-server processes on free loopback ports, each
 // with its folder (config, nodes file, append-only file, log) under one directory. Its core
-// functions return errors and take no testing.TB, so a command outside the tests can run one;
+// functions return errors and take no testing.TB, so a command outside the tests can run one
+// (on Linux the processes get SIGKILL when the process that started them exits, as every server
+// of this package: such a command stays in the foreground while the cluster serves);
 // NewRedisCluster and the Must* methods are the tests' wrappers.
 type RedisCluster struct {
 	Nodes []*RedisClusterNode
