@@ -182,7 +182,15 @@ func openCluster(ctx context.Context, url string, poolSize int) (redis.Universal
 	// replication), and the purchase path must never read a stale buyer or stock.
 	opt.ReadOnly, opt.RouteByLatency, opt.RouteRandomly = false, false, false
 	if opt.MaxRedirects == 0 {
-		opt.MaxRedirects = 8 // MOVED/ASK while slots migrate, and retries while a failover settles
+		// MOVED/ASK while slots migrate (followed at once), and the retries of a call that got
+		// no answer (with backoff; the slot map is re-read meanwhile, see reloadOnFailure).
+		opt.MaxRedirects = 3
+	}
+	if opt.DialerRetries == 0 {
+		// A dead node refuses at once: no use dialing it 5 times per try (go-redis's default)
+		// before the retry that goes to the promoted replica. A purchase on a sale whose master
+		// is down answers 503 after about a tenth of a second rather than seconds.
+		opt.DialerRetries = 1
 	}
 	if poolSize > 0 {
 		opt.PoolSize = poolSize // per node
