@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"log/slog"
 	"strconv"
 	"sync"
@@ -188,6 +189,10 @@ func (f *Funnel) Flush(ctx context.Context) error {
 		return nil
 	}
 	if err := f.sink.FlushFunnel(ctx, ds, f.store); err != nil {
+		var part *store.FunnelNotTaken
+		if errors.As(err, &part) {
+			ds = part.NotTaken // the others were added (another node of a Redis Cluster took them)
+		}
 		if len(f.pending) == 0 {
 			f.pendAt = now
 		}

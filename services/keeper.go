@@ -229,17 +229,15 @@ func (k *Keeper) expire(ctx context.Context) error {
 // writer has acknowledged every message in the shared queue after we listed them, none of them
 // is in the queue: each would have been claimed.
 func (k *Keeper) recoverOrphans(ctx context.Context, sales []int64) error {
-	now, err := k.stock.Now(ctx)
-	if err != nil {
-		return err
-	}
-	cutoff := now.Add(-k.cfg.OrphanAge)
 	var cands []store.OrderRef
 	for _, sale := range sales {
-		flight, err := k.stock.InFlight(ctx, sale)
+		// The reservation times and the clock come from the same Redis (a cluster's nodes each
+		// have their own clock).
+		flight, now, err := k.stock.InFlightAt(ctx, sale)
 		if err != nil {
 			return err
 		}
+		cutoff := now.Add(-k.cfg.OrphanAge)
 		var claimedOld []string
 		for _, r := range flight {
 			if !r.ReservedAt.Before(cutoff) {

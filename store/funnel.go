@@ -61,15 +61,32 @@ type FunnelStore struct {
 	TTL  time.Duration // the keys expire this long after the last flush
 }
 
+// FunnelNotTaken is FlushFunnel's error when Redis did not take some of the deltas: NotTaken
+// lists them (the others were added), so the caller keeps only those for the next flush. On a
+// Redis Cluster the sales of one flush live on several nodes, and one node failing leaves the
+// others' deltas added.
+type FunnelNotTaken struct {
+	NotTaken []FunnelDelta
+	Err      error
+}
+
+func (e *FunnelNotTaken) Error() string {
+	return fmt.Sprintf("funnel flush: %d of the sales' counts not taken: %v", len(e.NotTaken), e.Err)
+}
+
+func (e *FunnelNotTaken) Unwrap() error { return e.Err }
+
 // FlushFunnel adds each delta to its sale's totals and series, one script call per sale, all in
-// one round trip.
+// one round trip (one per node of a Redis Cluster). It returns a *FunnelNotTaken naming the
+// deltas Redis did not take.
 func (s *Stock) FlushFunnel(ctx context.Context, deltas []FunnelDelta, fs FunnelStore) error {
 	if len(deltas) == 0 {
 		return nil
 	}
-	run := func() ([]redis.Cmder, error) {
-		return s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for _, d := range deltas {
+	run := func(ds []FunnelDelta) []*redis.Cmd {
+		cmds := make([]*redis.Cmd, len(ds))
+		_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, d := range ds {
 				keys := []string{FunnelKey(d.SaleID), SeriesKey(d.SaleID), SeriesIndexKey(d.SaleID)}
 				if d.ID != "" {
 					keys = append(keys, funnelFlushKey(d.SaleID, d.ID))
@@ -83,22 +100,43 @@ func (s *Stock) FlushFunnel(ctx context.Context, deltas []FunnelDelta, fs Funnel
 						args = append(args, FunnelRefusedPrefix+reason, n)
 					}
 				}
-				s.funnel.EvalSha(ctx, p, keys, args...)
+				cmds[i] = s.funnel.EvalSha(ctx, p, keys, args...)
 			}
 			return nil
 		})
+		return cmds
 	}
-	_, err := run()
-	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		// Not cached in this Redis yet (or flushed): load it once and run again. No script of a
-		// pipeline ran: each one failed the same way before touching a key.
-		if lerr := s.funnel.Load(ctx, s.rdb).Err(); lerr != nil {
-			return fmt.Errorf("funnel flush: %w", lerr)
+	// failed splits ds by its commands' outcome: those refused with NOSCRIPT (the script ran
+	// nowhere for them), and those that failed otherwise.
+	failed := func(ds []FunnelDelta, cmds []*redis.Cmd) (noScript, other []FunnelDelta, err error) {
+		for i, c := range cmds {
+			switch e := c.Err(); {
+			case e == nil:
+			case redis.HasErrorPrefix(e, "NOSCRIPT"):
+				noScript = append(noScript, ds[i])
+			default:
+				other, err = append(other, ds[i]), e
+			}
 		}
-		_, err = run()
+		return noScript, other, err
 	}
-	if err != nil {
-		return fmt.Errorf("funnel flush: %w", err)
+	noScript, notTaken, err := failed(deltas, run(deltas))
+	if len(noScript) > 0 {
+		// Not cached in this Redis (or on this node) yet, or flushed: load it (on every node of a
+		// cluster) and run those again.
+		if lerr := s.funnel.Load(ctx, s.rdb).Err(); lerr != nil {
+			return &FunnelNotTaken{NotTaken: append(notTaken, noScript...), Err: lerr}
+		}
+		again, other, aerr := failed(noScript, run(noScript))
+		notTaken = append(append(notTaken, again...), other...)
+		if aerr != nil {
+			err = aerr
+		} else if len(again) > 0 {
+			err = errors.New("NOSCRIPT after loading the script")
+		}
+	}
+	if len(notTaken) > 0 {
+		return &FunnelNotTaken{NotTaken: notTaken, Err: err}
 	}
 	return nil
 }

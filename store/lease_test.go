@@ -18,7 +18,7 @@ import (
 const natsKey = "flashsale:embedded-nats"
 
 // newRedis starts a real redis-server for the test and returns a client on it.
-func newRedis(t *testing.T) *redis.Client {
+func newRedis(t *testing.T) redis.UniversalClient {
 	t.Helper()
 	rs := testenv.Redis(t)
 	rdb, err := store.OpenRedis(context.Background(), rs.URL(), 16)
@@ -29,7 +29,7 @@ func newRedis(t *testing.T) *redis.Client {
 	return rdb
 }
 
-func register(t *testing.T, rdb *redis.Client, owner string, ttl time.Duration) *store.Registration {
+func register(t *testing.T, rdb redis.UniversalClient, owner string, ttl time.Duration) *store.Registration {
 	t.Helper()
 	r, err := store.RegisterEmbeddedNATS(context.Background(), rdb, "", owner, ttl)
 	if err != nil || r == nil {
@@ -38,7 +38,7 @@ func register(t *testing.T, rdb *redis.Client, owner string, ttl time.Duration) 
 	return r
 }
 
-func refused(t *testing.T, rdb *redis.Client, owner, holder string, ttl time.Duration) {
+func refused(t *testing.T, rdb redis.UniversalClient, owner, holder string, ttl time.Duration) {
 	t.Helper()
 	r, err := store.RegisterEmbeddedNATS(context.Background(), rdb, "", owner, ttl)
 	if !errors.Is(err, store.ErrEmbeddedNATSLive) || r != nil {

@@ -22,14 +22,14 @@ import (
 func TestMain(m *testing.M) { testenv.Main(m) }
 
 // newStock starts a real redis-server for the test and returns a Stock and a raw client on it.
-func newStock(t *testing.T) (*store.Stock, *redis.Client) {
+func newStock(t *testing.T) (*store.Stock, redis.UniversalClient) {
 	t.Helper()
 	s, rdb, _ := newStockServer(t)
 	return s, rdb
 }
 
 // newStockServer is newStock that also hands back the server, to crash or restore it.
-func newStockServer(t *testing.T) (*store.Stock, *redis.Client, *testenv.RedisServer) {
+func newStockServer(t *testing.T) (*store.Stock, redis.UniversalClient, *testenv.RedisServer) {
 	t.Helper()
 	rs := testenv.Redis(t)
 	rdb, err := store.OpenRedis(context.Background(), rs.URL(), 64)
@@ -99,7 +99,7 @@ func mustReserve(t *testing.T, s *store.Stock, a store.Attempt) store.Reservatio
 	return r
 }
 
-func stockOf(t *testing.T, rdb *redis.Client, sale, item int64) int64 {
+func stockOf(t *testing.T, rdb redis.UniversalClient, sale, item int64) int64 {
 	t.Helper()
 	n, err := rdb.Get(context.Background(), store.StockKey(sale, item)).Int64()
 	if err != nil {
@@ -126,7 +126,7 @@ func buyersOf(t *testing.T, s *store.Stock, sale int64) map[string]string {
 	return m
 }
 
-func inFlightRaw(t *testing.T, rdb *redis.Client, sale int64) map[string]string {
+func inFlightRaw(t *testing.T, rdb redis.UniversalClient, sale int64) map[string]string {
 	t.Helper()
 	m, err := rdb.HGetAll(context.Background(), store.InFlightKey(sale)).Result()
 	if err != nil {
@@ -144,7 +144,7 @@ func isGone(t *testing.T, s *store.Stock, sale int64, order string) bool {
 	return g[0]
 }
 
-func exists(t *testing.T, rdb *redis.Client, key string) bool {
+func exists(t *testing.T, rdb redis.UniversalClient, key string) bool {
 	t.Helper()
 	n, err := rdb.Exists(context.Background(), key).Result()
 	if err != nil {
@@ -153,7 +153,7 @@ func exists(t *testing.T, rdb *redis.Client, key string) bool {
 	return n == 1
 }
 
-func allKeys(t *testing.T, rdb *redis.Client) []string {
+func allKeys(t *testing.T, rdb redis.UniversalClient) []string {
 	t.Helper()
 	keys, err := rdb.Keys(context.Background(), "*").Result()
 	if err != nil {
@@ -163,7 +163,7 @@ func allKeys(t *testing.T, rdb *redis.Client) []string {
 	return keys
 }
 
-func metaField(t *testing.T, rdb *redis.Client, sale int64, field string) string {
+func metaField(t *testing.T, rdb redis.UniversalClient, sale int64, field string) string {
 	t.Helper()
 	v, err := rdb.HGet(context.Background(), store.MetaKey(sale), field).Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
@@ -638,7 +638,7 @@ func TestReserveAfterRedisLostWrites(t *testing.T) {
 }
 
 // rewriteAOF runs BGREWRITEAOF and waits for it to finish: the data set as of now is on disk.
-func rewriteAOF(t *testing.T, rdb *redis.Client) {
+func rewriteAOF(t *testing.T, rdb redis.UniversalClient) {
 	t.Helper()
 	ctx := context.Background()
 	if err := rdb.BgRewriteAOF(ctx).Err(); err != nil {

@@ -32,7 +32,7 @@ type App struct {
 	NATSServer *server.Server // nil with an external NATS
 	natsReg    *store.Registration
 	NATSURL    string // how this instance reaches NATS, credential included
-	Redis      *redis.Client
+	Redis      redis.UniversalClient
 	DB         *store.DB
 	writeDB    *store.DB // the writer's own pool: the public routes can never starve it
 	Queue      *store.Queue

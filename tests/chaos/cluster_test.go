@@ -235,7 +235,7 @@ type cluster struct {
 	nats    *natsServer
 	inst    []*instance
 	env     map[string]string // settings of every instance
-	rdb     *redis.Client
+	rdb     redis.UniversalClient
 	db      *store.DB
 	client  *http.Client
 	proxy   *tcpProxy // with clusterOpts.partition: between instance 2 and Redis

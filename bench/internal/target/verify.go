@@ -18,7 +18,7 @@ import (
 // Backends are the server's Postgres and Redis, opened by the tool to check its work.
 type Backends struct {
 	DB    *store.DB
-	Redis *redis.Client
+	Redis redis.UniversalClient
 }
 
 // Open connects to the server's Postgres and Redis.

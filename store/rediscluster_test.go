@@ -1,0 +1,118 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/flashsale/flashsale/store"
+	"github.com/flashsale/flashsale/testenv"
+)
+
+// Every Stock operation on a Redis Cluster: sales spread over the masters, each script on its
+// sale's slot, reads that span sales (pipelines) split by node, the MULTI reads on the sale's node;
+// with one master dead, a funnel flush reports exactly that master's sales as not taken, and the
+// other sales keep working.
+func TestStockOnRedisCluster(t *testing.T) {
+	ctx := context.Background()
+	c := testenv.NewRedisCluster(t, 3, 0)
+	rdb, err := store.OpenRedis(ctx, c.URL(), 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Close()
+	s := store.NewStock(rdb)
+
+	// One sale per master.
+	bySale := map[int64]*testenv.RedisClusterNode{}
+	seen := map[*testenv.RedisClusterNode]bool{}
+	var sales []int64
+	for sale := int64(1); len(sales) < 3; sale++ {
+		m := c.MustMasterOf(t, store.MetaKey(sale))
+		if !seen[m] {
+			seen[m] = true
+			bySale[sale] = m
+			sales = append(sales, sale)
+		}
+	}
+	for i, sale := range sales {
+		item := 100 + sale
+		mustLoad(t, s, snapshot(t, s, sale, store.LimitPerSale, item, 2), 0)
+		a := attempt(t, s, sale, item, 7, fmt.Sprintf("order-%d", i), "n1")
+		a.Floor = 0
+		r := mustReserve(t, s, a)
+		if r.Left != 1 {
+			t.Fatalf("sale %d: left %d after one reservation, want 1", sale, r.Left)
+		}
+		// The per-sale limit: the same shopper again, another token.
+		if _, err := s.Reserve(ctx, attempt(t, s, sale, item, 7, fmt.Sprintf("order-%d-b", i), "n2")); !errors.Is(err, store.ErrAlreadyBuyer) {
+			t.Errorf("sale %d: a second unit for the same shopper: %v, want ErrAlreadyBuyer", sale, err)
+		}
+		if v := claim(t, s, sale, store.ClaimItem{OrderID: a.OrderID, Seq: r.Seq}); v[0] != store.ClaimClaimed {
+			t.Errorf("sale %d: claim = %v", sale, v)
+		}
+		// The MULTI reads run on the sale's master, with its clock.
+		flight, now, err := s.InFlightAt(ctx, sale)
+		if err != nil || len(flight) != 1 || !flight[0].Claimed || now.Sub(r.ReservedAt).Abs() > time.Minute {
+			t.Errorf("sale %d: InFlightAt = %+v, %v, %v", sale, flight, now, err)
+		}
+		v, err := s.View(ctx, sale, []int64{item}, []string{a.OrderID})
+		if err != nil || !v.State.Loaded || v.Levels[item] != 1 || v.Buyers != 1 || len(v.InFlight) != 1 || v.Now.IsZero() {
+			t.Errorf("sale %d: View = %+v, %v", sale, v, err)
+		}
+	}
+	// A pipeline over the three sales (three nodes).
+	settle := map[int64][]string{}
+	for i, sale := range sales {
+		settle[sale] = []string{fmt.Sprintf("order-%d", i)}
+	}
+	if err := s.Settle(ctx, settle); err != nil {
+		t.Fatal(err)
+	}
+	for _, sale := range sales {
+		if flight, err := s.InFlight(ctx, sale); err != nil || len(flight) != 0 {
+			t.Errorf("sale %d: in flight after the settle: %+v, %v", sale, flight, err)
+		}
+	}
+	fs := store.FunnelStore{Keep: time.Minute, TTL: time.Hour}
+	deltas := func() []store.FunnelDelta {
+		var ds []store.FunnelDelta
+		for _, sale := range sales {
+			ds = append(ds, store.FunnelDelta{SaleID: sale, At: time.Now().Unix(), Accepted: 1})
+		}
+		return ds
+	}
+	if err := s.FlushFunnel(ctx, deltas(), fs); err != nil {
+		t.Fatal(err)
+	}
+
+	// A master dies (no replica: its slots stay down). The flush adds what the others took and
+	// names only the dead master's sale as not taken.
+	dead := sales[1]
+	c.MustKill(t, bySale[dead])
+	err = s.FlushFunnel(ctx, deltas(), fs)
+	var part *store.FunnelNotTaken
+	if !errors.As(err, &part) || len(part.NotTaken) != 1 || part.NotTaken[0].SaleID != dead {
+		t.Fatalf("flush with sale %d's master down = %v; want only that sale not taken", dead, err)
+	}
+	for _, sale := range sales {
+		if sale == dead {
+			continue
+		}
+		counts, _, err := s.Funnel(ctx, sale, 0)
+		if err != nil || counts.Accepted != 2 {
+			t.Errorf("sale %d: funnel accepted %d (%v) after two flushes, want 2 (each once)", sale, counts.Accepted, err)
+		}
+		if _, err := s.Levels(ctx, sale, []int64{100 + sale}); err != nil {
+			t.Errorf("sale %d on a live master: %v", sale, err)
+		}
+	}
+	// A call to the dead master fails fast (one dial per try), not after seconds of redials.
+	start := time.Now()
+	_, err = s.State(ctx, dead)
+	if err == nil || time.Since(start) > time.Second {
+		t.Errorf("sale %d on the dead master: %v after %v; want an error within a second", dead, err, time.Since(start))
+	}
+}
