@@ -98,7 +98,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 		log.Info("embedded nats started", "url", a.NATSServer.ClientURL(), "credential", cfg.DataDir+"/nats.token", "store", cfg.DataDir, "sync", cfg.NATSSync)
 	}
 	a.NATSURL = natsURL
-	if a.Queue, err = store.OpenQueue(ctx, natsURL, cfg.NATSCreds); err != nil {
+	if a.Queue, err = store.OpenQueue(ctx, natsURL, cfg.NATSCreds, store.WithReplicas(cfg.NATSReplicas), store.WithLog(log)); err != nil {
 		return nil, err
 	}
 	if a.DB, err = store.OpenDB(ctx, cfg.DatabaseURL, cfg.DBMaxConns); err != nil {
