@@ -171,7 +171,12 @@ func OpenQueue(ctx context.Context, url, creds string, options ...QueueOption) (
 		nats.MaxPingsOutstanding(3),
 		nats.RetryOnFailedConnect(false),
 		nats.DisconnectErrHandler(func(c *nats.Conn, err error) {
-			log.Warn("nats: disconnected, reconnecting", "server", c.ConnectedServerName(), "err", err)
+			if !c.IsClosed() {
+				log.Warn("nats: disconnected, reconnecting", "err", err)
+			}
+		}),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			log.Warn("nats: asynchronous error", "err", err)
 		}),
 		nats.ReconnectHandler(func(c *nats.Conn) {
 			log.Info("nats: reconnected", "server", c.ConnectedServerName(), "url", redactURL(c.ConnectedUrl()))

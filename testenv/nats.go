@@ -433,7 +433,10 @@ func (c *NATSCluster) MoveStreamLeader(ctx context.Context, stream, node string)
 		return fmt.Errorf("stream %s: step down: %s", stream, resp.Error.Description)
 	}
 	for {
-		leader, err := c.StreamLeader(ctx, stream)
+		// Each question gets a second: one asked while the stream has no leader is never answered.
+		qctx, cancel := context.WithTimeout(ctx, time.Second)
+		leader, err := c.StreamLeader(qctx, stream)
+		cancel()
 		if err == nil && leader == node {
 			return nil
 		}
