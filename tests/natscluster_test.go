@@ -3,8 +3,10 @@ package tests
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -289,4 +291,87 @@ func clusterOf(c *jetstream.ClusterInfo) string {
 		peers = append(peers, fmt.Sprintf("%s(current %v)", p.Name, p.Current))
 	}
 	return fmt.Sprintf("leader %q, followers %v", c.Leader, peers)
+}
+
+// FLASHSALE_NATS_REPLICAS rescales existing streams; a queue opened without it (a tool) leaves
+// the count alone; more replicas than servers, or more than one on a single server, is refused
+// with a message that says why.
+func TestNATSStreamReplicasRescaled(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cl := testenv.NATS(t, 3)
+	replicas := func() (orders, dead int) {
+		t.Helper()
+		for _, name := range []string{store.OrdersStream, store.DeadStream} {
+			info, err := cl.StreamInfo(ctx, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if name == store.OrdersStream {
+				orders = info.Config.Replicas
+			} else {
+				dead = info.Config.Replicas
+			}
+		}
+		return orders, dead
+	}
+	open := func(opts ...store.QueueOption) (*store.Queue, error) {
+		q, err := store.OpenQueue(ctx, cl.URLs(), "", opts...)
+		if err == nil {
+			t.Cleanup(q.Close)
+		}
+		return q, err
+	}
+	if _, err := open(); err != nil {
+		t.Fatal(err)
+	}
+	if o, d := replicas(); o != 1 || d != 1 {
+		t.Fatalf("streams created without a replica count: %d and %d replicas, want 1", o, d)
+	}
+	q, err := open(store.WithReplicas(3))
+	if err != nil {
+		t.Fatalf("rescale to 3: %v", err)
+	}
+	if o, d := replicas(); o != 3 || d != 3 {
+		t.Fatalf("after opening with 3 replicas: %d and %d, want 3", o, d)
+	}
+	// The writers create their consumer on first use, and retry while the rescaled stream settles
+	// (JetStream answers "insufficient resources" until its new copies are placed).
+	var c jetstream.Consumer
+	for deadline := time.Now().Add(15 * time.Second); ; {
+		if c, err = q.WriterConsumer(ctx, 5*time.Second); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the writers' consumer 15 s after the rescale: %v", err)
+		}
+		t.Logf("the writers' consumer: %v", err)
+		time.Sleep(200 * time.Millisecond)
+	}
+	if r := c.CachedInfo().Config.Replicas; r != 3 {
+		t.Errorf("the writers' consumer has %d replicas, want 3", r)
+	}
+	if _, err := open(); err != nil {
+		t.Fatal(err)
+	}
+	if o, d := replicas(); o != 3 || d != 3 {
+		t.Errorf("a queue opened without a count changed the streams to %d and %d replicas, want 3 kept", o, d)
+	}
+	if _, err := open(store.WithReplicas(5)); err == nil || !strings.Contains(err.Error(), "needs a NATS cluster of at least 5 servers") {
+		t.Errorf("5 replicas on 3 servers: %v, want a refusal naming the cluster size needed", err)
+	}
+	if o, _ := replicas(); o != 3 {
+		t.Errorf("after the refused rescale: %d replicas, want 3", o)
+	}
+	// A single server (the embedded one) cannot keep three copies.
+	dir := t.TempDir()
+	ns, err := store.StartNATS(dir, testenv.FreePort(t), true, "tok")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Shutdown)
+	_, err = store.OpenQueue(ctx, store.EmbeddedNATSURL(ns.Addr().(*net.TCPAddr).Port, "tok"), "", store.WithReplicas(3))
+	if err == nil || !strings.Contains(err.Error(), "FLASHSALE_NATS_REPLICAS=3 needs a NATS cluster") {
+		t.Errorf("3 replicas on one server: %v, want a refusal saying a cluster is needed", err)
+	}
 }
