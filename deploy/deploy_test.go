@@ -27,12 +27,6 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// pendingSettings are FLASHSALE_* variables compose.yaml sets that other work of issue 12 adds
-// to flashsale (app.ConfigVars). Once they are there, delete them from this list.
-var pendingSettings = map[string]string{
-	"FLASHSALE_NATS_REPLICAS": "the ORDERS stream's replicas on a NATS cluster (issue 12, item 2)",
-}
-
 type healthcheck struct {
 	Test        []string `yaml:"test"`
 	Interval    string   `yaml:"interval"`
@@ -251,11 +245,7 @@ func TestComposeFile(t *testing.T) {
 		// Every FLASHSALE_* variable is a setting flashsale knows.
 		for k := range s.Environment {
 			if strings.HasPrefix(k, "FLASHSALE_") && !known(k) {
-				if why, ok := pendingSettings[k]; ok {
-					t.Logf("%s: %s is not a setting of this tree yet: %s", name, k, why)
-				} else {
-					t.Errorf("%s: %s is not a flashsale setting (app.ConfigVars)", name, k)
-				}
+				t.Errorf("%s: %s is not a flashsale setting (app.ConfigVars)", name, k)
 			}
 		}
 		// Only nginx is reachable from outside.

@@ -7,10 +7,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -111,23 +114,73 @@ type Envelope struct {
 
 // Queue is the durable hand-off between the purchase path and the writer.
 type Queue struct {
-	nc *nats.Conn
-	js jetstream.JetStream
+	nc  *nats.Conn
+	js  jetstream.JetStream
+	opt queueOptions
 
 	mu      sync.Mutex
 	cons    jetstream.Consumer
 	ackWait time.Duration
+
+	retries atomic.Uint64 // publish attempts repeated (PublishRetries)
 }
 
-// OpenQueue connects to NATS at url (a credential may be in it: nats://TOKEN@host:port) and
-// makes sure the order and dead-letter streams exist. creds, if not empty, is a NATS credentials
-// file (user JWT and seed) for an external server.
-func OpenQueue(ctx context.Context, url, creds string) (*Queue, error) {
+// QueueOption is an optional setting of OpenQueue.
+type QueueOption func(*queueOptions)
+
+type queueOptions struct {
+	replicas int
+	log      *slog.Logger
+}
+
+// WithReplicas makes the order and dead-letter streams (and the writer's durable consumer) keep
+// n copies, one per NATS server (FLASHSALE_NATS_REPLICAS): an existing stream with another count
+// is scaled to n. Without it a new stream gets one copy and an existing one keeps its count, as a
+// tool that only reads the queue (reconcile) must leave it.
+func WithReplicas(n int) QueueOption { return func(o *queueOptions) { o.replicas = n } }
+
+// WithLog makes the queue log its connection's losses and recoveries and a stream's rescaling.
+func WithLog(l *slog.Logger) QueueOption { return func(o *queueOptions) { o.log = l } }
+
+// OpenQueue connects to NATS at url and makes sure the order and dead-letter streams exist.
+// url may list several servers of one cluster, comma-separated
+// (nats://a:4222,nats://b:4222); the client connects to one of them (the order is shuffled, so
+// instances spread over the cluster), learns the others from it, and when its server goes away
+// reconnects to another, forever. A credential may be in a URL: nats://TOKEN@host:port. creds, if
+// not empty, is a NATS credentials file (user JWT and seed) for an external server.
+func OpenQueue(ctx context.Context, url, creds string, options ...QueueOption) (*Queue, error) {
+	q := &Queue{}
+	for _, o := range options {
+		o(&q.opt)
+	}
+	if q.opt.log == nil {
+		q.opt.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if q.opt.replicas < 0 || q.opt.replicas > MaxReplicas {
+		return nil, fmt.Errorf("nats: %d stream replicas: want 1 to %d", q.opt.replicas, MaxReplicas)
+	}
+	log := q.opt.log
 	opts := []nats.Option{
 		nats.Name("flashsale"),
 		nats.MaxReconnects(-1),
-		nats.ReconnectWait(200 * time.Millisecond),
+		nats.ReconnectWait(250 * time.Millisecond),
+		nats.ReconnectJitter(250*time.Millisecond, time.Second),
+		// A server that vanished without closing the connection (a host or network gone) is
+		// noticed within three pings, not the client's default four minutes.
+		nats.PingInterval(5 * time.Second),
+		nats.MaxPingsOutstanding(3),
 		nats.RetryOnFailedConnect(false),
+		nats.DisconnectErrHandler(func(c *nats.Conn, err error) {
+			if !c.IsClosed() {
+				log.Warn("nats: disconnected, reconnecting", "err", err)
+			}
+		}),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			log.Warn("nats: asynchronous error", "err", err)
+		}),
+		nats.ReconnectHandler(func(c *nats.Conn) {
+			log.Info("nats: reconnected", "server", c.ConnectedServerName(), "url", redactURL(c.ConnectedUrl()))
+		}),
 	}
 	if creds != "" {
 		opts = append(opts, nats.UserCredentials(creds))
@@ -141,13 +194,16 @@ func OpenQueue(ctx context.Context, url, creds string) (*Queue, error) {
 		nc.Close()
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
-	q := &Queue{nc: nc, js: js}
+	q.nc, q.js = nc, js
 	if err := q.ensureStreams(ctx); err != nil {
 		nc.Close()
 		return nil, err
 	}
 	return q, nil
 }
+
+// MaxReplicas is the most copies JetStream keeps of a stream.
+const MaxReplicas = 5
 
 func (q *Queue) ensureStreams(ctx context.Context) error {
 	cfgs := []jetstream.StreamConfig{
@@ -169,23 +225,95 @@ func (q *Queue) ensureStreams(ctx context.Context) error {
 		},
 	}
 	for _, c := range cfgs {
-		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		_, err := q.js.CreateOrUpdateStream(cctx, c)
-		cancel()
-		if err != nil {
-			return fmt.Errorf("stream %s: %w", c.Name, err)
+		if err := q.ensureStream(ctx, c); err != nil {
+			return err
 		}
 	}
 	return nil
 }
 
-// redactURL hides a credential in a NATS URL.
-func redactURL(u string) string {
-	scheme, rest, ok := strings.Cut(u, "://")
-	if at := strings.LastIndex(rest, "@"); ok && at >= 0 {
-		return scheme + "://****@" + rest[at+1:]
+// ensureStream creates the stream or updates it to c with the wanted replica count. A cluster
+// that is still electing its leaders (every server starting at once) is waited for, up to 30 s.
+func (q *Queue) ensureStream(ctx context.Context, c jetstream.StreamConfig) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {
+		err := q.tryEnsureStream(ctx, c)
+		if err == nil || !transientJS(err) || ctx.Err() != nil {
+			return err
+		}
+		q.opt.log.Warn("nats: stream not ready, retrying", "stream", c.Name, "err", err)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
 	}
-	return u
+}
+
+func (q *Queue) tryEnsureStream(ctx context.Context, c jetstream.StreamConfig) error {
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	c.Replicas = q.opt.replicas
+	have := 0
+	if s, err := q.js.Stream(cctx, c.Name); err == nil {
+		have = s.CachedInfo().Config.Replicas
+	} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return fmt.Errorf("stream %s: %w", c.Name, err)
+	}
+	switch {
+	case c.Replicas == 0 && have > 0:
+		c.Replicas = have // not asked to change it: keep the stream's count
+	case c.Replicas == 0:
+		c.Replicas = 1
+	case have > 0 && have != c.Replicas:
+		q.opt.log.Warn("nats: changing the stream's replica count", "stream", c.Name, "from", have, "to", c.Replicas)
+	}
+	_, err := q.js.CreateOrUpdateStream(cctx, c)
+	if err == nil {
+		return nil
+	}
+	if c.Replicas > 1 && !transientJS(err) {
+		verb := "create"
+		if have > 0 {
+			verb = fmt.Sprintf("change from %d to", have)
+		}
+		return fmt.Errorf("stream %s: cannot %s %d replicas: %w (each replica needs its own JetStream server: "+
+			"FLASHSALE_NATS_REPLICAS=%d needs a NATS cluster of at least %d servers)", c.Name, verb, c.Replicas, err, c.Replicas, c.Replicas)
+	}
+	return fmt.Errorf("stream %s: %w", c.Name, err)
+}
+
+// transientJS reports whether a JetStream request failed for a moment only: no server answered
+// (a stream or the meta group between leaders), the request timed out, or JetStream said it is
+// temporarily unavailable. A refusal (a bad request, a full disk, a sealed stream) is not.
+func transientJS(err error) bool {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		switch apiErr.ErrorCode {
+		case 10008, // JetStream system temporarily unavailable
+			10009, // JetStream cluster can not handle request (not the leader)
+			10118, // stream is offline
+			10194: // stream is offline: reason
+			return true
+		}
+		return false
+	}
+	return errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) ||
+		errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, nats.ErrReconnectBufExceeded) || errors.Is(err, nats.ErrDisconnected)
+}
+
+// redactURL hides the credentials in a NATS URL or a comma-separated list of them.
+func redactURL(u string) string {
+	parts := strings.Split(u, ",")
+	for i, p := range parts {
+		scheme, rest, ok := strings.Cut(p, "://")
+		if at := strings.LastIndex(rest, "@"); ok && at >= 0 {
+			parts[i] = scheme + "://****@" + rest[at+1:]
+		}
+	}
+	return strings.Join(parts, ",")
 }
 
 // Close drains nothing: it closes the connection.
@@ -194,15 +322,14 @@ func (q *Queue) Close() { q.nc.Close() }
 // Conn exposes the NATS connection (broadcasts, health).
 func (q *Queue) Conn() *nats.Conn { return q.nc }
 
-// Publish writes one envelope durably and waits for JetStream's acknowledgement. msgID
-// deduplicates a retried publish.
+// Publish writes one envelope durably and waits for JetStream's acknowledgement, until ctx ends.
+// msgID deduplicates a retried publish.
 func (q *Queue) Publish(ctx context.Context, msgID string, env Envelope) error {
 	data, err := json.Marshal(env)
 	if err != nil {
 		return fmt.Errorf("publish: %w", err)
 	}
-	_, err = q.js.Publish(ctx, OrdersSubject, data, jetstream.WithMsgID(msgID), jetstream.WithExpectStream(OrdersStream))
-	if err != nil {
+	if err := q.publish(ctx, OrdersSubject, data, jetstream.WithMsgID(msgID), jetstream.WithExpectStream(OrdersStream)); err != nil {
 		return fmt.Errorf("publish %s: %w", msgID, err)
 	}
 	return nil
@@ -217,11 +344,63 @@ func (q *Queue) PublishDead(ctx context.Context, msgID string, orders []QueuedOr
 	if err != nil {
 		return fmt.Errorf("dead letter: %w", err)
 	}
-	if _, err := q.js.Publish(ctx, DeadSubject, data, jetstream.WithMsgID(msgID)); err != nil {
+	if err := q.publish(ctx, DeadSubject, data, jetstream.WithMsgID(msgID)); err != nil {
 		return fmt.Errorf("dead letter %s: %w", msgID, err)
 	}
 	return nil
 }
+
+// First wait of a publish for its acknowledgement, doubled on each retry up to the last.
+const (
+	publishAttemptFirst = time.Second
+	publishAttemptMax   = 4 * time.Second
+)
+
+// publish sends one message and waits for its acknowledgement, repeating it (same message id:
+// JetStream stores it once) while the failure is a passing one, until ctx ends: a replicated
+// stream electing a new leader after one of its servers died has no one to answer for a few
+// seconds, and a request sent to a server that died before answering is never answered. A
+// refusal (stream full, disk full, wrong stream) returns at once.
+func (q *Queue) publish(ctx context.Context, subject string, data []byte, opts ...jetstream.PublishOpt) error {
+	// The client's own retry on "no responders" is replaced by this loop, bounded by ctx.
+	opts = append(opts, jetstream.WithRetryAttempts(0))
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, publishAttemptMax+publishAttemptFirst)
+		defer cancel()
+	}
+	attempt, pause := publishAttemptFirst, 50*time.Millisecond
+	for {
+		actx, cancel := context.WithTimeout(ctx, attempt)
+		_, err := q.js.Publish(actx, subject, data, opts...)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("%w (last attempt: %v)", ctx.Err(), err)
+		}
+		if !transientJS(err) {
+			return err
+		}
+		q.retries.Add(1)
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) {
+			attempt = min(2*attempt, publishAttemptMax) // unanswered: wait longer next time
+			continue
+		}
+		// Answered at once that no one can take it (between leaders): try again shortly.
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last attempt: %v)", ctx.Err(), err)
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 500*time.Millisecond)
+	}
+}
+
+// PublishRetries counts the publish attempts repeated since the queue was opened (a leader
+// election, a server lost mid-request).
+func (q *Queue) PublishRetries() uint64 { return q.retries.Load() }
 
 // SetAckWait sets how long the writer's consumer waits for an ack before redelivering (before the
 // first FetchOrders).
@@ -316,8 +495,7 @@ func ignoreNoMessages(err error) error {
 
 // PublishRaw publishes an arbitrary body on the orders subject (tests: a poison message).
 func (q *Queue) PublishRaw(ctx context.Context, msgID string, data []byte) error {
-	_, err := q.js.Publish(ctx, OrdersSubject, data, jetstream.WithMsgID(msgID), jetstream.WithExpectStream(OrdersStream))
-	return err
+	return q.publish(ctx, OrdersSubject, data, jetstream.WithMsgID(msgID), jetstream.WithExpectStream(OrdersStream))
 }
 
 // WriterConsumer returns the writer's durable pull consumer, creating it if needed.
@@ -329,6 +507,7 @@ func (q *Queue) WriterConsumer(ctx context.Context, ackWait time.Duration) (jets
 		MaxAckPending: 20000,
 		MaxDeliver:    -1,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
+		Replicas:      q.opt.replicas, // 0: the stream's
 	})
 	if err != nil {
 		return nil, fmt.Errorf("consumer %s: %w", WriterConsumer, err)

@@ -98,7 +98,11 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 		log.Info("embedded nats started", "url", a.NATSServer.ClientURL(), "credential", cfg.DataDir+"/nats.token", "store", cfg.DataDir, "sync", cfg.NATSSync)
 	}
 	a.NATSURL = natsURL
-	if a.Queue, err = store.OpenQueue(ctx, natsURL, cfg.NATSCreds); err != nil {
+	if cfg.NATSReplicas > 1 && cfg.PublishTimeout < 10*time.Second {
+		log.Warn("a replicated stream elects a new leader 4 to 9 s after a NATS server dies; purchases waiting longer than FLASHSALE_PUBLISH_TIMEOUT meanwhile answer 503: consider 10s or more",
+			"publish_timeout", cfg.PublishTimeout, "nats_replicas", cfg.NATSReplicas)
+	}
+	if a.Queue, err = store.OpenQueue(ctx, natsURL, cfg.NATSCreds, store.WithReplicas(cfg.NATSReplicas), store.WithLog(log)); err != nil {
 		return nil, err
 	}
 	if a.DB, err = store.OpenDB(ctx, cfg.DatabaseURL, cfg.DBMaxConns); err != nil {

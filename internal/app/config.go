@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/store"
 )
 
 // DevJWTSecret is the development default of FLASHSALE_JWT_SECRET (stated in the README);
@@ -28,6 +29,7 @@ type Config struct {
 	NATSCreds         string
 	NATSPort          int
 	NATSSync          string
+	NATSReplicas      int
 	DataDir           string
 	JWTSecret         string
 	JWTTTL            time.Duration
@@ -75,6 +77,7 @@ var ConfigVars = []ConfigVar{
 	{"FLASHSALE_NATS_URL", "", "external NATS (JetStream) URL; empty starts an embedded server"},
 	{"FLASHSALE_NATS_CREDS", "", "NATS credentials file (user JWT and seed) for the external NATS of `FLASHSALE_NATS_URL`; the embedded server instead requires the credential it generates in `FLASHSALE_DATA_DIR/nats.token`"},
 	{"FLASHSALE_NATS_PORT", "4222", "loopback port of the embedded NATS server (-1 picks a free one)"},
+	{"FLASHSALE_NATS_REPLICAS", "1", "copies JetStream keeps of the order and dead-letter streams and the writer's consumer, each on another server of a NATS cluster (1 to 5; 3 survives one server's loss); an existing stream is rescaled to it; more than 1 needs an external cluster in `FLASHSALE_NATS_URL`"},
 	{"FLASHSALE_NATS_SYNC", "always", "embedded JetStream fsync: `always` (an acknowledged order survives a crash) or `interval` (every 2 min, unsafe)"},
 	{"FLASHSALE_DATA_DIR", ".data", "where the embedded NATS keeps its JetStream files"},
 	{"FLASHSALE_JWT_SECRET", DevJWTSecret, "HS256 secret of the identity tokens and purchase tokens"},
@@ -146,7 +149,7 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		DataDir: get("FLASHSALE_DATA_DIR"), JWTSecret: get("FLASHSALE_JWT_SECRET"), Captcha: get("FLASHSALE_CAPTCHA"),
 		LogLevel: get("FLASHSALE_LOG_LEVEL"), LogFormat: get("FLASHSALE_LOG_FORMAT"),
 		RedisPool: num("FLASHSALE_REDIS_POOL", 1), DBMaxConns: num("FLASHSALE_DB_MAX_CONNS", 2), WriterDBConns: num("FLASHSALE_WRITER_DB_CONNS", 1),
-		NATSPort: num("FLASHSALE_NATS_PORT", -1), WriterBatch: num("FLASHSALE_WRITER_BATCH", 1), WriterWorkers: num("FLASHSALE_WRITER_WORKERS", 1),
+		NATSPort: num("FLASHSALE_NATS_PORT", -1), NATSReplicas: num("FLASHSALE_NATS_REPLICAS", 1), WriterBatch: num("FLASHSALE_WRITER_BATCH", 1), WriterWorkers: num("FLASHSALE_WRITER_WORKERS", 1),
 		PublishParallel: num("FLASHSALE_PUBLISH_PARALLEL", 1), PublishBatch: num("FLASHSALE_PUBLISH_BATCH", 1),
 		JWTTTL: dur("FLASHSALE_JWT_TTL"), CaptchaTTL: dur("FLASHSALE_CAPTCHA_TTL"), PayWindow: dur("FLASHSALE_PAY_WINDOW"), TokenTTL: dur("FLASHSALE_PURCHASE_TOKEN_TTL"),
 		DemoStartDelay: dur("FLASHSALE_DEMO_START_DELAY"), PublishTimeout: dur("FLASHSALE_PUBLISH_TIMEOUT"),
@@ -169,6 +172,12 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	}
 	if c.NATSCreds != "" && c.NATSURL == "" {
 		errs = append(errs, errors.New("FLASHSALE_NATS_CREDS is for an external NATS: set FLASHSALE_NATS_URL too (the embedded server uses its own generated credential)"))
+	}
+	if c.NATSReplicas > store.MaxReplicas {
+		errs = append(errs, fmt.Errorf("FLASHSALE_NATS_REPLICAS=%q: want 1 to %d", get("FLASHSALE_NATS_REPLICAS"), store.MaxReplicas))
+	}
+	if c.NATSReplicas > 1 && c.NATSURL == "" {
+		errs = append(errs, fmt.Errorf("FLASHSALE_NATS_REPLICAS=%d needs a NATS cluster: the embedded NATS is one server and keeps one copy; set FLASHSALE_NATS_URL to the cluster's servers (nats://a:4222,nats://b:4222,nats://c:4222)", c.NATSReplicas))
 	}
 	if c.WriterAckWait < time.Second {
 		errs = append(errs, fmt.Errorf("FLASHSALE_WRITER_ACK_WAIT=%q: want at least 1s", get("FLASHSALE_WRITER_ACK_WAIT")))
@@ -226,13 +235,20 @@ func (c Config) logValues() []any {
 		return "****"
 	}
 	return []any{"env", c.Env, "addr", c.Addr, "database", maskURL(c.DatabaseURL), "redis", maskURL(c.RedisURL),
-		"nats", map[bool]string{true: "embedded", false: maskURL(c.NATSURL)}[c.NATSURL == ""], "nats_sync", c.NATSSync,
+		"nats", map[bool]string{true: "embedded", false: maskURL(c.NATSURL)}[c.NATSURL == ""], "nats_sync", c.NATSSync, "nats_replicas", c.NATSReplicas,
 		"data_dir", c.DataDir, "jwt_secret", mask(c.JWTSecret), "captcha", c.Captcha, "rate_limits", c.RateLimits,
 		"pay_window", c.PayWindow, "token_ttl", c.TokenTTL, "demo", c.Demo}
 }
 
-// maskURL hides a password in a URL.
+// maskURL hides a password in a URL, or in each URL of a comma-separated NATS server list.
 func maskURL(s string) string {
+	if strings.Count(s, "://") > 1 {
+		parts := strings.Split(s, ",")
+		for i, p := range parts {
+			parts[i] = maskURL(p)
+		}
+		return strings.Join(parts, ",")
+	}
 	at := strings.LastIndex(s, "@")
 	scheme := strings.Index(s, "://")
 	if at < 0 || scheme < 0 || at < scheme {
