@@ -160,6 +160,9 @@ func (p *process) kill() {
 	<-p.done
 }
 
+// LogTail returns the last lines of a log file, for failure messages.
+func LogTail(path string) string { return logTail(path) }
+
 // logTail returns the last lines of a log file, for failure messages.
 func logTail(path string) string {
 	b, err := os.ReadFile(path)
