@@ -42,12 +42,13 @@ services: $(DEVENV) ## start Redis and Postgres under .data/ (idempotent, keeps 
 stop: $(DEVENV) ## stop Redis and Postgres started by make services (quiet when not running)
 	@$(DEV) down
 
-# `go run` in a process group of its own: Ctrl-C (or a TERM sent to make) reaches the server once,
+# The server runs in a process group of its own: Ctrl-C (or a TERM sent to make) reaches it once,
 # through devenv, which then stops the services.
 run: export FLASHSALE_DATA_DIR ?= .data
 run: export FLASHSALE_DEMO ?= 1
 run: deps ## start the services and serve in the foreground (Ctrl-C stops the server, then the services)
-	@$(DEV) with -- go run . serve
+	go build -o .data/bin/flashsale .
+	@$(DEV) with -- .data/bin/flashsale serve
 
 test: deps-test ## start the services, check generated views, vet, run all tests, stop the services
 	@$(DEV) with -- $(SUBMAKE) test-steps
