@@ -3,6 +3,11 @@
 //
 // Nothing is mocked: a missing binary fails the test with a hint to run `make deps`, because a
 // skipped real component would hide a defect.
+//
+// The servers are started by one core that returns errors (PGServer, RedisConf and startRedis,
+// RedisNode); the testing.TB helpers (Postgres, PrivatePostgres, Redis) are thin wrappers over it,
+// and the devenv command (testenv/cmd/devenv, behind `make services`) starts the persistent
+// services of .data/ with the same core, detached.
 package testenv
 
 import (
