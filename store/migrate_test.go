@@ -172,7 +172,8 @@ func TestMigrateAdoptsTheOldRunnersDatabase(t *testing.T) {
 		t.Run(strconv.Itoa(upTo), func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			db := openDB(t, testenv.Postgres(t))
+			dsn := testenv.Postgres(t)
+			db := openDB(t, dsn)
 			g := db.Gorm()
 			// What the old runner did: each file's SQL, then a row naming the file.
 			if err := g.Exec(`CREATE TABLE schema_migrations (version TEXT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())`).Error; err != nil {
@@ -204,9 +205,23 @@ func TestMigrateAdoptsTheOldRunnersDatabase(t *testing.T) {
 				}
 			}
 
+			// Three instances start at once on it: one adopts, the others find it adopted.
 			logs := &syncBuffer{}
-			if err := db.Migrate(ctx, slog.New(slog.NewTextHandler(logs, nil))); err != nil {
-				t.Fatalf("Migrate on the old runner's database: %v", err)
+			log := slog.New(slog.NewTextHandler(logs, nil))
+			dbs := []*store.DB{db, openDB(t, dsn), openDB(t, dsn)}
+			errs := make([]error, len(dbs))
+			var wg sync.WaitGroup
+			for i := range dbs {
+				wg.Go(func() { errs[i] = dbs[i].Migrate(ctx, log) })
+			}
+			wg.Wait()
+			for i, err := range errs {
+				if err != nil {
+					t.Errorf("instance %d: Migrate on the old runner's database: %v", i, err)
+				}
+			}
+			if got := strings.Count(logs.String(), "adopted the database of the old runner"); got != 1 {
+				t.Errorf("adopted %d times, want once:\n%s", got, logs)
 			}
 			if got, want := strings.Count(logs.String(), "migration applied"), len(names)-upTo; got != want {
 				t.Errorf("%d migrations ran, want %d (only those the old runner had not applied):\n%s", got, want, logs)
