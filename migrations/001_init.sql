@@ -1,3 +1,4 @@
+-- +goose Up
 -- The schema of flashsale. Postgres is the source of truth: the CHECK on items and the partial
 -- unique index on orders are the last line of defence against oversell and double purchase.
 

@@ -1,3 +1,4 @@
+-- +goose Up
 -- Every unit accounted for: per-sale payment window and purchase limit, the order's sale, the
 -- reservation counter Postgres knows (to detect a Redis that lost recent writes), the epoch of the
 -- last rebuild of a sale's Redis state, and the durable record of units to give back to Redis.

@@ -1,7 +1,9 @@
+-- +goose Up
 -- Usernames are compared case-insensitively: "Alice" and "alice" are one account. Lookups use
 -- lower(username), which this index serves and keeps unique. Accounts that already differ only
 -- by case stop the migration with their names, for an operator to rename one of each pair
 -- (`UPDATE users SET username = ... WHERE id = ...`) before starting again.
+-- +goose StatementBegin
 DO $$
 DECLARE
     dups TEXT;
@@ -14,5 +16,6 @@ BEGIN
         RAISE EXCEPTION 'usernames that differ only by case must be renamed first: %', dups;
     END IF;
 END $$;
+-- +goose StatementEnd
 
 CREATE UNIQUE INDEX users_username_lower ON users (lower(username));

@@ -1,3 +1,4 @@
+-- +goose Up
 -- Sale administration (issue 9): a sale's description, an item's image, and whether the merchant
 -- paused the sale (purchases and purchase tokens answer 503 PAUSED; Redis's meta carries it too).
 ALTER TABLE sales ADD COLUMN description TEXT CHECK (char_length(description) <= 2000);

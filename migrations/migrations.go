@@ -1,4 +1,6 @@
-// Package migrations holds the SQL schema migrations, applied in file-name order by the binary.
+// Package migrations holds the SQL schema migrations: pressly/goose SQL files (each starts with
+// "-- +goose Up"; a statement holding semicolons, such as a DO block, sits between
+// "-- +goose StatementBegin" and "-- +goose StatementEnd"), applied in version order by the binary.
 package migrations
 
 import "embed"

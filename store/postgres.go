@@ -5,9 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"io/fs"
-	"log/slog"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -16,8 +13,6 @@ import (
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
-
-	"github.com/flashsale/flashsale/migrations"
 )
 
 // Errors the database layer reports in domain terms.
@@ -140,55 +135,6 @@ func (d *DB) Close() error {
 
 // Gorm exposes the connection for tests and tools that check the source of truth directly.
 func (d *DB) Gorm() *gorm.DB { return d.g }
-
-// Migrate applies the embedded SQL migrations not applied yet, each in its own transaction, under
-// an advisory lock so several instances starting together apply each exactly once.
-func (d *DB) Migrate(ctx context.Context, log *slog.Logger) error {
-	names, err := fs.Glob(migrations.FS, "*.sql")
-	if err != nil {
-		return fmt.Errorf("migrate: %w", err)
-	}
-	sort.Strings(names)
-	return d.g.WithContext(ctx).Connection(func(c *gorm.DB) error {
-		if err := c.Exec(`SELECT pg_advisory_lock(7303001)`).Error; err != nil {
-			return fmt.Errorf("migrate lock: %w", err)
-		}
-		defer c.Exec(`SELECT pg_advisory_unlock(7303001)`)
-		if err := c.Exec(`CREATE TABLE IF NOT EXISTS schema_migrations (version TEXT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())`).Error; err != nil {
-			return fmt.Errorf("migrate: %w", err)
-		}
-		var done []string
-		if err := c.Raw(`SELECT version FROM schema_migrations`).Scan(&done).Error; err != nil {
-			return fmt.Errorf("migrate: %w", err)
-		}
-		applied := map[string]bool{}
-		for _, v := range done {
-			applied[v] = true
-		}
-		for _, name := range names {
-			if applied[name] {
-				continue
-			}
-			sql, err := fs.ReadFile(migrations.FS, name)
-			if err != nil {
-				return fmt.Errorf("migrate %s: %w", name, err)
-			}
-			err = c.Transaction(func(tx *gorm.DB) error {
-				if err := tx.Exec(string(sql)).Error; err != nil {
-					return err
-				}
-				return tx.Exec(`INSERT INTO schema_migrations (version) VALUES (?)`, name).Error
-			})
-			if err != nil {
-				return fmt.Errorf("migrate %s: %w", name, err)
-			}
-			if log != nil {
-				log.Info("migration applied", "version", name)
-			}
-		}
-		return nil
-	})
-}
 
 func isUniqueViolation(err error) bool {
 	var pe *pgconn.PgError

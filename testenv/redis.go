@@ -141,6 +141,24 @@ func (r *RedisServer) Wipe(t testing.TB) {
 }
 
 func (r *RedisServer) writeConf(port int) error {
+	return os.WriteFile(r.conf, []byte(RedisConf(port, r.dataDir, "")), 0o644)
+}
+
+// start runs redis-server and waits for PING; r.mu is held.
+func (r *RedisServer) start() error {
+	p, err := startRedis(r.bin, r.conf, r.log, r.dir, r.Addr, false)
+	if err != nil {
+		return err
+	}
+	r.proc = p
+	return nil
+}
+
+// RedisConf is the configuration of a redis-server on 127.0.0.1:port keeping its append-only
+// file (appendfsync everysec) in dataDir, logging to its standard output (the log file the
+// starter gives it) and, when pidFile is not "", writing its pid there. extra lines follow
+// (a cluster node's settings, say).
+func RedisConf(port int, dataDir, pidFile string, extra ...string) string {
 	conf := fmt.Sprintf(`bind 127.0.0.1
 port %d
 dir %q
@@ -149,37 +167,46 @@ appendfsync everysec
 save ""
 daemonize no
 logfile ""
-`, port, r.dataDir)
-	return os.WriteFile(r.conf, []byte(conf), 0o644)
+`, port, dataDir)
+	if pidFile != "" {
+		conf += fmt.Sprintf("pidfile %q\n", pidFile)
+	}
+	for _, l := range extra {
+		conf += l + "\n"
+	}
+	return conf
 }
 
-// start runs redis-server and waits for PING; r.mu is held.
-func (r *RedisServer) start() error {
-	p, err := spawn(r.log, r.dir, nil, r.bin, r.conf)
+// startRedis runs redis-server with the config file conf (a child of this process, or detached)
+// and waits until it answers PING on addr, loading its AOF included.
+func startRedis(bin, conf, logPath, dir, addr string, detached bool) (*process, error) {
+	p, err := spawnProc(logPath, dir, nil, detached, bin, conf)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	deadline := time.Now().Add(redisStartTimeout)
 	for {
 		if p.exited() {
-			return fmt.Errorf("redis-server exited at start: %v", p.err)
+			return nil, fmt.Errorf("redis-server exited at start: %v", p.err)
 		}
-		if r.command("PING") == nil {
-			r.proc = p
-			return nil
+		if RedisCommand(addr, "PING") == nil {
+			return p, nil
 		}
 		if time.Now().After(deadline) {
 			p.kill()
-			return fmt.Errorf("redis-server not answering PING after %v", redisStartTimeout)
+			return nil, fmt.Errorf("redis-server not answering PING after %v", redisStartTimeout)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 }
 
-// command sends one inline command and checks the reply: PING must answer +PONG; SHUTDOWN
-// succeeds when the server closes the connection without an error reply.
-func (r *RedisServer) command(cmd string) error {
-	c, err := net.DialTimeout("tcp", r.Addr, time.Second)
+// command sends one inline command to the server (RedisCommand).
+func (r *RedisServer) command(cmd string) error { return RedisCommand(r.Addr, cmd) }
+
+// RedisCommand sends one inline command to the Redis at addr and checks the reply: PING must
+// answer +PONG; SHUTDOWN succeeds when the server closes the connection without an error reply.
+func RedisCommand(addr, cmd string) error {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
 	if err != nil {
 		return err
 	}
@@ -251,4 +278,77 @@ func (r *RedisServer) replaceData(t testing.TB, copyDir string) {
 	if err := r.start(); err != nil {
 		t.Fatalf("testenv: redis %s: %v\n%s", r.Addr, err, logTail(r.log))
 	}
+}
+
+// RedisNode is a persistent redis-server (the devenv command's, behind `make services`): its
+// config, append-only file, log and pid file in Dir, on 127.0.0.1:Port, started detached so that
+// it outlives the command that started it. RedisServer is the test's own kind; both start
+// through RedisConf and startRedis.
+type RedisNode struct {
+	Bin  string // the redis-server binary
+	Dir  string // holds redis.conf, redis.log, redis.pid and the AOF (absolute)
+	Port int
+}
+
+// Addr is "127.0.0.1:port".
+func (n *RedisNode) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(n.Port)) }
+
+// URL is the server's URL for go-redis: "redis://127.0.0.1:port/0".
+func (n *RedisNode) URL() string { return "redis://" + n.Addr() + "/0" }
+
+// LogPath is the server's log file.
+func (n *RedisNode) LogPath() string { return filepath.Join(n.Dir, "redis.log") }
+
+func (n *RedisNode) pidFile() string { return filepath.Join(n.Dir, "redis.pid") }
+
+// RunningPID returns the pid of the redis-server of this node, found by its pid file: the pid
+// must be alive and a redis-server (after a crash or a reboot it may name another process).
+func (n *RedisNode) RunningPID() (int, bool) {
+	pid := readPID(n.pidFile())
+	if !PIDAlive(pid) {
+		return 0, false
+	}
+	if comm := pidComm(pid); comm != "" && comm != "redis-server" {
+		return 0, false
+	}
+	return pid, true
+}
+
+// Start writes the config and starts the server detached (a stale pid file is removed first),
+// and waits until it answers PING, which takes a while when it loads a large AOF. It refuses a
+// port where another server answers: a Redis there is not this node's.
+func (n *RedisNode) Start() error {
+	if err := os.MkdirAll(n.Dir, 0o755); err != nil {
+		return err
+	}
+	if RedisCommand(n.Addr(), "PING") == nil {
+		return fmt.Errorf("port %d is taken by another Redis", n.Port)
+	}
+	if err := os.Remove(n.pidFile()); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	conf := filepath.Join(n.Dir, "redis.conf")
+	if err := os.WriteFile(conf, []byte(RedisConf(n.Port, n.Dir, n.pidFile())), 0o644); err != nil {
+		return err
+	}
+	if _, err := startRedis(n.Bin, conf, n.LogPath(), n.Dir, n.Addr(), true); err != nil {
+		return fmt.Errorf("%v\n%s", err, logTail(n.LogPath()))
+	}
+	return nil
+}
+
+// Stop shuts the running server down (SHUTDOWN flushes the AOF; SIGTERM if it does not answer)
+// and waits for it to exit. Nothing when it does not run.
+func (n *RedisNode) Stop() error {
+	pid, ok := n.RunningPID()
+	if !ok {
+		return nil
+	}
+	if err := RedisCommand(n.Addr(), "SHUTDOWN"); err != nil {
+		syscall.Kill(pid, syscall.SIGTERM)
+	}
+	if !waitGone(pid, redisStartTimeout) {
+		return fmt.Errorf("redis-server (pid %d) still running %v after SHUTDOWN", pid, redisStartTimeout)
+	}
+	return nil
 }

@@ -3,6 +3,11 @@
 //
 // Nothing is mocked: a missing binary fails the test with a hint to run `make deps`, because a
 // skipped real component would hide a defect.
+//
+// The servers are started by one core that returns errors (PGServer, RedisConf and startRedis,
+// RedisNode); the testing.TB helpers (Postgres, PrivatePostgres, Redis) are thin wrappers over it,
+// and the devenv command (testenv/cmd/devenv, behind `make services`) starts the persistent
+// services of .data/ with the same core, detached.
 package testenv
 
 import (
@@ -129,25 +134,7 @@ type process struct {
 // spawn starts a server process with its output appended to logPath. The child gets SIGKILL if
 // this test process dies first, so a crashed or timed-out test leaves no server behind.
 func spawn(logPath, dir string, cred *syscall.Credential, name string, args ...string) (*process, error) {
-	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	defer logf.Close()
-	cmd := exec.Command(name, args...)
-	cmd.Dir = dir
-	cmd.Stdout = logf
-	cmd.Stderr = logf
-	cmd.SysProcAttr = sysProcAttr(cred)
-	if err := startCmd(cmd); err != nil {
-		return nil, fmt.Errorf("start %s: %w", name, err)
-	}
-	p := &process{cmd: cmd, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
-	return p, nil
+	return spawnProc(logPath, dir, cred, false, name, args...)
 }
 
 // exited reports whether the process has exited.
@@ -177,6 +164,9 @@ func (p *process) kill() {
 	p.cmd.Process.Kill()
 	<-p.done
 }
+
+// LogTail returns the last lines of a log file, for failure messages.
+func LogTail(path string) string { return logTail(path) }
 
 // logTail returns the last lines of a log file, for failure messages.
 func logTail(path string) string {

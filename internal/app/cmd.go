@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"text/tabwriter"
 	"time"
 
 	"github.com/flashsale/flashsale/services"
@@ -24,7 +25,8 @@ const usage = `usage: flashsale [command]
 
 commands:
   serve                          serve HTTP (the default)
-  migrate                        apply the SQL migrations and exit
+  migrate                        apply the SQL migrations not applied yet and exit
+  migrate status                 list every migration: version, name, applied at or pending
   merchant add NAME [-password P] create a merchant account (a password is generated if omitted)
   token -user ID [-role R]       print a signed JWT for a user id (role shopper or merchant)
   reconcile [-wait D] [SALE_ID]  wait for the order queue to drain, then check every invariant of a
@@ -64,13 +66,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	case "serve":
 		return serve(ctx, cfg, log)
 	case "migrate":
-		db, err := openMigrated(ctx, cfg, log)
-		if err != nil {
-			return err
-		}
-		db.Close()
-		fmt.Fprintln(stdout, "migrations applied")
-		return nil
+		return migrateCmd(ctx, cfg, log, args, stdout)
 	case "merchant":
 		return merchantCmd(ctx, cfg, log, args, stdout)
 	case "token":
@@ -171,6 +167,50 @@ func merchantCmd(ctx context.Context, cfg Config, log *slog.Logger, args []strin
 	}
 	fmt.Fprintf(stdout, "merchant %q added with id %d, password %s\n", u.Username, u.ID, *password)
 	return nil
+}
+
+// migrateCmd applies the migrations (no argument) or prints where the database stands (status).
+func migrateCmd(ctx context.Context, cfg Config, log *slog.Logger, args []string, stdout io.Writer) error {
+	switch {
+	case len(args) == 0:
+		db, err := openMigrated(ctx, cfg, log)
+		if err != nil {
+			return err
+		}
+		db.Close()
+		fmt.Fprintln(stdout, "migrations applied")
+		return nil
+	case len(args) == 1 && args[0] == "status":
+		db, err := store.OpenDB(ctx, cfg.DatabaseURL, 2)
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		states, err := db.MigrationStatus(ctx)
+		if err != nil {
+			return err
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "VERSION\tNAME\tAPPLIED AT")
+		pending := 0
+		for _, m := range states {
+			at := "pending"
+			if m.Applied {
+				at = m.AppliedAt.Format("2006-01-02 15:04:05")
+			} else {
+				pending++
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%s\n", m.Version, m.Name, at)
+		}
+		tw.Flush()
+		if pending > 0 {
+			fmt.Fprintf(stdout, "%d of %d migrations pending: `flashsale migrate` (or any command that opens the database) applies them\n", pending, len(states))
+		} else {
+			fmt.Fprintf(stdout, "all %d migrations applied\n", len(states))
+		}
+		return nil
+	}
+	return errors.New("usage: flashsale migrate [status]")
 }
 
 func tokenCmd(cfg Config, args []string, stdout io.Writer) error {

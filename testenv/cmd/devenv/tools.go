@@ -1,0 +1,334 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// A debPackage is a Debian package and how to tell it is installed.
+type debPackage struct {
+	name string
+	has  func() bool
+}
+
+func hasCmd(names ...string) func() bool {
+	return func() bool {
+		for _, n := range names {
+			if _, err := exec.LookPath(n); err == nil {
+				return true
+			}
+			if _, err := os.Stat(filepath.Join("/usr/sbin", n)); err == nil {
+				return true // not on a user's PATH
+			}
+		}
+		return false
+	}
+}
+
+// deps installs with apt-get the packages that are missing, and nothing when none is.
+func deps(cfg *config, test bool, stdout, stderr io.Writer) error {
+	pgBin := cfg.pgBin
+	if pgBin == "" {
+		pgBin = filepath.Join("/usr/lib/postgresql", cfg.pgVersion, "bin")
+	}
+	pkgs := []debPackage{ // what serving needs (make run)
+		{"redis-server", hasCmd("redis-server")},
+		{"redis-tools", hasCmd("redis-cli")},
+		{"postgresql-" + cfg.pgVersion, func() bool { _, err := os.Stat(filepath.Join(pgBin, "initdb")); return err == nil }},
+	}
+	if test { // what the tests also need (make test, make chaos)
+		pkgs = append(pkgs,
+			debPackage{"chromium", hasCmd("chromium")},
+			debPackage{"chromium-driver", hasCmd("chromedriver")},
+			debPackage{"nginx-light", hasCmd("nginx")}, // the caching proxy's test
+		)
+	}
+	var missing []string
+	for _, p := range pkgs {
+		if !p.has() {
+			missing = append(missing, p.name)
+		}
+	}
+	if len(missing) > 0 {
+		fmt.Fprintf(stdout, "deps: installing %s\n", strings.Join(missing, " "))
+		if err := aptInstall(stdout, stderr, missing...); err != nil {
+			return fmt.Errorf("deps: apt-get install %s: %w", strings.Join(missing, " "), err)
+		}
+	}
+	if test && !hasChineseFont() {
+		// A Chinese font makes the Chinese pages' screenshots readable; the tests pass without
+		// one, so a machine that cannot install it only gets a warning.
+		if err := aptInstall(stdout, stderr, "fonts-noto-cjk"); err != nil {
+			fmt.Fprintln(stderr, "deps: no Chinese font (fonts-noto-cjk): the Chinese screenshots will show boxes")
+		}
+	}
+	return nil
+}
+
+func hasChineseFont() bool {
+	out, err := exec.Command("fc-list", ":lang=zh").Output()
+	return err == nil && len(bytes.TrimSpace(out)) > 0
+}
+
+// aptInstall runs apt-get update and install (with sudo unless root).
+func aptInstall(stdout, stderr io.Writer, pkgs ...string) error {
+	var sudo []string
+	if os.Geteuid() != 0 {
+		sudo = []string{"sudo"}
+	}
+	runApt := func(args ...string) error {
+		argv := append(append(append([]string(nil), sudo...), "env", "DEBIAN_FRONTEND=noninteractive", "apt-get"), args...)
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Stdout, cmd.Stderr = stdout, stderr
+		return cmd.Run()
+	}
+	if err := runApt("update", "-q"); err != nil {
+		return err
+	}
+	return runApt(append([]string{"install", "-y", "-q", "--no-upgrade"}, pkgs...)...)
+}
+
+// checkViews fails when the generated views differ from what is committed, or are not committed.
+func checkViews(stdout io.Writer) error {
+	if exec.Command("git", "rev-parse", "--is-inside-work-tree").Run() != nil {
+		fmt.Fprintln(stdout, "checkviews: not a git checkout: nothing to compare with")
+		return nil
+	}
+	diff := exec.Command("git", "diff", "--exit-code", "--", "views")
+	diff.Stdout, diff.Stderr = stdout, os.Stderr
+	if err := diff.Run(); err != nil {
+		return errors.New("views/*_templ.go are stale: commit what go tool templ generate wrote")
+	}
+	out, err := exec.Command("git", "ls-files", "--others", "--exclude-standard", "--", "views").Output()
+	if err != nil {
+		return err
+	}
+	if s := strings.TrimSpace(string(out)); s != "" {
+		return fmt.Errorf("generated files not committed:\n%s", s)
+	}
+	return nil
+}
+
+// chaosLine is what the fault suite's verbose output shows on the terminal; the whole of it goes
+// to the log.
+var chaosLine = regexp.MustCompile(`^(=== RUN|\s*--- |ok|FAIL|PASS|panic)`)
+
+// chaos runs the fault suite (RELIABILITY.md): each scenario starts its own redis-server,
+// nats-server and three flashsale processes; Postgres is the set's when it answers (never stopped
+// here), else a private throwaway cluster. The table goes to tests/chaos/out/latest.{md,json}.
+func chaos(ctx context.Context, s *set, args []string, stdout io.Writer) error {
+	which := "all"
+	if len(args) > 0 && args[0] != "" {
+		which = args[0]
+	}
+	out := filepath.Join("tests", "chaos", "out")
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	for _, f := range []string{"latest.md", "latest.json"} {
+		os.Remove(filepath.Join(out, f))
+	}
+	env := []string{"FLASHSALE_CHAOS=" + which}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "FLASHSALE_TEST_DATABASE_URL=") && !strings.HasPrefix(kv, "FLASHSALE_CHAOS=") {
+			env = append(env, kv)
+		}
+	}
+	if ping(ctx, s.adminDSN) == nil {
+		env = append(env, "FLASHSALE_TEST_DATABASE_URL="+s.adminDSN)
+	} else {
+		fmt.Fprintln(stdout, "chaos: no Postgres of make services answers: the suite starts a private cluster")
+	}
+	logf, err := os.Create(filepath.Join(out, "run.log"))
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	cmd := exec.Command("go", "test", "-count=1", "-timeout", "25m", "-run", "TestChaos", "-v", "./tests/chaos/")
+	cmd.Env = env
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = pw, pw
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			fmt.Fprintln(logf, sc.Text())
+			if chaosLine.MatchString(sc.Text()) {
+				fmt.Fprintln(stdout, sc.Text())
+			}
+		}
+		io.Copy(logf, pr)
+	}()
+	runErr := cmd.Wait()
+	pw.Close()
+	<-copied
+	if table, err := os.ReadFile(filepath.Join(out, "latest.md")); err == nil {
+		stdout.Write(table)
+	}
+	if runErr != nil {
+		return fmt.Errorf("chaos: failed (%v); the whole log is %s", runErr, filepath.Join(out, "run.log"))
+	}
+	return nil
+}
+
+// bench runs the benchmark tool (bench/, BENCHMARKS.md) against a flashsale it builds and starts
+// on -bench-port with rate limits off and the test captcha, on the set's services (started and
+// left running); a server already answering there is used as it is (and left running). Results
+// go to bench-results/.
+func bench(ctx context.Context, cfg *config, s *set, args []string, stdout io.Writer) error {
+	if err := s.up(ctx, stdout); err != nil {
+		return err
+	}
+	if err := os.MkdirAll("bench-results", 0o755); err != nil {
+		return err
+	}
+	if len(args) == 0 {
+		args = []string{"rush", "-runs", "3", "-json", "bench-results/latest.json"}
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", cfg.benchPort)
+	env := s.environ("FLASHSALE_BENCH_URL=http://" + addr)
+	if ready(addr) {
+		fmt.Fprintf(stdout, "bench: using the server already on %s (it needs FLASHSALE_RATE_LIMITS=off, FLASHSALE_CAPTCHA=test)\n", addr)
+	} else {
+		build := exec.Command("go", "build", "-o", "bench-results/flashsale", ".")
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		build.Stdout, build.Stderr = stdout, os.Stderr
+		if err := build.Run(); err != nil {
+			return fmt.Errorf("bench: build: %w", err)
+		}
+		logf, err := os.Create("bench-results/server.log")
+		if err != nil {
+			return err
+		}
+		defer logf.Close()
+		srv := exec.Command("bench-results/flashsale", "serve")
+		srv.Env = append(env, "FLASHSALE_ADDR="+addr, "FLASHSALE_RATE_LIMITS=off", "FLASHSALE_CAPTCHA=test",
+			"FLASHSALE_PURCHASE_TOKEN_TTL=2m", "FLASHSALE_NATS_PORT=-1", "FLASHSALE_DATA_DIR=bench-results/data", "FLASHSALE_LOG_LEVEL=warn")
+		srv.Stdout, srv.Stderr = logf, logf
+		if err := srv.Start(); err != nil {
+			return err
+		}
+		exited := make(chan struct{})
+		go func() { srv.Wait(); close(exited) }()
+		defer func() {
+			srv.Process.Signal(syscall.SIGTERM)
+			<-exited
+		}()
+		if !waitFor(ctx, time.Minute, func() bool {
+			select {
+			case <-exited:
+				return true
+			default:
+				return ready(addr)
+			}
+		}) || !ready(addr) {
+			return fmt.Errorf("bench: the server did not start\n%s", tail("bench-results/server.log"))
+		}
+		fmt.Fprintf(stdout, "bench: started the server on %s (pid %d, log bench-results/server.log)\n", addr, srv.Process.Pid)
+	}
+	cmd := exec.CommandContext(ctx, "go", append([]string{"run", "./bench"}, args...)...)
+	cmd.Env = env
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, os.Stderr
+	return cmd.Run()
+}
+
+// ready reports whether GET /readyz answers 200 at addr.
+func ready(addr string) bool {
+	c := http.Client{Timeout: 2 * time.Second}
+	resp, err := c.Get("http://" + addr + "/readyz")
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+// dockerBuild is the Dockerfile's build command, which docker-check runs.
+const dockerBuild = `CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /flashsale .`
+
+// dockerCheck builds the binary exactly as the Dockerfile does, without a Docker engine: the same
+// command, in a copy of the build context (the repository less what .dockerignore leaves out),
+// with no GOFLAGS, and checks the result is static.
+func dockerCheck(stdout io.Writer) error {
+	df, err := os.ReadFile("Dockerfile")
+	if err != nil {
+		return err
+	}
+	if !bytes.Contains(df, []byte(dockerBuild)) {
+		return fmt.Errorf("docker-check: the Dockerfile no longer runs: %s", dockerBuild)
+	}
+	var ignored []string
+	if b, err := os.ReadFile(".dockerignore"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			l = strings.TrimSpace(l)
+			if l == "" || strings.HasPrefix(l, "#") {
+				continue
+			}
+			ignored = append(ignored, strings.TrimSuffix(strings.TrimPrefix(l, "/"), "/"))
+		}
+	}
+	tmp, err := os.MkdirTemp("", "docker-check-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	src := filepath.Join(tmp, "src")
+	if err := os.Mkdir(src, 0o755); err != nil {
+		return err
+	}
+	entries, err := os.ReadDir(".")
+	if err != nil {
+		return err
+	}
+	cp := []string{"-a"}
+next:
+	for _, e := range entries {
+		for _, pat := range ignored {
+			if ok, _ := filepath.Match(pat, e.Name()); ok {
+				continue next
+			}
+		}
+		cp = append(cp, e.Name())
+	}
+	if out, err := exec.Command("cp", append(cp, src+"/")...).CombinedOutput(); err != nil {
+		return fmt.Errorf("docker-check: copy the build context: %v\n%s", err, out)
+	}
+	bin := filepath.Join(tmp, "flashsale")
+	build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, ".")
+	build.Dir = src
+	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=")
+	build.Stdout, build.Stderr = stdout, os.Stderr
+	if err := build.Run(); err != nil {
+		return fmt.Errorf("docker-check: build: %w", err)
+	}
+	info, err := exec.Command("go", "version", "-m", bin).Output()
+	if err != nil {
+		return err
+	}
+	if !bytes.Contains(info, []byte("CGO_ENABLED=0")) {
+		return errors.New("docker-check: the binary is not static (no CGO_ENABLED=0 in its build info)")
+	}
+	fi, err := os.Stat(bin)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "docker-check: static binary built as in the Dockerfile (%.1f MiB)\n", float64(fi.Size())/(1<<20))
+	return nil
+}

@@ -1,0 +1,105 @@
+package testenv
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// spawnProc starts a server process with its output appended to logPath. A test's server
+// (detached false) gets SIGKILL if this process dies first, so a crashed or timed-out test leaves
+// no server behind. A detached server (the persistent services of `make services`) runs in a
+// session of its own, away from the terminal's Ctrl-C, and outlives this process.
+func spawnProc(logPath, dir string, cred *syscall.Credential, detached bool, name string, args ...string) (*process, error) {
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	cmd.Stdout = logf
+	cmd.Stderr = logf
+	if detached {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Setsid: true}
+		err = cmd.Start()
+	} else {
+		cmd.SysProcAttr = sysProcAttr(cred)
+		err = startCmd(cmd)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	p := &process{cmd: cmd, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// PIDAlive reports whether the process exists and is not a zombie (a daemon's orphan may stay
+// unreaped for a while after it exited).
+func PIDAlive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			if _, serr := os.Stat("/proc/self/stat"); serr == nil {
+				return false // a system with /proc: the process is gone
+			}
+		}
+		err := syscall.Kill(pid, 0)
+		return err == nil || errors.Is(err, syscall.EPERM)
+	}
+	// "pid (comm) S ...": the state follows the last ')'.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return false
+	}
+	return b[i+2] != 'Z' && b[i+2] != 'X'
+}
+
+// pidCmdline returns the process's command line, its arguments separated by NUL bytes and one
+// NUL at the end ("" when unknown).
+func pidCmdline(pid int) string {
+	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	return string(b)
+}
+
+// pidComm returns the process's name ("" when unknown).
+func pidComm(pid int) string {
+	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
+	return strings.TrimSpace(string(b))
+}
+
+// readPID reads the pid on the first line of a pid file (0 when none).
+func readPID(path string) int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	pid, _ := strconv.Atoi(strings.TrimSpace(line))
+	return pid
+}
+
+// waitGone waits up to d for the process to exit.
+func waitGone(pid int, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for PIDAlive(pid) {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return true
+}
