@@ -96,6 +96,7 @@ func (k *Keeper) Once(ctx context.Context) error {
 	var sales []saleToWarm
 	err = k.db.EachSaleEndingAfter(ctx, k.now().Add(-time.Hour), func(page []store.Sale) error {
 		for _, s := range page {
+			k.stock.RememberShards(s.ID, s.StockShards)
 			ids = append(ids, s.ID)
 			sales = append(sales, saleToWarm{id: s.ID, startsAt: s.StartsAt, epoch: s.RedisEpoch})
 		}
@@ -105,6 +106,7 @@ func (k *Keeper) Once(ctx context.Context) error {
 		return err
 	}
 	errs := []error{
+		k.completeTransfers(ctx, ids),
 		k.warm(ctx, sales, backlog),
 		k.expire(ctx),
 		k.returns.Drain(ctx),
@@ -141,8 +143,12 @@ func (k *Keeper) warm(ctx context.Context, sales []saleToWarm, backlog uint64) e
 		if err != nil {
 			return err
 		}
+		var behind bool
+		if behind, err = k.shardsBehind(ctx, sale, st, pg); err != nil {
+			return err
+		}
 		if st.Loaded && !st.Lost {
-			if pg <= st.Seq {
+			if !behind {
 				delete(k.unhealthySince, sale)
 				continue
 			}
@@ -195,6 +201,50 @@ func (k *Keeper) warm(ctx context.Context, sales []saleToWarm, backlog uint64) e
 		}
 		if st, err := k.stock.State(ctx, sale); err == nil && st.Loaded && !st.Lost {
 			delete(k.unhealthySince, sale)
+		}
+	}
+	return nil
+}
+
+// shardsBehind tells whether Redis's reservation counter is behind the highest seq Postgres
+// holds (pg): for a sharded sale, whether any shard's counter is behind that shard's highest seq
+// in Postgres. A sharded sale with one shard lost or missing is failed closed as a whole here
+// (every shard marked lost), so the others stop selling until the rebuild.
+func (k *Keeper) shardsBehind(ctx context.Context, sale int64, st store.SaleState, pg int64) (bool, error) {
+	if st.Shards <= 1 {
+		return pg > st.Seq, nil
+	}
+	if st.Partial || (st.Lost && st.Loaded) {
+		if _, err := k.stock.MarkLost(ctx, sale, 0, ""); err != nil {
+			return false, err
+		}
+		return false, nil
+	}
+	pgs, err := k.db.MaxSeqOfShards(ctx, sale, st.Shards)
+	if err != nil {
+		return false, err
+	}
+	seqs := st.ShardSeqs()
+	for sh, m := range pgs {
+		if sh < len(seqs) && m > seqs[sh] {
+			k.log.Error("keeper: a shard's reservation counter is behind postgres", "sale", sale, "shard", sh, "redis", seqs[sh], "postgres", m)
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// completeTransfers finishes the stock transfers between shards left half-done (a process killed
+// between taking units from a shard and adding them to another): no unit stays stranded in a
+// transfer log. A live transfer completed here at the same time is added once all the same.
+func (k *Keeper) completeTransfers(ctx context.Context, sales []int64) error {
+	for _, sale := range sales {
+		n, err := k.stock.CompleteTransfers(ctx, sale)
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			k.log.Info("keeper: stock transfers between shards completed", "sale", sale, "count", n)
 		}
 	}
 	return nil

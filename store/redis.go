@@ -180,6 +180,12 @@ func (s *Stock) Reserve(ctx context.Context, a Attempt) (Reservation, error) {
 	case -4:
 		return r, ErrTokenAlreadyUsed
 	case -5:
+		if k > 1 {
+			// the script marked its shard lost: a sharded sale fails closed as a whole
+			if _, err := s.MarkLost(context.WithoutCancel(ctx), a.SaleID, 0, ""); err != nil {
+				return r, errors.Join(ErrRedisWentBack, err)
+			}
+		}
 		return r, ErrRedisWentBack
 	case -6:
 		return r, ErrNotStarted
@@ -317,6 +323,28 @@ func (s *Stock) Claim(ctx context.Context, saleID int64, orders []ClaimItem) ([]
 		}
 		for j, i := range idx {
 			out[i] = int(res[j])
+		}
+	}
+	if k > 1 {
+		// A shard's claim marks that shard lost when an order's seq is above its counter: a
+		// sharded sale then fails closed as a whole.
+		lost := make(map[int]*redis.StringCmd, len(byShard))
+		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for sh := range byShard {
+				lost[sh] = p.HGet(ctx, MetaKeyOf(saleID, sh), "lost")
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return nil, fmt.Errorf("claim(sale %d): %w", saleID, err)
+		}
+		for _, c := range lost {
+			if c.Val() == "1" {
+				if _, err := s.MarkLost(ctx, saleID, 0, ""); err != nil {
+					return nil, err
+				}
+				break
+			}
 		}
 	}
 	return out, nil
