@@ -1,7 +1,8 @@
 -- transfer: moves units of one item between two shards of a sharded sale (a shard that ran dry
 -- borrows from the others), in three steps, none of which strands a unit. Each step touches one
 -- shard's keys only (its own Redis Cluster slot):
---   out   on the donor: takes up to n units and records the transfer in the donor's log
+--   out   on the donor: takes up to n units, records the transfer in the donor's log and counts
+--         it in the donor's meta (xfers), so a reader of every shard can tell none moved meanwhile
 --         KEYS[1] {sale:S:d}:meta, KEYS[2] {sale:S:d}:stock:I, KEYS[3] {sale:S:d}:xfer
 --         ARGV[1] 'out', ARGV[2] transfer id, ARGV[3] receiving shard, ARGV[4] item, ARGV[5] n
 --         Returns {units taken (0: none left, or the shard is not held healthy), epoch}
@@ -29,6 +30,7 @@ if op == 'out' then
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   redis.call('DECRBY', KEYS[2], n)
+  redis.call('HINCRBY', KEYS[1], 'xfers', 1) -- how many transfers ever left this shard
   redis.call('HSET', KEYS[3], ARGV[2], ARGV[3] .. ':' .. ARGV[4] .. ':' .. n .. ':' .. m[1] .. ':' .. now)
   return {n, tonumber(m[1])}
 elseif op == 'in' then

@@ -368,29 +368,47 @@ func (s *Stock) shardLevels(ctx context.Context, saleID int64, k int, itemID int
 }
 
 // allEmpty reports whether no shard holds a unit of the item and no transfer of the sale is in
-// the logs: only then is the item sold out everywhere.
+// flight: only then is the item sold out everywhere. The shards cannot be read in one atomic
+// step, so the transfer logs and counters are read before and after the levels: no record
+// before and no transfer started until after means no unit moved while the levels were read.
 func (s *Stock) allEmpty(ctx context.Context, saleID int64, k int, itemID int64) (bool, error) {
-	levels := make([]*redis.StringCmd, k)
-	logs := make([]*redis.IntCmd, k)
-	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	moves := func() (string, error) {
+		counts := make([]*redis.StringCmd, k)
+		logs := make([]*redis.IntCmd, k)
+		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for sh := range k {
+				counts[sh] = p.HGet(ctx, MetaKeyOf(saleID, sh), "xfers")
+				logs[sh] = p.HLen(ctx, XferKeyOf(saleID, sh))
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return "", err
+		}
+		var b strings.Builder
 		for sh := range k {
-			levels[sh] = p.Get(ctx, StockKeyOf(saleID, sh, itemID))
-			logs[sh] = p.HLen(ctx, XferKeyOf(saleID, sh))
+			if logs[sh].Val() > 0 {
+				return "", nil // a transfer in flight
+			}
+			b.WriteString(counts[sh].Val() + ",")
 		}
-		return nil
-	})
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return false, fmt.Errorf("sold out everywhere(sale %d, item %d): %w", saleID, itemID, err)
+		return b.String(), nil
 	}
-	for sh := range k {
-		if v, err := levels[sh].Int64(); err == nil && v > 0 {
+	before, err := moves()
+	if err != nil || before == "" {
+		return false, err
+	}
+	levels, err := s.shardLevels(ctx, saleID, k, itemID)
+	if err != nil {
+		return false, err
+	}
+	for _, v := range levels {
+		if v > 0 {
 			return false, nil
 		}
-		if logs[sh].Val() > 0 {
-			return false, nil
-		}
 	}
-	return true, nil
+	after, err := moves()
+	return err == nil && after == before, err
 }
 
 // shardedLevels sums each item's units over the shards (-1: no shard holds the item's key).
