@@ -44,6 +44,7 @@ type Keeper struct {
 
 	lastReconcile  time.Time
 	unhealthySince map[int64]time.Time // sale -> when this keeper first saw Redis not hold it healthy
+	partial        map[int64]bool      // sharded sales seen held by some shards only at the last pass
 }
 
 // NewKeeper returns a Keeper.
@@ -62,7 +63,7 @@ func NewKeeper(cfg KeeperConfig, db *store.DB, stock *store.Stock, q OrderQueue,
 		cfg.WarmAhead = DefaultWarmAhead
 	}
 	return &Keeper{cfg: cfg, db: db, stock: stock, q: q, loader: loader, returns: returns, reconcile: reconcile,
-		soldOut: soldOut, metrics: m, log: log, now: now, unhealthySince: map[int64]time.Time{}}
+		soldOut: soldOut, metrics: m, log: log, now: now, unhealthySince: map[int64]time.Time{}, partial: map[int64]bool{}}
 }
 
 // Run repeats the jobs until ctx ends.
@@ -214,7 +215,15 @@ func (k *Keeper) shardsBehind(ctx context.Context, sale int64, st store.SaleStat
 	if st.Shards <= 1 {
 		return pg > st.Seq, nil
 	}
-	if st.Partial || (st.Lost && st.Loaded) {
+	// Some shards held and others not: a load under way (it writes the shards one by one, in
+	// milliseconds) or a shard lost its keys. Seen again at the next pass, it is the second.
+	seenPartial := k.partial[sale]
+	if st.Partial {
+		k.partial[sale] = true
+	} else {
+		delete(k.partial, sale)
+	}
+	if (st.Partial && seenPartial) || (st.Lost && st.Loaded) {
 		if _, err := k.stock.MarkLost(ctx, sale, 0, ""); err != nil {
 			return false, err
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -562,6 +563,54 @@ func TestOneShardIsTheUnshardedLayout(t *testing.T) {
 			"items": []map[string]any{{"name": "a", "priceCents": 1, "quantity": 1}}, "stockShards": bad})
 		if r.Status != http.StatusBadRequest {
 			t.Errorf("stockShards %v: %d %s, want 400", bad, r.Status, r.Raw)
+		}
+	}
+	h.checkInvariants(s)
+}
+
+// A merchant's edit of a sharded sale: a decrease is taken from the shards holding units, an
+// increase and an added item are split over the shards, and a pause reaches every shard (a
+// shopper of any shard is refused at once).
+func TestShardedSaleEdit(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	const k = 4
+	s := h.createSaleWith(map[string]any{"stockShards": k}, time.Now().Add(time.Minute), 8)
+	item := s.items[0]
+	merchant := h.token(9000, services.RoleMerchant)
+	id := fmt.Sprint(item)
+	if r := h.patchSale(merchant, s.sale, map[string]any{"items": []map[string]any{{"itemId": id, "quantity": 5}}}); r.Status != http.StatusOK {
+		t.Fatalf("decrease: %d %s", r.Status, r.Raw)
+	}
+	if lv := h.shardLevels(s, k, item); sum(lv) != 5 {
+		t.Errorf("after decreasing to 5: %v", lv)
+	}
+	r := h.patchSale(merchant, s.sale, map[string]any{"items": []map[string]any{{"itemId": id, "quantity": 12}, {"name": "new", "priceCents": 1, "quantity": 6}}})
+	if r.Status != http.StatusOK {
+		t.Fatalf("increase and add: %d %s", r.Status, r.Raw)
+	}
+	if lv := h.shardLevels(s, k, item); sum(lv) != 12 {
+		t.Errorf("after increasing to 12: %v", lv)
+	}
+	its := r.Body["items"].([]any)
+	added, _ := strconv.ParseInt(its[1].(map[string]any)["itemId"].(string), 10, 64)
+	if lv := h.shardLevels(s, k, added); fmt.Sprint(lv) != "[2 2 1 1]" {
+		t.Errorf("added item of 6 units: %v, want [2 2 1 1]", lv)
+	}
+	if r := h.saleAction(merchant, s.sale, "pause"); r.Status != http.StatusOK {
+		t.Fatalf("pause: %d %s", r.Status, r.Raw)
+	}
+	for sh := range k {
+		if v, _ := h.app.Redis.HGet(context.Background(), store.MetaKeyOf(s.sale, sh), "paused").Result(); v != "1" {
+			t.Errorf("shard %d: paused = %q, want 1", sh, v)
+		}
+	}
+	if r := h.saleAction(merchant, s.sale, "resume"); r.Status != http.StatusOK {
+		t.Fatalf("resume: %d %s", r.Status, r.Raw)
+	}
+	for sh := range k {
+		if v, _ := h.app.Redis.HGet(context.Background(), store.MetaKeyOf(s.sale, sh), "paused").Result(); v != "0" {
+			t.Errorf("shard %d after resume: paused = %q, want 0", sh, v)
 		}
 	}
 	h.checkInvariants(s)
