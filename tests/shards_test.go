@@ -597,6 +597,15 @@ func TestShardedSaleEdit(t *testing.T) {
 	if lv := h.shardLevels(s, k, added); fmt.Sprint(lv) != "[2 2 1 1]" {
 		t.Errorf("added item of 6 units: %v, want [2 2 1 1]", lv)
 	}
+	// The stock JSON and the merchant's stock view sum the shards.
+	st := h.do("GET", fmt.Sprintf("/api/flash-sales/%d/stock", s.sale), "", nil)
+	if got := fmt.Sprint(st.Body["items"]); st.Status != http.StatusOK || !strings.Contains(got, "stock:12") || !strings.Contains(got, "stock:6") {
+		t.Errorf("stock JSON: %d %s, want 12 and 6", st.Status, st.Raw)
+	}
+	adm := h.do("GET", fmt.Sprintf("/api/admin/sales/%d/stock", s.sale), merchant, nil)
+	if adm.Status != http.StatusOK || !strings.Contains(adm.Raw, `"displayed":12`) || !strings.Contains(adm.Raw, `"displayed":6`) || strings.Contains(adm.Raw, `"reconciled":false`) {
+		t.Errorf("admin stock: %d %s, want displayed 12 and 6, reconciled", adm.Status, adm.Raw)
+	}
 	if r := h.saleAction(merchant, s.sale, "pause"); r.Status != http.StatusOK {
 		t.Fatalf("pause: %d %s", r.Status, r.Raw)
 	}
