@@ -254,6 +254,9 @@ func (k *Keeper) completeTransfers(ctx context.Context, sales []int64) error {
 		}
 		if n > 0 {
 			k.log.Info("keeper: stock transfers between shards completed", "sale", sale, "count", n)
+			if k.metrics != nil {
+				k.metrics.Transfers.Add(float64(n))
+			}
 		}
 	}
 	return nil

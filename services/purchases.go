@@ -272,6 +272,9 @@ func (p *Purchases) reserve(ctx context.Context, info itemInfo, userID int64, to
 	a := store.Attempt{SaleID: info.SaleID, ItemID: info.ItemID, UserID: userID, OrderID: orderID, Nonce: tok.Nonce,
 		TokenExpires: tok.Expires, Floor: floor.Load()}
 	res, err := p.stock.Reserve(ctx, a)
+	if res.Borrowed && p.metrics != nil {
+		p.metrics.Borrows.Inc()
+	}
 	switch {
 	case err == nil:
 		for {
