@@ -10,7 +10,7 @@
 -- ms), ARGV[4] ends (unix ms), ARGV[5] the highest reservation seq Postgres knows, ARGV[6] token
 -- lifetime in ms to void tokens issued before now (0: keep them), ARGV[7] number of buyer pairs B,
 -- ARGV[8] paused ('1' or '0'),
--- then one units-left value per item (same order as KEYS[5..]), then B pairs (shopper, order id),
+-- then one units-left value per item (same order as KEYS[7..]), then B pairs (shopper, order id),
 -- then the order ids whose unit Postgres already gave back (tombstones).
 -- Returns 1 if loaded now, 0 if nothing was done.
 local m = redis.call('HMGET', KEYS[1], 'epoch', 'lost', 'seq', 'fence')
