@@ -272,3 +272,38 @@ func TestShardedLossFailsTheSaleClosed(t *testing.T) {
 		}
 	}
 }
+
+// Two loads of a sharded sale interleaved (another instance's newer load got to a shard first):
+// the shards hold different loads, so the load marks the whole sale lost for the next rebuild
+// rather than serve a mix of two snapshots.
+func TestShardedLoadsInterleavedFailClosed(t *testing.T) {
+	const k = 3
+	s, rdb := shardedStock(t, k)
+	ctx := context.Background()
+	snap := snapshot(t, s, 74, store.LimitPerSale, 740, 9)
+	snap.Shards = k
+	mustLoad(t, s, snap, 0)
+	if ok, err := s.MarkLost(ctx, 74, 0, ""); err != nil || !ok {
+		t.Fatalf("mark lost = %v, %v", ok, err)
+	}
+	// A newer load (epoch 5) already rebuilt shard 1.
+	if err := rdb.HSet(ctx, store.MetaKeyOf(74, 1), "epoch", "5", "lost", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	snap.Epoch = 2
+	ok, err := s.Load(ctx, snap, 0)
+	if err != nil || ok {
+		t.Errorf("interleaved load = %v, %v; want not loaded", ok, err)
+	}
+	for sh := range k {
+		if lost, _ := rdb.HGet(ctx, store.MetaKeyOf(74, sh), "lost").Result(); lost != "1" {
+			t.Errorf("shard %d not marked lost after an interleaved load", sh)
+		}
+	}
+	// The next rebuild (a newer epoch than any shard holds) loads every shard.
+	snap.Epoch = 6
+	mustLoad(t, s, snap, 0)
+	if st := stateOf(t, s, 74); !st.Loaded || st.Lost || st.Epoch != 6 {
+		t.Errorf("after the next rebuild: %+v", st)
+	}
+}
