@@ -624,3 +624,64 @@ func TestShardedSaleEdit(t *testing.T) {
 	}
 	h.checkInvariants(s)
 }
+
+// Two instances on one Redis, Postgres and NATS sell a sharded sale at once, both borrowing and
+// both running the keeper: exactly the units are sold, one per shopper, and the books balance.
+func TestShardedSaleTwoInstances(t *testing.T) {
+	t.Parallel()
+	a := newHarness(t, harnessOpts{})
+	b := newHarness(t, harnessOpts{shared: a})
+	const k = 3
+	s := a.shardedSale(k, store.LimitPerItem, 30)
+	var users []int64
+	users = append(users, usersOfShard(k, 0, 50, 70_000)...)
+	users = append(users, usersOfShard(k, 1, 10, 70_000)...)
+	var mu sync.Mutex
+	won := map[int64]int{}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 12)
+	for i, u := range users {
+		h := a
+		if i%2 == 1 {
+			h = b
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			tok := h.token(u, services.RoleShopper)
+			for range 3 {
+				pt := h.tryToken(tok, s.sale)
+				if pt == "" {
+					return
+				}
+				r := h.buy(tok, s.items[0], pt)
+				if r.Status == http.StatusAccepted {
+					mu.Lock()
+					won[u]++
+					mu.Unlock()
+				}
+				if r.Status == http.StatusAccepted || r.Status == http.StatusConflict {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	total := 0
+	for u, n := range won {
+		total += n
+		if n > 1 {
+			t.Errorf("shopper %d won %d units", u, n)
+		}
+	}
+	if total != 30 {
+		t.Errorf("sold %d, want the 30 units (shard 2 has no shopper: all of its units lent)", total)
+	}
+	a.drainShards(s, k)
+	a.mu.Lock()
+	a.acked = append(a.acked, b.acked...)
+	a.mu.Unlock()
+	a.checkInvariants(s)
+}
