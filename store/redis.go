@@ -853,6 +853,30 @@ func (s *Stock) View(ctx context.Context, saleID int64, items []int64, gone []st
 	if k == 1 {
 		return s.viewShard(ctx, saleID, 0, items, gone)
 	}
+	// A transfer between shards during the reads could show its units in neither or both: the
+	// view is read again (a few times at most) until no transfer started while it was read.
+	var v RedisView
+	for range 3 {
+		before, err := s.transferCounts(ctx, saleID, k)
+		if err != nil {
+			return RedisView{}, err
+		}
+		if v, err = s.shardedView(ctx, saleID, k, items, gone); err != nil {
+			return RedisView{}, err
+		}
+		after, err := s.transferCounts(ctx, saleID, k)
+		if err != nil {
+			return RedisView{}, err
+		}
+		if after == before {
+			break
+		}
+	}
+	return v, nil
+}
+
+// shardedView reads every shard of a sale, one MULTI each, then the transfer logs.
+func (s *Stock) shardedView(ctx context.Context, saleID int64, k int, items []int64, gone []string) (RedisView, error) {
 	v := RedisView{Levels: map[int64]int64{}, Gone: map[string]bool{}, InTransit: map[int64]int64{}}
 	states := make([]SaleState, k)
 	for sh := range k {

@@ -560,3 +560,28 @@ func (d *DB) StockShardsCached(ctx context.Context, saleID int64) (int, error) {
 	d.shards.Store(saleID, k)
 	return k, nil
 }
+
+// transferCounts reads, per shard, how many transfers ever left it (meta's xfers), the records
+// in its log and the transfers it took in: the answer changes with every step of every
+// transfer (out, in, done), so two equal answers mean no unit moved between them.
+func (s *Stock) transferCounts(ctx context.Context, saleID int64, k int) (string, error) {
+	counts := make([]*redis.StringCmd, k)
+	logs := make([]*redis.IntCmd, k)
+	ins := make([]*redis.IntCmd, k)
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for sh := range k {
+			counts[sh] = p.HGet(ctx, MetaKeyOf(saleID, sh), "xfers")
+			logs[sh] = p.HLen(ctx, XferKeyOf(saleID, sh))
+			ins[sh] = p.SCard(ctx, XferInKeyOf(saleID, sh))
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return "", fmt.Errorf("transfer counts(sale %d): %w", saleID, err)
+	}
+	var b strings.Builder
+	for sh := range k {
+		fmt.Fprintf(&b, "%s/%d/%d,", counts[sh].Val(), logs[sh].Val(), ins[sh].Val())
+	}
+	return b.String(), nil
+}
