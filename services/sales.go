@@ -323,6 +323,9 @@ func (s *Sales) cachedRow(ctx context.Context, saleID int64) (store.Sale, error)
 		if err != nil && ErrorCode(err) != CodeNotFound {
 			return cachedSale{}, err
 		}
+		if err == nil {
+			s.stock.RememberShards(sale.ID, sale.StockShards)
+		}
 		return cachedSale{sale: sale, err: err}, nil
 	})
 	if err != nil {
@@ -381,6 +384,8 @@ func (s *Sales) item(ctx context.Context, itemID int64) (itemInfo, error) {
 		if err != nil {
 			return itemInfo{}, err
 		}
+		// the purchase path then knows the sale's stock shards without a query of its own
+		s.stock.RememberShards(sale.ID, sale.StockShards)
 		return itemInfo{ItemID: itemID, SaleID: sale.ID, StartsAt: sale.StartsAt, EndsAt: sale.EndsAt, Limits: LimitsOf(sale),
 			Limit: sale.PurchaseLimit, found: true}, nil
 	})
