@@ -492,6 +492,7 @@ type newSaleJSON struct {
 	PaymentWindowSeconds *int   `json:"paymentWindowSeconds"`
 	PurchaseLimit        string `json:"purchaseLimit"`
 	Currency             string `json:"currency"`
+	StockShards          *int   `json:"stockShards"`
 }
 
 func parseTime(field, s string) (time.Time, error) {
@@ -519,7 +520,8 @@ func (a *API) CreateSale(c *gin.Context) {
 		Error(c, a.Log, err)
 		return
 	}
-	ns := services.NewSale{Name: in.Name, Description: in.Description, StartsAt: starts, EndsAt: ends, PaymentWindowSeconds: in.PaymentWindowSeconds, PurchaseLimit: in.PurchaseLimit, Currency: in.Currency}
+	ns := services.NewSale{Name: in.Name, Description: in.Description, StartsAt: starts, EndsAt: ends, PaymentWindowSeconds: in.PaymentWindowSeconds, PurchaseLimit: in.PurchaseLimit, Currency: in.Currency,
+		StockShards: in.StockShards}
 	if in.RateLimits != nil {
 		ns.Limits = &services.RateLimits{UserPerSecond: in.RateLimits.UserPerSecond, IPPerSecond: in.RateLimits.IPPerSecond}
 	}
@@ -533,7 +535,8 @@ func (a *API) CreateSale(c *gin.Context) {
 	}
 	j := a.saleJSON(s)
 	c.JSON(http.StatusCreated, gin.H{"saleId": j.SaleID, "name": j.Name, "startsAt": j.StartsAt, "endsAt": j.EndsAt, "items": j.Items,
-		"paymentWindowSeconds": j.PaymentWindowSeconds, "purchaseLimit": j.PurchaseLimit, "currency": j.Currency, "description": j.Description})
+		"paymentWindowSeconds": j.PaymentWindowSeconds, "purchaseLimit": j.PurchaseLimit, "currency": j.Currency, "description": j.Description,
+		"stockShards": s.StockShards})
 }
 
 // AdminSales handles the "GET /api/admin/sales" route: the merchant's own sales.

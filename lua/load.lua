@@ -2,12 +2,15 @@
 -- lost data (keys missing, or the sale marked lost). N instances may run it at once: it does
 -- nothing while the sale is loaded and healthy, or when a rebuild of an equal or newer epoch ran.
 -- KEYS[1] {sale:S}:meta, KEYS[2] {sale:S}:buyers, KEYS[3] {sale:S}:inflight, KEYS[4] {sale:S}:gone,
--- KEYS[5..] {sale:S}:stock:I of each item
+-- KEYS[5] {sale:S}:xfer, KEYS[6] {sale:S}:xferin (a sharded sale's transfers out of and into this
+-- shard: dropped, the snapshot counts their units), KEYS[7..] {sale:S}:stock:I of each item
+-- (one shard of a sharded sale is loaded like a sale of its own, with its part of the stock and
+-- of the buyers)
 -- ARGV[1] epoch (from Postgres, bumped per rebuild), ARGV[2] purchase limit, ARGV[3] starts (unix
 -- ms), ARGV[4] ends (unix ms), ARGV[5] the highest reservation seq Postgres knows, ARGV[6] token
 -- lifetime in ms to void tokens issued before now (0: keep them), ARGV[7] number of buyer pairs B,
 -- ARGV[8] paused ('1' or '0'),
--- then one units-left value per item (same order as KEYS[5..]), then B pairs (shopper, order id),
+-- then one units-left value per item (same order as KEYS[7..]), then B pairs (shopper, order id),
 -- then the order ids whose unit Postgres already gave back (tombstones).
 -- Returns 1 if loaded now, 0 if nothing was done.
 local m = redis.call('HMGET', KEYS[1], 'epoch', 'lost', 'seq', 'fence')
@@ -24,10 +27,10 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 -- The counter jumps far past anything issued before, so no instance takes the rebuild for a loss.
 local seq = math.max(tonumber(m[3] or '0'), tonumber(ARGV[5])) + 1000000000
-redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
-local nitems = #KEYS - 4
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[5], KEYS[6])
+local nitems = #KEYS - 6
 for i = 1, nitems do
-  redis.call('SET', KEYS[4 + i], ARGV[8 + i])
+  redis.call('SET', KEYS[6 + i], ARGV[8 + i])
 end
 local b = tonumber(ARGV[7])
 local first = 9 + nitems

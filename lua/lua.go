@@ -38,3 +38,8 @@ var Adjust string
 //
 //go:embed funnel.lua
 var Funnel string
+
+// Transfer moves units of an item between two shards of a sharded sale (out, in, done).
+//
+//go:embed transfer.lua
+var Transfer string

@@ -9,11 +9,14 @@
 -- KEYS[4] {sale:S}:inflight   hash: order id -> "I:U:reservedAtMillis:seq" (":c" once claimed)
 -- KEYS[5] {sale:S}:tok:NONCE  the attempt a purchase token was used for
 -- ARGV[1] user id, ARGV[2] order id, ARGV[3] item id, ARGV[4] token expiry (unix ms),
--- ARGV[5] the highest reservation seq this instance has seen in the sale
+-- ARGV[5] the highest reservation seq this instance has seen in this shard of the sale,
+-- ARGV[6] '1' when the caller may borrow units from other shards of a sharded sale (absent: '0')
 -- Returns {code, seq, nowMillis, orderIdHeld}: code >= 0 is a reservation (the units left);
 --   -1 sold out, -2 already a buyer (orderIdHeld names the order), -3 not loaded or data lost
 --   (fail closed), -4 token used, expired or void, -5 Redis went back in time (data lost: the
---   sale is marked lost), -6 not started, -7 ended, -8 paused by the merchant (the token is kept).
+--   sale is marked lost), -6 not started, -7 ended, -8 paused by the merchant (the token is kept),
+--   -9 (ARGV[6] '1' only) this shard has no unit of the item: nothing attempted, the token is kept;
+--   the caller borrows from the other shards and asks again with ARGV[6] '0'.
 -- The same attempt sent again (a retry after a lost reply: same order id) gets the same answer
 -- (a reservation's retry answers the units left now).
 local m = redis.call('HMGET', KEYS[1], 'seq', 'lost', 'limit', 'starts', 'ends', 'tokfloor', 'paused')
@@ -76,6 +79,10 @@ if not left then
   return {-3, 0, now, ''}
 end
 if left <= 0 then
+  if ARGV[6] == '1' then
+    redis.call('DEL', KEYS[5]) -- nothing attempted: the token stays unused for the retry
+    return {-9, 0, now, ''}
+  end
   return refuse(-1, '')
 end
 left = redis.call('DECR', KEYS[2])

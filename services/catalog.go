@@ -19,6 +19,7 @@ type Sale struct {
 	Currency             string // ISO 4217; prices are in its minor units
 	Description          string // "" when none
 	Paused               bool   // the merchant paused it: purchases answer 503 PAUSED
+	StockShards          int    // the Redis shards its stock is split into (1: not split)
 	Items                []Item
 }
 
@@ -35,7 +36,7 @@ type Item struct {
 func saleOf(s store.Sale) Sale {
 	out := Sale{ID: s.ID, MerchantID: s.MerchantID, Name: s.Name, StartsAt: s.StartsAt, EndsAt: s.EndsAt,
 		PaymentWindowSeconds: s.PaymentWindowSeconds, PurchaseLimit: s.PurchaseLimit, Currency: s.Currency,
-		Paused: s.Paused, Items: make([]Item, len(s.Items))}
+		Paused: s.Paused, StockShards: max(s.StockShards, 1), Items: make([]Item, len(s.Items))}
 	if s.Description != nil {
 		out.Description = *s.Description
 	}

@@ -28,7 +28,9 @@ import (
 func Invariants(ctx context.Context, db *store.DB, rdb redis.UniversalClient, saleID int64, acked []string) []error {
 	var errs []error
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	rep, err := NewReconciler(db, store.NewStock(rdb), nil, log, 45*time.Second).Thorough().Report(ctx, saleID)
+	stock := store.NewStock(rdb)
+	stock.SetShardCounter(db.StockShardsCached)
+	rep, err := NewReconciler(db, stock, nil, log, 45*time.Second).Thorough().Report(ctx, saleID)
 	if err != nil {
 		return []error{fmt.Errorf("reconcile sale %d: %w", saleID, err)}
 	}

@@ -44,6 +44,7 @@ type Keeper struct {
 
 	lastReconcile  time.Time
 	unhealthySince map[int64]time.Time // sale -> when this keeper first saw Redis not hold it healthy
+	partial        map[int64]bool      // sharded sales seen held by some shards only at the last pass
 }
 
 // NewKeeper returns a Keeper.
@@ -62,7 +63,7 @@ func NewKeeper(cfg KeeperConfig, db *store.DB, stock *store.Stock, q OrderQueue,
 		cfg.WarmAhead = DefaultWarmAhead
 	}
 	return &Keeper{cfg: cfg, db: db, stock: stock, q: q, loader: loader, returns: returns, reconcile: reconcile,
-		soldOut: soldOut, metrics: m, log: log, now: now, unhealthySince: map[int64]time.Time{}}
+		soldOut: soldOut, metrics: m, log: log, now: now, unhealthySince: map[int64]time.Time{}, partial: map[int64]bool{}}
 }
 
 // Run repeats the jobs until ctx ends.
@@ -96,6 +97,7 @@ func (k *Keeper) Once(ctx context.Context) error {
 	var sales []saleToWarm
 	err = k.db.EachSaleEndingAfter(ctx, k.now().Add(-time.Hour), func(page []store.Sale) error {
 		for _, s := range page {
+			k.stock.RememberShards(s.ID, s.StockShards)
 			ids = append(ids, s.ID)
 			sales = append(sales, saleToWarm{id: s.ID, startsAt: s.StartsAt, epoch: s.RedisEpoch})
 		}
@@ -105,6 +107,7 @@ func (k *Keeper) Once(ctx context.Context) error {
 		return err
 	}
 	errs := []error{
+		k.completeTransfers(ctx, ids),
 		k.warm(ctx, sales, backlog),
 		k.expire(ctx),
 		k.returns.Drain(ctx),
@@ -141,8 +144,12 @@ func (k *Keeper) warm(ctx context.Context, sales []saleToWarm, backlog uint64) e
 		if err != nil {
 			return err
 		}
+		var behind bool
+		if behind, err = k.shardsBehind(ctx, sale, st, pg); err != nil {
+			return err
+		}
 		if st.Loaded && !st.Lost {
-			if pg <= st.Seq {
+			if !behind {
 				delete(k.unhealthySince, sale)
 				continue
 			}
@@ -200,6 +207,61 @@ func (k *Keeper) warm(ctx context.Context, sales []saleToWarm, backlog uint64) e
 	return nil
 }
 
+// shardsBehind tells whether Redis's reservation counter is behind the highest seq Postgres
+// holds (pg): for a sharded sale, whether any shard's counter is behind that shard's highest seq
+// in Postgres. A sharded sale with one shard lost or missing is failed closed as a whole here
+// (every shard marked lost), so the others stop selling until the rebuild.
+func (k *Keeper) shardsBehind(ctx context.Context, sale int64, st store.SaleState, pg int64) (bool, error) {
+	if st.Shards <= 1 {
+		return pg > st.Seq, nil
+	}
+	// Some shards held and others not: a load under way (it writes the shards one by one, in
+	// milliseconds) or a shard lost its keys. Seen again at the next pass, it is the second.
+	seenPartial := k.partial[sale]
+	if st.Partial {
+		k.partial[sale] = true
+	} else {
+		delete(k.partial, sale)
+	}
+	if (st.Partial && seenPartial) || (st.Lost && st.Loaded) {
+		if _, err := k.stock.MarkLost(ctx, sale, 0, ""); err != nil {
+			return false, err
+		}
+		return false, nil
+	}
+	pgs, err := k.db.MaxSeqOfShards(ctx, sale, st.Shards)
+	if err != nil {
+		return false, err
+	}
+	seqs := st.ShardSeqs()
+	for sh, m := range pgs {
+		if sh < len(seqs) && m > seqs[sh] {
+			k.log.Error("keeper: a shard's reservation counter is behind postgres", "sale", sale, "shard", sh, "redis", seqs[sh], "postgres", m)
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// completeTransfers finishes the stock transfers between shards left half-done (a process killed
+// between taking units from a shard and adding them to another): no unit stays stranded in a
+// transfer log. A live transfer completed here at the same time is added once all the same.
+func (k *Keeper) completeTransfers(ctx context.Context, sales []int64) error {
+	for _, sale := range sales {
+		n, err := k.stock.CompleteTransfers(ctx, sale)
+		if err != nil {
+			return err
+		}
+		if n > 0 {
+			k.log.Info("keeper: stock transfers between shards completed", "sale", sale, "count", n)
+			if k.metrics != nil {
+				k.metrics.Transfers.Add(float64(n))
+			}
+		}
+	}
+	return nil
+}
+
 // expire moves PENDING orders past their payment deadline to EXPIRED in Postgres (with a durable
 // return record each, in the same transaction), then gives their units back in Redis.
 func (k *Keeper) expire(ctx context.Context) error {
@@ -231,18 +293,14 @@ func (k *Keeper) expire(ctx context.Context) error {
 func (k *Keeper) recoverOrphans(ctx context.Context, sales []int64) error {
 	var cands []store.OrderRef
 	for _, sale := range sales {
-		// The reservation times and the clock come from the same Redis (a cluster's nodes each
+		// Each reservation's age by the clock of the Redis holding it (a cluster's nodes each
 		// have their own clock).
-		flight, now, err := k.stock.InFlightAt(ctx, sale)
+		flight, err := k.stock.InFlightOlder(ctx, sale, k.cfg.OrphanAge)
 		if err != nil {
 			return err
 		}
-		cutoff := now.Add(-k.cfg.OrphanAge)
 		var claimedOld []string
 		for _, r := range flight {
-			if !r.ReservedAt.Before(cutoff) {
-				continue
-			}
 			if r.Claimed {
 				claimedOld = append(claimedOld, r.OrderID)
 				continue

@@ -24,6 +24,8 @@ type Metrics struct {
 	Mismatches     *prometheus.GaugeVec
 	Repairs        prometheus.Counter
 	WriterRetries  *prometheus.CounterVec
+	Borrows        prometheus.Counter
+	Transfers      prometheus.Counter
 }
 
 // NewMetrics registers the collectors on reg.
@@ -80,8 +82,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		WriterRetries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "flashsale_writer_retries_total", Help: "Batches the writer had to retry, by cause (a Postgres SQLSTATE, or redis, or other).",
 		}, []string{"cause"}),
+		Borrows: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "flashsale_stock_borrows_total", Help: "Purchases of a sharded sale whose shard ran dry and borrowed units from another shard.",
+		}),
+		Transfers: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "flashsale_stock_transfers_completed_total", Help: "Transfers between stock shards left half-done (a process died) that the keeper completed.",
+		}),
 	}
-	reg.MustRegister(m.WriterRetries, m.Purchases, m.PublishBatch, m.PublishSeconds, m.Written, m.WriteBatch, m.Released, m.Backlog,
+	reg.MustRegister(m.Borrows, m.Transfers, m.WriterRetries, m.Purchases, m.PublishBatch, m.PublishSeconds, m.Written, m.WriteBatch, m.Released, m.Backlog,
 		m.RedisLoss, m.Expired, m.Cancelled, m.Returned, m.PendingReturns, m.Rebuilds, m.Mismatches, m.Repairs)
 	return m
 }

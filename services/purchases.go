@@ -60,7 +60,7 @@ type Purchases struct {
 	metrics *Metrics
 	log     *slog.Logger
 	now     func() time.Time
-	floors  sync.Map // sale id -> *atomic.Int64: the highest reservation seq this instance saw
+	floors  sync.Map // floorKey -> *atomic.Int64: the highest reservation seq this instance saw in a sale's shard
 
 	queueWait *QueueWait // a QUEUED order's place (SetQueueWait); nil: not told
 	funnel    *Funnel    // counts the sale's funnel for the merchant's live view (SetFunnel); nil: not counted
@@ -244,11 +244,18 @@ func (p *Purchases) checkToken(info itemInfo, userID int64, token string) (purch
 	return tok, nil
 }
 
-func (p *Purchases) floor(saleID int64) *atomic.Int64 {
-	if v, ok := p.floors.Load(saleID); ok {
+// floorKey names one shard of a sale (each shard has its own reservation counter).
+type floorKey struct {
+	sale  int64
+	shard int
+}
+
+func (p *Purchases) floor(saleID int64, shard int) *atomic.Int64 {
+	k := floorKey{saleID, shard}
+	if v, ok := p.floors.Load(k); ok {
 		return v.(*atomic.Int64)
 	}
-	v, _ := p.floors.LoadOrStore(saleID, new(atomic.Int64))
+	v, _ := p.floors.LoadOrStore(k, new(atomic.Int64))
 	return v.(*atomic.Int64)
 }
 
@@ -257,10 +264,17 @@ func (p *Purchases) floor(saleID int64) *atomic.Int64 {
 // it was made, is released at once (and orphan recovery would release it otherwise).
 func (p *Purchases) reserve(ctx context.Context, info itemInfo, userID int64, tok purchaseToken) (string, store.Reservation, error) {
 	orderID := NewOrderID(info.ItemID, p.now())
-	floor := p.floor(info.SaleID)
+	shard, err := p.stock.ShardOfUser(ctx, info.SaleID, userID)
+	if err != nil {
+		return "", store.Reservation{}, unavailable(err)
+	}
+	floor := p.floor(info.SaleID, shard)
 	a := store.Attempt{SaleID: info.SaleID, ItemID: info.ItemID, UserID: userID, OrderID: orderID, Nonce: tok.Nonce,
 		TokenExpires: tok.Expires, Floor: floor.Load()}
 	res, err := p.stock.Reserve(ctx, a)
+	if res.Borrowed && p.metrics != nil {
+		p.metrics.Borrows.Inc()
+	}
 	switch {
 	case err == nil:
 		for {
@@ -271,7 +285,11 @@ func (p *Purchases) reserve(ctx context.Context, info itemInfo, userID int64, to
 		}
 		return orderID, res, nil
 	case errors.Is(err, store.ErrSoldOut):
-		p.soldOut.Mark(info.ItemID)
+		if res.AllEmpty {
+			// a sharded sale's item is sold out only when every shard is empty and no
+			// transfer is in flight; one empty shard only refuses this shopper
+			p.soldOut.Mark(info.ItemID)
+		}
 		return "", res, errSoldOut
 	case errors.Is(err, store.ErrAlreadyBuyer):
 		msg := "you already hold an item of this sale (one per shopper); find it in your orders"
@@ -325,7 +343,7 @@ func (p *Purchases) handOver(ctx context.Context, info itemInfo, userID int64, o
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
 	if perr == nil {
-		verdicts, err := p.stock.Claim(rctx, info.SaleID, []store.ClaimItem{{OrderID: orderID, Seq: res.Seq}})
+		verdicts, err := p.stock.Claim(rctx, info.SaleID, []store.ClaimItem{{OrderID: orderID, Seq: res.Seq, UserID: userID}})
 		if err == nil && len(verdicts) == 1 && verdicts[0] == store.ClaimClaimed {
 			return orderID, nil
 		}

@@ -35,7 +35,8 @@ type ItemReport struct {
 	Expired        int64
 	Cancelled      int64
 	Failed         int64
-	RedisStock     int64 // -1: Redis does not hold it
+	RedisStock     int64 // -1: Redis does not hold it; a sharded sale's: every shard's and InTransit
+	InTransit      int64 // a sharded sale's units moving between shards (taken from one, not yet added to the other)
 	InFlight       int64 // reserved in Redis, not yet in Postgres
 	ReturnsPending int64 // units Postgres gave back that Redis has not taken yet
 	Checks         []Check
@@ -220,10 +221,26 @@ func (r *Reconciler) Report(ctx context.Context, saleID int64) (SaleReport, erro
 			buyers.OK = buyers.OK && clean
 			buyers.Detail += diff
 		}
-		rep.Checks = append(rep.Checks, buyers,
-			Check{Name: "redis counter not behind", Redis: true, OK: view.State.Seq >= rep.PGMaxSeq,
-				Detail: fmt.Sprintf("redis %d, postgres %d", view.State.Seq, rep.PGMaxSeq)},
-		)
+		counter := Check{Name: "redis counter not behind", Redis: true, OK: view.State.Seq >= rep.PGMaxSeq,
+			Detail: fmt.Sprintf("redis %d, postgres %d", view.State.Seq, rep.PGMaxSeq)}
+		if view.State.Shards > 1 {
+			// each shard has its own counter, checked against that shard's highest seq
+			pgs, err := r.db.MaxSeqOfShards(ctx, saleID, view.State.Shards)
+			if err != nil {
+				return SaleReport{}, err
+			}
+			seqs := view.State.ShardSeqs()
+			counter.OK, counter.Detail = true, fmt.Sprintf("%d shards:", len(pgs))
+			for sh, pg := range pgs {
+				if sh >= len(seqs) || seqs[sh] < pg {
+					counter.OK = false
+				}
+				if sh < len(seqs) {
+					counter.Detail += fmt.Sprintf(" %d: redis %d, postgres %d;", sh, seqs[sh], pg)
+				}
+			}
+		}
+		rep.Checks = append(rep.Checks, buyers, counter)
 	}
 	return rep, nil
 }
@@ -324,7 +341,7 @@ func (r *Reconciler) pending(sd sides) pendingUnits {
 func (r *Reconciler) itemReport(f store.ItemFacts, sd sides, p pendingUnits) ItemReport {
 	it := ItemReport{ItemID: f.ItemID, Name: f.Name, Quantity: f.Quantity, Sold: f.Sold, Live: f.Pending + f.Paid,
 		Pending: f.Pending, Paid: f.Paid, Expired: f.Expired, Cancelled: f.Cancelled, Failed: f.Failed,
-		RedisStock: sd.view.Levels[f.ItemID], InFlight: p.notWritten[f.ItemID], ReturnsPending: p.returns[f.ItemID]}
+		RedisStock: sd.view.Levels[f.ItemID], InTransit: sd.view.InTransit[f.ItemID], InFlight: p.notWritten[f.ItemID], ReturnsPending: p.returns[f.ItemID]}
 	it.Checks = append(it.Checks,
 		Check{Name: "no oversell", OK: it.Live <= it.Quantity, Detail: fmt.Sprintf("live orders %d, quantity %d", it.Live, it.Quantity)},
 		Check{Name: "sold equals live orders", OK: it.Sold == it.Live, Detail: fmt.Sprintf("sold %d, live orders %d", it.Sold, it.Live)},

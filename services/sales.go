@@ -52,6 +52,7 @@ type NewSale struct {
 	PaymentWindowSeconds *int        // nil: the default payment window
 	PurchaseLimit        string      // "" : per-sale
 	Currency             string      // "" : CNY; one of Currencies
+	StockShards          *int        // nil: the default (FLASHSALE_STOCK_SHARDS); 1..64, fixed once created
 }
 
 // Currencies a sale may be priced in (ISO 4217); prices are integers in the minor unit (cents,
@@ -119,6 +120,7 @@ type Sales struct {
 	now       func() time.Time
 	payWindow time.Duration // default payment window of a new sale
 	warmAhead time.Duration // a sale's stock goes into Redis this long before its start (SetWarmAhead)
+	shards    int           // the stock shards of a sale created without its own count (SetStockShards)
 
 	items      *ttlCache[int64, itemInfo]
 	salesCache *ttlCache[int64, cachedSale]
@@ -171,6 +173,10 @@ const DefaultWarmAhead = 10 * time.Minute
 // edit when the start is that close already, else by the keeper when it comes that close (or by
 // the merchant's warm button).
 func (s *Sales) SetWarmAhead(d time.Duration) { s.warmAhead = d }
+
+// SetStockShards sets how many Redis stock shards a new sale gets unless it asks for its own
+// count (FLASHSALE_STOCK_SHARDS; 1 when never set).
+func (s *Sales) SetStockShards(k int) { s.shards = k }
 
 // WarmAhead tells how long before its start a sale's stock is loaded into Redis.
 func (s *Sales) WarmAhead() time.Duration { return s.warmAhead }
@@ -244,6 +250,13 @@ func (s *Sales) create(ctx context.Context, merchantID int64, in NewSale) (store
 	default:
 		return store.Sale{}, Errorf(CodeInvalidInput, "purchaseLimit must be %q (one unit per shopper in the whole sale) or %q (one per shopper and item)", store.LimitPerSale, store.LimitPerItem)
 	}
+	sale.StockShards = max(s.shards, 1)
+	if k := in.StockShards; k != nil {
+		if *k < 1 || *k > store.MaxStockShards {
+			return store.Sale{}, Errorf(CodeInvalidInput, "stockShards must be between 1 and %d", store.MaxStockShards)
+		}
+		sale.StockShards = *k
+	}
 	if l := in.Limits; l != nil {
 		if l.UserPerSecond < 1 || l.UserPerSecond > 10_000 || l.IPPerSecond < 1 || l.IPPerSecond > 1_000_000 {
 			return store.Sale{}, Errorf(CodeInvalidInput, "rateLimits.userPerSecond must be 1..10000 and rateLimits.ipPerSecond 1..1000000")
@@ -271,6 +284,7 @@ func (s *Sales) create(ctx context.Context, merchantID int64, in NewSale) (store
 	if err := s.db.CreateSale(ctx, &sale); err != nil {
 		return store.Sale{}, unavailable(err)
 	}
+	s.stock.RememberShards(sale.ID, sale.StockShards)
 	for _, it := range sale.Items {
 		if it.ID > math.MaxUint32 {
 			return store.Sale{}, &Error{Code: CodeInternal, Message: "item ids are exhausted", Err: fmt.Errorf("item id %d over 32 bits", it.ID)}
@@ -308,6 +322,9 @@ func (s *Sales) cachedRow(ctx context.Context, saleID int64) (store.Sale, error)
 		sale, err := s.getRow(ctx, saleID)
 		if err != nil && ErrorCode(err) != CodeNotFound {
 			return cachedSale{}, err
+		}
+		if err == nil {
+			s.stock.RememberShards(sale.ID, sale.StockShards)
 		}
 		return cachedSale{sale: sale, err: err}, nil
 	})
@@ -367,6 +384,8 @@ func (s *Sales) item(ctx context.Context, itemID int64) (itemInfo, error) {
 		if err != nil {
 			return itemInfo{}, err
 		}
+		// the purchase path then knows the sale's stock shards without a query of its own
+		s.stock.RememberShards(sale.ID, sale.StockShards)
 		return itemInfo{ItemID: itemID, SaleID: sale.ID, StartsAt: sale.StartsAt, EndsAt: sale.EndsAt, Limits: LimitsOf(sale),
 			Limit: sale.PurchaseLimit, found: true}, nil
 	})

@@ -327,7 +327,7 @@ func (w *Writer) claim(ctx context.Context, b *batch) error {
 	for sale, os := range bySale {
 		items := make([]store.ClaimItem, len(os))
 		for i, o := range os {
-			items[i] = store.ClaimItem{OrderID: o.OrderID, Seq: o.Seq}
+			items[i] = store.ClaimItem{OrderID: o.OrderID, Seq: o.Seq, UserID: o.UserID}
 		}
 		verdicts, err := w.stock.Claim(ctx, sale, items)
 		if err != nil {

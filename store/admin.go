@@ -36,14 +36,28 @@ type AdjustResult struct {
 
 // Adjust applies an edit to a sale's Redis state atomically: every stock delta and meta field,
 // or nothing (ErrAdjustTooLow when a decrease would take an item's stock below zero).
+//
+// A sharded sale takes the edit shard by shard (store/shards.go, adjustSharded).
 func (s *Stock) Adjust(ctx context.Context, a Adjustment) (AdjustResult, error) {
-	keys := []string{MetaKey(a.SaleID)}
+	k, err := s.shards.get(ctx, a.SaleID)
+	if err != nil {
+		return AdjustResult{}, fmt.Errorf("adjust(sale %d): %w", a.SaleID, err)
+	}
+	if k > 1 {
+		return s.adjustSharded(ctx, a, k)
+	}
+	return s.adjustShard(ctx, a, 0)
+}
+
+// adjustShard runs adjust.lua on one shard.
+func (s *Stock) adjustShard(ctx context.Context, a Adjustment, sh int) (AdjustResult, error) {
+	keys := []string{MetaKeyOf(a.SaleID, sh)}
 	args := []any{len(a.Meta)}
 	for k, v := range a.Meta {
 		args = append(args, k, v)
 	}
 	for _, st := range a.Stock {
-		keys = append(keys, StockKey(a.SaleID, st.ItemID))
+		keys = append(keys, StockKeyOf(a.SaleID, sh, st.ItemID))
 		init := ""
 		if st.Initial != nil {
 			init = fmt.Sprint(*st.Initial)

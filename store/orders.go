@@ -65,6 +65,18 @@ func (d *DB) InsertOrders(ctx context.Context, orders []NewOrder) ([]string, err
 	seqs := make(pgArray, len(orders))
 	itemSet := map[int64]bool{}
 	var itemIDs []int64
+	// orders of sharded sales: their shard, so Postgres keeps each shard's highest seq
+	var shIDs, shards pgArray
+	for _, o := range orders {
+		k, err := d.StockShardsCached(ctx, o.SaleID)
+		if err != nil {
+			return nil, fmt.Errorf("insert orders: %w", err)
+		}
+		if k > 1 {
+			shIDs = append(shIDs, o.ID)
+			shards = append(shards, strconv.Itoa(ShardOf(o.UserID, k)))
+		}
+	}
 	for i, o := range orders {
 		ids[i] = o.ID
 		items[i] = strconv.FormatInt(o.ItemID, 10)
@@ -79,6 +91,20 @@ func (d *DB) InsertOrders(ctx context.Context, orders []NewOrder) ([]string, err
 	// One statement, one round trip: the initplan on lk locks the items' rows in id order
 	// before the first order row is produced, so concurrent batches never deadlock.
 	var inserted []string
+	args := []any{int64Array(itemIDs), ids.literal(), items.literal(), users.literal(), reserved.literal(), seqs.literal()}
+	perShard := "" // a batch of unsharded sales only: the statement of before stock shards, unchanged
+	if len(shIDs) > 0 {
+		// Each shard's highest seq per item, for the keeper's per-shard loss detection; the
+		// items' rows are locked already (lk), so these rows take no new lock order.
+		perShard = `, per_shard AS (
+			INSERT INTO item_shard_seqs (item_id, shard, max_seq)
+			SELECT ins.item_id, x.shard, max(ins.seq) FROM ins JOIN unnest(?::uuid[], ?::int[]) AS x(id, shard) ON x.id = ins.id
+			GROUP BY ins.item_id, x.shard
+			ON CONFLICT (item_id, shard) DO UPDATE SET max_seq = greatest(item_shard_seqs.max_seq, excluded.max_seq)
+			RETURNING item_id
+		)`
+		args = append(args, shIDs.literal(), shards.literal())
+	}
 	err := d.g.WithContext(ctx).Raw(`WITH lk AS (
 			SELECT id FROM items WHERE id = ANY(?::bigint[]) ORDER BY id FOR UPDATE
 		), u AS (
@@ -101,8 +127,8 @@ func (d *DB) InsertOrders(ctx context.Context, orders []NewOrder) ([]string, err
 			UPDATE items SET sold = items.sold + per_item.n, max_seq = greatest(items.max_seq, per_item.ms)
 			FROM per_item WHERE items.id = per_item.item_id
 			RETURNING items.id
-		)
-		SELECT id::text FROM ins`, int64Array(itemIDs), ids.literal(), items.literal(), users.literal(), reserved.literal(), seqs.literal()).Scan(&inserted).Error
+		)`+perShard+`
+		SELECT id::text FROM ins`, args...).Scan(&inserted).Error
 	if err != nil {
 		var pe *pgconn.PgError
 		if errors.As(err, &pe) && pe.Code == "23514" && pe.TableName == "items" {
@@ -423,6 +449,9 @@ func (d *DB) RebuildSnapshot(ctx context.Context, saleID int64) (Snapshot, error
 			snap.Left[it.ID] = it.Quantity - it.Live
 			snap.Quantity[it.ID] = it.Quantity
 			snap.MaxSeq = max(snap.MaxSeq, it.MaxSeq)
+		}
+		if err := tx.Raw(`SELECT stock_shards FROM sales WHERE id = ?`, saleID).Scan(&snap.Shards).Error; err != nil {
+			return err
 		}
 		var live []struct {
 			ID     string

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -57,6 +58,7 @@ type Sale struct {
 	Currency             string
 	Description          *string // optional, at most 2,000 characters
 	Paused               bool    // purchases and purchase tokens answer 503 PAUSED
+	StockShards          int     // the Redis stock shards of the sale, fixed at its creation (0 on create: 1)
 	RedisEpoch           int64   `gorm:"->"` // bumped by rebuilds only
 	Items                []Item  `gorm:"foreignKey:SaleID"`
 }
@@ -92,7 +94,8 @@ type Order struct {
 
 // DB is the Postgres store, the source of truth.
 type DB struct {
-	g *gorm.DB
+	g      *gorm.DB
+	shards sync.Map // sale id -> its stock shards (fixed once the sale exists)
 }
 
 // OpenDB connects to Postgres at dsn with a pool of at most maxConns connections.
@@ -189,6 +192,9 @@ func (d *DB) UserByName(ctx context.Context, name string) (User, error) {
 
 // CreateSale inserts a sale and its items (positions in the order given) in one transaction.
 func (d *DB) CreateSale(ctx context.Context, s *Sale) error {
+	if s.StockShards < 1 {
+		s.StockShards = 1
+	}
 	for i := range s.Items {
 		s.Items[i].Position = i
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	neturl "net/url"
 	"strconv"
@@ -45,6 +46,8 @@ type Stock struct {
 	markLost *redis.Script
 	adjust   *redis.Script
 	funnel   *redis.Script
+	transfer *redis.Script
+	shards   shardCache
 }
 
 // NewStock returns a Stock on rdb; scripts run with EVALSHA and fall back to EVAL on NOSCRIPT.
@@ -58,6 +61,7 @@ func NewStock(rdb redis.UniversalClient) *Stock {
 		markLost: redis.NewScript(lua.MarkLost),
 		adjust:   redis.NewScript(lua.Adjust),
 		funnel:   redis.NewScript(lua.Funnel),
+		transfer: redis.NewScript(lua.Transfer),
 	}
 }
 
@@ -275,7 +279,9 @@ func InFlightKey(saleID int64) string { return saleTag(saleID) + ":inflight" }
 // GoneKey is the Redis set of a sale's order ids whose unit went back (tombstones).
 func GoneKey(saleID int64) string { return saleTag(saleID) + ":gone" }
 
-func tokenKey(saleID int64, nonce string) string { return saleTag(saleID) + ":tok:" + nonce }
+func tokenKey(saleID int64, shard int, nonce string) string {
+	return shardTag(saleID, shard) + ":tok:" + nonce
+}
 
 // BuyerMember is how a shopper is named in a sale's buyers hash under a purchase limit.
 func BuyerMember(limit string, itemID, userID int64) string {
@@ -291,7 +297,7 @@ type Attempt struct {
 	OrderID                string
 	Nonce                  string    // the purchase token's nonce: one attempt per token
 	TokenExpires           time.Time // checked against Redis's clock
-	Floor                  int64     // the highest reservation seq this instance saw in the sale
+	Floor                  int64     // the highest reservation seq this instance saw in the shopper's shard of the sale
 }
 
 // Reservation is what the reserve script granted, or the refusal's details.
@@ -301,28 +307,45 @@ type Reservation struct {
 	ReservedAt time.Time // Redis's clock
 	HeldOrder  string    // with ErrAlreadyBuyer: the order the shopper holds
 	RetryAfter time.Duration
+	Shard      int  // the shopper's shard (0 in a sale of one shard)
+	Borrowed   bool // the shopper's shard ran dry and borrowed units from the others
+	AllEmpty   bool // with ErrSoldOut: no shard holds a unit and none is in transit
 }
 
 // Reserve runs the reserve script: it consumes the purchase token and, if the shopper is not yet
 // a buyer and a unit is left, takes the unit and registers the order in flight. It returns one of
 // the Err refusals above otherwise. Sending the same attempt (same order id) again returns the
 // same outcome, so a retry after a lost reply cannot strand a unit.
+//
+// In a sharded sale the attempt runs in the shopper's shard; when that shard has no unit of the
+// item left, units are borrowed from the shard holding the most (a logged transfer) and the
+// attempt runs once more in the shopper's shard.
 func (s *Stock) Reserve(ctx context.Context, a Attempt) (Reservation, error) {
-	keys := []string{MetaKey(a.SaleID), StockKey(a.SaleID, a.ItemID), BuyersKey(a.SaleID), InFlightKey(a.SaleID), tokenKey(a.SaleID, a.Nonce)}
-	v, err := s.reserve.Run(ctx, s.rdb, keys, a.UserID, a.OrderID, a.ItemID, a.TokenExpires.UnixMilli(), a.Floor).Slice()
+	k, err := s.shards.get(ctx, a.SaleID)
 	if err != nil {
 		return Reservation{}, fmt.Errorf("reserve(sale %d, item %d): %w", a.SaleID, a.ItemID, err)
 	}
-	if len(v) != 4 {
-		return Reservation{}, fmt.Errorf("reserve(sale %d, item %d): unexpected reply %v", a.SaleID, a.ItemID, v)
+	shard := ShardOf(a.UserID, k)
+	r, code, err := s.reserveIn(ctx, a, shard, k > 1)
+	if err == nil && code == -9 {
+		moved, berr := s.borrow(ctx, a.SaleID, k, shard, a.ItemID)
+		r, code, err = s.reserveIn(ctx, a, shard, false)
+		r.Borrowed = moved
+		if err != nil {
+			err = errors.Join(err, berr)
+		}
 	}
-	code, _ := v[0].(int64)
-	seq, _ := v[1].(int64)
-	at, _ := v[2].(int64)
-	held, _ := v[3].(string)
-	r := Reservation{Left: code, Seq: seq, ReservedAt: time.UnixMilli(at), HeldOrder: held}
+	if err != nil {
+		return Reservation{}, err
+	}
 	switch code {
 	case -1:
+		r.AllEmpty = true
+		if k > 1 {
+			// Sold out in this shard: sold out everywhere only if no shard holds a unit and
+			// none is in transit. Unknown (an error) counts as not sold out everywhere.
+			r.AllEmpty, _ = s.allEmpty(ctx, a.SaleID, k, a.ItemID)
+		}
 		return r, ErrSoldOut
 	case -2:
 		return r, ErrAlreadyBuyer
@@ -331,6 +354,12 @@ func (s *Stock) Reserve(ctx context.Context, a Attempt) (Reservation, error) {
 	case -4:
 		return r, ErrTokenAlreadyUsed
 	case -5:
+		if k > 1 {
+			// the script marked its shard lost: a sharded sale fails closed as a whole
+			if _, err := s.MarkLost(context.WithoutCancel(ctx), a.SaleID, 0, ""); err != nil {
+				return r, errors.Join(ErrRedisWentBack, err)
+			}
+		}
 		return r, ErrRedisWentBack
 	case -6:
 		return r, ErrNotStarted
@@ -343,6 +372,29 @@ func (s *Stock) Reserve(ctx context.Context, a Attempt) (Reservation, error) {
 		return r, fmt.Errorf("reserve: unknown code %d", code)
 	}
 	return r, nil
+}
+
+// reserveIn runs the reserve script in one shard; mayBorrow lets it answer -9 (the shard has no
+// unit of the item: nothing attempted).
+func (s *Stock) reserveIn(ctx context.Context, a Attempt, shard int, mayBorrow bool) (Reservation, int64, error) {
+	keys := []string{MetaKeyOf(a.SaleID, shard), StockKeyOf(a.SaleID, shard, a.ItemID), BuyersKeyOf(a.SaleID, shard),
+		InFlightKeyOf(a.SaleID, shard), tokenKey(a.SaleID, shard, a.Nonce)}
+	args := []any{a.UserID, a.OrderID, a.ItemID, a.TokenExpires.UnixMilli(), a.Floor}
+	if mayBorrow {
+		args = append(args, "1")
+	}
+	v, err := s.reserve.Run(ctx, s.rdb, keys, args...).Slice()
+	if err != nil {
+		return Reservation{}, 0, fmt.Errorf("reserve(sale %d, item %d): %w", a.SaleID, a.ItemID, err)
+	}
+	if len(v) != 4 {
+		return Reservation{}, 0, fmt.Errorf("reserve(sale %d, item %d): unexpected reply %v", a.SaleID, a.ItemID, v)
+	}
+	code, _ := v[0].(int64)
+	seq, _ := v[1].(int64)
+	at, _ := v[2].(int64)
+	held, _ := v[3].(string)
+	return Reservation{Left: code, Seq: seq, ReservedAt: time.UnixMilli(at), HeldOrder: held, Shard: shard}, code, nil
 }
 
 // ReleaseOp names why a unit goes back (see release.lua).
@@ -387,8 +439,13 @@ type OrderRef struct {
 }
 
 // Release runs one release operation for an order. Idempotent: the unit goes back at most once.
+// In a sharded sale it runs in the shopper's shard, where the reservation was made.
 func (s *Stock) Release(ctx context.Context, o OrderRef, op ReleaseOp) (ReleaseOutcome, error) {
-	keys := []string{MetaKey(o.SaleID), StockKey(o.SaleID, o.ItemID), BuyersKey(o.SaleID), InFlightKey(o.SaleID), GoneKey(o.SaleID)}
+	sh, err := s.ShardOfUser(ctx, o.SaleID, o.UserID)
+	if err != nil {
+		return NotInFlight, fmt.Errorf("release %s(sale %d, order %s): %w", op, o.SaleID, o.OrderID, err)
+	}
+	keys := []string{MetaKeyOf(o.SaleID, sh), StockKeyOf(o.SaleID, sh, o.ItemID), BuyersKeyOf(o.SaleID, sh), InFlightKeyOf(o.SaleID, sh), GoneKeyOf(o.SaleID, sh)}
 	n, err := s.release.Run(ctx, s.rdb, keys, o.OrderID, string(op), o.ItemID, o.UserID, o.HeldBy).Int64()
 	if err != nil {
 		return NotInFlight, fmt.Errorf("release %s(sale %d, order %s): %w", op, o.SaleID, o.OrderID, err)
@@ -407,23 +464,62 @@ const (
 type ClaimItem struct {
 	OrderID string
 	Seq     int64
+	UserID  int64 // names the shard of a sharded sale
 }
 
 // Claim marks orders of one sale as being written by the writer and returns a verdict for each
 // (ClaimGone, ClaimClaimed, ClaimUnknown). An order whose seq is above Redis's counter marks the
 // sale lost: Redis went back in time.
+// In a sharded sale each order is claimed in its shopper's shard (one call per shard), against
+// that shard's counter.
 func (s *Stock) Claim(ctx context.Context, saleID int64, orders []ClaimItem) ([]int, error) {
-	args := make([]any, 0, 2*len(orders))
-	for _, o := range orders {
-		args = append(args, o.OrderID, o.Seq)
-	}
-	res, err := s.claim.Run(ctx, s.rdb, []string{MetaKey(saleID), InFlightKey(saleID), GoneKey(saleID)}, args...).Int64Slice()
+	k, err := s.shards.get(ctx, saleID)
 	if err != nil {
 		return nil, fmt.Errorf("claim(sale %d): %w", saleID, err)
 	}
-	out := make([]int, len(res))
-	for i, v := range res {
-		out[i] = int(v)
+	byShard := map[int][]int{}
+	for i, o := range orders {
+		sh := ShardOf(o.UserID, k)
+		byShard[sh] = append(byShard[sh], i)
+	}
+	out := make([]int, len(orders))
+	for sh, idx := range byShard {
+		args := make([]any, 0, 2*len(idx))
+		for _, i := range idx {
+			args = append(args, orders[i].OrderID, orders[i].Seq)
+		}
+		res, err := s.claim.Run(ctx, s.rdb, []string{MetaKeyOf(saleID, sh), InFlightKeyOf(saleID, sh), GoneKeyOf(saleID, sh)}, args...).Int64Slice()
+		if err != nil {
+			return nil, fmt.Errorf("claim(sale %d): %w", saleID, err)
+		}
+		if len(res) != len(idx) {
+			return nil, fmt.Errorf("claim(sale %d): %d verdicts for %d orders", saleID, len(res), len(idx))
+		}
+		for j, i := range idx {
+			out[i] = int(res[j])
+		}
+	}
+	if k > 1 {
+		// A shard's claim marks that shard lost when an order's seq is above its counter: a
+		// sharded sale then fails closed as a whole.
+		lost := make(map[int]*redis.StringCmd, len(byShard))
+		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for sh := range byShard {
+				lost[sh] = p.HGet(ctx, MetaKeyOf(saleID, sh), "lost")
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return nil, fmt.Errorf("claim(sale %d): %w", saleID, err)
+		}
+		for _, c := range lost {
+			if c.Val() == "1" {
+				if _, err := s.MarkLost(ctx, saleID, 0, ""); err != nil {
+					return nil, err
+				}
+				break
+			}
+		}
 	}
 	return out, nil
 }
@@ -431,12 +527,47 @@ func (s *Stock) Claim(ctx context.Context, saleID int64, orders []ClaimItem) ([]
 // MarkLost fails a sale closed until it is rebuilt from Postgres. fence is the reconciliation
 // lease's fencing token (0 outside the lease); atSeq, if not empty, is the counter value the
 // decision was taken at (the sale is left alone if it moved on). It reports whether it marked.
+//
+// A sharded sale fails closed as a whole: atSeq is then the shards' counters joined by commas
+// (SaleState.SeqRaw); once one shard is marked, every other shard is marked too.
 func (s *Stock) MarkLost(ctx context.Context, saleID int64, fence int64, atSeq string) (bool, error) {
-	n, err := s.markLost.Run(ctx, s.rdb, []string{MetaKey(saleID)}, fence, atSeq).Int64()
+	k, err := s.shards.get(ctx, saleID)
 	if err != nil {
 		return false, fmt.Errorf("mark lost(sale %d): %w", saleID, err)
 	}
-	return n == 1, nil
+	if k == 1 {
+		n, err := s.markLost.Run(ctx, s.rdb, []string{MetaKey(saleID)}, fence, atSeq).Int64()
+		if err != nil {
+			return false, fmt.Errorf("mark lost(sale %d): %w", saleID, err)
+		}
+		return n == 1, nil
+	}
+	seqs := strings.Split(atSeq, ",")
+	marked := make([]bool, k)
+	anyMarked := false
+	for sh := range k {
+		at := ""
+		if atSeq != "" && len(seqs) == k {
+			at = seqs[sh]
+		}
+		n, err := s.markLost.Run(ctx, s.rdb, []string{MetaKeyOf(saleID, sh)}, fence, at).Int64()
+		if err != nil {
+			return anyMarked, fmt.Errorf("mark lost(sale %d, shard %d): %w", saleID, sh, err)
+		}
+		marked[sh] = n == 1
+		anyMarked = anyMarked || marked[sh]
+	}
+	if !anyMarked {
+		return false, nil
+	}
+	for sh := range k {
+		if !marked[sh] {
+			if err := s.markLost.Run(ctx, s.rdb, []string{MetaKeyOf(saleID, sh)}, 0, "").Err(); err != nil {
+				return true, fmt.Errorf("mark lost(sale %d, shard %d): %w", saleID, sh, err)
+			}
+		}
+	}
+	return true, nil
 }
 
 // Settle removes orders that Postgres now holds from the in-flight registers, in one round trip.
@@ -444,10 +575,23 @@ func (s *Stock) Settle(ctx context.Context, bySale map[int64][]string) error {
 	if len(bySale) == 0 {
 		return nil
 	}
+	ks := map[int64]int{}
+	for sale, ids := range bySale {
+		if len(ids) > 0 {
+			k, err := s.shards.get(ctx, sale)
+			if err != nil {
+				return fmt.Errorf("settle: %w", err)
+			}
+			ks[sale] = k
+		}
+	}
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for sale, ids := range bySale {
 			if len(ids) > 0 {
-				p.HDel(ctx, InFlightKey(sale), ids...)
+				// the order ids alone do not name their shard: each shard forgets them
+				for sh := range ks[sale] {
+					p.HDel(ctx, InFlightKeyOf(sale, sh), ids...)
+				}
 			}
 		}
 		return nil
@@ -472,25 +616,90 @@ type Snapshot struct {
 	Buyers   map[string]string
 	Gone     []string // orders whose unit Postgres gave back and Redis may not have yet
 	Paused   bool
+	Shards   int // the sale's stock shards (0 is taken as 1)
 }
 
 // Load (re)builds a sale's keys from a Postgres snapshot when the sale is not loaded or marked
 // lost, unless a rebuild of an equal or newer epoch already ran. voidTokens > 0 voids the
 // purchase tokens issued before now (a rebuild after data loss: their use marks may be gone).
 // It reports whether it loaded now.
+//
+// A sharded sale is loaded shard by shard, each with its part of every item's units (an even
+// split, the remainder to the lowest shards), the buyers pinned to it and every tombstone, all at
+// the snapshot's epoch. Unless every shard is held healthy (then nothing is done), the shards of
+// an older load are first marked lost, so none of them sells or lends units of the old state
+// while the others are replaced; after the load every shard must hold this epoch, else the sale
+// is marked lost again for the next rebuild (another instance's load interleaved).
 func (s *Stock) Load(ctx context.Context, snap Snapshot, voidTokens time.Duration) (bool, error) {
-	keys := []string{MetaKey(snap.SaleID), BuyersKey(snap.SaleID), InFlightKey(snap.SaleID), GoneKey(snap.SaleID)}
-	args := make([]any, 0, 8+len(snap.Items)+2*len(snap.Buyers)+len(snap.Gone))
+	k := max(snap.Shards, 1)
+	s.RememberShards(snap.SaleID, k)
+	if k == 1 {
+		return s.loadShard(ctx, snap, 0, 1, snap.Buyers, voidTokens)
+	}
+	states, err := s.shardStates(ctx, snap.SaleID, k)
+	if err != nil {
+		return false, err
+	}
+	healthy := true
+	for _, st := range states {
+		healthy = healthy && st.Loaded && !st.Lost
+	}
+	if healthy {
+		return false, nil
+	}
+	for sh, st := range states {
+		if st.Loaded && !st.Lost && st.Epoch < snap.Epoch {
+			if err := s.markLost.Run(ctx, s.rdb, []string{MetaKeyOf(snap.SaleID, sh)}, 0, "").Err(); err != nil {
+				return false, fmt.Errorf("load(sale %d, shard %d): %w", snap.SaleID, sh, err)
+			}
+		}
+	}
+	buyers := make([]map[string]string, k)
+	for sh := range buyers {
+		buyers[sh] = map[string]string{}
+	}
+	for m, o := range snap.Buyers {
+		u, _ := strconv.ParseInt(m[strings.LastIndexByte(m, ':')+1:], 10, 64)
+		buyers[ShardOf(u, k)][m] = o
+	}
+	loaded := false
+	for sh := range k {
+		ok, err := s.loadShard(ctx, snap, sh, k, buyers[sh], voidTokens)
+		if err != nil {
+			return false, err
+		}
+		loaded = loaded || ok
+	}
+	if states, err = s.shardStates(ctx, snap.SaleID, k); err != nil {
+		return false, err
+	}
+	for _, st := range states {
+		if !st.Loaded || st.Lost || st.Epoch != snap.Epoch {
+			// Shards of different loads: fail the sale closed, the next rebuild loads them all.
+			if _, err := s.MarkLost(ctx, snap.SaleID, 0, ""); err != nil {
+				return false, err
+			}
+			return false, nil
+		}
+	}
+	return loaded, nil
+}
+
+// loadShard runs the load script on one shard of k.
+func (s *Stock) loadShard(ctx context.Context, snap Snapshot, sh, k int, buyers map[string]string, voidTokens time.Duration) (bool, error) {
+	keys := []string{MetaKeyOf(snap.SaleID, sh), BuyersKeyOf(snap.SaleID, sh), InFlightKeyOf(snap.SaleID, sh), GoneKeyOf(snap.SaleID, sh),
+		XferKeyOf(snap.SaleID, sh), XferInKeyOf(snap.SaleID, sh)}
+	args := make([]any, 0, 8+len(snap.Items)+2*len(buyers)+len(snap.Gone))
 	paused := "0"
 	if snap.Paused {
 		paused = "1"
 	}
-	args = append(args, snap.Epoch, snap.Limit, snap.StartsAt.UnixMilli(), snap.EndsAt.UnixMilli(), snap.MaxSeq, voidTokens.Milliseconds(), len(snap.Buyers), paused)
+	args = append(args, snap.Epoch, snap.Limit, snap.StartsAt.UnixMilli(), snap.EndsAt.UnixMilli(), snap.MaxSeq, voidTokens.Milliseconds(), len(buyers), paused)
 	for _, it := range snap.Items {
-		keys = append(keys, StockKey(snap.SaleID, it))
-		args = append(args, snap.Left[it])
+		keys = append(keys, StockKeyOf(snap.SaleID, sh, it))
+		args = append(args, SplitUnits(snap.Left[it], k)[sh])
 	}
-	for m, o := range snap.Buyers {
+	for m, o := range buyers {
 		args = append(args, m, o)
 	}
 	for _, g := range snap.Gone {
@@ -498,12 +707,15 @@ func (s *Stock) Load(ctx context.Context, snap Snapshot, voidTokens time.Duratio
 	}
 	n, err := s.load.Run(ctx, s.rdb, keys, args...).Int64()
 	if err != nil {
-		return false, fmt.Errorf("load(sale %d): %w", snap.SaleID, err)
+		return false, fmt.Errorf("load(sale %d, shard %d): %w", snap.SaleID, sh, err)
 	}
 	return n == 1, nil
 }
 
 // SaleState is a sale's Redis meta: whether it is loaded and healthy, and its counters.
+//
+// For a sharded sale it is every shard's meta together: loaded when every shard is, lost when
+// any is; Seq is the lowest shard counter, ShardSeqs each one, SeqRaw them all joined by commas.
 type SaleState struct {
 	Loaded   bool
 	Lost     bool
@@ -512,16 +724,23 @@ type SaleState struct {
 	Epoch    int64
 	Limit    string
 	LoadedAt time.Time
+	Shards   int  // the sale's stock shards (1: not sharded)
+	Partial  bool // sharded only: some shards hold the sale and others do not
 }
 
-// State reads a sale's meta.
-func (s *Stock) State(ctx context.Context, saleID int64) (SaleState, error) {
-	m, err := s.rdb.HGetAll(ctx, MetaKey(saleID)).Result()
-	if err != nil {
-		return SaleState{}, fmt.Errorf("sale state %d: %w", saleID, err)
+// ShardSeqs returns each shard's reservation counter (one value for a sale of one shard).
+func (st SaleState) ShardSeqs() []int64 {
+	parts := strings.Split(st.SeqRaw, ",")
+	out := make([]int64, len(parts))
+	for i, p := range parts {
+		out[i], _ = strconv.ParseInt(p, 10, 64)
 	}
+	return out
+}
+
+func parseMeta(m map[string]string) SaleState {
 	if len(m) == 0 {
-		return SaleState{}, nil
+		return SaleState{}
 	}
 	st := SaleState{Loaded: true, Lost: m["lost"] == "1", SeqRaw: m["seq"], Limit: m["limit"]}
 	st.Seq, _ = strconv.ParseInt(m["seq"], 10, 64)
@@ -529,7 +748,59 @@ func (s *Stock) State(ctx context.Context, saleID int64) (SaleState, error) {
 	if ms, err := strconv.ParseInt(m["loadedAt"], 10, 64); err == nil {
 		st.LoadedAt = time.UnixMilli(ms)
 	}
-	return st, nil
+	return st
+}
+
+// combine folds the states of a sale's shards into one.
+func combine(states []SaleState) SaleState {
+	if len(states) == 1 {
+		return states[0]
+	}
+	st := states[0]
+	st.Shards = len(states)
+	raw := make([]string, len(states))
+	some := false
+	for i, x := range states {
+		st.Loaded = st.Loaded && x.Loaded
+		st.Lost = st.Lost || x.Lost
+		st.Seq = min(st.Seq, x.Seq)
+		raw[i] = x.SeqRaw
+		some = some || x.Loaded
+	}
+	st.Partial = some && !st.Loaded
+	st.SeqRaw = strings.Join(raw, ",")
+	return st
+}
+
+func (s *Stock) shardStates(ctx context.Context, saleID int64, k int) ([]SaleState, error) {
+	cmds := make([]*redis.MapStringStringCmd, k)
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for sh := range k {
+			cmds[sh] = p.HGetAll(ctx, MetaKeyOf(saleID, sh))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sale state %d: %w", saleID, err)
+	}
+	out := make([]SaleState, k)
+	for sh, c := range cmds {
+		out[sh] = parseMeta(c.Val())
+	}
+	return out, nil
+}
+
+// State reads a sale's meta (every shard's, for a sharded sale).
+func (s *Stock) State(ctx context.Context, saleID int64) (SaleState, error) {
+	k, err := s.shards.get(ctx, saleID)
+	if err != nil {
+		return SaleState{}, fmt.Errorf("sale state %d: %w", saleID, err)
+	}
+	states, err := s.shardStates(ctx, saleID, k)
+	if err != nil {
+		return SaleState{}, err
+	}
+	return combine(states), nil
 }
 
 // Levels reads the remaining units of a sale's items in one round trip; an item whose key is
@@ -538,8 +809,15 @@ func (s *Stock) Levels(ctx context.Context, saleID int64, itemIDs []int64) ([]in
 	if len(itemIDs) == 0 {
 		return nil, nil
 	}
+	k, err := s.shards.get(ctx, saleID)
+	if err != nil {
+		return nil, fmt.Errorf("stock levels: %w", err)
+	}
+	if k > 1 {
+		return s.shardedLevels(ctx, saleID, k, itemIDs)
+	}
 	cmds := make([]*redis.StringCmd, len(itemIDs))
-	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	_, err = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, id := range itemIDs {
 			cmds[i] = p.Get(ctx, StockKey(saleID, id))
 		}
@@ -573,55 +851,109 @@ type InFlightEntry struct {
 	Claimed    bool // the writer has taken it from the queue
 }
 
-// InFlight lists a sale's reservations that Postgres does not hold yet (as far as Redis knows).
+// InFlight lists a sale's reservations that Postgres does not hold yet (as far as Redis knows),
+// of every shard.
 func (s *Stock) InFlight(ctx context.Context, saleID int64) ([]InFlightEntry, error) {
-	m, err := s.rdb.HGetAll(ctx, InFlightKey(saleID)).Result()
+	ms, err := s.hashes(ctx, saleID, InFlightKeyOf)
 	if err != nil {
 		return nil, fmt.Errorf("in flight(sale %d): %w", saleID, err)
 	}
-	out := make([]InFlightEntry, 0, len(m))
-	for id, v := range m {
-		e, ok := parseInFlight(id, v)
-		if ok {
-			out = append(out, e)
+	var out []InFlightEntry
+	for _, m := range ms {
+		for id, v := range m {
+			e, ok := parseInFlight(id, v)
+			if ok {
+				out = append(out, e)
+			}
 		}
 	}
 	return out, nil
 }
 
-// InFlightAt is InFlight with Redis's clock read in the same MULTI: on a Redis Cluster the clock
-// of the node holding the sale, the one its reservation times come from.
-func (s *Stock) InFlightAt(ctx context.Context, saleID int64) ([]InFlightEntry, time.Time, error) {
-	var flight *redis.MapStringStringCmd
-	var tm *redis.TimeCmd
-	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		flight = p.HGetAll(ctx, InFlightKey(saleID))
-		tm = p.Time(ctx)
-		return nil
-	})
+// InFlightOlder lists a sale's reservations in flight (every shard's) reserved more than age
+// ago by the clock of the Redis holding them: each shard's register and its node's clock are read
+// in one MULTI, since on a Redis Cluster each node has its own clock.
+func (s *Stock) InFlightOlder(ctx context.Context, saleID int64, age time.Duration) ([]InFlightEntry, error) {
+	k, err := s.shards.get(ctx, saleID)
 	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("in flight(sale %d): %w", saleID, err)
+		return nil, fmt.Errorf("in flight(sale %d): %w", saleID, err)
 	}
-	out := make([]InFlightEntry, 0, len(flight.Val()))
-	for id, v := range flight.Val() {
-		if e, ok := parseInFlight(id, v); ok {
-			out = append(out, e)
+	var out []InFlightEntry
+	for sh := range k {
+		var flight *redis.MapStringStringCmd
+		var tm *redis.TimeCmd
+		if _, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			flight = p.HGetAll(ctx, InFlightKeyOf(saleID, sh))
+			tm = p.Time(ctx)
+			return nil
+		}); err != nil {
+			return nil, fmt.Errorf("in flight(sale %d, shard %d): %w", saleID, sh, err)
+		}
+		cutoff := tm.Val().Add(-age)
+		for id, v := range flight.Val() {
+			if e, ok := parseInFlight(id, v); ok && e.ReservedAt.Before(cutoff) {
+				out = append(out, e)
+			}
 		}
 	}
-	return out, tm.Val(), nil
+	return out, nil
 }
 
-// InFlightOrder looks one order up in its sale's in-flight register.
-func (s *Stock) InFlightOrder(ctx context.Context, saleID int64, orderID string) (InFlightEntry, bool, error) {
-	v, err := s.rdb.HGet(ctx, InFlightKey(saleID), orderID).Result()
-	if errors.Is(err, redis.Nil) {
-		return InFlightEntry{}, false, nil
+// hashes reads one hash of every shard of a sale.
+func (s *Stock) hashes(ctx context.Context, saleID int64, key func(int64, int) string) ([]map[string]string, error) {
+	k, err := s.shards.get(ctx, saleID)
+	if err != nil {
+		return nil, err
 	}
+	if k == 1 {
+		m, err := s.rdb.HGetAll(ctx, key(saleID, 0)).Result()
+		return []map[string]string{m}, err
+	}
+	cmds := make([]*redis.MapStringStringCmd, k)
+	if _, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for sh := range k {
+			cmds[sh] = p.HGetAll(ctx, key(saleID, sh))
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	out := make([]map[string]string, k)
+	for sh, c := range cmds {
+		out[sh] = c.Val()
+	}
+	return out, nil
+}
+
+// InFlightOrder looks one order up in its sale's in-flight register (every shard's).
+func (s *Stock) InFlightOrder(ctx context.Context, saleID int64, orderID string) (InFlightEntry, bool, error) {
+	k, err := s.shards.get(ctx, saleID)
 	if err != nil {
 		return InFlightEntry{}, false, fmt.Errorf("in flight(sale %d, order %s): %w", saleID, orderID, err)
 	}
-	e, ok := parseInFlight(orderID, v)
-	return e, ok, nil
+	cmds := make([]*redis.StringCmd, k)
+	if k == 1 {
+		cmds[0] = s.rdb.HGet(ctx, InFlightKey(saleID), orderID)
+	} else {
+		_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for sh := range k {
+				cmds[sh] = p.HGet(ctx, InFlightKeyOf(saleID, sh), orderID)
+			}
+			return nil
+		})
+	}
+	for _, c := range cmds {
+		v, err := c.Result()
+		if errors.Is(err, redis.Nil) {
+			continue
+		}
+		if err != nil {
+			return InFlightEntry{}, false, fmt.Errorf("in flight(sale %d, order %s): %w", saleID, orderID, err)
+		}
+		e, ok := parseInFlight(orderID, v)
+		return e, ok, nil
+	}
+	return InFlightEntry{}, false, nil
 }
 
 func parseInFlight(id, v string) (InFlightEntry, bool) {
@@ -642,12 +974,20 @@ func parseInFlight(id, v string) (InFlightEntry, bool) {
 }
 
 // Buyers returns a sale's buyers hash (member -> order id).
+// A sharded sale's shards' buyers together.
 func (s *Stock) Buyers(ctx context.Context, saleID int64) (map[string]string, error) {
-	m, err := s.rdb.HGetAll(ctx, BuyersKey(saleID)).Result()
+	ms, err := s.hashes(ctx, saleID, BuyersKeyOf)
 	if err != nil {
 		return nil, fmt.Errorf("buyers(sale %d): %w", saleID, err)
 	}
-	return m, nil
+	if len(ms) == 1 {
+		return ms[0], nil
+	}
+	out := map[string]string{}
+	for _, m := range ms {
+		maps.Copy(out, m)
+	}
+	return out, nil
 }
 
 // AreGone reports, for each order id, whether the sale's tombstones name it.
@@ -660,16 +1000,25 @@ func (s *Stock) AreGone(ctx context.Context, saleID int64, ids []string) ([]bool
 	for i, id := range ids {
 		args[i] = id
 	}
-	res, err := s.rdb.SMIsMember(ctx, GoneKey(saleID), args...).Result()
+	k, err := s.shards.get(ctx, saleID)
 	if err != nil {
 		return nil, fmt.Errorf("gone(sale %d): %w", saleID, err)
 	}
-	copy(out, res)
+	for sh := range k {
+		// a unit goes back in its shopper's shard; a tombstone in any shard counts
+		res, err := s.rdb.SMIsMember(ctx, GoneKeyOf(saleID, sh), args...).Result()
+		if err != nil {
+			return nil, fmt.Errorf("gone(sale %d): %w", saleID, err)
+		}
+		for i, g := range res {
+			out[i] = out[i] || g
+		}
+	}
 	return out, nil
 }
 
 // Now reads Redis's clock: the one clock every instance agrees on. On a Redis Cluster it is the
-// clock of any node: a decision about a sale's reservations reads its own node's (InFlightAt,
+// clock of any node: a decision about a sale's reservations reads its own node's (InFlightOlder,
 // View).
 func (s *Stock) Now(ctx context.Context) (time.Time, error) {
 	t, err := s.rdb.Time(ctx).Result()
@@ -691,11 +1040,90 @@ type RedisView struct {
 	InFlight []InFlightEntry
 	Gone     map[string]bool // of the order ids asked about
 	Now      time.Time
+	// InTransit is, per item of a sharded sale, the units taken from one shard for another and not
+	// yet added there (counted in Levels too).
+	InTransit map[int64]int64
 }
 
 // View reads a sale's Redis state atomically; gone lists the order ids to look up in the
 // tombstones.
+//
+// A sharded sale is read one MULTI per shard (each shard is its own slot), then its transfer logs:
+// the shards are read moments apart, which the reconciliation's quiet-sale rule allows for.
 func (s *Stock) View(ctx context.Context, saleID int64, items []int64, gone []string) (RedisView, error) {
+	k, err := s.shards.get(ctx, saleID)
+	if err != nil {
+		return RedisView{}, fmt.Errorf("redis view(sale %d): %w", saleID, err)
+	}
+	if k == 1 {
+		return s.viewShard(ctx, saleID, 0, items, gone)
+	}
+	// A transfer between shards during the reads could show its units in neither or both: the
+	// view is read again (a few times at most) until no transfer started while it was read.
+	var v RedisView
+	for range 3 {
+		before, err := s.transferCounts(ctx, saleID, k)
+		if err != nil {
+			return RedisView{}, err
+		}
+		if v, err = s.shardedView(ctx, saleID, k, items, gone); err != nil {
+			return RedisView{}, err
+		}
+		after, err := s.transferCounts(ctx, saleID, k)
+		if err != nil {
+			return RedisView{}, err
+		}
+		if after == before {
+			break
+		}
+	}
+	return v, nil
+}
+
+// shardedView reads every shard of a sale, one MULTI each, then the transfer logs.
+func (s *Stock) shardedView(ctx context.Context, saleID int64, k int, items []int64, gone []string) (RedisView, error) {
+	v := RedisView{Levels: map[int64]int64{}, Gone: map[string]bool{}, InTransit: map[int64]int64{}}
+	states := make([]SaleState, k)
+	for sh := range k {
+		x, err := s.viewShard(ctx, saleID, sh, items, gone)
+		if err != nil {
+			return RedisView{}, err
+		}
+		states[sh] = x.State
+		if sh == 0 {
+			v.Now = x.Now
+		}
+		for it, n := range x.Levels {
+			if n >= 0 {
+				v.Levels[it] = max(v.Levels[it], 0) + n
+			} else if _, ok := v.Levels[it]; !ok {
+				v.Levels[it] = -1
+			}
+		}
+		v.Buyers += x.Buyers
+		v.InFlight = append(v.InFlight, x.InFlight...)
+		for id, g := range x.Gone {
+			v.Gone[id] = v.Gone[id] || g
+		}
+	}
+	v.State = combine(states)
+	ts, err := s.Transfers(ctx, saleID)
+	if err != nil {
+		return RedisView{}, err
+	}
+	for _, t := range ts {
+		if !t.Applied && t.Epoch == v.State.Epoch {
+			v.InTransit[t.ItemID] += t.N
+			if v.Levels[t.ItemID] >= 0 {
+				v.Levels[t.ItemID] += t.N
+			}
+		}
+	}
+	return v, nil
+}
+
+// viewShard reads one shard's state in one MULTI.
+func (s *Stock) viewShard(ctx context.Context, saleID int64, sh int, items []int64, gone []string) (RedisView, error) {
 	var meta *redis.MapStringStringCmd
 	var flight *redis.MapStringStringCmd
 	var buyers *redis.IntCmd
@@ -703,35 +1131,26 @@ func (s *Stock) View(ctx context.Context, saleID int64, items []int64, gone []st
 	var goneCmd *redis.BoolSliceCmd
 	levels := make([]*redis.StringCmd, len(items))
 	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		meta = p.HGetAll(ctx, MetaKey(saleID))
+		meta = p.HGetAll(ctx, MetaKeyOf(saleID, sh))
 		for i, it := range items {
-			levels[i] = p.Get(ctx, StockKey(saleID, it))
+			levels[i] = p.Get(ctx, StockKeyOf(saleID, sh, it))
 		}
-		buyers = p.HLen(ctx, BuyersKey(saleID))
-		flight = p.HGetAll(ctx, InFlightKey(saleID))
+		buyers = p.HLen(ctx, BuyersKeyOf(saleID, sh))
+		flight = p.HGetAll(ctx, InFlightKeyOf(saleID, sh))
 		tm = p.Time(ctx)
 		if len(gone) > 0 {
 			args := make([]any, len(gone))
 			for i, g := range gone {
 				args[i] = g
 			}
-			goneCmd = p.SMIsMember(ctx, GoneKey(saleID), args...)
+			goneCmd = p.SMIsMember(ctx, GoneKeyOf(saleID, sh), args...)
 		}
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return RedisView{}, fmt.Errorf("redis view(sale %d): %w", saleID, err)
 	}
-	v := RedisView{Levels: map[int64]int64{}, Gone: map[string]bool{}, Now: tm.Val()}
-	m := meta.Val()
-	if len(m) > 0 {
-		v.State = SaleState{Loaded: true, Lost: m["lost"] == "1", SeqRaw: m["seq"], Limit: m["limit"]}
-		v.State.Seq, _ = strconv.ParseInt(m["seq"], 10, 64)
-		v.State.Epoch, _ = strconv.ParseInt(m["epoch"], 10, 64)
-		if ms, err := strconv.ParseInt(m["loadedAt"], 10, 64); err == nil {
-			v.State.LoadedAt = time.UnixMilli(ms)
-		}
-	}
+	v := RedisView{Levels: map[int64]int64{}, Gone: map[string]bool{}, Now: tm.Val(), State: parseMeta(meta.Val())}
 	for i, it := range items {
 		n, err := levels[i].Int64()
 		if err != nil {

@@ -54,9 +54,11 @@ func TestStockOnRedisCluster(t *testing.T) {
 			t.Errorf("sale %d: claim = %v", sale, v)
 		}
 		// The MULTI reads run on the sale's master, with its clock.
-		flight, now, err := s.InFlightAt(ctx, sale)
-		if err != nil || len(flight) != 1 || !flight[0].Claimed || now.Sub(r.ReservedAt).Abs() > time.Minute {
-			t.Errorf("sale %d: InFlightAt = %+v, %v, %v", sale, flight, now, err)
+		if flight, err := s.InFlightOlder(ctx, sale, -time.Minute); err != nil || len(flight) != 1 || !flight[0].Claimed {
+			t.Errorf("sale %d: InFlightOlder(-1m) = %+v, %v; want the claimed reservation", sale, flight, err)
+		}
+		if flight, err := s.InFlightOlder(ctx, sale, time.Minute); err != nil || len(flight) != 0 {
+			t.Errorf("sale %d: InFlightOlder(1m) = %+v, %v; want none that old", sale, flight, err)
 		}
 		v, err := s.View(ctx, sale, []int64{item}, []string{a.OrderID})
 		if err != nil || !v.State.Loaded || v.Levels[item] != 1 || v.Buyers != 1 || len(v.InFlight) != 1 || v.Now.IsZero() {

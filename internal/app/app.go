@@ -119,6 +119,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 	a.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	a.Metrics = services.NewMetrics(a.reg)
 	a.Stock = store.NewStock(a.Redis)
+	a.Stock.SetShardCounter(a.DB.StockShardsCached)
 	a.pub = store.NewGroupPublisher(a.Queue, cfg.PublishParallel, cfg.PublishBatch, cfg.PublishTimeout, a.Metrics.ObservePublish)
 
 	secret := []byte(cfg.JWTSecret)
@@ -137,6 +138,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 	a.reconcile = services.NewReconciler(a.DB, a.Stock, a.Metrics, log, cfg.OrphanAge)
 	a.sales = services.NewSales(a.DB, a.Stock, a.Loader, a.reconcile, cfg.PayWindow, log, a.now)
 	a.sales.SetWarmAhead(cfg.WarmAhead)
+	a.sales.SetStockShards(cfg.StockShards)
 	a.purchases = services.NewPurchases(services.PurchaseConfig{
 		TokenTTL: cfg.TokenTTL, SlowPublish: cfg.OrphanAge / 3, SigningSecret: secret,
 	}, a.sales, a.Stock, a.DB, a.pub, captcha, a.SoldOut,

@@ -324,7 +324,9 @@ func reconcileCmd(ctx context.Context, cfg Config, log *slog.Logger, args []stri
 			return nil
 		}
 	}
-	rec := services.NewReconciler(db, store.NewStock(rdb), nil, log, cfg.OrphanAge).Thorough()
+	stock := store.NewStock(rdb)
+	stock.SetShardCounter(db.StockShardsCached)
+	rec := services.NewReconciler(db, stock, nil, log, cfg.OrphanAge).Thorough()
 	ok := true
 	for _, id := range saleIDs {
 		rep, err := rec.Report(ctx, id)

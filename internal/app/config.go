@@ -51,6 +51,7 @@ type Config struct {
 	KeeperInterval    time.Duration
 	ReconcileInterval time.Duration
 	WarmAhead         time.Duration
+	StockShards       int // the stock shards of a sale created without stockShards
 	WriterAckWait     time.Duration
 	// ClockSkew shifts this instance's clock (tests only: FLASHSALE_CLOCK_SKEW, refused in
 	// production), to show that the decisions instances must agree on use Redis's or Postgres's clock.
@@ -101,6 +102,7 @@ var ConfigVars = []ConfigVar{
 	{"FLASHSALE_KEEPER_INTERVAL", "2s", "how often warm-up, payment expiry, unit returns and orphan recovery run"},
 	{"FLASHSALE_RECONCILE_INTERVAL", "5s", "how often the instance holding the lease reconciles Redis with Postgres"},
 	{"FLASHSALE_WARM_AHEAD", "10m", "a sale's stock is loaded into Redis this long before its start (at once for a sale created or edited closer to it; the merchant's warm button forces it earlier)"},
+	{"FLASHSALE_STOCK_SHARDS", "1", "a new sale's stock is split into this many Redis shards (1–64; fixed per sale at its creation, the admin API's `stockShards` overrides it): more than 1 spreads a hot sale over several Redis Cluster slots"},
 	{"FLASHSALE_TRUSTED_PROXIES", "", "comma-separated proxy addresses whose X-Forwarded-For is believed"},
 	{"FLASHSALE_FAULT", "", "test only, refused in production: `STEP:kill` or `STEP:stop`, optionally `@N` (the N-th time), makes the process SIGKILL or SIGSTOP itself at a named step (`after-reserve`, `after-puback`, `writer-before-commit`, `writer-after-commit`, `lease-held`); see RELIABILITY.md"},
 	{"FLASHSALE_CLOCK_SKEW", "0s", "test only, refused in production: this instance's clock runs ahead (or behind, negative) by this much"},
@@ -155,7 +157,7 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		DemoStartDelay: dur("FLASHSALE_DEMO_START_DELAY"), PublishTimeout: dur("FLASHSALE_PUBLISH_TIMEOUT"),
 		OrphanAge: dur("FLASHSALE_ORPHAN_AGE"), KeeperInterval: dur("FLASHSALE_KEEPER_INTERVAL"),
 		ReconcileInterval: dur("FLASHSALE_RECONCILE_INTERVAL"), WriterAckWait: dur("FLASHSALE_WRITER_ACK_WAIT"),
-		WarmAhead:  dur("FLASHSALE_WARM_AHEAD"),
+		WarmAhead: dur("FLASHSALE_WARM_AHEAD"), StockShards: num("FLASHSALE_STOCK_SHARDS", 1),
 		RateLimits: onOff("FLASHSALE_RATE_LIMITS"), Demo: onOff("FLASHSALE_DEMO"),
 	}
 	if p := get("FLASHSALE_TRUSTED_PROXIES"); p != "" {
@@ -181,6 +183,9 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	}
 	if c.WriterAckWait < time.Second {
 		errs = append(errs, fmt.Errorf("FLASHSALE_WRITER_ACK_WAIT=%q: want at least 1s", get("FLASHSALE_WRITER_ACK_WAIT")))
+	}
+	if c.StockShards > store.MaxStockShards {
+		errs = append(errs, fmt.Errorf("FLASHSALE_STOCK_SHARDS=%q: want 1 to %d", get("FLASHSALE_STOCK_SHARDS"), store.MaxStockShards))
 	}
 	if c.PayWindow < time.Second || c.PayWindow > 24*time.Hour {
 		errs = append(errs, fmt.Errorf("FLASHSALE_PAY_WINDOW=%q: want between 1s and 24h", get("FLASHSALE_PAY_WINDOW")))

@@ -52,9 +52,16 @@ func (b *Backends) Persisted(ctx context.Context, s *Sale) (sold, inFlight int64
 	if err != nil {
 		return 0, 0, err
 	}
-	inFlight, err = b.Redis.HLen(ctx, store.InFlightKey(s.SaleID)).Result()
+	k, err := b.DB.StockShardsCached(ctx, s.SaleID)
 	if err != nil {
 		return 0, 0, err
+	}
+	for sh := range k { // a sale split into stock shards has an in-flight hash per shard
+		n, err := b.Redis.HLen(ctx, store.InFlightKeyOf(s.SaleID, sh)).Result()
+		if err != nil {
+			return 0, 0, err
+		}
+		inFlight += n
 	}
 	return sold, inFlight, nil
 }
