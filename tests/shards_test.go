@@ -272,9 +272,15 @@ func TestShardedSaleRush(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Which shards sold is up to the race (shard 2's shoppers come last, and the others may have
+	// borrowed all its units by then): each shard with a live order must have its seq recorded.
+	soldIn := map[int]int{}
+	for u, ids := range won {
+		soldIn[store.ShardOf(u, k)] += len(ids)
+	}
 	for sh, seq := range st.ShardSeqs() {
-		if pgs[sh] == 0 && sh < 3 {
-			t.Errorf("shard %d: postgres holds no seq of it", sh)
+		if soldIn[sh] > 0 && pgs[sh] == 0 {
+			t.Errorf("shard %d: %d orders, but postgres holds no seq of it", sh, soldIn[sh])
 		}
 		if seq < pgs[sh] {
 			t.Errorf("shard %d: counter %d behind postgres %d", sh, seq, pgs[sh])
