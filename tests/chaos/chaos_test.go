@@ -148,6 +148,10 @@ func writeTable(t *testing.T) {
 		if d == "" {
 			d = "–"
 		}
+		if r.NotApplicable != "" {
+			fmt.Fprintf(&md, "| %s | not run | – | – | – | – | – | – | %s |\n", r.Scenario, verdict)
+			continue
+		}
 		fmt.Fprintf(&md, "| %s | %s | %d | %d | %d | %d | %s | %.1f | %s |\n",
 			r.Scenario, r.Faults, r.Accepted, r.Orders, r.Returned, r.Violations, d, r.Seconds, verdict)
 	}
