@@ -51,6 +51,10 @@ type natsBackend interface {
 	ensureUp(t *testing.T)      // the end of a scenario: whatever is down started, whatever is stopped continued
 	close()                     // kill everything (t.Cleanup)
 	logTails() string           // for a failed scenario's log
+	// Scenario 16: the store on a small tmpfs of its own (set up by newCluster, clusterOpts.natsDisk)
+	onTmpfs() bool                      // false: not root, or the mount refused (a store limit instead)
+	logLine(substr string) string       // the first line of the server logs containing substr, or ""
+	freeDisk(t *testing.T, size string) // the tmpfs grown to size, the server(s) restarted on the store
 }
 
 // ---- one redis-server ----
@@ -130,6 +134,31 @@ func (n *natsServer) close() {
 }
 
 func (n *natsServer) logTails() string { return logTail(filepath.Join(n.dir, "nats.log"), 15) }
+
+func (n *natsServer) onTmpfs() bool { return n.tmpfs != "" }
+
+func (n *natsServer) logLine(substr string) string {
+	return firstLine(filepath.Join(n.dir, "nats.log"), substr)
+}
+
+func (n *natsServer) freeDisk(t *testing.T, size string) {
+	if err := n.growTmpfs(size); err != nil {
+		t.Fatalf("grow the tmpfs: %v", err)
+	}
+	n.proc.kill()
+	n.start(t)
+}
+
+// firstLine is the first line of the file at path that contains substr, trimmed, or "".
+func firstLine(path, substr string) string {
+	b, _ := os.ReadFile(path)
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.Contains(line, substr) {
+			return strings.TrimSpace(line)
+		}
+	}
+	return ""
+}
 
 // ---- a Redis Cluster: three masters, three replicas ----
 
@@ -311,7 +340,8 @@ func (r *redisCluster) ensureUp(t *testing.T) {
 // consumer with three replicas. Its faults land on the node leading the orders stream.
 type natsCluster struct {
 	cl     *testenv.NATSCluster
-	target int // the node kill killed, or pause stopped
+	target int      // the node kill killed, or pause stopped
+	tmpfs  []string // scenario 16: each node's store, a tmpfs of its own
 }
 
 func (n *natsCluster) url() string { return n.cl.URLs() }
@@ -382,4 +412,108 @@ func (n *natsCluster) logTails() string {
 		b.WriteString(logTail(node.Log, 10) + "\n")
 	}
 	return b.String()
+}
+
+// limitDisk (scenario 16) puts the JetStream store of the first node (n1) on a tmpfs of its own
+// of size, with JetStream's own limit far above it, so that what runs out is that disk; as in the
+// single-server mode it needs root, and falls back to max_file_store fallback on that node
+// otherwise. One node, not three: with three replicas the stream needs a quorum of two, and the
+// cluster's promise is that one node's trouble (a full disk here) does not stop it. (All three
+// filled at once were tried: the streams' state files came back corrupt after space was freed and
+// the streams' groups stayed unhealthy for more than 30 s: that is NATS losing its quorum's
+// disks, the single-server scenario's case, not the cluster's.) The node is stopped, its store
+// moved onto the tmpfs, its configuration given the limit, and it is started again, before any
+// instance starts (its store holds only the cluster's meta state then).
+func (n *natsCluster) limitDisk(t *testing.T, size, fallback string) {
+	t.Helper()
+	const i = 0
+	node := n.cl.Nodes[i]
+	n.cl.KillT(t, i)
+	t.Cleanup(func() {
+		n.cl.Stop()
+		for _, dir := range n.tmpfs {
+			if err := syscall.Unmount(dir, 0); err != nil {
+				t.Errorf("nats store: umount %s: %v", dir, err)
+				_ = syscall.Unmount(dir, syscall.MNT_DETACH)
+			}
+		}
+	})
+	js := filepath.Join(node.Dir, "js")
+	if os.Geteuid() != 0 {
+		t.Logf("nats store: not root, no tmpfs")
+	} else {
+		disk := js + ".disk"
+		if err := os.Rename(js, disk); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(js, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Mount("tmpfs", js, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, "size="+size); err != nil {
+			t.Logf("nats store: mount tmpfs: %v", err)
+			_ = os.Remove(js)
+			if err := os.Rename(disk, js); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			n.tmpfs = append(n.tmpfs, js)
+			if err := os.CopyFS(js, os.DirFS(disk)); err != nil {
+				t.Fatalf("nats store onto its tmpfs: %v", err)
+			}
+			if err := os.RemoveAll(disk); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	limit := "1GB" // far above the tmpfs: the disk, not JetStream's limit, runs out
+	if len(n.tmpfs) == 0 {
+		limit = fallback
+	}
+	conf := filepath.Join(node.Dir, "nats.conf")
+	b, err := os.ReadFile(conf)
+	if err != nil || !strings.Contains(string(b), "sync_interval: always") {
+		t.Fatalf("nats %s: its configuration %s: %v", node.Name, conf, err)
+	}
+	b = []byte(strings.Replace(string(b), "sync_interval: always", "sync_interval: always\n  max_file_store: "+limit, 1))
+	if err := os.WriteFile(conf, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	n.cl.RestartT(t, i)
+}
+
+// leadFromFullDisk (scenario 16) moves the orders stream's leadership to the node whose disk
+// will fill (n1), so that the disk fills under the leader.
+func (n *natsCluster) leadFromFullDisk(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := n.cl.MoveStreamLeader(ctx, store.OrdersStream, n.cl.Nodes[0].Name); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (n *natsCluster) onTmpfs() bool { return len(n.tmpfs) > 0 }
+
+func (n *natsCluster) logLine(substr string) string {
+	for _, node := range n.cl.Nodes {
+		if line := firstLine(node.Log, substr); line != "" {
+			return node.Name + ": " + line
+		}
+	}
+	return ""
+}
+
+// freeDisk grows the full node's tmpfs and restarts that node on its store; it catches up with
+// the other two.
+func (n *natsCluster) freeDisk(t *testing.T, size string) {
+	t.Helper()
+	for _, dir := range n.tmpfs {
+		if err := syscall.Mount("tmpfs", dir, "tmpfs", syscall.MS_REMOUNT|syscall.MS_NOSUID|syscall.MS_NODEV, "size="+size); err != nil {
+			t.Fatalf("grow the tmpfs %s: %v", dir, err)
+		}
+	}
+	if n.cl.Running(0) {
+		n.cl.KillT(t, 0)
+	}
+	n.cl.RestartT(t, 0)
 }

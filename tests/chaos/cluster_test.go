@@ -259,8 +259,16 @@ func newCluster(t *testing.T, o clusterOpts) *cluster {
 	if bin == "" {
 		t.Fatal("the binaries are not built (TestChaos builds them)")
 	}
+	// A shopper's request is given up after 10 s; on the cluster after 20 s, since a publish may
+	// wait out FLASHSALE_PUBLISH_TIMEOUT (12 s there, longer than a NATS election) before its 503.
+	// Given up after 10 s, such a request would count as unanswered, and its shopper's retry
+	// would meet the reservation still in flight (409) instead of the 503.
+	timeout := 10 * time.Second
+	if clusterMode() {
+		timeout = 20 * time.Second
+	}
 	c := &cluster{t: t, dir: t.TempDir(), bin: bin, started: time.Now(),
-		client: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 128}}}
+		client: &http.Client{Timeout: timeout, Transport: &http.Transport{MaxIdleConnsPerHost: 128}}}
 	if o.privatePG {
 		c.pg = testenv.PrivatePostgres(t)
 		c.dsn = c.pg.DSN()
@@ -269,7 +277,11 @@ func newCluster(t *testing.T, o clusterOpts) *cluster {
 	}
 	if clusterMode() {
 		c.redis = &redisCluster{cl: testenv.NewRedisCluster(t, 3, 1)}
-		c.nats = &natsCluster{cl: testenv.NATS(t, 3)}
+		nc := &natsCluster{cl: testenv.NATS(t, 3)}
+		if o.natsDisk != "" {
+			nc.limitDisk(t, o.natsDisk, o.natsMax)
+		}
+		c.nats = nc
 	} else {
 		c.redis = &redisSingle{srv: testenv.Redis(t)}
 		ns := &natsServer{port: testenv.FreePort(t), dir: filepath.Join(c.dir, "nats"), bin: natsBin}
