@@ -25,18 +25,3 @@ func (c *NATSCluster) signal(i int, sig syscall.Signal) error {
 	fmt.Fprintf(c.log, "nats %s: %v\n", c.Nodes[i].Name, sig)
 	return nil
 }
-
-// RestartAll kills every node still running (SIGKILL) and starts all of them again at once on
-// their stores, then waits until they are healthy and agree on a meta leader. A node restarted
-// alone waits for a quorum of others: when every node must restart (each one's disk was full,
-// say), they have to come back together.
-func (c *NATSCluster) RestartAll() error {
-	c.Stop()
-	for _, node := range c.Nodes {
-		if err := c.spawn(node); err != nil {
-			return err
-		}
-	}
-	_, err := c.WaitReady(natsStartTimeout)
-	return err
-}
