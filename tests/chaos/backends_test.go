@@ -34,7 +34,7 @@ type redisBackend interface {
 	cutURL(t *testing.T) string
 	cut(t *testing.T, saleID int64) (what, how string)
 	heal(t *testing.T) error
-	restart(t *testing.T, saleID int64) string                 // 05: a crash or stop that loses nothing acknowledged
+	restart(t *testing.T, saleID int64) string                 // 05: a stop (one server) or a failover to a replica in sync (the cluster)
 	rewind(t *testing.T, saleID int64, d time.Duration) string // 06: back in time by the last d of writes
 	wipe(t *testing.T, saleID int64) string                    // 07: the sale's data gone entirely
 	ensureUp(t *testing.T)                                     // the end of a scenario: whatever is down, started again
