@@ -2,7 +2,8 @@
 
 // Package chaos is the fault suite (RELIABILITY.md): three flashsale processes, a standalone
 // nats-server process, one redis-server with an append-only file and one Postgres database, and
-// real signals (SIGKILL, SIGSTOP) at named steps of a purchase.
+// real signals (SIGKILL, SIGSTOP) at named steps of a purchase. With FLASHSALE_CHAOS_CLUSTER=1
+// the same scenarios run against a Redis Cluster and a NATS cluster (backends_test.go).
 package chaos
 
 import (
@@ -229,16 +230,15 @@ type cluster struct {
 	t       *testing.T
 	dir     string
 	bin     string
-	redis   *testenv.RedisServer
+	redis   redisBackend       // one redis-server, or a Redis Cluster (FLASHSALE_CHAOS_CLUSTER=1)
 	pg      *testenv.PGCluster // with clusterOpts.privatePG: the scenario's own Postgres cluster
 	dsn     string
-	nats    *natsServer
+	nats    natsBackend // one nats-server (*natsServer), or a NATS cluster
 	inst    []*instance
 	env     map[string]string // settings of every instance
 	rdb     redis.UniversalClient
 	db      *store.DB
 	client  *http.Client
-	proxy   *tcpProxy // with clusterOpts.partition: between instance 2 and Redis
 	started time.Time
 }
 
@@ -249,7 +249,7 @@ type clusterOpts struct {
 	natsMax   string              // JetStream max_file_store
 	natsDisk  string              // the NATS store on a tmpfs of this size (root only; "" = the ordinary disk)
 	privatePG bool                // a private Postgres cluster (c.pg) the scenario may crash and restart
-	partition bool                // instance 2 reaches Redis through a proxy the test can cut (c.proxy)
+	partition bool                // instance 2 reaches Redis in a way the test can cut (c.redis.cut)
 	serial    bool                // start the instances one after another (the first takes the lease)
 }
 
@@ -259,35 +259,50 @@ func newCluster(t *testing.T, o clusterOpts) *cluster {
 	if bin == "" {
 		t.Fatal("the binaries are not built (TestChaos builds them)")
 	}
+	// A shopper's request is given up after 10 s; on the cluster after 20 s, since a publish may
+	// wait out FLASHSALE_PUBLISH_TIMEOUT (12 s there, longer than a NATS election) before its 503.
+	// Given up after 10 s, such a request would count as unanswered, and its shopper's retry
+	// would meet the reservation still in flight (409) instead of the 503.
+	timeout := 10 * time.Second
+	if clusterMode() {
+		timeout = 20 * time.Second
+	}
 	c := &cluster{t: t, dir: t.TempDir(), bin: bin, started: time.Now(),
-		client: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 128}}}
-	c.redis = testenv.Redis(t)
+		client: &http.Client{Timeout: timeout, Transport: &http.Transport{MaxIdleConnsPerHost: 128}}}
 	if o.privatePG {
 		c.pg = testenv.PrivatePostgres(t)
 		c.dsn = c.pg.DSN()
 	} else {
 		c.dsn = testenv.Postgres(t)
 	}
-	if o.partition {
-		c.proxy = newProxy(t, c.redis.Addr)
+	if clusterMode() {
+		c.redis = &redisCluster{cl: testenv.NewRedisCluster(t, 3, 1)}
+		nc := &natsCluster{cl: testenv.NATS(t, 3)}
+		if o.natsDisk != "" {
+			nc.limitDisk(t, o.natsDisk, o.natsMax)
+		}
+		c.nats = nc
+	} else {
+		c.redis = &redisSingle{srv: testenv.Redis(t)}
+		ns := &natsServer{port: testenv.FreePort(t), dir: filepath.Join(c.dir, "nats"), bin: natsBin}
+		if o.natsDisk == "" {
+			ns.maxFile = o.natsMax
+		}
+		if err := os.MkdirAll(ns.dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		ns.conf = filepath.Join(ns.dir, "nats.conf")
+		if o.natsDisk != "" && !ns.mountTmpfs(t, o.natsDisk) {
+			ns.maxFile = o.natsMax // no tmpfs here: the store limit instead
+		} else if o.natsDisk != "" {
+			ns.maxFile = "1GB" // far above the tmpfs: the disk, not JetStream's limit, runs out
+		}
+		ns.start(t)
+		c.nats = ns
 	}
-	c.nats = &natsServer{port: testenv.FreePort(t), dir: filepath.Join(c.dir, "nats"), bin: natsBin}
-	if o.natsDisk == "" {
-		c.nats.maxFile = o.natsMax
-	}
-	if err := os.MkdirAll(c.nats.dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	c.nats.conf = filepath.Join(c.nats.dir, "nats.conf")
-	if o.natsDisk != "" && !c.nats.mountTmpfs(t, o.natsDisk) {
-		c.nats.maxFile = o.natsMax // no tmpfs here: the store limit instead
-	} else if o.natsDisk != "" {
-		c.nats.maxFile = "1GB" // far above the tmpfs: the disk, not JetStream's limit, runs out
-	}
-	c.nats.start(t)
 	c.env = map[string]string{
 		"FLASHSALE_DATABASE_URL":       c.dsn,
-		"FLASHSALE_REDIS_URL":          c.redis.URL(),
+		"FLASHSALE_REDIS_URL":          c.redis.url(),
 		"FLASHSALE_NATS_URL":           c.nats.url(),
 		"FLASHSALE_RATE_LIMITS":        "off",
 		"FLASHSALE_CAPTCHA":            "test",
@@ -300,8 +315,15 @@ func newCluster(t *testing.T, o clusterOpts) *cluster {
 		"FLASHSALE_DB_MAX_CONNS":       "8",
 		"FLASHSALE_REDIS_POOL":         "64",
 	}
+	for k, v := range c.nats.env() {
+		c.env[k] = v
+	}
 	for k, v := range o.env {
 		c.env[k] = v
+	}
+	cutURL := ""
+	if o.partition {
+		cutURL = c.redis.cutURL(t)
 	}
 	for i := range 3 {
 		in := &instance{idx: i, port: testenv.FreePort(t), metricsPort: testenv.FreePort(t), dataDir: filepath.Join(c.dir, fmt.Sprintf("i%d", i)),
@@ -312,7 +334,7 @@ func newCluster(t *testing.T, o clusterOpts) *cluster {
 			}
 		}
 		if o.partition && i == 2 {
-			in.env["FLASHSALE_REDIS_URL"] = c.proxy.url()
+			in.env["FLASHSALE_REDIS_URL"] = cutURL
 		}
 		c.inst = append(c.inst, in)
 	}
@@ -322,7 +344,7 @@ func newCluster(t *testing.T, o clusterOpts) *cluster {
 				in.proc.kill()
 			}
 		}
-		c.nats.proc.kill()
+		c.nats.close()
 		if c.rdb != nil {
 			c.rdb.Close()
 		}
@@ -333,7 +355,7 @@ func newCluster(t *testing.T, o clusterOpts) *cluster {
 			for _, in := range c.inst {
 				t.Log(logTail(in.log, 30))
 			}
-			t.Log(logTail(filepath.Join(c.nats.dir, "nats.log"), 15))
+			t.Log(c.nats.logTails())
 		}
 	})
 	// The first instance applies the migrations alone; the others start together.
@@ -358,7 +380,7 @@ func newCluster(t *testing.T, o clusterOpts) *cluster {
 	}
 	var err error
 	ctx := context.Background()
-	if c.rdb, err = store.OpenRedis(ctx, c.redis.URL(), 8); err != nil {
+	if c.rdb, err = store.OpenRedis(ctx, c.redis.url(), 8); err != nil {
 		t.Fatal(err)
 	}
 	if c.db, err = store.OpenDB(ctx, c.dsn, 4); err != nil {
@@ -438,6 +460,8 @@ func (c *cluster) restartDown() (restarted int) {
 	if c.pg != nil && !c.pg.Running() {
 		c.pg.Start(c.t)
 	}
+	c.redis.ensureUp(c.t)
+	c.nats.ensureUp(c.t)
 	for i, in := range c.inst {
 		switch {
 		case in.proc.exited():
