@@ -419,9 +419,10 @@ func TestRedisConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	port := testenv.FreePort(t)
-	cmd := exec.Command(bin, conf, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir,
-		"--cluster-announce-hostname", "redis-1")
+	// The cluster bus gets a free port of its own: the default, port+10000, may be taken.
+	port, busPort := testenv.FreePort(t), testenv.FreePort(t)
+	cmd := exec.Command(bin, conf, "--port", strconv.Itoa(port), "--cluster-port", strconv.Itoa(busPort),
+		"--bind", "127.0.0.1", "--dir", dir, "--cluster-announce-hostname", "redis-1")
 	logf, err := os.Create(filepath.Join(dir, "redis.log"))
 	if err != nil {
 		t.Fatal(err)
