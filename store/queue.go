@@ -142,6 +142,11 @@ func WithReplicas(n int) QueueOption { return func(o *queueOptions) { o.replicas
 // WithLog makes the queue log its connection's losses and recoveries and a stream's rescaling.
 func WithLog(l *slog.Logger) QueueOption { return func(o *queueOptions) { o.log = l } }
 
+// DedupeWindow is how long the order stream remembers a message id: a publish resent with the
+// same id within it is stored once. A publish never waits longer than this (the publish timeout is
+// capped below it), so every resend of one purchase falls inside the window.
+const DedupeWindow = 2 * time.Minute
+
 // OpenQueue connects to NATS at url and makes sure the order and dead-letter streams exist.
 // url may list several servers of one cluster, comma-separated
 // (nats://a:4222,nats://b:4222); the client connects to one of them (the order is shuffled, so
@@ -213,7 +218,7 @@ func (q *Queue) ensureStreams(ctx context.Context) error {
 			Storage:     jetstream.FileStorage,
 			Retention:   jetstream.LimitsPolicy,
 			MaxAge:      7 * 24 * time.Hour,
-			Duplicates:  2 * time.Minute,
+			Duplicates:  DedupeWindow,
 			Description: "reserved orders on their way to Postgres",
 		},
 		{

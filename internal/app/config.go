@@ -97,7 +97,7 @@ var ConfigVars = []ConfigVar{
 	{"FLASHSALE_WRITER_ACK_WAIT", "5s", "a writer that dies holding a batch delays it this long at most (another instance's writer takes it over); a live one keeps its batch with in-progress acks"},
 	{"FLASHSALE_PUBLISH_PARALLEL", "2", "JetStream writes in flight at once (group commit)"},
 	{"FLASHSALE_PUBLISH_BATCH", "512", "most reservations acknowledged by one JetStream write"},
-	{"FLASHSALE_PUBLISH_TIMEOUT", "5s", "how long a purchase waits for its PubAck before answering 503"},
+	{"FLASHSALE_PUBLISH_TIMEOUT", "5s", "how long a purchase waits for its PubAck before answering 503 (under 2m, the order stream's duplicate window; 10–15s on a NATS cluster, whose leader election takes 4–9s)"},
 	{"FLASHSALE_ORPHAN_AGE", "45s", "a reservation that never reached the queue returns to stock after this"},
 	{"FLASHSALE_KEEPER_INTERVAL", "2s", "how often warm-up, payment expiry, unit returns and orphan recovery run"},
 	{"FLASHSALE_RECONCILE_INTERVAL", "5s", "how often the instance holding the lease reconciles Redis with Postgres"},
@@ -180,6 +180,9 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	}
 	if c.NATSReplicas > 1 && c.NATSURL == "" {
 		errs = append(errs, fmt.Errorf("FLASHSALE_NATS_REPLICAS=%d needs a NATS cluster: the embedded NATS is one server and keeps one copy; set FLASHSALE_NATS_URL to the cluster's servers (nats://a:4222,nats://b:4222,nats://c:4222)", c.NATSReplicas))
+	}
+	if c.PublishTimeout >= store.DedupeWindow {
+		errs = append(errs, fmt.Errorf("FLASHSALE_PUBLISH_TIMEOUT=%q: want under %s, the order stream's duplicate window (a publish resent later could be stored twice)", get("FLASHSALE_PUBLISH_TIMEOUT"), store.DedupeWindow))
 	}
 	if c.WriterAckWait < time.Second {
 		errs = append(errs, fmt.Errorf("FLASHSALE_WRITER_ACK_WAIT=%q: want at least 1s", get("FLASHSALE_WRITER_ACK_WAIT")))

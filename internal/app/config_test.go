@@ -38,6 +38,8 @@ func TestConfig(t *testing.T) {
 		{"bad fault occurrence", map[string]string{"FLASHSALE_FAULT": "after-reserve:kill@0"}, "positive integer"},
 		{"bad clock skew", map[string]string{"FLASHSALE_CLOCK_SKEW": "soon"}, "FLASHSALE_CLOCK_SKEW"},
 		{"development allows interval fsync", map[string]string{"FLASHSALE_NATS_SYNC": "interval"}, ""},
+		{"publish timeout past the duplicate window", map[string]string{"FLASHSALE_PUBLISH_TIMEOUT": "2m"}, "duplicate window"},
+		{"publish timeout for a NATS cluster", map[string]string{"FLASHSALE_PUBLISH_TIMEOUT": "15s"}, ""},
 		{"payment window over a day", map[string]string{"FLASHSALE_PAY_WINDOW": "25h"}, "FLASHSALE_PAY_WINDOW"},
 		{"credentials file without an external NATS", map[string]string{"FLASHSALE_NATS_CREDS": "/etc/nats/user.creds"}, "FLASHSALE_NATS_CREDS is for an external NATS"},
 		{"unknown env", map[string]string{"FLASHSALE_ENV": "staging"}, "FLASHSALE_ENV"},
