@@ -38,7 +38,7 @@ func hasCmd(names ...string) func() bool {
 }
 
 // deps installs with apt-get the packages that are missing, and nothing when none is.
-func deps(cfg *config, test bool, stdout, stderr io.Writer) error {
+func deps(cfg *config, test, cluster bool, stdout, stderr io.Writer) error {
 	pgBin := cfg.pgBin
 	if pgBin == "" {
 		pgBin = filepath.Join("/usr/lib/postgresql", cfg.pgVersion, "bin")
@@ -48,11 +48,13 @@ func deps(cfg *config, test bool, stdout, stderr io.Writer) error {
 		{"redis-tools", hasCmd("redis-cli")},
 		{"postgresql-" + cfg.pgVersion, func() bool { _, err := os.Stat(filepath.Join(pgBin, "initdb")); return err == nil }},
 	}
+	if cluster || test { // the proxy of make cluster, and of the caching proxy's test
+		pkgs = append(pkgs, debPackage{"nginx-light", hasCmd("nginx")})
+	}
 	if test { // what the tests also need (make test, make chaos)
 		pkgs = append(pkgs,
 			debPackage{"chromium", hasCmd("chromium")},
 			debPackage{"chromium-driver", hasCmd("chromedriver")},
-			debPackage{"nginx-light", hasCmd("nginx")}, // the caching proxy's test
 		)
 	}
 	var missing []string
@@ -129,9 +131,14 @@ var chaosLine = regexp.MustCompile(`^(=== RUN|\s*--- |ok|FAIL|PASS|panic)`)
 // nats-server and three flashsale processes; Postgres is the set's when it answers (never stopped
 // here), else a private throwaway cluster. The table goes to tests/chaos/out/latest.{md,json}.
 func chaos(ctx context.Context, s *set, args []string, stdout io.Writer) error {
-	which := "all"
-	if len(args) > 0 && args[0] != "" {
-		which = args[0]
+	which, cluster := "all", false
+	for _, a := range args {
+		switch {
+		case a == "-cluster":
+			cluster = true
+		case a != "":
+			which = a
+		}
 	}
 	out := filepath.Join("tests", "chaos", "out")
 	if err := os.MkdirAll(out, 0o755); err != nil {
@@ -141,8 +148,14 @@ func chaos(ctx context.Context, s *set, args []string, stdout io.Writer) error {
 		os.Remove(filepath.Join(out, f))
 	}
 	env := []string{"FLASHSALE_CHAOS=" + which}
+	if cluster {
+		// the scenarios against the clustered setup (Redis Cluster, NATS cluster), issue 12
+		env = append(env, "FLASHSALE_CHAOS_CLUSTER=1")
+		fmt.Fprintln(stdout, "chaos: against the clustered setup (FLASHSALE_CHAOS_CLUSTER=1)")
+	}
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "FLASHSALE_TEST_DATABASE_URL=") && !strings.HasPrefix(kv, "FLASHSALE_CHAOS=") {
+		if !strings.HasPrefix(kv, "FLASHSALE_TEST_DATABASE_URL=") && !strings.HasPrefix(kv, "FLASHSALE_CHAOS=") &&
+			!strings.HasPrefix(kv, "FLASHSALE_CHAOS_CLUSTER=") {
 			env = append(env, kv)
 		}
 	}

@@ -1,0 +1,255 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/flashsale/flashsale/testenv"
+)
+
+// syncBuffer is a bytes.Buffer safe for a process's output and the test's reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// The cluster set (make cluster): devenv -set cluster up, as a process of its own, starts
+// Postgres, a Redis Cluster, a NATS cluster, three instances and nginx, and says what runs
+// where; a shopper buys through nginx and the order is written; the stock JSON comes from
+// nginx's cache; down from another process stops the foreground devenv, which stops every
+// process it listed.
+func TestClusterSetUpBuyDown(t *testing.T) {
+	if _, err := testenv.PGBinDir("15"); err != nil {
+		t.Fatalf("%v", err)
+	}
+	bin := filepath.Join(t.TempDir(), "devenv")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build devenv: %v\n%s", err, out)
+	}
+	data := filepath.Join(t.TempDir(), ".data")
+	if os.Geteuid() == 0 {
+		os.Chmod(filepath.Dir(data), 0o755) // the postgres OS user must reach it
+	}
+	pgPort, port := testenv.FreePort(t), testenv.FreePort(t)
+	flags := []string{"-data", data, "-pg-port", strconv.Itoa(pgPort), "-pg-version", "15", "-db", "devdb",
+		"-set", "cluster", "-cluster-port", strconv.Itoa(port)}
+	base := "http://127.0.0.1:" + strconv.Itoa(port)
+
+	var out syncBuffer
+	cmd := exec.Command(bin, append(flags, "up")...)
+	// the test captcha and a demo sale that starts at once (a user's setting wins over the set's
+	// defaults)
+	cmd.Env = append(os.Environ(), "FLASHSALE_CAPTCHA=test", "FLASHSALE_DEMO_START_DELAY=1s")
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := testenv.StartCmd(cmd); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			devenv(t, append(flags, "down")...)
+			<-exited
+		}
+		if t.Failed() {
+			t.Logf("devenv output:\n%s", out.String())
+		}
+	})
+
+	// up: the table, once everything answers
+	statePath := filepath.Join(data, "cluster", "state.json")
+	var st stateFile
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		if b, err := os.ReadFile(statePath); err == nil && json.Unmarshal(b, &st) == nil && st.PID == cmd.Process.Pid {
+			break
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("devenv up exited: %v\n%s", err, out.String())
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("devenv up: no state after 2 minutes\n%s", out.String())
+		}
+	}
+	waitFor(t.Context(), 5*time.Second, func() bool { return strings.Contains(out.String(), "serving on "+base) })
+	table := out.String()
+	counts := map[string]int{}
+	for _, r := range st.Rows {
+		counts[strings.Fields(r.Service)[0]]++
+		if r.PID <= 0 || !testenv.PIDAlive(r.PID) || r.Log == "" || r.Address == "" {
+			t.Errorf("row %+v: want a live pid, an address and a log", r)
+		}
+		if !strings.Contains(table, strconv.Itoa(r.PID)) {
+			t.Errorf("the table does not show pid %d (%s)", r.PID, r.Service)
+		}
+	}
+	want := map[string]int{"postgres": 1, "redis": 6, "nats": 3, "flashsale": 3, "nginx": 1}
+	for k, n := range want {
+		if counts[k] != n {
+			t.Errorf("%d %s rows, want %d: %+v", counts[k], k, n, st.Rows)
+		}
+	}
+	if code, s := devenv(t, append(flags, "status")...); code != 0 || !strings.Contains(s, "running (devenv pid "+strconv.Itoa(cmd.Process.Pid)) {
+		t.Errorf("status: %d %s", code, s)
+	}
+	if code, s := devenv(t, append(flags, "up")...); code != 1 || !strings.Contains(s, "already runs") {
+		t.Errorf("a second up: %d %s, want refused", code, s)
+	}
+	_, env := devenv(t, append(flags, "env")...)
+	if !strings.Contains(env, "FLASHSALE_REDIS_URL='redis-cluster://") || strings.Count(env, "nats://") != 3 {
+		t.Errorf("env: %s", env)
+	}
+
+	// A shopper buys through nginx: login, purchase token, purchase, and the order is written.
+	c := &http.Client{Timeout: 15 * time.Second}
+	do := func(method, path, bearer string, body any, hdr ...string) (int, http.Header, map[string]any) {
+		t.Helper()
+		var rd io.Reader
+		if body != nil {
+			b, _ := json.Marshal(body)
+			rd = bytes.NewReader(b)
+		}
+		req, _ := http.NewRequest(method, base+path, rd)
+		if body != nil {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		if bearer != "" {
+			req.Header.Set("Authorization", "Bearer "+bearer)
+		}
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		defer resp.Body.Close()
+		var m map[string]any
+		json.NewDecoder(resp.Body).Decode(&m)
+		return resp.StatusCode, resp.Header, m
+	}
+	code, _, m := do("POST", "/api/auth/login", "", map[string]string{"username": "alice", "password": "alice-pass"})
+	token, _ := m["token"].(string)
+	if code != 200 || token == "" {
+		t.Fatalf("login through nginx: %d %v", code, m)
+	}
+	var ptoken string
+	deadline = time.Now().Add(30 * time.Second)
+	for { // until the demo sale has started and its stock is loaded
+		code, _, m = do("POST", "/api/flash-sales/1/purchase-token", token, map[string]string{"captchaId": "any", "answer": "test"})
+		if ptoken, _ = m["purchaseToken"].(string); code == 200 && ptoken != "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("purchase token: %d %v", code, m)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	code, hdr, m := do("POST", "/api/flash-sales/items/1/purchase", token, nil, "X-Purchase-Token", ptoken)
+	orderID, _ := m["orderId"].(string)
+	if code != 202 || m["status"] != "QUEUED" || orderID == "" {
+		t.Fatalf("purchase through nginx: %d %v", code, m)
+	}
+	if cs := hdr.Get("X-Cache-Status"); cs != "" {
+		t.Errorf("the purchase answer has X-Cache-Status %q: it must not touch the cache", cs)
+	}
+	deadline = time.Now().Add(30 * time.Second)
+	for { // through NATS (R3) and the writer into Postgres
+		code, _, m = do("GET", "/api/flash-sales/orders/"+orderID, token, nil)
+		if code == 200 && m["status"] == "PENDING" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the order is not written: %d %v", code, m)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+
+	// The stock JSON carries X-Cache-Status, and a second request within its max-age=1 is a HIT.
+	hits := 0
+	for range 5 {
+		_, h1, m1 := do("GET", "/api/flash-sales/1/stock", "", nil)
+		_, h2, _ := do("GET", "/api/flash-sales/1/stock", "", nil)
+		if h1.Get("X-Cache-Status") == "" || m1["items"] == nil {
+			t.Fatalf("stock JSON through nginx: no X-Cache-Status (%v) or no items (%v)", h1, m1)
+		}
+		if h2.Get("X-Cache-Status") == "HIT" {
+			hits++
+		}
+	}
+	if hits == 0 {
+		t.Errorf("the stock JSON was never a cache HIT")
+	}
+
+	// down, from another process: the foreground devenv stops, and every process it listed.
+	code, s := devenv(t, append(flags, "down")...)
+	if code != 0 || !strings.Contains(s, "stopping the devenv") {
+		t.Fatalf("down: %d %s", code, s)
+	}
+	stopped = true
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Errorf("devenv up exited with %v after down", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("devenv up still runs a minute after down")
+	}
+	for _, r := range st.Rows {
+		if testenv.PIDAlive(r.PID) {
+			t.Errorf("%s (pid %d) still runs after down", r.Service, r.PID)
+		}
+	}
+	for _, w := range []string{"nginx: stopped", "flashsale: instances stopped", "nats cluster: stopped", "redis cluster: stopped", "postgres: stopped"} {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("devenv up's output lacks %q", w)
+		}
+	}
+	if _, err := os.Stat(statePath); !os.IsNotExist(err) {
+		t.Errorf("state file left after down: %v", err)
+	}
+	if code, s = devenv(t, append(flags, "status")...); code != 3 || !strings.Contains(s, "cluster: stopped") {
+		t.Errorf("status after down: %d %s", code, s)
+	}
+}
+
+// -bench leaves nginx's per-address limits out of the site config, and only those lines.
+func TestBenchNginxConf(t *testing.T) {
+	conf, err := benchNginxConf()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(conf, "limit_req zone=") {
+		t.Errorf("-bench config still limits per address")
+	}
+	for _, keep := range []string{"limit_req_zone", "proxy_cache flashsale;", "location ~ ^/api/flash-sales/items/[^/]+/purchase$"} {
+		if !strings.Contains(conf, keep) {
+			t.Errorf("-bench config lost %q", keep)
+		}
+	}
+}
