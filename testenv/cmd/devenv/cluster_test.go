@@ -253,3 +253,34 @@ func TestBenchNginxConf(t *testing.T) {
 		}
 	}
 }
+
+// make chaos CLUSTER=1 passes -cluster to devenv chaos, which sets FLASHSALE_CHAOS_CLUSTER=1 for
+// the suite (and only then: an inherited one is dropped).
+func TestChaosCluster(t *testing.T) {
+	for _, tc := range []struct {
+		vars string
+		want string
+	}{{"CLUSTER=1", " chaos -cluster all"}, {"", " chaos  all"}, {"CLUSTER=0", " chaos  all"}} {
+		args := []string{"-n", "-C", "../../..", "chaos"}
+		if tc.vars != "" {
+			args = append(args, tc.vars)
+		}
+		out, err := exec.Command("make", args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("make %v: %v\n%s", args, err, out)
+		}
+		if !strings.Contains(string(out), tc.want) {
+			t.Errorf("make chaos %s runs:\n%s\nwant %q", tc.vars, out, tc.want)
+		}
+	}
+	which, cluster := chaosArgs([]string{"-cluster", "01,12"})
+	env := strings.Join(chaosEnv([]string{"FLASHSALE_CHAOS_CLUSTER=1", "HOME=/x"}, which, cluster), " ")
+	if which != "01,12" || !cluster || env != "FLASHSALE_CHAOS=01,12 FLASHSALE_CHAOS_CLUSTER=1 HOME=/x" {
+		t.Errorf("chaos -cluster 01,12: %q %v %q", which, cluster, env)
+	}
+	which, cluster = chaosArgs([]string{"all"})
+	env = strings.Join(chaosEnv([]string{"FLASHSALE_CHAOS_CLUSTER=1", "HOME=/x"}, which, cluster), " ")
+	if cluster || env != "FLASHSALE_CHAOS=all HOME=/x" {
+		t.Errorf("chaos all: %v %q", cluster, env)
+	}
+}

@@ -127,11 +127,9 @@ func checkViews(stdout io.Writer) error {
 // to the log.
 var chaosLine = regexp.MustCompile(`^(=== RUN|\s*--- |ok|FAIL|PASS|panic)`)
 
-// chaos runs the fault suite (RELIABILITY.md): each scenario starts its own redis-server,
-// nats-server and three flashsale processes; Postgres is the set's when it answers (never stopped
-// here), else a private throwaway cluster. The table goes to tests/chaos/out/latest.{md,json}.
-func chaos(ctx context.Context, s *set, args []string, stdout io.Writer) error {
-	which, cluster := "all", false
+// chaosArgs reads chaos's arguments: [-cluster] [WHICH].
+func chaosArgs(args []string) (which string, cluster bool) {
+	which = "all"
 	for _, a := range args {
 		switch {
 		case a == "-cluster":
@@ -140,6 +138,31 @@ func chaos(ctx context.Context, s *set, args []string, stdout io.Writer) error {
 			which = a
 		}
 	}
+	return which, cluster
+}
+
+// chaosEnv is the suite's environment: environ less the settings chaos decides, then
+// FLASHSALE_CHAOS and, with cluster, FLASHSALE_CHAOS_CLUSTER=1 (the scenarios against the
+// clustered setup, issue 12).
+func chaosEnv(environ []string, which string, cluster bool) []string {
+	env := []string{"FLASHSALE_CHAOS=" + which}
+	if cluster {
+		env = append(env, "FLASHSALE_CHAOS_CLUSTER=1")
+	}
+	for _, kv := range environ {
+		if !strings.HasPrefix(kv, "FLASHSALE_TEST_DATABASE_URL=") && !strings.HasPrefix(kv, "FLASHSALE_CHAOS=") &&
+			!strings.HasPrefix(kv, "FLASHSALE_CHAOS_CLUSTER=") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// chaos runs the fault suite (RELIABILITY.md): each scenario starts its own redis-server,
+// nats-server and three flashsale processes; Postgres is the set's when it answers (never stopped
+// here), else a private throwaway cluster. The table goes to tests/chaos/out/latest.{md,json}.
+func chaos(ctx context.Context, s *set, args []string, stdout io.Writer) error {
+	which, cluster := chaosArgs(args)
 	out := filepath.Join("tests", "chaos", "out")
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
@@ -147,18 +170,10 @@ func chaos(ctx context.Context, s *set, args []string, stdout io.Writer) error {
 	for _, f := range []string{"latest.md", "latest.json"} {
 		os.Remove(filepath.Join(out, f))
 	}
-	env := []string{"FLASHSALE_CHAOS=" + which}
 	if cluster {
-		// the scenarios against the clustered setup (Redis Cluster, NATS cluster), issue 12
-		env = append(env, "FLASHSALE_CHAOS_CLUSTER=1")
 		fmt.Fprintln(stdout, "chaos: against the clustered setup (FLASHSALE_CHAOS_CLUSTER=1)")
 	}
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "FLASHSALE_TEST_DATABASE_URL=") && !strings.HasPrefix(kv, "FLASHSALE_CHAOS=") &&
-			!strings.HasPrefix(kv, "FLASHSALE_CHAOS_CLUSTER=") {
-			env = append(env, kv)
-		}
-	}
+	env := chaosEnv(os.Environ(), which, cluster)
 	if ping(ctx, s.adminDSN) == nil {
 		env = append(env, "FLASHSALE_TEST_DATABASE_URL="+s.adminDSN)
 	} else {
