@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -49,8 +50,19 @@ func clusterSet(cfg *config) (*set, error) {
 	pgCfg := *cfg
 	pgCfg.db = cfg.db + clusterDBSuffix
 	pg := localPostgres(&pgCfg)
-	rc := &redisClusterService{dir: filepath.Join(dir, "redis")}
-	nc := &natsClusterService{dir: filepath.Join(dir, "nats")}
+	var single bool
+	switch cfg.engines {
+	case "cluster":
+	case "single":
+		single = true
+	default:
+		return nil, fmt.Errorf("-engines %q: cluster or single", cfg.engines)
+	}
+	rc := &redisClusterService{dir: filepath.Join(dir, "redis"), single: single}
+	nc := &natsClusterService{dir: filepath.Join(dir, "nats"), nodes: 3}
+	if single {
+		nc = &natsClusterService{dir: filepath.Join(dir, "nats-single"), nodes: 1}
+	}
 	fs := &instancesService{cfg: cfg, dir: dir, dsn: pg.srv.DSN(pgCfg.db), redis: rc, nats: nc}
 	ng := &nginxService{cfg: cfg, dir: filepath.Join(dir, "nginx"), instances: fs}
 	admin := pg.srv.DSN("postgres")
@@ -220,9 +232,13 @@ func (s *set) statusForeground(out io.Writer) bool {
 
 // --- Redis Cluster -------------------------------------------------------------------------
 
+// redisClusterService is the Redis Cluster; with single (-engines single), one redis-server
+// instead (AOF, appendfsync everysec, as each cluster node).
 type redisClusterService struct {
-	dir string
-	c   *testenv.RedisCluster
+	dir    string
+	single bool
+	c      *testenv.RedisCluster
+	node   *testenv.RedisNode // single
 }
 
 func (r *redisClusterService) Name() string { return "redis cluster" }
@@ -231,6 +247,23 @@ func (r *redisClusterService) Up(ctx context.Context, out io.Writer) error {
 	// A node's nodes.conf names the ports of the last start: the cluster is created afresh.
 	if err := os.RemoveAll(r.dir); err != nil {
 		return err
+	}
+	if r.single {
+		bin, err := exec.LookPath("redis-server")
+		if err != nil {
+			return fmt.Errorf("redis-server not found (%v): run make deps", err)
+		}
+		port, err := testenv.FreeTCPPort()
+		if err != nil {
+			return err
+		}
+		r.node = &testenv.RedisNode{Bin: bin, Dir: r.dir, Port: port}
+		if err := r.node.Start(); err != nil {
+			r.node = nil
+			return err
+		}
+		fmt.Fprintf(out, "redis: one redis-server at %s (-engines single)\n", r.node.URL())
+		return nil
 	}
 	c, err := testenv.StartRedisCluster(ctx, r.dir, testenv.RedisClusterOptions{
 		Masters: 3, Replicas: 1,
@@ -247,6 +280,12 @@ func (r *redisClusterService) Up(ctx context.Context, out io.Writer) error {
 }
 
 func (r *redisClusterService) Down(out io.Writer) error {
+	if r.node != nil {
+		err := r.node.Stop()
+		r.node = nil
+		fmt.Fprintln(out, "redis: stopped")
+		return err
+	}
 	if r.c == nil {
 		return nil
 	}
@@ -257,17 +296,27 @@ func (r *redisClusterService) Down(out io.Writer) error {
 }
 
 func (r *redisClusterService) Status() (bool, string) {
-	if r.c == nil {
+	if r.c == nil && r.node == nil {
 		return false, "stopped"
 	}
-	return true, "running at " + r.c.URL()
+	return true, "running at " + r.URL()
 }
 
-func (r *redisClusterService) URL() string { return r.c.URL() }
+// URL is FLASHSALE_REDIS_URL for the instances.
+func (r *redisClusterService) URL() string {
+	if r.node != nil {
+		return r.node.URL()
+	}
+	return r.c.URL()
+}
 
-func (r *redisClusterService) Env() []string { return []string{"FLASHSALE_REDIS_URL=" + r.c.URL()} }
+func (r *redisClusterService) Env() []string { return []string{"FLASHSALE_REDIS_URL=" + r.URL()} }
 
 func (r *redisClusterService) Rows() []row {
+	if r.node != nil {
+		pid, _ := r.node.RunningPID()
+		return []row{{"redis", r.node.Addr(), pid, r.node.LogPath()}}
+	}
 	var rows []row
 	for i, n := range r.c.Nodes {
 		role := "?"
@@ -284,24 +333,116 @@ func (r *redisClusterService) Rows() []row {
 // --- NATS cluster --------------------------------------------------------------------------
 
 type natsClusterService struct {
-	dir string
-	c   *testenv.NATSCluster
+	dir   string
+	nodes int // 3, or 1 with -engines single: one nats-server outside any cluster
+	c     *testenv.NATSCluster
+	one   *natsSingle
+}
+
+// natsSingle is one standalone nats-server with JetStream (sync_interval: always), for
+// -engines single: a cluster of one would wait for routes to peers that do not exist.
+type natsSingle struct {
+	port, http int
+	log        string
+	cmd        *exec.Cmd
+	done       chan struct{}
+}
+
+func startNATSSingle(dir string) (*natsSingle, error) {
+	bin, err := testenv.BuildNATSServer("")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	n := &natsSingle{log: filepath.Join(dir, "nats.log")}
+	for _, p := range []*int{&n.port, &n.http} {
+		if *p, err = testenv.FreeTCPPort(); err != nil {
+			return nil, err
+		}
+	}
+	conf := filepath.Join(dir, "nats.conf")
+	if err := os.WriteFile(conf, fmt.Appendf(nil, "server_name: n1\nlisten: 127.0.0.1:%d\nhttp: 127.0.0.1:%d\njetstream {\n  store_dir: %q\n  sync_interval: always\n}\n",
+		n.port, n.http, filepath.Join(dir, "js")), 0o644); err != nil {
+		return nil, err
+	}
+	logf, err := os.OpenFile(n.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
+	n.cmd = exec.Command(bin, "-c", conf)
+	n.cmd.Stdout, n.cmd.Stderr = logf, logf
+	if err := testenv.StartCmd(n.cmd); err != nil {
+		return nil, err
+	}
+	n.done = make(chan struct{})
+	go func() { n.cmd.Wait(); close(n.done) }()
+	healthy := func() bool {
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/healthz", n.http))
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}
+	if !waitFor(context.Background(), 30*time.Second, healthy) {
+		n.stop()
+		return nil, fmt.Errorf("nats-server not healthy\n%s", tail(n.log))
+	}
+	return n, nil
+}
+
+func (n *natsSingle) url() string { return "nats://127.0.0.1:" + strconv.Itoa(n.port) }
+
+func (n *natsSingle) stop() {
+	n.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-n.done:
+	case <-time.After(10 * time.Second):
+		n.cmd.Process.Kill()
+		<-n.done
+	}
+}
+
+// URLs is FLASHSALE_NATS_URL for the instances.
+func (n *natsClusterService) URLs() string {
+	if n.one != nil {
+		return n.one.url()
+	}
+	return n.c.URLs()
 }
 
 func (n *natsClusterService) Name() string { return "nats cluster" }
 
 func (n *natsClusterService) Up(ctx context.Context, out io.Writer) error {
-	fmt.Fprintln(out, "nats cluster: building nats-server (once per version) and starting 3 nodes")
-	c, err := testenv.StartNATSCluster(n.dir, 3, nil)
+	if n.nodes == 1 {
+		one, err := startNATSSingle(n.dir)
+		if err != nil {
+			return err
+		}
+		n.one = one
+		fmt.Fprintf(out, "nats: one nats-server with JetStream at %s (-engines single)\n", one.url())
+		return nil
+	}
+	fmt.Fprintf(out, "nats cluster: building nats-server (once per version) and starting %d node(s)\n", n.nodes)
+	c, err := testenv.StartNATSCluster(n.dir, n.nodes, nil)
 	if err != nil {
 		return err
 	}
 	n.c = c
-	fmt.Fprintf(out, "nats cluster: 3 nodes with JetStream at %s\n", c.URLs())
+	fmt.Fprintf(out, "nats cluster: %d node(s) with JetStream at %s\n", n.nodes, c.URLs())
 	return nil
 }
 
 func (n *natsClusterService) Down(out io.Writer) error {
+	if n.one != nil {
+		n.one.stop()
+		n.one = nil
+		fmt.Fprintln(out, "nats: stopped")
+		return nil
+	}
 	if n.c == nil {
 		return nil
 	}
@@ -312,15 +453,18 @@ func (n *natsClusterService) Down(out io.Writer) error {
 }
 
 func (n *natsClusterService) Status() (bool, string) {
-	if n.c == nil {
+	if n.c == nil && n.one == nil {
 		return false, "stopped"
 	}
-	return true, "running at " + n.c.URLs()
+	return true, "running at " + n.URLs()
 }
 
-func (n *natsClusterService) Env() []string { return []string{"FLASHSALE_NATS_URL=" + n.c.URLs()} }
+func (n *natsClusterService) Env() []string { return []string{"FLASHSALE_NATS_URL=" + n.URLs()} }
 
 func (n *natsClusterService) Rows() []row {
+	if n.one != nil {
+		return []row{{"nats", fmt.Sprintf("%s (monitor :%d)", n.one.url(), n.one.http), n.one.cmd.Process.Pid, n.one.log}}
+	}
 	var rows []row
 	for i, node := range n.c.Nodes {
 		rows = append(rows, row{"nats " + node.Name, fmt.Sprintf("%s (monitor :%d)", node.URL(), node.HTTPPort), n.c.PID(i), node.Log})
@@ -385,9 +529,9 @@ func (f *instancesService) instanceEnv(i int, in *instance) []string {
 		"FLASHSALE_METRICS_ADDR="+in.metrics,
 		"FLASHSALE_DATA_DIR="+in.dir,
 		"FLASHSALE_DATABASE_URL="+f.dsn,
-		"FLASHSALE_REDIS_URL="+f.redis.c.URL(),
-		"FLASHSALE_NATS_URL="+f.nats.c.URLs(),
-		"FLASHSALE_NATS_REPLICAS=3",
+		"FLASHSALE_REDIS_URL="+f.redis.URL(),
+		"FLASHSALE_NATS_URL="+f.nats.URLs(),
+		"FLASHSALE_NATS_REPLICAS="+strconv.Itoa(f.nats.nodes),
 		"FLASHSALE_TRUSTED_PROXIES=127.0.0.1",
 	)
 	if i > 0 {
