@@ -39,9 +39,6 @@ import (
 // JetStream store, kept), flashsale1..3/ (each instance's data dir and log), nginx/ (config,
 // cache, logs).
 
-// clusterInstances is how many flashsale instances the cluster set runs.
-const clusterInstances = 3
-
 // clusterDBSuffix names the cluster set's database: PG_DB plus this.
 const clusterDBSuffix = "_cluster"
 
@@ -50,6 +47,9 @@ func clusterSet(cfg *config) (*set, error) {
 	pgCfg := *cfg
 	pgCfg.db = cfg.db + clusterDBSuffix
 	pg := localPostgres(&pgCfg)
+	if cfg.instances < 1 || cfg.instances > 16 {
+		return nil, fmt.Errorf("-instances %d: 1 to 16", cfg.instances)
+	}
 	var single bool
 	switch cfg.engines {
 	case "cluster":
@@ -548,7 +548,7 @@ func (f *instancesService) Up(ctx context.Context, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	for i := range clusterInstances {
+	for i := range f.cfg.instances {
 		in := &instance{dir: filepath.Join(f.dir, fmt.Sprintf("flashsale%d", i+1))}
 		in.log = filepath.Join(in.dir, "flashsale.log")
 		for _, a := range []*string{&in.addr, &in.metrics} {

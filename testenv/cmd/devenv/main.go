@@ -81,6 +81,7 @@ type config struct {
 	bench        bool
 	flashsaleBin string
 	engines      string // "cluster", or "single": one redis-server and one nats-server
+	instances    int
 }
 
 func main() {
@@ -107,6 +108,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.clusterPort, "cluster-port", envInt("CLUSTER_PORT", 8080), "cluster set: nginx's port ($CLUSTER_PORT)")
 	fs.BoolVar(&cfg.bench, "bench", false, "cluster set: for benchmarks only: FLASHSALE_RATE_LIMITS=off, FLASHSALE_CAPTCHA=test, nginx without its per-address limit_req")
 	fs.StringVar(&cfg.engines, "engines", "cluster", "cluster set: cluster (Redis Cluster, 3 NATS nodes, R3), or single (one redis-server, one nats-server, R1: the same three instances on one engine each, to measure what the clusters cost)")
+	fs.IntVar(&cfg.instances, "instances", 3, "cluster set: how many flashsale instances nginx sends to")
 	fs.StringVar(&cfg.flashsaleBin, "flashsale", "", "cluster set: the flashsale binary the instances run (default: go build into DATA/cluster/bin)")
 	if err := fs.Parse(args); err != nil {
 		return 2
