@@ -127,6 +127,13 @@ func (s *set) serveForeground(ctx context.Context, out io.Writer) error {
 	if pid := st.holder(); pid != 0 {
 		return fmt.Errorf("the set already runs (devenv pid %d): stop it with Ctrl-C there, or devenv -set cluster down", pid)
 	}
+	for _, svc := range s.services {
+		if p, ok := svc.(interface{ preflight() error }); ok {
+			if err := p.preflight(); err != nil {
+				return fmt.Errorf("%s: %w", svc.Name(), err)
+			}
+		}
+	}
 	if err := os.MkdirAll(filepath.Dir(st.path), 0o755); err != nil {
 		return err
 	}
@@ -674,11 +681,24 @@ func benchNginxConf() (string, error) {
 	return conf, nil
 }
 
-func (g *nginxService) Up(ctx context.Context, out io.Writer) error {
+// preflight refuses, before anything starts, a missing nginx or a port another server holds.
+func (g *nginxService) preflight() error {
+	if _, err := exec.LookPath("nginx"); err != nil {
+		if _, err := os.Stat("/usr/sbin/nginx"); err != nil {
+			return errors.New("nginx not found: make cluster installs it (Debian package nginx-light; or make deps-test)")
+		}
+	}
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(g.cfg.clusterPort))
 	if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
 		c.Close()
 		return fmt.Errorf("port %d is taken by another server: set CLUSTER_PORT (devenv -cluster-port)", g.cfg.clusterPort)
+	}
+	return nil
+}
+
+func (g *nginxService) Up(ctx context.Context, out io.Writer) error {
+	if err := g.preflight(); err != nil {
+		return err
 	}
 	conf := ""
 	if g.cfg.bench {

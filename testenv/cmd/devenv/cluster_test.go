@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,12 +37,21 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// The cluster set (make cluster): devenv -set cluster up, as a process of its own, starts
-// Postgres, a Redis Cluster, a NATS cluster, three instances and nginx, and says what runs
-// where; a shopper buys through nginx and the order is written; the stock JSON comes from
-// nginx's cache; down from another process stops the foreground devenv, which stops every
-// process it listed.
-func TestClusterSetUpBuyDown(t *testing.T) {
+// runningCluster is a devenv -set cluster up run as a process of its own, until stop.
+type runningCluster struct {
+	flags  []string
+	base   string // nginx's URL
+	cmd    *exec.Cmd
+	out    *syncBuffer
+	exited chan error
+	state  stateFile
+	path   string // the state file
+}
+
+// startCluster builds devenv and runs `devenv -set cluster EXTRA... up` on a data folder and
+// ports of the test's own, with env added to its environment, until the table is out.
+func startCluster(t *testing.T, extra []string, env ...string) *runningCluster {
+	t.Helper()
 	if _, err := testenv.PGBinDir("15"); err != nil {
 		t.Fatalf("%v", err)
 	}
@@ -53,53 +64,61 @@ func TestClusterSetUpBuyDown(t *testing.T) {
 		os.Chmod(filepath.Dir(data), 0o755) // the postgres OS user must reach it
 	}
 	pgPort, port := testenv.FreePort(t), testenv.FreePort(t)
-	flags := []string{"-data", data, "-pg-port", strconv.Itoa(pgPort), "-pg-version", "15", "-db", "devdb",
-		"-set", "cluster", "-cluster-port", strconv.Itoa(port)}
-	base := "http://127.0.0.1:" + strconv.Itoa(port)
-
-	var out syncBuffer
-	cmd := exec.Command(bin, append(flags, "up")...)
-	// the test captcha and a demo sale that starts at once (a user's setting wins over the set's
-	// defaults)
-	cmd.Env = append(os.Environ(), "FLASHSALE_CAPTCHA=test", "FLASHSALE_DEMO_START_DELAY=1s")
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := testenv.StartCmd(cmd); err != nil {
+	rc := &runningCluster{
+		flags: append([]string{"-data", data, "-pg-port", strconv.Itoa(pgPort), "-pg-version", "15", "-db", "devdb",
+			"-set", "cluster", "-cluster-port", strconv.Itoa(port)}, extra...),
+		base:   "http://127.0.0.1:" + strconv.Itoa(port),
+		out:    &syncBuffer{},
+		exited: make(chan error, 1),
+		path:   filepath.Join(data, "cluster", "state.json"),
+	}
+	rc.cmd = exec.Command(bin, append(slices.Clone(rc.flags), "up")...)
+	rc.cmd.Env = append(os.Environ(), env...)
+	rc.cmd.Stdout, rc.cmd.Stderr = rc.out, rc.out
+	if err := testenv.StartCmd(rc.cmd); err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	go func() { rc.exited <- rc.cmd.Wait() }()
 	stopped := false
 	t.Cleanup(func() {
+		select {
+		case <-rc.exited:
+			stopped = true
+		default:
+		}
 		if !stopped {
-			devenv(t, append(flags, "down")...)
-			<-exited
+			devenv(t, append(slices.Clone(rc.flags), "down")...)
+			<-rc.exited
 		}
 		if t.Failed() {
-			t.Logf("devenv output:\n%s", out.String())
+			t.Logf("devenv output:\n%s", rc.out.String())
 		}
 	})
-
-	// up: the table, once everything answers
-	statePath := filepath.Join(data, "cluster", "state.json")
-	var st stateFile
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		if b, err := os.ReadFile(statePath); err == nil && json.Unmarshal(b, &st) == nil && st.PID == cmd.Process.Pid {
+		if b, err := os.ReadFile(rc.path); err == nil && json.Unmarshal(b, &rc.state) == nil && rc.state.PID == rc.cmd.Process.Pid {
 			break
 		}
 		select {
-		case err := <-exited:
-			t.Fatalf("devenv up exited: %v\n%s", err, out.String())
+		case err := <-rc.exited:
+			rc.exited <- err
+			t.Fatalf("devenv up exited: %v\n%s", err, rc.out.String())
 		case <-time.After(100 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("devenv up: no state after 2 minutes\n%s", out.String())
+			t.Fatalf("devenv up: no state after 2 minutes\n%s", rc.out.String())
 		}
 	}
-	waitFor(t.Context(), 5*time.Second, func() bool { return strings.Contains(out.String(), "serving on "+base) })
-	table := out.String()
+	waitFor(t.Context(), 5*time.Second, func() bool { return strings.Contains(rc.out.String(), "serving on "+rc.base) })
+	return rc
+}
+
+// checkRows checks the table: want rows of each kind, each with a live pid shown in the output.
+func (rc *runningCluster) checkRows(t *testing.T, want map[string]int) {
+	t.Helper()
+	table := rc.out.String()
 	counts := map[string]int{}
-	for _, r := range st.Rows {
+	for _, r := range rc.state.Rows {
 		counts[strings.Fields(r.Service)[0]]++
 		if r.PID <= 0 || !testenv.PIDAlive(r.PID) || r.Log == "" || r.Address == "" {
 			t.Errorf("row %+v: want a live pid, an address and a log", r)
@@ -108,12 +127,54 @@ func TestClusterSetUpBuyDown(t *testing.T) {
 			t.Errorf("the table does not show pid %d (%s)", r.PID, r.Service)
 		}
 	}
-	want := map[string]int{"postgres": 1, "redis": 6, "nats": 3, "flashsale": 3, "nginx": 1}
 	for k, n := range want {
 		if counts[k] != n {
-			t.Errorf("%d %s rows, want %d: %+v", counts[k], k, n, st.Rows)
+			t.Errorf("%d %s rows, want %d: %+v", counts[k], k, n, rc.state.Rows)
 		}
 	}
+}
+
+// down stops the set from another process (devenv down) and checks that the foreground devenv
+// exits and every process of the table is gone.
+func (rc *runningCluster) down(t *testing.T) {
+	t.Helper()
+	code, s := devenv(t, append(slices.Clone(rc.flags), "down")...)
+	if code != 0 || !strings.Contains(s, "stopping the devenv") {
+		t.Fatalf("down: %d %s", code, s)
+	}
+	select {
+	case err := <-rc.exited:
+		rc.exited <- err
+		if err != nil {
+			t.Errorf("devenv up exited with %v after down", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("devenv up still runs a minute after down")
+	}
+	for _, r := range rc.state.Rows {
+		if testenv.PIDAlive(r.PID) {
+			t.Errorf("%s (pid %d) still runs after down", r.Service, r.PID)
+		}
+	}
+	if _, err := os.Stat(rc.path); !os.IsNotExist(err) {
+		t.Errorf("state file left after down: %v", err)
+	}
+	if code, s = devenv(t, append(slices.Clone(rc.flags), "status")...); code != 3 || !strings.Contains(s, "cluster: stopped") {
+		t.Errorf("status after down: %d %s", code, s)
+	}
+}
+
+// The cluster set (make cluster): devenv -set cluster up, as a process of its own, starts
+// Postgres, a Redis Cluster, a NATS cluster, three instances and nginx, and says what runs
+// where; a shopper buys through nginx and the order is written; the stock JSON comes from
+// nginx's cache; down from another process stops the foreground devenv, which stops every
+// process it listed.
+func TestClusterSetUpBuyDown(t *testing.T) {
+	// the test captcha and a demo sale that starts at once (a user's setting wins over the
+	// set's defaults)
+	rc := startCluster(t, nil, "FLASHSALE_CAPTCHA=test", "FLASHSALE_DEMO_START_DELAY=1s")
+	flags, base, out, cmd := rc.flags, rc.base, rc.out, rc.cmd
+	rc.checkRows(t, map[string]int{"postgres": 1, "redis": 6, "nats": 3, "flashsale": 3, "nginx": 1})
 	if code, s := devenv(t, append(flags, "status")...); code != 0 || !strings.Contains(s, "running (devenv pid "+strconv.Itoa(cmd.Process.Pid)) {
 		t.Errorf("status: %d %s", code, s)
 	}
@@ -159,7 +220,7 @@ func TestClusterSetUpBuyDown(t *testing.T) {
 		t.Fatalf("login through nginx: %d %v", code, m)
 	}
 	var ptoken string
-	deadline = time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for { // until the demo sale has started and its stock is loaded
 		code, _, m = do("POST", "/api/flash-sales/1/purchase-token", token, map[string]string{"captchaId": "any", "answer": "test"})
 		if ptoken, _ = m["purchaseToken"].(string); code == 200 && ptoken != "" {
@@ -207,35 +268,40 @@ func TestClusterSetUpBuyDown(t *testing.T) {
 	}
 
 	// down, from another process: the foreground devenv stops, and every process it listed.
-	code, s := devenv(t, append(flags, "down")...)
-	if code != 0 || !strings.Contains(s, "stopping the devenv") {
-		t.Fatalf("down: %d %s", code, s)
-	}
-	stopped = true
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Errorf("devenv up exited with %v after down", err)
-		}
-	case <-time.After(time.Minute):
-		t.Fatal("devenv up still runs a minute after down")
-	}
-	for _, r := range st.Rows {
-		if testenv.PIDAlive(r.PID) {
-			t.Errorf("%s (pid %d) still runs after down", r.Service, r.PID)
-		}
-	}
+	rc.down(t)
 	for _, w := range []string{"nginx: stopped", "flashsale: instances stopped", "nats cluster: stopped", "redis cluster: stopped", "postgres: stopped"} {
 		if !strings.Contains(out.String(), w) {
 			t.Errorf("devenv up's output lacks %q", w)
 		}
 	}
-	if _, err := os.Stat(statePath); !os.IsNotExist(err) {
-		t.Errorf("state file left after down: %v", err)
+}
+
+// -engines single -instances 2 -bench: two instances behind nginx on one redis-server and one
+// nats-server, set up for a load test (test captcha, rate limits off, no limit_req): a purchase
+// token through nginx, then down leaves nothing running.
+func TestClusterSetSingleEngines(t *testing.T) {
+	rc := startCluster(t, []string{"-engines", "single", "-instances", "2", "-bench"})
+	rc.checkRows(t, map[string]int{"postgres": 1, "redis": 1, "nats": 1, "flashsale": 2, "nginx": 1})
+	_, env := devenv(t, append(slices.Clone(rc.flags), "env")...)
+	if !strings.Contains(env, "FLASHSALE_REDIS_URL='redis://") || strings.Count(env, "nats://") != 1 {
+		t.Errorf("env: %s", env)
 	}
-	if code, s = devenv(t, append(flags, "status")...); code != 3 || !strings.Contains(s, "cluster: stopped") {
-		t.Errorf("status after down: %d %s", code, s)
+	conf, err := os.ReadFile(filepath.Join(filepath.Dir(rc.path), "nginx", "flashsale.conf"))
+	if err != nil || strings.Contains(string(conf), "limit_req zone=") || strings.Count(string(conf), "max_fails=3") != 2 {
+		t.Errorf("-bench nginx config (err %v): want two upstreams and no limit_req:\n%s", err, conf)
 	}
+	// 25 requests at once from one address: nginx's limit_req (burst 10) would refuse some
+	for i := range 25 {
+		resp, err := http.Post(rc.base+"/api/flash-sales/1/captcha", "application/json", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusTooManyRequests {
+			t.Fatalf("request %d: 429 with -bench", i)
+		}
+	}
+	rc.down(t)
 }
 
 // -bench leaves nginx's per-address limits out of the site config, and only those lines.
@@ -282,5 +348,45 @@ func TestChaosCluster(t *testing.T) {
 	env = strings.Join(chaosEnv([]string{"FLASHSALE_CHAOS_CLUSTER=1", "HOME=/x"}, which, cluster), " ")
 	if cluster || env != "FLASHSALE_CHAOS=all HOME=/x" {
 		t.Errorf("chaos all: %v %q", cluster, env)
+	}
+}
+
+// The cluster set's flags are checked before anything starts.
+func TestClusterSetFlags(t *testing.T) {
+	data := filepath.Join(t.TempDir(), ".data")
+	for _, tc := range []struct {
+		flags []string
+		want  string
+	}{
+		{[]string{"-engines", "sharded"}, `-engines "sharded": cluster or single`},
+		{[]string{"-instances", "0"}, "-instances 0: 1 to 16"},
+	} {
+		code, out := devenv(t, append([]string{"-data", data, "-set", "cluster"}, append(tc.flags, "up")...)...)
+		if code != 1 || !strings.Contains(out, tc.want) {
+			t.Errorf("%v: %d %q, want %q", tc.flags, code, out, tc.want)
+		}
+	}
+	// nginx's port taken: refused at once, with what to set, before anything starts
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	code, out := devenv(t, "-data", data, "-pg-port", strconv.Itoa(testenv.FreePort(t)), "-set", "cluster", "-cluster-port", port, "up")
+	if code != 1 || !strings.Contains(out, "port "+port+" is taken by another server: set CLUSTER_PORT") || strings.Contains(out, "postgres") {
+		t.Errorf("up on a taken port: %d %q", code, out)
+	}
+	if _, err := os.Stat(filepath.Join(data, "cluster")); !os.IsNotExist(err) {
+		t.Errorf("a refused set created %s (%v)", filepath.Join(data, "cluster"), err)
 	}
 }
