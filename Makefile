@@ -9,8 +9,12 @@ PG_VERSION ?= 15
 PG_DB ?= flashsale
 BENCH_PORT ?= 8080
 BENCH_ARGS ?= rush -runs 3 -json bench-results/latest.json
-# make chaos: every scenario (CHAOS=01,12 picks some)
+# make chaos: every scenario (CHAOS=01,12 picks some); CLUSTER=1: against the clustered setup
 CHAOS ?= all
+CLUSTER ?=
+# make cluster: nginx's port; CLUSTER_ARGS=-bench sets it up for a load test (benchmarks only)
+CLUSTER_PORT ?= 8080
+CLUSTER_ARGS ?=
 
 # Recipes call make through this variable, not $(MAKE) directly: a recipe line naming $(MAKE) is
 # run even under `make -n`, which would start the services.
@@ -20,7 +24,7 @@ DEVENV := .data/bin/devenv
 DEV := $(DEVENV) -data $(CURDIR)/.data -redis-port $(REDIS_PORT) -pg-port $(PG_PORT) -pg-version $(PG_VERSION) -db $(PG_DB)
 
 .DEFAULT_GOAL := help
-.PHONY: help deps deps-test services stop run test test-steps chaos build bench docker-check fmt generate clean FORCE
+.PHONY: help deps deps-test services stop run cluster test test-steps chaos build bench docker-check fmt generate clean FORCE
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -50,6 +54,9 @@ run: deps ## start the services and serve in the foreground (Ctrl-C stops the se
 	go build -o .data/bin/flashsale .
 	@$(DEV) with -- .data/bin/flashsale serve
 
+cluster: $(DEVENV) ## Redis Cluster, NATS cluster, 3 instances, nginx on :8080, in the foreground (Ctrl-C stops all)
+	@$(DEV) deps -cluster && $(DEV) -set cluster -cluster-port $(CLUSTER_PORT) $(CLUSTER_ARGS) up
+
 test: deps-test ## start the services, check generated views, vet, run all tests, stop the services
 	@$(DEV) with -- $(SUBMAKE) test-steps
 
@@ -61,7 +68,7 @@ test-steps: $(DEVENV)
 	go test -count=1 -timeout 20m ./...
 
 chaos: deps-test ## the fault suite: kill -9, SIGSTOP and restarts under load, every scenario (up to 15 min)
-	@$(DEV) chaos $(CHAOS)
+	@$(DEV) chaos $(if $(filter-out 0,$(CLUSTER)),-cluster) $(CHAOS)
 
 build: ## build the ./flashsale binary
 	CGO_ENABLED=0 go build -o flashsale .

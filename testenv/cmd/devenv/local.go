@@ -20,7 +20,24 @@ import (
 // `make test` use.
 func localSet(cfg *config) (*set, error) {
 	r := &redisService{node: testenv.RedisNode{Dir: filepath.Join(cfg.data, "redis"), Port: cfg.redisPort}}
-	p := &postgresService{cfg: cfg, srv: &testenv.PGServer{
+	p := localPostgres(cfg)
+	admin := p.srv.DSN("postgres")
+	return &set{
+		services: []service{r, p},
+		env: []string{
+			"FLASHSALE_DATABASE_URL=" + p.srv.DSN(cfg.db),
+			"FLASHSALE_REDIS_URL=" + r.node.URL(),
+			// an admin connection: the tests create one database per test in this cluster
+			"FLASHSALE_TEST_DATABASE_URL=" + admin,
+		},
+		adminDSN: admin,
+	}, nil
+}
+
+// localPostgres is the Postgres cluster under cfg.data, with the database cfg.db: the local
+// set's, and the cluster set's (with a database of its own).
+func localPostgres(cfg *config) *postgresService {
+	return &postgresService{cfg: cfg, srv: &testenv.PGServer{
 		Bin:       cfg.pgBin,
 		Data:      filepath.Join(cfg.data, "pg"),
 		Port:      cfg.pgPort,
@@ -33,17 +50,6 @@ func localSet(cfg *config) (*set, error) {
 		Detached:     true,
 		StartTimeout: 2 * time.Minute,
 	}}
-	admin := p.srv.DSN("postgres")
-	return &set{
-		services: []service{r, p},
-		env: []string{
-			"FLASHSALE_DATABASE_URL=" + p.srv.DSN(cfg.db),
-			"FLASHSALE_REDIS_URL=" + r.node.URL(),
-			// an admin connection: the tests create one database per test in this cluster
-			"FLASHSALE_TEST_DATABASE_URL=" + admin,
-		},
-		adminDSN: admin,
-	}, nil
 }
 
 // redisService is the redis-server of the local set (AOF, appendfsync everysec).

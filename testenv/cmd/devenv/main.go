@@ -31,23 +31,33 @@ const usage = `usage: devenv [flags] VERB [ARGS]
 
 The local services (the set "local": redis-server and a Postgres cluster under -data, on
 loopback ports that do not clash with a system Redis or Postgres), persistent across runs.
+The set "cluster" (-set cluster, make cluster) is the multi-engine setup on this machine: the
+same Postgres (database PG_DB_cluster), a Redis Cluster (3 masters, 3 replicas), a 3-node NATS
+cluster, three flashsale instances and nginx on -cluster-port; its up runs in the foreground
+until Ctrl-C or TERM, then stops everything; state under -data/cluster/.
 
 verbs:
   up            start the services that do not run yet and wait until they answer; create the
-                database (-db); idempotent: a running service is left as it is
-  down          stop the services of -data (quiet when none runs)
+                database (-db); idempotent: a running service is left as it is (-set cluster:
+                start all, print what runs where, wait for Ctrl-C or TERM, stop all)
+  down          stop the services of -data (quiet when none runs; -set cluster: stop the devenv
+                running it, which stops everything)
   status        say which services run; exit status 3 when one does not
   env           print the FLASHSALE_* settings that point flashsale and the tests at the services
   dropdbs       drop the per-test databases (t_…) interrupted test runs left behind
   with -- CMD   up, run CMD (with the settings of env, where not set already) in a process group of
                 its own, pass Ctrl-C and TERM on to it, then down; exit with CMD's status
-  deps [-test]  install with apt-get what is missing: what serving needs (redis-server,
-                redis-tools, postgresql-PG_VERSION) and with -test what the tests also need
-                (chromium, chromium-driver, nginx-light; fonts-noto-cjk as best effort)
+  deps [-test] [-cluster]
+                install with apt-get what is missing: what serving needs (redis-server,
+                redis-tools, postgresql-PG_VERSION), with -cluster also nginx-light, and with
+                -test what the tests also need (chromium, chromium-driver, nginx-light;
+                fonts-noto-cjk as best effort)
   checkviews    fail when views/*_templ.go differ from what go tool templ generate wrote, or are
                 not committed (in a git checkout only)
-  chaos [WHICH] the fault suite (tests/chaos), on this Postgres when it answers; WHICH as in
-                FLASHSALE_CHAOS (all, or 01,12); log in tests/chaos/out/run.log
+  chaos [-cluster] [WHICH]
+                the fault suite (tests/chaos), on this Postgres when it answers; WHICH as in
+                FLASHSALE_CHAOS (all, or 01,12); -cluster: against the clustered setup
+                (FLASHSALE_CHAOS_CLUSTER=1); log in tests/chaos/out/run.log
   bench [ARGS]  benchmark (go run ./bench ARGS) a flashsale built and started on -bench-port with
                 rate limits off, unless one answers there already; results in bench-results/
   docker-check  build the binary exactly as the Dockerfile does, in a copy of the build context
@@ -65,6 +75,13 @@ type config struct {
 	pgBin     string
 	db        string
 	benchPort int
+
+	// the cluster set
+	clusterPort  int
+	bench        bool
+	flashsaleBin string
+	engines      string // "cluster", or "single": one redis-server and one nats-server
+	instances    int
 }
 
 func main() {
@@ -88,6 +105,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&cfg.pgBin, "pg-bin", os.Getenv("PG_BIN"), "Postgres server binaries ($PG_BIN; default /usr/lib/postgresql/VERSION/bin)")
 	fs.StringVar(&cfg.db, "db", envStr("PG_DB", "flashsale"), "the database flashsale uses ($PG_DB)")
 	fs.IntVar(&cfg.benchPort, "bench-port", envInt("BENCH_PORT", 8080), "bench: the server's port ($BENCH_PORT)")
+	fs.IntVar(&cfg.clusterPort, "cluster-port", envInt("CLUSTER_PORT", 8080), "cluster set: nginx's port ($CLUSTER_PORT)")
+	fs.BoolVar(&cfg.bench, "bench", false, "cluster set: for benchmarks only: FLASHSALE_RATE_LIMITS=off, FLASHSALE_CAPTCHA=test, nginx without its per-address limit_req")
+	fs.StringVar(&cfg.engines, "engines", "cluster", "cluster set: cluster (Redis Cluster, 3 NATS nodes, R3), or single (one redis-server, one nats-server, R1: the same three instances on one engine each, to measure what the clusters cost)")
+	fs.IntVar(&cfg.instances, "instances", 3, "cluster set: how many flashsale instances nginx sends to")
+	fs.StringVar(&cfg.flashsaleBin, "flashsale", "", "cluster set: the flashsale binary the instances run (default: go build into DATA/cluster/bin)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -105,7 +127,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	// Verbs that need no service set.
 	switch verb {
 	case "deps":
-		err = deps(cfg, slices.Contains(rest, "-test"), stdout, stderr)
+		err = deps(cfg, slices.Contains(rest, "-test"), slices.Contains(rest, "-cluster"), stdout, stderr)
 		return exitCode(err, stderr)
 	case "checkviews":
 		return exitCode(checkViews(stdout), stderr)
@@ -124,6 +146,23 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if s.foreground != nil {
+		switch verb {
+		case "up":
+			return exitCode(s.serveForeground(ctx, stdout), stderr)
+		case "down":
+			return exitCode(s.downForeground(stdout), stderr)
+		case "status":
+			if !s.statusForeground(stdout) {
+				return 3
+			}
+			return 0
+		case "env":
+			if st, ok := s.foreground.read(); ok && s.foreground.holder() != 0 {
+				s.env = st.Env
+			}
+		}
+	}
 	switch verb {
 	case "up":
 		return exitCode(s.up(ctx, stdout), stderr)
@@ -191,16 +230,18 @@ type service interface {
 // FLASHSALE_* settings that point flashsale and the tests at them.
 type set struct {
 	services []service
-	env      []string // NAME=value
+	env      []string // NAME=value; a service that is an envProvider adds its own once up
 	adminDSN string   // the Postgres admin DSN (dropdbs, chaos)
+	// foreground is set for a set whose servers are children of devenv (cluster.go): up runs
+	// in the foreground until Ctrl-C, status and down go through its state file.
+	foreground *clusterState
 }
 
-// sets are the service sets -set chooses from, each built from the flags. A set for the
-// multi-engine setup of `make cluster` (Redis Cluster, a NATS cluster, nginx and three flashsale
-// instances, on testenv's cluster helpers) is one more entry here: a function returning its
-// services and settings; up, down, status, env and with work on it unchanged.
+// sets are the service sets -set chooses from, each built from the flags: a function returning
+// its services and settings; up, down, status, env and with work on each.
 var sets = map[string]func(cfg *config) (*set, error){
-	"local": localSet,
+	"local":   localSet,
+	"cluster": clusterSet,
 }
 
 func setNames() []string {
@@ -216,6 +257,9 @@ func (s *set) up(ctx context.Context, out io.Writer) error {
 	for _, svc := range s.services {
 		if err := svc.Up(ctx, out); err != nil {
 			return fmt.Errorf("%s: %w", svc.Name(), err)
+		}
+		if e, ok := svc.(envProvider); ok {
+			s.env = append(s.env, e.Env()...)
 		}
 	}
 	return nil

@@ -144,8 +144,8 @@ func TestLocalSetRefuses(t *testing.T) {
 	if code != 1 || !strings.Contains(out, "port "+port+" is taken by another Redis: set REDIS_PORT") {
 		t.Fatalf("up on another Redis's port: %d %q", code, out)
 	}
-	if code, out = devenv(t, "-set", "cluster", "up"); code != 2 || !strings.Contains(out, `no service set "cluster"`) {
-		t.Fatalf("-set cluster: %d %q", code, out)
+	if code, out = devenv(t, "-set", "nosuch", "up"); code != 2 || !strings.Contains(out, `no service set "nosuch"`) {
+		t.Fatalf("-set nosuch: %d %q", code, out)
 	}
 	if code, out = devenv(t, "-data", data, "with"); code != 2 {
 		t.Fatalf("with and no command: %d %q", code, out)

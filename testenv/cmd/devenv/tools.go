@@ -38,7 +38,7 @@ func hasCmd(names ...string) func() bool {
 }
 
 // deps installs with apt-get the packages that are missing, and nothing when none is.
-func deps(cfg *config, test bool, stdout, stderr io.Writer) error {
+func deps(cfg *config, test, cluster bool, stdout, stderr io.Writer) error {
 	pgBin := cfg.pgBin
 	if pgBin == "" {
 		pgBin = filepath.Join("/usr/lib/postgresql", cfg.pgVersion, "bin")
@@ -48,11 +48,13 @@ func deps(cfg *config, test bool, stdout, stderr io.Writer) error {
 		{"redis-tools", hasCmd("redis-cli")},
 		{"postgresql-" + cfg.pgVersion, func() bool { _, err := os.Stat(filepath.Join(pgBin, "initdb")); return err == nil }},
 	}
+	if cluster || test { // the proxy of make cluster, and of the caching proxy's test
+		pkgs = append(pkgs, debPackage{"nginx-light", hasCmd("nginx")})
+	}
 	if test { // what the tests also need (make test, make chaos)
 		pkgs = append(pkgs,
 			debPackage{"chromium", hasCmd("chromium")},
 			debPackage{"chromium-driver", hasCmd("chromedriver")},
-			debPackage{"nginx-light", hasCmd("nginx")}, // the caching proxy's test
 		)
 	}
 	var missing []string
@@ -125,14 +127,42 @@ func checkViews(stdout io.Writer) error {
 // to the log.
 var chaosLine = regexp.MustCompile(`^(=== RUN|\s*--- |ok|FAIL|PASS|panic)`)
 
+// chaosArgs reads chaos's arguments: [-cluster] [WHICH].
+func chaosArgs(args []string) (which string, cluster bool) {
+	which = "all"
+	for _, a := range args {
+		switch {
+		case a == "-cluster":
+			cluster = true
+		case a != "":
+			which = a
+		}
+	}
+	return which, cluster
+}
+
+// chaosEnv is the suite's environment: environ less the settings chaos decides, then
+// FLASHSALE_CHAOS and, with cluster, FLASHSALE_CHAOS_CLUSTER=1 (the scenarios against the
+// clustered setup, issue 12).
+func chaosEnv(environ []string, which string, cluster bool) []string {
+	env := []string{"FLASHSALE_CHAOS=" + which}
+	if cluster {
+		env = append(env, "FLASHSALE_CHAOS_CLUSTER=1")
+	}
+	for _, kv := range environ {
+		if !strings.HasPrefix(kv, "FLASHSALE_TEST_DATABASE_URL=") && !strings.HasPrefix(kv, "FLASHSALE_CHAOS=") &&
+			!strings.HasPrefix(kv, "FLASHSALE_CHAOS_CLUSTER=") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
 // chaos runs the fault suite (RELIABILITY.md): each scenario starts its own redis-server,
 // nats-server and three flashsale processes; Postgres is the set's when it answers (never stopped
 // here), else a private throwaway cluster. The table goes to tests/chaos/out/latest.{md,json}.
 func chaos(ctx context.Context, s *set, args []string, stdout io.Writer) error {
-	which := "all"
-	if len(args) > 0 && args[0] != "" {
-		which = args[0]
-	}
+	which, cluster := chaosArgs(args)
 	out := filepath.Join("tests", "chaos", "out")
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
@@ -140,12 +170,10 @@ func chaos(ctx context.Context, s *set, args []string, stdout io.Writer) error {
 	for _, f := range []string{"latest.md", "latest.json"} {
 		os.Remove(filepath.Join(out, f))
 	}
-	env := []string{"FLASHSALE_CHAOS=" + which}
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "FLASHSALE_TEST_DATABASE_URL=") && !strings.HasPrefix(kv, "FLASHSALE_CHAOS=") {
-			env = append(env, kv)
-		}
+	if cluster {
+		fmt.Fprintln(stdout, "chaos: against the clustered setup (FLASHSALE_CHAOS_CLUSTER=1)")
 	}
+	env := chaosEnv(os.Environ(), which, cluster)
 	if ping(ctx, s.adminDSN) == nil {
 		env = append(env, "FLASHSALE_TEST_DATABASE_URL="+s.adminDSN)
 	} else {
