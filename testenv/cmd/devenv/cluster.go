@@ -30,7 +30,7 @@ import (
 //
 // Redis, NATS, the instances and nginx are children of devenv (testenv's cluster helpers start
 // them, on free loopback ports; they get SIGKILL if devenv dies): the set runs in the foreground,
-// `up` waits for Ctrl-C or TERM and then stops them all, and Postgres, as `make run` does. The
+// `up` waits for Ctrl-C or TERM and then stops them all, and Postgres if it started it. The
 // running devenv writes what runs where to DATA/cluster/state.json, which status and down (from
 // another shell) read.
 //
@@ -47,6 +47,7 @@ func clusterSet(cfg *config) (*set, error) {
 	pgCfg := *cfg
 	pgCfg.db = cfg.db + clusterDBSuffix
 	pg := localPostgres(&pgCfg)
+	pg.leaveIfFound = true
 	if cfg.instances < 1 || cfg.instances > 16 {
 		return nil, fmt.Errorf("-instances %d: 1 to 16", cfg.instances)
 	}
@@ -197,7 +198,8 @@ func relPath(path string) string {
 }
 
 // downForeground is `down` from another shell: TERM to the devenv holding the set, then wait
-// until it has stopped everything; then down for whatever it left (Postgres, after a kill -9).
+// until it has stopped everything (it leaves a Postgres it found running); with no devenv
+// holding the set (killed with -9), down for whatever it left, Postgres included.
 func (s *set) downForeground(out io.Writer) error {
 	if pid := s.foreground.holder(); pid != 0 {
 		fmt.Fprintf(out, "stopping the devenv running the set (pid %d)\n", pid)
@@ -211,6 +213,8 @@ func (s *set) downForeground(out io.Writer) error {
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
+		os.Remove(s.foreground.path)
+		return nil
 	}
 	os.Remove(s.foreground.path)
 	return s.down(out)

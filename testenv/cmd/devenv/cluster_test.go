@@ -39,18 +39,25 @@ func (s *syncBuffer) String() string {
 
 // runningCluster is a devenv -set cluster up run as a process of its own, until stop.
 type runningCluster struct {
-	flags  []string
-	base   string // nginx's URL
-	cmd    *exec.Cmd
-	out    *syncBuffer
-	exited chan error
-	state  stateFile
-	path   string // the state file
+	flags      []string
+	base       string // nginx's URL
+	cmd        *exec.Cmd
+	out        *syncBuffer
+	exited     chan error
+	state      stateFile
+	path       string   // the state file
+	localFlags []string // with startClusterAfter(localFirst): the local set's flags
 }
 
 // startCluster builds devenv and runs `devenv -set cluster EXTRA... up` on a data folder and
 // ports of the test's own, with env added to its environment, until the table is out.
 func startCluster(t *testing.T, extra []string, env ...string) *runningCluster {
+	return startClusterAfter(t, false, extra, env...)
+}
+
+// startClusterAfter is startCluster; with localFirst, the local set (Redis and Postgres of `make
+// services`) is up before the cluster set starts, and is stopped in the test's cleanup.
+func startClusterAfter(t *testing.T, localFirst bool, extra []string, env ...string) *runningCluster {
 	t.Helper()
 	if _, err := testenv.PGBinDir("15"); err != nil {
 		t.Fatalf("%v", err)
@@ -71,6 +78,15 @@ func startCluster(t *testing.T, extra []string, env ...string) *runningCluster {
 		out:    &syncBuffer{},
 		exited: make(chan error, 1),
 		path:   filepath.Join(data, "cluster", "state.json"),
+	}
+	if localFirst {
+		local := []string{"-data", data, "-pg-port", strconv.Itoa(pgPort), "-pg-version", "15", "-db", "devdb",
+			"-redis-port", strconv.Itoa(testenv.FreePort(t))}
+		if out, err := exec.Command(bin, append(slices.Clone(local), "up")...).CombinedOutput(); err != nil {
+			t.Fatalf("devenv up (local set): %v\n%s", err, out)
+		}
+		t.Cleanup(func() { exec.Command(bin, append(local, "down")...).Run() })
+		rc.localFlags = local
 	}
 	rc.cmd = exec.Command(bin, append(slices.Clone(rc.flags), "up")...)
 	rc.cmd.Env = append(os.Environ(), env...)
@@ -152,6 +168,9 @@ func (rc *runningCluster) down(t *testing.T) {
 		t.Fatal("devenv up still runs a minute after down")
 	}
 	for _, r := range rc.state.Rows {
+		if rc.localFlags != nil && r.Service == "postgres" {
+			continue // it ran before: left running (the caller checks)
+		}
 		if testenv.PIDAlive(r.PID) {
 			t.Errorf("%s (pid %d) still runs after down", r.Service, r.PID)
 		}
@@ -280,7 +299,8 @@ func TestClusterSetUpBuyDown(t *testing.T) {
 // nats-server, set up for a load test (test captcha, rate limits off, no limit_req): a purchase
 // token through nginx, then down leaves nothing running.
 func TestClusterSetSingleEngines(t *testing.T) {
-	rc := startCluster(t, []string{"-engines", "single", "-instances", "2", "-bench"})
+	// the Postgres of `make services` runs already: the cluster set uses it and leaves it running
+	rc := startClusterAfter(t, true, []string{"-engines", "single", "-instances", "2", "-bench"})
 	rc.checkRows(t, map[string]int{"postgres": 1, "redis": 1, "nats": 1, "flashsale": 2, "nginx": 1})
 	_, env := devenv(t, append(slices.Clone(rc.flags), "env")...)
 	if !strings.Contains(env, "FLASHSALE_REDIS_URL='redis://") || strings.Count(env, "nats://") != 1 {
@@ -302,6 +322,12 @@ func TestClusterSetSingleEngines(t *testing.T) {
 		}
 	}
 	rc.down(t)
+	if !strings.Contains(rc.out.String(), "postgres: left running") || strings.Contains(rc.out.String(), "postgres: stopped") {
+		t.Errorf("the cluster set stopped a Postgres it found running:\n%s", rc.out.String())
+	}
+	if code, s := devenv(t, append(slices.Clone(rc.localFlags), "status")...); code != 0 || !strings.Contains(s, "postgres: running") {
+		t.Errorf("local status after the cluster set's down: %d %s; want Postgres still running", code, s)
+	}
 }
 
 // -bench leaves nginx's per-address limits out of the site config, and only those lines.

@@ -105,6 +105,10 @@ func (r *redisService) Status() (bool, string) {
 type postgresService struct {
 	cfg *config
 	srv *testenv.PGServer
+	// leaveIfFound: Down leaves Postgres running when Up found it running (the cluster set
+	// shares the Postgres of `make services`, which other work may be using).
+	leaveIfFound bool
+	found        bool
 }
 
 func (p *postgresService) Name() string { return "postgres" }
@@ -162,6 +166,7 @@ func (p *postgresService) Up(ctx context.Context, out io.Writer) error {
 	}
 	admin := p.srv.DSN("postgres")
 	if pid, ok := p.srv.RunningPID(); ok {
+		p.found = true
 		fmt.Fprintf(out, "postgres: running (pid %d)\n", pid)
 		if !waitFor(ctx, time.Minute, func() bool { return ping(ctx, admin) == nil }) {
 			return fmt.Errorf("not ready on port %d: %v\n%s", p.srv.Port, ping(ctx, admin), tail(p.srv.Log))
@@ -193,6 +198,10 @@ func (p *postgresService) Up(ctx context.Context, out io.Writer) error {
 
 func (p *postgresService) Down(out io.Writer) error {
 	if _, ok := p.srv.RunningPID(); !ok {
+		return nil
+	}
+	if p.leaveIfFound && p.found {
+		fmt.Fprintln(out, "postgres: left running (it was running before; make stop stops it)")
 		return nil
 	}
 	if err := p.prepare(io.Discard); err != nil {
