@@ -167,6 +167,9 @@ func (s *Sales) change(ctx context.Context, merchantID, saleID int64, edit func(
 				res.ItemID, res.Left)
 		}
 		if err != nil {
+			// The Redis step's outcome is unknown (Redis may have taken it and the reply was
+			// lost): store.Adjust has marked the sale lost, so the rebuild from Postgres, where
+			// this transaction rolls back, replaces whatever Redis took.
 			return unavailable(err)
 		}
 		applied, raised = res.Applied, up

@@ -61,7 +61,9 @@ type SaleReport struct {
 	Checks   []Check
 	Items    []ItemReport
 	// OldestInFlight is when the oldest reservation not yet in Postgres was made (zero: none), and
-	// RedisNow Redis's clock at the reading, so their difference is the writer's lag.
+	// RedisNow Redis's clock at the reading, so their difference is the writer's lag. In a sharded
+	// sale each reservation's age is taken by its own shard's clock, and OldestInFlight is RedisNow
+	// less the greatest age.
 	OldestInFlight time.Time
 	RedisNow       time.Time
 }
@@ -303,7 +305,8 @@ type pendingUnits struct {
 	notWritten, stranded, returns map[int64]int64
 	buyers                        map[string]bool // members of the in-flight reservations and returns
 	buyerCount                    int64           // the buyers Redis should have: live orders' members and these
-	oldest                        time.Time       // the oldest reservation not written (zero: none)
+	oldest                        time.Time       // the oldest reservation not written (zero: none), by view.Now's clock
+	oldestAge                     time.Duration
 }
 
 // pending counts the units in flight between the sides. Buyers are compared by count first
@@ -318,12 +321,15 @@ func (r *Reconciler) pending(sd sides) pendingUnits {
 			continue // written, its settle in Redis not done yet
 		}
 		p.notWritten[e.ItemID]++
-		if p.oldest.IsZero() || e.ReservedAt.Before(p.oldest) {
-			p.oldest = e.ReservedAt
+		// Ages by the clock of the node holding the reservation's shard: on a Redis Cluster the
+		// shards' nodes' clocks differ, and shard 0's would misjudge the other shards'.
+		age := sd.view.Age(e)
+		if p.oldest.IsZero() || age > p.oldestAge {
+			p.oldest, p.oldestAge = sd.view.Now.Add(-age), age
 		}
 		p.buyers[store.BuyerMember(limit, e.ItemID, e.UserID)] = true
 		p.buyerCount++
-		if sd.view.Now.Sub(e.ReservedAt) > r.orphanAge+15*time.Second {
+		if age > r.orphanAge+15*time.Second {
 			p.stranded[e.ItemID]++
 		}
 	}

@@ -16,8 +16,11 @@ var ErrAdjustTooLow = errors.New("fewer units left in redis than the decrease")
 // Adjustment is a merchant's edit of a loaded sale as Redis applies it (lua/adjust.lua).
 type Adjustment struct {
 	SaleID int64
-	Meta   map[string]string // meta fields to set: starts, ends (unix ms), limit, paused ("1"/"0")
-	Stock  []StockAdjust
+	// ID names the edit (Adjust draws one when empty): each shard marks the steps of the edit it
+	// applied ({sale:S}:adj:ID), so a step sent again after its reply was lost is not applied twice.
+	ID    string
+	Meta  map[string]string // meta fields to set: starts, ends (unix ms), limit, paused ("1"/"0")
+	Stock []StockAdjust
 }
 
 // StockAdjust moves one item's stock by Delta, or creates it with Initial units (an added item).
@@ -34,11 +37,24 @@ type AdjustResult struct {
 	Left    int64 // with ErrAdjustTooLow: its units left in Redis
 }
 
+// AdjMarkKeyOf is the mark of one applied step of an edit in one shard (kept 15 minutes).
+func AdjMarkKeyOf(saleID int64, shard int, step string) string {
+	return shardTag(saleID, shard) + ":adj:" + step
+}
+
 // Adjust applies an edit to a sale's Redis state atomically: every stock delta and meta field,
 // or nothing (ErrAdjustTooLow when a decrease would take an item's stock below zero).
 //
+// Each step is applied at most once (its mark, AdjMarkKeyOf), however often go-redis sends it.
+// Any other error means a step's outcome is unknown (Redis may have applied it and the reply was
+// lost): the sale is then marked lost (fail closed) before Adjust returns, so that whatever
+// Redis took is replaced by a rebuild from Postgres, where the edit's transaction rolls back.
+//
 // A sharded sale takes the edit shard by shard (store/shards.go, adjustSharded).
 func (s *Stock) Adjust(ctx context.Context, a Adjustment) (AdjustResult, error) {
+	if a.ID == "" {
+		a.ID = newTransferID()
+	}
 	k, err := s.shards.get(ctx, a.SaleID)
 	if err != nil {
 		return AdjustResult{}, fmt.Errorf("adjust(sale %d): %w", a.SaleID, err)
@@ -46,12 +62,25 @@ func (s *Stock) Adjust(ctx context.Context, a Adjustment) (AdjustResult, error) 
 	if k > 1 {
 		return s.adjustSharded(ctx, a, k)
 	}
-	return s.adjustShard(ctx, a, 0)
+	r, err := s.adjustShard(ctx, a, 0, a.ID)
+	if err != nil && !errors.Is(err, ErrAdjustTooLow) {
+		return s.failAdjust(ctx, a.SaleID, err)
+	}
+	return r, err
 }
 
-// adjustShard runs adjust.lua on one shard.
-func (s *Stock) adjustShard(ctx context.Context, a Adjustment, sh int) (AdjustResult, error) {
-	keys := []string{MetaKeyOf(a.SaleID, sh)}
+// failAdjust fails a sale closed after an edit step whose outcome is unknown, or one that left
+// the shards of a sharded sale holding different parts of the edit.
+func (s *Stock) failAdjust(ctx context.Context, saleID int64, err error) (AdjustResult, error) {
+	if _, lerr := s.MarkLost(context.WithoutCancel(ctx), saleID, 0, ""); lerr != nil {
+		return AdjustResult{}, errors.Join(err, fmt.Errorf("and marking the sale lost failed: %w", lerr))
+	}
+	return AdjustResult{}, fmt.Errorf("%w (the sale is marked lost: it is rebuilt from postgres)", err)
+}
+
+// adjustShard runs adjust.lua on one shard, as the edit's step named step.
+func (s *Stock) adjustShard(ctx context.Context, a Adjustment, sh int, step string) (AdjustResult, error) {
+	keys := []string{MetaKeyOf(a.SaleID, sh), AdjMarkKeyOf(a.SaleID, sh, step)}
 	args := []any{len(a.Meta)}
 	for k, v := range a.Meta {
 		args = append(args, k, v)
@@ -66,17 +95,17 @@ func (s *Stock) adjustShard(ctx context.Context, a Adjustment, sh int) (AdjustRe
 	}
 	v, err := s.adjust.Run(ctx, s.rdb, keys, args...).Int64Slice()
 	if err != nil {
-		return AdjustResult{}, fmt.Errorf("adjust(sale %d): %w", a.SaleID, err)
+		return AdjustResult{}, fmt.Errorf("adjust(sale %d, shard %d): %w", a.SaleID, sh, err)
 	}
 	switch {
-	case len(v) == 1 && v[0] == 1:
+	case len(v) == 1 && (v[0] == 1 || v[0] == 2):
 		return AdjustResult{Applied: true}, nil
 	case len(v) == 1 && v[0] == 0:
 		return AdjustResult{}, nil
 	case len(v) == 3 && v[0] == -1 && v[1] >= 1 && int(v[1]) <= len(a.Stock):
 		return AdjustResult{ItemID: a.Stock[v[1]-1].ItemID, Left: v[2]}, ErrAdjustTooLow
 	}
-	return AdjustResult{}, fmt.Errorf("adjust(sale %d): unexpected reply %v", a.SaleID, v)
+	return AdjustResult{}, fmt.Errorf("adjust(sale %d, shard %d): unexpected reply %v", a.SaleID, sh, v)
 }
 
 // EditSale changes a sale in one transaction: it locks the sale's row and its items' rows, hands

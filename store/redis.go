@@ -529,7 +529,11 @@ func (s *Stock) Claim(ctx context.Context, saleID int64, orders []ClaimItem) ([]
 // decision was taken at (the sale is left alone if it moved on). It reports whether it marked.
 //
 // A sharded sale fails closed as a whole: atSeq is then the shards' counters joined by commas
-// (SaleState.SeqRaw); once one shard is marked, every other shard is marked too.
+// (SaleState.SeqRaw). Under a guard (fence or atSeq) every shard's guard is checked first
+// (marklost.lua's check mode, which writes nothing): if any shard moved on or knows a newer
+// lease holder, no shard is marked. Then each shard is marked under its guard, and once one
+// shard is marked every other shard is marked too (one that moved on between the check and its
+// mark included: a shard lost alone would fail the sale closed anyway).
 func (s *Stock) MarkLost(ctx context.Context, saleID int64, fence int64, atSeq string) (bool, error) {
 	k, err := s.shards.get(ctx, saleID)
 	if err != nil {
@@ -543,14 +547,27 @@ func (s *Stock) MarkLost(ctx context.Context, saleID int64, fence int64, atSeq s
 		return n == 1, nil
 	}
 	seqs := strings.Split(atSeq, ",")
+	atOf := func(sh int) string {
+		if atSeq != "" && len(seqs) == k {
+			return seqs[sh]
+		}
+		return ""
+	}
+	if fence != 0 || atSeq != "" {
+		for sh := range k {
+			n, err := s.markLost.Run(ctx, s.rdb, []string{MetaKeyOf(saleID, sh)}, fence, atOf(sh), "check").Int64()
+			if err != nil {
+				return false, fmt.Errorf("mark lost(sale %d, shard %d): %w", saleID, sh, err)
+			}
+			if n < 0 {
+				return false, nil // this shard moved on, or a newer lease holder acted
+			}
+		}
+	}
 	marked := make([]bool, k)
 	anyMarked := false
 	for sh := range k {
-		at := ""
-		if atSeq != "" && len(seqs) == k {
-			at = seqs[sh]
-		}
-		n, err := s.markLost.Run(ctx, s.rdb, []string{MetaKeyOf(saleID, sh)}, fence, at).Int64()
+		n, err := s.markLost.Run(ctx, s.rdb, []string{MetaKeyOf(saleID, sh)}, fence, atOf(sh)).Int64()
 		if err != nil {
 			return anyMarked, fmt.Errorf("mark lost(sale %d, shard %d): %w", saleID, sh, err)
 		}
@@ -849,6 +866,7 @@ type InFlightEntry struct {
 	ReservedAt time.Time // Redis's clock
 	Seq        int64
 	Claimed    bool // the writer has taken it from the queue
+	Shard      int  // the shard whose register holds it (0 for a sale of one shard)
 }
 
 // InFlight lists a sale's reservations that Postgres does not hold yet (as far as Redis knows),
@@ -859,10 +877,11 @@ func (s *Stock) InFlight(ctx context.Context, saleID int64) ([]InFlightEntry, er
 		return nil, fmt.Errorf("in flight(sale %d): %w", saleID, err)
 	}
 	var out []InFlightEntry
-	for _, m := range ms {
+	for sh, m := range ms {
 		for id, v := range m {
 			e, ok := parseInFlight(id, v)
 			if ok {
+				e.Shard = sh
 				out = append(out, e)
 			}
 		}
@@ -892,6 +911,7 @@ func (s *Stock) InFlightOlder(ctx context.Context, saleID int64, age time.Durati
 		cutoff := tm.Val().Add(-age)
 		for id, v := range flight.Val() {
 			if e, ok := parseInFlight(id, v); ok && e.ReservedAt.Before(cutoff) {
+				e.Shard = sh
 				out = append(out, e)
 			}
 		}
@@ -1039,10 +1059,23 @@ type RedisView struct {
 	Buyers   int64           // members of the buyers hash
 	InFlight []InFlightEntry
 	Gone     map[string]bool // of the order ids asked about
-	Now      time.Time
+	Now      time.Time       // Redis's clock at the reading (shard 0's node's, for a sharded sale)
+	// ShardNow is each shard's node's clock, read in the shard's MULTI (index: shard). On a Redis
+	// Cluster the shards live on different nodes whose clocks differ: a reservation's age is
+	// judged by the clock of its own shard (Age).
+	ShardNow []time.Time
 	// InTransit is, per item of a sharded sale, the units taken from one shard for another and not
 	// yet added there (counted in Levels too).
 	InTransit map[int64]int64
+}
+
+// Age is how long ago e was reserved, by the clock of the node holding e's shard.
+func (v RedisView) Age(e InFlightEntry) time.Duration {
+	now := v.Now
+	if e.Shard >= 0 && e.Shard < len(v.ShardNow) {
+		now = v.ShardNow[e.Shard]
+	}
+	return now.Sub(e.ReservedAt)
 }
 
 // View reads a sale's Redis state atomically; gone lists the order ids to look up in the
@@ -1093,6 +1126,7 @@ func (s *Stock) shardedView(ctx context.Context, saleID int64, k int, items []in
 		if sh == 0 {
 			v.Now = x.Now
 		}
+		v.ShardNow = append(v.ShardNow, x.Now)
 		for it, n := range x.Levels {
 			if n >= 0 {
 				v.Levels[it] = max(v.Levels[it], 0) + n
@@ -1150,7 +1184,7 @@ func (s *Stock) viewShard(ctx context.Context, saleID int64, sh int, items []int
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return RedisView{}, fmt.Errorf("redis view(sale %d): %w", saleID, err)
 	}
-	v := RedisView{Levels: map[int64]int64{}, Gone: map[string]bool{}, Now: tm.Val(), State: parseMeta(meta.Val())}
+	v := RedisView{Levels: map[int64]int64{}, Gone: map[string]bool{}, Now: tm.Val(), ShardNow: []time.Time{tm.Val()}, State: parseMeta(meta.Val())}
 	for i, it := range items {
 		n, err := levels[i].Int64()
 		if err != nil {
@@ -1161,6 +1195,7 @@ func (s *Stock) viewShard(ctx context.Context, saleID int64, sh int, items []int
 	v.Buyers = buyers.Val()
 	for id, raw := range flight.Val() {
 		if e, ok := parseInFlight(id, raw); ok {
+			e.Shard = sh
 			v.InFlight = append(v.InFlight, e)
 		}
 	}

@@ -446,8 +446,12 @@ func (s *Stock) shardedLevels(ctx context.Context, saleID int64, k int, itemIDs 
 // from the shards holding the most, each step atomic in its shard; if the units are not there
 // (sold or reserved meanwhile) every step taken is given back and the edit is refused as a
 // whole (ErrAdjustTooLow). Then each shard takes the meta fields and its part of the increases
-// and of an added item's units. A shard found not held healthy on the way leaves the sale in
-// parts: it is marked lost (fail closed), its rebuild reads Postgres, which has the edit.
+// and of an added item's units. Every step is marked in its shard under its own name (the
+// edit's ID; ID:d:I for the decrease of item I, ID:g:I for its give-back), so a resent step is
+// applied once. A step whose outcome is unknown (an error, not an answer), a give-back that did
+// not happen, or a shard found not held healthy after another shard took a step leaves the sale
+// in parts: it is marked lost (fail closed), its rebuild reads Postgres, where the edit's
+// transaction rolls back (or, committed, has the edit).
 func (s *Stock) adjustSharded(ctx context.Context, a Adjustment, k int) (AdjustResult, error) {
 	type step struct {
 		sh    int
@@ -455,20 +459,29 @@ func (s *Stock) adjustSharded(ctx context.Context, a Adjustment, k int) (AdjustR
 		delta int64
 	}
 	var taken []step
+	failClosed := func(err error) (AdjustResult, error) { return s.failAdjust(ctx, a.SaleID, err) }
+	// giveBack gives back every decrease taken; an error: some may not have gone back.
 	giveBack := func() error {
 		var errs []error
 		for _, t := range taken {
-			if _, err := s.adjustShard(ctx, Adjustment{SaleID: a.SaleID, Stock: []StockAdjust{{ItemID: t.item, Delta: -t.delta}}}, t.sh); err != nil {
+			r, err := s.adjustShard(ctx, Adjustment{SaleID: a.SaleID, Stock: []StockAdjust{{ItemID: t.item, Delta: -t.delta}}},
+				t.sh, a.ID+":g:"+strconv.FormatInt(t.item, 10))
+			if err == nil && !r.Applied {
+				err = fmt.Errorf("adjust(sale %d): shard %d no longer held", a.SaleID, t.sh)
+			}
+			if err != nil {
 				errs = append(errs, err)
 			}
 		}
 		return errors.Join(errs...)
 	}
-	failClosed := func(err error) (AdjustResult, error) {
-		if _, lerr := s.MarkLost(context.WithoutCancel(ctx), a.SaleID, 0, ""); lerr != nil {
-			return AdjustResult{}, errors.Join(err, lerr)
+	// refuse gives the decreases taken back and answers res, err: nothing changed. A give-back
+	// that did not happen fails the sale closed.
+	refuse := func(res AdjustResult, err error) (AdjustResult, error) {
+		if gerr := giveBack(); gerr != nil {
+			return failClosed(errors.Join(err, gerr))
 		}
-		return AdjustResult{}, err
+		return res, err
 	}
 	states, err := s.shardStates(ctx, a.SaleID, k)
 	if err != nil {
@@ -485,7 +498,7 @@ func (s *Stock) adjustSharded(ctx context.Context, a Adjustment, k int) (AdjustR
 		}
 		levels, err := s.shardLevels(ctx, a.SaleID, k, st.ItemID)
 		if err != nil {
-			return AdjustResult{}, errors.Join(err, giveBack())
+			return refuse(AdjustResult{}, err)
 		}
 		order := make([]int, k)
 		total := int64(0)
@@ -495,7 +508,7 @@ func (s *Stock) adjustSharded(ctx context.Context, a Adjustment, k int) (AdjustR
 		}
 		need := -st.Delta
 		if total < need {
-			return AdjustResult{ItemID: st.ItemID, Left: total}, errors.Join(ErrAdjustTooLow, giveBack())
+			return refuse(AdjustResult{ItemID: st.ItemID, Left: total}, ErrAdjustTooLow)
 		}
 		slices.SortFunc(order, func(x, y int) int { return int(levels[y] - levels[x]) })
 		for _, sh := range order {
@@ -503,15 +516,17 @@ func (s *Stock) adjustSharded(ctx context.Context, a Adjustment, k int) (AdjustR
 			if d == 0 {
 				continue
 			}
-			r, err := s.adjustShard(ctx, Adjustment{SaleID: a.SaleID, Stock: []StockAdjust{{ItemID: st.ItemID, Delta: -d}}}, sh)
+			r, err := s.adjustShard(ctx, Adjustment{SaleID: a.SaleID, Stock: []StockAdjust{{ItemID: st.ItemID, Delta: -d}}},
+				sh, a.ID+":d:"+strconv.FormatInt(st.ItemID, 10))
 			if errors.Is(err, ErrAdjustTooLow) {
 				continue // taken meanwhile: try the next shard
 			}
-			if err != nil {
-				return AdjustResult{}, errors.Join(err, giveBack())
+			if err == nil && !r.Applied {
+				err = fmt.Errorf("adjust(sale %d): shard %d no longer held", a.SaleID, sh)
 			}
-			if !r.Applied {
-				return failClosed(errors.Join(fmt.Errorf("adjust(sale %d): shard %d no longer held", a.SaleID, sh), giveBack()))
+			if err != nil {
+				// Redis may have taken these units (or the shard is gone): fail closed.
+				return failClosed(errors.Join(err, giveBack()))
 			}
 			taken = append(taken, step{sh, st.ItemID, -d})
 			need -= d
@@ -520,7 +535,7 @@ func (s *Stock) adjustSharded(ctx context.Context, a Adjustment, k int) (AdjustR
 			}
 		}
 		if need > 0 {
-			return AdjustResult{ItemID: st.ItemID, Left: total - (-st.Delta - need)}, errors.Join(ErrAdjustTooLow, giveBack())
+			return refuse(AdjustResult{ItemID: st.ItemID, Left: total - (-st.Delta - need)}, ErrAdjustTooLow)
 		}
 	}
 	for sh := range k {
@@ -534,13 +549,14 @@ func (s *Stock) adjustSharded(ctx context.Context, a Adjustment, k int) (AdjustR
 				part.Stock = append(part.Stock, StockAdjust{ItemID: st.ItemID, Delta: SplitUnits(st.Delta, k)[sh]})
 			}
 		}
-		r, err := s.adjustShard(ctx, part, sh)
-		if err == nil && !r.Applied {
-			err = fmt.Errorf("adjust(sale %d): shard %d no longer held", a.SaleID, sh)
-		}
+		r, err := s.adjustShard(ctx, part, sh, a.ID)
 		if err != nil {
+			return failClosed(err) // its outcome is unknown
+		}
+		if !r.Applied {
+			err := fmt.Errorf("adjust(sale %d): shard %d no longer held", a.SaleID, sh)
 			if sh == 0 {
-				return AdjustResult{}, errors.Join(err, giveBack())
+				return refuse(AdjustResult{}, err) // no shard took a part of this phase
 			}
 			return failClosed(err)
 		}
