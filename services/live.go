@@ -99,6 +99,31 @@ const liveTTL = time.Second
 type liveState struct {
 	mu      sync.Mutex
 	counter map[int64]string
+	seenAt  map[int64]time.Time // when each sale's live view was last served here
+}
+
+// liveSeenKeep is how long an instance remembers the counter of a sale whose live view nobody
+// watches: a merchant coming back later starts a fresh comparison (one "settling" refresh).
+const liveSeenKeep = 10 * time.Minute
+
+// see records the sale's counter as served at now, returns the one served before (seen: there
+// was one), and forgets the sales not watched for liveSeenKeep.
+func (l *liveState) see(saleID int64, counter string, now time.Time) (prev string, seen bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.seenAt == nil {
+		l.seenAt = map[int64]time.Time{}
+	}
+	prev, seen = l.counter[saleID]
+	l.counter[saleID] = counter
+	l.seenAt[saleID] = now
+	for id, at := range l.seenAt {
+		if now.Sub(at) > liveSeenKeep {
+			delete(l.seenAt, id)
+			delete(l.counter, id)
+		}
+	}
+	return prev, seen
 }
 
 // SetQueue gives the live view the queue whose depth it shows.
@@ -160,10 +185,7 @@ func (s *Sales) live(ctx context.Context, saleID int64) (LiveView, error) {
 		v.Writer.LagSeconds = max(0, rep.RedisNow.Sub(rep.OldestInFlight).Seconds())
 	}
 	v.Funnel = liveFunnel(counts, rep)
-	s.liveSeen.mu.Lock()
-	prev, seen := s.liveSeen.counter[saleID]
-	s.liveSeen.counter[saleID] = rep.SeqRaw
-	s.liveSeen.mu.Unlock()
+	prev, seen := s.liveSeen.see(saleID, rep.SeqRaw, now)
 	moved := !seen || prev != rep.SeqRaw
 	v.Reconciliation = liveReconciliation(rep, now, dueForWarmUp(row.StartsAt, now, s.warmAhead), v.Writer.QueueDepth, moved)
 	return v, nil

@@ -97,3 +97,26 @@ func TestLiveFunnelAddsPostgresSide(t *testing.T) {
 		t.Errorf("refused %v: want every reason, zero included, and no unknown one", f.Refused)
 	}
 }
+
+// The live view's memory of each sale's counter is kept while merchants watch and forgotten ten
+// minutes after the last look, so an instance serving many sales over weeks does not grow.
+func TestLiveSeenForgetsUnwatchedSales(t *testing.T) {
+	var l liveState
+	l.counter = map[int64]string{}
+	t0 := time.Unix(1_800_000_000, 0)
+	if _, seen := l.see(1, "5", t0); seen {
+		t.Error("a first look reported a counter seen before")
+	}
+	l.see(2, "9", t0.Add(time.Minute))
+	if prev, seen := l.see(1, "6", t0.Add(2*time.Minute)); !seen || prev != "5" {
+		t.Errorf("second look at sale 1: %q %v, want 5 seen", prev, seen)
+	}
+	// Sale 2 is not looked at again: eleven minutes later it is gone, sale 1 (watched) stays.
+	l.see(1, "7", t0.Add(12*time.Minute))
+	if _, ok := l.counter[2]; ok || len(l.seenAt) != 1 {
+		t.Errorf("after 11 unwatched minutes: counters %v, seen %v; want only sale 1", l.counter, l.seenAt)
+	}
+	if prev, seen := l.see(1, "7", t0.Add(13*time.Minute)); !seen || prev != "7" {
+		t.Errorf("sale 1 while watched: %q %v", prev, seen)
+	}
+}
