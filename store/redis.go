@@ -726,6 +726,7 @@ type SaleState struct {
 	LoadedAt time.Time
 	Shards   int  // the sale's stock shards (1: not sharded)
 	Partial  bool // sharded only: some shards hold the sale and others do not
+	Mixed    bool // sharded only: the shards holding the sale hold different epochs (a load under way)
 }
 
 // ShardSeqs returns each shard's reservation counter (one value for a sale of one shard).
@@ -760,7 +761,14 @@ func combine(states []SaleState) SaleState {
 	st.Shards = len(states)
 	raw := make([]string, len(states))
 	some := false
+	epoch := int64(-1) // the first loaded shard's
 	for i, x := range states {
+		if x.Loaded {
+			st.Mixed = st.Mixed || (epoch >= 0 && x.Epoch != epoch)
+			if epoch < 0 {
+				epoch = x.Epoch
+			}
+		}
 		st.Loaded = st.Loaded && x.Loaded
 		st.Lost = st.Lost || x.Lost
 		st.Seq = min(st.Seq, x.Seq)
