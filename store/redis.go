@@ -309,6 +309,11 @@ type Reservation struct {
 	RetryAfter time.Duration
 	Shard      int  // the shopper's shard (0 in a sale of one shard)
 	Borrowed   bool // the shopper's shard ran dry and borrowed units from the others
+	// Lender and LenderSeq: the shard a borrow took units from and its seq after that step (0:
+	// no units taken). The caller keeps it as its floor of that shard: a failover that lost the
+	// step leaves the shard's counter below it, and the reserve script refuses there (-5).
+	Lender    int
+	LenderSeq int64
 	AllEmpty   bool // with ErrSoldOut: no shard holds a unit and none is in transit
 }
 
@@ -328,9 +333,10 @@ func (s *Stock) Reserve(ctx context.Context, a Attempt) (Reservation, error) {
 	shard := ShardOf(a.UserID, k)
 	r, code, err := s.reserveIn(ctx, a, shard, k > 1)
 	if err == nil && code == -9 {
-		moved, berr := s.borrow(ctx, a.SaleID, k, shard, a.ItemID)
+		moved, lent, berr := s.borrow(ctx, a.SaleID, k, shard, a.ItemID)
 		r, code, err = s.reserveIn(ctx, a, shard, false)
 		r.Borrowed = moved
+		r.Lender, r.LenderSeq = lent.From, lent.Seq
 		if err != nil {
 			err = errors.Join(err, berr)
 		}

@@ -340,12 +340,13 @@ func (s *Stock) CompleteTransfers(ctx context.Context, saleID int64) (int, error
 }
 
 // borrow moves units of an item into shard to from the shard holding the most, taking half of
-// what that one holds (at least one). It reports whether units arrived. A failure after the
-// donor's step leaves the record for the keeper: no unit is stranded.
-func (s *Stock) borrow(ctx context.Context, saleID int64, k, to int, itemID int64) (bool, error) {
+// what that one holds (at least one). It reports whether units arrived, and the donor's step
+// (N 0: none taken). A failure after the donor's step leaves the record for the keeper: no unit
+// is stranded.
+func (s *Stock) borrow(ctx context.Context, saleID int64, k, to int, itemID int64) (bool, Transfer, error) {
 	levels, err := s.shardLevels(ctx, saleID, k, itemID)
 	if err != nil {
-		return false, err
+		return false, Transfer{}, err
 	}
 	order := make([]int, 0, k)
 	for sh := range k {
@@ -357,18 +358,18 @@ func (s *Stock) borrow(ctx context.Context, saleID int64, k, to int, itemID int6
 	for _, from := range order {
 		t, err := s.TransferOut(ctx, saleID, from, to, itemID, (levels[from]+1)/2)
 		if err != nil {
-			return false, err
+			return false, Transfer{}, err
 		}
 		if t.N == 0 {
 			continue // taken meanwhile
 		}
 		r, err := s.CompleteTransfer(ctx, saleID, t)
 		if err != nil {
-			return false, err
+			return false, t, err
 		}
-		return r == TransferApplied || r == TransferAgain, nil
+		return r == TransferApplied || r == TransferAgain, t, nil
 	}
-	return false, nil
+	return false, Transfer{}, nil
 }
 
 // shardLevels reads an item's units in every shard (-1: no key).

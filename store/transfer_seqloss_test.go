@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 
@@ -134,4 +135,31 @@ func TestTransferSeqLossFindsALostStep(t *testing.T) {
 		t.Errorf("after the rebuild: %v, want [4 4 4]", got)
 	}
 	noLoss("after the second rebuild")
+}
+
+// A reservation that borrowed hands back the lender's seq after its step: kept as the caller's
+// floor of that shard, it makes the reserve script refuse in a lender that lost the step (a
+// failover) at its next purchase, before the lender's own sales bring its seq back up past it.
+func TestBorrowHandsBackTheLendersSeq(t *testing.T) {
+	const k = 3
+	s, rdb := shardedStock(t, k)
+	ctx := context.Background()
+	snap := snapshot(t, s, 83, store.LimitPerSale, 830, 4)
+	snap.Shards = k
+	mustLoad(t, s, snap, 0) // [2 1 1]
+	mustReserve(t, s, attempt(t, s, 83, 830, userOfShard(k, 1, 1), "o1", "n1"))
+	restore := dumpShard(t, rdb, 83, 0)
+	r := mustReserve(t, s, attempt(t, s, 83, 830, userOfShard(k, 1, 1000), "o2", "n2"))
+	if !r.Borrowed || r.Lender != 0 || r.LenderSeq == 0 {
+		t.Fatalf("reservation after a borrow = %+v; want units borrowed from shard 0 and its seq", r)
+	}
+	restore() // shard 0 lost its out: [2 0 1], 2 units twice
+	a := attempt(t, s, 83, 830, userOfShard(k, 0, 2000), "o3", "n3")
+	a.Floor = r.LenderSeq
+	if _, err := s.Reserve(ctx, a); !errors.Is(err, store.ErrRedisWentBack) {
+		t.Errorf("reserve in the lender that lost its step = %v, want ErrRedisWentBack", err)
+	}
+	if st := stateOf(t, s, 83); !st.Lost {
+		t.Errorf("state = %+v, want lost", st)
+	}
 }
