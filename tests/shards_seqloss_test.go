@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -90,5 +91,58 @@ func TestShardTransferStepLostByAFailoverRebuildsTheSale(t *testing.T) {
 			t.Errorf("%s: after the rebuild: %v, want %d in all", c.name, lv, units-sold)
 		}
 		h.checkInvariants(s)
+	}
+}
+
+// The instance that borrowed keeps the lender's seq after the loan as its floor of that shard:
+// a lender that lost the loan to a failover is refused (503, the sale marked lost) at this
+// instance's next purchase there, even before any keeper pass (kept out here: one an hour).
+func TestBorrowersFloorCatchesALenderThatLostTheLoan(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{env: map[string]string{"FLASHSALE_KEEPER_INTERVAL": "1h", "FLASHSALE_RECONCILE_INTERVAL": "1h"}})
+	const k = 4
+	ctx := context.Background()
+	rdb := h.app.Redis
+	s := h.shardedSale(k, "", 5) // [2 1 1 1]
+	item := s.items[0]
+	buy := func(u int64) response {
+		tok := h.token(u, services.RoleShopper)
+		return h.buy(tok, item, h.purchaseToken(tok, s.sale))
+	}
+	users := usersOfShard(k, 1, 2, 80_000)
+	if r := buy(users[0]); r.Status != http.StatusAccepted {
+		t.Fatalf("first purchase: %d %s", r.Status, r.Raw)
+	}
+	if lv := h.shardLevels(s, k, item); fmt.Sprint(lv) != "[2 0 1 1]" {
+		t.Fatalf("levels %v, want [2 0 1 1]", lv)
+	}
+	tag := store.ShardTag(s.sale, 0)
+	keys, _ := rdb.Keys(ctx, tag+"*").Result()
+	dumps := map[string]string{}
+	for _, key := range keys {
+		d, err := rdb.Dump(ctx, key).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		dumps[key] = d
+	}
+	if r := buy(users[1]); r.Status != http.StatusAccepted {
+		t.Fatalf("purchase with a borrow: %d %s", r.Status, r.Raw)
+	}
+	now, _ := rdb.Keys(ctx, tag+"*").Result()
+	rdb.Del(ctx, now...)
+	for key, d := range dumps {
+		if err := rdb.Restore(ctx, key, 0, d).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if lv := h.shardLevels(s, k, item); fmt.Sprint(lv) != "[2 0 1 1]" {
+		t.Fatalf("levels after shard 0 lost the loan: %v, want [2 0 1 1]", lv)
+	}
+	if r := buy(usersOfShard(k, 0, 1, 90_000)[0]); r.Status != http.StatusServiceUnavailable {
+		t.Errorf("purchase in the lender that lost the loan: %d %s, want 503", r.Status, r.Raw)
+	}
+	if st, err := h.app.Stock.State(ctx, s.sale); err != nil || !st.Lost {
+		t.Errorf("state = %+v, %v; want lost", st, err)
 	}
 }
