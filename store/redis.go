@@ -309,12 +309,12 @@ type Reservation struct {
 	RetryAfter time.Duration
 	Shard      int  // the shopper's shard (0 in a sale of one shard)
 	Borrowed   bool // the shopper's shard ran dry and borrowed units from the others
+	AllEmpty   bool // with ErrSoldOut: no shard holds a unit and none is in transit
 	// Lender and LenderSeq: the shard a borrow took units from and its seq after that step (0:
 	// no units taken). The caller keeps it as its floor of that shard: a failover that lost the
 	// step leaves the shard's counter below it, and the reserve script refuses there (-5).
 	Lender    int
 	LenderSeq int64
-	AllEmpty   bool // with ErrSoldOut: no shard holds a unit and none is in transit
 }
 
 // Reserve runs the reserve script: it consumes the purchase token and, if the shopper is not yet
