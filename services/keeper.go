@@ -209,24 +209,34 @@ func (k *Keeper) warm(ctx context.Context, sales []saleToWarm, backlog uint64) e
 
 // shardsBehind tells whether Redis's reservation counter is behind the highest seq Postgres
 // holds (pg): for a sharded sale, whether any shard's counter is behind that shard's highest seq
-// in Postgres. A sharded sale with one shard lost or missing is failed closed as a whole here
-// (every shard marked lost), so the others stop selling until the rebuild.
+// in Postgres. A sharded sale with one shard lost is failed closed as a whole here (every shard
+// marked lost), so the others stop selling until the rebuild; so is one whose transfer between
+// shards lost a step (a shard's seq below what another shard recorded of it: store.TransferSeqLoss).
+// Shards missing or at different epochs are a load under way (it writes the shards one by one,
+// in milliseconds) or a load that died halfway: only seen again at the next pass are they
+// marked lost. Marking them at once would mark the fresh shards of another instance's load, its
+// post-check would fail, and the sale would wait another RebuildDelay per collision.
 func (k *Keeper) shardsBehind(ctx context.Context, sale int64, st store.SaleState, pg int64) (bool, error) {
 	if st.Shards <= 1 {
 		return pg > st.Seq, nil
 	}
-	// Some shards held and others not: a load under way (it writes the shards one by one, in
-	// milliseconds) or a shard lost its keys. Seen again at the next pass, it is the second.
 	seenPartial := k.partial[sale]
-	if st.Partial {
+	loading := st.Partial || st.Mixed
+	if loading {
 		k.partial[sale] = true
 	} else {
 		delete(k.partial, sale)
 	}
-	if (st.Partial && seenPartial) || (st.Lost && st.Loaded) {
+	if loading && !seenPartial {
+		return false, nil // judged at the next pass
+	}
+	if loading || (st.Lost && st.Loaded) {
 		if _, err := k.stock.MarkLost(ctx, sale, 0, ""); err != nil {
 			return false, err
 		}
+		return false, nil
+	}
+	if !st.Loaded {
 		return false, nil
 	}
 	pgs, err := k.db.MaxSeqOfShards(ctx, sale, st.Shards)
@@ -239,6 +249,24 @@ func (k *Keeper) shardsBehind(ctx context.Context, sale int64, st store.SaleStat
 			k.log.Error("keeper: a shard's reservation counter is behind postgres", "sale", sale, "shard", sh, "redis", seqs[sh], "postgres", m)
 			return true, nil
 		}
+	}
+	if st.Lost {
+		return false, nil
+	}
+	loss, found, err := k.stock.TransferSeqLoss(ctx, sale, st.Shards)
+	if err != nil || !found {
+		return false, err
+	}
+	// Marked here without the seq guard: the transfers' own steps move the seqs, and a shard
+	// that lost writes can catch up with what was recorded of it by selling.
+	marked, err := k.stock.MarkLost(ctx, sale, 0, "")
+	if err != nil || !marked {
+		return false, err
+	}
+	k.log.Error("keeper: a transfer between shards lost a step (a shard's seq is below what another shard recorded of it): redis lost data; the sale fails closed until rebuilt",
+		"sale", sale, "shard", loss.Shard, "seq", loss.Seq, "recorded_by", loss.SeenBy, "recorded", loss.Recorded)
+	if k.metrics != nil {
+		k.metrics.RedisLoss.WithLabelValues("keeper").Inc()
 	}
 	return false, nil
 }

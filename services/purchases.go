@@ -244,6 +244,16 @@ func (p *Purchases) checkToken(info itemInfo, userID int64, token string) (purch
 	return tok, nil
 }
 
+// raiseFloor raises a floor to seq (a floor never goes down).
+func raiseFloor(floor *atomic.Int64, seq int64) {
+	for {
+		f := floor.Load()
+		if seq <= f || floor.CompareAndSwap(f, seq) {
+			return
+		}
+	}
+}
+
 // floorKey names one shard of a sale (each shard has its own reservation counter).
 type floorKey struct {
 	sale  int64
@@ -275,14 +285,13 @@ func (p *Purchases) reserve(ctx context.Context, info itemInfo, userID int64, to
 	if res.Borrowed && p.metrics != nil {
 		p.metrics.Borrows.Inc()
 	}
+	if res.LenderSeq > 0 {
+		// the lending shard issued this seq: a failover that lost the loan leaves it below
+		raiseFloor(p.floor(info.SaleID, res.Lender), res.LenderSeq)
+	}
 	switch {
 	case err == nil:
-		for {
-			f := floor.Load()
-			if res.Seq <= f || floor.CompareAndSwap(f, res.Seq) {
-				break
-			}
-		}
+		raiseFloor(floor, res.Seq)
 		return orderID, res, nil
 	case errors.Is(err, store.ErrSoldOut):
 		if res.AllEmpty {

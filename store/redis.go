@@ -310,6 +310,11 @@ type Reservation struct {
 	Shard      int  // the shopper's shard (0 in a sale of one shard)
 	Borrowed   bool // the shopper's shard ran dry and borrowed units from the others
 	AllEmpty   bool // with ErrSoldOut: no shard holds a unit and none is in transit
+	// Lender and LenderSeq: the shard a borrow took units from and its seq after that step (0:
+	// no units taken). The caller keeps it as its floor of that shard: a failover that lost the
+	// step leaves the shard's counter below it, and the reserve script refuses there (-5).
+	Lender    int
+	LenderSeq int64
 }
 
 // Reserve runs the reserve script: it consumes the purchase token and, if the shopper is not yet
@@ -328,9 +333,10 @@ func (s *Stock) Reserve(ctx context.Context, a Attempt) (Reservation, error) {
 	shard := ShardOf(a.UserID, k)
 	r, code, err := s.reserveIn(ctx, a, shard, k > 1)
 	if err == nil && code == -9 {
-		moved, berr := s.borrow(ctx, a.SaleID, k, shard, a.ItemID)
+		moved, lent, berr := s.borrow(ctx, a.SaleID, k, shard, a.ItemID)
 		r, code, err = s.reserveIn(ctx, a, shard, false)
 		r.Borrowed = moved
+		r.Lender, r.LenderSeq = lent.From, lent.Seq
 		if err != nil {
 			err = errors.Join(err, berr)
 		}
@@ -743,6 +749,7 @@ type SaleState struct {
 	LoadedAt time.Time
 	Shards   int  // the sale's stock shards (1: not sharded)
 	Partial  bool // sharded only: some shards hold the sale and others do not
+	Mixed    bool // sharded only: the shards holding the sale hold different epochs (a load under way)
 }
 
 // ShardSeqs returns each shard's reservation counter (one value for a sale of one shard).
@@ -777,7 +784,14 @@ func combine(states []SaleState) SaleState {
 	st.Shards = len(states)
 	raw := make([]string, len(states))
 	some := false
+	epoch := int64(-1) // the first loaded shard's
 	for i, x := range states {
+		if x.Loaded {
+			st.Mixed = st.Mixed || (epoch >= 0 && x.Epoch != epoch)
+			if epoch < 0 {
+				epoch = x.Epoch
+			}
+		}
 		st.Loaded = st.Loaded && x.Loaded
 		st.Lost = st.Lost || x.Lost
 		st.Seq = min(st.Seq, x.Seq)
