@@ -1,7 +1,6 @@
 package store_test
 
 import (
-	"bytes"
 	"context"
 	"io/fs"
 	"log/slog"
@@ -44,24 +43,6 @@ func openDB(t *testing.T, dsn string) *store.DB {
 	}
 	t.Cleanup(func() { db.Close() })
 	return db
-}
-
-// syncBuffer is a log sink shared by goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // checkAllApplied checks goose's table holds every version exactly once and the status says so.
@@ -123,7 +104,7 @@ func TestMigrateConcurrentlyAppliesOnce(t *testing.T) {
 	}
 
 	const n = 6
-	logs := &syncBuffer{}
+	logs := &testenv.SyncBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, nil))
 	dbs := make([]*store.DB, n)
 	for i := range dbs {
@@ -206,7 +187,7 @@ func TestMigrateAdoptsTheOldRunnersDatabase(t *testing.T) {
 			}
 
 			// Three instances start at once on it: one adopts, the others find it adopted.
-			logs := &syncBuffer{}
+			logs := &testenv.SyncBuffer{}
 			log := slog.New(slog.NewTextHandler(logs, nil))
 			dbs := []*store.DB{db, openDB(t, dsn), openDB(t, dsn)}
 			errs := make([]error, len(dbs))

@@ -3,9 +3,6 @@ package store_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"net"
-	"sync/atomic"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -76,50 +73,6 @@ func TestTransferOutOncePerID(t *testing.T) {
 	}
 }
 
-// dropOneReplyProxy forwards to addr; while drop is set, the next reply Redis sends is not
-// forwarded: the client's connection closes (EOF) after Redis ran the command.
-func dropOneReplyProxy(t *testing.T, addr string, drop *atomic.Bool) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			r, err := net.Dial("tcp", addr)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			go func() { _, _ = io.Copy(r, c); r.Close() }()
-			go func() {
-				defer c.Close()
-				buf := make([]byte, 64<<10)
-				for {
-					n, err := r.Read(buf)
-					if n > 0 {
-						if drop.CompareAndSwap(true, false) {
-							return
-						}
-						if _, werr := c.Write(buf[:n]); werr != nil {
-							return
-						}
-					}
-					if err != nil {
-						return
-					}
-				}
-			}()
-		}
-	}()
-	return l.Addr().String()
-}
-
 // go-redis resends a script when the connection closes before its reply: the donor's step runs
 // twice in Redis, and still takes its units once (before the fix the second run took n more
 // and overwrote the record: n units in no stock key and no record).
@@ -142,8 +95,8 @@ func TestTransferOutResentOnEOFTakesOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var drop atomic.Bool
-	opt.Addr = dropOneReplyProxy(t, opt.Addr, &drop)
+	p := newReplyDropper(t, opt.Addr, []byte("evalsha")) // adjust_resend_test.go
+	opt.Addr = p.addr
 	flaky := redis.NewClient(opt)
 	t.Cleanup(func() { flaky.Close() })
 	fs := store.NewStock(flaky)
@@ -156,9 +109,9 @@ func TestTransferOutResentOnEOFTakesOnce(t *testing.T) {
 		return info
 	}
 	before := calls()
-	drop.Store(true)
+	p.drops.Store(1)
 	tr, err := fs.TransferOut(ctx, 81, 2, 0, 810, 2)
-	if drop.Load() {
+	if p.drops.Load() != 0 {
 		t.Fatal("the proxy dropped no reply")
 	}
 	if calls() == before {

@@ -12,37 +12,18 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/flashsale/flashsale/testenv"
 )
 
-// syncBuffer is a bytes.Buffer safe for a process's output and the test's reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // runningCluster is a devenv -set cluster up run as a process of its own, until stop.
 type runningCluster struct {
 	flags      []string
 	base       string // nginx's URL
 	cmd        *exec.Cmd
-	out        *syncBuffer
+	out        *testenv.SyncBuffer
 	exited     chan error
 	state      stateFile
 	path       string   // the state file
@@ -75,7 +56,7 @@ func startClusterAfter(t *testing.T, localFirst bool, extra []string, env ...str
 		flags: append([]string{"-data", data, "-pg-port", strconv.Itoa(pgPort), "-pg-version", "15", "-db", "devdb",
 			"-set", "cluster", "-cluster-port", strconv.Itoa(port)}, extra...),
 		base:   "http://127.0.0.1:" + strconv.Itoa(port),
-		out:    &syncBuffer{},
+		out:    &testenv.SyncBuffer{},
 		exited: make(chan error, 1),
 		path:   filepath.Join(data, "cluster", "state.json"),
 	}
