@@ -3,6 +3,7 @@ package services
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -132,77 +133,87 @@ type saleToWarm struct {
 // rebuilt from a complete Postgres). It also detects a Redis that went back in time: its
 // reservation counter behind the highest one Postgres holds.
 func (k *Keeper) warm(ctx context.Context, sales []saleToWarm, backlog uint64) error {
+	// One sale's failure (its Redis node down, say) does not keep the others from being warmed.
+	var errs []error
 	for _, s := range sales {
-		sale := s.id
-		// Postgres first: every seq it holds was issued by Redis before this read, so a healthy
-		// Redis read after it can only be ahead.
-		pg, err := k.db.MaxSeqOfSale(ctx, sale)
+		if err := k.warmOne(ctx, s, backlog); err != nil {
+			errs = append(errs, fmt.Errorf("warm sale %d: %w", s.id, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// warmOne is warm for one sale.
+func (k *Keeper) warmOne(ctx context.Context, s saleToWarm, backlog uint64) error {
+	sale := s.id
+	// Postgres first: every seq it holds was issued by Redis before this read, so a healthy
+	// Redis read after it can only be ahead.
+	pg, err := k.db.MaxSeqOfSale(ctx, sale)
+	if err != nil {
+		return err
+	}
+	st, err := k.stock.State(ctx, sale)
+	if err != nil {
+		return err
+	}
+	var behind bool
+	if behind, err = k.shardsBehind(ctx, sale, st, pg); err != nil {
+		return err
+	}
+	if st.Loaded && !st.Lost {
+		if !behind {
+			delete(k.unhealthySince, sale)
+			return nil
+		}
+		marked, err := k.stock.MarkLost(ctx, sale, 0, st.SeqRaw)
 		if err != nil {
 			return err
 		}
-		st, err := k.stock.State(ctx, sale)
-		if err != nil {
+		if !marked {
+			return nil
+		}
+		k.log.Error("keeper: redis's reservation counter is behind postgres: redis lost data; the sale fails closed until rebuilt",
+			"sale", sale, "redis", st.Seq, "postgres", pg)
+		if k.metrics != nil {
+			k.metrics.RedisLoss.WithLabelValues("keeper").Inc()
+		}
+	}
+	if !dueForWarmUp(s.startsAt, k.now(), k.cfg.WarmAhead) {
+		delete(k.unhealthySince, sale)
+		return nil // loaded WarmAhead before its start (or at once by the merchant's warm button)
+	}
+	if s.epoch == 0 && !st.Loaded {
+		// The warm-up: never loaded, so no reservation of it exists anywhere and Postgres is
+		// complete; no need to wait for the queue (another sale's rush may keep it busy).
+		if _, err := k.loader.LoadFirst(ctx, sale); err != nil {
 			return err
 		}
-		var behind bool
-		if behind, err = k.shardsBehind(ctx, sale, st, pg); err != nil {
-			return err
-		}
-		if st.Loaded && !st.Lost {
-			if !behind {
-				delete(k.unhealthySince, sale)
-				continue
-			}
-			marked, err := k.stock.MarkLost(ctx, sale, 0, st.SeqRaw)
-			if err != nil {
-				return err
-			}
-			if !marked {
-				continue
-			}
-			k.log.Error("keeper: redis's reservation counter is behind postgres: redis lost data; the sale fails closed until rebuilt",
-				"sale", sale, "redis", st.Seq, "postgres", pg)
-			if k.metrics != nil {
-				k.metrics.RedisLoss.WithLabelValues("keeper").Inc()
-			}
-		}
-		if !dueForWarmUp(s.startsAt, k.now(), k.cfg.WarmAhead) {
-			delete(k.unhealthySince, sale)
-			continue // loaded WarmAhead before its start (or at once by the merchant's warm button)
-		}
-		if s.epoch == 0 && !st.Loaded {
-			// The warm-up: never loaded, so no reservation of it exists anywhere and Postgres is
-			// complete; no need to wait for the queue (another sale's rush may keep it busy).
-			if _, err := k.loader.LoadFirst(ctx, sale); err != nil {
-				return err
-			}
-			continue
-		}
-		// Redis does not hold the sale, or lost data for it: it is only (re)built from a complete
-		// Postgres. Reservations made just before the loss may still be on their way to the
-		// queue (a publish waits up to its timeout), so the rebuild waits that long after the
-		// sale was first seen unhealthy, then for the queue to drain, read after that wait.
-		since, seen := k.unhealthySince[sale]
-		if !seen {
-			since = k.now()
-			k.unhealthySince[sale] = since
-		}
-		if k.now().Sub(since) < k.cfg.RebuildDelay {
-			continue
-		}
-		if backlog > 0 {
-			k.log.Warn("keeper: sale not healthy in redis; waiting for the queue to drain before rebuilding", "sale", sale, "backlog", backlog)
-			continue
-		}
-		if now, err := k.q.Backlog(ctx); err != nil || now > 0 {
-			continue
-		}
-		if _, err := k.loader.Load(ctx, sale); err != nil {
-			return err
-		}
-		if st, err := k.stock.State(ctx, sale); err == nil && st.Loaded && !st.Lost {
-			delete(k.unhealthySince, sale)
-		}
+		return nil
+	}
+	// Redis does not hold the sale, or lost data for it: it is only (re)built from a complete
+	// Postgres. Reservations made just before the loss may still be on their way to the
+	// queue (a publish waits up to its timeout), so the rebuild waits that long after the
+	// sale was first seen unhealthy, then for the queue to drain, read after that wait.
+	since, seen := k.unhealthySince[sale]
+	if !seen {
+		since = k.now()
+		k.unhealthySince[sale] = since
+	}
+	if k.now().Sub(since) < k.cfg.RebuildDelay {
+		return nil
+	}
+	if backlog > 0 {
+		k.log.Warn("keeper: sale not healthy in redis; waiting for the queue to drain before rebuilding", "sale", sale, "backlog", backlog)
+		return nil
+	}
+	if now, err := k.q.Backlog(ctx); err != nil || now > 0 {
+		return nil
+	}
+	if _, err := k.loader.Load(ctx, sale); err != nil {
+		return err
+	}
+	if st, err := k.stock.State(ctx, sale); err == nil && st.Loaded && !st.Lost {
+		delete(k.unhealthySince, sale)
 	}
 	return nil
 }
@@ -275,10 +286,12 @@ func (k *Keeper) shardsBehind(ctx context.Context, sale int64, st store.SaleStat
 // between taking units from a shard and adding them to another): no unit stays stranded in a
 // transfer log. A live transfer completed here at the same time is added once all the same.
 func (k *Keeper) completeTransfers(ctx context.Context, sales []int64) error {
+	var errs []error // one sale's Redis node down does not stop the others'
 	for _, sale := range sales {
 		n, err := k.stock.CompleteTransfers(ctx, sale)
 		if err != nil {
-			return err
+			errs = append(errs, fmt.Errorf("transfers of sale %d: %w", sale, err))
+			continue
 		}
 		if n > 0 {
 			k.log.Info("keeper: stock transfers between shards completed", "sale", sale, "count", n)
@@ -287,7 +300,7 @@ func (k *Keeper) completeTransfers(ctx context.Context, sales []int64) error {
 			}
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // expire moves PENDING orders past their payment deadline to EXPIRED in Postgres (with a durable
@@ -320,12 +333,14 @@ func (k *Keeper) expire(ctx context.Context) error {
 // is in the queue: each would have been claimed.
 func (k *Keeper) recoverOrphans(ctx context.Context, sales []int64) error {
 	var cands []store.OrderRef
+	var errs []error // one sale's Redis node down does not stop the others'
 	for _, sale := range sales {
 		// Each reservation's age by the clock of the Redis holding it (a cluster's nodes each
 		// have their own clock).
 		flight, err := k.stock.InFlightOlder(ctx, sale, k.cfg.OrphanAge)
 		if err != nil {
-			return err
+			errs = append(errs, fmt.Errorf("in flight of sale %d: %w", sale, err))
+			continue
 		}
 		var claimedOld []string
 		for _, r := range flight {
@@ -336,23 +351,24 @@ func (k *Keeper) recoverOrphans(ctx context.Context, sales []int64) error {
 			cands = append(cands, store.OrderRef{SaleID: sale, ItemID: r.ItemID, UserID: r.UserID, OrderID: r.OrderID})
 		}
 		if err := k.settleWritten(ctx, sale, claimedOld); err != nil {
-			return err
+			errs = append(errs, fmt.Errorf("settle sale %d: %w", sale, err))
 		}
 	}
 	if len(cands) == 0 {
-		return nil
+		return errors.Join(errs...)
 	}
 	backlog, err := k.q.Backlog(ctx)
 	if err != nil {
-		return err
+		return errors.Join(append(errs, err)...)
 	}
 	if backlog > 0 {
-		return nil // next pass
+		return errors.Join(errs...) // the candidates: next pass
 	}
 	for _, c := range cands {
 		out, err := k.stock.Release(ctx, c, store.ReleaseUnsold)
 		if err != nil {
-			return err
+			errs = append(errs, fmt.Errorf("release order %s: %w", c.OrderID, err))
+			continue
 		}
 		if out == store.Released {
 			k.soldOut.Returned(c.ItemID)
@@ -362,7 +378,7 @@ func (k *Keeper) recoverOrphans(ctx context.Context, sales []int64) error {
 			}
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // settleWritten clears claimed entries whose order Postgres holds (the writer's settle failed).
