@@ -481,36 +481,6 @@ func (s *Stock) shardedLevels(ctx context.Context, saleID int64, k int, itemIDs 
 // in parts: it is marked lost (fail closed), its rebuild reads Postgres, where the edit's
 // transaction rolls back (or, committed, has the edit).
 func (s *Stock) adjustSharded(ctx context.Context, a Adjustment, k int) (AdjustResult, error) {
-	type step struct {
-		sh    int
-		item  int64
-		delta int64
-	}
-	var taken []step
-	failClosed := func(err error) (AdjustResult, error) { return s.failAdjust(ctx, a.SaleID, err) }
-	// giveBack gives back every decrease taken; an error: some may not have gone back.
-	giveBack := func() error {
-		var errs []error
-		for _, t := range taken {
-			r, err := s.adjustShard(ctx, Adjustment{SaleID: a.SaleID, Stock: []StockAdjust{{ItemID: t.item, Delta: -t.delta}}},
-				t.sh, a.ID+":g:"+strconv.FormatInt(t.item, 10))
-			if err == nil && !r.Applied {
-				err = fmt.Errorf("adjust(sale %d): shard %d no longer held", a.SaleID, t.sh)
-			}
-			if err != nil {
-				errs = append(errs, err)
-			}
-		}
-		return errors.Join(errs...)
-	}
-	// refuse gives the decreases taken back and answers res, err: nothing changed. A give-back
-	// that did not happen fails the sale closed.
-	refuse := func(res AdjustResult, err error) (AdjustResult, error) {
-		if gerr := giveBack(); gerr != nil {
-			return failClosed(errors.Join(err, gerr))
-		}
-		return res, err
-	}
 	states, err := s.shardStates(ctx, a.SaleID, k)
 	if err != nil {
 		return AdjustResult{}, err
@@ -520,73 +490,140 @@ func (s *Stock) adjustSharded(ctx context.Context, a Adjustment, k int) (AdjustR
 			return AdjustResult{}, nil // not held healthy: the next load reads Postgres
 		}
 	}
+	e := &shardedEdit{s: s, ctx: ctx, a: a, k: k}
 	for _, st := range a.Stock {
 		if st.Initial != nil || st.Delta >= 0 {
 			continue
 		}
-		levels, err := s.shardLevels(ctx, a.SaleID, k, st.ItemID)
-		if err != nil {
-			return refuse(AdjustResult{}, err)
-		}
-		order := make([]int, k)
-		total := int64(0)
-		for sh := range k {
-			order[sh] = sh
-			total += max(levels[sh], 0)
-		}
-		need := -st.Delta
-		if total < need {
-			return refuse(AdjustResult{ItemID: st.ItemID, Left: total}, ErrAdjustTooLow)
-		}
-		slices.SortFunc(order, func(x, y int) int { return int(levels[y] - levels[x]) })
-		for _, sh := range order {
-			d := min(max(levels[sh], 0), need)
-			if d == 0 {
-				continue
-			}
-			r, err := s.adjustShard(ctx, Adjustment{SaleID: a.SaleID, Stock: []StockAdjust{{ItemID: st.ItemID, Delta: -d}}},
-				sh, a.ID+":d:"+strconv.FormatInt(st.ItemID, 10))
-			if errors.Is(err, ErrAdjustTooLow) {
-				continue // taken meanwhile: try the next shard
-			}
-			if err == nil && !r.Applied {
-				err = fmt.Errorf("adjust(sale %d): shard %d no longer held", a.SaleID, sh)
-			}
-			if err != nil {
-				// Redis may have taken these units (or the shard is gone): fail closed.
-				return failClosed(errors.Join(err, giveBack()))
-			}
-			taken = append(taken, step{sh, st.ItemID, -d})
-			need -= d
-			if need == 0 {
-				break
-			}
-		}
-		if need > 0 {
-			return refuse(AdjustResult{ItemID: st.ItemID, Left: total - (-st.Delta - need)}, ErrAdjustTooLow)
+		if res, ended, err := e.decrease(st); ended {
+			return res, err
 		}
 	}
-	for sh := range k {
-		part := Adjustment{SaleID: a.SaleID, Meta: a.Meta}
-		for _, st := range a.Stock {
+	return e.increase()
+}
+
+// shardedEdit is one edit of a sharded sale on its way through the shards (adjustSharded).
+type shardedEdit struct {
+	s     *Stock
+	ctx   context.Context
+	a     Adjustment
+	k     int
+	taken []takenStep // the decreases taken so far
+}
+
+// takenStep is a decrease one shard took.
+type takenStep struct {
+	sh    int
+	item  int64
+	delta int64
+}
+
+func (e *shardedEdit) notHeld(sh int) error {
+	return fmt.Errorf("adjust(sale %d): shard %d no longer held", e.a.SaleID, sh)
+}
+
+// step applies one shard's part under its mark name; a shard found not held is an error.
+func (e *shardedEdit) step(part Adjustment, sh int, mark string) error {
+	r, err := e.s.adjustShard(e.ctx, part, sh, mark)
+	if err == nil && !r.Applied {
+		err = e.notHeld(sh)
+	}
+	return err
+}
+
+func (e *shardedEdit) failClosed(err error) (AdjustResult, error) {
+	return e.s.failAdjust(e.ctx, e.a.SaleID, err)
+}
+
+// giveBack gives back every decrease taken; an error: some may not have gone back.
+func (e *shardedEdit) giveBack() error {
+	var errs []error
+	for _, t := range e.taken {
+		part := Adjustment{SaleID: e.a.SaleID, Stock: []StockAdjust{{ItemID: t.item, Delta: -t.delta}}}
+		if err := e.step(part, t.sh, e.a.ID+":g:"+strconv.FormatInt(t.item, 10)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// refuse gives the decreases taken back and answers res, err: nothing changed. A give-back that
+// did not happen fails the sale closed.
+func (e *shardedEdit) refuse(res AdjustResult, err error) (AdjustResult, error) {
+	if gerr := e.giveBack(); gerr != nil {
+		return e.failClosed(errors.Join(err, gerr))
+	}
+	return res, err
+}
+
+// decrease takes an item's decrease from the shards holding the most; ended: the edit ends with
+// res, err instead (refused, every decrease given back, or failed closed).
+func (e *shardedEdit) decrease(st StockAdjust) (res AdjustResult, ended bool, err error) {
+	levels, err := e.s.shardLevels(e.ctx, e.a.SaleID, e.k, st.ItemID)
+	if err != nil {
+		res, err = e.refuse(AdjustResult{}, err)
+		return res, true, err
+	}
+	order := make([]int, e.k)
+	total := int64(0)
+	for sh := range e.k {
+		order[sh] = sh
+		total += max(levels[sh], 0)
+	}
+	need := -st.Delta
+	if total < need {
+		res, err = e.refuse(AdjustResult{ItemID: st.ItemID, Left: total}, ErrAdjustTooLow)
+		return res, true, err
+	}
+	slices.SortFunc(order, func(x, y int) int { return int(levels[y] - levels[x]) })
+	for _, sh := range order {
+		d := min(max(levels[sh], 0), need)
+		if d == 0 {
+			continue
+		}
+		part := Adjustment{SaleID: e.a.SaleID, Stock: []StockAdjust{{ItemID: st.ItemID, Delta: -d}}}
+		err := e.step(part, sh, e.a.ID+":d:"+strconv.FormatInt(st.ItemID, 10))
+		if errors.Is(err, ErrAdjustTooLow) {
+			continue // taken meanwhile: try the next shard
+		}
+		if err != nil {
+			// Redis may have taken these units (or the shard is gone): fail closed.
+			res, err = e.failClosed(errors.Join(err, e.giveBack()))
+			return res, true, err
+		}
+		e.taken = append(e.taken, takenStep{sh, st.ItemID, -d})
+		need -= d
+		if need == 0 {
+			return AdjustResult{}, false, nil
+		}
+	}
+	res, err = e.refuse(AdjustResult{ItemID: st.ItemID, Left: total - (-st.Delta - need)}, ErrAdjustTooLow)
+	return res, true, err
+}
+
+// increase gives each shard the meta fields and its part of the increases and of an added
+// item's units.
+func (e *shardedEdit) increase() (AdjustResult, error) {
+	for sh := range e.k {
+		part := Adjustment{SaleID: e.a.SaleID, Meta: e.a.Meta}
+		for _, st := range e.a.Stock {
 			switch {
 			case st.Initial != nil:
-				n := SplitUnits(*st.Initial, k)[sh]
+				n := SplitUnits(*st.Initial, e.k)[sh]
 				part.Stock = append(part.Stock, StockAdjust{ItemID: st.ItemID, Initial: &n})
 			case st.Delta > 0:
-				part.Stock = append(part.Stock, StockAdjust{ItemID: st.ItemID, Delta: SplitUnits(st.Delta, k)[sh]})
+				part.Stock = append(part.Stock, StockAdjust{ItemID: st.ItemID, Delta: SplitUnits(st.Delta, e.k)[sh]})
 			}
 		}
-		r, err := s.adjustShard(ctx, part, sh, a.ID)
+		r, err := e.s.adjustShard(e.ctx, part, sh, e.a.ID)
 		if err != nil {
-			return failClosed(err) // its outcome is unknown
+			return e.failClosed(err) // its outcome is unknown
 		}
 		if !r.Applied {
-			err := fmt.Errorf("adjust(sale %d): shard %d no longer held", a.SaleID, sh)
 			if sh == 0 {
-				return refuse(AdjustResult{}, err) // no shard took a part of this phase
+				return e.refuse(AdjustResult{}, e.notHeld(sh)) // no shard took a part of this phase
 			}
-			return failClosed(err)
+			return e.failClosed(e.notHeld(sh))
 		}
 	}
 	return AdjustResult{Applied: true}, nil
