@@ -207,12 +207,12 @@ func TestAcquireReconcileLease(t *testing.T) {
 	}
 
 	// Both lease keys share one cluster slot.
-	if keySlot("{reconcile}:flashsale:lease") != keySlot("{reconcile}:flashsale:fence") {
+	if testenv.KeySlot("{reconcile}:flashsale:lease") != testenv.KeySlot("{reconcile}:flashsale:fence") {
 		t.Errorf("the lease keys are in different slots")
 	}
 	keys, _ := rdb.Keys(ctx, "*").Result()
 	for _, k := range keys {
-		if keySlot(k) != keySlot("reconcile") {
+		if testenv.KeySlot(k) != testenv.KeySlot("reconcile") {
 			t.Errorf("lease key %q outside the {reconcile} slot", k)
 		}
 	}

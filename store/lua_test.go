@@ -1596,46 +1596,20 @@ func TestScriptsSurviveScriptFlush(t *testing.T) {
 
 // --- Redis Cluster slots ---
 
-// crc16 is the CRC16-CCITT (XModem) that Redis Cluster hashes keys with.
-func crc16(s string) uint16 {
-	var crc uint16
-	for i := 0; i < len(s); i++ {
-		crc ^= uint16(s[i]) << 8
-		for range 8 {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return crc
-}
-
-// keySlot is Redis Cluster's slot of a key, honouring a {hash tag}.
-func keySlot(key string) uint16 {
-	if i := strings.IndexByte(key, '{'); i >= 0 {
-		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
-			key = key[i+1 : i+1+j]
-		}
-	}
-	return crc16(key) % 16384
-}
-
 // Every key a script touches for one sale hashes to one cluster slot, so the scripts run on
 // Redis Cluster; and every key the scripts create carries the sale's tag.
 func TestKeysShareOneSlot(t *testing.T) {
 	t.Parallel()
-	if got, want := crc16("123456789"), uint16(0x31C3); got != want {
-		t.Fatalf("crc16 check value = %#x, want %#x", got, want) // from the Redis Cluster spec
+	if got, want := testenv.KeySlot("123456789"), 0x31C3%16384; got != want {
+		t.Fatalf("slot of the crc16 check value = %d, want %d", got, want) // from the Redis Cluster spec
 	}
-	if got, want := keySlot("{user1000}.following"), keySlot("user1000"); got != want {
+	if got, want := testenv.KeySlot("{user1000}.following"), testenv.KeySlot("user1000"); got != want {
 		t.Fatalf("hash tag slot = %d, want %d", got, want)
 	}
-	slots := map[uint16]bool{}
+	slots := map[int]bool{}
 	for _, sale := range []int64{1, 7, 42, 1000, 65535, 4294967295} {
 		tag := "{sale:" + strconv.FormatInt(sale, 10) + "}"
-		want := keySlot("sale:" + strconv.FormatInt(sale, 10))
+		want := testenv.KeySlot("sale:" + strconv.FormatInt(sale, 10))
 		keys := []string{store.MetaKey(sale), store.BuyersKey(sale), store.InFlightKey(sale), store.GoneKey(sale), tokenKey(sale, "0123456789abcdef")}
 		for _, item := range []int64{1, 99, 123456789} {
 			keys = append(keys, store.StockKey(sale, item))
@@ -1644,7 +1618,7 @@ func TestKeysShareOneSlot(t *testing.T) {
 			if !strings.HasPrefix(k, tag) {
 				t.Errorf("key %q lacks the hash tag %s", k, tag)
 			}
-			if got := keySlot(k); got != want {
+			if got := testenv.KeySlot(k); got != want {
 				t.Errorf("key %q in slot %d, want %d", k, got, want)
 			}
 		}
@@ -1688,7 +1662,7 @@ func TestKeysShareOneSlot(t *testing.T) {
 	}
 	for _, k := range keys {
 		sale := k[len("{sale:"):strings.IndexByte(k, '}')]
-		if got, want := keySlot(k), keySlot("sale:"+sale); got != want {
+		if got, want := testenv.KeySlot(k), testenv.KeySlot("sale:"+sale); got != want {
 			t.Errorf("script created %q in slot %d, want the sale's slot %d", k, got, want)
 		}
 	}

@@ -12,34 +12,8 @@ import (
 
 	"github.com/flashsale/flashsale/services"
 	"github.com/flashsale/flashsale/store"
+	"github.com/flashsale/flashsale/testenv"
 )
-
-// crc16 is Redis Cluster's key hash (CRC16-CCITT, XMODEM): a key's slot is crc16 of its hash tag
-// modulo 16384.
-func crc16(b []byte) uint16 {
-	var crc uint16
-	for _, c := range b {
-		crc ^= uint16(c) << 8
-		for range 8 {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return crc
-}
-
-// clusterSlot is CLUSTER KEYSLOT: the hash tag's ({...}) slot when the key has a non-empty one.
-func clusterSlot(key string) int {
-	if i := strings.IndexByte(key, '{'); i >= 0 {
-		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
-			key = key[i+1 : i+1+j]
-		}
-	}
-	return int(crc16([]byte(key)) % 16384)
-}
 
 // usersOfShard returns n user ids from start on that the sale's k shards pin to shard sh.
 func usersOfShard(k, sh, n int, start int64) []int64 {
@@ -119,13 +93,13 @@ func (h *harness) drainShards(s saleIDs, k int) {
 func TestClusterSlotOfKnownKeys(t *testing.T) {
 	// Redis Cluster's specification: crc16("123456789") = 0x31C3; "foo" is in slot 12182 and a
 	// hash tag decides the slot.
-	if got := crc16([]byte("123456789")); got != 0x31C3 {
-		t.Fatalf("crc16 = %#x, want 0x31c3", got)
+	if got := testenv.KeySlot("123456789"); got != 0x31C3%16384 {
+		t.Fatalf("slot(123456789) = %d, want crc16 0x31c3 mod 16384", got)
 	}
-	if got := clusterSlot("foo"); got != 12182 {
+	if got := testenv.KeySlot("foo"); got != 12182 {
 		t.Errorf("slot(foo) = %d, want 12182", got)
 	}
-	if clusterSlot("{user1000}.following") != clusterSlot("{user1000}.followers") {
+	if testenv.KeySlot("{user1000}.following") != testenv.KeySlot("{user1000}.followers") {
 		t.Error("keys of one hash tag are in different slots")
 	}
 	// K = 1 keeps today's keys byte for byte.
@@ -151,11 +125,11 @@ func TestShardedSaleRush(t *testing.T) {
 
 	slots := map[int]int{}
 	for sh := range k {
-		slot := clusterSlot(store.MetaKeyOf(s.sale, sh))
+		slot := testenv.KeySlot(store.MetaKeyOf(s.sale, sh))
 		for _, key := range []string{store.StockKeyOf(s.sale, sh, s.items[0]), store.BuyersKeyOf(s.sale, sh), store.InFlightKeyOf(s.sale, sh),
 			store.GoneKeyOf(s.sale, sh), store.XferKeyOf(s.sale, sh), store.XferInKeyOf(s.sale, sh)} {
-			if clusterSlot(key) != slot {
-				t.Errorf("shard %d: %s in slot %d, its meta in %d", sh, key, clusterSlot(key), slot)
+			if testenv.KeySlot(key) != slot {
+				t.Errorf("shard %d: %s in slot %d, its meta in %d", sh, key, testenv.KeySlot(key), slot)
 			}
 		}
 		slots[slot] = sh
