@@ -939,6 +939,11 @@ func (s *Stock) hashes(ctx context.Context, saleID int64, key func(int64, int) s
 	if err != nil {
 		return nil, err
 	}
+	return s.hashesOf(ctx, saleID, k, key)
+}
+
+// hashesOf is hashes for a sale of k shards.
+func (s *Stock) hashesOf(ctx context.Context, saleID int64, k int, key func(int64, int) string) ([]map[string]string, error) {
 	if k == 1 {
 		m, err := s.rdb.HGetAll(ctx, key(saleID, 0)).Result()
 		return []map[string]string{m}, err

@@ -283,18 +283,13 @@ func (s *Stock) Transfers(ctx context.Context, saleID int64) ([]Transfer, error)
 	if err != nil || k == 1 {
 		return nil, err
 	}
-	cmds := make([]*redis.MapStringStringCmd, k)
-	if _, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for sh := range k {
-			cmds[sh] = p.HGetAll(ctx, XferKeyOf(saleID, sh))
-		}
-		return nil
-	}); err != nil {
+	logs, err := s.hashesOf(ctx, saleID, k, XferKeyOf)
+	if err != nil {
 		return nil, fmt.Errorf("transfers(sale %d): %w", saleID, err)
 	}
 	var out []Transfer
-	for sh, c := range cmds {
-		for id, v := range c.Val() {
+	for sh, records := range logs {
+		for id, v := range records {
 			if t, ok := parseTransfer(id, sh, v); ok {
 				out = append(out, t)
 			}
@@ -689,13 +684,8 @@ func (s *Stock) TransferSeqLoss(ctx context.Context, saleID int64, k int) (SeqLo
 	if k <= 1 {
 		return SeqLoss{}, false, nil
 	}
-	metas := make([]*redis.MapStringStringCmd, k)
-	if _, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for sh := range k {
-			metas[sh] = p.HGetAll(ctx, MetaKeyOf(saleID, sh))
-		}
-		return nil
-	}); err != nil {
+	metas, err := s.hashesOf(ctx, saleID, k, MetaKeyOf)
+	if err != nil {
 		return SeqLoss{}, false, fmt.Errorf("transfer seqs(sale %d): %w", saleID, err)
 	}
 	now := make([]*redis.SliceCmd, k)
@@ -713,7 +703,7 @@ func (s *Stock) TransferSeqLoss(ctx context.Context, saleID int64, k int) (SeqLo
 		v := now[sh].Val()
 		e, _ := v[1].(string)
 		lost, _ := v[2].(string)
-		if e == "" || lost == "1" || (sh > 0 && e != epoch) || metas[sh].Val()["epoch"] != e {
+		if e == "" || lost == "1" || (sh > 0 && e != epoch) || metas[sh]["epoch"] != e {
 			return SeqLoss{}, false, nil // not held healthy at one epoch: a load or a loss under way
 		}
 		epoch = e
@@ -721,7 +711,7 @@ func (s *Stock) TransferSeqLoss(ctx context.Context, saleID int64, k int) (SeqLo
 		seqs[sh], _ = strconv.ParseInt(seq, 10, 64)
 	}
 	for sh := range k {
-		for f, v := range metas[sh].Val() {
+		for f, v := range metas[sh] {
 			var of string
 			switch {
 			case strings.HasPrefix(f, "xseq:"):
