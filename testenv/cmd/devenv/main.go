@@ -88,8 +88,7 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
-func run(args []string, stdout, stderr io.Writer) int {
-	cfg := &config{}
+func newFlagSet(cfg *config, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("devenv", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
@@ -110,6 +109,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&cfg.engines, "engines", "cluster", "cluster set: cluster (Redis Cluster, 3 NATS nodes, R3), or single (one redis-server, one nats-server, R1: the same three instances on one engine each, to measure what the clusters cost)")
 	fs.IntVar(&cfg.instances, "instances", 3, "cluster set: how many flashsale instances nginx sends to")
 	fs.StringVar(&cfg.flashsaleBin, "flashsale", "", "cluster set: the flashsale binary the instances run (default: go build into DATA/cluster/bin)")
+	return fs
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	cfg := &config{}
+	fs := newFlagSet(cfg, stderr)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -146,17 +151,27 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if code, known := setVerb(ctx, stop, s, cfg, verb, rest, stdout, stderr); known {
+		return code
+	}
+	fmt.Fprintf(stderr, "devenv: unknown verb %q\n", verb)
+	fs.Usage()
+	return 2
+}
+
+// setVerb runs a verb on the service set s; known is false for a verb it does not know.
+func setVerb(ctx context.Context, stop context.CancelFunc, s *set, cfg *config, verb string, rest []string, stdout, stderr io.Writer) (code int, known bool) {
 	if s.foreground != nil {
 		switch verb {
 		case "up":
-			return exitCode(s.serveForeground(ctx, stdout), stderr)
+			return exitCode(s.serveForeground(ctx, stdout), stderr), true
 		case "down":
-			return exitCode(s.downForeground(stdout), stderr)
+			return exitCode(s.downForeground(stdout), stderr), true
 		case "status":
 			if !s.statusForeground(stdout) {
-				return 3
+				return 3, true
 			}
-			return 0
+			return 0, true
 		case "env":
 			if st, ok := s.foreground.read(); ok && s.foreground.holder() != 0 {
 				s.env = st.Env
@@ -165,40 +180,38 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	switch verb {
 	case "up":
-		return exitCode(s.up(ctx, stdout), stderr)
+		return exitCode(s.up(ctx, stdout), stderr), true
 	case "down":
-		return exitCode(s.down(stdout), stderr)
+		return exitCode(s.down(stdout), stderr), true
 	case "status":
 		if !s.status(stdout) {
-			return 3
+			return 3, true
 		}
-		return 0
+		return 0, true
 	case "env":
 		for _, kv := range s.env {
 			name, value, _ := strings.Cut(kv, "=")
 			fmt.Fprintf(stdout, "%s='%s'\n", name, value)
 		}
-		return 0
+		return 0, true
 	case "dropdbs":
-		return exitCode(s.dropDBs(ctx, stdout), stderr)
+		return exitCode(s.dropDBs(ctx, stdout), stderr), true
 	case "with":
 		if len(rest) > 0 && rest[0] == "--" {
 			rest = rest[1:]
 		}
 		if len(rest) == 0 {
 			fmt.Fprintln(stderr, "devenv: with needs a command: devenv with -- CMD [ARGS]")
-			return 2
+			return 2, true
 		}
 		stop() // the command gets the signals, through with
-		return with(s, rest, stdout, stderr)
+		return with(s, rest, stdout, stderr), true
 	case "chaos":
-		return exitCode(chaos(ctx, s, rest, stdout), stderr)
+		return exitCode(chaos(ctx, s, rest, stdout), stderr), true
 	case "bench":
-		return exitCode(bench(ctx, cfg, s, rest, stdout), stderr)
+		return exitCode(bench(ctx, cfg, s, rest, stdout), stderr), true
 	}
-	fmt.Fprintf(stderr, "devenv: unknown verb %q\n", verb)
-	fs.Usage()
-	return 2
+	return 0, false
 }
 
 // exitCode prints err and turns it into an exit status.
