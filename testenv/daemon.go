@@ -50,22 +50,54 @@ func PIDAlive(pid int) bool {
 	if pid <= 0 {
 		return false
 	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			if _, serr := os.Stat("/proc/self/stat"); serr == nil {
-				return false // a system with /proc: the process is gone
-			}
+	st, ok := pidState(pid)
+	if !ok {
+		if _, serr := os.Stat("/proc/self/stat"); serr == nil {
+			return false // a system with /proc: the process is gone
 		}
 		err := syscall.Kill(pid, 0)
 		return err == nil || errors.Is(err, syscall.EPERM)
 	}
+	return st != 'Z' && st != 'X'
+}
+
+// pidState is the process's state letter in /proc (R, S, T stopped, Z zombie...); ok false when
+// it cannot be read.
+func pidState(pid int) (byte, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false
+	}
 	// "pid (comm) S ...": the state follows the last ')'.
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 || i+2 >= len(b) {
-		return false
+		return 0, false
 	}
-	return b[i+2] != 'Z' && b[i+2] != 'X'
+	return b[i+2], true
+}
+
+// signalStop sends SIGSTOP or SIGCONT and returns once the kernel shows the process stopped
+// (or no longer stopped): a signal is delivered asynchronously, so a test acting right after
+// kill(2) could still find the process running. Other signals, and systems without /proc,
+// return at once.
+func signalStop(p *os.Process, sig syscall.Signal) error {
+	if err := p.Signal(sig); err != nil {
+		return err
+	}
+	if sig != syscall.SIGSTOP && sig != syscall.SIGCONT {
+		return nil
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st, ok := pidState(p.Pid)
+		if !ok || (st == 'T') == (sig == syscall.SIGSTOP) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("pid %d: still in state %c 5 s after %v", p.Pid, st, sig)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // pidCmdline returns the process's command line, its arguments separated by NUL bytes and one

@@ -19,7 +19,7 @@ func (c *NATSCluster) signal(i int, sig syscall.Signal) error {
 	if p == nil || p.exited() {
 		return fmt.Errorf("nats %s: %v: not running", c.Nodes[i].Name, sig)
 	}
-	if err := p.cmd.Process.Signal(sig); err != nil {
+	if err := signalStop(p.cmd.Process, sig); err != nil {
 		return fmt.Errorf("nats %s: %v: %w", c.Nodes[i].Name, sig, err)
 	}
 	fmt.Fprintf(c.log, "nats %s: %v\n", c.Nodes[i].Name, sig)

@@ -429,7 +429,7 @@ func (n *RedisClusterNode) signal(sig syscall.Signal) error {
 	if n.proc == nil {
 		return fmt.Errorf("redis cluster node %s: not running", n.Addr)
 	}
-	if err := n.proc.cmd.Process.Signal(sig); err != nil {
+	if err := signalStop(n.proc.cmd.Process, sig); err != nil {
 		return fmt.Errorf("redis cluster node %s: %v: %w", n.Addr, sig, err)
 	}
 	return nil
