@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -241,11 +242,15 @@ func (s *PGServer) Start() error {
 	for _, kv := range s.Settings {
 		args = append(args, "-c", kv)
 	}
+	if c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(s.Port), time.Second); err == nil {
+		c.Close()
+		return fmt.Errorf("postgres on port %d: %w", s.Port, errPortTaken)
+	}
 	proc, err := spawnProc(s.Log, filepath.Dir(s.Data), s.Cred, s.Detached, filepath.Join(s.Bin, "postgres"), args...)
 	if err != nil {
 		return err
 	}
-	if err := waitReadyFor(proc, s.DSN("postgres"), cmp.Or(s.StartTimeout, time.Minute)); err != nil {
+	if err := waitReadyFor(proc, s.DSN("postgres"), s.Data, cmp.Or(s.StartTimeout, time.Minute)); err != nil {
 		proc.kill()
 		return fmt.Errorf("postgres on port %d: %v\n%s", s.Port, err, logTail(s.Log))
 	}
@@ -263,7 +268,7 @@ func (s *PGServer) startOnFreePort() error {
 		}
 		s.Port = port
 		err = s.Start()
-		if err == nil || attempt == 3 || !strings.Contains(err.Error(), "could not bind") {
+		if err == nil || attempt == 3 || !(errors.Is(err, errPortTaken) || strings.Contains(err.Error(), "could not bind")) {
 			return err
 		}
 	}
@@ -454,13 +459,15 @@ func DropTestDatabases(ctx context.Context, admin string) ([]string, error) {
 	return dropped, nil
 }
 
-// waitReady waits up to a minute until the postmaster accepts connections.
-func waitReady(proc *process, admin string) error {
-	return waitReadyFor(proc, admin, time.Minute)
-}
+// errPortTaken: something already answers on the port a server was to listen on.
+var errPortTaken = errors.New("the port is taken by another server")
 
-// waitReadyFor waits up to d until the postmaster accepts connections.
-func waitReadyFor(proc *process, admin string, d time.Duration) error {
+// waitReadyFor waits up to d until the postmaster accepts connections. A server that answers
+// must be the one on dataDir: another test process may run a Postgres on the port just chosen
+// (ports are picked per process), and while the new postmaster is failing to bind it, that
+// server would answer in its place (a CI run created its database there, and the instances
+// found nothing on the port once that server stopped).
+func waitReadyFor(proc *process, admin, dataDir string, d time.Duration) error {
 	deadline := time.Now().Add(d)
 	for {
 		if proc.exited() {
@@ -469,9 +476,21 @@ func waitReadyFor(proc *process, admin string, d time.Duration) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		conn, err := pgx.Connect(ctx, admin)
 		if err == nil {
+			var dir string
+			err = conn.QueryRow(ctx, `SELECT current_setting('data_directory')`).Scan(&dir)
 			conn.Close(ctx)
 			cancel()
-			return nil
+			if err == nil && sameDir(dir, dataDir) {
+				return nil
+			}
+			if err == nil {
+				err = fmt.Errorf("%w: the server answering runs on %s, not %s", errPortTaken, dir, dataDir)
+			}
+			if time.Now().After(deadline) || proc.exited() {
+				return err
+			}
+			time.Sleep(50 * time.Millisecond)
+			continue
 		}
 		cancel()
 		if time.Now().After(deadline) {
@@ -479,6 +498,16 @@ func waitReadyFor(proc *process, admin string, d time.Duration) error {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// sameDir reports whether a and b name the same directory.
+func sameDir(a, b string) bool {
+	if filepath.Clean(a) == filepath.Clean(b) {
+		return true
+	}
+	fa, err1 := os.Stat(a)
+	fb, err2 := os.Stat(b)
+	return err1 == nil && err2 == nil && os.SameFile(fa, fb)
 }
 
 // stopCluster stops the private cluster with a fast shutdown and deletes it.

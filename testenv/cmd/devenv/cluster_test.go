@@ -91,7 +91,9 @@ func startClusterAfter(t *testing.T, localFirst bool, extra []string, env ...str
 			t.Logf("devenv output:\n%s", rc.out.String())
 		}
 	})
-	deadline := time.Now().Add(2 * time.Minute)
+	// builds (nats-server, flashsale) and six Redis nodes: on two cores shared with the other
+	// packages' tests this has taken two minutes
+	deadline := time.Now().Add(4 * time.Minute)
 	for {
 		if b, err := os.ReadFile(rc.path); err == nil && json.Unmarshal(b, &rc.state) == nil && rc.state.PID == rc.cmd.Process.Pid {
 			break
@@ -103,7 +105,7 @@ func startClusterAfter(t *testing.T, localFirst bool, extra []string, env ...str
 		case <-time.After(100 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("devenv up: no state after 2 minutes\n%s", rc.out.String())
+			t.Fatalf("devenv up: no state after 4 minutes\n%s", rc.out.String())
 		}
 	}
 	waitFor(t.Context(), 5*time.Second, func() bool { return strings.Contains(rc.out.String(), "serving on "+rc.base) })
