@@ -38,6 +38,7 @@ type Catalog interface {
 // Shop is what the API needs of the purchase service.
 type Shop interface {
 	NewCaptcha(ctx context.Context, userID, saleID int64, ip string) (string, string, error)
+	TokenGate(ctx context.Context, userID, saleID int64) error
 	IssueToken(ctx context.Context, userID, saleID int64, captchaID, answer, ip string) (string, time.Time, error)
 	Purchase(ctx context.Context, userID, itemID int64, token, ip string) (string, error)
 	Order(ctx context.Context, userID int64, orderID string) (services.OrderView, error)
@@ -343,6 +344,12 @@ func (a *API) Captcha(c *gin.Context) {
 func (a *API) PurchaseToken(c *gin.Context) {
 	saleID, err := pathID(c, "saleId")
 	if err != nil {
+		Error(c, a.Log, err)
+		return
+	}
+	// The refusals that need nothing from the body come first: after a sell-out the crowd is
+	// answered without reading a byte of it.
+	if err := a.Shop.TokenGate(c.Request.Context(), shopper(c).UserID, saleID); err != nil {
 		Error(c, a.Log, err)
 		return
 	}

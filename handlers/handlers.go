@@ -85,7 +85,43 @@ func Error(c *gin.Context, log *slog.Logger, err error) {
 	if status >= 500 && log != nil {
 		log.Error("request failed", "method", c.Request.Method, "path", c.FullPath(), "code", e.Code, "err", err)
 	}
-	c.AbortWithStatusJSON(status, errorBody{Error: string(e.Code), Message: e.Message, OrderID: e.OrderID})
+	c.Abort()
+	c.Data(status, jsonType, errorJSON(errorBody{Error: string(e.Code), Message: e.Message, OrderID: e.OrderID}))
+}
+
+// jsonType is the Content-Type of every JSON answer (gin's own for c.JSON).
+const jsonType = "application/json; charset=utf-8"
+
+// errorJSON is json.Marshal(b) without reflection for the common case, every string printable
+// ASCII that JSON writes as it is (a refusal is the crowd's answer: it should cost next to
+// nothing); anything else goes through encoding/json, which the tests compare it with.
+func errorJSON(b errorBody) []byte {
+	if !plainJSON(b.Error) || !plainJSON(b.Message) || !plainJSON(b.OrderID) {
+		out, _ := json.Marshal(b) // strings only: never fails
+		return out
+	}
+	out := make([]byte, 0, len(b.Error)+len(b.Message)+len(b.OrderID)+40)
+	out = append(out, `{"error":"`...)
+	out = append(out, b.Error...)
+	out = append(out, `","message":"`...)
+	out = append(out, b.Message...)
+	if b.OrderID != "" {
+		out = append(out, `","orderId":"`...)
+		out = append(out, b.OrderID...)
+	}
+	return append(out, `"}`...)
+}
+
+// plainJSON reports whether encoding/json writes s inside its quotes byte for byte: printable
+// ASCII other than the quote, the backslash and the three characters it escapes for HTML.
+func plainJSON(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c < 0x20 || c > 0x7e, c == '"', c == '\\', c == '<', c == '>', c == '&':
+			return false
+		}
+	}
+	return true
 }
 
 // Abort answers with a contract error built from code and message.

@@ -193,6 +193,7 @@ func (s *Sales) change(ctx context.Context, merchantID, saleID int64, edit func(
 		return Sale{}, unavailable(err)
 	}
 	s.forget(row)
+	s.announce(row.ID)
 	for _, id := range raised {
 		s.loader.soldOut.Returned(id)
 	}
@@ -212,15 +213,28 @@ func (s *Sales) warmIfDue(ctx context.Context, row store.Sale, now time.Time) {
 	}
 }
 
-// forget drops this instance's cached view of a sale (other instances catch up within catalogTTL;
-// the reserve script and the token issuer read pause and the times from Redis).
+// forget drops this instance's cached view of a sale. Other instances drop theirs when the
+// change is announced (services/salenotice.go), or catch up within catalogTTL; the reserve script
+// reads pause and the times from Redis, the token issuer pause within pausedTTL.
 func (s *Sales) forget(row store.Sale) {
 	s.salesCache.forget(row.ID)
 	s.stockCache.forget(row.ID)
 	s.liveCache.forget(row.ID)
+	s.pausedCache.forget(row.ID)
 	for _, it := range row.Items {
 		s.items.forget(it.ID)
 	}
+}
+
+// peek returns key's value if held, however old, without loading it.
+func (c *ttlCache[K, V]) peek(key K) (V, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if el, ok := c.m[key]; ok {
+		return el.Value.(*ttlEntry[K, V]).v, true
+	}
+	var zero V
+	return zero, false
 }
 
 // forget drops key's value, if held.
@@ -396,13 +410,16 @@ func applyEdit(cur store.Sale, in SaleEdit, now time.Time) (store.Sale, error) {
 }
 
 // checkPaused refuses a purchase token while the sale is paused. The cached row may be up to
-// catalogTTL old on another instance, so the sale's Redis meta is read too (one HGET): a pause
-// holds at once on every instance.
+// catalogTTL old on another instance, so the sale's Redis meta is read too (one HGET, trusted for
+// pausedTTL): a pause holds on every instance within a second, at once where its notice arrives
+// (services/salenotice.go), and the reserve script refuses the purchase itself regardless.
 func (s *Sales) checkPaused(ctx context.Context, sale store.Sale) error {
 	if sale.Paused {
 		return errPaused
 	}
-	paused, err := s.stock.Paused(ctx, sale.ID)
+	paused, err := s.pausedCache.get(ctx, sale.ID, func(ctx context.Context) (bool, error) {
+		return s.stock.Paused(ctx, sale.ID)
+	})
 	if err != nil {
 		return unavailable(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
 	"runtime"
 	"strconv"
@@ -44,7 +45,9 @@ type Auth struct {
 	secret []byte
 	ttl    time.Duration
 	now    func() time.Time
-	seen   [verifiedShards]verifiedShard
+	seen   *[verifiedSlots]atomic.Pointer[verified]
+	seed   maphash.Seed
+	macs   *macPool // HMAC-SHA256 keyed with secret
 
 	limiter *Limiter      // per-IP and per-username limits of the account routes (nil: none)
 	captcha Captcha       // the registration captcha (nil: registration refused)
@@ -80,39 +83,30 @@ func (a *Auth) With(o AuthOptions) *Auth {
 	return a
 }
 
-// verifiedShards spreads the cache of verified tokens over independent locks.
-const verifiedShards = 64
+// verifiedSlots is the size of the cache of verified tokens (about 80 MiB at the very worst).
+const verifiedSlots = 1 << 18
 
-// maxVerifiedPerShard bounds the cache (64 × 4,096 tokens, about 80 MiB at the very worst).
-const maxVerifiedPerShard = 4096
-
-// verifiedShard remembers tokens already verified: in a rush every shopper presents the same
-// token two or three times within seconds, and a map lookup is far cheaper than parsing and
-// checking the JWT again. The key is the whole token, signature included, so a hit is the very
-// string that passed; its expiry is checked again on every hit.
-type verifiedShard struct {
-	mu sync.RWMutex
-	m  map[string]verified
-}
-
+// The cache of verified tokens: in a rush every shopper presents the same token two or three
+// times within seconds, and a lookup is far cheaper than parsing and checking the JWT again. It
+// is a direct-mapped table, each token in the slot its hash names and a newcomer replacing
+// whatever was there: no lock and no map to grow, since in a rush almost every request brings a
+// token not seen before. An entry holds the whole token, signature included, so a hit is the
+// very string that passed; its expiry is checked again on every hit.
 type verified struct {
-	id  Identity
-	exp time.Time
+	token string
+	id    Identity
+	exp   time.Time
 }
 
 // NewAuth returns an Auth signing with secret; tokens live for ttl.
 func NewAuth(db *store.DB, secret []byte, ttl time.Duration, now func() time.Time) *Auth {
 	return &Auth{db: db, secret: secret, ttl: ttl, now: now, hashing: make(chan struct{}, max(2, runtime.NumCPU())),
-		log: slog.Default()}
+		seen: new([verifiedSlots]atomic.Pointer[verified]), seed: maphash.MakeSeed(), macs: newMACPool(secret), log: slog.Default()}
 }
 
-func (a *Auth) shard(token string) *verifiedShard {
-	// The last bytes of a token are its signature: as good as random.
-	var h uint32
-	for i := max(0, len(token)-4); i < len(token); i++ {
-		h = h<<8 | uint32(token[i])
-	}
-	return &a.seen[h%verifiedShards]
+// slot is the cache slot of token.
+func (a *Auth) slot(token string) *atomic.Pointer[verified] {
+	return &a.seen[maphash.String(a.seed, token)&(verifiedSlots-1)]
 }
 
 type claims struct {
@@ -144,23 +138,15 @@ func (a *Auth) Verify(token string) (Identity, error) {
 	if a.revoked.has(token) {
 		return Identity{}, Errorf(CodeUnauthenticated, "this session has ended (logged out); log in again")
 	}
-	sh := a.shard(token)
-	sh.mu.RLock()
-	v, ok := sh.m[token]
-	sh.mu.RUnlock()
-	if ok && a.now().Before(v.exp) {
+	slot := a.slot(token)
+	if v := slot.Load(); v != nil && v.token == token && a.now().Before(v.exp) {
 		return v.id, nil
 	}
 	id, exp, err := a.verify(token)
 	if err != nil {
 		return Identity{}, err
 	}
-	sh.mu.Lock()
-	if sh.m == nil || len(sh.m) >= maxVerifiedPerShard {
-		sh.m = make(map[string]verified, 256)
-	}
-	sh.m[strings.Clone(token)] = verified{id: id, exp: exp}
-	sh.mu.Unlock()
+	slot.Store(&verified{token: strings.Clone(token), id: id, exp: exp})
 	return id, nil
 }
 
@@ -192,9 +178,9 @@ func (a *Auth) verifyOwn(token string) (claims, bool) {
 	if n, err := base64.RawURLEncoding.Decode(sig[:], []byte(token[last+1:])); err != nil || n != sha256.Size {
 		return c, false
 	}
-	mac := hmac.New(sha256.New, a.secret)
-	mac.Write([]byte(token[:last]))
-	if !hmac.Equal(mac.Sum(nil), sig[:]) {
+	var sum [sha256.Size]byte
+	a.macs.sum(token[:last], &sum)
+	if !hmac.Equal(sum[:], sig[:]) {
 		return c, false
 	}
 	payload, err := base64.RawURLEncoding.DecodeString(token[dot+1 : last])
@@ -531,6 +517,7 @@ type revocations struct {
 	mu     sync.RWMutex
 	set    map[[16]byte]time.Time // token hash → when the token expires anyway
 	lastID string                 // the last stream entry read
+	size   atomic.Int64           // len(set), read without the lock (none: the usual case)
 	pruned time.Time              // when expired entries were last dropped
 
 	last    atomic.Int64 // when the last refresh started (Unix ns)
@@ -555,11 +542,11 @@ func (r *revocations) has(token string) bool {
 			}()
 		}
 	}
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	if len(r.set) == 0 {
+	if r.size.Load() == 0 {
 		return false
 	}
+	r.mu.RLock()
+	defer r.mu.RUnlock()
 	_, ok := r.set[tokenHash(token)]
 	return ok
 }
@@ -572,6 +559,7 @@ func (r *revocations) add(ctx context.Context, token string, exp time.Time, maxT
 		r.set = map[[16]byte]time.Time{}
 	}
 	r.set[h] = exp
+	r.size.Store(int64(len(r.set)))
 	r.mu.Unlock()
 	if r.rdb == nil {
 		return nil
@@ -632,6 +620,7 @@ func (r *revocations) refresh() {
 			}
 			r.pruned = now
 		}
+		r.size.Store(int64(len(r.set)))
 		r.mu.Unlock()
 		if len(msgs) < 1000 {
 			return

@@ -19,7 +19,7 @@ func TestVerifiedTokenCacheHonoursExpiry(t *testing.T) {
 			t.Fatalf("verify #%d: %+v, %v", i+1, id, err)
 		}
 	}
-	if _, ok := a.shard(tok).m[tok]; !ok {
+	if v := a.slot(tok).Load(); v == nil || v.token != tok {
 		t.Fatalf("a verified token is not cached")
 	}
 	now = now.Add(time.Minute + 4*time.Second)

@@ -121,6 +121,18 @@ func (p *Purchases) NewCaptcha(ctx context.Context, userID, saleID int64, ip str
 	return id, img, nil
 }
 
+// TokenGate answers the refusals of a purchase-token request that need nothing from its body:
+// an unknown sale, one outside its window, paused, or every item sold out (as this instance
+// knows it). The handler asks it before reading the body, so the crowd refused after a sell-out
+// costs no body read and no JSON decoding; nil means go on to IssueToken, which asks again.
+func (p *Purchases) TokenGate(ctx context.Context, userID, saleID int64) error {
+	_, _, known, err := p.tokenGate(ctx, saleID)
+	if err != nil && known {
+		p.funnel.Record(saleID, err)
+	}
+	return err
+}
+
 // IssueToken gives a shopper a single-use purchase token for a live sale, once the captcha is
 // solved. Before the start it answers NOT_STARTED with the wait; a sale that has ended or whose
 // every item this instance knows to be sold out answers at once, without touching the captcha.
@@ -132,21 +144,31 @@ func (p *Purchases) IssueToken(ctx context.Context, userID, saleID int64, captch
 	return tok, exp, err
 }
 
-// issueToken is IssueToken; known reports whether the sale exists.
-func (p *Purchases) issueToken(ctx context.Context, userID, saleID int64, captchaID, answer, ip string) (_ string, _ time.Time, known bool, _ error) {
+// tokenGate is TokenGate's checks; it returns the sale's cached row and the time it judged by.
+// known reports whether the sale exists.
+func (p *Purchases) tokenGate(ctx context.Context, saleID int64) (_ store.Sale, now time.Time, known bool, _ error) {
 	sale, err := p.sales.cachedRow(ctx, saleID)
 	if err != nil {
-		return "", time.Time{}, false, err
+		return store.Sale{}, now, false, err
 	}
-	now := p.now()
+	now = p.now()
 	if err := saleWindow(sale.StartsAt, sale.EndsAt, now); err != nil {
-		return "", time.Time{}, true, err
+		return sale, now, true, err
 	}
 	if sale.Paused {
-		return "", time.Time{}, true, errPaused // as this instance's catalog knows it (at most a few seconds old)
+		return sale, now, true, errPaused // as this instance's catalog knows it (at most a few seconds old)
 	}
 	if p.allSoldOut(sale) {
-		return "", time.Time{}, true, Errorf(CodeSoldOut, "sold out: every unit has been taken")
+		return sale, now, true, errSoldOut
+	}
+	return sale, now, true, nil
+}
+
+// issueToken is IssueToken; known reports whether the sale exists.
+func (p *Purchases) issueToken(ctx context.Context, userID, saleID int64, captchaID, answer, ip string) (_ string, _ time.Time, known bool, _ error) {
+	sale, now, known, err := p.tokenGate(ctx, saleID)
+	if err != nil {
+		return "", time.Time{}, known, err
 	}
 	if err := p.limiter.Allow(ctx, saleID, userID, ip, LimitsOf(sale)); err != nil {
 		return "", time.Time{}, true, err
@@ -161,7 +183,8 @@ func (p *Purchases) issueToken(ctx context.Context, userID, saleID int64, captch
 	if !ok {
 		return "", time.Time{}, true, Errorf(CodeCaptchaFailed, "the captcha answer is wrong or expired; solve a new one")
 	}
-	// Redis knows a pause at once on every instance; asked only for a solved captcha, so the
+	// Redis knows a pause at once on every instance (this instance trusts its answer for a
+	// second, less where the pause's notice arrives); asked only for a solved captcha, so the
 	// crowd refused earlier never pays this round trip.
 	if err := p.sales.checkPaused(ctx, sale); err != nil {
 		return "", time.Time{}, true, err

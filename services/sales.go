@@ -11,6 +11,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/flashsale/flashsale/store"
 )
 
@@ -130,6 +132,9 @@ type Sales struct {
 	queue     Backlogger                 // the queue whose depth the live view shows (SetQueue); nil: none
 	liveCache *ttlCache[int64, LiveView] // the merchant's live view, per sale (services/live.go)
 	liveSeen  liveState
+
+	pausedCache *ttlCache[int64, bool] // Redis's paused flag per sale, for the token path (pausedTTL)
+	nc          *nats.Conn             // where changes are announced (ShareChanges); nil: not shared
 }
 
 // listing is one page of Upcoming as the listing cache shares it (callers must not modify it).
@@ -159,10 +164,11 @@ func NewSales(db *store.DB, stock *store.Stock, loader *Loader, reconcile *Recon
 		salesCache: newTTLCache[int64](cacheConfig[cachedSale]{TTL: catalogTTL, Max: 10_000, MaxAbsent: 10_000,
 			Absent: func(c cachedSale) bool { return c.err != nil }, StaleFor: 24 * time.Hour}, now),
 		// The displayed stock is never served stale: an error says Redis is down.
-		stockCache: newTTLCache[int64](cacheConfig[DisplayedStock]{TTL: time.Second, Max: 10_000}, now),
-		listings:   newTTLCache[string](cacheConfig[listing]{TTL: listingTTL, Max: 256, StaleFor: time.Minute}, now),
-		liveCache:  newTTLCache[int64](cacheConfig[LiveView]{TTL: liveTTL, Max: 100}, now),
-		liveSeen:   liveState{counter: map[int64]string{}}}
+		stockCache:  newTTLCache[int64](cacheConfig[DisplayedStock]{TTL: time.Second, Max: 10_000}, now),
+		listings:    newTTLCache[string](cacheConfig[listing]{TTL: listingTTL, Max: 256, StaleFor: time.Minute}, now),
+		liveCache:   newTTLCache[int64](cacheConfig[LiveView]{TTL: liveTTL, Max: 100}, now),
+		pausedCache: newTTLCache[int64](cacheConfig[bool]{TTL: pausedTTL, Max: 10_000}, now),
+		liveSeen:    liveState{counter: map[int64]string{}}}
 }
 
 // DefaultWarmAhead is how long before its start a sale's stock is loaded into Redis, unless told

@@ -99,3 +99,19 @@ func TestOpenRedisByScheme(t *testing.T) {
 		t.Errorf("OpenRedis(bad cluster url) = %v", err)
 	}
 }
+
+// RESP2 unless the URL asks for RESP3: nothing uses push messages, and go-redis looks for them
+// before every RESP3 reply.
+func TestRedisProtocolFromURL(t *testing.T) {
+	rs := testenv.Redis(t)
+	for query, want := range map[string]int{"": 2, "?protocol=3": 3, "?pool_size=9&protocol=3": 3, "?protocol=2": 2} {
+		rdb, err := store.OpenRedis(context.Background(), "redis://"+rs.Addr+"/0"+query, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := rdb.(*redis.Client).Options().Protocol; got != want {
+			t.Errorf("%q: protocol %d, want %d", query, got, want)
+		}
+		rdb.Close()
+	}
+}

@@ -275,3 +275,47 @@ func TestAdminEndAndWarm(t *testing.T) {
 	}
 	h.checkInvariants(w)
 }
+
+// A merchant's change on one instance reaches the others' caches at once (a notice over NATS),
+// not after their catalog TTL (5 s) or the paused flag's (1 s): a rename shows on the other
+// instance, and a resume there lets shoppers in right away.
+func TestSaleChangeNoticeReachesOtherInstances(t *testing.T) {
+	h1 := newHarness(t, harnessOpts{})
+	h2 := newHarness(t, harnessOpts{shared: h1})
+	merchant := h1.token(9000, services.RoleMerchant)
+	s := h1.liveSale(5)
+	path := fmt.Sprintf("/api/flash-sales/%d", s.sale)
+	if r := h2.do("GET", path, "", nil); r.Status != http.StatusOK || r.str("name") == "" {
+		t.Fatalf("sale on instance 2: %d %s", r.Status, r.Raw)
+	}
+	if r := h1.patchSale(merchant, s.sale, map[string]any{"name": "Renamed on instance 1"}); r.Status != http.StatusOK {
+		t.Fatalf("rename: %d %s", r.Status, r.Raw)
+	}
+	within := func(what string, d time.Duration, ok func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(d); !ok(); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within %v", what, d)
+			}
+		}
+	}
+	within("the rename on instance 2", time.Second, func() bool { return h2.do("GET", path, "", nil).str("name") == "Renamed on instance 1" })
+
+	u := h1.token(1, services.RoleShopper)
+	tokenOn := func(h *harness) response {
+		c := h.do("POST", path+"/captcha", u, nil)
+		return h.do("POST", path+"/purchase-token", u, map[string]string{"captchaId": c.str("captchaId"), "answer": "test"})
+	}
+	if r := h1.saleAction(merchant, s.sale, "pause"); r.Status != http.StatusOK {
+		t.Fatalf("pause: %d %s", r.Status, r.Raw)
+	}
+	within("the pause on instance 2", time.Second, func() bool { return tokenOn(h2).Status == http.StatusServiceUnavailable })
+	wantAdminCode(t, "purchase token on instance 2 while paused", tokenOn(h2), http.StatusServiceUnavailable, services.CodePaused)
+	// instance 2 has just read "paused" from Redis and trusts it for a second: the resume's
+	// notice, not that second, lets the shopper in
+	if r := h1.saleAction(merchant, s.sale, "resume"); r.Status != http.StatusOK {
+		t.Fatalf("resume: %d %s", r.Status, r.Raw)
+	}
+	within("the resume on instance 2", 500*time.Millisecond, func() bool { return tokenOn(h2).Status == http.StatusOK })
+	h1.checkInvariants(s)
+}

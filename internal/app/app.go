@@ -138,6 +138,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 	a.reconcile = services.NewReconciler(a.DB, a.Stock, a.Metrics, log, cfg.OrphanAge)
 	a.sales = services.NewSales(a.DB, a.Stock, a.Loader, a.reconcile, cfg.PayWindow, log, a.now)
 	a.sales.SetWarmAhead(cfg.WarmAhead)
+	if err := a.sales.ShareChanges(a.Queue.Conn()); err != nil {
+		return nil, err
+	}
 	a.sales.SetStockShards(cfg.StockShards)
 	a.purchases = services.NewPurchases(services.PurchaseConfig{
 		TokenTTL: cfg.TokenTTL, SlowPublish: cfg.OrphanAge / 3, SigningSecret: secret,

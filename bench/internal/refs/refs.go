@@ -12,6 +12,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/exec"
 	"strconv"
@@ -47,6 +48,27 @@ const (
 //
 // Both answer purchase-token with a constant token of the real token's length. Neither checks
 // the JWT: that is part of what flashsale's figures are measured against.
+
+// PprofEnv, set to a loopback address, makes a reference server serve /debug/pprof/ there, to
+// profile it under the same load as flashsale (whose profiles are on FLASHSALE_METRICS_ADDR).
+const PprofEnv = "FLASHSALE_BENCH_REF_PPROF"
+
+func servePprof(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil || !load.IsLoopbackHost(host) {
+		return fmt.Errorf("%q: only a loopback address is allowed", addr)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	go func() { _ = http.Serve(ln, mux) }()
+	return nil
+}
 
 // Token is the constant purchase token the references hand out.
 const Token = "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA.AAAAAAAAAAAAAAAAAAAAAA" // 48+1+22, like flashsale's
@@ -99,6 +121,11 @@ func Serve(ctx context.Context, name string, args []string, stderr io.Writer) er
 	}
 	srv := &http.Server{Handler: r, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 15 * time.Second,
 		WriteTimeout: 30 * time.Second, IdleTimeout: 120 * time.Second, MaxHeaderBytes: 64 << 10}
+	if pp := os.Getenv(PprofEnv); pp != "" {
+		if err := servePprof(pp); err != nil {
+			return fmt.Errorf("%s: %s: %w", name, PprofEnv, err)
+		}
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
