@@ -122,8 +122,9 @@ func startServer(t *testing.T) *server {
 	}
 }
 
-// TestRushSmall runs the tool once, small, against a real server: the outcome counts must add
-// up and the invariants hold; then the stores are corrupted and the same check must fail.
+// TestRushSmall runs the tool once, small, against a real server, the units spread over three
+// items: the outcome counts must add up, every item sell out and the invariants hold; then the
+// stores are corrupted and the same check must fail.
 // Nothing here asserts a time.
 func TestRushSmall(t *testing.T) {
 	if testing.Short() {
@@ -133,7 +134,7 @@ func TestRushSmall(t *testing.T) {
 	const shoppers, units = 300, 50
 	o, err := parseOptions("rush", []string{"-url", srv.url, "-metrics-url", srv.metricsURL, "-database-url", srv.databaseURL, "-redis-url", srv.redisURL,
 		"-server-pid", strconv.Itoa(srv.cmd.Process.Pid), "-n", strconv.Itoa(shoppers), "-units", strconv.Itoa(units),
-		"-window", "1s", "-double-click", "0.1", "-workers", "64", "-quiet", "-drain-timeout", "60s"}, io.Discard)
+		"-window", "1s", "-double-click", "0.1", "-workers", "64", "-quiet", "-drain-timeout", "60s", "-items", "3"}, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,6 +174,27 @@ func TestRushSmall(t *testing.T) {
 	}
 	if !res.Invariants.Checked || !res.Invariants.OK {
 		t.Fatalf("invariants: %+v", res.Invariants)
+	}
+	if ids := res.Sales[0].ItemIDs; len(ids) != 3 || res.Rush.Items != 3 {
+		t.Errorf("the rush's sale has items %v (report: %d), want 3", ids, res.Rush.Items)
+	} else {
+		be, err := target.Open(ctx, o.DatabaseURL, o.RedisURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, id := range ids {
+			var n int64
+			if err := be.DB.Gorm().WithContext(ctx).Raw(`SELECT count(*) FROM orders WHERE item_id = ?`, id).Scan(&n).Error; err != nil {
+				t.Fatal(err)
+			}
+			if want := splitUnits(units, 3)[i]; n != int64(want) {
+				t.Errorf("item %d: %d orders, want its %d units", id, n, want)
+			}
+		}
+		be.Close()
+	}
+	if res.Rush.SoldOutAt < 0 || res.Rush.SoldOutAt != res.Rush.Last202At {
+		t.Errorf("sold out at %v, last 202 at %v: with three items, the sale sells out with its last unit", res.Rush.SoldOutAt, res.Rush.Last202At)
 	}
 	if !rep.OK {
 		t.Error("report not OK")

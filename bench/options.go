@@ -32,6 +32,7 @@ type Options struct {
 	N           int           // rush: shoppers
 	Window      time.Duration // rush: arrival window
 	Units       int           // rush: units for sale
+	Items       int           // rush: items the units are spread over
 	DoubleClick float64       // rush: fraction of shoppers who click twice
 	Lead        time.Duration // rush: how far ahead the sale starts
 

@@ -16,8 +16,9 @@ import (
 	"github.com/flashsale/flashsale/bench/internal/target"
 )
 
-// rush: N distinct shoppers arrive within the window from the sale's start, for Units units;
-// each fetches a purchase token, then buys; some double-click. Then the same schedule against
+// rush: N distinct shoppers arrive within the window from the sale's start, for Units units
+// (spread over Items items, the shoppers spread evenly over them); each fetches a purchase
+// token, then buys; some double-click. Then the same schedule against
 // the bare-Gin reference, to divide by.
 type rush struct{}
 
@@ -26,7 +27,8 @@ func (rush) Name() string { return "rush" }
 func (rush) Usage() []string {
 	return []string{
 		"N shoppers (-n 100000) arrive within -window (2s) of the sale's start for -units (10000);",
-		"each fetches a purchase token, then buys; -double-click (0.05) of them click twice",
+		"each fetches a purchase token, then buys; -double-click (0.05) of them click twice;",
+		"-items (1) spreads the units and the shoppers over that many items",
 	}
 }
 
@@ -34,6 +36,7 @@ func (rush) Flags(fs *flag.FlagSet, o *Options) {
 	fs.IntVar(&o.N, "n", 100_000, "rush: distinct shoppers")
 	fs.DurationVar(&o.Window, "window", 2*time.Second, "rush: all shoppers arrive within this of the start")
 	fs.IntVar(&o.Units, "units", 10_000, "rush: units for sale")
+	fs.IntVar(&o.Items, "items", 1, "rush: items the units are spread over (1 to 50), shopper i buying item i mod items")
 	fs.Float64Var(&o.DoubleClick, "double-click", 0.05, "rush: fraction of shoppers who send the purchase twice at once")
 	fs.DurationVar(&o.Lead, "lead", 3*time.Second, "rush: the sale starts this long after it is created")
 }
@@ -43,10 +46,28 @@ func (rush) Validate(o *Options) []error {
 	if o.N < 1 || o.Units < 1 || o.Window <= 0 {
 		errs = append(errs, errors.New("-n, -units and -window must be positive"))
 	}
+	if o.Items < 1 || o.Items > maxItems || o.Items > o.Units {
+		errs = append(errs, fmt.Errorf("-items %d: 1 to %d, and at most -units", o.Items, maxItems))
+	}
 	if o.DoubleClick < 0 || o.DoubleClick > 1 {
 		errs = append(errs, errors.New("-double-click is a fraction between 0 and 1"))
 	}
 	return errs // -lead: with the timeouts in Options.validate
+}
+
+// maxItems is the most items a sale may have (the server's limit).
+const maxItems = 50
+
+// splitUnits spreads units over items as evenly as they go, the first ones one more.
+func splitUnits(units, items int) []int {
+	q := make([]int, items)
+	for i := range q {
+		q[i] = units / items
+		if i < units%items {
+			q[i]++
+		}
+	}
+	return q
 }
 
 // RushReport is the rush scenario's own figures (seconds are after the sale's start).
@@ -54,10 +75,11 @@ type RushReport struct {
 	SaleID              int64   `json:"sale_id"`
 	Shoppers            int     `json:"shoppers"`
 	Units               int     `json:"units"`
+	Items               int     `json:"items"`
 	Window              float64 `json:"window_s"`
 	DoubleClick         float64 `json:"double_click"`
 	Accepted            int64   `json:"accepted"`
-	SoldOutAt           float64 `json:"sold_out_s"` // first SOLD_OUT answer
+	SoldOutAt           float64 `json:"sold_out_s"` // first SOLD_OUT answer (several items: the last 202 once every unit went)
 	Last202At           float64 `json:"last_202_s"`
 	AllAnsweredAt       float64 `json:"all_answered_s"`
 	PersistedAllAt      float64 `json:"all_persisted_s"`
@@ -83,7 +105,7 @@ func (rush) Run(ctx context.Context, r *Runner, res *RunResult) error {
 	defer pool.Close()
 
 	starts := time.Now().Add(o.Lead).Round(time.Millisecond)
-	sale, err := r.api.CreateSale(ctx, fmt.Sprintf("bench rush %s", starts.Format(time.RFC3339)), starts, o.Window+o.MaxWait+10*time.Minute, o.Units)
+	sale, err := r.api.CreateSaleItems(ctx, fmt.Sprintf("bench rush %s", starts.Format(time.RFC3339)), starts, o.Window+o.MaxWait+10*time.Minute, splitUnits(o.Units, max(o.Items, 1)))
 	if err != nil {
 		return err
 	}
@@ -100,7 +122,7 @@ func (rush) Run(ctx context.Context, r *Runner, res *RunResult) error {
 	}
 	pattern := make([]uint8, o.N)
 	ph := &load.Phase{Name: "rush", Base: base, Offsets: offsets, Deadline: o.Window + o.MaxWait,
-		Do: load.ShopperFlow(users, load.TokenPath(sale.SaleID), load.PurchasePath(sale.ItemIDs[0]), o.DoubleClick, pattern, nil)}
+		Do: load.ShopperFlow(users, load.TokenPath(sale.SaleID), load.PurchasePaths(sale.ItemIDs), o.DoubleClick, pattern, nil)}
 	r.prog.Note("bench: rush: sale %d starts at %s: %d shoppers within %v for %d units, %d workers",
 		sale.SaleID, starts.Format("15:04:05.000"), o.N, o.Window, o.Units, o.Workers)
 
@@ -121,8 +143,8 @@ func (rush) Run(ctx context.Context, r *Runner, res *RunResult) error {
 	}
 	rep, st := r.measure(ctx, pool, ph, tFlashsale, r.procs, float64(o.N)/o.Window.Seconds(), o.Window)
 	sale.Acked = append(sale.Acked, pool.CollectAcked()...)
-	rr := &RushReport{SaleID: sale.SaleID, Shoppers: o.N, Units: o.Units, Window: o.Window.Seconds(), DoubleClick: o.DoubleClick,
-		Accepted: st.Accepted(), SoldOutAt: rep.FirstSoldOut, Last202At: rep.Last202, AllAnsweredAt: rep.Elapsed,
+	rr := &RushReport{SaleID: sale.SaleID, Shoppers: o.N, Units: o.Units, Items: len(sale.ItemIDs), Window: o.Window.Seconds(), DoubleClick: o.DoubleClick,
+		Accepted: st.Accepted(), SoldOutAt: soldOutAt(rep.FirstSoldOut, rep.Last202, len(sale.ItemIDs), st.Accepted(), o.Units), Last202At: rep.Last202, AllAnsweredAt: rep.Elapsed,
 		PersistedAllAt: -1, PersistAfterSellout: -1, ServerRSSPeak: rep.Procs["server"].RSSPeak}
 	if watch != nil {
 		r.prog.Note("bench: rush: waiting for every accepted order to reach Postgres")
@@ -153,7 +175,7 @@ func (rush) Run(ctx context.Context, r *Runner, res *RunResult) error {
 			}
 			// the same shoppers at the same times, each sending the requests it sent to flashsale
 			ph := &load.Phase{Name: "rush", Base: time.Now().Add(500 * time.Millisecond), Offsets: offsets,
-				Deadline: o.Window + o.MaxWait, Do: load.ShopperFlow(users, load.TokenPath(sale.SaleID), load.PurchasePath(sale.ItemIDs[0]), o.DoubleClick, nil, pattern)}
+				Deadline: o.Window + o.MaxWait, Do: load.ShopperFlow(users, load.TokenPath(sale.SaleID), load.PurchasePaths(sale.ItemIDs), o.DoubleClick, nil, pattern)}
 			refRep, _ := r.measure(ctx, pool, ph, refs.Gin, procs, float64(o.N)/o.Window.Seconds(), o.Window)
 			res.Phases = append(res.Phases, refRep)
 			rr.RefAllAnsweredAt = refRep.Elapsed
@@ -167,6 +189,19 @@ func (rush) Run(ctx context.Context, r *Runner, res *RunResult) error {
 		}
 	}
 	return nil
+}
+
+// soldOutAt is when the sale sold out, in seconds after its start (-1: it did not). One item:
+// its first SOLD_OUT answer. Several: the first item to run dry answers SOLD_OUT while the others
+// still sell, so the sale is sold out at the last 202, once every unit went.
+func soldOutAt(firstSoldOut, last202 float64, items int, accepted int64, units int) float64 {
+	if items <= 1 {
+		return firstSoldOut
+	}
+	if accepted < int64(units) {
+		return -1
+	}
+	return last202
 }
 
 // Check: the sell-out, the answers against bare Gin's, persistence, errors and memory.
@@ -210,12 +245,16 @@ func (rush) Check(o Options, res *RunResult) {
 }
 
 func (rush) Print(w io.Writer, o Options, res *RunResult, title string) {
-	fmt.Fprintf(w, "\n== rush%s: %d shoppers within %v for %d units, %.0f%% double-click, %d workers, %s client ==\n",
-		title, o.N, o.Window, o.Units, 100*o.DoubleClick, o.Workers, o.Client)
+	fmt.Fprintf(w, "\n== rush%s: %d shoppers within %v for %d units (%d item(s)), %.0f%% double-click, %d workers, %s client ==\n",
+		title, o.N, o.Window, o.Units, max(o.Items, 1), 100*o.DoubleClick, o.Workers, o.Client)
 	printBody(w, res)
 	if rr := res.Rush; rr != nil {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintf(tw, "sold out (first SOLD_OUT)\t%s after the start\t(last 202 at %s; %d accepted)\n", report.FmtSecs(rr.SoldOutAt), report.FmtSecs(rr.Last202At), rr.Accepted)
+		how := "first SOLD_OUT"
+		if rr.Items > 1 {
+			how = "every unit of every item"
+		}
+		fmt.Fprintf(tw, "sold out (%s)\t%s after the start\t(last 202 at %s; %d accepted)\n", how, report.FmtSecs(rr.SoldOutAt), report.FmtSecs(rr.Last202At), rr.Accepted)
 		line := fmt.Sprintf("every shopper answered\t%s after the start", report.FmtSecs(rr.AllAnsweredAt))
 		if rr.RefAllAnsweredAt > 0 {
 			line += fmt.Sprintf("\tbare Gin: %s → ratio %.2f×", report.FmtSecs(rr.RefAllAnsweredAt), rr.AnsweredRatio)

@@ -175,7 +175,7 @@ func (r *Runner) flowStep(ctx context.Context, pool *load.Pool, tgt string, proc
 		}
 		ph := &load.Phase{Name: fmt.Sprintf("ladder %.0f/s", rate), Base: time.Now().Add(200 * time.Millisecond),
 			Offsets: load.Schedule(n, o.Duration, o.Arrivals, o.Seed), DropLate: true, Deadline: o.Duration + 2*o.Timeout,
-			Do: load.ShopperFlow(users, load.TokenPath(s.SaleID), load.PurchasePath(s.ItemIDs[0]), 0, nil, nil)}
+			Do: load.ShopperFlow(users, load.TokenPath(s.SaleID), load.PurchasePaths(s.ItemIDs[:1]), 0, nil, nil)}
 		rep, _ := r.measure(ctx, pool, ph, tgt, procs, rate, o.Duration)
 		if tgt == tFlashsale {
 			s.Acked = append(s.Acked, pool.CollectAcked()...)

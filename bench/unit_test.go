@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"slices"
 	"strings"
@@ -20,7 +21,8 @@ const wantUsage = `usage: bench SCENARIO [flags]     (go run ./bench … or make
 
 scenarios:
   rush      N shoppers (-n 100000) arrive within -window (2s) of the sale's start for -units (10000);
-            each fetches a purchase token, then buys; -double-click (0.05) of them click twice
+            each fetches a purchase token, then buys; -double-click (0.05) of them click twice;
+            -items (1) spreads the units and the shoppers over that many items
   soldout   the refusal path alone: purchases of an already sold-out item, laddered to the highest
             stable rate, then a latency run at -load (0.8) of it; the same against bare Gin
   reserve   the winning path alone: purchases of an item that never runs out, same ladder and
@@ -101,7 +103,8 @@ func TestValidate(t *testing.T) {
 	if err == nil || err.Error() != want {
 		t.Errorf("errors:\n%v\nwant:\n%s", err, want)
 	}
-	for _, args := range [][]string{{"-double-click", "2"}, {"-lead", "0s"}, {"-runs", "0"}, {"-redis-url", "redis://10.0.0.1:6379/0"}, {"extra"}} {
+	for _, args := range [][]string{{"-double-click", "2"}, {"-lead", "0s"}, {"-runs", "0"}, {"-redis-url", "redis://10.0.0.1:6379/0"}, {"extra"},
+		{"-items", "0"}, {"-items", "51"}, {"-items", "5", "-units", "4"}} {
 		if _, err := parseOptions("rush", args, &bytes.Buffer{}); err == nil {
 			t.Errorf("%v: accepted", args)
 		}
@@ -213,7 +216,7 @@ func TestOptionsJSON(t *testing.T) {
 		var v json.RawMessage
 		dec.Decode(&v)
 	}
-	want := "Scenario URL MetricsURL Secret DatabaseURL RedisURL ServerPIDs ProxyPID MerchantID N Window Units DoubleClick Lead Rate Duration StartRate Step MaxRate MaxSteps Refine ErrorLimit LoadFactor Workers Client Timeout MaxWait DrainTimeout Settle Arrivals Seed Runs JSON NoRef NoVerify Quiet"
+	want := "Scenario URL MetricsURL Secret DatabaseURL RedisURL ServerPIDs ProxyPID MerchantID N Window Units Items DoubleClick Lead Rate Duration StartRate Step MaxRate MaxSteps Refine ErrorLimit LoadFactor Workers Client Timeout MaxWait DrainTimeout Settle Arrivals Seed Runs JSON NoRef NoVerify Quiet"
 	if got := strings.Join(keys, " "); got != want {
 		t.Errorf("options keys:\n%s\nwant:\n%s", got, want)
 	}
@@ -246,5 +249,28 @@ func TestRedisHostsAndPIDList(t *testing.T) {
 	if _, err := parseOptions("rush", []string{"-redis-url", "redis-cluster://127.0.0.1:7000,10.0.0.1:7001"}, io.Discard); err == nil ||
 		!strings.Contains(err.Error(), "only a loopback Redis") {
 		t.Errorf("a cluster seed off loopback: %v, want refused", err)
+	}
+}
+
+// The rush's units spread over its items as evenly as they go; a sale of several items is sold
+// out with its last unit, not at the first item's SOLD_OUT.
+func TestRushItems(t *testing.T) {
+	for _, tc := range []struct {
+		units, items int
+		want         []int
+	}{{10, 1, []int{10}}, {50, 3, []int{17, 17, 16}}, {50_000, 4, []int{12_500, 12_500, 12_500, 12_500}}, {5, 5, []int{1, 1, 1, 1, 1}}} {
+		got := splitUnits(tc.units, tc.items)
+		if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("splitUnits(%d, %d) = %v, want %v", tc.units, tc.items, got, tc.want)
+		}
+	}
+	if got := soldOutAt(1.2, 1.5, 1, 10, 10); got != 1.2 {
+		t.Errorf("one item: sold out at %v, want its first SOLD_OUT", got)
+	}
+	if got := soldOutAt(1.2, 1.5, 4, 10, 10); got != 1.5 {
+		t.Errorf("four items, every unit gone: sold out at %v, want the last 202", got)
+	}
+	if got := soldOutAt(1.2, 1.5, 4, 9, 10); got != -1 {
+		t.Errorf("four items, a unit left: sold out at %v, want -1", got)
 	}
 }

@@ -22,6 +22,15 @@ func PurchasePath(itemID int64) []byte {
 	return []byte("/api/flash-sales/items/" + strconv.FormatInt(itemID, 10) + "/purchase")
 }
 
+// PurchasePaths are the purchase paths of items, in order.
+func PurchasePaths(itemIDs []int64) [][]byte {
+	out := make([][]byte, len(itemIDs))
+	for i, id := range itemIDs {
+		out[i] = PurchasePath(id)
+	}
+	return out
+}
+
 // tokenBody is the purchase-token call's body: the test captcha's answer.
 var tokenBody = []byte(`{"captchaId":"bench","answer":"test"}`)
 
@@ -46,12 +55,14 @@ const (
 // ShopperFlow is one shopper's whole visit, as in the rush and the ladder: fetch a purchase
 // token (the test captcha's answer is "test", so the captcha request itself is skipped: it is
 // a static challenge, not part of the contested path), then buy; a double-clicker fetches a
-// second token and sends both purchases at once on two connections. With replay set, arrival i
+// second token and sends both purchases at once on two connections. Arrival i buys the item of
+// buyPaths[i % len(buyPaths)] (a sale of several items, the crowd spread evenly over them). With replay set, arrival i
 // sends exactly the requests replay[i] names, whatever the answers; with record set, what
 // arrival i sent is written to record[i].
-func ShopperFlow(users *tokens.Arena, tokPath, buyPath []byte, frac float64, record, replay []uint8) func(w *Worker, s *Stats, i int, sched, deadline time.Time) {
+func ShopperFlow(users *tokens.Arena, tokPath []byte, buyPaths [][]byte, frac float64, record, replay []uint8) func(w *Worker, s *Stats, i int, sched, deadline time.Time) {
 	return func(w *Worker, s *Stats, i int, sched, deadline time.Time) {
 		jwt := users.Get(i % users.Len())
+		buyPath := buyPaths[i%len(buyPaths)]
 		var pat uint8
 		want := func(bit uint8, ok bool) bool {
 			if replay != nil {

@@ -164,7 +164,7 @@ func TestShopperFlowRecordAndReplay(t *testing.T) {
 	pattern := make([]uint8, n)
 	run := func(record, replay []uint8) *Stats {
 		ph := &Phase{Name: "shoppers", Base: time.Now(), Offsets: Schedule(n, 100*time.Millisecond, "uniform", 1), Deadline: 10 * time.Second,
-			Do: ShopperFlow(users, TokenPath(7), PurchasePath(8), 0.3, record, replay)}
+			Do: ShopperFlow(users, TokenPath(7), [][]byte{PurchasePath(8)}, 0.3, record, replay)}
 		return p.Run(context.Background(), ph, nil)
 	}
 	st := run(pattern, nil)

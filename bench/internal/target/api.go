@@ -109,9 +109,20 @@ type Sale struct {
 // CreateSale creates a one-item sale as the merchant (POST /api/admin/sales), open from starts
 // for lasts: short, since the server's background jobs look at every live sale.
 func (a *API) CreateSale(ctx context.Context, name string, starts time.Time, lasts time.Duration, quantity int) (*Sale, error) {
+	return a.CreateSaleItems(ctx, name, starts, lasts, []int{quantity})
+}
+
+// CreateSaleItems is CreateSale with one item per quantity, in order.
+func (a *API) CreateSaleItems(ctx context.Context, name string, starts time.Time, lasts time.Duration, quantities []int) (*Sale, error) {
+	items := make([]map[string]any, len(quantities))
+	total := 0
+	for i, q := range quantities {
+		items[i] = map[string]any{"name": fmt.Sprintf("bench unit %d", i+1), "priceCents": 100, "quantity": q}
+		total += q
+	}
 	in := map[string]any{
 		"name": name, "startsAt": starts.UTC().Format(time.RFC3339Nano), "endsAt": starts.Add(lasts).UTC().Format(time.RFC3339Nano),
-		"items": []map[string]any{{"name": "bench unit", "priceCents": 100, "quantity": quantity}},
+		"items": items,
 	}
 	var out struct {
 		SaleID string `json:"saleId"`
@@ -127,14 +138,18 @@ func (a *API) CreateSale(ctx context.Context, name string, starts time.Time, las
 		return nil, HTTPErrorf(st, body, "create sale")
 	}
 	id, err := strconv.ParseInt(out.SaleID, 10, 64)
-	if err != nil || len(out.Items) != 1 {
+	if err != nil || len(out.Items) != len(quantities) {
 		return nil, fmt.Errorf("create sale: unexpected answer %s", body)
 	}
-	item, err := strconv.ParseInt(out.Items[0].ItemID, 10, 64)
-	if err != nil {
-		return nil, fmt.Errorf("create sale: unexpected answer %s", body)
+	s := &Sale{SaleID: id, Quantity: total}
+	for _, it := range out.Items {
+		item, err := strconv.ParseInt(it.ItemID, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("create sale: unexpected answer %s", body)
+		}
+		s.ItemIDs = append(s.ItemIDs, item)
 	}
-	return &Sale{SaleID: id, ItemIDs: []int64{item}, Quantity: quantity}, nil
+	return s, nil
 }
 
 // AdminItem is one item of GET /api/admin/sales/{id}/stock.
