@@ -175,7 +175,8 @@ func (a *Auth) verifyOwn(token string) (claims, bool) {
 	if base64.RawURLEncoding.EncodedLen(sha256.Size) != len(token)-last-1 {
 		return c, false
 	}
-	if n, err := base64.RawURLEncoding.Decode(sig[:], []byte(token[last+1:])); err != nil || n != sha256.Size {
+	var sigEnc [43]byte
+	if n, err := base64.RawURLEncoding.Decode(sig[:], sigEnc[:copy(sigEnc[:], token[last+1:])]); err != nil || n != sha256.Size {
 		return c, false
 	}
 	var sum [sha256.Size]byte
@@ -183,15 +184,26 @@ func (a *Auth) verifyOwn(token string) (claims, bool) {
 	if !hmac.Equal(sum[:], sig[:]) {
 		return c, false
 	}
-	payload, err := base64.RawURLEncoding.DecodeString(token[dot+1 : last])
+	// The claims Issue writes fit in a few hundred bytes: decoded on the stack (a longer
+	// payload goes to the library).
+	var enc [684]byte
+	var buf [513]byte
+	seg := token[dot+1 : last]
+	if len(seg) > len(enc) {
+		return c, false
+	}
+	n, err := base64.RawURLEncoding.Decode(buf[:], enc[:copy(enc[:], seg)])
 	if err != nil {
 		return c, false
 	}
+	payload := buf[:n]
 	if !flatClaims(payload, &c) {
-		c = claims{}
-		if json.Unmarshal(payload, &c) != nil {
-			return c, false
+		// copies, so that payload and c stay on the stack on the usual path
+		var u claims
+		if json.Unmarshal(bytes.Clone(payload), &u) != nil {
+			return claims{}, false
 		}
+		c = u
 	}
 	now := a.now()
 	if c.ExpiresAt == nil || !now.Before(c.ExpiresAt.Add(tokenLeeway)) {
@@ -283,7 +295,14 @@ func flatInt(p []byte, i int) (int64, int, bool) {
 func setFlatClaim(c *claims, key, str []byte, num int64) (uint8, bool) {
 	switch string(key) {
 	case "role":
-		c.Role = string(str)
+		switch string(str) { // the two known roles without a copy
+		case RoleShopper:
+			c.Role = RoleShopper
+		case RoleMerchant:
+			c.Role = RoleMerchant
+		default:
+			c.Role = string(str)
+		}
 		return 1, true
 	case "sub":
 		c.Subject = string(str)
@@ -315,8 +334,9 @@ func (a *Auth) verify(token string) (Identity, time.Time, error) {
 			return Identity{}, time.Time{}, err
 		}
 	}
+	// a positive decimal in its canonical form: ParseInt would also take "+7" and "007"
 	uid, err := strconv.ParseInt(c.Subject, 10, 64)
-	if err != nil || uid <= 0 || strconv.FormatInt(uid, 10) != c.Subject {
+	if err != nil || uid <= 0 || c.Subject[0] < '1' || c.Subject[0] > '9' {
 		return Identity{}, time.Time{}, Errorf(CodeUnauthenticated, "the token's subject is not a user id")
 	}
 	if c.Role != RoleShopper && c.Role != RoleMerchant {

@@ -8,7 +8,6 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"hash"
-	"io"
 	"sync"
 	"time"
 )
@@ -34,25 +33,36 @@ func newTokenSigner(secret []byte) tokenSigner {
 }
 
 // macPool hands out HMAC-SHA256 states keyed once: Reset brings one back to its keyed state, so
-// a sum costs the message's blocks only, not the two more that keying takes.
+// a sum costs the message's blocks only, not the two more that keying takes. Each state comes
+// with a buffer to copy the message into (the HMAC takes bytes, the tokens are strings).
 type macPool struct {
 	key  []byte
 	pool sync.Pool
+}
+
+type macState struct {
+	h   hash.Hash
+	buf []byte
+	out [sha256.Size]byte // Sum appends here: a caller's array passed to it would escape
 }
 
 func newMACPool(key []byte) *macPool { return &macPool{key: key} }
 
 // sum writes HMAC-SHA256(key, msg) into out.
 func (m *macPool) sum(msg string, out *[sha256.Size]byte) {
-	h, ok := m.pool.Get().(hash.Hash)
+	st, ok := m.pool.Get().(*macState)
 	if ok {
-		h.Reset()
+		st.h.Reset()
 	} else {
-		h = hmac.New(sha256.New, m.key)
+		st = &macState{h: hmac.New(sha256.New, m.key)}
 	}
-	_, _ = io.WriteString(h, msg)
-	h.Sum(out[:0])
-	m.pool.Put(h)
+	st.buf = append(st.buf[:0], msg...)
+	st.h.Write(st.buf)
+	*out = [sha256.Size]byte(st.h.Sum(st.out[:0]))
+	if cap(st.buf) > 4096 {
+		st.buf = nil // a token that long is refused anyway; keep the pool small
+	}
+	m.pool.Put(st)
 }
 
 func (s tokenSigner) sign(t purchaseToken) string {
