@@ -42,19 +42,24 @@ func NewReturns(db *store.DB, stock *store.Stock, soldOut *SoldOut, m *Metrics, 
 	return &Returns{db: db, stock: stock, soldOut: soldOut, metrics: m, log: log, applied: map[string]appliedReturn{}}
 }
 
-// Apply gives the units back in Redis; what fails, or waits for a rebuild, stays for the next
-// pass. It returns how many Redis took.
+// Apply gives the units back in Redis, in pipelines (one round trip per 500); what fails, or
+// waits for a rebuild, stays for the next pass. It returns how many Redis took.
 func (r *Returns) Apply(ctx context.Context, rets []store.StockReturn) int {
 	n := 0
 	var obsolete []string
 	now := time.Now()
-	for _, ret := range rets {
-		ref := store.OrderRef{SaleID: ret.SaleID, ItemID: ret.ItemID, UserID: ret.UserID, OrderID: ret.OrderID}
-		out, err := r.stock.Release(ctx, ref, store.ReturnUnit)
-		if err != nil {
-			r.log.Warn("unit not returned to redis yet; retried", "order", ret.OrderID, "err", err)
-			break // Redis is down: the rest would fail too
-		}
+	refs := make([]store.OrderRef, len(rets))
+	for i, ret := range rets {
+		refs[i] = store.OrderRef{SaleID: ret.SaleID, ItemID: ret.ItemID, UserID: ret.UserID, OrderID: ret.OrderID}
+	}
+	outs, err := r.stock.ReleaseMany(ctx, refs, store.ReturnUnit)
+	if err != nil {
+		// Redis is down, or failed one of them: the returns from that one on stay for the next
+		// pass (a release is idempotent, so one Redis took already is a no-op then)
+		r.log.Warn("units not returned to redis yet; retried", "pending", len(rets)-len(outs), "err", err)
+	}
+	for i, out := range outs {
+		ret := rets[i]
 		if out == store.RetryLater {
 			if ret.SaleOver {
 				obsolete = append(obsolete, ret.OrderID) // ended long ago and not loaded: nothing to give back to

@@ -22,14 +22,14 @@ import (
 func TestMain(m *testing.M) { testenv.Main(m) }
 
 // newStock starts a real redis-server for the test and returns a Stock and a raw client on it.
-func newStock(t *testing.T) (*store.Stock, redis.UniversalClient) {
+func newStock(t testing.TB) (*store.Stock, redis.UniversalClient) {
 	t.Helper()
 	s, rdb, _ := newStockServer(t)
 	return s, rdb
 }
 
 // newStockServer is newStock that also hands back the server, to crash or restore it.
-func newStockServer(t *testing.T) (*store.Stock, redis.UniversalClient, *testenv.RedisServer) {
+func newStockServer(t testing.TB) (*store.Stock, redis.UniversalClient, *testenv.RedisServer) {
 	t.Helper()
 	rs := testenv.Redis(t)
 	rdb, err := store.OpenRedis(context.Background(), rs.URL(), 64)
@@ -46,7 +46,7 @@ func tokenKey(sale int64, nonce string) string {
 }
 
 // redisNow reads Redis's clock, the one the scripts judge tokens and the sale window by.
-func redisNow(t *testing.T, s *store.Stock) time.Time {
+func redisNow(t testing.TB, s *store.Stock) time.Time {
 	t.Helper()
 	now, err := s.Now(context.Background())
 	if err != nil {
@@ -57,7 +57,7 @@ func redisNow(t *testing.T, s *store.Stock) time.Time {
 
 // snapshot is a sale open from an hour ago to an hour from now (Redis's clock), epoch 1, with the
 // items in the order given: item, left, item, left...
-func snapshot(t *testing.T, s *store.Stock, sale int64, limit string, itemLeft ...int64) store.Snapshot {
+func snapshot(t testing.TB, s *store.Stock, sale int64, limit string, itemLeft ...int64) store.Snapshot {
 	t.Helper()
 	now := redisNow(t, s)
 	snap := store.Snapshot{
@@ -76,7 +76,7 @@ func snapshot(t *testing.T, s *store.Stock, sale int64, limit string, itemLeft .
 	return snap
 }
 
-func mustLoad(t *testing.T, s *store.Stock, snap store.Snapshot, void time.Duration) {
+func mustLoad(t testing.TB, s *store.Stock, snap store.Snapshot, void time.Duration) {
 	t.Helper()
 	ok, err := s.Load(context.Background(), snap, void)
 	if err != nil || !ok {
@@ -85,12 +85,12 @@ func mustLoad(t *testing.T, s *store.Stock, snap store.Snapshot, void time.Durat
 }
 
 // attempt is a purchase attempt whose token expires a minute from now (Redis's clock).
-func attempt(t *testing.T, s *store.Stock, sale, item, user int64, order, nonce string) store.Attempt {
+func attempt(t testing.TB, s *store.Stock, sale, item, user int64, order, nonce string) store.Attempt {
 	t.Helper()
 	return store.Attempt{SaleID: sale, ItemID: item, UserID: user, OrderID: order, Nonce: nonce, TokenExpires: redisNow(t, s).Add(time.Minute)}
 }
 
-func mustReserve(t *testing.T, s *store.Stock, a store.Attempt) store.Reservation {
+func mustReserve(t testing.TB, s *store.Stock, a store.Attempt) store.Reservation {
 	t.Helper()
 	r, err := s.Reserve(context.Background(), a)
 	if err != nil {
@@ -181,7 +181,7 @@ func release(t *testing.T, s *store.Stock, o store.OrderRef, op store.ReleaseOp)
 	return out
 }
 
-func claim(t *testing.T, s *store.Stock, sale int64, orders ...store.ClaimItem) []int {
+func claim(t testing.TB, s *store.Stock, sale int64, orders ...store.ClaimItem) []int {
 	t.Helper()
 	got, err := s.Claim(context.Background(), sale, orders)
 	if err != nil {
@@ -1747,5 +1747,108 @@ func TestAdjustStockMetaAndPause(t *testing.T) {
 	mustLoad(t, s, snap, 0)
 	if _, err := s.Reserve(ctx, attempt(t, s, sale+1, a, 7, "o3", "n3")); !errors.Is(err, store.ErrPaused) {
 		t.Errorf("reserve in a sale loaded paused: %v, want ErrPaused", err)
+	}
+}
+
+// ReleaseMany returns many sold units in one pipeline with the outcomes Release gives one by
+// one (idempotent the second time, RetryLater on a sale not held), and loads the script again
+// where Redis lost it.
+func TestReleaseManyPipelined(t *testing.T) {
+	t.Parallel()
+	s, rdb := newStock(t)
+	ctx := context.Background()
+	const sale, item, n = 24, 240, 700 // more than one pipeline of 500
+	mustLoad(t, s, snapshot(t, s, sale, store.LimitPerSale, item, n), 0)
+	var refs []store.OrderRef
+	var settled []string
+	for u := int64(1); u <= n; u++ {
+		id := "o" + strconv.FormatInt(u, 10)
+		r := mustReserve(t, s, attempt(t, s, sale, item, u, id, "n"+id))
+		claim(t, s, sale, store.ClaimItem{OrderID: id, Seq: r.Seq})
+		refs = append(refs, store.OrderRef{SaleID: sale, ItemID: item, UserID: u, OrderID: id})
+		settled = append(settled, id)
+	}
+	if err := s.Settle(ctx, map[int64][]string{sale: settled}); err != nil {
+		t.Fatal(err)
+	}
+	if got := stockOf(t, rdb, sale, item); got != 0 {
+		t.Fatalf("stock after selling out = %d", got)
+	}
+	// Redis forgets its scripts (a restart, a failover): the pipeline's NOSCRIPT is retried
+	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	absent := store.OrderRef{SaleID: 25, ItemID: item, UserID: 1, OrderID: "x"}
+	outs, err := s.ReleaseMany(ctx, append(refs[:n-1:n-1], absent, refs[n-1]), store.ReturnUnit)
+	if err != nil || len(outs) != n+1 {
+		t.Fatalf("ReleaseMany: %d outcomes, %v", len(outs), err)
+	}
+	for i, out := range outs {
+		want := store.Released
+		if i == n-1 {
+			want = store.RetryLater
+		}
+		if out != want {
+			t.Fatalf("outcome %d = %v, want %v", i, out, want)
+		}
+	}
+	if got := stockOf(t, rdb, sale, item); got != n {
+		t.Errorf("stock after the returns = %d, want %d", got, n)
+	}
+	if b := buyersOf(t, s, sale); len(b) != 0 {
+		t.Errorf("buyers left: %d", len(b))
+	}
+	outs, err = s.ReleaseMany(ctx, refs, store.ReturnUnit)
+	if err != nil || len(outs) != n {
+		t.Fatalf("second ReleaseMany: %d outcomes, %v", len(outs), err)
+	}
+	for i, out := range outs {
+		if out != store.NotInFlight {
+			t.Fatalf("second return %d = %v, want NotInFlight", i, out)
+		}
+	}
+	if got := stockOf(t, rdb, sale, item); got != n {
+		t.Errorf("stock after the second returns = %d, want %d", got, n)
+	}
+}
+
+// BenchmarkReturn500 returns 500 sold units, one Release each or one ReleaseMany (the keeper's
+// expiry pass): go test -run XXX -bench Return500 ./store
+func BenchmarkReturn500(b *testing.B) {
+	for _, pipelined := range []bool{false, true} {
+		name := map[bool]string{false: "one-by-one", true: "pipelined"}[pipelined]
+		b.Run(name, func(b *testing.B) {
+			s, _ := newStock(b)
+			ctx := context.Background()
+			const item, n = 10, 500
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				sale := int64(1000 + i)
+				mustLoad(b, s, snapshot(b, s, sale, store.LimitPerSale, item, n), 0)
+				refs := make([]store.OrderRef, n)
+				ids := make([]string, n)
+				for u := range refs {
+					id := "o" + strconv.Itoa(u)
+					r := mustReserve(b, s, attempt(b, s, sale, item, int64(u+1), id, "n"+id))
+					claim(b, s, sale, store.ClaimItem{OrderID: id, Seq: r.Seq})
+					refs[u], ids[u] = store.OrderRef{SaleID: sale, ItemID: item, UserID: int64(u + 1), OrderID: id}, id
+				}
+				if err := s.Settle(ctx, map[int64][]string{sale: ids}); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+				if pipelined {
+					if _, err := s.ReleaseMany(ctx, refs, store.ReturnUnit); err != nil {
+						b.Fatal(err)
+					}
+				} else {
+					for _, o := range refs {
+						if _, err := s.Release(ctx, o, store.ReturnUnit); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+			}
+		})
 	}
 }

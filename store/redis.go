@@ -474,6 +474,55 @@ func (s *Stock) Release(ctx context.Context, o OrderRef, op ReleaseOp) (ReleaseO
 	return ReleaseOutcome(n), nil
 }
 
+// ReleaseMany is Release for many orders in one pipeline (one round trip to each Redis node,
+// instead of one per order): the keeper's expiry gives back up to 500 units a pass. It returns
+// the outcomes of the orders before the first failure, and that failure; the orders from it on
+// may or may not have been released (each release is idempotent: run them again).
+func (s *Stock) ReleaseMany(ctx context.Context, refs []OrderRef, op ReleaseOp) ([]ReleaseOutcome, error) {
+	const chunk = 500
+	out := make([]ReleaseOutcome, 0, len(refs))
+	for len(refs) > 0 {
+		n := min(len(refs), chunk)
+		got, err := s.releasePipelined(ctx, refs[:n], op)
+		out = append(out, got...)
+		if err != nil {
+			return out, err
+		}
+		refs = refs[n:]
+	}
+	return out, nil
+}
+
+func (s *Stock) releasePipelined(ctx context.Context, refs []OrderRef, op ReleaseOp) ([]ReleaseOutcome, error) {
+	keys := make([][]string, len(refs))
+	for i, o := range refs {
+		sh, err := s.ShardOfUser(ctx, o.SaleID, o.UserID)
+		if err != nil {
+			return nil, fmt.Errorf("release %s(sale %d, order %s): %w", op, o.SaleID, o.OrderID, err)
+		}
+		keys[i] = []string{MetaKeyOf(o.SaleID, sh), StockKeyOf(o.SaleID, sh, o.ItemID), BuyersKeyOf(o.SaleID, sh), InFlightKeyOf(o.SaleID, sh), GoneKeyOf(o.SaleID, sh)}
+	}
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.Cmd, len(refs))
+	for i, o := range refs {
+		cmds[i] = s.release.EvalSha(ctx, pipe, keys[i], o.OrderID, string(op), o.ItemID, o.UserID, o.HeldBy)
+	}
+	_, _ = pipe.Exec(ctx) // each command's own error is read below
+	out := make([]ReleaseOutcome, 0, len(refs))
+	for i, o := range refs {
+		n, err := cmds[i].Int64()
+		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			// a Redis that lost its script cache (a restart, a failover): Run loads it
+			n, err = s.release.Run(ctx, s.rdb, keys[i], o.OrderID, string(op), o.ItemID, o.UserID, o.HeldBy).Int64()
+		}
+		if err != nil {
+			return out, fmt.Errorf("release %s(sale %d, order %s): %w", op, o.SaleID, o.OrderID, err)
+		}
+		out = append(out, ReleaseOutcome(n))
+	}
+	return out, nil
+}
+
 // Claim verdicts, per order.
 const (
 	ClaimGone    = 0 // its unit went back: do not write it

@@ -78,6 +78,19 @@ func TestStockOnRedisCluster(t *testing.T) {
 			t.Errorf("sale %d: in flight after the settle: %+v, %v", sale, flight, err)
 		}
 	}
+	// The returns of the three sales in one ReleaseMany: a pipeline split over the three masters.
+	var refs []store.OrderRef
+	for i, sale := range sales {
+		refs = append(refs, store.OrderRef{SaleID: sale, ItemID: 100 + sale, UserID: 7, OrderID: fmt.Sprintf("order-%d", i)})
+	}
+	if outs, err := s.ReleaseMany(ctx, refs, store.ReturnUnit); err != nil || len(outs) != 3 || outs[0] != store.Released || outs[1] != store.Released || outs[2] != store.Released {
+		t.Errorf("ReleaseMany over three masters = %v, %v; want three Released", outs, err)
+	}
+	for _, sale := range sales {
+		if lv, err := s.Levels(ctx, sale, []int64{100 + sale}); err != nil || len(lv) != 1 || lv[0] != 2 {
+			t.Errorf("sale %d: stock after the return %v, %v; want 2", sale, lv, err)
+		}
+	}
 	fs := store.FunnelStore{Keep: time.Minute, TTL: time.Hour}
 	deltas := func() []store.FunnelDelta {
 		var ds []store.FunnelDelta
