@@ -193,7 +193,7 @@ func (s *Sales) change(ctx context.Context, merchantID, saleID int64, edit func(
 		return Sale{}, unavailable(err)
 	}
 	s.forget(row)
-	s.announce(row.ID)
+	s.announce(row)
 	for _, id := range raised {
 		s.loader.soldOut.Returned(id)
 	}

@@ -1,6 +1,7 @@
 package services
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"sync"
@@ -52,14 +53,18 @@ func (r *Returns) Apply(ctx context.Context, rets []store.StockReturn) int {
 	for i, ret := range rets {
 		refs[i] = store.OrderRef{SaleID: ret.SaleID, ItemID: ret.ItemID, UserID: ret.UserID, OrderID: ret.OrderID}
 	}
-	outs, err := r.stock.ReleaseMany(ctx, refs, store.ReturnUnit)
-	if err != nil {
-		// Redis is down, or failed one of them: the returns from that one on stay for the next
-		// pass (a release is idempotent, so one Redis took already is a no-op then)
-		r.log.Warn("units not returned to redis yet; retried", "pending", len(rets)-len(outs), "err", err)
-	}
+	outs, errs := r.stock.ReleaseMany(ctx, refs, store.ReturnUnit)
+	failed := 0
+	var firstErr error
 	for i, out := range outs {
 		ret := rets[i]
+		if errs[i] != nil {
+			// Redis (or this sale's node) is down: the return stays for the next pass (a release
+			// is idempotent, so one Redis took after all is a no-op then)
+			failed++
+			firstErr = cmp.Or(firstErr, errs[i])
+			continue
+		}
 		if out == store.RetryLater {
 			if ret.SaleOver {
 				obsolete = append(obsolete, ret.OrderID) // ended long ago and not loaded: nothing to give back to
@@ -76,6 +81,9 @@ func (r *Returns) Apply(ctx context.Context, rets []store.StockReturn) int {
 		r.applied[ret.OrderID] = appliedReturn{saleID: ret.SaleID, at: now}
 		r.mu.Unlock()
 		n++
+	}
+	if failed > 0 {
+		r.log.Warn("units not returned to redis yet; retried", "pending", failed, "err", firstErr)
 	}
 	if err := r.db.DeleteReturns(ctx, obsolete); err != nil {
 		r.log.Warn("returns of ended sales not deleted; retried", "err", err)

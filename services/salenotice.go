@@ -30,7 +30,7 @@ func (s *Sales) ShareChanges(nc *nats.Conn) error {
 	if _, err := nc.Subscribe(saleSubject+"*", func(m *nats.Msg) {
 		id, err := strconv.ParseInt(strings.TrimPrefix(m.Subject, saleSubject), 10, 64)
 		if err == nil && id > 0 {
-			s.forgetID(id)
+			s.forgetID(id, itemsOfNotice(m.Data))
 		}
 	}); err != nil {
 		return err
@@ -39,22 +39,45 @@ func (s *Sales) ShareChanges(nc *nats.Conn) error {
 	return nil
 }
 
-// announce tells the other instances that the sale changed (best effort: see saleSubject).
-func (s *Sales) announce(saleID int64) {
+// announce tells the other instances that the sale changed (best effort: see saleSubject). The
+// notice carries the sale's item ids, comma-separated, so that a receiver drops its cached
+// items even where it holds no row of the sale (or an older one, without an item just added).
+func (s *Sales) announce(row store.Sale) {
 	if s.nc == nil {
 		return
 	}
-	if err := s.nc.Publish(saleSubject+strconv.FormatInt(saleID, 10), []byte("changed")); err != nil {
-		s.log.Warn("sale change notice not sent; other instances catch up within their cache's TTL", "sale", saleID, "err", err)
+	var b []byte
+	for i, it := range row.Items {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, it.ID, 10)
+	}
+	if err := s.nc.Publish(saleSubject+strconv.FormatInt(row.ID, 10), b); err != nil {
+		s.log.Warn("sale change notice not sent; other instances catch up within their cache's TTL", "sale", row.ID, "err", err)
 	}
 }
 
-// forgetID drops this instance's cached view of a sale known by its id only: its items are those
-// of the cached row, if one is held.
-func (s *Sales) forgetID(saleID int64) {
+// itemsOfNotice reads the item ids of a notice (bad entries skipped).
+func itemsOfNotice(data []byte) []int64 {
+	var ids []int64
+	for f := range strings.SplitSeq(string(data), ",") {
+		if id, err := strconv.ParseInt(f, 10, 64); err == nil && id > 0 {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// forgetID drops this instance's cached view of a sale known by its id: its items are those the
+// notice names and those of the cached row, if one is held.
+func (s *Sales) forgetID(saleID int64, items []int64) {
 	row := store.Sale{ID: saleID}
 	if c, ok := s.salesCache.peek(saleID); ok {
 		row.Items = c.sale.Items
+	}
+	for _, id := range items {
+		row.Items = append(row.Items, store.Item{ID: id})
 	}
 	s.forget(row)
 }

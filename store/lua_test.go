@@ -1779,11 +1779,14 @@ func TestReleaseManyPipelined(t *testing.T) {
 		t.Fatal(err)
 	}
 	absent := store.OrderRef{SaleID: 25, ItemID: item, UserID: 1, OrderID: "x"}
-	outs, err := s.ReleaseMany(ctx, append(refs[:n-1:n-1], absent, refs[n-1]), store.ReturnUnit)
-	if err != nil || len(outs) != n+1 {
-		t.Fatalf("ReleaseMany: %d outcomes, %v", len(outs), err)
+	outs, errs := s.ReleaseMany(ctx, append(refs[:n-1:n-1], absent, refs[n-1]), store.ReturnUnit)
+	if len(outs) != n+1 || len(errs) != n+1 {
+		t.Fatalf("ReleaseMany: %d outcomes, %d errors", len(outs), len(errs))
 	}
 	for i, out := range outs {
+		if errs[i] != nil {
+			t.Fatalf("return %d: %v", i, errs[i])
+		}
 		want := store.Released
 		if i == n-1 {
 			want = store.RetryLater
@@ -1798,12 +1801,12 @@ func TestReleaseManyPipelined(t *testing.T) {
 	if b := buyersOf(t, s, sale); len(b) != 0 {
 		t.Errorf("buyers left: %d", len(b))
 	}
-	outs, err = s.ReleaseMany(ctx, refs, store.ReturnUnit)
-	if err != nil || len(outs) != n {
-		t.Fatalf("second ReleaseMany: %d outcomes, %v", len(outs), err)
+	outs, errs = s.ReleaseMany(ctx, refs, store.ReturnUnit)
+	if len(outs) != n {
+		t.Fatalf("second ReleaseMany: %d outcomes", len(outs))
 	}
 	for i, out := range outs {
-		if out != store.NotInFlight {
+		if errs[i] != nil || out != store.NotInFlight {
 			t.Fatalf("second return %d = %v, want NotInFlight", i, out)
 		}
 	}
@@ -1838,8 +1841,8 @@ func BenchmarkReturn500(b *testing.B) {
 				}
 				b.StartTimer()
 				if pipelined {
-					if _, err := s.ReleaseMany(ctx, refs, store.ReturnUnit); err != nil {
-						b.Fatal(err)
+					if _, errs := s.ReleaseMany(ctx, refs, store.ReturnUnit); errs[0] != nil {
+						b.Fatal(errs[0])
 					}
 				} else {
 					for _, o := range refs {

@@ -474,53 +474,54 @@ func (s *Stock) Release(ctx context.Context, o OrderRef, op ReleaseOp) (ReleaseO
 	return ReleaseOutcome(n), nil
 }
 
-// ReleaseMany is Release for many orders in one pipeline (one round trip to each Redis node,
-// instead of one per order): the keeper's expiry gives back up to 500 units a pass. It returns
-// the outcomes of the orders before the first failure, and that failure; the orders from it on
-// may or may not have been released (each release is idempotent: run them again).
-func (s *Stock) ReleaseMany(ctx context.Context, refs []OrderRef, op ReleaseOp) ([]ReleaseOutcome, error) {
+// ReleaseMany is Release for many orders in pipelines of 500 (one round trip to each Redis node
+// per pipeline, instead of one per order): the keeper's expiry gives back up to 500 units a
+// pass. It returns an outcome and an error per order, in order: every command of a pipeline is
+// sent, so on a Redis Cluster whose one node fails the others' releases still happen and are
+// reported; a failed one may or may not have been released (each release is idempotent: run it
+// again).
+func (s *Stock) ReleaseMany(ctx context.Context, refs []OrderRef, op ReleaseOp) ([]ReleaseOutcome, []error) {
 	const chunk = 500
-	out := make([]ReleaseOutcome, 0, len(refs))
-	for len(refs) > 0 {
-		n := min(len(refs), chunk)
-		got, err := s.releasePipelined(ctx, refs[:n], op)
-		out = append(out, got...)
-		if err != nil {
-			return out, err
-		}
-		refs = refs[n:]
+	outs := make([]ReleaseOutcome, len(refs))
+	errs := make([]error, len(refs))
+	for i := 0; i < len(refs); i += chunk {
+		j := min(len(refs), i+chunk)
+		s.releasePipelined(ctx, refs[i:j], op, outs[i:j], errs[i:j])
 	}
-	return out, nil
+	return outs, errs
 }
 
-func (s *Stock) releasePipelined(ctx context.Context, refs []OrderRef, op ReleaseOp) ([]ReleaseOutcome, error) {
+func (s *Stock) releasePipelined(ctx context.Context, refs []OrderRef, op ReleaseOp, outs []ReleaseOutcome, errs []error) {
 	keys := make([][]string, len(refs))
+	cmds := make([]*redis.Cmd, len(refs))
+	pipe := s.rdb.Pipeline()
 	for i, o := range refs {
 		sh, err := s.ShardOfUser(ctx, o.SaleID, o.UserID)
 		if err != nil {
-			return nil, fmt.Errorf("release %s(sale %d, order %s): %w", op, o.SaleID, o.OrderID, err)
+			errs[i] = fmt.Errorf("release %s(sale %d, order %s): %w", op, o.SaleID, o.OrderID, err)
+			continue
 		}
 		keys[i] = []string{MetaKeyOf(o.SaleID, sh), StockKeyOf(o.SaleID, sh, o.ItemID), BuyersKeyOf(o.SaleID, sh), InFlightKeyOf(o.SaleID, sh), GoneKeyOf(o.SaleID, sh)}
-	}
-	pipe := s.rdb.Pipeline()
-	cmds := make([]*redis.Cmd, len(refs))
-	for i, o := range refs {
 		cmds[i] = s.release.EvalSha(ctx, pipe, keys[i], o.OrderID, string(op), o.ItemID, o.UserID, o.HeldBy)
 	}
-	_, _ = pipe.Exec(ctx) // each command's own error is read below
-	out := make([]ReleaseOutcome, 0, len(refs))
+	if pipe.Len() > 0 {
+		_, _ = pipe.Exec(ctx) // each command's own error is read below
+	}
 	for i, o := range refs {
+		if cmds[i] == nil {
+			continue
+		}
 		n, err := cmds[i].Int64()
 		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 			// a Redis that lost its script cache (a restart, a failover): Run loads it
 			n, err = s.release.Run(ctx, s.rdb, keys[i], o.OrderID, string(op), o.ItemID, o.UserID, o.HeldBy).Int64()
 		}
 		if err != nil {
-			return out, fmt.Errorf("release %s(sale %d, order %s): %w", op, o.SaleID, o.OrderID, err)
+			errs[i] = fmt.Errorf("release %s(sale %d, order %s): %w", op, o.SaleID, o.OrderID, err)
+			continue
 		}
-		out = append(out, ReleaseOutcome(n))
+		outs[i] = ReleaseOutcome(n)
 	}
-	return out, nil
 }
 
 // Claim verdicts, per order.

@@ -83,13 +83,26 @@ func TestStockOnRedisCluster(t *testing.T) {
 	for i, sale := range sales {
 		refs = append(refs, store.OrderRef{SaleID: sale, ItemID: 100 + sale, UserID: 7, OrderID: fmt.Sprintf("order-%d", i)})
 	}
-	if outs, err := s.ReleaseMany(ctx, refs, store.ReturnUnit); err != nil || len(outs) != 3 || outs[0] != store.Released || outs[1] != store.Released || outs[2] != store.Released {
-		t.Errorf("ReleaseMany over three masters = %v, %v; want three Released", outs, err)
+	if outs, errs := s.ReleaseMany(ctx, refs, store.ReturnUnit); errors.Join(errs...) != nil || len(outs) != 3 || outs[0] != store.Released || outs[1] != store.Released || outs[2] != store.Released {
+		t.Errorf("ReleaseMany over three masters = %v, %v; want three Released", outs, errs)
 	}
 	for _, sale := range sales {
 		if lv, err := s.Levels(ctx, sale, []int64{100 + sale}); err != nil || len(lv) != 1 || lv[0] != 2 {
 			t.Errorf("sale %d: stock after the return %v, %v; want 2", sale, lv, err)
 		}
+	}
+	// A second sold unit per sale, given back below once a master is dead.
+	var later []store.OrderRef
+	for i, sale := range sales {
+		item := 100 + sale
+		a := attempt(t, s, sale, item, 8, fmt.Sprintf("order-%d-later", i), "n3")
+		a.Floor = 0
+		r := mustReserve(t, s, a)
+		claim(t, s, sale, store.ClaimItem{OrderID: a.OrderID, Seq: r.Seq})
+		if err := s.Settle(ctx, map[int64][]string{sale: {a.OrderID}}); err != nil {
+			t.Fatal(err)
+		}
+		later = append(later, store.OrderRef{SaleID: sale, ItemID: item, UserID: 8, OrderID: a.OrderID})
 	}
 	fs := store.FunnelStore{Keep: time.Minute, TTL: time.Hour}
 	deltas := func() []store.FunnelDelta {
@@ -111,6 +124,18 @@ func TestStockOnRedisCluster(t *testing.T) {
 	var part *store.FunnelNotTaken
 	if !errors.As(err, &part) || len(part.NotTaken) != 1 || part.NotTaken[0].SaleID != dead {
 		t.Fatalf("flush with sale %d's master down = %v; want only that sale not taken", dead, err)
+	}
+	// The returns of the three sales with one master dead: that sale's return fails, the other
+	// two masters' are made and reported.
+	outs, errs := s.ReleaseMany(ctx, later, store.ReturnUnit)
+	for i, sale := range sales {
+		if sale == dead {
+			if errs[i] == nil {
+				t.Errorf("return on sale %d with its master dead: %v, want an error", sale, outs[i])
+			}
+		} else if errs[i] != nil || outs[i] != store.Released {
+			t.Errorf("return on sale %d with another master dead: %v, %v; want Released", sale, outs[i], errs[i])
+		}
 	}
 	for _, sale := range sales {
 		if sale == dead {

@@ -252,7 +252,7 @@ func (s *PGServer) Start() error {
 	}
 	if err := waitReadyFor(proc, s.DSN("postgres"), s.Data, cmp.Or(s.StartTimeout, time.Minute)); err != nil {
 		proc.kill()
-		return fmt.Errorf("postgres on port %d: %v\n%s", s.Port, err, logTail(s.Log))
+		return fmt.Errorf("postgres on port %d: %w\n%s", s.Port, err, logTail(s.Log))
 	}
 	s.proc = proc
 	return nil

@@ -51,6 +51,15 @@ func TestSoldOutFlagAcrossInstances(t *testing.T) {
 	if r := b.do("POST", "/api/flash-sales/"+strconv.FormatInt(s.sale, 10)+"/purchase-token", bob, map[string]string{"captchaId": "x", "answer": "wrong"}); r.Status != http.StatusGone || r.str("error") != "SOLD_OUT" {
 		t.Errorf("token request on a sold-out sale: %d %s, want 410 SOLD_OUT", r.Status, r.Raw)
 	}
+	// … before the body is read: a malformed one changes nothing (the crowd after a sell-out
+	// costs no JSON decoding); on a sale still selling, the same body is a 400.
+	if r := b.do("POST", "/api/flash-sales/"+strconv.FormatInt(s.sale, 10)+"/purchase-token", bob, `{"captchaId": `); r.Status != http.StatusGone || r.str("error") != "SOLD_OUT" {
+		t.Errorf("token request with a malformed body on a sold-out sale: %d %s, want 410 SOLD_OUT", r.Status, r.Raw)
+	}
+	other := a.liveSale(1)
+	if r := b.do("POST", "/api/flash-sales/"+strconv.FormatInt(other.sale, 10)+"/purchase-token", bob, `{"captchaId": `); r.Status != http.StatusBadRequest || r.str("error") != "INVALID_INPUT" {
+		t.Errorf("token request with a malformed body on a live sale: %d %s, want 400 INVALID_INPUT", r.Status, r.Raw)
+	}
 
 	// A unit returns (an orphan released by a's keeper path): the flag clears on both at once.
 	a.drain(s)
@@ -76,4 +85,5 @@ func TestSoldOutFlagAcrossInstances(t *testing.T) {
 		t.Errorf("buy the returned unit on b: %d %s, want 202", r.Status, r.Raw)
 	}
 	a.checkInvariants(s)
+	a.checkInvariants(other)
 }
