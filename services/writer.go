@@ -15,7 +15,7 @@ import (
 // OrderQueue is what the writer and the background jobs need of the durable queue. The services
 // own this interface; store.Queue implements it over NATS JetStream.
 type OrderQueue interface {
-	FetchOrders(ctx context.Context, max int, wait time.Duration) ([]store.Delivery, error)
+	FetchOrders(ctx context.Context, max int, wait, linger time.Duration) ([]store.Delivery, error)
 	PublishDead(ctx context.Context, msgID string, orders []store.QueuedOrder, reason string) error
 	Backlog(ctx context.Context) (uint64, error)
 }
@@ -24,7 +24,10 @@ type OrderQueue interface {
 type WriterConfig struct {
 	Workers int           // batches written concurrently (one goroutine each on the durable consumer)
 	Batch   int           // messages fetched at once
-	MaxWait time.Duration // how long a fetch waits for a full batch
+	MaxWait time.Duration // how long a fetch waits for a first message
+	// Linger: a fetch that found fewer than Batch messages waits this long for more (0: none),
+	// so that a steady trickle is written in fewer, larger transactions.
+	Linger time.Duration
 	// AckWait is the consumer's ack wait: a writer that dies holding a batch delays it by this
 	// much at most (another instance's writer gets it then). A live writer keeps its batch with
 	// in-progress acks every third of it, however long Postgres takes.
@@ -90,7 +93,7 @@ func (w *Writer) Run(ctx context.Context) error {
 func (w *Writer) work(ctx context.Context) bool {
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
-		msgs, err := w.q.FetchOrders(ctx, w.cfg.Batch, w.cfg.MaxWait)
+		msgs, err := w.q.FetchOrders(ctx, w.cfg.Batch, w.cfg.MaxWait, w.cfg.Linger)
 		if err != nil {
 			if ctx.Err() != nil {
 				return false

@@ -450,9 +450,10 @@ func (d Delivery) NumDelivered() uint64 {
 
 // FetchOrders takes what is waiting for the writer, up to max, at once; with nothing waiting it
 // blocks until the first message arrives (or wait passes), so an idle writer costs one request
-// per wait and a busy one never waits to fill a batch. The writer's durable consumer is created
-// on first use.
-func (q *Queue) FetchOrders(ctx context.Context, max int, wait time.Duration) ([]Delivery, error) {
+// per wait. Short of max, it waits linger more and takes what came meanwhile (up to max): a
+// backlog is written in full batches at once, a steady stream in fewer, larger ones. The
+// writer's durable consumer is created on first use.
+func (q *Queue) FetchOrders(ctx context.Context, max int, wait, linger time.Duration) ([]Delivery, error) {
 	q.mu.Lock()
 	cons, ackWait := q.cons, q.ackWait
 	q.mu.Unlock()
@@ -480,15 +481,31 @@ func (q *Queue) FetchOrders(ctx context.Context, max int, wait time.Duration) ([
 		return nil, err
 	}
 	msgs, err := collect(b)
-	if len(msgs) > 0 || (err != nil && !errors.Is(err, jetstream.ErrNoMessages)) {
-		return msgs, ignoreNoMessages(err)
+	if len(msgs) == 0 && (err == nil || errors.Is(err, jetstream.ErrNoMessages)) {
+		if b, err = cons.Fetch(1, jetstream.FetchMaxWait(wait)); err != nil {
+			return nil, err
+		}
+		msgs, err = collect(b)
 	}
-	b, err = cons.Fetch(1, jetstream.FetchMaxWait(wait))
+	if err = ignoreNoMessages(err); err != nil || len(msgs) == 0 || len(msgs) >= max || linger <= 0 {
+		return msgs, err
+	}
+	// Less than a batch: more are usually on their way (a steady stream of purchases, each
+	// message a group commit of a few orders). Wait a little and take them too, so that they
+	// share one Postgres transaction instead of a few each.
+	t := time.NewTimer(linger)
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		t.Stop()
+		return msgs, nil // what was fetched is handed over: it is in progress, unacked
+	}
+	b, err = cons.FetchNoWait(max - len(msgs))
 	if err != nil {
-		return nil, err
+		return msgs, nil // the top-up is best effort: write what is here
 	}
-	msgs, err = collect(b)
-	return msgs, ignoreNoMessages(err)
+	more, _ := collect(b) // an error ends the top-up only: what came is handed over
+	return append(msgs, more...), nil
 }
 
 func ignoreNoMessages(err error) error {

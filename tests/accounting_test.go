@@ -742,7 +742,7 @@ func TestDeadWriterStallsNoOneLong(t *testing.T) {
 	s := a.liveSale(50)
 	orders := a.buyN(s, s.items[0], 100, 20)
 	// The dead writer: it took every message and will never answer for them.
-	taken, err := a.app.Queue.FetchOrders(context.Background(), 1000, time.Second)
+	taken, err := a.app.Queue.FetchOrders(context.Background(), 1000, time.Second, 0)
 	if err != nil || len(taken) == 0 {
 		t.Fatalf("fetch as the dying writer: %d messages, %v", len(taken), err)
 	}

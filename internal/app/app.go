@@ -147,7 +147,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 	}, a.sales, a.Stock, a.DB, a.pub, captcha, a.SoldOut,
 		limiter, a.returns, a.Metrics, log, a.now)
 	a.Queue.SetAckWait(cfg.WriterAckWait)
-	a.Writer = services.NewWriter(services.WriterConfig{Workers: cfg.WriterWorkers, Batch: cfg.WriterBatch, AckWait: cfg.WriterAckWait},
+	a.Writer = services.NewWriter(services.WriterConfig{Workers: cfg.WriterWorkers, Batch: cfg.WriterBatch, AckWait: cfg.WriterAckWait, Linger: cfg.WriterLinger},
 		a.Queue, a.writeDB, a.Stock, a.SoldOut, a.Metrics, log)
 	// The writer's recent throughput, shared with the purchase service for a QUEUED order's
 	// estimated wait (services/queue_wait.go).

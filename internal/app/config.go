@@ -53,6 +53,7 @@ type Config struct {
 	WarmAhead         time.Duration
 	StockShards       int // the stock shards of a sale created without stockShards
 	WriterAckWait     time.Duration
+	WriterLinger      time.Duration
 	// ClockSkew shifts this instance's clock (tests only: FLASHSALE_CLOCK_SKEW, refused in
 	// production), to show that the decisions instances must agree on use Redis's or Postgres's clock.
 	ClockSkew      time.Duration
@@ -94,6 +95,7 @@ var ConfigVars = []ConfigVar{
 	{"FLASHSALE_LOG_FORMAT", "text", "`text` or `json`"},
 	{"FLASHSALE_WRITER_BATCH", "200", "queue messages the writer fetches per Postgres transaction"},
 	{"FLASHSALE_WRITER_WORKERS", "3", "batches the writer writes concurrently"},
+	{"FLASHSALE_WRITER_LINGER", "5ms", "when the writer finds fewer queue messages than a full batch, it waits this long for more before writing them (fewer, larger Postgres transactions; `0s` writes at once); it delays an order's arrival in Postgres by at most this, never a purchase's answer"},
 	{"FLASHSALE_WRITER_ACK_WAIT", "5s", "a writer that dies holding a batch delays it this long at most (another instance's writer takes it over); a live one keeps its batch with in-progress acks"},
 	{"FLASHSALE_PUBLISH_PARALLEL", "2", "JetStream writes in flight at once (group commit)"},
 	{"FLASHSALE_PUBLISH_BATCH", "512", "most reservations acknowledged by one JetStream write"},
@@ -183,6 +185,9 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	}
 	if c.PublishTimeout >= store.DedupeWindow {
 		errs = append(errs, fmt.Errorf("FLASHSALE_PUBLISH_TIMEOUT=%q: want under %s, the order stream's duplicate window (a publish resent later could be stored twice)", get("FLASHSALE_PUBLISH_TIMEOUT"), store.DedupeWindow))
+	}
+	if c.WriterLinger, err = time.ParseDuration(get("FLASHSALE_WRITER_LINGER")); err != nil || c.WriterLinger < 0 || c.WriterLinger > time.Second {
+		errs = append(errs, fmt.Errorf("FLASHSALE_WRITER_LINGER=%q: want a duration from 0s to 1s, such as 5ms", get("FLASHSALE_WRITER_LINGER")))
 	}
 	if c.WriterAckWait < time.Second {
 		errs = append(errs, fmt.Errorf("FLASHSALE_WRITER_ACK_WAIT=%q: want at least 1s", get("FLASHSALE_WRITER_ACK_WAIT")))

@@ -1,0 +1,84 @@
+package store_test
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/flashsale/flashsale/store"
+)
+
+// FetchOrders with a linger takes, besides what was waiting, what arrives within the linger:
+// three messages published 30 ms apart come in one fetch with a linger of 1 s, and without one
+// the first comes alone. A backlog of a full batch is taken at once, linger or not.
+func TestFetchOrdersLingers(t *testing.T) {
+	t.Parallel()
+	ns, err := store.StartNATS(t.TempDir(), -1, false, "tok")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Shutdown()
+	ctx := context.Background()
+	q, err := store.OpenQueue(ctx, store.EmbeddedNATSURL(ns.Addr().(*net.TCPAddr).Port, "tok"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	n := 0
+	publish := func() {
+		n++
+		id := "linger-" + string(rune('a'+n))
+		if err := q.Publish(ctx, id, store.Envelope{Orders: []store.QueuedOrder{{OrderID: id}}}); err != nil {
+			t.Error(err)
+		}
+	}
+	fetch := func(max int, linger time.Duration) []store.Delivery {
+		t.Helper()
+		msgs, err := q.FetchOrders(ctx, max, time.Second, linger)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range msgs {
+			if err := m.Ack(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return msgs
+	}
+
+	publish()
+	if got := len(fetch(10, 0)); got != 1 {
+		t.Fatalf("without a linger: %d messages, want 1", got)
+	}
+
+	publish()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 2 {
+			time.Sleep(30 * time.Millisecond)
+			publish()
+		}
+	}()
+	start := time.Now()
+	got := fetch(10, time.Second)
+	<-done
+	if len(got) != 3 {
+		t.Errorf("with a linger of 1 s: %d messages, want the 3 published within it", len(got))
+	}
+	if d := time.Since(start); d < time.Second {
+		t.Errorf("the fetch returned after %v, before its linger", d)
+	}
+
+	for range 4 {
+		publish()
+	}
+	start = time.Now()
+	if got := len(fetch(4, time.Second)); got != 4 {
+		t.Errorf("a full batch waiting: %d messages, want 4", got)
+	}
+	if d := time.Since(start); d > 500*time.Millisecond {
+		t.Errorf("a full batch waited %v: it should not linger", d)
+	}
+}
