@@ -95,7 +95,7 @@ var ConfigVars = []ConfigVar{
 	{"FLASHSALE_LOG_FORMAT", "text", "`text` or `json`"},
 	{"FLASHSALE_WRITER_BATCH", "200", "queue messages the writer fetches per Postgres transaction"},
 	{"FLASHSALE_WRITER_WORKERS", "3", "batches the writer writes concurrently"},
-	{"FLASHSALE_WRITER_LINGER", "5ms", "when the writer finds fewer queue messages than a full batch, it waits this long for more before writing them (fewer, larger Postgres transactions; `0s` writes at once); it delays an order's arrival in Postgres by at most this, never a purchase's answer"},
+	{"FLASHSALE_WRITER_LINGER", "5ms", "when the writer finds fewer queue messages than a full batch, it waits this long for more before writing them (fewer, larger Postgres transactions; `0s` writes at once); it delays an order's arrival in Postgres by at most this (by `WRITER_ACK_WAIT` if the instance dies meanwhile, as for any batch a dying writer holds), never a purchase's answer"},
 	{"FLASHSALE_WRITER_ACK_WAIT", "5s", "a writer that dies holding a batch delays it this long at most (another instance's writer takes it over); a live one keeps its batch with in-progress acks"},
 	{"FLASHSALE_PUBLISH_PARALLEL", "2", "JetStream writes in flight at once (group commit)"},
 	{"FLASHSALE_PUBLISH_BATCH", "512", "most reservations acknowledged by one JetStream write"},
