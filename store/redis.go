@@ -462,16 +462,32 @@ type OrderRef struct {
 // Release runs one release operation for an order. Idempotent: the unit goes back at most once.
 // In a sharded sale it runs in the shopper's shard, where the reservation was made.
 func (s *Stock) Release(ctx context.Context, o OrderRef, op ReleaseOp) (ReleaseOutcome, error) {
-	sh, err := s.ShardOfUser(ctx, o.SaleID, o.UserID)
+	keys, err := s.releaseKeys(ctx, o)
 	if err != nil {
-		return NotInFlight, fmt.Errorf("release %s(sale %d, order %s): %w", op, o.SaleID, o.OrderID, err)
+		return NotInFlight, releaseErr(o, op, err)
 	}
-	keys := []string{MetaKeyOf(o.SaleID, sh), StockKeyOf(o.SaleID, sh, o.ItemID), BuyersKeyOf(o.SaleID, sh), InFlightKeyOf(o.SaleID, sh), GoneKeyOf(o.SaleID, sh)}
-	n, err := s.release.Run(ctx, s.rdb, keys, o.OrderID, string(op), o.ItemID, o.UserID, o.HeldBy).Int64()
+	n, err := s.release.Run(ctx, s.rdb, keys, releaseArgs(o, op)...).Int64()
 	if err != nil {
-		return NotInFlight, fmt.Errorf("release %s(sale %d, order %s): %w", op, o.SaleID, o.OrderID, err)
+		return NotInFlight, releaseErr(o, op, err)
 	}
 	return ReleaseOutcome(n), nil
+}
+
+// releaseKeys are the release script's keys for o, in its shopper's shard.
+func (s *Stock) releaseKeys(ctx context.Context, o OrderRef) ([]string, error) {
+	sh, err := s.ShardOfUser(ctx, o.SaleID, o.UserID)
+	if err != nil {
+		return nil, err
+	}
+	return []string{MetaKeyOf(o.SaleID, sh), StockKeyOf(o.SaleID, sh, o.ItemID), BuyersKeyOf(o.SaleID, sh), InFlightKeyOf(o.SaleID, sh), GoneKeyOf(o.SaleID, sh)}, nil
+}
+
+func releaseArgs(o OrderRef, op ReleaseOp) []any {
+	return []any{o.OrderID, string(op), o.ItemID, o.UserID, o.HeldBy}
+}
+
+func releaseErr(o OrderRef, op ReleaseOp, err error) error {
+	return fmt.Errorf("release %s(sale %d, order %s): %w", op, o.SaleID, o.OrderID, err)
 }
 
 // ReleaseMany is Release for many orders in pipelines of 500 (one round trip to each Redis node
@@ -496,13 +512,12 @@ func (s *Stock) releasePipelined(ctx context.Context, refs []OrderRef, op Releas
 	cmds := make([]*redis.Cmd, len(refs))
 	pipe := s.rdb.Pipeline()
 	for i, o := range refs {
-		sh, err := s.ShardOfUser(ctx, o.SaleID, o.UserID)
-		if err != nil {
-			errs[i] = fmt.Errorf("release %s(sale %d, order %s): %w", op, o.SaleID, o.OrderID, err)
+		var err error
+		if keys[i], err = s.releaseKeys(ctx, o); err != nil {
+			errs[i] = releaseErr(o, op, err)
 			continue
 		}
-		keys[i] = []string{MetaKeyOf(o.SaleID, sh), StockKeyOf(o.SaleID, sh, o.ItemID), BuyersKeyOf(o.SaleID, sh), InFlightKeyOf(o.SaleID, sh), GoneKeyOf(o.SaleID, sh)}
-		cmds[i] = s.release.EvalSha(ctx, pipe, keys[i], o.OrderID, string(op), o.ItemID, o.UserID, o.HeldBy)
+		cmds[i] = s.release.EvalSha(ctx, pipe, keys[i], releaseArgs(o, op)...)
 	}
 	if pipe.Len() > 0 {
 		_, _ = pipe.Exec(ctx) // each command's own error is read below
@@ -514,10 +529,10 @@ func (s *Stock) releasePipelined(ctx context.Context, refs []OrderRef, op Releas
 		n, err := cmds[i].Int64()
 		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 			// a Redis that lost its script cache (a restart, a failover): Run loads it
-			n, err = s.release.Run(ctx, s.rdb, keys[i], o.OrderID, string(op), o.ItemID, o.UserID, o.HeldBy).Int64()
+			n, err = s.release.Run(ctx, s.rdb, keys[i], releaseArgs(o, op)...).Int64()
 		}
 		if err != nil {
-			errs[i] = fmt.Errorf("release %s(sale %d, order %s): %w", op, o.SaleID, o.OrderID, err)
+			errs[i] = releaseErr(o, op, err)
 			continue
 		}
 		outs[i] = ReleaseOutcome(n)
