@@ -473,31 +473,42 @@ func waitReadyFor(proc *process, admin, dataDir string, d time.Duration) error {
 		if proc.exited() {
 			return fmt.Errorf("postgres exited at start: %v", proc.err)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		conn, err := pgx.Connect(ctx, admin)
+		err := answersOn(admin, dataDir)
 		if err == nil {
-			var dir string
-			err = conn.QueryRow(ctx, `SELECT current_setting('data_directory')`).Scan(&dir)
-			conn.Close(ctx)
-			cancel()
-			if err == nil && sameDir(dir, dataDir) {
-				return nil
-			}
-			if err == nil {
-				err = fmt.Errorf("%w: the server answering runs on %s, not %s", errPortTaken, dir, dataDir)
-			}
-			if time.Now().After(deadline) || proc.exited() {
+			return nil
+		}
+		foreign := errors.Is(err, errPortTaken)
+		if foreign && proc.exited() {
+			return err
+		}
+		if time.Now().After(deadline) {
+			if foreign {
 				return err
 			}
-			time.Sleep(50 * time.Millisecond)
-			continue
-		}
-		cancel()
-		if time.Now().After(deadline) {
 			return fmt.Errorf("postgres not ready after %v: %v", d, err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// answersOn reports whether the server of the admin DSN accepts connections and runs on dataDir:
+// nil if so, errPortTaken (wrapped) for another server, else why it could not be asked.
+func answersOn(admin, dataDir string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	var dir string
+	if err := conn.QueryRow(ctx, `SELECT current_setting('data_directory')`).Scan(&dir); err != nil {
+		return err
+	}
+	if !sameDir(dir, dataDir) {
+		return fmt.Errorf("%w: the server answering runs on %s, not %s", errPortTaken, dir, dataDir)
+	}
+	return nil
 }
 
 // sameDir reports whether a and b name the same directory.
