@@ -153,6 +153,12 @@ func (a *Auth) Verify(token string) (Identity, error) {
 // hs256Header is the header segment of every token Issue signs: {"alg":"HS256","typ":"JWT"}.
 var hs256Header = base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"HS256","typ":"JWT"}`))
 
+// b64 decodes a token's segments strictly: unpadded base64url whose unused low bits in the last
+// character are zero, as every encoder writes it. A lenient decoder ignores those bits, so one
+// signed token would have several spellings (four for an HS256 signature), each a different
+// string for the verified-token cache and for a logout keyed on the token.
+var b64 = base64.RawURLEncoding.Strict()
+
 // tokenLeeway is the clock skew allowed around a token's exp and nbf.
 const tokenLeeway = 5 * time.Second
 
@@ -176,7 +182,7 @@ func (a *Auth) verifyOwn(token string) (claims, bool) {
 		return c, false
 	}
 	var sigEnc [43]byte
-	if n, err := base64.RawURLEncoding.Decode(sig[:], sigEnc[:copy(sigEnc[:], token[last+1:])]); err != nil || n != sha256.Size {
+	if n, err := b64.Decode(sig[:], sigEnc[:copy(sigEnc[:], token[last+1:])]); err != nil || n != sha256.Size {
 		return c, false
 	}
 	var sum [sha256.Size]byte
@@ -192,7 +198,7 @@ func (a *Auth) verifyOwn(token string) (claims, bool) {
 	if len(seg) > len(enc) {
 		return c, false
 	}
-	n, err := base64.RawURLEncoding.Decode(buf[:], enc[:copy(enc[:], seg)])
+	n, err := b64.Decode(buf[:], enc[:copy(enc[:], seg)])
 	if err != nil {
 		return c, false
 	}
@@ -346,10 +352,12 @@ func (a *Auth) verify(token string) (Identity, time.Time, error) {
 	return Identity{UserID: uid, Role: c.Role}, c.ExpiresAt.Add(tokenLeeway), nil
 }
 
-// parse is the library's full check of any token: HS256 only, the signature, exp required.
+// parse is the library's full check of any token: HS256 only, the signature, exp required, every
+// segment in its one strict spelling (as on the fast path).
 func (a *Auth) parse(token string, c *claims) error {
 	_, err := jwt.ParseWithClaims(token, c, func(*jwt.Token) (any, error) { return a.secret, nil },
 		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
+		jwt.WithStrictDecoding(),
 		jwt.WithExpirationRequired(),
 		jwt.WithTimeFunc(a.now),
 		jwt.WithLeeway(tokenLeeway),
@@ -511,7 +519,7 @@ func (a *Auth) Logout(ctx context.Context, token string) error {
 		return nil
 	}
 	var c claims
-	if _, _, err := jwt.NewParser().ParseUnverified(token, &c); err != nil || c.ExpiresAt == nil {
+	if _, _, err := jwt.NewParser(jwt.WithStrictDecoding()).ParseUnverified(token, &c); err != nil || c.ExpiresAt == nil {
 		return nil
 	}
 	exp := c.ExpiresAt.Add(5 * time.Second)
@@ -529,13 +537,14 @@ const revokedStream = "sessions:revoked"
 // check on each request is then a lookup in memory, never a Redis call.
 const revocationRefresh = time.Second
 
-// revocations is this instance's copy of the sessions ended by a logout, by token hash.
+// revocations is this instance's copy of the sessions ended by a logout, by the hash of the
+// token's canonical form (revocationKey).
 type revocations struct {
 	rdb redis.UniversalClient
 	log *slog.Logger
 
 	mu     sync.RWMutex
-	set    map[[16]byte]time.Time // token hash → when the token expires anyway
+	set    map[[16]byte]time.Time // revocationKey → when the token expires anyway
 	lastID string                 // the last stream entry read
 	size   atomic.Int64           // len(set), read without the lock (none: the usual case)
 	pruned time.Time              // when expired entries were last dropped
@@ -548,6 +557,34 @@ func tokenHash(token string) [16]byte {
 	sum := sha256.Sum256([]byte(token))
 	var h [16]byte
 	copy(h[:], sum[:16])
+	return h
+}
+
+// revocationKey is the key of token's session among the revoked ones: the hash of its canonical
+// form, in which an HS256 signature is spelled as the encoder writes it (the unused low bits of
+// its last character zero). Every spelling of one signed token has one key, so a logout ends
+// them all even where a lenient decoder would take another spelling; the canonical form of a
+// token Issue wrote is the token itself, so its key is what earlier versions recorded.
+func revocationKey(token string) [16]byte {
+	last := strings.LastIndexByte(token, '.')
+	const sigLen = 43 // base64.RawURLEncoding.EncodedLen(sha256.Size)
+	if last < 0 || len(token)-last-1 != sigLen {
+		return tokenHash(token)
+	}
+	var sig [sha256.Size]byte
+	var enc, canon [sigLen]byte
+	if n, err := base64.RawURLEncoding.Decode(sig[:], enc[:copy(enc[:], token[last+1:])]); err != nil || n != len(sig) {
+		return tokenHash(token)
+	}
+	base64.RawURLEncoding.Encode(canon[:], sig[:])
+	if canon == enc {
+		return tokenHash(token)
+	}
+	d := sha256.New()
+	d.Write([]byte(token[:last+1]))
+	d.Write(canon[:])
+	var h [16]byte
+	copy(h[:], d.Sum(nil))
 	return h
 }
 
@@ -565,15 +602,16 @@ func (r *revocations) has(token string) bool {
 	if r.size.Load() == 0 {
 		return false
 	}
+	h := revocationKey(token)
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	_, ok := r.set[tokenHash(token)]
+	_, ok := r.set[h]
 	return ok
 }
 
 // add records an ended session here and in Redis.
 func (r *revocations) add(ctx context.Context, token string, exp time.Time, maxTTL time.Duration) error {
-	h := tokenHash(token)
+	h := revocationKey(token)
 	r.mu.Lock()
 	if r.set == nil {
 		r.set = map[[16]byte]time.Time{}

@@ -1,6 +1,7 @@
 package services
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -228,6 +229,7 @@ func TestVerifyOwnAgreesWithTheLibrary(t *testing.T) {
 		"alg none":                {sign(jwt.SigningMethodNone, jwt.UnsafeAllowNoneSignatureType, nil), false},
 		"signature cut":           {issued[:len(issued)-1], false},
 		"signature padded":        {issued + "=", false},
+		"signature's unused bits": {flipUnusedBits(t, issued, 1), false},
 		"signature stripped":      {issued[:strings.LastIndexByte(issued, '.')+1], false},
 		"no signature segment":    {issued[:strings.LastIndexByte(issued, '.')], false},
 		"payload swapped":         {flipSegment(issued, sign(jwt.SigningMethodHS256, secret, func(c jwt.MapClaims) { c["sub"] = "1" })), false},
@@ -314,5 +316,84 @@ func TestFlatClaimsReadsIssuedTokens(t *testing.T) {
 	}
 	if c.Subject != "42" || c.Role != RoleMerchant || c.ExpiresAt == nil || c.ExpiresAt.Unix() != now.Add(time.Hour).Unix() {
 		t.Fatalf("flatClaims read %+v from %s", c, payload)
+	}
+}
+
+// flipUnusedBits returns token with the unused low bits of its signature's last character set
+// to bits (1 to 3): a 32-byte HMAC takes 43 base64 characters, the last of which carries four
+// bits of the signature and two bits a lenient decoder ignores.
+func flipUnusedBits(t testing.TB, token string, bits byte) string {
+	t.Helper()
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+	i := strings.IndexByte(alphabet, token[len(token)-1])
+	if i < 0 || strings.LastIndexByte(token, '.') != len(token)-44 {
+		t.Fatalf("not an HS256 token: %q", token)
+	}
+	flipped := token[:len(token)-1] + string(alphabet[i^int(bits)])
+	// Leniently decoded, it is the very same signature.
+	lenient, err1 := base64.RawURLEncoding.DecodeString(token[len(token)-43:])
+	same, err2 := base64.RawURLEncoding.DecodeString(flipped[len(flipped)-43:])
+	if err1 != nil || err2 != nil || string(lenient) != string(same) {
+		t.Fatalf("the flipped signature decodes to other bytes: %v %v", err1, err2)
+	}
+	return flipped
+}
+
+// Issue 18, item 6: a token has one spelling. Setting the unused low bits of the signature's
+// last character gives a different string for the same signature; it is refused by the fast path
+// and by the library alike, so a logout (keyed on the token) cannot be sidestepped with it.
+func TestTokenWithUnusedBitsSetRefused(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1_800_000_000, 0)
+	a := NewAuth(nil, testSecret, time.Hour, fixedNow(now))
+	tok, err := a.Issue(Identity{UserID: 7, Role: RoleShopper})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for bits := byte(1); bits <= 3; bits++ {
+		flipped := flipUnusedBits(t, tok, bits)
+		if _, fast := a.verifyOwn(flipped); fast {
+			t.Errorf("bits %d: the fast path accepts the other spelling %q", bits, flipped)
+		}
+		var c claims
+		if err := a.parse(flipped, &c); err == nil {
+			t.Errorf("bits %d: the library path accepts the other spelling %q", bits, flipped)
+		}
+		if id, err := a.Verify(flipped); ErrorCode(err) != CodeUnauthenticated {
+			t.Errorf("bits %d: Verify = %+v, %v; want UNAUTHENTICATED", bits, id, err)
+		}
+	}
+	if _, err := a.Verify(tok); err != nil {
+		t.Fatalf("the token itself: %v", err)
+	}
+}
+
+// Issue 18, item 6: the revocation of a logout is keyed on the token's canonical form, so every
+// spelling of one signed token is ended by it, whichever spelling was logged out.
+func TestLogoutCoversEverySpellingOfTheToken(t *testing.T) {
+	t.Parallel()
+	a := NewAuth(nil, testSecret, time.Hour, time.Now)
+	tok, _ := a.Issue(Identity{UserID: 8, Role: RoleShopper})
+	flipped := flipUnusedBits(t, tok, 3)
+	if err := a.Logout(context.Background(), tok); err != nil {
+		t.Fatal(err)
+	}
+	if !a.revoked.has(flipped) {
+		t.Errorf("after logging out the token, its other spelling is not revoked")
+	}
+	if _, err := a.Verify(flipped); ErrorCode(err) != CodeUnauthenticated {
+		t.Errorf("the other spelling after logout: %v, want UNAUTHENTICATED", err)
+	}
+	// The other way round: a revocation recorded under a non-canonical spelling (an older
+	// instance, or a stream entry written by hand) ends the canonical token too.
+	var r revocations
+	if err := r.add(context.Background(), flipped, time.Now().Add(time.Hour), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if !r.has(tok) {
+		t.Errorf("a revocation of the other spelling does not end the token")
+	}
+	if revocationKey(tok) != tokenHash(tok) {
+		t.Errorf("the key of a canonical token changed: logouts already in the stream would be lost")
 	}
 }

@@ -350,10 +350,18 @@ func TestLogoutEndsSession(t *testing.T) {
 			t.Fatalf("me: %d %s %q, want 200 no-store", r.Status, r.Raw, r.Header.Get("Cache-Control"))
 		}
 	}
+	// Issue 18, item 6: the same signature spelled with the unused low bits of its last
+	// character set is another string; it is refused, before and after the logout, so a logout
+	// cannot be sidestepped with it.
+	flipped := otherSpelling(t, tok)
+	wantCode(t, "the other spelling of a live token", h.do("GET", "/api/auth/me", flipped, nil), 401, "UNAUTHENTICATED")
 	if r := h.do("POST", "/api/auth/logout", tok, nil); r.Status != 204 {
 		t.Fatalf("logout: %d %s", r.Status, r.Raw)
 	}
 	wantCode(t, "me after logout, same instance", h.do("GET", "/api/auth/me", tok, nil), 401, "UNAUTHENTICATED")
+	for i, inst := range []*harness{h, second} {
+		wantCode(t, fmt.Sprintf("the other spelling after logout, instance %d", i+1), inst.do("GET", "/api/auth/me", flipped, nil), 401, "UNAUTHENTICATED")
+	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		r := second.do("GET", "/api/auth/me", tok, nil)
@@ -372,6 +380,18 @@ func TestLogoutEndsSession(t *testing.T) {
 	// A third instance started after the logout knows it from the start.
 	third := newHarness(t, harnessOpts{shared: h})
 	wantCode(t, "me on an instance started after the logout", third.do("GET", "/api/auth/me", tok, nil), 401, "UNAUTHENTICATED")
+}
+
+// otherSpelling is token with the unused low bits of its HS256 signature's last character set:
+// the same signature bytes to a lenient base64 decoder, another string.
+func otherSpelling(t *testing.T, token string) string {
+	t.Helper()
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+	i := strings.IndexByte(alphabet, token[len(token)-1])
+	if i < 0 || strings.LastIndexByte(token, '.') != len(token)-44 {
+		t.Fatalf("not an HS256 token: %q", token)
+	}
+	return token[:len(token)-1] + string(alphabet[i^3])
 }
 
 // Issue 10, point 6: in production the cookies carry the __Host- prefix (an unprefixed one is
