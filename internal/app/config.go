@@ -3,6 +3,8 @@ package app
 import (
 	"errors"
 	"fmt"
+	"net"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -11,9 +13,14 @@ import (
 	"github.com/flashsale/flashsale/store"
 )
 
-// DevJWTSecret is the development default of FLASHSALE_JWT_SECRET (stated in the README);
-// the server refuses it in production.
+// DevJWTSecret is the development default of FLASHSALE_JWT_SECRET (stated in the README, so
+// anyone can sign tokens with it): the server refuses it in production and on any address but
+// loopback.
 const DevJWTSecret = "flashsale-dev-secret-do-not-use-in-production"
+
+// MinJWTSecret is the shortest FLASHSALE_JWT_SECRET taken, in bytes: RFC 7518 (3.2) wants an
+// HS256 key at least as long as the hash's output.
+const MinJWTSecret = 32
 
 // config is every setting of the binary, read from FLASHSALE_* variables with defaults.
 type Config struct {
@@ -82,7 +89,7 @@ var ConfigVars = []ConfigVar{
 	{"FLASHSALE_NATS_REPLICAS", "1", "copies JetStream keeps of the order and dead-letter streams and the writer's consumer, each on another server of a NATS cluster (1 to 5; 3 survives one server's loss); an existing stream is rescaled to it; more than 1 needs an external cluster in `FLASHSALE_NATS_URL`"},
 	{"FLASHSALE_NATS_SYNC", "always", "embedded JetStream fsync: `always` (an acknowledged order survives a crash) or `interval` (every 2 min, unsafe)"},
 	{"FLASHSALE_DATA_DIR", ".data", "where the embedded NATS keeps its JetStream files"},
-	{"FLASHSALE_JWT_SECRET", DevJWTSecret, "HS256 secret of the identity tokens and purchase tokens"},
+	{"FLASHSALE_JWT_SECRET", DevJWTSecret, "HS256 secret of the identity tokens and purchase tokens, at least 32 bytes; the development default is published, so it is refused in production and unless `FLASHSALE_ADDR` is a loopback address"},
 	{"FLASHSALE_JWT_TTL", "24h", "lifetime of a login token and its cookie"},
 	{"FLASHSALE_CAPTCHA", "image", "captcha provider: `image` (six distorted digits, checked once, bound to user and sale) or `test` (the answer `test` passes)"},
 	{"FLASHSALE_CAPTCHA_TTL", "5m", "how long an image captcha can be answered"},
@@ -210,8 +217,11 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		errs = append(errs, fmt.Errorf("FLASHSALE_LOG_FORMAT=%q: want text or json", c.LogFormat))
 	}
-	if len(c.JWTSecret) < 16 {
-		errs = append(errs, errors.New("FLASHSALE_JWT_SECRET must be at least 16 bytes"))
+	if len(c.JWTSecret) < MinJWTSecret {
+		errs = append(errs, fmt.Errorf("FLASHSALE_JWT_SECRET must be at least %d bytes (it has %d; RFC 7518 wants an HS256 key as long as the hash): generate one with `openssl rand -base64 48`", MinJWTSecret, len(c.JWTSecret)))
+	}
+	if c.JWTSecret == DevJWTSecret && c.Env != "production" && !loopbackAddr(c.Addr) {
+		errs = append(errs, fmt.Errorf("FLASHSALE_ADDR=%q is not a loopback address, and FLASHSALE_JWT_SECRET is the development default, which is published: anyone could sign a merchant's token. Set FLASHSALE_JWT_SECRET to a secret of your own (at least %d bytes), or listen on 127.0.0.1", c.Addr, MinJWTSecret))
 	}
 	if c.Env == "production" {
 		if c.Captcha == "test" {
@@ -237,6 +247,21 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		}
 	}
 	return c, errors.Join(errs...)
+}
+
+// loopbackAddr reports whether the listen address addr (host:port) takes connections from this
+// machine only: a loopback IP (127.0.0.0/8, ::1) or localhost. An empty host, 0.0.0.0 or :: is
+// every interface; any other name could resolve to a public address.
+func loopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Zone() == "" && ip.Unmap().IsLoopback()
 }
 
 // logValues lists the settings for the start-up log, secrets masked.

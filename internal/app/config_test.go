@@ -52,7 +52,25 @@ func TestConfig(t *testing.T) {
 		{"bad number", map[string]string{"FLASHSALE_WRITER_BATCH": "0"}, "FLASHSALE_WRITER_BATCH"},
 		{"bad switch", map[string]string{"FLASHSALE_RATE_LIMITS": "maybe"}, "FLASHSALE_RATE_LIMITS"},
 		{"unknown captcha", map[string]string{"FLASHSALE_CAPTCHA": "recaptcha"}, "FLASHSALE_CAPTCHA"},
-		{"short secret", map[string]string{"FLASHSALE_JWT_SECRET": "short"}, "at least 16 bytes"},
+		{"short secret", map[string]string{"FLASHSALE_JWT_SECRET": "short"}, "at least 32 bytes"},
+		// Issue 18, item 8: RFC 7518 wants 32 bytes for HS256, and the published development
+		// secret is taken only on loopback.
+		{"31-byte secret", map[string]string{"FLASHSALE_JWT_SECRET": strings.Repeat("s", 31)}, "at least 32 bytes"},
+		{"31-byte secret in production", with(prodOK, "FLASHSALE_JWT_SECRET", strings.Repeat("s", 31)), "at least 32 bytes"},
+		{"32-byte secret", map[string]string{"FLASHSALE_JWT_SECRET": strings.Repeat("s", 32)}, ""},
+		{"development secret on every interface", map[string]string{"FLASHSALE_ADDR": "0.0.0.0:8080"}, "not a loopback address"},
+		{"development secret on every interface, no host", map[string]string{"FLASHSALE_ADDR": ":8080"}, "not a loopback address"},
+		{"development secret on every IPv6 interface", map[string]string{"FLASHSALE_ADDR": "[::]:8080"}, "not a loopback address"},
+		{"development secret on a private address", map[string]string{"FLASHSALE_ADDR": "10.1.2.3:8080"}, "not a loopback address"},
+		{"development secret on a host name", map[string]string{"FLASHSALE_ADDR": "shop.example.com:8080"}, "not a loopback address"},
+		{"development secret on a malformed address", map[string]string{"FLASHSALE_ADDR": "8080"}, "not a loopback address"},
+		{"development secret on IPv4-mapped 0.0.0.0", map[string]string{"FLASHSALE_ADDR": "[::ffff:0.0.0.0]:8080"}, "not a loopback address"},
+		{"development secret on 127.0.0.1", map[string]string{"FLASHSALE_ADDR": "127.0.0.1:8080"}, ""},
+		{"development secret on 127.0.0.2", map[string]string{"FLASHSALE_ADDR": "127.0.0.2:0"}, ""},
+		{"development secret on ::1", map[string]string{"FLASHSALE_ADDR": "[::1]:8080"}, ""},
+		{"development secret on localhost", map[string]string{"FLASHSALE_ADDR": "localhost:8080"}, ""},
+		{"own secret on every interface", map[string]string{"FLASHSALE_ADDR": "0.0.0.0:8080", "FLASHSALE_JWT_SECRET": strings.Repeat("s", 32)}, ""},
+		{"production on every interface", with(prodOK, "FLASHSALE_ADDR", "0.0.0.0:8080"), ""},
 	}
 	for _, c := range cases {
 		_, err := LoadConfig(func(k string) string { return c.env[k] })
