@@ -143,14 +143,15 @@ func (d *DB) InsertOrders(ctx context.Context, orders []NewOrder) ([]string, err
 }
 
 // ErrorCause names the cause of a failure for metrics: the Postgres SQLSTATE ("40P01" is a
-// deadlock), "redis" for an error answer of Redis, else "other".
+// deadlock), "redis" for a Redis answer refusing the request itself (IsAnswered), "redis_oom",
+// "redis_misconf", "redis_readonly", … for a Redis outage by its kind, else "other".
 func ErrorCause(err error) string {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
 		return pe.Code
 	}
-	if IsAnswered(err) {
-		return "redis"
+	if c := redisErrorCause(err); c != "" {
+		return c
 	}
 	return "other"
 }

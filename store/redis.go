@@ -330,12 +330,21 @@ type Reservation struct {
 	// step leaves the shard's counter below it, and the reserve script refuses there (-5).
 	Lender    int
 	LenderSeq int64
+	// Again: the same attempt (same token, same order id) was made before and reserved; this
+	// answer is about that reservation (reserve.lua's -10 and -11), no unit was taken now.
+	// Durable: with Again, the writer holds its order (claimed from the queue, or written): it
+	// needs no publish. Without Durable it is still in flight, perhaps not queued: whoever
+	// answers for it publishes it again and claims it, and must never release it (the first
+	// send may have answered 202 for it).
+	Again, Durable bool
 }
 
 // Reserve runs the reserve script: it consumes the purchase token and, if the shopper is not yet
 // a buyer and a unit is left, takes the unit and registers the order in flight. It returns one of
 // the Err refusals above otherwise. Sending the same attempt (same order id) again returns the
-// same outcome, so a retry after a lost reply cannot strand a unit.
+// same refusal, or, for an attempt that reserved, its reservation with Again set (Durable once
+// the writer holds it), or ErrTokenAlreadyUsed once its unit went back; so a retry after a lost
+// reply cannot take a second unit, nor bring back a released one.
 //
 // In a sharded sale the attempt runs in the shopper's shard; when that shard has no unit of the
 // item left, units are borrowed from the shard holding the most (a logged transfer) and the
@@ -388,6 +397,10 @@ func (s *Stock) Reserve(ctx context.Context, a Attempt) (Reservation, error) {
 		return r, ErrEnded
 	case -8:
 		return r, ErrPaused
+	case -10, -11:
+		r.Left, r.HeldOrder = 0, ""
+		r.Again, r.Durable = true, code == -10
+		return r, nil
 	}
 	if code < 0 {
 		return r, fmt.Errorf("reserve: unknown code %d", code)
@@ -1304,19 +1317,4 @@ func (s *Stock) viewShard(ctx context.Context, saleID int64, sh int, items []int
 		}
 	}
 	return v, nil
-}
-
-// IsAnswered reports whether err is an answer refusing the request itself, so the same request
-// will fail the same way: a Postgres data or constraint error (IsPermanent), or a Redis script
-// that failed on its input (a runtime error in the script, a key of the wrong type). A Redis out
-// of memory, unable to persist (MISCONF), without replicas, loading, read-only or unreachable is
-// transient: retried, never taken for a bad message.
-func IsAnswered(err error) bool {
-	var re redis.Error
-	if errors.As(err, &re) {
-		msg := re.Error()
-		return strings.HasPrefix(msg, "WRONGTYPE") || strings.Contains(msg, "user_script") ||
-			strings.HasPrefix(msg, "ERR Error running script")
-	}
-	return IsPermanent(err)
 }

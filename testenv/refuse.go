@@ -1,0 +1,217 @@
+package testenv
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Refusal is a way a live Redis refuses writes while it keeps its data and answers reads: the
+// outages a Redis in production goes through, made for real (no proxy, no fake reply).
+type Refusal string
+
+const (
+	// RefuseOOM: maxmemory cut below what is used, under noeviction: every write answers
+	// "OOM command not allowed when used memory > 'maxmemory'".
+	RefuseOOM Refusal = "oom"
+	// RefuseMISCONF: a snapshot fails to be written (its file cannot be moved into place, as on
+	// a full or broken disk) while save points are set: every write answers "MISCONF …".
+	RefuseMISCONF Refusal = "misconf"
+	// RefuseReadOnly: the node is made a replica (of a master that does not answer, so it keeps
+	// its data): every write answers "READONLY You can't write against a read only replica".
+	RefuseReadOnly Refusal = "readonly"
+)
+
+// Refusals lists every Refusal.
+var Refusals = []Refusal{RefuseOOM, RefuseMISCONF, RefuseReadOnly}
+
+// RedisRefuse makes the Redis at addr, whose data directory is dataDir, refuse writes in the way
+// kind says, and returns the function that lifts the refusal (writes are accepted again, the data
+// untouched). It returns once a write is refused.
+func RedisRefuse(addr, dataDir string, kind Refusal) (lift func() error, err error) {
+	switch kind {
+	case RefuseOOM:
+		policy, err := configGet(addr, "maxmemory-policy")
+		if err != nil {
+			return nil, err
+		}
+		if err := redisDoAll(addr, []string{"CONFIG", "SET", "maxmemory-policy", "noeviction"}, []string{"CONFIG", "SET", "maxmemory", "1"}); err != nil {
+			return nil, err
+		}
+		lift = func() error {
+			return redisDoAll(addr, []string{"CONFIG", "SET", "maxmemory", "0"}, []string{"CONFIG", "SET", "maxmemory-policy", policy})
+		}
+	case RefuseMISCONF:
+		// The snapshot's final name (dump.rdb, dbfilename's default; the setting itself is
+		// protected) is a directory: the child writes its temporary file, fails to rename it into
+		// place, and Redis records the failed save; with a save point set, writes are refused
+		// until a save succeeds or the operator says so.
+		final := filepath.Join(dataDir, "dump.rdb")
+		if err := os.Mkdir(final, 0o755); err != nil {
+			return nil, fmt.Errorf("a directory in place of the snapshot: %w", err)
+		}
+		if err := redisDoAll(addr, []string{"CONFIG", "SET", "save", "3600 1"}); err != nil {
+			_ = os.Remove(final)
+			return nil, err
+		}
+		lift = func() error {
+			err := redisDoAll(addr, []string{"CONFIG", "SET", "save", ""})
+			_ = os.RemoveAll(final)
+			matches, _ := filepath.Glob(filepath.Join(dataDir, "temp-*.rdb"))
+			for _, m := range matches {
+				_ = os.Remove(m)
+			}
+			return err
+		}
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			reply, err := redisDo(addr, "BGSAVE")
+			if err != nil && !strings.Contains(err.Error(), "in progress") {
+				_ = lift()
+				return nil, err
+			}
+			if reply != "" || err != nil {
+				time.Sleep(50 * time.Millisecond)
+			}
+			info, _ := redisDo(addr, "INFO", "persistence")
+			if strings.Contains(info, "rdb_last_bgsave_status:err") {
+				break
+			}
+			if time.Now().After(deadline) {
+				_ = lift()
+				return nil, fmt.Errorf("redis %s: the failing snapshot never failed", addr)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	case RefuseReadOnly:
+		if err := redisDoAll(addr, []string{"REPLICAOF", "127.0.0.1", "1"}); err != nil {
+			return nil, err
+		}
+		lift = func() error { return redisDoAll(addr, []string{"REPLICAOF", "NO", "ONE"}) }
+	default:
+		return nil, fmt.Errorf("unknown refusal %q", kind)
+	}
+	// Refused now? A plain write must answer with the refusal's kind.
+	_, err = redisDo(addr, "SET", "testenv:refusal-probe", "1")
+	want := map[Refusal]string{RefuseOOM: "OOM", RefuseMISCONF: "MISCONF", RefuseReadOnly: "READONLY"}[kind]
+	if err == nil || !strings.HasPrefix(err.Error(), want) {
+		_ = lift()
+		return nil, fmt.Errorf("redis %s: a write after the %s refusal answered %v, want %s", addr, kind, err, want)
+	}
+	return lift, nil
+}
+
+func configGet(addr, name string) (string, error) {
+	reply, err := redisDo(addr, "CONFIG", "GET", name)
+	if err != nil {
+		return "", err
+	}
+	lines := strings.Split(reply, "\n")
+	if len(lines) < 2 {
+		return "", fmt.Errorf("CONFIG GET %s: %q", name, reply)
+	}
+	return lines[1], nil
+}
+
+func redisDoAll(addr string, cmds ...[]string) error {
+	for _, c := range cmds {
+		if _, err := redisDo(addr, c...); err != nil {
+			return fmt.Errorf("%s: %w", strings.Join(c, " "), err)
+		}
+	}
+	return nil
+}
+
+// redisDo sends one command to the Redis at addr and returns its reply as text (an array's
+// elements one per line, a bulk string as it is); an error reply is returned as an error with
+// Redis's text.
+func redisDo(addr string, args ...string) (string, error) {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	var b strings.Builder
+	fmt.Fprintf(&b, "*%d\r\n", len(args))
+	for _, a := range args {
+		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+	}
+	if _, err := c.Write([]byte(b.String())); err != nil {
+		return "", err
+	}
+	return readReply(bufio.NewReader(c))
+}
+
+func readReply(r *bufio.Reader) (string, error) {
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return "", err
+	}
+	line = strings.TrimRight(line, "\r\n")
+	if line == "" {
+		return "", fmt.Errorf("empty reply")
+	}
+	switch line[0] {
+	case '+', ':':
+		return line[1:], nil
+	case '-':
+		return "", fmt.Errorf("%s", line[1:])
+	case '$':
+		n, _ := strconv.Atoi(line[1:])
+		if n < 0 {
+			return "", nil
+		}
+		buf := make([]byte, n+2)
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return "", err
+		}
+		return string(buf[:n]), nil
+	case '*':
+		n, _ := strconv.Atoi(line[1:])
+		parts := make([]string, 0, max(n, 0))
+		for range n {
+			p, err := readReply(r)
+			if err != nil {
+				return "", err
+			}
+			parts = append(parts, p)
+		}
+		return strings.Join(parts, "\n"), nil
+	}
+	return "", fmt.Errorf("unexpected reply %q", line)
+}
+
+// Refuse makes this server refuse writes as kind says (RedisRefuse) and returns the function
+// that lifts it; the refusal is also lifted when the test ends.
+func (r *RedisServer) Refuse(t testing.TB, kind Refusal) (lift func()) {
+	t.Helper()
+	l, err := RedisRefuse(r.Addr, r.dataDir, kind)
+	if err != nil {
+		t.Fatalf("testenv: redis %s: refuse %s: %v", r.Addr, kind, err)
+	}
+	done := false
+	lift = func() {
+		if done {
+			return
+		}
+		done = true
+		if err := l(); err != nil {
+			t.Fatalf("testenv: redis %s: lift %s: %v", r.Addr, kind, err)
+		}
+	}
+	t.Cleanup(func() {
+		if !done {
+			done = true
+			_ = l()
+		}
+	})
+	return lift
+}
