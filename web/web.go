@@ -3,8 +3,10 @@ package web
 
 import (
 	"crypto/subtle"
+	"fmt"
 	"io/fs"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/pprof"
 	"strconv"
@@ -38,14 +40,41 @@ type Config struct {
 	Production     bool // HSTS, and only https Origins pass the CSRF check (web/edge.go)
 }
 
-// NewRouter returns the Gin engine serving the whole public contract and the pages.
+// CheckTrustedProxies returns an error naming the first entry of proxies that gin's
+// SetTrustedProxies does not take: an entry is an IP address or a CIDR range, never a host name
+// (nothing is resolved) nor an address with a port.
+func CheckTrustedProxies(proxies []string) error {
+	for _, p := range proxies {
+		ok := net.ParseIP(p) != nil
+		if strings.Contains(p, "/") {
+			_, _, err := net.ParseCIDR(p)
+			ok = err == nil
+		}
+		if !ok {
+			return fmt.Errorf("FLASHSALE_TRUSTED_PROXIES: %q is neither an IP address nor a CIDR range (such as 172.28.0.10 or 10.0.0.0/24; host names are not resolved): "+
+				"the proxies listed after it would not be trusted, and every client behind one would share its address and its rate limits", p)
+		}
+	}
+	return nil
+}
+
+// NewRouter returns the Gin engine serving the whole public contract and the pages. It panics
+// on a trusted proxy that is neither an IP address nor a CIDR range (see CheckTrustedProxies).
 func NewRouter(cfg Config) *gin.Engine {
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	r.HandleMethodNotAllowed = false
 	r.RedirectTrailingSlash = false
 	r.RedirectFixedPath = false
-	_ = r.SetTrustedProxies(cfg.TrustedProxies)
+	if err := r.SetTrustedProxies(cfg.TrustedProxies); err != nil {
+		// Gin would trust only the entries before the bad one, so every client behind the
+		// proxy would share its address and its rate-limit buckets. LoadConfig refuses such a
+		// list first (CheckTrustedProxies); a caller that skipped it must not serve.
+		if named := CheckTrustedProxies(cfg.TrustedProxies); named != nil {
+			err = named
+		}
+		panic("web: " + err.Error())
+	}
 	m := newHTTPMetrics(cfg.Registry)
 	r.Use(recovery(cfg.Log), m.middleware, securityHeaders, edge(cfg.Production))
 

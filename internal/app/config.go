@@ -11,6 +11,7 @@ import (
 
 	"github.com/flashsale/flashsale/services"
 	"github.com/flashsale/flashsale/store"
+	"github.com/flashsale/flashsale/web"
 )
 
 // DevJWTSecret is the development default of FLASHSALE_JWT_SECRET (stated in the README, so
@@ -112,7 +113,7 @@ var ConfigVars = []ConfigVar{
 	{"FLASHSALE_RECONCILE_INTERVAL", "5s", "how often the instance holding the lease reconciles Redis with Postgres"},
 	{"FLASHSALE_WARM_AHEAD", "10m", "a sale's stock is loaded into Redis this long before its start (at once for a sale created or edited closer to it; the merchant's warm button forces it earlier)"},
 	{"FLASHSALE_STOCK_SHARDS", "1", "a new sale's stock is split into this many Redis shards (1–64; fixed per sale at its creation, the admin API's `stockShards` overrides it): more than 1 spreads a hot sale over several Redis Cluster slots"},
-	{"FLASHSALE_TRUSTED_PROXIES", "", "comma-separated proxy addresses whose X-Forwarded-For is believed"},
+	{"FLASHSALE_TRUSTED_PROXIES", "", "comma-separated IP addresses or CIDR ranges of the proxies whose X-Forwarded-For is believed; an entry that is neither (a host name, an address with a port) is refused at start"},
 	{"FLASHSALE_FAULT", "", "test only, refused in production: `STEP:kill` or `STEP:stop`, optionally `@N` (the N-th time), makes the process SIGKILL or SIGSTOP itself at a named step (`after-reserve`, `after-puback`, `writer-before-commit`, `writer-after-commit`, `lease-held`); see RELIABILITY.md"},
 	{"FLASHSALE_CLOCK_SKEW", "0s", "test only, refused in production: this instance's clock runs ahead (or behind, negative) by this much"},
 }
@@ -171,7 +172,12 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	}
 	if p := get("FLASHSALE_TRUSTED_PROXIES"); p != "" {
 		for _, s := range strings.Split(p, ",") {
-			c.TrustedProxies = append(c.TrustedProxies, strings.TrimSpace(s))
+			if s = strings.TrimSpace(s); s != "" { // a stray comma is not an entry
+				c.TrustedProxies = append(c.TrustedProxies, s)
+			}
+		}
+		if err := web.CheckTrustedProxies(c.TrustedProxies); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	var err error

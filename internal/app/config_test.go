@@ -1,8 +1,12 @@
 package app
 
 import (
+	"context"
+	"io"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestConfig(t *testing.T) {
@@ -71,6 +75,13 @@ func TestConfig(t *testing.T) {
 		{"development secret on localhost", map[string]string{"FLASHSALE_ADDR": "localhost:8080"}, ""},
 		{"own secret on every interface", map[string]string{"FLASHSALE_ADDR": "0.0.0.0:8080", "FLASHSALE_JWT_SECRET": strings.Repeat("s", 32)}, ""},
 		{"production on every interface", with(prodOK, "FLASHSALE_ADDR", "0.0.0.0:8080"), ""},
+		// Issue 18, item 10: a trusted proxy that gin cannot read is refused, by name.
+		{"trusted proxies by address and range", map[string]string{"FLASHSALE_TRUSTED_PROXIES": "172.28.0.10, 10.0.0.0/8,::1,2001:db8::/32"}, ""},
+		{"trusted proxies with a stray comma", map[string]string{"FLASHSALE_TRUSTED_PROXIES": "172.28.0.10,"}, ""},
+		{"trusted proxy by host name", map[string]string{"FLASHSALE_TRUSTED_PROXIES": "127.0.0.1,nginx"}, `"nginx" is neither an IP address nor a CIDR range`},
+		{"trusted proxy with a port", map[string]string{"FLASHSALE_TRUSTED_PROXIES": "172.28.0.10:80"}, `"172.28.0.10:80"`},
+		{"trusted proxy range out of bounds", map[string]string{"FLASHSALE_TRUSTED_PROXIES": "10.0.0.0/33"}, `"10.0.0.0/33"`},
+		{"trusted proxy address out of bounds", map[string]string{"FLASHSALE_TRUSTED_PROXIES": "10.0.0.256"}, `"10.0.0.256"`},
 	}
 	for _, c := range cases {
 		_, err := LoadConfig(func(k string) string { return c.env[k] })
@@ -80,6 +91,28 @@ func TestConfig(t *testing.T) {
 		case c.wantErr != "" && (err == nil || !strings.Contains(err.Error(), c.wantErr)):
 			t.Errorf("%s: got error %v, want one mentioning %q", c.name, err, c.wantErr)
 		}
+	}
+}
+
+// Issue 18, item 10: a bad FLASHSALE_TRUSTED_PROXIES entry stops the server before it serves
+// (gin would trust only the entries before it, and every shopper behind the proxy would share
+// its rate-limit buckets); empty entries are dropped, the others kept in order.
+func TestServeRefusesBadTrustedProxy(t *testing.T) {
+	// Nothing to reach should the list be taken: serve would then fail on Postgres instead.
+	env := map[string]string{"FLASHSALE_TRUSTED_PROXIES": "172.28.0.10,proxy.internal,10.0.0.0/8",
+		"FLASHSALE_DATABASE_URL": "postgres://nobody@127.0.0.1:1/none?sslmode=disable&connect_timeout=1", "FLASHSALE_REDIS_URL": "redis://127.0.0.1:1/0",
+		"FLASHSALE_ADDR": "127.0.0.1:0", "FLASHSALE_METRICS_ADDR": "off", "FLASHSALE_NATS_PORT": "-1", "FLASHSALE_DATA_DIR": t.TempDir()}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := Run(ctx, []string{"serve"}, func(k string) string { return env[k] }, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), `"proxy.internal"`) {
+		t.Fatalf("serve with a host name among the trusted proxies: %v, want an error naming it", err)
+	}
+	cfg, err := LoadConfig(func(k string) string {
+		return map[string]string{"FLASHSALE_TRUSTED_PROXIES": " 172.28.0.10 ,, 10.0.0.0/8 ,"}[k]
+	})
+	if err != nil || !slices.Equal(cfg.TrustedProxies, []string{"172.28.0.10", "10.0.0.0/8"}) {
+		t.Fatalf("trusted proxies %q, %v; want [172.28.0.10 10.0.0.0/8]", cfg.TrustedProxies, err)
 	}
 }
 
