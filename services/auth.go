@@ -52,7 +52,9 @@ type Auth struct {
 	limiter *Limiter      // per-IP and per-username limits of the account routes (nil: none)
 	captcha Captcha       // the registration captcha (nil: registration refused)
 	hashing chan struct{} // one slot per bcrypt in flight
-	revoked revocations   // sessions ended by a logout
+	hashMu  sync.Mutex
+	hashBy  map[string]int // bcrypt in flight per client address (ClientKey); no entry at 0
+	revoked revocations    // sessions ended by a logout
 	log     *slog.Logger
 }
 
@@ -62,7 +64,7 @@ type AuthOptions struct {
 	Redis     redis.UniversalClient
 	Limiter   *Limiter
 	Captcha   Captcha
-	HashSlots int // bcrypt hashes or compares at once; 0: one per CPU
+	HashSlots int // bcrypt hashes or compares at once; 0: defaultHashSlots
 	Log       *slog.Logger
 }
 
@@ -98,9 +100,14 @@ type verified struct {
 	exp   time.Time
 }
 
+// defaultHashSlots is how many bcrypt hashes or compares run at once: half the CPUs, so a flood
+// of logins never takes the CPU the purchase path needs, and at least two, so one login in
+// flight never refuses another.
+func defaultHashSlots() int { return max(2, runtime.NumCPU()/2) }
+
 // NewAuth returns an Auth signing with secret; tokens live for ttl.
 func NewAuth(db *store.DB, secret []byte, ttl time.Duration, now func() time.Time) *Auth {
-	return &Auth{db: db, secret: secret, ttl: ttl, now: now, hashing: make(chan struct{}, max(2, runtime.NumCPU())),
+	return &Auth{db: db, secret: secret, ttl: ttl, now: now, hashing: make(chan struct{}, defaultHashSlots()),
 		seen: new([verifiedSlots]atomic.Pointer[verified]), seed: maphash.MakeSeed(), macs: newMACPool(secret), log: slog.Default()}
 }
 
@@ -387,15 +394,47 @@ func validCredentials(username, password string) error {
 	return nil
 }
 
-// hashSlot takes one of the bcrypt slots, or refuses at once with 503 and Retry-After: a
-// burst of logins must not queue up CPU-bound work behind which every other request waits.
-func (a *Auth) hashSlot() (release func(), err error) {
+// hashSlot takes one of the bcrypt slots for a client at ip, or refuses at once with
+// Retry-After: a burst of logins must not queue up CPU-bound work behind which every other
+// request waits. With the rate limits on, one client address (an IPv6 client by its /64) holds
+// at most a quarter of the slots (at least one); beyond its share it is refused with 429, so
+// one client's burst never takes every slot and refuses everyone else's login. When every
+// slot is taken: 503. An empty ip (the command line) has no share.
+func (a *Auth) hashSlot(ip string) (release func(), err error) {
+	client := ""
+	if ip != "" && a.limiter.On() {
+		client = ClientKey(ip)
+		share := max(1, cap(a.hashing)/4)
+		a.hashMu.Lock()
+		if a.hashBy[client] >= share {
+			a.hashMu.Unlock()
+			return nil, &Error{Code: CodeRateLimited, Message: "a login from your address is already in progress; try again in a moment", RetryAfter: time.Second}
+		}
+		if a.hashBy == nil {
+			a.hashBy = map[string]int{}
+		}
+		a.hashBy[client]++
+		a.hashMu.Unlock()
+	}
 	select {
 	case a.hashing <- struct{}{}:
-		return func() { <-a.hashing }, nil
+		return func() { <-a.hashing; a.hashDone(client) }, nil
 	default:
+		a.hashDone(client)
 		return nil, &Error{Code: CodeUnavailable, Message: "too many logins at once; try again in a moment", RetryAfter: time.Second}
 	}
+}
+
+// hashDone ends a bcrypt of client counted by hashSlot.
+func (a *Auth) hashDone(client string) {
+	if client == "" {
+		return
+	}
+	a.hashMu.Lock()
+	if a.hashBy[client]--; a.hashBy[client] <= 0 {
+		delete(a.hashBy, client)
+	}
+	a.hashMu.Unlock()
 }
 
 // NewCaptcha renders a registration challenge for a client at ip.
@@ -433,7 +472,7 @@ func (a *Auth) Register(ctx context.Context, username, password, captchaID, answ
 	if !ok {
 		return "", Identity{}, failed
 	}
-	u, err := a.addUser(ctx, username, password, RoleShopper)
+	u, err := a.addUser(ctx, username, password, RoleShopper, ip)
 	if err != nil {
 		return "", Identity{}, err
 	}
@@ -445,14 +484,15 @@ func (a *Auth) Register(ctx context.Context, username, password, captchaID, answ
 // AddUser creates an account with the given role (merchants come from the command line or the
 // development seed, never from the public API).
 func (a *Auth) AddUser(ctx context.Context, username, password, role string) (store.User, error) {
-	return a.addUser(ctx, username, password, role)
+	return a.addUser(ctx, username, password, role, "")
 }
 
-func (a *Auth) addUser(ctx context.Context, username, password, role string) (store.User, error) {
+// addUser creates an account, its bcrypt counted against the client at ip (empty: none).
+func (a *Auth) addUser(ctx context.Context, username, password, role, ip string) (store.User, error) {
 	if err := validCredentials(username, password); err != nil {
 		return store.User{}, err
 	}
-	release, err := a.hashSlot()
+	release, err := a.hashSlot(ip)
 	if err != nil {
 		return store.User{}, err
 	}
@@ -491,7 +531,7 @@ func (a *Auth) Login(ctx context.Context, username, password, ip string) (string
 	if err := a.limiter.AllowAuth(ctx, AuthLogin, ip, username); err != nil {
 		return "", Identity{}, err
 	}
-	release, err := a.hashSlot()
+	release, err := a.hashSlot(ip)
 	if err != nil {
 		return "", Identity{}, err
 	}

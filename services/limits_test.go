@@ -3,6 +3,7 @@ package services
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
@@ -93,5 +94,98 @@ func TestLogoutRevokesCachedToken(t *testing.T) {
 	}
 	if _, err := a.Verify(tok); ErrorCode(err) != CodeUnauthenticated {
 		t.Fatalf("verify after logout: %v, want UNAUTHENTICATED", err)
+	}
+}
+
+// Issue 18, item 9: the in-process buckets are bounded and aged. A flood of distinct keys
+// (made-up usernames, IPv6 /64s) within a minute never holds more than two generations of
+// buckets; a key in use keeps its bucket across generations; an idle one is gone after two
+// minutes.
+func TestLocalBucketsBoundedAndAged(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1_800_000_000, 0)
+	l := NewLimiter(nil, true, nil, func() time.Time { return now })
+	l.localMax = 100
+	lim := AuthLimits[AuthLogin]
+	// One client over its limit: its bucket stays while a flood of others passes through.
+	for range lim.Burst {
+		if _, ok := l.allowLocal("hot", lim); !ok {
+			t.Fatal("refused within the burst")
+		}
+	}
+	for i := range 10_000 {
+		l.allowLocal(fmt.Sprintf("flood-%d", i), lim)
+		if i%50 == 0 {
+			if _, ok := l.allowLocal("hot", lim); ok {
+				t.Fatalf("after %d other keys, the client over its limit got a fresh bucket", i)
+			}
+		}
+	}
+	if n := l.localBuckets(); n > 2*l.localMax {
+		t.Fatalf("%d in-process buckets after 10000 keys in one instant, want at most %d", n, 2*l.localMax)
+	}
+	// Idle for two minutes: forgotten (the bucket would be full again anyway).
+	now = now.Add(61 * time.Second)
+	l.allowLocal("later", lim)
+	now = now.Add(61 * time.Second)
+	l.allowLocal("later", lim)
+	if n := l.localBuckets(); n != 1 {
+		t.Fatalf("%d in-process buckets two minutes later, want only the one in use", n)
+	}
+	if NewLimiter(nil, true, nil, time.Now).localMax < 1<<14 {
+		t.Errorf("the default bound is too small for a rush")
+	}
+}
+
+// Issue 18, item 9: with the rate limits on, one client address holds at most its share of the
+// bcrypt slots (a quarter, at least one): its burst of logins never takes every slot, so another
+// client still gets one. Beyond its share the client gets 429; with every slot taken, 503.
+func TestBcryptSlotsShareOfOneClient(t *testing.T) {
+	t.Parallel()
+	a := NewAuth(nil, testSecret, time.Hour, time.Now).With(AuthOptions{HashSlots: 2,
+		Limiter: NewLimiter(nil, true, nil, time.Now)})
+	first, err := a.hashSlot("198.51.100.7")
+	if err != nil {
+		t.Fatalf("the client's first bcrypt: %v", err)
+	}
+	var e *Error
+	if _, err := a.hashSlot("198.51.100.7"); !errors.As(err, &e) || e.Code != CodeRateLimited || e.RetryAfter <= 0 {
+		t.Fatalf("the same client's second bcrypt at once: %v, want RATE_LIMITED with a Retry-After", err)
+	}
+	if _, err := a.hashSlot("::ffff:198.51.100.7"); ErrorCode(err) != CodeRateLimited {
+		t.Fatalf("the same client, IPv4-mapped: %v, want RATE_LIMITED", err)
+	}
+	second, err := a.hashSlot("2001:db8:1:2::1")
+	if err != nil {
+		t.Fatalf("another client while the first holds its share: %v", err)
+	}
+	if _, err := a.hashSlot("2001:db8:1:2::ffff"); ErrorCode(err) != CodeRateLimited {
+		t.Fatalf("the same IPv6 /64: %v, want RATE_LIMITED", err)
+	}
+	if _, err := a.hashSlot("203.0.113.1"); ErrorCode(err) != CodeUnavailable {
+		t.Fatalf("a third client with every slot taken: %v, want UNAVAILABLE", err)
+	}
+	first()
+	again, err := a.hashSlot("198.51.100.7")
+	if err != nil {
+		t.Fatalf("the first client once its bcrypt is done: %v", err)
+	}
+	again()
+	second()
+	if n := len(a.hashBy); n != 0 {
+		t.Errorf("%d clients counted with nothing in flight", n)
+	}
+	// The command line (no address) and the limits off have no share.
+	off := NewAuth(nil, testSecret, time.Hour, time.Now).With(AuthOptions{HashSlots: 2, Limiter: NewLimiter(nil, false, nil, time.Now)})
+	for _, ip := range []string{"198.51.100.7", "198.51.100.7"} {
+		if _, err := off.hashSlot(ip); err != nil {
+			t.Fatalf("limits off: %v", err)
+		}
+	}
+	if _, err := a.hashSlot(""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.hashSlot(""); err != nil {
+		t.Fatalf("no address: %v", err)
 	}
 }

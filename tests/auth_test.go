@@ -288,8 +288,9 @@ func TestAuthRateLimits(t *testing.T) {
 	}
 	// One address guessing many accounts.
 	limited("one IPv4 address", 40, func(i int) response { return login(fmt.Sprintf("user%d", i), "198.51.100.7") })
-	// One account guessed from many addresses.
-	limited("one username", 40, func(i int) response { return login("Target", fmt.Sprintf("203.0.113.%d", i+1)) })
+	// One account guessed from many addresses: the username's global cap (issue 18, item 9:
+	// above what one address may spend on it, AuthUserClientLimit).
+	limited("one username", 2*services.AuthUsernameLimit.Burst, func(i int) response { return login("Target", fmt.Sprintf("203.0.113.%d", i+1)) })
 	if r := login("target", "203.0.113.200"); r.Status != 429 {
 		t.Errorf("the username's bucket ignores case: %d %s", r.Status, r.Raw)
 	}
@@ -323,6 +324,49 @@ func TestAuthRateLimits(t *testing.T) {
 			t.Fatalf("FLASHSALE_RATE_LIMITS=off, login #%d: %d %s", i+1, r.Status, r.Raw)
 		}
 	}
+}
+
+// Issue 18, item 9: guessing an account's password from one address spends that address's
+// bucket for the username, never the owner's: during the attack the merchant logs in from
+// their own address at once, and another address is still answered.
+func TestAuthLimitsKeepTheOwnerIn(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{env: map[string]string{"FLASHSALE_RATE_LIMITS": "on", "FLASHSALE_TRUSTED_PROXIES": "127.0.0.1"}})
+	if _, err := h.app.Auth.AddUser(context.Background(), "acme", "acme-pass-123", services.RoleMerchant); err != nil {
+		t.Fatal(err)
+	}
+	login := func(user, pass, ip string) response {
+		return h.do("POST", "/api/auth/login", "", map[string]string{"username": user, "password": pass}, "X-Forwarded-For", ip)
+	}
+	attacks := 0
+	for {
+		r := login("ACME", "a wrong guess", "198.51.100.66")
+		if r.Status == 429 {
+			wantCode(t, "the attacker, limited", r, 429, "RATE_LIMITED")
+			break
+		}
+		if r.Status != 401 {
+			t.Fatalf("guess #%d: %d %s, want 401 until limited", attacks+1, r.Status, r.Raw)
+		}
+		if attacks++; attacks > 3*services.AuthUserClientLimit.Burst {
+			t.Fatalf("%d guesses from one address at one account, never limited", attacks)
+		}
+	}
+	if attacks < services.AuthUserClientLimit.Burst/2 {
+		t.Errorf("limited after %d guesses already", attacks)
+	}
+	// The same address at another account is not held by this account's bucket.
+	if r := login("someone-else", "a wrong guess", "198.51.100.66"); r.Status != 401 {
+		t.Errorf("the attacker's address at another username: %d %s, want 401", r.Status, r.Raw)
+	}
+	if r := login("acme", "acme-pass-123", "203.0.113.5"); r.Status != 200 || r.str("role") != services.RoleMerchant {
+		t.Fatalf("the merchant at their own address during the attack: %d %s, want 200", r.Status, r.Raw)
+	}
+	if r := login("acme", "another guess", "2001:db8:5::1"); r.Status != 401 {
+		t.Errorf("a third address at the account: %d %s, want 401 (not limited)", r.Status, r.Raw)
+	}
+	// And the attacker stays limited.
+	wantCode(t, "the attacker again", login("acme", "acme-pass-123", "198.51.100.66"), 429, "RATE_LIMITED")
 }
 
 // Issue 10, point 6: logging out ends the session on the server, on every instance; /me is
