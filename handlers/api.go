@@ -69,6 +69,27 @@ type API struct {
 	SessionTTL   time.Duration // cookie lifetime, same as the JWT's
 	Orders       SaleOrders    // the merchant's order list and export (handlers/orders_admin.go)
 	Live         SaleLive      // the merchant's live view of a sale (handlers/live.go)
+	Reads        ReadLimiter   // the public reads' per-address limit; nil: none
+}
+
+// ReadLimiter limits, per client address, the public reads that take an id or a cursor: a sale,
+// its stock, the listing, a shopper's orders, and the home and sale pages (services.Limiter).
+type ReadLimiter interface {
+	AllowRead(ip string) error
+}
+
+// allowRead takes the request from its client's read bucket before anything is looked up; over
+// the limit it answers 429 RATE_LIMITED with Retry-After (never cached) and reports false.
+func allowRead(c *gin.Context, r ReadLimiter, log *slog.Logger) bool {
+	if r == nil {
+		return true
+	}
+	if err := r.AllowRead(c.ClientIP()); err != nil {
+		c.Header("Cache-Control", "no-store")
+		Error(c, log, err)
+		return false
+	}
+	return true
 }
 
 // SessionCookieName is the name of the HttpOnly session cookie.
@@ -258,6 +279,9 @@ func (a *API) saleJSON(s services.Sale) saleJSON {
 
 // ListSales handles the "GET /api/flash-sales" route: live and upcoming sales.
 func (a *API) ListSales(c *gin.Context) {
+	if !allowRead(c, a.Reads, a.Log) {
+		return
+	}
 	cursor := c.Query("cursor") // bounded and checked by the service's decoder
 	sales, next, err := a.Catalog.Upcoming(c.Request.Context(), cursor)
 	if err != nil {
@@ -274,6 +298,9 @@ func (a *API) ListSales(c *gin.Context) {
 
 // GetSale handles the "GET /api/flash-sales/:saleId" route.
 func (a *API) GetSale(c *gin.Context) {
+	if !allowRead(c, a.Reads, a.Log) {
+		return
+	}
 	id, err := pathID(c, "saleId")
 	if err != nil {
 		Error(c, a.Log, err)
@@ -295,6 +322,9 @@ type stockItemJSON struct {
 
 // Stock handles the "GET /api/flash-sales/:saleId/stock" route: displayed stock, micro-cached.
 func (a *API) Stock(c *gin.Context) {
+	if !allowRead(c, a.Reads, a.Log) {
+		return
+	}
 	id, err := pathID(c, "saleId")
 	if err != nil {
 		Error(c, a.Log, err)
@@ -426,6 +456,9 @@ func toOrderJSON(v services.OrderView) orderJSON {
 
 // Order handles the "GET /api/flash-sales/orders/:orderId" route.
 func (a *API) Order(c *gin.Context) {
+	if !allowRead(c, a.Reads, a.Log) {
+		return
+	}
 	v, err := a.Shop.Order(c.Request.Context(), shopper(c).UserID, c.Param("orderId"))
 	if err != nil {
 		Error(c, a.Log, err)
@@ -438,6 +471,9 @@ func (a *API) Order(c *gin.Context) {
 
 // MyOrders handles the "GET /api/flash-sales/orders" route: the caller's orders, newest first.
 func (a *API) MyOrders(c *gin.Context) {
+	if !allowRead(c, a.Reads, a.Log) {
+		return
+	}
 	cursor := c.Query("cursor") // bounded and checked by the service's decoder
 	var saleID int64
 	if v := c.Query("saleId"); v != "" {

@@ -26,6 +26,8 @@ type Pages struct {
 	Now     func() time.Time
 	// SecureCookie sets the fs_lang cookie Secure (production).
 	SecureCookie bool
+	// Reads limits the home and sale pages per client address, before any lookup; nil: no limit.
+	Reads ReadLimiter
 }
 
 // render writes a component with an ETag; a matching If-None-Match gets 304. The pages of a
@@ -78,6 +80,9 @@ const publicPage = "public, max-age=5, stale-while-revalidate=30"
 
 // Home handles the "GET /" route: live and upcoming sales.
 func (p *Pages) Home(c *gin.Context) {
+	if !allowRead(c, p.Reads, p.Log) {
+		return
+	}
 	// A page of sales by start time; "More sales" links to the next. A cursor this server did
 	// not give out (an old or edited link) shows the first page.
 	cursor := c.Query("cursor")
@@ -133,6 +138,9 @@ func saleView(s services.Sale) views.Sale {
 
 // Sale handles the "GET /sales/:saleId" route: the cacheable sale page.
 func (p *Pages) Sale(c *gin.Context) {
+	if !allowRead(c, p.Reads, p.Log) {
+		return
+	}
 	id, err := pathID(c, "saleId")
 	if err != nil {
 		p.NotFound(c)

@@ -20,8 +20,9 @@ import (
 //   - past max entries it forgets the least recently used one (approximately: an entry read
 //     since it last moved gets a second chance), never everything;
 //   - values that say "there is no such id" (absent) are remembered too, so a repeated unknown
-//     id costs no query, but in their own, smaller LRU: a flood of unknown ids can never push
-//     the known ones out.
+//     id costs no query, but in their own, smaller LRU (a flood of unknown ids can never push
+//     the known ones out) and for their own, shorter time (AbsentTTL: an id unknown now may
+//     be a sale created a moment later).
 type ttlCache[K comparable, V any] struct {
 	cfg cacheConfig[V]
 	now func() time.Time
@@ -42,6 +43,7 @@ type cacheConfig[V any] struct {
 	Max         int           // most values kept (least recently used forgotten first)
 	MaxAbsent   int           // most absent values kept, apart from Max
 	Absent      func(V) bool  // nil: no value is absent
+	AbsentTTL   time.Duration // how long an absent value is served without a reload; 0: TTL
 	StaleFor    time.Duration // past TTL, how long a value is still served when its reload fails
 	LoadTimeout time.Duration // the limit of one shared load; 0: defaultLoadTimeout
 }
@@ -73,6 +75,9 @@ func newTTLCache[K comparable, V any](cfg cacheConfig[V], now func() time.Time) 
 	if cfg.LoadTimeout <= 0 {
 		cfg.LoadTimeout = defaultLoadTimeout
 	}
+	if cfg.AbsentTTL <= 0 {
+		cfg.AbsentTTL = cfg.TTL
+	}
 	return &ttlCache[K, V]{cfg: cfg, now: now, m: map[K]*list.Element{}, calls: map[K]*cacheCall[V]{}}
 }
 
@@ -85,7 +90,7 @@ func (c *ttlCache[K, V]) get(ctx context.Context, key K, load func(context.Conte
 	c.mu.RLock()
 	if el, ok := c.m[key]; ok {
 		e := el.Value.(*ttlEntry[K, V])
-		if now.Sub(e.loaded) < c.cfg.TTL {
+		if now.Sub(e.loaded) < c.ttlOf(e) {
 			e.used.Store(true)
 			c.mu.RUnlock()
 			return e.v, nil
@@ -96,12 +101,12 @@ func (c *ttlCache[K, V]) get(ctx context.Context, key K, load func(context.Conte
 	var stale *V
 	if el, ok := c.m[key]; ok {
 		e := el.Value.(*ttlEntry[K, V])
-		if now.Sub(e.loaded) < c.cfg.TTL {
+		if now.Sub(e.loaded) < c.ttlOf(e) {
 			e.used.Store(true)
 			c.mu.Unlock()
 			return e.v, nil
 		}
-		if now.Sub(e.loaded) < c.cfg.TTL+c.cfg.StaleFor {
+		if now.Sub(e.loaded) < c.ttlOf(e)+c.cfg.StaleFor {
 			v := e.v
 			stale = &v
 		}
@@ -181,6 +186,14 @@ func (c *ttlCache[K, V]) put(key K, v V, loaded time.Time) {
 		l.Remove(old)
 		delete(c.m, oe.key)
 	}
+}
+
+// ttlOf is how long an entry is served without a reload.
+func (c *ttlCache[K, V]) ttlOf(e *ttlEntry[K, V]) time.Duration {
+	if e.absent {
+		return c.cfg.AbsentTTL
+	}
+	return c.cfg.TTL
 }
 
 func (c *ttlCache[K, V]) listOf(e *ttlEntry[K, V]) *list.List {

@@ -174,3 +174,115 @@ func TestTTLCacheLoadTimeout(t *testing.T) {
 		t.Errorf("a hung load answers %s, want UNAVAILABLE", got)
 	}
 }
+
+// An absent value is served for AbsentTTL, a known one for TTL: an id unknown now may be a sale
+// a moment later.
+func TestTTLCacheAbsentTTL(t *testing.T) {
+	ctx := context.Background()
+	now := time.Unix(1_800_000_000, 0)
+	c := newTTLCache[int64](cacheConfig[int]{TTL: 5 * time.Second, AbsentTTL: time.Second, Max: 10, MaxAbsent: 10,
+		Absent: func(v int) bool { return v < 0 }, StaleFor: time.Hour}, func() time.Time { return now })
+	var loads atomic.Int64
+	c.get(ctx, 1, counted(&loads, 10, nil))
+	c.get(ctx, 2, counted(&loads, -1, nil))
+	now = now.Add(900 * time.Millisecond)
+	if a, _ := c.get(ctx, 1, counted(&loads, 11, nil)); a != 10 {
+		t.Errorf("known value within both TTLs = %d, want the cached 10", a)
+	}
+	if b, _ := c.get(ctx, 2, counted(&loads, 20, nil)); b != -1 || loads.Load() != 2 {
+		t.Errorf("absent value within AbsentTTL = %d after %d loads, want the cached -1 after 2", b, loads.Load())
+	}
+	now = now.Add(200 * time.Millisecond)
+	if b, _ := c.get(ctx, 2, counted(&loads, 20, nil)); b != 20 {
+		t.Errorf("absent value past AbsentTTL = %d, want it loaded again (20)", b)
+	}
+	if a, _ := c.get(ctx, 1, counted(&loads, 11, nil)); a != 10 || loads.Load() != 3 {
+		t.Errorf("known value within TTL = %d after %d loads, want the cached 10 after 3", a, loads.Load())
+	}
+	// Unset, it is the TTL.
+	d := newTTLCache[int64](cacheConfig[int]{TTL: 5 * time.Second, Absent: func(v int) bool { return v < 0 }}, func() time.Time { return now })
+	d.get(ctx, 3, counted(&loads, -1, nil))
+	now = now.Add(4 * time.Second)
+	if v, _ := d.get(ctx, 3, counted(&loads, 30, nil)); v != -1 {
+		t.Errorf("absent value without AbsentTTL, within TTL = %d, want the cached -1", v)
+	}
+}
+
+// idBounds answers "above" only from a read of the highest ids that began after the question:
+// a sale created a moment before (on any instance) is never answered "not found". Concurrent
+// questions share a read; reads start at least gap apart; an id at or below the highest known
+// costs no read.
+func TestIDBoundsAreNeverStale(t *testing.T) {
+	ctx := context.Background()
+	var reads atomic.Int64
+	var highest atomic.Int64
+	highest.Store(100)
+	var starts []time.Time
+	var mu sync.Mutex
+	b := newIDBounds(func(context.Context) (int64, int64, error) {
+		mu.Lock()
+		starts = append(starts, time.Now())
+		mu.Unlock()
+		reads.Add(1)
+		time.Sleep(5 * time.Millisecond)
+		h := highest.Load()
+		return h, 10 * h, nil
+	})
+	b.gap = 30 * time.Millisecond
+
+	if above, err := b.aboveSale(ctx, 101); err != nil || !above || reads.Load() != 1 {
+		t.Fatalf("101 with 100 the highest: above %v, %v after %d reads; want above after 1", above, err, reads.Load())
+	}
+	if above, _ := b.aboveSale(ctx, 100); above || reads.Load() != 1 {
+		t.Errorf("100: above %v after %d reads, want known without a read", above, reads.Load())
+	}
+	if above, _ := b.aboveItem(ctx, 1000); above || reads.Load() != 1 {
+		t.Errorf("item 1000: above %v after %d reads, want known without a read", above, reads.Load())
+	}
+	// A sale created just now, right after a read: the next question reads again.
+	highest.Store(101)
+	if above, _ := b.aboveSale(ctx, 101); above {
+		t.Error("a sale created before the question was answered above the highest")
+	}
+	// A crowd of made-up ids: each waits for a read that starts after it asked, they share
+	// reads, and reads start at least gap apart.
+	reads.Store(0)
+	var wg sync.WaitGroup
+	startAt := time.Now()
+	for i := range 200 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if above, err := b.aboveSale(ctx, 1_000_000+int64(i)); err != nil || !above {
+				t.Errorf("made-up id: above %v, %v", above, err)
+			}
+			time.Sleep(time.Duration(i%7) * 10 * time.Millisecond)
+			if above, _ := b.aboveItem(ctx, 1_000_000_000+int64(i)); !above {
+				t.Error("made-up item id answered known")
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(startAt)
+	if n := reads.Load(); n > int64(elapsed/b.gap)+2 {
+		t.Errorf("%d reads for 400 questions in %v, want at most one per %v", n, elapsed, b.gap)
+	}
+	mu.Lock()
+	for i := 1; i < len(starts); i++ {
+		if d := starts[i].Sub(starts[i-1]); d < b.gap-time.Millisecond {
+			t.Errorf("reads %d and %d started %v apart, want at least %v", i-1, i, d, b.gap)
+		}
+	}
+	mu.Unlock()
+	// raise: ids created here are known without a read.
+	reads.Store(0)
+	b.raise(5000, 50_000)
+	if above, _ := b.aboveSale(ctx, 5000); above || reads.Load() != 0 {
+		t.Errorf("a raised id: above %v after %d reads", above, reads.Load())
+	}
+	// A failed read is an error, not an answer.
+	failing := newIDBounds(func(context.Context) (int64, int64, error) { return 0, 0, errors.New("postgres down") })
+	if _, err := failing.aboveSale(ctx, 1); err == nil {
+		t.Error("a failed read answered")
+	}
+}

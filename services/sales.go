@@ -134,6 +134,7 @@ type Sales struct {
 	liveSeen  liveState
 
 	pausedCache *ttlCache[int64, bool] // Redis's paused flag per sale, for the token path (pausedTTL)
+	bounds      *idBounds              // the highest sale and item ids: a made-up id costs no query of its own
 	nc          *nats.Conn             // where changes are announced (ShareChanges); nil: not shared
 }
 
@@ -156,18 +157,25 @@ type cachedSale struct {
 // catalogTTL is how long the purchase path trusts what it read of a sale or an item.
 const catalogTTL = 5 * time.Second
 
+// absentTTL is how long an id found to be no sale (or no item) is answered "not found" without a
+// query. Short, because such an id at or below the highest one (idBounds) may be a sale whose
+// creation had not committed yet: the instance that creates a sale forgets it at once, the
+// others when its notice arrives (services/salenotice.go), and at the latest after this.
+const absentTTL = time.Second
+
 // NewSales returns a Sales service.
 func NewSales(db *store.DB, stock *store.Stock, loader *Loader, reconcile *Reconciler, payWindow time.Duration, log *slog.Logger, now func() time.Time) *Sales {
 	return &Sales{db: db, stock: stock, loader: loader, reconcile: reconcile, payWindow: payWindow, warmAhead: DefaultWarmAhead, log: log, now: now,
 		items: newTTLCache[int64](cacheConfig[itemInfo]{TTL: catalogTTL, Max: 100_000, MaxAbsent: 10_000,
-			Absent: func(i itemInfo) bool { return !i.found }, StaleFor: 24 * time.Hour}, now),
+			Absent: func(i itemInfo) bool { return !i.found }, AbsentTTL: absentTTL, StaleFor: 24 * time.Hour}, now),
 		salesCache: newTTLCache[int64](cacheConfig[cachedSale]{TTL: catalogTTL, Max: 10_000, MaxAbsent: 10_000,
-			Absent: func(c cachedSale) bool { return c.err != nil }, StaleFor: 24 * time.Hour}, now),
+			Absent: func(c cachedSale) bool { return c.err != nil }, AbsentTTL: absentTTL, StaleFor: 24 * time.Hour}, now),
 		// The displayed stock is never served stale: an error says Redis is down.
 		stockCache:  newTTLCache[int64](cacheConfig[DisplayedStock]{TTL: time.Second, Max: 10_000}, now),
 		listings:    newTTLCache[string](cacheConfig[listing]{TTL: listingTTL, Max: 256, StaleFor: time.Minute}, now),
 		liveCache:   newTTLCache[int64](cacheConfig[LiveView]{TTL: liveTTL, Max: 100}, now),
 		pausedCache: newTTLCache[int64](cacheConfig[bool]{TTL: pausedTTL, Max: 10_000}, now),
+		bounds:      newIDBounds(db.HighestIDs),
 		liveSeen:    liveState{counter: map[int64]string{}}}
 }
 
@@ -296,6 +304,13 @@ func (s *Sales) create(ctx context.Context, merchantID int64, in NewSale) (store
 			return store.Sale{}, &Error{Code: CodeInternal, Message: "item ids are exhausted", Err: fmt.Errorf("item id %d over 32 bits", it.ID)}
 		}
 	}
+	// The new ids are known at once, here and on every other instance: an id someone tried a
+	// moment ago, remembered as "not found", is forgotten (see absentTTL).
+	for _, it := range sale.Items {
+		s.bounds.raise(sale.ID, it.ID)
+	}
+	s.forget(sale)
+	s.announce(sale)
 	// Its stock goes into Redis WarmAhead before the start: now, if the start is that close (the
 	// keeper retries if Redis is down now; until then purchases answer 503), else the keeper
 	// loads it when the time comes.
@@ -324,6 +339,9 @@ func (s *Sales) getRow(ctx context.Context, saleID int64) (store.Sale, error) {
 // instances see it within catalogTTL (the reserve script and the token issuer read pause and the
 // sale's times from Redis, so they never wait for that).
 func (s *Sales) cachedRow(ctx context.Context, saleID int64) (store.Sale, error) {
+	if err := s.known(ctx, saleID); err != nil {
+		return store.Sale{}, err
+	}
 	c, err := s.salesCache.get(ctx, saleID, func(ctx context.Context) (cachedSale, error) {
 		sale, err := s.getRow(ctx, saleID)
 		if err != nil && ErrorCode(err) != CodeNotFound {
@@ -338,6 +356,18 @@ func (s *Sales) cachedRow(ctx context.Context, saleID int64) (store.Sale, error)
 		return store.Sale{}, orUnavailable(err)
 	}
 	return c.sale, c.err
+}
+
+// known answers NOT_FOUND, without a query, for a sale id above every sale Postgres held when
+// the call began (idBounds); nil for any other, which the caller then looks up.
+func (s *Sales) known(ctx context.Context, saleID int64) error {
+	switch above, err := s.bounds.aboveSale(ctx, saleID); {
+	case err != nil:
+		return unavailable(err)
+	case above:
+		return Errorf(CodeNotFound, "no sale %d", saleID)
+	}
+	return nil
 }
 
 // SalesPage is how many sales one page of the listing holds.
@@ -378,6 +408,12 @@ func (s *Sales) OfMerchant(ctx context.Context, merchantID int64) ([]Sale, error
 
 // item returns what the purchase path needs about an item, from the in-process catalog cache.
 func (s *Sales) item(ctx context.Context, itemID int64) (itemInfo, error) {
+	switch above, err := s.bounds.aboveItem(ctx, itemID); {
+	case err != nil:
+		return itemInfo{}, unavailable(err)
+	case above:
+		return itemInfo{ItemID: itemID}, nil // no such item: no query, nothing cached
+	}
 	info, err := s.items.get(ctx, itemID, func(ctx context.Context) (itemInfo, error) {
 		it, err := s.db.ItemByID(ctx, itemID)
 		if errors.Is(err, store.ErrNotFound) {
@@ -404,6 +440,9 @@ func (s *Sales) item(ctx context.Context, itemID int64) (itemInfo, error) {
 // Displayed returns the sale's stock as shoppers see it: a Redis snapshot at most a second old,
 // shared by every request of this instance.
 func (s *Sales) Displayed(ctx context.Context, saleID int64) (DisplayedStock, error) {
+	if err := s.known(ctx, saleID); err != nil {
+		return DisplayedStock{}, err
+	}
 	d, err := s.stockCache.get(ctx, saleID, func(ctx context.Context) (DisplayedStock, error) {
 		return s.displayed(ctx, saleID)
 	})

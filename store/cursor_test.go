@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"encoding/base64"
 	"strings"
 	"testing"
 	"time"
@@ -33,5 +34,68 @@ func TestCursors(t *testing.T) {
 	}
 	if _, ok := store.DecodeSaleCursor(o.Encode()); ok {
 		t.Error("an order cursor was taken for a sale cursor")
+	}
+}
+
+// A cursor is signed: a client can send back only the positions this deployment gave out, in
+// exactly the spelling it gave them out (each other spelling of a position would be a cache key
+// of its own, so a query no cache holds). Instances sharing the secret read each other's.
+func TestCursorsAreSigned(t *testing.T) {
+	store.SetCursorSecret([]byte("one deployment's secret, 32 bytes or more"))
+	at := time.UnixMicro(1764550000123456)
+	sc := store.SaleCursor{StartsAt: at, ID: 42}
+	good := sc.Encode()
+	if _, ok := store.DecodeSaleCursor(good); !ok {
+		t.Fatalf("a cursor given out here was refused: %q", good)
+	}
+	payload, mac, found := strings.Cut(good, ".")
+	if !found {
+		t.Fatalf("cursor %q has no MAC part", good)
+	}
+	b64 := base64.RawURLEncoding
+	raw, _ := b64.DecodeString(payload)
+	// The position moved on: another time, another id, the MAC kept.
+	moved := strings.Replace(string(raw), "|42", "|43", 1)
+	// A well-formed cursor of the old, unsigned kind: base64url of "micros|id".
+	unsigned := b64.EncodeToString([]byte("1764550000123456|42"))
+	// The last character of each part with its unused low bits set: the same bytes decoded.
+	lowBits := func(s string) string {
+		const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+		last := strings.IndexByte(alphabet, s[len(s)-1])
+		return s[:len(s)-1] + string(alphabet[last|1])
+	}
+	flipped := []byte(mac)
+	flipped[0] ^= 'A' ^ 'B'
+	for name, bad := range map[string]string{
+		"moved position":        b64.EncodeToString([]byte(moved)) + "." + mac,
+		"unsigned":              unsigned,
+		"unsigned with a dot":   unsigned + ".",
+		"another MAC":           payload + "." + string(flipped),
+		"MAC cut short":         payload + "." + mac[:len(mac)-2],
+		"payload low bits":      lowBits(payload) + "." + mac,
+		"MAC low bits":          payload + "." + lowBits(mac),
+		"line break":            payload[:4] + "\n" + payload[4:] + "." + mac,
+		"trailing line break":   good + "\n",
+		"padded":                payload + "==." + mac,
+		"standard base64":       strings.NewReplacer("-", "+", "_", "/").Replace(good) + "+/",
+		"two dots":              good + ".AAAA",
+		"leading zeros in time": b64.EncodeToString([]byte("01764550000123456|42")) + "." + mac,
+	} {
+		if bad == good {
+			continue // the low bits of this one were already set
+		}
+		if _, ok := store.DecodeSaleCursor(bad); ok {
+			t.Errorf("%s: cursor %q accepted", name, bad)
+		}
+	}
+	// Another deployment's secret: its cursors are not this one's.
+	store.SetCursorSecret([]byte("another deployment's secret, also 32+ bytes"))
+	if _, ok := store.DecodeSaleCursor(good); ok {
+		t.Error("a cursor signed with another secret was accepted")
+	}
+	// The same secret again (another instance of the first deployment): accepted.
+	store.SetCursorSecret([]byte("one deployment's secret, 32 bytes or more"))
+	if got, ok := store.DecodeSaleCursor(good); !ok || got.ID != 42 || !got.StartsAt.Equal(at) {
+		t.Errorf("an instance with the same secret read %q as %+v, %v", good, got, ok)
 	}
 }

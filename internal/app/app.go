@@ -123,6 +123,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 	a.pub = store.NewGroupPublisher(a.Queue, cfg.PublishParallel, cfg.PublishBatch, cfg.PublishTimeout, a.Metrics.ObservePublish)
 
 	secret := []byte(cfg.JWTSecret)
+	store.SetCursorSecret(secret) // the listing cursors, signed alike on every instance
 	var captcha services.Captcha = services.ImageCaptcha{Store: store.NewChallenges(a.Redis, cfg.CaptchaTTL)}
 	if cfg.Captcha == "test" {
 		captcha = services.TestCaptcha{}
@@ -165,8 +166,8 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 		a.DB, a.Stock, a.Queue, a.Loader, a.returns, a.reconcile, a.SoldOut, a.Metrics, log, a.now)
 
 	api := &handlers.API{Accounts: a.Auth, Catalog: a.sales, Shop: a.purchases, Orders: a.sales, Admin: a.sales, Live: a.sales, Log: log, Now: a.now,
-		SecureCookie: cfg.Env == "production", SessionTTL: cfg.JWTTTL}
-	pages := &handlers.Pages{Catalog: a.sales, Log: log, Now: a.now, SecureCookie: cfg.Env == "production"}
+		SecureCookie: cfg.Env == "production", SessionTTL: cfg.JWTTTL, Reads: limiter}
+	pages := &handlers.Pages{Catalog: a.sales, Log: log, Now: a.now, SecureCookie: cfg.Env == "production", Reads: limiter}
 	a.Handler = web.NewRouter(web.Config{Log: log, Verifier: a.Auth, API: api, Pages: pages, Registry: a.reg,
 		Ready: a.ready, TrustedProxies: cfg.TrustedProxies, Production: cfg.Env == "production"})
 	return a, nil

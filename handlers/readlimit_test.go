@@ -1,0 +1,142 @@
+package handlers
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/flashsale/flashsale/services"
+)
+
+// countingCatalog counts every lookup the public reads make (a nil Catalog panics on any other).
+type countingCatalog struct {
+	Catalog
+	calls atomic.Int64
+}
+
+func (c *countingCatalog) Cached(context.Context, int64) (services.Sale, error) {
+	c.calls.Add(1)
+	return services.Sale{}, services.Errorf(services.CodeNotFound, "no sale")
+}
+
+func (c *countingCatalog) Upcoming(context.Context, string) ([]services.Sale, string, error) {
+	c.calls.Add(1)
+	return nil, "", nil
+}
+
+func (c *countingCatalog) Displayed(context.Context, int64) (services.DisplayedStock, error) {
+	c.calls.Add(1)
+	return services.DisplayedStock{}, services.Errorf(services.CodeNotFound, "no sale")
+}
+
+// countingShop counts the order lookups.
+type countingShop struct {
+	Shop
+	calls atomic.Int64
+}
+
+func (s *countingShop) Order(context.Context, int64, string) (services.OrderView, error) {
+	s.calls.Add(1)
+	return services.OrderView{}, services.Errorf(services.CodeNotFound, "no order")
+}
+
+func (s *countingShop) MyOrders(context.Context, int64, int64, string) ([]services.OrderView, string, error) {
+	s.calls.Add(1)
+	return nil, "", nil
+}
+
+// Every public read that takes an id or a cursor asks the client's read bucket first: over the
+// limit it answers 429 RATE_LIMITED with Retry-After, never cached, and looks nothing up. With
+// the real limiter, one address gets its burst and then 429s.
+func TestPublicReadsAskTheRateLimitFirst(t *testing.T) {
+	t.Parallel()
+	cat, shop := &countingCatalog{}, &countingShop{}
+	log := slog.New(slog.DiscardHandler)
+	var limiter ReadLimiter = refuseAll{}
+	api := &API{Catalog: cat, Shop: shop, Log: log, Now: time.Now}
+	pages := &Pages{Catalog: cat, Log: log, Now: time.Now}
+	r := gin.New()
+	r.Use(func(c *gin.Context) { SetIdentity(c, services.Identity{UserID: 7, Role: services.RoleShopper}) })
+	r.GET("/api/flash-sales", api.ListSales)
+	r.GET("/api/flash-sales/:saleId", api.GetSale)
+	r.GET("/api/flash-sales/:saleId/stock", api.Stock)
+	r.GET("/api/flash-sales/orders", api.MyOrders)
+	r.GET("/api/flash-sales/orders/:orderId", api.Order)
+	r.GET("/", pages.Home)
+	r.GET("/sales/:saleId", pages.Sale)
+	paths := []string{"/api/flash-sales?cursor=x", "/api/flash-sales/123456789", "/api/flash-sales/123456789/stock",
+		"/api/flash-sales/orders?cursor=x", "/api/flash-sales/orders/0190a0b0-0000-8000-8000-000000000001",
+		"/?cursor=x", "/sales/123456789"}
+	get := func(path string) *httptest.ResponseRecorder {
+		w := httptest.NewRecorder()
+		r.ServeHTTP(w, httptest.NewRequest(http.MethodGet, path, nil))
+		return w
+	}
+
+	// Without a limiter every read is looked up (the counting works).
+	for _, p := range paths {
+		get(p)
+	}
+	if got := cat.calls.Load() + shop.calls.Load(); got != int64(len(paths)) {
+		t.Fatalf("without a limit: %d lookups for %d reads", got, len(paths))
+	}
+	cat.calls.Store(0)
+	shop.calls.Store(0)
+
+	api.Reads, pages.Reads = limiter, limiter
+	for _, p := range paths {
+		w := get(p)
+		if w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") != "3" ||
+			w.Header().Get("Cache-Control") != "no-store" || !jsonError(w, services.CodeRateLimited) {
+			t.Errorf("GET %s over the limit: %d %v %s, want 429 RATE_LIMITED, Retry-After 3, no-store", p, w.Code, w.Header(), w.Body)
+		}
+	}
+	if got := cat.calls.Load() + shop.calls.Load(); got != 0 {
+		t.Errorf("%d lookups made for reads over the limit, want none", got)
+	}
+
+	// The real limiter: a burst of ReadLimit.Burst from one address, then 429; another address
+	// has its own bucket; FLASHSALE_RATE_LIMITS=off lets everything through.
+	now := time.Unix(1_800_000_000, 0)
+	real := services.NewLimiter(nil, true, log, func() time.Time { return now })
+	api.Reads, pages.Reads = real, real
+	cat.calls.Store(0)
+	passed := 0
+	for range services.ReadLimit.Burst + 20 {
+		if w := get("/api/flash-sales/123456789"); w.Code != http.StatusTooManyRequests {
+			passed++
+		}
+	}
+	if passed != services.ReadLimit.Burst || cat.calls.Load() != int64(passed) {
+		t.Errorf("one address: %d passed, %d looked up; want the burst, %d, both", passed, cat.calls.Load(), services.ReadLimit.Burst)
+	}
+	w := httptest.NewRecorder()
+	req := httptest.NewRequest(http.MethodGet, "/sales/123456789", nil)
+	req.RemoteAddr = "192.0.2.9:5555"
+	r.ServeHTTP(w, req)
+	if w.Code == http.StatusTooManyRequests {
+		t.Errorf("another address was limited with the first one's bucket")
+	}
+	off := services.NewLimiter(nil, false, log, func() time.Time { return now })
+	api.Reads = off
+	if w := get("/api/flash-sales/123456789"); w.Code == http.StatusTooManyRequests {
+		t.Errorf("limits off: %d", w.Code)
+	}
+}
+
+type refuseAll struct{}
+
+func (refuseAll) AllowRead(string) error {
+	return &services.Error{Code: services.CodeRateLimited, Message: "slow down", RetryAfter: 2500 * time.Millisecond}
+}
+
+func jsonError(w *httptest.ResponseRecorder, code services.Code) bool {
+	return w.Header().Get("Content-Type") == jsonType && strings.Contains(w.Body.String(), `"error":"`+string(code)+`"`)
+}
