@@ -54,6 +54,7 @@ var statusOf = map[services.Code]int{
 	services.CodePaused:               http.StatusServiceUnavailable,
 	services.CodeSaleStarted:          http.StatusConflict,
 	services.CodeQuantityTooLow:       http.StatusConflict,
+	services.CodeQueueNotDrained:      http.StatusConflict,
 	services.CodeRateLimited:          http.StatusTooManyRequests,
 	services.CodeUnavailable:          http.StatusServiceUnavailable,
 	services.CodeInternal:             http.StatusInternalServerError,

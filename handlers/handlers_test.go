@@ -189,6 +189,7 @@ var allCodes = map[services.Code]int{
 	services.CodePaused:               503,
 	services.CodeSaleStarted:          409,
 	services.CodeQuantityTooLow:       409,
+	services.CodeQueueNotDrained:      409,
 	services.CodeRateLimited:          429,
 	services.CodeUnavailable:          503,
 	services.CodeInternal:             500,

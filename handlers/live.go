@@ -56,6 +56,8 @@ type liveReconciliationJSON struct {
 	RedisCounter   int64           `json:"redisCounter"`
 	PostgresMaxSeq int64           `json:"postgresMaxSeq"`
 	Checks         []liveCheckJSON `json:"checks"`
+	// null: no rebuild pending; else the queued messages the rebuild of a sale Redis lost waits for
+	RebuildWaitsFor *uint64 `json:"rebuildWaitsFor"`
 }
 
 type liveFunnelJSON struct {
@@ -112,7 +114,8 @@ func (a *API) AdminLive(c *gin.Context) {
 		Items: make([]liveItemJSON, len(v.Items)),
 		Reconciliation: liveReconciliationJSON{State: v.Reconciliation.State, AsOf: v.Reconciliation.AsOf.UTC().Format(time.RFC3339Nano),
 			Loaded: v.Reconciliation.Loaded, Lost: v.Reconciliation.Lost, RedisCounter: v.Reconciliation.RedisCounter,
-			PostgresMaxSeq: v.Reconciliation.PostgresMaxSeq, Checks: make([]liveCheckJSON, len(v.Reconciliation.Checks))},
+			PostgresMaxSeq: v.Reconciliation.PostgresMaxSeq, Checks: make([]liveCheckJSON, len(v.Reconciliation.Checks)),
+			RebuildWaitsFor: v.Reconciliation.RebuildWaitsFor},
 		Funnel: liveFunnelJSON{Requests: v.Funnel.Requests, Refused: v.Funnel.Refused, Accepted: v.Funnel.Accepted,
 			Written: v.Funnel.Written, Paid: v.Funnel.Paid, Expired: v.Funnel.Expired, Cancelled: v.Funnel.Cancelled},
 		Series: make([]livePointJSON, len(v.Series)),

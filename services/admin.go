@@ -130,7 +130,9 @@ func (s *Sales) End(ctx context.Context, merchantID, saleID int64) (Sale, error)
 	})
 }
 
-// Warm loads a sale's stock into Redis now, unless Redis holds it already.
+// Warm loads a sale's stock into Redis now, unless Redis holds it already. A sale Redis lost is
+// rebuilt only under the keeper's rule (Loader.Rebuild): with orders still queued, 409
+// QUEUE_NOT_DRAINED.
 func (s *Sales) Warm(ctx context.Context, merchantID, saleID int64) (Sale, error) {
 	row, err := s.getRow(ctx, saleID)
 	if err != nil {
@@ -139,8 +141,13 @@ func (s *Sales) Warm(ctx context.Context, merchantID, saleID int64) (Sale, error
 	if row.MerchantID != merchantID {
 		return Sale{}, Errorf(CodeNotFound, "no sale %d", saleID)
 	}
-	if _, err := s.loader.Load(ctx, saleID); err != nil {
-		return Sale{}, unavailable(err)
+	if row.RedisEpoch == 0 {
+		// Never loaded: no reservation of it exists anywhere, Postgres is complete.
+		if _, err := s.loader.LoadFirst(ctx, saleID); err != nil {
+			return Sale{}, unavailable(err)
+		}
+	} else if err := s.loader.Rebuild(ctx, saleID, s.queue); err != nil {
+		return Sale{}, err
 	}
 	s.liveCache.forget(saleID)
 	return saleOf(row), nil
@@ -162,6 +169,14 @@ func (s *Sales) change(ctx context.Context, merchantID, saleID int64, edit func(
 			return nil
 		}
 		res, err := s.stock.Adjust(ctx, adj)
+		if err == nil && !res.Applied && old.RedisEpoch != 0 && lowersQuantity(adj) {
+			// Redis does not hold the sale healthy (lost): the quantities were checked against
+			// Postgres alone, which misses the orders still queued. Only a drained queue makes
+			// Postgres's counts complete.
+			if err := queueDrained(ctx, s.queue); err != nil {
+				return err
+			}
+		}
 		if errors.Is(err, store.ErrAdjustTooLow) {
 			return Errorf(CodeQuantityTooLow, "item %d: %d units are neither sold nor held by a reservation in flight; its quantity cannot go lower by more than that",
 				res.ItemID, res.Left)
@@ -282,6 +297,16 @@ func adjustmentOf(old, next store.Sale) (store.Adjustment, []int64) {
 		}
 	}
 	return adj, up
+}
+
+// lowersQuantity tells whether an adjustment takes units away from an item.
+func lowersQuantity(a store.Adjustment) bool {
+	for _, st := range a.Stock {
+		if st.Delta < 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // applyEdit checks an edit against the sale as it is and returns the sale as it must be.

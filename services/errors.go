@@ -33,6 +33,7 @@ const (
 	CodePaused               Code = "PAUSED"
 	CodeSaleStarted          Code = "SALE_STARTED"
 	CodeQuantityTooLow       Code = "QUANTITY_TOO_LOW"
+	CodeQueueNotDrained      Code = "QUEUE_NOT_DRAINED"
 	CodeRateLimited          Code = "RATE_LIMITED"
 	CodeUnavailable          Code = "UNAVAILABLE"
 	CodeInternal             Code = "INTERNAL"

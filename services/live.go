@@ -56,6 +56,10 @@ type LiveReconciliation struct {
 	RedisCounter   int64 // the sale's reservation counter in Redis
 	PostgresMaxSeq int64 // the highest reservation counter Postgres holds
 	Checks         []LiveCheck
+	// RebuildWaitsFor: Redis lost the sale (marked lost, or no longer held though loaded before)
+	// and its rebuild waits for the writer: this many queued messages are left (0: drained, the
+	// keeper rebuilds it within a pass or two). nil: no rebuild pending, or the queue unknown.
+	RebuildWaitsFor *uint64
 }
 
 // LiveFunnel is the sale's purchase funnel: requests (purchase attempts, and purchase-token
@@ -188,6 +192,10 @@ func (s *Sales) live(ctx context.Context, saleID int64) (LiveView, error) {
 	prev, seen := s.liveSeen.see(saleID, rep.SeqRaw, now)
 	moved := !seen || prev != rep.SeqRaw
 	v.Reconciliation = liveReconciliation(rep, now, dueForWarmUp(row.StartsAt, now, s.warmAhead), v.Writer.QueueDepth, moved)
+	if (rep.Lost || (!rep.Loaded && row.RedisEpoch != 0)) && v.Writer.QueueDepth != nil {
+		n := *v.Writer.QueueDepth
+		v.Reconciliation.RebuildWaitsFor = &n
+	}
 	return v, nil
 }
 

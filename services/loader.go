@@ -3,6 +3,7 @@ package services
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -19,6 +20,10 @@ type Loader struct {
 	metrics  *Metrics
 	log      *slog.Logger
 	tokenTTL time.Duration
+	// rebuildDelay: a sale Redis lost is rebuilt no sooner than this after the loss was seen, so
+	// that the publishes on their way at the loss (a publish waits up to its timeout) are in the
+	// queue, and so counted in Postgres once it has drained.
+	rebuildDelay time.Duration
 
 	beforeRedis func(saleID int64) // tests only: runs between reading the snapshot and loading it
 }
@@ -28,9 +33,60 @@ type Loader struct {
 func (l *Loader) SetBeforeRedisLoad(fn func(saleID int64)) { l.beforeRedis = fn }
 
 // NewLoader returns a Loader; tokenTTL is the purchase tokens' lifetime (a rebuild after data
-// loss voids the tokens issued before it, since Redis may have lost their use marks).
-func NewLoader(db *store.DB, stock *store.Stock, soldOut *SoldOut, m *Metrics, log *slog.Logger, tokenTTL time.Duration) *Loader {
-	return &Loader{db: db, stock: stock, soldOut: soldOut, metrics: m, log: log, tokenTTL: tokenTTL}
+// loss voids the tokens issued before it, since Redis may have lost their use marks);
+// rebuildDelay is how long after a loss is seen a rebuild may start (the publish timeout and a
+// margin).
+func NewLoader(db *store.DB, stock *store.Stock, soldOut *SoldOut, m *Metrics, log *slog.Logger, tokenTTL, rebuildDelay time.Duration) *Loader {
+	return &Loader{db: db, stock: stock, soldOut: soldOut, metrics: m, log: log, tokenTTL: tokenTTL, rebuildDelay: rebuildDelay}
+}
+
+// Rebuild is a merchant's Warm on a sale loaded before: it rebuilds the sale if Redis lost it,
+// under the keeper's rule and never around it. Postgres is complete only once the queue has
+// drained: rebuilt earlier, Redis would not count the queued orders, sell their units again and
+// let their buyers buy again. So with a backlog it refuses (QUEUE_NOT_DRAINED; the keeper
+// rebuilds the sale by itself once drained); with none it waits the rebuild delay (publishes on
+// their way at the loss land meanwhile), looks at the queue again, and loads. A sale Redis holds
+// healthy is left as it is.
+func (l *Loader) Rebuild(ctx context.Context, saleID int64, q Backlogger) error {
+	st, err := l.stock.State(ctx, saleID)
+	if err != nil {
+		return unavailable(err)
+	}
+	if st.Loaded && !st.Lost && !st.Partial && !st.Mixed {
+		return nil
+	}
+	if err := queueDrained(ctx, q); err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+		return unavailable(ctx.Err())
+	case <-time.After(l.rebuildDelay):
+	}
+	if err := queueDrained(ctx, q); err != nil {
+		return err
+	}
+	if _, err := l.Load(ctx, saleID); err != nil {
+		return unavailable(err)
+	}
+	return nil
+}
+
+// queueDrained answers QUEUE_NOT_DRAINED while the writer has messages left to write: until
+// then, Postgres does not hold every order Redis had counted.
+func queueDrained(ctx context.Context, q Backlogger) error {
+	if q == nil {
+		return unavailable(errors.New("no queue to judge the rebuild by"))
+	}
+	n, err := q.Backlog(ctx)
+	if err != nil {
+		return unavailable(err)
+	}
+	if n > 0 {
+		return &Error{Code: CodeQueueNotDrained, RetryAfter: 2 * time.Second, Message: fmt.Sprintf(
+			"Redis lost this sale's stock and %d queued messages are not written to Postgres yet: the sale is rebuilt from Postgres by itself once they are (rebuilt before, their units would be sold again); nothing was changed", n)}
+	}
+	return nil
 }
 
 // Load reads the sale's snapshot from Postgres and loads it into Redis unless Redis holds it

@@ -98,7 +98,7 @@ func buyQueued(h *harness, s saleIDs, n int) []string {
 	h.t.Helper()
 	var ids []string
 	for i := range n {
-		bearer := h.token(int64(9000+i), services.RoleShopper)
+		bearer := h.token(int64(7000+i), services.RoleShopper)
 		r := h.buy(bearer, s.items[0], h.purchaseToken(bearer, s.sale))
 		if r.Status != http.StatusAccepted {
 			h.t.Fatalf("buy %d: %d %s", i, r.Status, r.Raw)

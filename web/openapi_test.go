@@ -140,7 +140,7 @@ var allCodes = []services.Code{
 	services.CodeInvalidPurchaseToken, services.CodeNotFound, services.CodeUsernameTaken,
 	services.CodeAlreadyPurchased, services.CodeExpired, services.CodeNotPayable, services.CodeNotCancellable,
 	services.CodeSoldOut, services.CodeSaleEnded, services.CodeNotStarted,
-	services.CodePaused, services.CodeSaleStarted, services.CodeQuantityTooLow,
+	services.CodePaused, services.CodeSaleStarted, services.CodeQuantityTooLow, services.CodeQueueNotDrained,
 	services.CodeRateLimited, services.CodeUnavailable, services.CodeInternal,
 }
 

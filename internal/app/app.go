@@ -134,7 +134,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 	if a.SoldOut, err = services.NewSoldOut(a.Queue.Conn(), time.Second, log, a.now); err != nil {
 		return nil, err
 	}
-	a.Loader = services.NewLoader(a.DB, a.Stock, a.SoldOut, a.Metrics, log, cfg.TokenTTL)
+	a.Loader = services.NewLoader(a.DB, a.Stock, a.SoldOut, a.Metrics, log, cfg.TokenTTL, rebuildDelay(cfg))
 	a.returns = services.NewReturns(a.DB, a.Stock, a.SoldOut, a.Metrics, log)
 	a.reconcile = services.NewReconciler(a.DB, a.Stock, a.Metrics, log, cfg.OrphanAge)
 	a.sales = services.NewSales(a.DB, a.Stock, a.Loader, a.reconcile, cfg.PayWindow, log, a.now)
@@ -161,7 +161,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 	a.purchases.SetFunnel(a.funnel)
 	a.sales.SetQueue(a.Queue)
 	a.keeper = services.NewKeeper(services.KeeperConfig{Interval: cfg.KeeperInterval, OrphanAge: cfg.OrphanAge,
-		ReconcileInterval: cfg.ReconcileInterval, Instance: instance, RebuildDelay: cfg.PublishTimeout + time.Second,
+		ReconcileInterval: cfg.ReconcileInterval, Instance: instance, RebuildDelay: rebuildDelay(cfg),
 		WarmAhead: cfg.WarmAhead},
 		a.DB, a.Stock, a.Queue, a.Loader, a.returns, a.reconcile, a.SoldOut, a.Metrics, log, a.now)
 
@@ -299,3 +299,7 @@ func (a *App) closeAll() {
 		a.NATSServer.WaitForShutdown()
 	}
 }
+
+// rebuildDelay is how long a sale Redis lost waits before its rebuild, however it is asked for
+// (the keeper, the merchant's Warm): the publishes on their way at the loss land meanwhile.
+func rebuildDelay(cfg Config) time.Duration { return cfg.PublishTimeout + time.Second }

@@ -166,7 +166,13 @@ export function initAdminLivePage(root) {
     var explain = b.explain;
     if (!rec.loaded) {
       explain = 'Redis does not hold the sale yet: it is loaded ten minutes before the start, or now with Warm up now.';
-    } else if (rec.lost) {
+    }
+    if (typeof rec.rebuildWaitsFor === 'number') {
+      explain = rec.rebuildWaitsFor > 0
+        ? 'Redis lost data for this sale: purchases fail closed. It is rebuilt from Postgres by itself once the ' +
+          count(rec.rebuildWaitsFor) + ' queued messages still waiting for the writer are written; Warm up now cannot skip that wait (their units would be sold twice).'
+        : 'Redis lost data for this sale: purchases fail closed. The queue has drained; it is being rebuilt from Postgres now.';
+    } else if (rec.loaded && rec.lost) {
       explain = 'Redis lost data for this sale: purchases fail closed until it is rebuilt from Postgres.';
     }
     setText(byTestId('recon-explain', root), explain);
