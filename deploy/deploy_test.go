@@ -381,6 +381,64 @@ func TestNginxConfigIsValid(t *testing.T) {
 	}
 }
 
+// The routes nginx caches cannot be driven past its cache: every cacheable location but the
+// static files is limited per client address (zone flashsale_read, keyed by the address), and
+// none keys its cache by the whole query string (a made-up argument would be a copy of its own);
+// the routes of the purchase path keep their own zone; everything else is not cached.
+func TestNginxLimitsTheCacheableReads(t *testing.T) {
+	conf := deploy.NginxConf
+	zone := regexp.MustCompile(`(?m)^limit_req_zone \$binary_remote_addr zone=flashsale_read:\S+ rate=(\d+)r/s;`).FindStringSubmatch(conf)
+	if zone == nil {
+		t.Fatal("nginx/flashsale.conf: no `limit_req_zone $binary_remote_addr zone=flashsale_read:... rate=N r/s`")
+	}
+	if n, _ := strconv.Atoi(zone[1]); n < 10 || n > 1000 {
+		t.Errorf("flashsale_read allows %s a second per address: want a shopper's polling and an office through (>= 10), a script not (<= 1000)", zone[1])
+	}
+	locations := regexp.MustCompile(`(?ms)^    location ([^{\n]+?) \{\n(.*?)^    \}`).FindAllStringSubmatch(conf, -1)
+	if len(locations) < 8 {
+		t.Fatalf("found %d location blocks, want the config's (at least 8)", len(locations))
+	}
+	// The public reads, by a path each: which location serves it is checked below.
+	reads := map[string]bool{"= /": false, "^~ /sales/": false, "~ ^/api/flash-sales/[0-9]+/stock$": false, "~ ^/api/flash-sales(/[0-9]+)?$": false}
+	for _, loc := range locations {
+		name, body := loc[1], loc[2]
+		if strings.HasPrefix(name, "@") {
+			continue
+		}
+		cached := !strings.Contains(body, "proxy_cache off;")
+		key := regexp.MustCompile(`proxy_cache_key ([^;]+);`).FindStringSubmatch(body)
+		limited := regexp.MustCompile(`limit_req zone=(\w+)`).FindStringSubmatch(body)
+		if _, ok := reads[name]; ok {
+			reads[name] = true
+			if !cached {
+				t.Errorf("location %s: a public read, not cached", name)
+			}
+			if limited == nil || limited[1] != "flashsale_read" {
+				t.Errorf("location %s: a cacheable read without `limit_req zone=flashsale_read`", name)
+			}
+			if key == nil || strings.Contains(key[1], "$request_uri") || strings.Contains(key[1], "$args") || strings.Contains(key[1], "$query_string") || strings.Contains(key[1], "$is_args") {
+				t.Errorf("location %s: cache key %v: want one naming only the arguments the route reads ($arg_…), not the whole query string", name, key)
+			}
+			continue
+		}
+		switch {
+		case name == "^~ /static/":
+			// the embedded files: a made-up path is a 404 from memory, no lookup
+		case !cached:
+		default:
+			t.Errorf("location %s: cached, but not one of the public reads this test knows: add it, limited, with its key", name)
+		}
+		if strings.Contains(name, "purchase") && (limited == nil || limited[1] != "flashsale_buy") {
+			t.Errorf("location %s: the purchase path without its own zone", name)
+		}
+	}
+	for name, seen := range reads {
+		if !seen {
+			t.Errorf("no location %s in nginx/flashsale.conf", name)
+		}
+	}
+}
+
 // TestNATSConfig reads nats/nats.conf as nats-server does (the same module flashsale embeds):
 // JetStream with fsync on every write, a cluster routed to every NATS service, clients
 // authenticated.
