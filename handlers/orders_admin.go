@@ -102,6 +102,14 @@ func csvTime(t *time.Time) string {
 	return rfc3339(*t)
 }
 
+// csvChunkWindow is how long each chunk of the CSV export has to reach the client. The server's
+// WriteTimeout (30 s) is a deadline for the whole answer, which the export of a big sale, or to a
+// slow client, outlives: the export moves the deadline to now + this before the header and before
+// every chunk. A client that takes no chunk for this long is cut off; one that keeps reading gets
+// every row. (The ReadTimeout does not matter here: net/http lifts the read deadline once the
+// request is read.)
+const csvChunkWindow = 30 * time.Second
+
 // AdminOrdersCSV handles the "GET /api/admin/sales/:saleId/orders.csv" route: every order of the
 // sale, streamed. Postgres is read ExportChunk orders at a time and each chunk is written and
 // flushed to the client before the next is read, so the sale's orders never sit in memory. An
@@ -119,8 +127,13 @@ func (a *API) AdminOrdersCSV(c *gin.Context) {
 		return
 	}
 	w := csv.NewWriter(c.Writer)
+	rc := http.NewResponseController(c.Writer)
+	// extend gives the next chunk its window (see csvChunkWindow). A writer without deadlines
+	// (a test's recorder) answers ErrNotSupported: nothing to move there.
+	extend := func() { _ = rc.SetWriteDeadline(time.Now().Add(csvChunkWindow)) }
 	started := false
 	start := func() {
+		extend()
 		started = true
 		h := c.Writer.Header()
 		h.Set("Content-Type", "text/csv; charset=utf-8")
@@ -134,6 +147,7 @@ func (a *API) AdminOrdersCSV(c *gin.Context) {
 		if !started {
 			start()
 		}
+		extend()
 		for _, o := range orders {
 			row[0], row[1], row[2], row[3], row[4] = o.OrderID, idString(o.ItemID), csvSafe(o.ItemName), idString(o.UserID), o.Status
 			row[5], row[6], row[7] = strconv.FormatInt(o.PriceCents, 10), csvSafe(o.Currency), rfc3339(o.CreatedAt)
