@@ -2,11 +2,17 @@ package store_test
 
 import (
 	"context"
+	"io"
+	"log/slog"
+	"net"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/flashsale/flashsale/services"
 	"github.com/flashsale/flashsale/store"
+	"github.com/flashsale/flashsale/testenv"
 )
 
 // Two instances' flushes add up in one sale's funnel; the series is per second, capped, and the
@@ -79,5 +85,125 @@ func TestFunnelFlushAddsUpAndCaps(t *testing.T) {
 	// A sale never counted reads as zero.
 	if c, series, err := s.Funnel(ctx, 999, 0); err != nil || c.Accepted != 0 || len(series) != 0 {
 		t.Errorf("an uncounted sale: %+v %+v %v", c, series, err)
+	}
+}
+
+// muteProxy forwards a Redis connection and, while armed, drops every reply: Redis runs what it
+// is sent, and the client hears nothing (a reply lost on the way back).
+type muteProxy struct {
+	ln     net.Listener
+	target string
+	armed  atomic.Bool
+	muted  atomic.Int64 // bytes of replies dropped
+}
+
+func newMuteProxy(t *testing.T, target string) *muteProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &muteProxy{ln: ln, target: target}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go p.serve(c)
+		}
+	}()
+	return p
+}
+
+func (p *muteProxy) serve(c net.Conn) {
+	defer c.Close()
+	up, err := net.Dial("tcp", p.target)
+	if err != nil {
+		return
+	}
+	defer up.Close()
+	go func() { _, _ = io.Copy(up, c) }()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := up.Read(buf)
+		if n > 0 {
+			if p.armed.Load() {
+				p.muted.Add(int64(n))
+			} else if _, werr := c.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// The funnel's flush whose reply is lost after Redis ran it (the client timed out) is counted
+// once, end to end on a real Redis: the instance keeps the deltas, sends them again with the
+// next flush under the same ids, and funnel.lua adds each id once (before the flush ids, the
+// second flush added the first one's counts again).
+func TestFunnelFlushRunInRedisWithItsReplyLostCountsOnce(t *testing.T) {
+	rs := testenv.Redis(t)
+	proxy := newMuteProxy(t, rs.Addr)
+	rdb, err := store.OpenRedis(context.Background(), "redis://"+proxy.ln.Addr().String()+"/0", 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rdb.Close() })
+	direct, err := store.OpenRedis(context.Background(), rs.URL(), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { direct.Close() })
+	stock, look := store.NewStock(rdb), store.NewStock(direct)
+	now := time.Unix(1_800_000_000, 0)
+	f := services.NewFunnel(stock, slog.New(slog.DiscardHandler), func() time.Time { return now })
+	const sale = 41
+	flush := func(d time.Duration) error {
+		ctx, cancel := context.WithTimeout(context.Background(), d)
+		defer cancel()
+		return f.Flush(ctx)
+	}
+	accepted := func() int64 {
+		c, _, err := look.Funnel(context.Background(), sale, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.Accepted + c.Refused[services.RefusedSoldOut]
+	}
+
+	// A first flush loads the script, so the next one runs it at once.
+	f.Record(sale, nil)
+	if err := flush(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	// Three more; Redis runs the flush, its reply is dropped, the client gives up.
+	f.Record(sale, nil)
+	f.Record(sale, nil)
+	f.Record(sale, &services.Error{Code: services.CodeSoldOut})
+	proxy.armed.Store(true)
+	if err := flush(300 * time.Millisecond); err == nil {
+		t.Fatal("a flush without a reply reported no error")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for accepted() != 4 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := accepted(); n != 4 || proxy.muted.Load() == 0 {
+		t.Fatalf("after the muted flush Redis counts %d requests, muted %d bytes: want the flush run in Redis (1 + 3) and its reply dropped", n, proxy.muted.Load())
+	}
+	proxy.armed.Store(false)
+	// The next flush carries the lost one again, and two new requests.
+	now = now.Add(time.Second)
+	f.Record(sale, nil)
+	f.Record(sale, nil)
+	if err := flush(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if n := accepted(); n != 6 {
+		t.Errorf("the funnel counts %d requests, want 6 (1, the lost flush's 3 once, 2 more); 9 is the lost flush added twice", n)
 	}
 }
