@@ -17,8 +17,17 @@
 --   sale is marked lost), -6 not started, -7 ended, -8 paused by the merchant (the token is kept),
 --   -9 (ARGV[6] '1' only) this shard has no unit of the item: nothing attempted, the token is kept;
 --   the caller borrows from the other shards and asks again with ARGV[6] '0'.
--- The same attempt sent again (a retry after a lost reply: same order id) gets the same answer
--- (a reservation's retry answers the units left now).
+-- The same attempt sent again (same token, same order id: the client's retry after a lost reply,
+-- or the shopper's page resending a purchase whose answer was lost; the caller derives the order
+-- id from the token and the item) gets the same answer. A refusal is answered as recorded; a
+-- reservation, by what became of it since:
+--   -10 its order is durable: the writer has claimed it from the queue (seq and time of the
+--       reservation), or has written it and the shopper still holds it in buyers (seq 0);
+--       orderIdHeld names it. Nothing to publish.
+--   -11 it is still in flight, not claimed (seq and time of the reservation): the first send may
+--       or may not have queued it, so the caller publishes it again and claims it before it
+--       answers, and never releases it (the first send may have answered 202 for it).
+--   -4  it is gone (released: its publish failed, or orphan recovery): not made again.
 local m = redis.call('HMGET', KEYS[1], 'seq', 'lost', 'limit', 'starts', 'ends', 'tokfloor', 'paused')
 if not m[1] or m[2] == '1' then
   return {-3, 0, 0, ''}
@@ -43,15 +52,25 @@ end
 if now >= tonumber(m[5]) then
   return {-7, 0, now, ''}
 end
+local member = ARGV[1]
+if m[3] == 'per-item' then
+  member = ARGV[3] .. ':' .. ARGV[1]
+end
 -- Consume the token: it now names this attempt (one write, whatever the outcome).
 local prev = redis.call('SET', KEYS[5], ARGV[2], 'NX', 'GET', 'PX', exp - now + 1000)
 if prev then
   if prev == ARGV[2] then
-    -- the same attempt sent again after its reply was lost: it reserved, answer the same
+    -- the same attempt sent again: it reserved; answer by what became of the reservation
     local v = redis.call('HGET', KEYS[4], ARGV[2])
     if v then
       local at, s = string.match(v, '^[^:]+:[^:]+:([^:]+):([^:]+)')
-      return {tonumber(redis.call('GET', KEYS[2]) or '0'), tonumber(s), tonumber(at), ''}
+      if string.sub(v, -2) == ':c' then
+        return {-10, tonumber(s), tonumber(at), ARGV[2]}
+      end
+      return {-11, tonumber(s), tonumber(at), ARGV[2]}
+    end
+    if redis.call('HGET', KEYS[3], member) == ARGV[2] then
+      return {-10, 0, now, ARGV[2]} -- written (settled), still the shopper's
     end
     return {-4, 0, now, ''}
   end
@@ -64,10 +83,6 @@ end
 local function refuse(code, held)
   redis.call('SET', KEYS[5], ARGV[2] .. '|' .. code .. '|' .. now .. '|' .. held, 'XX', 'KEEPTTL')
   return {code, 0, now, held}
-end
-local member = ARGV[1]
-if m[3] == 'per-item' then
-  member = ARGV[3] .. ':' .. ARGV[1]
 end
 local held = redis.call('HGET', KEYS[3], member)
 if held then

@@ -85,3 +85,70 @@ func TestItemOfOrderIDRejects(t *testing.T) {
 		}
 	}
 }
+
+// An attempt's order id is a function of its token and item under the server's secret: the same
+// attempt sent again gets the same id; any other token, item or secret another one. It keeps
+// NewOrderID's layout (the token's issue time, version 8, the item id), so a status poll finds
+// the item in it.
+func TestAttemptIDs(t *testing.T) {
+	t.Parallel()
+	ids := newAttemptIDs([]byte("a secret of at least 32 bytes, for HS256"))
+	issued := time.UnixMilli(1_800_000_000_321)
+	tok := purchaseToken{UserID: 7, SaleID: 3, Expires: issued.Add(30 * time.Second), Nonce: "00112233445566778899aabb"}
+	id := ids.of(tok, 42, issued)
+	if again := ids.of(tok, 42, issued); again != id {
+		t.Errorf("the same attempt: %s, then %s; want the same id", id, again)
+	}
+	item, canonical, ok := ItemOfOrderID(id)
+	if !ok || item != 42 || canonical != id {
+		t.Errorf("ItemOfOrderID(%s) = %d, %q, %v; want 42, the id, true", id, item, canonical, ok)
+	}
+	u := uuid.MustParse(id)
+	var ms int64
+	for _, b := range u[:6] {
+		ms = ms<<8 | int64(b)
+	}
+	if ms != issued.UnixMilli() {
+		t.Errorf("%s carries %d ms, want the issue time %d", id, ms, issued.UnixMilli())
+	}
+	seen := map[string]string{id: "the attempt"}
+	other := func(what, got string) {
+		t.Helper()
+		if prev, dup := seen[got]; dup {
+			t.Errorf("%s has the id of %s: %s", what, prev, got)
+		}
+		seen[got] = what
+	}
+	other("another item", ids.of(tok, 43, issued))
+	for name, tk := range map[string]purchaseToken{
+		"another nonce":   {UserID: 7, SaleID: 3, Expires: tok.Expires, Nonce: "00112233445566778899aabc"},
+		"another shopper": {UserID: 8, SaleID: 3, Expires: tok.Expires, Nonce: tok.Nonce},
+		"another sale":    {UserID: 7, SaleID: 4, Expires: tok.Expires, Nonce: tok.Nonce},
+	} {
+		other(name, ids.of(tk, 42, issued))
+	}
+	other("another secret", newAttemptIDs([]byte("another secret of at least 32 bytes!!")).of(tok, 42, issued))
+	// Random tokens: no two ids alike.
+	for range 10000 {
+		tk := tok
+		tk.Nonce = newNonce()
+		other("a random token", ids.of(tk, 42, issued))
+	}
+}
+
+func BenchmarkAttemptID(b *testing.B) {
+	ids := newAttemptIDs([]byte("a secret of at least 32 bytes, for HS256"))
+	tok := purchaseToken{UserID: 7, SaleID: 3, Expires: time.Now(), Nonce: newNonce()}
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = ids.of(tok, 42, tok.Expires)
+	}
+}
+
+func BenchmarkNewOrderID(b *testing.B) {
+	now := time.Now()
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = NewOrderID(42, now)
+	}
+}

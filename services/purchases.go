@@ -57,6 +57,7 @@ type Purchases struct {
 	limiter *Limiter
 	returns *Returns
 	tokens  tokenSigner
+	ids     attemptIDs // names each attempt's order after its token and item
 	metrics *Metrics
 	log     *slog.Logger
 	now     func() time.Time
@@ -73,7 +74,7 @@ func (p *Purchases) SetFunnel(f *Funnel) { p.funnel = f }
 // NewPurchases returns the purchase service.
 func NewPurchases(cfg PurchaseConfig, sales *Sales, stock *store.Stock, db *store.DB, pub Publisher, captcha Captcha, soldOut *SoldOut, limiter *Limiter, returns *Returns, m *Metrics, log *slog.Logger, now func() time.Time) *Purchases {
 	return &Purchases{cfg: cfg, sales: sales, stock: stock, db: db, pub: pub, captcha: captcha, soldOut: soldOut, limiter: limiter,
-		returns: returns, tokens: newTokenSigner(cfg.SigningSecret), metrics: m, log: log, now: now}
+		returns: returns, tokens: newTokenSigner(cfg.SigningSecret), ids: newAttemptIDs(cfg.SigningSecret), metrics: m, log: log, now: now}
 }
 
 func retryAfter(d time.Duration) time.Duration {
@@ -223,6 +224,10 @@ func (p *Purchases) purchase(ctx context.Context, userID, itemID int64, token, i
 	if err != nil {
 		return "", info.SaleID, err
 	}
+	if res.Again {
+		id, err := p.again(ctx, info, userID, orderID, res)
+		return id, info.SaleID, err
+	}
 	Fault(FaultAfterReserve)
 	id, err := p.handOver(ctx, info, userID, orderID, res, reservedAt)
 	if err == nil {
@@ -293,10 +298,16 @@ func (p *Purchases) floor(saleID int64, shard int) *atomic.Int64 {
 }
 
 // reserve runs the one Lua call of the purchase and turns its refusals into the contract's
-// errors. A reply lost on the way back (timeout) leaves the outcome unknown: the reservation, if
-// it was made, is released at once (and orphan recovery would release it otherwise).
+// errors. The order id is the attempt's (attemptIDs): the same attempt sent again carries it
+// again, and the script answers it as it did the first time (res.Again when it had reserved).
+//
+// A reply lost on the way back (the Redis client's own retries spent) leaves the outcome unknown;
+// the same attempt is asked once more, which the script answers for what it did. Without an
+// answer then either, the purchase answers 503 and releases nothing: with order ids tied to the
+// token, a release here could undo the reservation of an earlier send that answered 202. A
+// reservation left so goes back through orphan recovery, unless a resend confirms it first.
 func (p *Purchases) reserve(ctx context.Context, info itemInfo, userID int64, tok purchaseToken) (string, store.Reservation, error) {
-	orderID := NewOrderID(info.ItemID, p.now())
+	orderID := p.ids.of(tok, info.ItemID, tok.Expires.Add(-p.cfg.TokenTTL))
 	shard, err := p.stock.ShardOfUser(ctx, info.SaleID, userID)
 	if err != nil {
 		return "", store.Reservation{}, unavailable(err)
@@ -305,6 +316,13 @@ func (p *Purchases) reserve(ctx context.Context, info itemInfo, userID int64, to
 	a := store.Attempt{SaleID: info.SaleID, ItemID: info.ItemID, UserID: userID, OrderID: orderID, Nonce: tok.Nonce,
 		TokenExpires: tok.Expires, Floor: floor.Load()}
 	res, err := p.stock.Reserve(ctx, a)
+	if err != nil && !isRefusal(err) {
+		p.log.Warn("reserve: outcome unknown; asking again", "order", orderID, "err", err)
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		a.Floor = floor.Load()
+		res, err = p.stock.Reserve(rctx, a)
+		cancel()
+	}
 	if res.Borrowed && p.metrics != nil {
 		p.metrics.Borrows.Inc()
 	}
@@ -346,19 +364,70 @@ func (p *Purchases) reserve(ctx context.Context, info itemInfo, userID int64, to
 	case errors.Is(err, store.ErrStockUnknown):
 		return "", res, unavailable(err) // fail closed until the keeper rebuilds Redis from Postgres
 	}
-	// Unknown outcome: the script may have run. Give the unit back if it did; the token stays used.
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-	defer cancel()
-	ref := store.OrderRef{SaleID: info.SaleID, ItemID: info.ItemID, UserID: userID, OrderID: orderID}
-	if out, rerr := p.stock.Release(rctx, ref, store.ReleaseUnsold); rerr != nil {
-		p.log.Warn("reserve outcome unknown and release failed; orphan recovery will return the unit", "order", orderID, "err", err, "release_err", rerr)
-	} else if out == store.Released {
-		p.soldOut.Returned(info.ItemID)
-		if p.metrics != nil {
-			p.metrics.Released.WithLabelValues("reserve_unknown").Inc()
+	// Still unknown: the script may have run. The unit, if taken, is left to orphan recovery (or
+	// to a resend of this attempt, which finds it in flight and confirms it).
+	p.log.Warn("reserve: outcome unknown; a unit it took goes back through orphan recovery", "order", orderID, "err", err)
+	return "", res, unavailable(err)
+}
+
+// isRefusal reports whether err is one of the reserve script's answers (the outcome is known).
+func isRefusal(err error) bool {
+	for _, r := range [...]error{store.ErrSoldOut, store.ErrAlreadyBuyer, store.ErrTokenAlreadyUsed, store.ErrNotStarted,
+		store.ErrEnded, store.ErrPaused, store.ErrRedisWentBack, store.ErrStockUnknown} {
+		if errors.Is(err, r) {
+			return true
 		}
 	}
-	return "", res, unavailable(err)
+	return false
+}
+
+// errUndecided answers a resend whose first send's reservation is in flight while this send
+// could not make sure it is queued: it may be on its way to the queue, or go back to stock.
+var errUndecided = &Error{Code: CodeUnavailable, RetryAfter: time.Second,
+	Message: "this purchase was received before and its outcome is not settled yet; send it again in a moment, or look in your orders"}
+
+// again answers a send of an attempt that reserved before (the shopper's page resending a
+// purchase whose answer was lost, or the Redis client retrying a script whose reply was lost):
+// 202 with the same order id if its order is durable. The writer holds it (res.Durable): at
+// once. Still in flight: the first send may have answered 202 for it, or may yet release it
+// (its publish failed), or may have died before publishing. So this send publishes it again and
+// then claims it in Redis, which makes it the writer's (no release can take it any more): 202.
+// A claim that finds the unit gone (released meanwhile) answers 503: nothing is reserved, and the
+// copy just queued is recorded as released by the writer. Nothing here ever releases it.
+//
+// The copy goes through the group publisher, whose message ids are its orders' ids hashed
+// (store.GroupPublisher), so it never takes the id of the first send's message: JetStream's
+// duplicate check drops a message whose id it has seen, with whatever else it carries. The
+// writer takes an order carried twice once (Postgres's key).
+func (p *Purchases) again(ctx context.Context, info itemInfo, userID int64, orderID string, res store.Reservation) (string, error) {
+	if res.Durable {
+		return orderID, nil
+	}
+	q := store.QueuedOrder{OrderID: orderID, SaleID: info.SaleID, ItemID: info.ItemID, UserID: userID, Seq: res.Seq, ReservedAt: res.ReservedAt.UnixMilli()}
+	perr := p.pub.Publish(context.WithoutCancel(ctx), q)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	if perr == nil {
+		verdicts, err := p.stock.Claim(rctx, info.SaleID, []store.ClaimItem{{OrderID: orderID, Seq: res.Seq, UserID: userID}})
+		switch {
+		case err != nil || len(verdicts) != 1:
+			p.log.Warn("resent purchase: claim failed; its order is queued, the writer decides", "order", orderID, "err", err)
+		case verdicts[0] == store.ClaimClaimed:
+			return orderID, nil
+		case verdicts[0] == store.ClaimGone:
+			return "", unavailable(errors.New("resent purchase: its reservation was released before it was queued"))
+		case p.written(rctx, orderID):
+			return orderID, nil // written and settled meanwhile
+		}
+		return "", errUndecided
+	}
+	// Not queued by this send: durable only if the writer holds it from the first send's message.
+	e, inFlight, err := p.stock.InFlightOrder(rctx, info.SaleID, orderID)
+	if err == nil && ((inFlight && e.Claimed) || (!inFlight && p.written(rctx, orderID))) {
+		return orderID, nil
+	}
+	p.log.Warn("resent purchase: publish failed; the first send's outcome decides", "order", orderID, "err", perr)
+	return "", errUndecided
 }
 
 // handOver publishes the reservation durably and answers once it is acknowledged. A failed or
@@ -366,7 +435,9 @@ func (p *Purchases) reserve(ctx context.Context, info itemInfo, userID int64, to
 // sold; a message that did reach the queue will be skipped) or claimed (the order is durable).
 func (p *Purchases) handOver(ctx context.Context, info itemInfo, userID int64, orderID string, res store.Reservation, started time.Time) (string, error) {
 	q := store.QueuedOrder{OrderID: orderID, SaleID: info.SaleID, ItemID: info.ItemID, UserID: userID, Seq: res.Seq, ReservedAt: res.ReservedAt.UnixMilli()}
-	perr := p.pub.Publish(ctx, q)
+	// Not cut short by the shopper's connection dropping: the reservation is made, and a page
+	// that lost the answer sends the attempt again, which finds it queued instead of released.
+	perr := p.pub.Publish(context.WithoutCancel(ctx), q)
 	// Timed from the reservation (this instance's clock at the reserve), so a pause anywhere
 	// since counts: orphan recovery judges a reservation by its age.
 	if perr == nil && p.now().Sub(started) < p.cfg.SlowPublish {

@@ -50,14 +50,33 @@ func newMACPool(key []byte) *macPool { return &macPool{key: key} }
 
 // sum writes HMAC-SHA256(key, msg) into out.
 func (m *macPool) sum(msg string, out *[sha256.Size]byte) {
+	st := m.get()
+	st.buf = append(st.buf[:0], msg...)
+	st.h.Write(st.buf)
+	m.put(st, out)
+}
+
+// sumBytes is sum of a message in bytes (copied too: msg, often an array on the caller's
+// stack, would escape through the hash's interface).
+func (m *macPool) sumBytes(msg []byte, out *[sha256.Size]byte) {
+	st := m.get()
+	st.buf = append(st.buf[:0], msg...)
+	st.h.Write(st.buf)
+	m.put(st, out)
+}
+
+func (m *macPool) get() *macState {
 	st, ok := m.pool.Get().(*macState)
 	if ok {
 		st.h.Reset()
 	} else {
 		st = &macState{h: hmac.New(sha256.New, m.key)}
 	}
-	st.buf = append(st.buf[:0], msg...)
-	st.h.Write(st.buf)
+	return st
+}
+
+// put writes the state's sum into out and gives the state back to the pool.
+func (m *macPool) put(st *macState, out *[sha256.Size]byte) {
 	*out = [sha256.Size]byte(st.h.Sum(st.out[:0]))
 	if cap(st.buf) > 4096 {
 		st.buf = nil // a token that long is refused anyway; keep the pool small

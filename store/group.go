@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"sync"
 	"time"
@@ -125,8 +127,7 @@ func (p *GroupPublisher) send(batch []pubReq) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), p.timeout)
 	start := time.Now()
-	// The first order id names the message: a retry of the same batch is deduplicated.
-	err := p.q.Publish(ctx, batch[0].order.OrderID, env)
+	err := p.q.Publish(ctx, msgIDOf(env.Orders), env)
 	cancel()
 	if p.observe != nil {
 		p.observe(len(batch), time.Since(start), err)
@@ -134,6 +135,25 @@ func (p *GroupPublisher) send(batch []pubReq) {
 	for _, r := range batch {
 		r.res <- err
 	}
+}
+
+// msgIDOf names a message after the orders it carries: the order id of a message of one, else a
+// digest of them all. The queue repeats a publish under the same id until it is acknowledged,
+// and JetStream stores a message whose id it has seen (within its duplicate window) once. An
+// order may be carried again, by another message (a resent purchase publishes its reservation
+// again: services.Purchases.again): named after its first order only, such a message would take
+// the id of the first message that carried that order and be dropped whole, the other
+// reservations in it with it, though acknowledged.
+func msgIDOf(orders []QueuedOrder) string {
+	if len(orders) == 1 {
+		return orders[0].OrderID
+	}
+	h := sha256.New()
+	for _, o := range orders {
+		h.Write([]byte(o.OrderID))
+		h.Write([]byte{0})
+	}
+	return "g-" + hex.EncodeToString(h.Sum(nil)[:16])
 }
 
 // Close stops taking reservations and waits for the messages in flight.

@@ -98,7 +98,8 @@ func TestSameShopperTwentyClicks(t *testing.T) {
 	h.checkInvariants(s)
 }
 
-// A purchase token is single use, bound to its shopper and its sale, and short-lived.
+// A purchase token is single use, bound to its shopper and its sale, and short-lived. The same
+// attempt sent again (same token, same item) is not a second use: it is answered as the first.
 func TestPurchaseTokenRules(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{env: map[string]string{"FLASHSALE_PURCHASE_TOKEN_TTL": "1s"}})
@@ -107,13 +108,19 @@ func TestPurchaseTokenRules(t *testing.T) {
 	alice, bob := h.token(1, services.RoleShopper), h.token(2, services.RoleShopper)
 
 	pt := h.purchaseToken(alice, s.sale)
-	if r := h.buy(alice, s.items[0], pt); r.Status != http.StatusAccepted {
-		t.Fatalf("first use: %d %s", r.Status, r.Raw)
+	first := h.buy(alice, s.items[0], pt)
+	if first.Status != http.StatusAccepted {
+		t.Fatalf("first use: %d %s", first.Status, first.Raw)
 	}
 	r := h.buy(alice, s.items[0], pt)
-	if r.Status != http.StatusForbidden || r.str("error") != "INVALID_PURCHASE_TOKEN" {
-		t.Errorf("second use on the same item: %d %s, want 403 INVALID_PURCHASE_TOKEN", r.Status, r.Raw)
+	if r.Status != http.StatusAccepted || r.str("orderId") != first.str("orderId") {
+		t.Errorf("the same attempt again: %d %s, want 202 with order %s", r.Status, r.Raw, first.str("orderId"))
 	}
+	r = h.buy(alice, s.items[1], pt)
+	if r.Status != http.StatusForbidden || r.str("error") != "INVALID_PURCHASE_TOKEN" {
+		t.Errorf("second use, on another item: %d %s, want 403 INVALID_PURCHASE_TOKEN", r.Status, r.Raw)
+	}
+	uniqueAcked(h)
 
 	cases := []struct {
 		name   string

@@ -16,6 +16,11 @@ import { t, href } from './i18n.js';
 // most this many times in all, each waiting at most PURCHASE_TIMEOUT_MS for its answer.
 const PURCHASE_TRIES = 3;
 const PURCHASE_TIMEOUT_MS = 15000;
+// Answers to a resend that say nothing of what became of the first send, whose answer was lost:
+// this instance's sold-out flag or clock answers before the attempt is looked up, the token may
+// have expired in the meantime, or the first send's outcome is not settled yet. The page then
+// says the answer was lost and looks for the order, as when no answer came back at all.
+const UNCERTAIN_AFTER_LOSS = ['SOLD_OUT', 'SALE_ENDED', 'INVALID_PURCHASE_TOKEN', 'UNAVAILABLE', 'RATE_LIMITED'];
 // After a lost answer the orders are looked at this many times, this far apart.
 const LOST_CHECKS = 10;
 const LOST_CHECK_MS = 3000;
@@ -648,9 +653,11 @@ export function initSalePage(section) {
 
   // sendPurchase sends the purchase of itemId with its purchase token. When no answer comes back
   // (the request failed, or its answer was lost or late) it sends the SAME attempt again, with
-  // the same token, a few times with backoff while the browser is online: the server answers a
-  // token it has seen with the answer of its first use, so this never makes a second purchase.
-  // It returns the last result: r.network set means no answer ever came back.
+  // the same token to the same item, a few times with backoff while the browser is online: the
+  // server answers the same attempt as it answered it the first time (202 with the same order
+  // id), so this never makes a second purchase. It returns the last result: r.network set means
+  // no answer ever came back; r.lost that an answer after a lost one cannot say what became of
+  // the first (UNCERTAIN_AFTER_LOSS).
   async function sendPurchase(itemId, token) {
     var r = null;
     for (var i = 0; i < PURCHASE_TRIES; i++) {
@@ -670,6 +677,9 @@ export function initSalePage(section) {
       if (!r.network) {
         break;
       }
+    }
+    if (i > 0 && !r.network && !r.ok && UNCERTAIN_AFTER_LOSS.indexOf(r.code) >= 0) {
+      r.lost = true;
     }
     return r;
   }
@@ -759,7 +769,7 @@ export function initSalePage(section) {
       state.captchaId = null;
       var sentAt = serverNow();
       var p = await sendPurchase(itemId, String(tok.data.purchaseToken));
-      if (p.network) {
+      if (p.network || p.lost) {
         answerLost(itemId, sentAt);
         return;
       }
