@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"time"
 
 	"github.com/flashsale/flashsale/store"
@@ -83,15 +84,23 @@ func (k *Keeper) Run(ctx context.Context) {
 	}
 }
 
-// Once runs every job once; a job that fails does not keep the others from running.
+// backlogUnknown stands for the queue's depth when NATS did not answer (or this instance's queue
+// is not to be trusted: its embedded NATS registration lapsed): every job that waits for a
+// drained queue (rebuild, orphan recovery, reconciliation's repairs) waits.
+const backlogUnknown = math.MaxUint64
+
+// Once runs every job once; a job that fails does not keep the others from running. A queue that
+// does not answer stops only the jobs that wait for it to drain: payment expiry and unit returns
+// (Postgres and Redis only) go on.
 func (k *Keeper) Once(ctx context.Context) error {
-	backlog, err := k.q.Backlog(ctx)
-	if err != nil {
-		return err
-	}
-	if k.metrics != nil {
+	backlog, qerr := k.q.Backlog(ctx)
+	if qerr != nil {
+		backlog = backlogUnknown
+		qerr = fmt.Errorf("queue depth unknown (rebuilds, orphan recovery and repairs wait): %w", qerr)
+	} else if k.metrics != nil {
 		k.metrics.Backlog.Set(float64(backlog))
 	}
+	var err error
 	// Every sale not ended over an hour ago, however many: a merchant's sale is never left out
 	// because others have more.
 	var ids []int64
@@ -108,13 +117,14 @@ func (k *Keeper) Once(ctx context.Context) error {
 		return err
 	}
 	errs := []error{
+		qerr,
 		k.completeTransfers(ctx, ids),
 		k.warm(ctx, sales, backlog),
 		k.expire(ctx),
 		k.returns.Drain(ctx),
 		k.recoverOrphans(ctx, ids),
 	}
-	if k.now().Sub(k.lastReconcile) >= k.cfg.ReconcileInterval {
+	if k.now().Sub(k.lastReconcile) >= k.cfg.ReconcileInterval && qerr == nil {
 		k.lastReconcile = k.now()
 		errs = append(errs, k.reconcilePass(ctx, ids, backlog))
 	}
@@ -200,6 +210,10 @@ func (k *Keeper) warmOne(ctx context.Context, s saleToWarm, backlog uint64) erro
 		k.unhealthySince[sale] = since
 	}
 	if k.now().Sub(since) < k.cfg.RebuildDelay {
+		return nil
+	}
+	if backlog == backlogUnknown {
+		k.log.Warn("keeper: sale not healthy in redis; the queue's depth is unknown, so its rebuild waits", "sale", sale)
 		return nil
 	}
 	if backlog > 0 {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -53,7 +54,25 @@ type Registration struct {
 	rdb   redis.UniversalClient
 	owner string
 	ttl   time.Duration
+	held  heldUntil
 }
+
+// heldUntil is when a claim in Redis lapses, by this process's monotonic clock (which runs on
+// while the process is stopped: an instance paused past its lease finds its claim lapsed the
+// moment it runs again, before any renewal).
+type heldUntil struct{ until atomic.Int64 } // nanoseconds since monoBase
+
+var monoBase = time.Now()
+
+// renewed records a claim renewed in Redis by a call started at began, for ttl: Redis counts
+// the ttl from later than that, so the claim is held at least until began + ttl.
+func (h *heldUntil) renewed(began time.Time, ttl time.Duration) {
+	h.until.Store(int64(began.Sub(monoBase) + ttl))
+}
+
+func (h *heldUntil) drop() { h.until.Store(0) }
+
+func (h *heldUntil) held() bool { return int64(time.Since(monoBase)) < h.until.Load() }
 
 // RegisterEmbeddedNATS claims the registration for owner (which should name the instance: host,
 // pid, address), or returns ErrEmbeddedNATSLive with the current holder. site, if not empty, is
@@ -66,6 +85,7 @@ func RegisterEmbeddedNATS(ctx context.Context, rdb redis.UniversalClient, site, 
 	if site != "" && !strings.HasPrefix(owner, site) {
 		return nil, errors.New("embedded nats registration: the owner must start with its site")
 	}
+	began := time.Now()
 	n, err := claimScript.Run(ctx, rdb, []string{embeddedNATSKey}, owner, ttl.Milliseconds(), site).Int()
 	if err != nil {
 		return nil, fmt.Errorf("embedded nats registration: %w", err)
@@ -75,25 +95,47 @@ func RegisterEmbeddedNATS(ctx context.Context, rdb redis.UniversalClient, site, 
 		holder, _ := rdb.Get(ctx, embeddedNATSKey).Result()
 		return nil, fmt.Errorf("%w (%s)", ErrEmbeddedNATSLive, holder)
 	}
+	r.held.renewed(began, ttl)
 	return r, nil
 }
 
+// Drop gives the registration up now (nothing if another instance holds it).
+func (r *Registration) Drop(ctx context.Context) {
+	r.held.drop()
+	_ = dropScript.Run(ctx, r.rdb, []string{embeddedNATSKey}, r.owner).Err()
+}
+
+// Held tells whether this instance holds the registration now: renewed in Redis less than its
+// lease ago (by this process's monotonic clock). An instance that does not hold it must neither
+// sell nor judge "the queue has drained": another instance may have started its own embedded
+// NATS meanwhile (a second queue).
+func (r *Registration) Held() bool { return r.held.held() }
+
 func (r *Registration) renew(ctx context.Context) (bool, error) {
+	began := time.Now()
 	n, err := renewScript.Run(ctx, r.rdb, []string{embeddedNATSKey}, r.owner, r.ttl.Milliseconds()).Int()
 	if err != nil {
 		return false, fmt.Errorf("embedded nats registration: %w", err)
 	}
+	if n == 1 {
+		r.held.renewed(began, r.ttl)
+	} else {
+		r.held.drop()
+	}
 	return n == 1, nil
 }
 
-// Keep renews the registration every ttl/3 until ctx ends, then drops it. lost is told when
-// another instance holds it at a renewal (ours lapsed while this one could not reach Redis).
+// Keep renews the registration every ttl/3 until ctx ends, then drops it. A lapsed registration
+// (the instance paused, or cut off from Redis, past its lease) is taken again at the next
+// renewal if nobody took it meanwhile; lost is told when another instance holds it (Held stays
+// false until that one drops it).
 func (r *Registration) Keep(ctx context.Context, lost func(holder string)) {
 	t := time.NewTicker(r.ttl / 3)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
+			r.held.drop()
 			dctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			_ = dropScript.Run(dctx, r.rdb, []string{embeddedNATSKey}, r.owner).Err()
 			cancel()

@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -31,6 +33,8 @@ type App struct {
 	now        func() time.Time
 	NATSServer *server.Server // nil with an external NATS
 	natsReg    *store.Registration
+	presence   *store.QueuePresence // this instance on its queue, beside the others (queueguard.go)
+	guard      queueGuard
 	NATSURL    string // how this instance reaches NATS, credential included
 	Redis      redis.UniversalClient
 	DB         *store.DB
@@ -74,7 +78,10 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 	if a.Redis, err = store.OpenRedis(ctx, cfg.RedisURL, cfg.RedisPool); err != nil {
 		return nil, err
 	}
-	site, instance := instanceName(cfg)
+	site, instance, err := instanceName(cfg)
+	if err != nil {
+		return nil, err
+	}
 	natsURL := cfg.NATSURL
 	if natsURL == "" {
 		// One embedded NATS per deployment: a second one would be a second queue, and each
@@ -105,6 +112,22 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 	if a.Queue, err = store.OpenQueue(ctx, natsURL, cfg.NATSCreds, store.WithReplicas(cfg.NATSReplicas), store.WithLog(log)); err != nil {
 		return nil, err
 	}
+	// Every instance on this Redis must hand its orders to one queue: one on an external NATS
+	// beside a live one with an embedded NATS (or the reverse, or two external NATS) is refused.
+	queueID, err := a.Queue.Identity(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if a.presence, err = store.JoinQueue(ctx, a.Redis, queueID, instance, embeddedNATSLease); err != nil {
+		if errors.Is(err, store.ErrAnotherQueue) {
+			return nil, fmt.Errorf("%w: instances sharing a Redis must share one NATS: set FLASHSALE_NATS_URL on every instance to the same NATS (or to the first instance's embedded one)", err)
+		}
+		return nil, err
+	}
+	a.guard = queueGuard{presence: a.presence, reg: a.natsReg}
+	claimsCtx, stopClaims := context.WithCancel(context.Background())
+	a.cancels = append(a.cancels, stopClaims)
+	a.keepQueueClaims(claimsCtx)
 	if a.DB, err = store.OpenDB(ctx, cfg.DatabaseURL, cfg.DBMaxConns); err != nil {
 		return nil, err
 	}
@@ -145,7 +168,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 	a.sales.SetStockShards(cfg.StockShards)
 	a.purchases = services.NewPurchases(services.PurchaseConfig{
 		TokenTTL: cfg.TokenTTL, SlowPublish: cfg.OrphanAge / 3, SigningSecret: secret,
-	}, a.sales, a.Stock, a.DB, a.pub, captcha, a.SoldOut,
+	}, a.sales, a.Stock, a.DB, guardedPublisher{Publisher: a.pub, guard: a.guard}, captcha, a.SoldOut,
 		limiter, a.returns, a.Metrics, log, a.now)
 	a.Queue.SetAckWait(cfg.WriterAckWait)
 	a.Writer = services.NewWriter(services.WriterConfig{Workers: cfg.WriterWorkers, Batch: cfg.WriterBatch, AckWait: cfg.WriterAckWait, Linger: cfg.WriterLinger},
@@ -159,11 +182,11 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 	// second (start), so the purchase path makes no extra Redis call.
 	a.funnel = services.NewFunnel(a.Stock, log, a.now)
 	a.purchases.SetFunnel(a.funnel)
-	a.sales.SetQueue(a.Queue)
+	a.sales.SetQueue(guardedQueue{Queue: a.Queue, guard: a.guard})
 	a.keeper = services.NewKeeper(services.KeeperConfig{Interval: cfg.KeeperInterval, OrphanAge: cfg.OrphanAge,
 		ReconcileInterval: cfg.ReconcileInterval, Instance: instance, RebuildDelay: rebuildDelay(cfg),
 		WarmAhead: cfg.WarmAhead},
-		a.DB, a.Stock, a.Queue, a.Loader, a.returns, a.reconcile, a.SoldOut, a.Metrics, log, a.now)
+		a.DB, a.Stock, guardedQueue{Queue: a.Queue, guard: a.guard}, a.Loader, a.returns, a.reconcile, a.SoldOut, a.Metrics, log, a.now)
 
 	api := &handlers.API{Accounts: a.Auth, Catalog: a.sales, Shop: a.purchases, Orders: a.sales, Admin: a.sales, Live: a.sales, Log: log, Now: a.now,
 		SecureCookie: cfg.Env == "production", SessionTTL: cfg.JWTTTL, Reads: limiter}
@@ -205,6 +228,12 @@ func (a *App) ready() []string {
 			}
 			return nil
 		}),
+		check("queue registration", func(context.Context) error {
+			if !a.guard.held() {
+				return errQueueNotHeld
+			}
+			return nil
+		}),
 	}
 	down := []string{}
 	for _, c := range checks {
@@ -218,34 +247,59 @@ func (a *App) ready() []string {
 // embeddedNATSLease is how long the registration of an embedded NATS outlives its instance.
 const embeddedNATSLease = 6 * time.Second
 
-// instanceName names this process in Redis (registration, lease): its site (host and data
-// folder, where an embedded NATS keeps its files), then pid, address and a random tag.
-func instanceName(cfg Config) (site, name string) {
+// instanceName names this process in Redis (registration, lease, queue presence): its site,
+// then pid, address and a random tag. The site names the data folder where an embedded NATS keeps
+// its files: a random id kept in the folder (site.id, made at the first start), with host and
+// path for people. Host and path alone are not unique (two machines, or containers, with the same
+// host name and data path would each take the other's registration over as "its previous run").
+func instanceName(cfg Config) (site, name string, err error) {
 	host, _ := os.Hostname()
-	dir, err := filepath.Abs(cfg.DataDir)
-	if err != nil {
+	dir, aerr := filepath.Abs(cfg.DataDir)
+	if aerr != nil {
 		dir = cfg.DataDir
+	}
+	id, err := siteID(dir)
+	if err != nil {
+		return "", "", err
 	}
 	var b [4]byte
 	_, _ = rand.Read(b[:])
-	site = fmt.Sprintf("%s:%s|", host, dir)
-	return site, fmt.Sprintf("%spid %d addr %s #%x", site, os.Getpid(), cfg.Addr, b)
+	site = fmt.Sprintf("site %s %s:%s|", id, host, dir)
+	return site, fmt.Sprintf("%spid %d addr %s #%x", site, os.Getpid(), cfg.Addr, b), nil
 }
 
-// Start runs the writer and the keeper in the background until close, flushes the purchase
-// funnel's counts once a second, and keeps the embedded NATS registration alive.
+// siteID returns the random id of the data folder dir, made and kept there at the first call.
+func siteID(dir string) (string, error) {
+	path := filepath.Join(dir, "site.id")
+	if b, err := os.ReadFile(path); err == nil {
+		if id := strings.TrimSpace(string(b)); len(id) == 32 {
+			return id, nil
+		}
+	}
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	id := hex.EncodeToString(b[:])
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("data folder %s: %w", dir, err)
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(id+"\n"), 0o644); err != nil {
+		return "", fmt.Errorf("data folder %s: %w", dir, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return "", fmt.Errorf("data folder %s: %w", dir, err)
+	}
+	return id, nil
+}
+
+// Start runs the writer and the keeper in the background until close and flushes the purchase
+// funnel's counts once a second. (The queue presence and the embedded NATS registration are kept
+// alive from New on.)
 func (a *App) Start(ctx context.Context, writer, keeper bool) {
 	ctx, cancel := context.WithCancel(ctx)
 	a.cancels = append(a.cancels, cancel)
-	if a.natsReg != nil {
-		a.wg.Add(1)
-		go func() {
-			defer a.wg.Done()
-			a.natsReg.Keep(ctx, func(holder string) {
-				a.Log.Error("another instance took the embedded NATS registration; instances sharing a Redis must share one NATS (FLASHSALE_NATS_URL)", "holder", holder)
-			})
-		}()
-	}
 	a.funnelOnce.Do(func() {
 		a.wg.Add(1)
 		go func() {
@@ -279,6 +333,12 @@ func (a *App) closeAll() {
 		cancel()
 	}
 	a.wg.Wait()
+	if a.natsReg != nil && a.Redis != nil {
+		// Dropped by its keeper already, unless the instance never got that far (a refused start).
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		a.natsReg.Drop(ctx)
+		cancel()
+	}
 	if a.pub != nil {
 		a.pub.Close()
 	}
