@@ -61,7 +61,7 @@ type Purchases struct {
 	metrics *Metrics
 	log     *slog.Logger
 	now     func() time.Time
-	floors  sync.Map // floorKey -> *atomic.Int64: the highest reservation seq this instance saw in a sale's shard
+	floors  sync.Map // sale id -> *saleFloors: the highest reservation seq this instance knows of in each shard of the sale
 
 	queueWait *QueueWait // a QUEUED order's place (SetQueueWait); nil: not told
 	funnel    *Funnel    // counts the sale's funnel for the merchant's live view (SetFunnel); nil: not counted
@@ -282,19 +282,112 @@ func raiseFloor(floor *atomic.Int64, seq int64) {
 	}
 }
 
-// floorKey names one shard of a sale (each shard has its own reservation counter).
-type floorKey struct {
-	sale  int64
-	shard int
+// saleFloors are this instance's floors of one sale, one per stock shard (each shard has its own
+// reservation counter): the highest seq it knows the shard issued. The reserve script refuses
+// (and marks the sale lost) where Redis's counter is below it: Redis went back in time.
+//
+// A floor starts at the highest seq Postgres holds for the shard, read once per sale and
+// instance before its first reserve there, and rises with every seq Redis answers. Starting at 0
+// instead, an instance restarted after Redis lost writes would take the reissued seqs for new
+// ones: once the counter passed the lost maximum, no check would ever see the loss.
+type saleFloors struct {
+	seeded atomic.Bool // shards hold Postgres's seqs (set once, after them)
+	shards [store.MaxStockShards]atomic.Int64
+
+	mu       sync.Mutex
+	seeding  chan struct{} // closed when the read under way ends; nil while none is
+	failedAt time.Time     // the last read that failed, and why: the next waits floorRetry
+	err      error
 }
 
-func (p *Purchases) floor(saleID int64, shard int) *atomic.Int64 {
-	k := floorKey{saleID, shard}
-	if v, ok := p.floors.Load(k); ok {
-		return v.(*atomic.Int64)
+const (
+	floorReadTimeout = 2 * time.Second        // a seed's read of Postgres, shared by whoever waits for it
+	floorRetry       = 500 * time.Millisecond // after a failed read, purchases of the sale answer 503 at once this long
+)
+
+// floorsOf returns the floors of a sale of k shards, seeded from Postgres. The first purchase of
+// the sale on this instance reads them (one query; purchases arriving meanwhile wait for the
+// same read); every later one finds them in memory. Postgres unreachable: 503, and for
+// floorRetry no purchase of the sale waits for another read. A floor of 0 would let a Redis that
+// lost writes sell again the units it forgot, so the sale fails closed instead, like a Redis
+// that cannot be reached.
+func (p *Purchases) floorsOf(ctx context.Context, saleID int64, k int) (*saleFloors, error) {
+	v, ok := p.floors.Load(saleID)
+	if !ok {
+		v, _ = p.floors.LoadOrStore(saleID, new(saleFloors))
 	}
-	v, _ := p.floors.LoadOrStore(k, new(atomic.Int64))
-	return v.(*atomic.Int64)
+	f := v.(*saleFloors)
+	if f.seeded.Load() {
+		return f, nil
+	}
+	read := func(ctx context.Context) ([]int64, error) {
+		seqs, err := p.maxSeqs(ctx, saleID, k)
+		if err != nil {
+			p.log.Warn("purchase: cannot read the sale's highest reservation seqs from postgres; its purchases answer 503 until it can", "sale", saleID, "err", err)
+		}
+		return seqs, err
+	}
+	return f, f.seed(ctx, p.now, read)
+}
+
+// seed sets f's floors from read, run once by one caller while the others wait for it (or for
+// their ctx). After a failed read, callers get its error at once for floorRetry, then one reads
+// again.
+func (f *saleFloors) seed(ctx context.Context, now func() time.Time, read func(context.Context) ([]int64, error)) error {
+	for {
+		f.mu.Lock()
+		if f.seeded.Load() {
+			f.mu.Unlock()
+			return nil
+		}
+		if ch := f.seeding; ch != nil {
+			f.mu.Unlock()
+			select {
+			case <-ch:
+				continue
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		if !f.failedAt.IsZero() && now().Sub(f.failedAt) < floorRetry {
+			err := f.err
+			f.mu.Unlock()
+			return err
+		}
+		ch := make(chan struct{})
+		f.seeding = ch
+		f.mu.Unlock()
+
+		// Detached from the caller: the read is shared with whoever waits for it.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), floorReadTimeout)
+		seqs, err := read(rctx)
+		cancel()
+
+		f.mu.Lock()
+		if err == nil {
+			for sh, seq := range seqs {
+				if sh < len(f.shards) {
+					raiseFloor(&f.shards[sh], seq)
+				}
+			}
+			f.seeded.Store(true)
+		} else {
+			f.failedAt, f.err = now(), err
+		}
+		f.seeding = nil
+		close(ch)
+		f.mu.Unlock()
+		return err
+	}
+}
+
+// maxSeqs are the highest reservation seqs Postgres holds for each of the sale's k shards.
+func (p *Purchases) maxSeqs(ctx context.Context, saleID int64, k int) ([]int64, error) {
+	if k <= 1 {
+		n, err := p.db.MaxSeqOfSale(ctx, saleID)
+		return []int64{n}, err
+	}
+	return p.db.MaxSeqOfShards(ctx, saleID, k)
 }
 
 // reserve runs the one Lua call of the purchase and turns its refusals into the contract's
@@ -308,11 +401,16 @@ func (p *Purchases) floor(saleID int64, shard int) *atomic.Int64 {
 // reservation left so goes back through orphan recovery, unless a resend confirms it first.
 func (p *Purchases) reserve(ctx context.Context, info itemInfo, userID int64, tok purchaseToken) (string, store.Reservation, error) {
 	orderID := p.ids.of(tok, info.ItemID, tok.Expires.Add(-p.cfg.TokenTTL))
-	shard, err := p.stock.ShardOfUser(ctx, info.SaleID, userID)
+	k, err := p.stock.Shards(ctx, info.SaleID)
 	if err != nil {
 		return "", store.Reservation{}, unavailable(err)
 	}
-	floor := p.floor(info.SaleID, shard)
+	shard := store.ShardOf(userID, k)
+	floors, err := p.floorsOf(ctx, info.SaleID, k)
+	if err != nil {
+		return "", store.Reservation{}, unavailable(err)
+	}
+	floor := &floors.shards[shard]
 	a := store.Attempt{SaleID: info.SaleID, ItemID: info.ItemID, UserID: userID, OrderID: orderID, Nonce: tok.Nonce,
 		TokenExpires: tok.Expires, Floor: floor.Load()}
 	res, err := p.stock.Reserve(ctx, a)
@@ -326,9 +424,9 @@ func (p *Purchases) reserve(ctx context.Context, info itemInfo, userID int64, to
 	if res.Borrowed && p.metrics != nil {
 		p.metrics.Borrows.Inc()
 	}
-	if res.LenderSeq > 0 {
+	if res.LenderSeq > 0 && res.Lender < len(floors.shards) {
 		// the lending shard issued this seq: a failover that lost the loan leaves it below
-		raiseFloor(p.floor(info.SaleID, res.Lender), res.LenderSeq)
+		raiseFloor(&floors.shards[res.Lender], res.LenderSeq)
 	}
 	switch {
 	case err == nil:
