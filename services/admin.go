@@ -141,8 +141,9 @@ func (s *Sales) Warm(ctx context.Context, merchantID, saleID int64) (Sale, error
 	if row.MerchantID != merchantID {
 		return Sale{}, Errorf(CodeNotFound, "no sale %d", saleID)
 	}
-	if row.RedisEpoch == 0 {
-		// Never loaded: no reservation of it exists anywhere, Postgres is complete.
+	if row.RedisEpoch == 0 || beforeStart(row.StartsAt, s.now()) {
+		// Never loaded, or not started: no reservation of it exists anywhere, Postgres is
+		// complete.
 		if _, err := s.loader.LoadFirst(ctx, saleID); err != nil {
 			return Sale{}, unavailable(err)
 		}

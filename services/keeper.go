@@ -192,9 +192,10 @@ func (k *Keeper) warmOne(ctx context.Context, s saleToWarm, backlog uint64) erro
 		delete(k.unhealthySince, sale)
 		return nil // loaded WarmAhead before its start (or at once by the merchant's warm button)
 	}
-	if s.epoch == 0 && !st.Loaded {
-		// The warm-up: never loaded, so no reservation of it exists anywhere and Postgres is
-		// complete; no need to wait for the queue (another sale's rush may keep it busy).
+	if (s.epoch == 0 && !st.Loaded) || beforeStart(s.startsAt, k.now()) {
+		// The warm-up: never loaded, or not started (a first load that failed on Redis, a loss
+		// before the start), so no reservation of it exists anywhere and Postgres is complete;
+		// no need to wait for the queue (another sale's rush may keep it busy).
 		if _, err := k.loader.LoadFirst(ctx, sale); err != nil {
 			return err
 		}

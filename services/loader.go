@@ -96,13 +96,22 @@ func (l *Loader) Load(ctx context.Context, saleID int64) (bool, error) {
 	return l.load(ctx, saleID, false)
 }
 
-// LoadFirst is the warm-up: it loads a sale that was never loaded, at once (no reservation of it
-// can exist, so Postgres is complete whatever the queue holds). A sale loaded before is left
-// alone: its rebuild is the keeper's, once the queue has drained. It reports whether it loaded
-// now.
+// LoadFirst is the warm-up: it loads a sale no reservation of which can exist, at once (Postgres
+// is complete whatever the queue holds): one never loaded, or one whose start is still
+// startMargin away (Redis refuses every reservation before the start), such as one whose first
+// load failed on Redis. Any other sale is left alone: its rebuild is the keeper's, once the
+// queue has drained. It reports whether it loaded now.
 func (l *Loader) LoadFirst(ctx context.Context, saleID int64) (bool, error) {
 	return l.load(ctx, saleID, true)
 }
+
+// startMargin: a sale whose start is at least this far away by this instance's clock has not
+// started by Redis's either (clocks on one deployment agree far better), so no reservation of it
+// can exist.
+const startMargin = 5 * time.Second
+
+// beforeStart tells whether no reservation of a sale starting at startsAt can exist at now.
+func beforeStart(startsAt, now time.Time) bool { return now.Add(startMargin).Before(startsAt) }
 
 func (l *Loader) load(ctx context.Context, saleID int64, firstOnly bool) (bool, error) {
 	snap, err := l.db.RebuildSnapshot(ctx, saleID)
@@ -112,9 +121,10 @@ func (l *Loader) load(ctx context.Context, saleID int64, firstOnly bool) (bool, 
 	if err != nil {
 		return false, err
 	}
-	if firstOnly && snap.Epoch > 1 {
-		// Loaded before (the snapshot's epoch, bumped under the sale's row lock, says so): the
-		// epoch this snapshot took is simply skipped, the load script only compares epochs.
+	if firstOnly && snap.Epoch > 1 && !beforeStart(snap.StartsAt, time.Now()) {
+		// Loaded before (the snapshot's epoch, bumped under the sale's row lock, says so) and
+		// started: the epoch this snapshot took is simply skipped, the load script only
+		// compares epochs.
 		return false, nil
 	}
 	var void time.Duration

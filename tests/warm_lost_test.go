@@ -7,8 +7,10 @@ import (
 	"net/http"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/testenv"
 )
 
 // A merchant action never rebuilds a sale Redis lost while its queue still holds orders: Warm
@@ -92,5 +94,43 @@ func TestWarmAndEditOnALostSaleWaitForTheQueue(t *testing.T) {
 	if r.Status != http.StatusConflict || r.str("error") != string(services.CodeQuantityTooLow) {
 		t.Errorf("lower below what is sold: %d %s, want 409 QUANTITY_TOO_LOW", r.Status, r.Raw)
 	}
+	h.checkInvariants(s)
+}
+
+// A first load that fails on Redis (the sale created while Redis refused writes) is retried at
+// the keeper's next pass, even while another sale's orders keep the queue busy: before its start
+// no reservation of it can exist, so Postgres is complete. Before, the failed load had taken an
+// epoch, the sale counted as "loaded before", and its load waited for the queue to drain, which a
+// rush of another sale can put off until the start has passed.
+func TestFailedFirstLoadRetriedBeforeTheStart(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	h := newHarness(t, harnessOpts{noWriter: true})
+	busy := h.liveSale(5)
+	buyQueued(h, busy, 2) // the queue holds orders: no drain until the writer runs
+
+	// Read-only (a failover under way): the load script's first write is refused. (Out of memory
+	// would not do: a script that has written once, as the load does with its DEL, is let finish.)
+	lift := h.redis.Refuse(t, testenv.RefuseReadOnly)
+	s := h.createSale(time.Now().Add(2*time.Minute), 3) // its warm-up at creation fails
+	if st, err := h.app.Stock.State(ctx, s.sale); err != nil || st.Loaded {
+		t.Fatalf("loaded while Redis refused writes: %+v (err %v)", st, err)
+	}
+	if e := h.sqlInt(`SELECT redis_epoch FROM sales WHERE id = ?`, s.sale); e == 0 {
+		t.Fatalf("the failed load took no epoch: the case this test is about does not arise")
+	}
+	lift()
+	waitUntil(t, 15*time.Second, "the keeper to load the sale with the queue still busy", func() bool {
+		st, err := h.app.Stock.State(ctx, s.sale)
+		return err == nil && st.Loaded && !st.Lost
+	})
+	if b, err := h.app.Queue.Backlog(ctx); err != nil || b == 0 {
+		t.Fatalf("backlog %d (err %v): the queue drained, so this proves nothing", b, err)
+	}
+	if got := h.redisStock(s, s.items[0]); got != 3 {
+		t.Errorf("loaded stock = %d, want 3", got)
+	}
+	h.app.Start(ctx, true, false)
+	h.checkInvariants(busy)
 	h.checkInvariants(s)
 }
