@@ -19,6 +19,7 @@ import (
 
 	"github.com/flashsale/flashsale/services"
 	"github.com/flashsale/flashsale/store"
+	"github.com/flashsale/flashsale/testenv"
 )
 
 // result is one row of the suite's table.
@@ -78,6 +79,10 @@ var scenarios = []scenario{
 	{"16", "the disk under NATS full during the rush", false, scenarioNATSFull, ""},
 	{"17", "partition: one instance cut off from Redis", false, scenarioPartition, ""},
 	{"18", "all three instances kill -9'd mid-rush, each at another step", false, scenarioAllKilled, ""},
+	{"19a", "Redis out of memory (noeviction) for 4 s during the rush", false, scenarioRefusal(testenv.RefuseOOM), ""},
+	{"19b", "Redis unable to persist (MISCONF) for 4 s during the rush", false, scenarioRefusal(testenv.RefuseMISCONF), ""},
+	{"19c", "Redis read-only for 4 s during the rush", false, scenarioRefusal(testenv.RefuseReadOnly), ""},
+	{"19d", "Warm and a quantity cut on a lost sale while its queue holds orders", false, scenarioWarmLost, ""},
 }
 
 // selected reads FLASHSALE_CHAOS: "all", a comma-separated list of scenario ids, or unset (the
