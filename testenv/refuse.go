@@ -36,6 +36,12 @@ var Refusals = []Refusal{RefuseOOM, RefuseMISCONF, RefuseReadOnly}
 // kind says, and returns the function that lifts the refusal (writes are accepted again, the data
 // untouched). It returns once a write is refused.
 func RedisRefuse(addr, dataDir string, kind Refusal) (lift func() error, err error) {
+	return refuseAt(addr, dataDir, kind, "testenv:refusal-probe")
+}
+
+// refuseAt is RedisRefuse with the key it writes to check the refusal (on a cluster node, one of
+// the node's own slots).
+func refuseAt(addr, dataDir string, kind Refusal, probe string) (lift func() error, err error) {
 	switch kind {
 	case RefuseOOM:
 		policy, err := configGet(addr, "maxmemory-policy")
@@ -70,42 +76,80 @@ func RedisRefuse(addr, dataDir string, kind Refusal) (lift func() error, err err
 			}
 			return err
 		}
-		deadline := time.Now().Add(20 * time.Second)
-		for {
-			reply, err := redisDo(addr, "BGSAVE")
-			if err != nil && !strings.Contains(err.Error(), "in progress") {
-				_ = lift()
-				return nil, err
-			}
-			if reply != "" || err != nil {
-				time.Sleep(50 * time.Millisecond)
-			}
-			info, _ := redisDo(addr, "INFO", "persistence")
-			if strings.Contains(info, "rdb_last_bgsave_status:err") {
-				break
-			}
-			if time.Now().After(deadline) {
-				_ = lift()
-				return nil, fmt.Errorf("redis %s: the failing snapshot never failed", addr)
-			}
-			time.Sleep(50 * time.Millisecond)
+		if err := waitSnapshotFailed(addr); err != nil {
+			_ = lift()
+			return nil, err
 		}
 	case RefuseReadOnly:
 		if err := redisDoAll(addr, []string{"REPLICAOF", "127.0.0.1", "1"}); err != nil {
 			return nil, err
 		}
 		lift = func() error { return redisDoAll(addr, []string{"REPLICAOF", "NO", "ONE"}) }
+	case RefuseNoReplicas:
+		old, err := configGet(addr, "min-replicas-to-write")
+		if err != nil {
+			return nil, err
+		}
+		info, err := redisDo(addr, "INFO", "replication")
+		if err != nil {
+			return nil, err
+		}
+		replicas, _ := strconv.Atoi(infoFields(info)["connected_slaves"])
+		if err := redisDoAll(addr, []string{"CONFIG", "SET", "min-replicas-to-write", strconv.Itoa(replicas + 1)}); err != nil {
+			return nil, err
+		}
+		lift = func() error { return redisDoAll(addr, []string{"CONFIG", "SET", "min-replicas-to-write", old}) }
 	default:
 		return nil, fmt.Errorf("unknown refusal %q", kind)
 	}
 	// Refused now? A plain write must answer with the refusal's kind.
-	_, err = redisDo(addr, "SET", "testenv:refusal-probe", "1")
-	want := map[Refusal]string{RefuseOOM: "OOM", RefuseMISCONF: "MISCONF", RefuseReadOnly: "READONLY"}[kind]
-	if err == nil || !strings.HasPrefix(err.Error(), want) {
+	_, err = redisDo(addr, "SET", probe, "1")
+	if want := refusalPrefix[kind]; err == nil || !strings.HasPrefix(err.Error(), want) {
 		_ = lift()
-		return nil, fmt.Errorf("redis %s: a write after the %s refusal answered %v, want %s", addr, kind, err, want)
+		return nil, fmt.Errorf("redis %s: a write of %s after the %s refusal answered %v, want %s", addr, probe, kind, err, want)
 	}
 	return lift, nil
+}
+
+// waitSnapshotFailed asks the Redis at addr for a snapshot until one has failed (a save in
+// progress is waited for), up to 20 s.
+func waitSnapshotFailed(addr string) error {
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, err := redisDo(addr, "BGSAVE"); err != nil && !strings.Contains(err.Error(), "in progress") {
+			return err
+		}
+		time.Sleep(50 * time.Millisecond)
+		info, _ := redisDo(addr, "INFO", "persistence")
+		if strings.Contains(info, "rdb_last_bgsave_status:err") {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("redis %s: the failing snapshot never failed", addr)
+		}
+	}
+}
+
+// mustLift wraps a refusal's lift for a test: the returned function fails the test if lifting
+// fails, and the refusal is lifted when the test ends if it was not.
+func mustLift(t testing.TB, what string, l func() error) (lift func()) {
+	done := false
+	lift = func() {
+		if done {
+			return
+		}
+		done = true
+		if err := l(); err != nil {
+			t.Fatalf("testenv: %s: lift: %v", what, err)
+		}
+	}
+	t.Cleanup(func() {
+		if !done {
+			done = true
+			_ = l()
+		}
+	})
+	return lift
 }
 
 func configGet(addr, name string) (string, error) {
@@ -197,21 +241,5 @@ func (r *RedisServer) Refuse(t testing.TB, kind Refusal) (lift func()) {
 	if err != nil {
 		t.Fatalf("testenv: redis %s: refuse %s: %v", r.Addr, kind, err)
 	}
-	done := false
-	lift = func() {
-		if done {
-			return
-		}
-		done = true
-		if err := l(); err != nil {
-			t.Fatalf("testenv: redis %s: lift %s: %v", r.Addr, kind, err)
-		}
-	}
-	t.Cleanup(func() {
-		if !done {
-			done = true
-			_ = l()
-		}
-	})
-	return lift
+	return mustLift(t, fmt.Sprintf("redis %s: %s", r.Addr, kind), l)
 }

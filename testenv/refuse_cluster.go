@@ -3,12 +3,7 @@ package testenv
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
-	"time"
 )
 
 // RefuseNoReplicas: the master's min-replicas-to-write is set above the replicas it has, so every
@@ -35,68 +30,10 @@ func (c *RedisCluster) Refuse(ctx context.Context, node *RedisClusterNode, kind 
 	if err != nil {
 		return nil, err
 	}
-	addr := node.Addr
-	switch kind {
-	case RefuseOOM:
-		policy, err := configGet(addr, "maxmemory-policy")
-		if err != nil {
-			return nil, err
-		}
-		if err := redisDoAll(addr, []string{"CONFIG", "SET", "maxmemory-policy", "noeviction"}, []string{"CONFIG", "SET", "maxmemory", "1"}); err != nil {
-			return nil, err
-		}
-		lift = func() error {
-			return redisDoAll(addr, []string{"CONFIG", "SET", "maxmemory", "0"}, []string{"CONFIG", "SET", "maxmemory-policy", policy})
-		}
-	case RefuseMISCONF:
-		// As RedisRefuse: the snapshot's final name a directory, a save point set, a snapshot
-		// asked for; it fails to be moved into place and Redis refuses writes until lifted.
-		final := filepath.Join(node.dir, "dump.rdb")
-		if err := os.Mkdir(final, 0o755); err != nil {
-			return nil, fmt.Errorf("a directory in place of the snapshot: %w", err)
-		}
-		if err := redisDoAll(addr, []string{"CONFIG", "SET", "save", "3600 1"}); err != nil {
-			_ = os.Remove(final)
-			return nil, err
-		}
-		lift = func() error {
-			err := redisDoAll(addr, []string{"CONFIG", "SET", "save", ""})
-			_ = os.RemoveAll(final)
-			matches, _ := filepath.Glob(filepath.Join(node.dir, "temp-*.rdb"))
-			for _, m := range matches {
-				_ = os.Remove(m)
-			}
-			return err
-		}
-		if err := waitSnapshotFailed(addr); err != nil {
-			_ = lift()
-			return nil, err
-		}
-	case RefuseNoReplicas:
-		old, err := configGet(addr, "min-replicas-to-write")
-		if err != nil {
-			return nil, err
-		}
-		info, err := redisDo(addr, "INFO", "replication")
-		if err != nil {
-			return nil, err
-		}
-		replicas, _ := strconv.Atoi(infoFields(info)["connected_slaves"])
-		if err := redisDoAll(addr, []string{"CONFIG", "SET", "min-replicas-to-write", strconv.Itoa(replicas + 1)}); err != nil {
-			return nil, err
-		}
-		lift = func() error { return redisDoAll(addr, []string{"CONFIG", "SET", "min-replicas-to-write", old}) }
-	case RefuseReadOnly:
-		return nil, fmt.Errorf("redis cluster node %s: a cluster node cannot be made read-only while it serves slots (cluster mode refuses REPLICAOF); RefuseNoReplicas is the refusal a master can give", addr)
-	default:
-		return nil, fmt.Errorf("unknown refusal %q", kind)
+	if kind == RefuseReadOnly {
+		return nil, fmt.Errorf("redis cluster node %s: a cluster node cannot be made read-only while it serves slots (cluster mode refuses REPLICAOF); RefuseNoReplicas is the refusal a master can give", node.Addr)
 	}
-	_, err = redisDo(addr, "SET", probe, "1")
-	if want := refusalPrefix[kind]; err == nil || !strings.HasPrefix(err.Error(), want) {
-		_ = lift()
-		return nil, fmt.Errorf("redis cluster node %s: a write of %s after the %s refusal answered %v, want %s", addr, probe, kind, err, want)
-	}
-	return lift, nil
+	return refuseAt(node.Addr, node.dir, kind, probe)
 }
 
 // MustRefuse is Refuse for a test: it fails the test on an error, and lifts the refusal when the
@@ -107,23 +44,7 @@ func (c *RedisCluster) MustRefuse(t testing.TB, node *RedisClusterNode, kind Ref
 	if err != nil {
 		t.Fatalf("testenv: %v", err)
 	}
-	done := false
-	lift = func() {
-		if done {
-			return
-		}
-		done = true
-		if err := l(); err != nil {
-			t.Fatalf("testenv: redis cluster node %s: lift %s: %v", node.Addr, kind, err)
-		}
-	}
-	t.Cleanup(func() {
-		if !done {
-			done = true
-			_ = l()
-		}
-	})
-	return lift
+	return mustLift(t, fmt.Sprintf("redis cluster node %s: %s", node.Addr, kind), l)
 }
 
 // keyServedBy finds a key whose slot the master node serves now.
@@ -139,23 +60,4 @@ func (c *RedisCluster) keyServedBy(ctx context.Context, node *RedisClusterNode) 
 		}
 	}
 	return "", fmt.Errorf("redis cluster node %s serves no slot", node.Addr)
-}
-
-// waitSnapshotFailed asks the Redis at addr for a snapshot until one has failed (a save in
-// progress is waited for), up to 20 s.
-func waitSnapshotFailed(addr string) error {
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if _, err := redisDo(addr, "BGSAVE"); err != nil && !strings.Contains(err.Error(), "in progress") {
-			return err
-		}
-		time.Sleep(50 * time.Millisecond)
-		info, _ := redisDo(addr, "INFO", "persistence")
-		if strings.Contains(info, "rdb_last_bgsave_status:err") {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("redis %s: the failing snapshot never failed", addr)
-		}
-	}
 }
