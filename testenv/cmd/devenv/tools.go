@@ -160,14 +160,20 @@ func chaosEnv(environ []string, which string, cluster bool) []string {
 
 // chaos runs the fault suite (RELIABILITY.md): each scenario starts its own redis-server,
 // nats-server and three flashsale processes; Postgres is the set's when it answers (never stopped
-// here), else a private throwaway cluster. The table goes to tests/chaos/out/latest.{md,json}.
+// here), else a private throwaway cluster. The table goes to tests/chaos/out/latest.{md,json}
+// (latest-cluster.{md,json} on the clustered setup) and is printed at the end.
 func chaos(ctx context.Context, s *set, args []string, stdout io.Writer) error {
 	which, cluster := chaosArgs(args)
 	out := filepath.Join("tests", "chaos", "out")
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
 	}
-	for _, f := range []string{"latest.md", "latest.json"} {
+	// The suite writes the cluster's table under its own name (latest-cluster.md).
+	table := "latest"
+	if cluster {
+		table = "latest-cluster"
+	}
+	for _, f := range []string{table + ".md", table + ".json"} {
 		os.Remove(filepath.Join(out, f))
 	}
 	if cluster {
@@ -207,8 +213,8 @@ func chaos(ctx context.Context, s *set, args []string, stdout io.Writer) error {
 	runErr := cmd.Wait()
 	pw.Close()
 	<-copied
-	if table, err := os.ReadFile(filepath.Join(out, "latest.md")); err == nil {
-		stdout.Write(table)
+	if b, err := os.ReadFile(filepath.Join(out, table+".md")); err == nil {
+		stdout.Write(b)
 	}
 	if runErr != nil {
 		return fmt.Errorf("chaos: failed (%v); the whole log is %s", runErr, filepath.Join(out, "run.log"))
