@@ -83,6 +83,8 @@ var scenarios = []scenario{
 	{"19b", "Redis unable to persist (MISCONF) for 4 s during the rush", false, scenarioRefusal(testenv.RefuseMISCONF), ""},
 	{"19c", "Redis read-only for 4 s during the rush", false, scenarioRefusal(testenv.RefuseReadOnly), ""},
 	{"19d", "Warm and a quantity cut on a lost sale while its queue holds orders", false, scenarioWarmLost, ""},
+	{"20a", "Redis restored a second behind, one instance restarted: its floors from Postgres", false, scenarioRewindRestart, ""},
+	{"20b", "an instance with the embedded NATS stopped past its registration while another starts", false, scenarioEmbeddedPause, ""},
 }
 
 // selected reads FLASHSALE_CHAOS: "all", a comma-separated list of scenario ids, or unset (the
