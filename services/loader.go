@@ -84,7 +84,7 @@ func queueDrained(ctx context.Context, q Backlogger) error {
 	}
 	if n > 0 {
 		return &Error{Code: CodeQueueNotDrained, RetryAfter: 2 * time.Second, Message: fmt.Sprintf(
-			"Redis lost this sale's stock and %d queued messages are not written to Postgres yet: the sale is rebuilt from Postgres by itself once they are (rebuilt before, their units would be sold again); nothing was changed", n)}
+			"Redis lost this sale's stock while orders are still queued for the database (%d messages left): the sale is rebuilt from the database by itself as soon as they are written; rebuilding sooner would sell their units twice. Nothing was changed.", n)}
 	}
 	return nil
 }

@@ -260,7 +260,8 @@ export function initAdminLivePage(root) {
     tile('refused', count(fr.refused), fr.refused > 0 && top ? 'mostly ' + (REASONS[top] || top) : 'none so far');
     var rec = d.reconciliation || {};
     var b = renderBooks(rec, items);
-    tile('books', b.word, rec.loaded ? 'Redis against Postgres' : 'stock not in Redis yet');
+    tile('books', b.word, typeof rec.rebuildWaitsFor === 'number' ? 'Redis lost the stock: rebuild waits for the queue'
+      : rec.loaded ? 'Redis against Postgres' : 'stock not in Redis yet');
     byTestId('tile-books', root).setAttribute('data-state', String(rec.state || ''));
     var w = d.writer || {};
     tile('lag', lagText(w.lagSeconds), 'oldest order not yet written');
