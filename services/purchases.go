@@ -63,8 +63,9 @@ type Purchases struct {
 	now     func() time.Time
 	floors  sync.Map // sale id -> *saleFloors: the highest reservation seq this instance knows of in each shard of the sale
 
-	queueWait *QueueWait // a QUEUED order's place (SetQueueWait); nil: not told
-	funnel    *Funnel    // counts the sale's funnel for the merchant's live view (SetFunnel); nil: not counted
+	queueWait *QueueWait     // a QUEUED order's place (SetQueueWait); nil: not told
+	funnel    *Funnel        // counts the sale's funnel for the merchant's live view (SetFunnel); nil: not counted
+	mine      *myOrdersState // "my orders": the sales that may hold QUEUED orders (services/myorders.go)
 }
 
 // SetFunnel makes the purchase path count every attempt, and every refused purchase-token
@@ -74,7 +75,8 @@ func (p *Purchases) SetFunnel(f *Funnel) { p.funnel = f }
 // NewPurchases returns the purchase service.
 func NewPurchases(cfg PurchaseConfig, sales *Sales, stock *store.Stock, db *store.DB, pub Publisher, captcha Captcha, soldOut *SoldOut, limiter *Limiter, returns *Returns, m *Metrics, log *slog.Logger, now func() time.Time) *Purchases {
 	return &Purchases{cfg: cfg, sales: sales, stock: stock, db: db, pub: pub, captcha: captcha, soldOut: soldOut, limiter: limiter,
-		returns: returns, tokens: newTokenSigner(cfg.SigningSecret), ids: newAttemptIDs(cfg.SigningSecret), metrics: m, log: log, now: now}
+		returns: returns, tokens: newTokenSigner(cfg.SigningSecret), ids: newAttemptIDs(cfg.SigningSecret), metrics: m, log: log, now: now,
+		mine: newMyOrdersState(now)}
 }
 
 func retryAfter(d time.Duration) time.Duration {
@@ -716,22 +718,27 @@ func (p *Purchases) Cancel(ctx context.Context, userID int64, orderID string) (O
 // MyOrdersPage is how many orders one page of "my orders" holds.
 const MyOrdersPage = 20
 
-// MyOrders lists a shopper's orders in Postgres (of one sale when saleID > 0), newest first, a page after cursor ("" for the
-// first); next is "" on the last page. An order still QUEUED appears once written (usually within
-// a second); its id is in the 202 answer and in a 409 ALREADY_PURCHASED.
+// MyOrders lists a shopper's orders (of one sale when saleID > 0), newest first by reservation
+// time, a page after cursor ("" for the first); next is "" on the last page. The first page also
+// lists the shopper's acknowledged orders the writer has not written yet, as QUEUED, from Redis
+// (services/myorders.go): one pipelined round trip, and no Postgres query per request beyond the
+// page (the sales that can hold one are read once a second).
 func (p *Purchases) MyOrders(ctx context.Context, userID, saleID int64, cursor string) ([]OrderView, string, error) {
 	after, err := cursorFrom(cursor, store.DecodeOrderCursor)
 	if err != nil {
 		return nil, "", err
 	}
+	var queued []queuedOrder
+	if after == nil {
+		// Redis first, as Order does: the writer settles an order in Redis only after writing
+		// it, so one that leaves flight meanwhile is in the page read next.
+		queued = p.queuedOrders(ctx, userID, saleID)
+	}
 	rows, next, err := p.db.OrdersOfUser(ctx, userID, saleID, after, MyOrdersPage)
 	if err != nil {
 		return nil, "", unavailable(err)
 	}
-	out := make([]OrderView, len(rows))
-	for i, o := range rows {
-		out[i] = orderView(o)
-	}
+	out := withQueued(rows, queued)
 	if next == nil {
 		return out, "", nil
 	}
