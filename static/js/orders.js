@@ -9,7 +9,7 @@ import { loggedIn, sessionExpired, onSession, initSession, loginPrompt } from '.
 import { STATUS_WORDS, queueOf, queueText } from './status.js';
 import { backoff } from './poll.js';
 import { isOnline, onNetwork } from './network.js';
-import { t, href } from './i18n.js';
+import { t, href, lang } from './i18n.js';
 
 export function initMyOrdersPage(page) {
   var say = messenger(byTestId('message', page));
@@ -19,7 +19,7 @@ export function initMyOrdersPage(page) {
   var list = byTestId('order-list', page);
   var template = byTestId('order-row-template', page);
   var more = byTestId('load-more', page);
-  var rows = {}; // order id -> { li, order, checkedAt, checks, notBefore, failures }
+  var rows = {}; // order id -> { li, order, checkedAt, checks, notBefore, failures, asking }
   var next = ''; // the cursor of the next page; '' on the last
   var retry = null; // the cursor to fetch again after a failure
   var gen = 0; // bumped when the list is thrown away (logout, back from the cache)
@@ -67,7 +67,8 @@ export function initMyOrdersPage(page) {
     };
     // A QUEUED order fetched on its own carries its place in the queue.
     var queue = queueOf(o);
-    setText(part(li, 'order-row-note'), (notes[st] || '') + (queue ? ' ' + queueText(queue.position, queue.waitSeconds) : ''));
+    // Two sentences: a space between them in English, none after Chinese's full stop.
+    setText(part(li, 'order-row-note'), (notes[st] || '') + (queue ? (lang === 'zh' ? '' : ' ') + queueText(queue.position, queue.waitSeconds) : ''));
     var created = part(li, 'order-row-created');
     var at = parseTime(o.createdAt);
     created.replaceChildren();
@@ -97,7 +98,7 @@ export function initMyOrdersPage(page) {
     } else {
       var frag = template.content.cloneNode(true);
       var li = frag.querySelector('[data-testid="order-row"]');
-      entry = rows[id] = { li: li, order: o, checkedAt: 0, checks: 0, notBefore: 0, failures: 0 };
+      entry = rows[id] = { li: li, order: o, checkedAt: 0, checks: 0, notBefore: 0, failures: 0, asking: false };
       list.appendChild(frag);
     }
     renderRow(entry);
@@ -149,6 +150,7 @@ export function initMyOrdersPage(page) {
   function restart() {
     gen++;
     busy = false;
+    asking = 0;
     rows = {};
     next = '';
     retry = null;
@@ -170,41 +172,79 @@ export function initMyOrdersPage(page) {
     });
   }
 
-  // Every second: the countdowns of the pending orders. A pending order past its deadline (the
-  // server expires it within seconds) or a queued one is fetched again, a few times at most,
-  // never sooner than the server's Retry-After, and backing off while the shop cannot answer.
+  // Every second: the countdowns of the pending orders, and the orders whose status is due to
+  // change are asked about again: a QUEUED one (listed before the writer has recorded it) until
+  // it is recorded, however long a backlog takes, so that it turns PENDING by itself; a PENDING
+  // one past its deadline (the server expires it within seconds) a few times. Each no sooner
+  // than 3 s after its last answer nor the server's Retry-After, backing off while the shop
+  // cannot answer, a few at a time (a shopper may have many queued), and not while the tab is
+  // hidden or the browser offline.
+  var CHECK_GAP = 3000;
+  var CHECKS_AT_ONCE = 3;
+  var asking = 0; // status requests under way
+
   async function recheck(entry) {
-    entry.checkedAt = Date.now();
+    entry.asking = true;
+    asking++;
     entry.checks++;
     var g = gen;
     var r = await api('GET', '/api/flash-sales/orders/' + enc(entry.order.orderId), undefined, undefined, 'no-store');
     if (g !== gen) {
-      return;
+      return; // the list was thrown away meanwhile (asking restarted with it)
     }
+    asking--;
+    entry.asking = false;
+    entry.checkedAt = Date.now();
     var wait = (r.retryAfter || 0) * 1000;
     if (r.ok && r.data) {
+      if (r.data.status !== entry.order.status) {
+        entry.checks = 0; // a new status: its own few checks (a QUEUED one had many)
+      }
       entry.order = r.data;
       entry.failures = 0;
       renderRow(entry);
+    } else if (r.status === 404 && entry.order.status === 'QUEUED') {
+      // A reservation whose purchase did not go through (its publish failed and the unit went
+      // back: the purchase was answered with an error): it never became an order.
+      dropRow(entry);
+      return;
     } else if (r.network || r.status >= 500) {
-      wait = Math.max(wait, backoff(entry.failures++, 3000, 30000));
+      wait = Math.max(wait, backoff(entry.failures++, CHECK_GAP, 30000));
     }
     entry.notBefore = Date.now() + wait;
   }
 
+  function dropRow(entry) {
+    var id = String(entry.order.orderId);
+    if (entry.li.parentNode) {
+      entry.li.parentNode.removeChild(entry.li);
+    }
+    delete rows[id];
+    show(empty, list.children.length === 0 && next === '');
+  }
+
   function tick() {
     var now = serverNow();
+    var due = [];
     Object.keys(rows).forEach(function (id) {
       var entry = rows[id];
       var st = entry.order.status;
       if (st === 'PENDING') {
         renderRow(entry);
       }
-      var due = (st === 'PENDING' && parseTime(entry.order.payBy) <= now) || st === 'QUEUED';
-      if (due && entry.checks < 20 && Date.now() - entry.checkedAt >= 3000 && Date.now() >= entry.notBefore && isOnline()) {
-        recheck(entry);
+      var changing = st === 'QUEUED' || (st === 'PENDING' && parseTime(entry.order.payBy) <= now && entry.checks < 20);
+      if (changing && !entry.asking && Date.now() - entry.checkedAt >= CHECK_GAP && Date.now() >= entry.notBefore) {
+        due.push(entry);
       }
     });
+    if (document.hidden || !isOnline()) {
+      return;
+    }
+    // The longest unasked first, so that every row gets its turn.
+    due.sort(function (a, b) {
+      return a.checkedAt - b.checkedAt;
+    });
+    due.slice(0, Math.max(0, CHECKS_AT_ONCE - asking)).forEach(recheck);
   }
 
   onClock(tick);
