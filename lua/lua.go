@@ -43,3 +43,8 @@ var Funnel string
 //
 //go:embed transfer.lua
 var Transfer string
+
+// Held lists a shopper's reservations of a sale still in flight (my orders' QUEUED entries).
+//
+//go:embed held.lua
+var Held string

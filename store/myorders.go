@@ -7,6 +7,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
+
+	"github.com/flashsale/flashsale/lua"
 )
 
 // "My orders" lists a shopper's QUEUED orders (acknowledged, not yet written by the writer) from
@@ -14,26 +16,9 @@ import (
 // (member -> order id) and the reservation in its in-flight hash (order id -> item:user:ms:seq,
 // ":c" once claimed), both under the shard's hash tag.
 
-// heldLua answers, for the members it is given, the order ids they hold in the buyers hash
-// (KEYS[1]) that are still in the in-flight hash (KEYS[2]), as id, entry, id, entry, …. It only
-// reads: flagged no-writes, Redis runs it while it refuses writes (out of memory, a failed
-// persistence, a replica) and on a read-only replica.
-const heldLua = `#!lua flags=no-writes
-local out = {}
-for i = 1, #ARGV do
-  local id = redis.call('HGET', KEYS[1], ARGV[i])
-  if id then
-    local v = redis.call('HGET', KEYS[2], id)
-    if v then
-      out[#out + 1] = id
-      out[#out + 1] = v
-    end
-  end
-end
-return out
-`
-
-var heldScript = redis.NewScript(heldLua)
+// heldScript (lua/held.lua) answers, per member, the order id it holds in the buyers hash that is
+// still in flight; read-only, so Redis runs it while it refuses writes.
+var heldScript = redis.NewScript(lua.Held)
 
 // HeldLookup says where one shopper's reservations in one sale are: the shard of the sale the
 // shopper is pinned to (ShardOf; 0 for a sale of one shard) and the names the shopper holds a
