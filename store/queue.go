@@ -299,7 +299,12 @@ func transientJS(err error) bool {
 		case 10008, // JetStream system temporarily unavailable
 			10009, // JetStream cluster can not handle request (not the leader)
 			10118, // stream is offline
-			10194: // stream is offline: reason
+			10194, // stream is offline: reason
+			// duplicate message id is in process: a replicated stream is storing another publish
+			// of the same message (a purchase sent again while its first send publishes); asked
+			// again once that one is stored, the answer is a duplicate's ack, and if that one
+			// failed, this one is stored. Never a failure of the message.
+			10158:
 			return true
 		}
 		return false
