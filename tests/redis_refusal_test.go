@@ -72,9 +72,13 @@ func TestWriterWaitsOutRedisRefusals(t *testing.T) {
 			t.Fatal(err)
 		}
 		h.app.Start(ctx, true, false)
-		waitUntil(t, 60*time.Second, "the poisoned orders to be dead-lettered", func() bool {
+		// Every message dead-lettered (the queue empty: none can be written while the counter is
+		// corrupt) before the counter is put back, or a message still being retried would then
+		// be written.
+		waitUntil(t, 60*time.Second, "every poisoned message to be dead-lettered", func() bool {
 			n, err := h.app.Queue.DeadCount(ctx)
-			return err == nil && n > 0
+			b, berr := h.app.Queue.Backlog(ctx)
+			return err == nil && berr == nil && n > 0 && b == 0
 		})
 		if got := counterValue(h.app.Metrics.WriterRetries.WithLabelValues("redis")); got < 5 {
 			t.Errorf("dead-lettered after %v failed tries, want at least 5", got)
