@@ -218,10 +218,16 @@ func (n *RedisClusterNode) Do(ctx context.Context, args ...any) (any, error) {
 }
 
 func (n *RedisClusterNode) do(ctx context.Context, args ...any) (any, error) {
-	rdb := redis.NewClient(&redis.Options{Addr: n.Addr, DialTimeout: time.Second, ReadTimeout: 5 * time.Second,
-		WriteTimeout: time.Second, MaxRetries: -1, PoolSize: 1})
+	rdb := redisAt(n.Addr)
 	defer rdb.Close()
 	return rdb.Do(ctx, args...).Result()
+}
+
+// redisAt is a one-shot client of the Redis at addr alone: one connection, no retries, no
+// cluster redirection. Close it after use.
+func redisAt(addr string) *redis.Client {
+	return redis.NewClient(&redis.Options{Addr: addr, DialTimeout: time.Second, ReadTimeout: 5 * time.Second,
+		WriteTimeout: time.Second, MaxRetries: -1, PoolSize: 1})
 }
 
 // Close kills every node (SIGKILL: nothing of the cluster is kept) and waits for them to exit.

@@ -1,10 +1,8 @@
 package testenv
 
 import (
-	"bufio"
+	"context"
 	"fmt"
-	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -153,15 +151,13 @@ func mustLift(t testing.TB, what string, l func() error) (lift func()) {
 }
 
 func configGet(addr, name string) (string, error) {
-	reply, err := redisDo(addr, "CONFIG", "GET", name)
+	c := redisAt(addr)
+	defer c.Close()
+	m, err := c.ConfigGet(context.Background(), name).Result()
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("CONFIG GET %s: %w", name, err)
 	}
-	lines := strings.Split(reply, "\n")
-	if len(lines) < 2 {
-		return "", fmt.Errorf("CONFIG GET %s: %q", name, reply)
-	}
-	return lines[1], nil
+	return m[name], nil
 }
 
 func redisDoAll(addr string, cmds ...[]string) error {
@@ -173,64 +169,19 @@ func redisDoAll(addr string, cmds ...[]string) error {
 	return nil
 }
 
-// redisDo sends one command to the Redis at addr and returns its reply as text (an array's
-// elements one per line, a bulk string as it is); an error reply is returned as an error with
+// redisDo sends one command to the Redis at addr alone (redisAt) and returns its reply when it
+// is text (a status, a bulk string: INFO, BGSAVE); an error reply is returned as an error with
 // Redis's text.
 func redisDo(addr string, args ...string) (string, error) {
-	c, err := net.DialTimeout("tcp", addr, time.Second)
-	if err != nil {
-		return "", err
-	}
+	c := redisAt(addr)
 	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-	var b strings.Builder
-	fmt.Fprintf(&b, "*%d\r\n", len(args))
-	for _, a := range args {
-		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+	a := make([]any, len(args))
+	for i, v := range args {
+		a[i] = v
 	}
-	if _, err := c.Write([]byte(b.String())); err != nil {
-		return "", err
-	}
-	return readReply(bufio.NewReader(c))
-}
-
-func readReply(r *bufio.Reader) (string, error) {
-	line, err := r.ReadString('\n')
-	if err != nil {
-		return "", err
-	}
-	line = strings.TrimRight(line, "\r\n")
-	if line == "" {
-		return "", fmt.Errorf("empty reply")
-	}
-	switch line[0] {
-	case '+', ':':
-		return line[1:], nil
-	case '-':
-		return "", fmt.Errorf("%s", line[1:])
-	case '$':
-		n, _ := strconv.Atoi(line[1:])
-		if n < 0 {
-			return "", nil
-		}
-		buf := make([]byte, n+2)
-		if _, err := io.ReadFull(r, buf); err != nil {
-			return "", err
-		}
-		return string(buf[:n]), nil
-	case '*':
-		n, _ := strconv.Atoi(line[1:])
-		parts := make([]string, 0, max(n, 0))
-		for range n {
-			p, err := readReply(r)
-			if err != nil {
-				return "", err
-			}
-			parts = append(parts, p)
-		}
-		return strings.Join(parts, "\n"), nil
-	}
-	return "", fmt.Errorf("unexpected reply %q", line)
+	v, err := c.Do(context.Background(), a...).Result()
+	s, _ := v.(string)
+	return s, err
 }
 
 // Refuse makes this server refuse writes as kind says (RedisRefuse) and returns the function
