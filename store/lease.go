@@ -130,24 +130,37 @@ func (r *Registration) renew(ctx context.Context) (bool, error) {
 // renewal if nobody took it meanwhile; lost is told when another instance holds it (Held stays
 // false until that one drops it).
 func (r *Registration) Keep(ctx context.Context, lost func(holder string)) {
-	t := time.NewTicker(r.ttl / 3)
+	keepRenewing(ctx, r.ttl, func(ctx context.Context) (bool, string, error) {
+		ok, err := r.renew(ctx)
+		if err != nil || ok {
+			return false, "", err
+		}
+		holder, _ := r.rdb.Get(ctx, embeddedNATSKey).Result()
+		return true, holder, nil
+	}, r.Drop, lost)
+}
+
+// keepRenewing renews a claim every ttl/3 (each renewal bounded by ttl/3) until ctx ends, then
+// drops it (with a second of its own). told, if set, hears whom renew found holding what the
+// claim is about instead.
+func keepRenewing(ctx context.Context, ttl time.Duration, renew func(context.Context) (taken bool, by string, err error),
+	drop func(context.Context), told func(by string)) {
+	t := time.NewTicker(ttl / 3)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			r.held.drop()
 			dctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			_ = dropScript.Run(dctx, r.rdb, []string{embeddedNATSKey}, r.owner).Err()
+			drop(dctx)
 			cancel()
 			return
 		case <-t.C:
 		}
-		rctx, cancel := context.WithTimeout(ctx, r.ttl/3)
-		ok, err := r.renew(rctx)
+		rctx, cancel := context.WithTimeout(ctx, ttl/3)
+		taken, by, err := renew(rctx)
 		cancel()
-		if err == nil && !ok && lost != nil {
-			holder, _ := r.rdb.Get(ctx, embeddedNATSKey).Result()
-			lost(holder)
+		if err == nil && taken && told != nil {
+			told(by)
 		}
 	}
 }

@@ -102,25 +102,19 @@ func (p *QueuePresence) Held() bool { return p.held.held() }
 // Keep renews the presence every ttl/3 until ctx ends, then removes it. conflict is told each
 // time an instance on another queue is found live (Held stays false until that one is gone).
 func (p *QueuePresence) Keep(ctx context.Context, conflict func(other string)) {
-	t := time.NewTicker(p.ttl / 3)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			p.held.drop()
-			dctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			_ = presenceScript.Run(dctx, p.rdb, []string{queuesKey}, p.queue, p.instance, p.ttl.Milliseconds(), "1").Err()
-			cancel()
-			return
-		case <-t.C:
+	keepRenewing(ctx, p.ttl, func(ctx context.Context) (bool, string, error) {
+		other, err := p.renew(ctx)
+		if err != nil || other == "" {
+			return false, "", err
 		}
-		rctx, cancel := context.WithTimeout(ctx, p.ttl/3)
-		other, err := p.renew(rctx)
-		cancel()
-		if err == nil && other != "" && conflict != nil {
-			conflict(describeMember(other))
-		}
-	}
+		return true, describeMember(other), nil
+	}, p.drop, conflict)
+}
+
+// drop removes the presence now.
+func (p *QueuePresence) drop(ctx context.Context) {
+	p.held.drop()
+	_ = presenceScript.Run(ctx, p.rdb, []string{queuesKey}, p.queue, p.instance, p.ttl.Milliseconds(), "1").Err()
 }
 
 // Identity names the queue this Queue hands orders to: the orders stream and when it was
