@@ -1,7 +1,6 @@
 package services
 
 import (
-	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
@@ -46,9 +45,7 @@ func orderIDOf(b *[16]byte, itemID int64, at time.Time) string {
 type attemptIDs struct{ mac *macPool }
 
 func newAttemptIDs(secret []byte) attemptIDs {
-	m := hmac.New(sha256.New, secret)
-	m.Write([]byte("flashsale order id v1"))
-	return attemptIDs{mac: newMACPool(m.Sum(nil))}
+	return attemptIDs{mac: newMACPool(purposeKey(secret, "flashsale order id v1"))}
 }
 
 // of returns the order id of the attempt tok makes on itemID; issued is when tok was issued.

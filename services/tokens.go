@@ -27,9 +27,15 @@ const tokenPayloadLen = 8 + 8 + 8 + 12
 type tokenSigner struct{ mac *macPool }
 
 func newTokenSigner(secret []byte) tokenSigner {
+	return tokenSigner{mac: newMACPool(purposeKey(secret, "flashsale purchase token v1"))}
+}
+
+// purposeKey derives from the server's secret the key of one use (purchase tokens, order ids),
+// so that no MAC made for one can pass for another.
+func purposeKey(secret []byte, purpose string) []byte {
 	m := hmac.New(sha256.New, secret)
-	m.Write([]byte("flashsale purchase token v1"))
-	return tokenSigner{mac: newMACPool(m.Sum(nil))}
+	m.Write([]byte(purpose))
+	return m.Sum(nil)
 }
 
 // macPool hands out HMAC-SHA256 states keyed once: Reset brings one back to its keyed state, so
