@@ -251,13 +251,7 @@ func scenarioRewindRestart(t *testing.T, r *result) {
 	}
 
 	// a last wave buys from the rebuilt sale, the restarted instance first
-	before := len(l.ackedIDs())
-	c.run(l, s, shoppersFor(s, 30001, 300), loadOpts{attempts: 10, retryPause: 300 * time.Millisecond})
-	last := len(l.ackedIDs()) - before
-	if last == 0 {
-		r.Violations++
-		t.Errorf("the last wave bought nothing from the rebuilt sale (answers %v)", l.status)
-	}
+	last := c.waveBuys(t, r, l, s, shoppersFor(s, 30001, 300), "the last wave, from the rebuilt sale")
 	c.instancesAlive(t, r, "during the scenario")
 	c.finish(t, r, l, s)
 
@@ -601,13 +595,7 @@ func scenarioEmbeddedPauseCluster(t *testing.T, r *result) {
 	r.Faults = fmt.Sprintf("instance 0 SIGSTOP for %.1f s mid-rush; an instance with an embedded NATS started on the same Redis %.1f s into it; SIGCONT",
 		stoppedFor.Seconds(), 7.0)
 	<-done
-	before := len(l.ackedIDs())
-	c.run(l, s, shoppersFor(s, 100001, 300), loadOpts{attempts: 10, retryPause: 300 * time.Millisecond})
-	last := len(l.ackedIDs()) - before
-	if last == 0 {
-		r.Violations++
-		t.Errorf("the last wave bought nothing (answers %v)", l.status)
-	}
+	last := c.waveBuys(t, r, l, s, shoppersFor(s, 100001, 300), "the last wave")
 	c.instancesAlive(t, r, "during the scenario")
 	c.finish(t, r, l, s)
 	r.Note = fmt.Sprintf("the embedded instance: %q (exit %d); instance 0 ready %.1f s after SIGCONT and sold (202); last wave %d answered 202; ",

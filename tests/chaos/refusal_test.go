@@ -516,15 +516,23 @@ func scenarioWarmLost(t *testing.T, r *result) {
 		t.Errorf("warm the rebuilt sale: %d %s (%v), want 200", w.status, w.raw, err)
 	}
 	// a second wave buys from the rebuilt sale
-	before := len(l.ackedIDs())
-	c.run(l, s, shoppersFor(s, 100001, 200), loadOpts{attempts: 10, retryPause: 300 * time.Millisecond})
-	second := len(l.ackedIDs()) - before
-	if second == 0 {
-		r.Violations++
-		t.Errorf("the second wave bought nothing from the rebuilt sale (answers %v)", l.status)
-	}
+	second := c.waveBuys(t, r, l, s, shoppersFor(s, 100001, 200), "the second wave, from the rebuilt sale")
 	c.instancesAlive(t, r, "during the scenario")
 	c.finish(t, r, l, s)
 	r.Note = fmt.Sprintf("warm %d %s; cut of item 0 to %d (postgres %d sold, %d acknowledged) %d %s; live view rebuildWaitsFor %.0f; buyers of queued orders buying again %v; after the rebuild the same cut %d %s, a cut to 990 %d, warm 200; second wave %d answered 202; ",
 		warm.status, warm.str("error"), cut, pgSold0, a0, patch.status, patch.str("error"), waits, again, tooLow.status, tooLow.str("error"), roomy.status, second) + r.Note
+}
+
+// waveBuys runs a wave of shoppers and returns how many it bought; a wave that buys nothing is a
+// violation (the sale did not recover).
+func (c *cluster) waveBuys(t *testing.T, r *result, l *ledger, s sale, shoppers []shopper, what string) int {
+	t.Helper()
+	before := len(l.ackedIDs())
+	c.run(l, s, shoppers, loadOpts{attempts: 10, retryPause: 300 * time.Millisecond})
+	n := len(l.ackedIDs()) - before
+	if n == 0 {
+		r.Violations++
+		t.Errorf("%s bought nothing (answers %v)", what, l.status)
+	}
+	return n
 }
