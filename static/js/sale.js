@@ -191,6 +191,9 @@ export function initSalePage(section) {
     var id = String(o.orderId);
     var e = box.entries[id];
     if (e) {
+      // Listed before the purchase's answer was found lost (my orders lists a QUEUED order at
+      // once): it may be that purchase's all the same.
+      foundLost(e, o.status);
       return e;
     }
     var frag = orderTemplate.content.cloneNode(true);
@@ -217,16 +220,19 @@ export function initSalePage(section) {
       }
     });
     layoutOrders();
-    // A live order of the item, reserved since the lost purchase was sent (a few seconds of
-    // slack for the clocks), is that purchase's.
-    if (state.lostFor !== null && state.lostFor === e.itemId && LIVE_STATUSES[o.status] && e.createdAt >= state.lostSince - 5000) {
-      // The purchase whose answer was lost went through after all.
-      state.lostFor = null;
-      state.queuedFor = o.status === 'QUEUED' ? id : state.queuedFor;
-      say(t('Your purchase of {name} went through after all: the order is below.', { name: e.itemName || itemNames[e.itemId] || t('the item') }), 'ok');
-    }
+    foundLost(e, o.status);
     e.ctl.follow(o);
     return e;
+  }
+
+  // foundLost: a live order of the item, reserved since the lost purchase was sent (a few
+  // seconds of slack for the clocks), is that purchase's, which went through after all.
+  function foundLost(e, status) {
+    if (state.lostFor !== null && state.lostFor === e.itemId && LIVE_STATUSES[status] && e.createdAt >= state.lostSince - 5000) {
+      state.lostFor = null;
+      state.queuedFor = status === 'QUEUED' ? e.id : state.queuedFor;
+      say(t('Your purchase of {name} went through after all: the order is below.', { name: e.itemName || itemNames[e.itemId] || t('the item') }), 'ok');
+    }
   }
 
   function clearOrders() {
