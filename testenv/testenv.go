@@ -20,6 +20,7 @@ import (
 	mrand "math/rand/v2"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -76,13 +77,43 @@ func freePort() (int, error) {
 		if err != nil {
 			continue
 		}
-		if ports.given[port] {
+		if ports.given[port] || !reservePort(port) {
 			continue
 		}
 		ports.given[port] = true
 		return port, nil
 	}
 	return 0, errors.New("no free port on 127.0.0.1")
+}
+
+// portLocks is a file shared by every process on the machine that uses this package: a process
+// holds a POSIX record lock on byte N of it while port N is its own. Each test package runs as a
+// process of its own, and devenv is a child of a test: without it, two of them could pick the same
+// port, the second server failing to start (or, worse, a preflight finding the port taken half a
+// minute after it was chosen). Record locks go with the process: nothing to clean up after a
+// crash, and a forked child does not inherit them.
+var portLocks struct {
+	once sync.Once
+	fd   int // -1: no shared file (then only this process's own picks are kept apart)
+}
+
+// reservePort takes port for this process unless another live process holds it.
+func reservePort(port int) bool {
+	portLocks.once.Do(func() {
+		portLocks.fd = -1
+		path := filepath.Join(os.TempDir(), "flashsale-test-ports.lock")
+		fd, err := syscall.Open(path, syscall.O_RDWR|syscall.O_CREAT|syscall.O_CLOEXEC, 0o666)
+		if err != nil {
+			return
+		}
+		syscall.Fchmod(fd, 0o666) // a test run as another user shares it too
+		portLocks.fd = fd
+	})
+	if portLocks.fd < 0 {
+		return true
+	}
+	lk := syscall.Flock_t{Type: syscall.F_WRLCK, Whence: 0, Start: int64(port), Len: 1}
+	return syscall.FcntlFlock(uintptr(portLocks.fd), syscall.F_SETLK, &lk) == nil
 }
 
 // probePort checks that port (0: any) is free on 127.0.0.1 by binding a socket to it, and returns
