@@ -8,6 +8,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/shop"
 )
 
 // SaleAdmin is what the API needs to change a merchant's sale.
@@ -72,7 +73,7 @@ func (a *API) EditSale(c *gin.Context) {
 		ed.EndsAt = &t
 	}
 	if len(in.Items) > maxEditItems {
-		Error(c, a.Log, services.Errorf(services.CodeInvalidInput, "a sale has at most %d items", maxEditItems))
+		Error(c, a.Log, shop.Errorf(shop.CodeInvalidInput, "a sale has at most %d items", maxEditItems))
 		return
 	}
 	for i, it := range in.Items {
@@ -80,7 +81,7 @@ func (a *API) EditSale(c *gin.Context) {
 		if it.ItemID != nil {
 			id, err := strconv.ParseInt(*it.ItemID, 10, 64)
 			if err != nil || id <= 0 || (*it.ItemID)[0] == '+' {
-				Error(c, a.Log, services.Errorf(services.CodeInvalidInput, "items[%d].itemId must be a positive decimal id", i))
+				Error(c, a.Log, shop.Errorf(shop.CodeInvalidInput, "items[%d].itemId must be a positive decimal id", i))
 				return
 			}
 			e.ItemID = id
@@ -122,7 +123,7 @@ func (a *API) saleAction(c *gin.Context, act func(SaleAdmin, context.Context, in
 
 func (a *API) adminAnswer(c *gin.Context, do func(ctx context.Context, merchantID int64) (services.Sale, error)) {
 	if a.Admin == nil {
-		Error(c, a.Log, services.Errorf(services.CodeInternal, "sale administration is not configured"))
+		Error(c, a.Log, shop.Errorf(shop.CodeInternal, "sale administration is not configured"))
 		return
 	}
 	s, err := do(c.Request.Context(), shopper(c).UserID)

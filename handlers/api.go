@@ -13,6 +13,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/shop"
 )
 
 // Accounts is what the API needs of the account service.
@@ -479,7 +480,7 @@ func (a *API) MyOrders(c *gin.Context) {
 	if v := c.Query("saleId"); v != "" {
 		id, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || id <= 0 {
-			Error(c, a.Log, services.Errorf(services.CodeInvalidInput, "saleId must be a sale id (a positive integer)"))
+			Error(c, a.Log, shop.Errorf(shop.CodeInvalidInput, "saleId must be a sale id (a positive integer)"))
 			return
 		}
 		saleID = id
@@ -541,7 +542,7 @@ type newSaleJSON struct {
 func parseTime(field, s string) (time.Time, error) {
 	t, err := time.Parse(time.RFC3339, s)
 	if err != nil {
-		return time.Time{}, services.Errorf(services.CodeInvalidInput, "%s must be an RFC 3339 time such as 2026-12-01T10:00:00Z", field)
+		return time.Time{}, shop.Errorf(shop.CodeInvalidInput, "%s must be an RFC 3339 time such as 2026-12-01T10:00:00Z", field)
 	}
 	return t, nil
 }

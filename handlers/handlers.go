@@ -16,6 +16,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/shop"
 )
 
 const identityKey = "flashsale.identity"
@@ -33,31 +34,31 @@ func IdentityOf(c *gin.Context) (services.Identity, bool) {
 	return id, ok
 }
 
-var statusOf = map[services.Code]int{
-	services.CodeInvalidInput:         http.StatusBadRequest,
-	services.CodeUnauthenticated:      http.StatusUnauthorized,
-	services.CodeInvalidCredentials:   http.StatusUnauthorized,
-	services.CodeForbidden:            http.StatusForbidden,
-	services.CodeCSRF:                 http.StatusForbidden,
-	services.CodeUnsupportedMediaType: http.StatusUnsupportedMediaType,
-	services.CodeCaptchaFailed:        http.StatusForbidden,
-	services.CodeInvalidPurchaseToken: http.StatusForbidden,
-	services.CodeNotFound:             http.StatusNotFound,
-	services.CodeUsernameTaken:        http.StatusConflict,
-	services.CodeAlreadyPurchased:     http.StatusConflict,
-	services.CodeExpired:              http.StatusConflict,
-	services.CodeNotPayable:           http.StatusConflict,
-	services.CodeNotCancellable:       http.StatusConflict,
-	services.CodeSoldOut:              http.StatusGone,
-	services.CodeSaleEnded:            http.StatusGone,
-	services.CodeNotStarted:           http.StatusTooEarly,
-	services.CodePaused:               http.StatusServiceUnavailable,
-	services.CodeSaleStarted:          http.StatusConflict,
-	services.CodeQuantityTooLow:       http.StatusConflict,
-	services.CodeQueueNotDrained:      http.StatusConflict,
-	services.CodeRateLimited:          http.StatusTooManyRequests,
-	services.CodeUnavailable:          http.StatusServiceUnavailable,
-	services.CodeInternal:             http.StatusInternalServerError,
+var statusOf = map[shop.Code]int{
+	shop.CodeInvalidInput:         http.StatusBadRequest,
+	shop.CodeUnauthenticated:      http.StatusUnauthorized,
+	shop.CodeInvalidCredentials:   http.StatusUnauthorized,
+	shop.CodeForbidden:            http.StatusForbidden,
+	shop.CodeCSRF:                 http.StatusForbidden,
+	shop.CodeUnsupportedMediaType: http.StatusUnsupportedMediaType,
+	shop.CodeCaptchaFailed:        http.StatusForbidden,
+	shop.CodeInvalidPurchaseToken: http.StatusForbidden,
+	shop.CodeNotFound:             http.StatusNotFound,
+	shop.CodeUsernameTaken:        http.StatusConflict,
+	shop.CodeAlreadyPurchased:     http.StatusConflict,
+	shop.CodeExpired:              http.StatusConflict,
+	shop.CodeNotPayable:           http.StatusConflict,
+	shop.CodeNotCancellable:       http.StatusConflict,
+	shop.CodeSoldOut:              http.StatusGone,
+	shop.CodeSaleEnded:            http.StatusGone,
+	shop.CodeNotStarted:           http.StatusTooEarly,
+	shop.CodePaused:               http.StatusServiceUnavailable,
+	shop.CodeSaleStarted:          http.StatusConflict,
+	shop.CodeQuantityTooLow:       http.StatusConflict,
+	shop.CodeQueueNotDrained:      http.StatusConflict,
+	shop.CodeRateLimited:          http.StatusTooManyRequests,
+	shop.CodeUnavailable:          http.StatusServiceUnavailable,
+	shop.CodeInternal:             http.StatusInternalServerError,
 }
 
 // errorBody is the contract's error JSON.
@@ -70,9 +71,9 @@ type errorBody struct {
 // Error is the one place that turns an error into the contract's {"error","message"} body and
 // status. Only server-side failures are logged; a client's mistake is its answer.
 func Error(c *gin.Context, log *slog.Logger, err error) {
-	var e *services.Error
+	var e *shop.Error
 	if !errors.As(err, &e) {
-		e = &services.Error{Code: services.CodeInternal, Message: "internal error", Err: err}
+		e = &shop.Error{Code: shop.CodeInternal, Message: "internal error", Err: err}
 	}
 	status, ok := statusOf[e.Code]
 	if !ok {
@@ -126,8 +127,8 @@ func plainJSON(s string) bool {
 }
 
 // Abort answers with a contract error built from code and message.
-func Abort(c *gin.Context, code services.Code, message string) {
-	Error(c, nil, &services.Error{Code: code, Message: message})
+func Abort(c *gin.Context, code shop.Code, message string) {
+	Error(c, nil, &shop.Error{Code: code, Message: message})
 }
 
 const maxBody = 64 << 10
@@ -137,27 +138,27 @@ const maxBody = 64 << 10
 func decodeJSON(c *gin.Context, v any, allowEmpty bool) error {
 	body, err := io.ReadAll(io.LimitReader(c.Request.Body, maxBody+1))
 	if err != nil {
-		return services.Errorf(services.CodeInvalidInput, "could not read the request body")
+		return shop.Errorf(shop.CodeInvalidInput, "could not read the request body")
 	}
 	if len(body) > maxBody {
-		return services.Errorf(services.CodeInvalidInput, "the request body is larger than 64 KiB")
+		return shop.Errorf(shop.CodeInvalidInput, "the request body is larger than 64 KiB")
 	}
 	if len(strings.TrimSpace(string(body))) == 0 {
 		if allowEmpty {
 			return nil
 		}
-		return services.Errorf(services.CodeInvalidInput, "a JSON object body is required")
+		return shop.Errorf(shop.CodeInvalidInput, "a JSON object body is required")
 	}
 	if trimmed := bytes.TrimSpace(body); trimmed[0] != '{' {
-		return services.Errorf(services.CodeInvalidInput, "malformed JSON body: expected a JSON object")
+		return shop.Errorf(shop.CodeInvalidInput, "malformed JSON body: expected a JSON object")
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return services.Errorf(services.CodeInvalidInput, "malformed JSON body: %s", jsonProblem(err))
+		return shop.Errorf(shop.CodeInvalidInput, "malformed JSON body: %s", jsonProblem(err))
 	}
 	if rest := bytes.TrimSpace(body[dec.InputOffset():]); len(rest) > 0 {
-		return services.Errorf(services.CodeInvalidInput, "malformed JSON body: unexpected data after the JSON value")
+		return shop.Errorf(shop.CodeInvalidInput, "malformed JSON body: unexpected data after the JSON value")
 	}
 	return nil
 }
@@ -186,7 +187,7 @@ func pathID(c *gin.Context, name string) (int64, error) {
 	s := c.Param(name)
 	id, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || id <= 0 || s[0] == '+' {
-		return 0, services.Errorf(services.CodeInvalidInput, "%s must be a positive decimal id", name)
+		return 0, shop.Errorf(shop.CodeInvalidInput, "%s must be a positive decimal id", name)
 	}
 	return id, nil
 }

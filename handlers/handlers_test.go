@@ -12,9 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flashsale/flashsale/shop"
 	"github.com/gin-gonic/gin"
-
-	"github.com/flashsale/flashsale/services"
 )
 
 func init() { gin.SetMode(gin.TestMode) }
@@ -78,8 +77,8 @@ func TestDecodeJSON(t *testing.T) {
 				}
 				return
 			}
-			var e *services.Error
-			if !errors.As(err, &e) || e.Code != services.CodeInvalidInput || e.Message == "" {
+			var e *shop.Error
+			if !errors.As(err, &e) || e.Code != shop.CodeInvalidInput || e.Message == "" {
 				t.Errorf("decodeJSON = %v, want INVALID_INPUT", err)
 			}
 			if len(e.Message) > 300 {
@@ -96,7 +95,7 @@ func TestDecodeJSONOnlyOneObject(t *testing.T) {
 	for _, body := range []string{`null`, `{"username":"abc"}}`, `{"username":"abc"}]`, `{} ]`} {
 		gc, _ := testContext(body)
 		var got creds
-		if err := decodeJSON(gc, &got, false); services.ErrorCode(err) != services.CodeInvalidInput {
+		if err := decodeJSON(gc, &got, false); shop.ErrorCode(err) != shop.CodeInvalidInput {
 			t.Errorf("decodeJSON(%q) = %v, want INVALID_INPUT", body, err)
 		}
 	}
@@ -115,7 +114,7 @@ func TestDecodeJSONMessages(t *testing.T) {
 		gc, _ := testContext(body)
 		var got creds
 		err := decodeJSON(gc, &got, false)
-		var e *services.Error
+		var e *shop.Error
 		if !errors.As(err, &e) || !strings.Contains(e.Message, want) {
 			t.Errorf("decodeJSON(%q) = %v, want a message containing %q", body, err, want)
 		}
@@ -161,39 +160,39 @@ func TestPathID(t *testing.T) {
 			}
 			continue
 		}
-		var e *services.Error
-		if !errors.As(err, &e) || e.Code != services.CodeInvalidInput || got != 0 || !strings.Contains(e.Message, "saleId") {
+		var e *shop.Error
+		if !errors.As(err, &e) || e.Code != shop.CodeInvalidInput || got != 0 || !strings.Contains(e.Message, "saleId") {
 			t.Errorf("pathID(%q) = %d, %v; want INVALID_INPUT naming saleId", c.in, got, err)
 		}
 	}
 }
 
 // allCodes is every code of the contract with its status.
-var allCodes = map[services.Code]int{
-	services.CodeInvalidInput:         400,
-	services.CodeUnauthenticated:      401,
-	services.CodeInvalidCredentials:   401,
-	services.CodeForbidden:            403,
-	services.CodeCSRF:                 403,
-	services.CodeCaptchaFailed:        403,
-	services.CodeInvalidPurchaseToken: 403,
-	services.CodeNotFound:             404,
-	services.CodeUsernameTaken:        409,
-	services.CodeAlreadyPurchased:     409,
-	services.CodeExpired:              409,
-	services.CodeNotPayable:           409,
-	services.CodeNotCancellable:       409,
-	services.CodeSoldOut:              410,
-	services.CodeSaleEnded:            410,
-	services.CodeNotStarted:           425,
-	services.CodePaused:               503,
-	services.CodeSaleStarted:          409,
-	services.CodeQuantityTooLow:       409,
-	services.CodeQueueNotDrained:      409,
-	services.CodeRateLimited:          429,
-	services.CodeUnavailable:          503,
-	services.CodeInternal:             500,
-	services.CodeUnsupportedMediaType: 415,
+var allCodes = map[shop.Code]int{
+	shop.CodeInvalidInput:         400,
+	shop.CodeUnauthenticated:      401,
+	shop.CodeInvalidCredentials:   401,
+	shop.CodeForbidden:            403,
+	shop.CodeCSRF:                 403,
+	shop.CodeCaptchaFailed:        403,
+	shop.CodeInvalidPurchaseToken: 403,
+	shop.CodeNotFound:             404,
+	shop.CodeUsernameTaken:        409,
+	shop.CodeAlreadyPurchased:     409,
+	shop.CodeExpired:              409,
+	shop.CodeNotPayable:           409,
+	shop.CodeNotCancellable:       409,
+	shop.CodeSoldOut:              410,
+	shop.CodeSaleEnded:            410,
+	shop.CodeNotStarted:           425,
+	shop.CodePaused:               503,
+	shop.CodeSaleStarted:          409,
+	shop.CodeQuantityTooLow:       409,
+	shop.CodeQueueNotDrained:      409,
+	shop.CodeRateLimited:          429,
+	shop.CodeUnavailable:          503,
+	shop.CodeInternal:             500,
+	shop.CodeUnsupportedMediaType: 415,
 }
 
 type answer struct {
@@ -226,7 +225,7 @@ func TestErrorMapsEveryCode(t *testing.T) {
 		t.Errorf("statusOf has %d codes, the contract %d", len(statusOf), len(allCodes))
 	}
 	for code, status := range allCodes {
-		a := runError(t, nil, &services.Error{Code: code, Message: "because " + string(code)})
+		a := runError(t, nil, &shop.Error{Code: code, Message: "because " + string(code)})
 		if a.status != status || a.body.Error != string(code) || a.body.Message != "because "+string(code) || !a.aborted {
 			t.Errorf("%s: %d %s (aborted %v), want %d", code, a.status, a.raw, a.aborted, status)
 		}
@@ -238,7 +237,7 @@ func TestErrorMapsEveryCode(t *testing.T) {
 			t.Errorf("%s: Retry-After = %q, want %q", code, a.retryAfter, wantRetry)
 		}
 		// Wrapped, it maps the same.
-		if b := runError(t, nil, fmt.Errorf("context: %w", &services.Error{Code: code, Message: "m"})); b.status != status || b.body.Error != string(code) {
+		if b := runError(t, nil, fmt.Errorf("context: %w", &shop.Error{Code: code, Message: "m"})); b.status != status || b.body.Error != string(code) {
 			t.Errorf("wrapped %s: %d %s", code, b.status, b.raw)
 		}
 	}
@@ -247,18 +246,18 @@ func TestErrorMapsEveryCode(t *testing.T) {
 func TestErrorRetryAfter(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
-		code  services.Code
+		code  shop.Code
 		after time.Duration
 		want  string
 	}{
-		{services.CodeNotStarted, 90 * time.Second, "90"},
-		{services.CodeNotStarted, 1500 * time.Millisecond, "2"}, // rounded up, never 1 early
-		{services.CodeNotStarted, time.Millisecond, "1"},
-		{services.CodeRateLimited, 3 * time.Second, "3"},
-		{services.CodeUnavailable, 5 * time.Second, "5"},
-		{services.CodeUnavailable, 0, "1"},
+		{shop.CodeNotStarted, 90 * time.Second, "90"},
+		{shop.CodeNotStarted, 1500 * time.Millisecond, "2"}, // rounded up, never 1 early
+		{shop.CodeNotStarted, time.Millisecond, "1"},
+		{shop.CodeRateLimited, 3 * time.Second, "3"},
+		{shop.CodeUnavailable, 5 * time.Second, "5"},
+		{shop.CodeUnavailable, 0, "1"},
 	} {
-		a := runError(t, nil, &services.Error{Code: c.code, Message: "m", RetryAfter: c.after})
+		a := runError(t, nil, &shop.Error{Code: c.code, Message: "m", RetryAfter: c.after})
 		if a.retryAfter != c.want {
 			t.Errorf("%s after %v: Retry-After = %q, want %q", c.code, c.after, a.retryAfter, c.want)
 		}
@@ -286,11 +285,11 @@ func TestErrorUnknownIsInternal(t *testing.T) {
 
 	// A client's mistake is its answer, not a log line; a 503 is logged.
 	logged.Reset()
-	runError(t, log, services.Errorf(services.CodeSoldOut, "sold out"))
+	runError(t, log, shop.Errorf(shop.CodeSoldOut, "sold out"))
 	if logged.Len() != 0 {
 		t.Errorf("a 410 was logged: %q", logged.String())
 	}
-	runError(t, log, &services.Error{Code: services.CodeUnavailable, Message: "m", Err: errors.New("redis down")})
+	runError(t, log, &shop.Error{Code: shop.CodeUnavailable, Message: "m", Err: errors.New("redis down")})
 	if !strings.Contains(logged.String(), "redis down") {
 		t.Errorf("a 503 was not logged with its cause: %q", logged.String())
 	}
@@ -299,7 +298,7 @@ func TestErrorUnknownIsInternal(t *testing.T) {
 func TestAbort(t *testing.T) {
 	t.Parallel()
 	gc, w := testContext("")
-	Abort(gc, services.CodeCSRF, "missing header")
+	Abort(gc, shop.CodeCSRF, "missing header")
 	if w.Code != 403 || !gc.IsAborted() || w.Body.String() != `{"error":"CSRF","message":"missing header"}` {
 		t.Errorf("Abort = %d %s (aborted %v)", w.Code, w.Body.String(), gc.IsAborted())
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/views"
 )
 
@@ -64,7 +65,7 @@ func (langCatalog) Cached(_ context.Context, id int64) (services.Sale, error) {
 	if id == langSale.ID {
 		return langSale, nil
 	}
-	return services.Sale{}, services.Errorf(services.CodeNotFound, "no sale %d", id)
+	return services.Sale{}, shop.Errorf(shop.CodeNotFound, "no sale %d", id)
 }
 
 func (langCatalog) Upcoming(context.Context, string) ([]services.Sale, string, error) {

@@ -8,6 +8,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/shop"
 )
 
 // SaleLive is what the API needs for the merchant's live view of a sale.
@@ -100,7 +101,7 @@ func (a *API) AdminLive(c *gin.Context) {
 		return
 	}
 	if a.Live == nil {
-		Error(c, a.Log, services.Errorf(services.CodeInternal, "the live view is not configured"))
+		Error(c, a.Log, shop.Errorf(shop.CodeInternal, "the live view is not configured"))
 		return
 	}
 	v, err := a.Live.Live(c.Request.Context(), shopper(c).UserID, saleID)

@@ -12,6 +12,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 )
 
@@ -94,7 +95,7 @@ func TestAdminLiveJSON(t *testing.T) {
 
 func TestAdminLiveErrors(t *testing.T) {
 	t.Parallel()
-	f := &fakeLive{err: services.Errorf(services.CodeNotFound, "no sale 7")}
+	f := &fakeLive{err: shop.Errorf(shop.CodeNotFound, "no sale 7")}
 	if rec := serveLive(t, f, "7"); rec.Code != http.StatusNotFound {
 		t.Errorf("another merchant's sale: %d %s", rec.Code, rec.Body)
 	}

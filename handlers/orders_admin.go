@@ -11,6 +11,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/shop"
 )
 
 // SaleOrders is what the API needs for a merchant's orders of a sale.
@@ -60,7 +61,7 @@ func (a *API) AdminOrders(c *gin.Context) {
 	if v := c.Query("userId"); v != "" {
 		id, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || id <= 0 || v[0] == '+' {
-			Error(c, a.Log, services.Errorf(services.CodeInvalidInput, "userId must be a user id (a positive integer)"))
+			Error(c, a.Log, shop.Errorf(shop.CodeInvalidInput, "userId must be a user id (a positive integer)"))
 			return
 		}
 		userID = id

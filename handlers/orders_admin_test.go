@@ -14,6 +14,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/shop"
 )
 
 // fakeExport makes orders on demand, chunk by chunk, and remembers how many it had produced at
@@ -107,7 +108,7 @@ func TestAdminOrdersCSVStreams(t *testing.T) {
 
 func TestAdminOrdersCSVNotOwner(t *testing.T) {
 	t.Parallel()
-	src := &fakeExport{total: 10, chunk: 5, ownErr: services.Errorf(services.CodeNotFound, "no sale 7")}
+	src := &fakeExport{total: 10, chunk: 5, ownErr: shop.Errorf(shop.CodeNotFound, "no sale 7")}
 	rec := httptest.NewRecorder()
 	c, _ := gin.CreateTestContext(rec)
 	c.Request = httptest.NewRequest(http.MethodGet, "/api/admin/sales/7/orders.csv", nil)

@@ -15,6 +15,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/views"
 )
 
@@ -87,7 +88,7 @@ func (p *Pages) Home(c *gin.Context) {
 	// not give out (an old or edited link) shows the first page.
 	cursor := c.Query("cursor")
 	sales, next, err := p.Catalog.Upcoming(c.Request.Context(), cursor)
-	if services.ErrorCode(err) == services.CodeInvalidInput {
+	if shop.ErrorCode(err) == shop.CodeInvalidInput {
 		cursor = ""
 		sales, next, err = p.Catalog.Upcoming(c.Request.Context(), "")
 	}
@@ -147,7 +148,7 @@ func (p *Pages) Sale(c *gin.Context) {
 		return
 	}
 	s, err := p.Catalog.Cached(c.Request.Context(), id)
-	if services.ErrorCode(err) == services.CodeNotFound {
+	if shop.ErrorCode(err) == shop.CodeNotFound {
 		p.NotFound(c)
 		return
 	}
@@ -205,7 +206,7 @@ func (p *Pages) AdminSaleOrders(c *gin.Context) {
 // NotFound answers unknown pages with a page, and unknown API routes with the contract's JSON.
 func (p *Pages) NotFound(c *gin.Context) {
 	if strings.HasPrefix(c.Request.URL.Path, "/api/") {
-		Abort(c, services.CodeNotFound, "no such route: "+c.Request.Method+" "+c.Request.URL.Path)
+		Abort(c, shop.CodeNotFound, "no such route: "+c.Request.Method+" "+c.Request.URL.Path)
 		return
 	}
 	p.renderLocalized(c, http.StatusNotFound, "no-store", func(l views.Locale) templ.Component {

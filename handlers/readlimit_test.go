@@ -13,6 +13,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/shop"
 )
 
 // countingCatalog counts every lookup the public reads make (a nil Catalog panics on any other).
@@ -23,7 +24,7 @@ type countingCatalog struct {
 
 func (c *countingCatalog) Cached(context.Context, int64) (services.Sale, error) {
 	c.calls.Add(1)
-	return services.Sale{}, services.Errorf(services.CodeNotFound, "no sale")
+	return services.Sale{}, shop.Errorf(shop.CodeNotFound, "no sale")
 }
 
 func (c *countingCatalog) Upcoming(context.Context, string) ([]services.Sale, string, error) {
@@ -33,7 +34,7 @@ func (c *countingCatalog) Upcoming(context.Context, string) ([]services.Sale, st
 
 func (c *countingCatalog) Displayed(context.Context, int64) (services.DisplayedStock, error) {
 	c.calls.Add(1)
-	return services.DisplayedStock{}, services.Errorf(services.CodeNotFound, "no sale")
+	return services.DisplayedStock{}, shop.Errorf(shop.CodeNotFound, "no sale")
 }
 
 // countingShop counts the order lookups.
@@ -44,7 +45,7 @@ type countingShop struct {
 
 func (s *countingShop) Order(context.Context, int64, string) (services.OrderView, error) {
 	s.calls.Add(1)
-	return services.OrderView{}, services.Errorf(services.CodeNotFound, "no order")
+	return services.OrderView{}, shop.Errorf(shop.CodeNotFound, "no order")
 }
 
 func (s *countingShop) MyOrders(context.Context, int64, int64, string) ([]services.OrderView, string, error) {
@@ -57,10 +58,10 @@ func (s *countingShop) MyOrders(context.Context, int64, int64, string) ([]servic
 // the real limiter, one address gets its burst and then 429s.
 func TestPublicReadsAskTheRateLimitFirst(t *testing.T) {
 	t.Parallel()
-	cat, shop := &countingCatalog{}, &countingShop{}
+	cat, buyer := &countingCatalog{}, &countingShop{}
 	log := slog.New(slog.DiscardHandler)
 	var limiter ReadLimiter = refuseAll{}
-	api := &API{Catalog: cat, Shop: shop, Log: log, Now: time.Now}
+	api := &API{Catalog: cat, Shop: buyer, Log: log, Now: time.Now}
 	pages := &Pages{Catalog: cat, Log: log, Now: time.Now}
 	r := gin.New()
 	r.Use(func(c *gin.Context) { SetIdentity(c, services.Identity{UserID: 7, Role: services.RoleShopper}) })
@@ -84,21 +85,21 @@ func TestPublicReadsAskTheRateLimitFirst(t *testing.T) {
 	for _, p := range paths {
 		get(p)
 	}
-	if got := cat.calls.Load() + shop.calls.Load(); got != int64(len(paths)) {
+	if got := cat.calls.Load() + buyer.calls.Load(); got != int64(len(paths)) {
 		t.Fatalf("without a limit: %d lookups for %d reads", got, len(paths))
 	}
 	cat.calls.Store(0)
-	shop.calls.Store(0)
+	buyer.calls.Store(0)
 
 	api.Reads, pages.Reads = limiter, limiter
 	for _, p := range paths {
 		w := get(p)
 		if w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") != "3" ||
-			w.Header().Get("Cache-Control") != "no-store" || !jsonError(w, services.CodeRateLimited) {
+			w.Header().Get("Cache-Control") != "no-store" || !jsonError(w, shop.CodeRateLimited) {
 			t.Errorf("GET %s over the limit: %d %v %s, want 429 RATE_LIMITED, Retry-After 3, no-store", p, w.Code, w.Header(), w.Body)
 		}
 	}
-	if got := cat.calls.Load() + shop.calls.Load(); got != 0 {
+	if got := cat.calls.Load() + buyer.calls.Load(); got != 0 {
 		t.Errorf("%d lookups made for reads over the limit, want none", got)
 	}
 
@@ -134,9 +135,9 @@ func TestPublicReadsAskTheRateLimitFirst(t *testing.T) {
 type refuseAll struct{}
 
 func (refuseAll) AllowRead(string) error {
-	return &services.Error{Code: services.CodeRateLimited, Message: "slow down", RetryAfter: 2500 * time.Millisecond}
+	return &shop.Error{Code: shop.CodeRateLimited, Message: "slow down", RetryAfter: 2500 * time.Millisecond}
 }
 
-func jsonError(w *httptest.ResponseRecorder, code services.Code) bool {
+func jsonError(w *httptest.ResponseRecorder, code shop.Code) bool {
 	return w.Header().Get("Content-Type") == jsonType && strings.Contains(w.Body.String(), `"error":"`+string(code)+`"`)
 }

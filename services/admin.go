@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 )
 
@@ -20,7 +21,7 @@ const (
 )
 
 // errPaused answers a purchase or a purchase token while the merchant has paused the sale.
-var errPaused = &Error{Code: CodePaused, RetryAfter: 5 * time.Second,
+var errPaused = &shop.Error{Code: shop.CodePaused, RetryAfter: 5 * time.Second,
 	Message: "the merchant has paused this sale for a moment; nothing was reserved and your place is not lost: try again when it resumes"}
 
 // SaleEdit is a merchant's partial change of a sale: nil fields stay as they are.
@@ -47,10 +48,10 @@ type ItemEdit struct {
 
 func validDescription(s string) error {
 	if !utf8.ValidString(s) {
-		return Errorf(CodeInvalidInput, "description must be valid UTF-8")
+		return shop.Errorf(shop.CodeInvalidInput, "description must be valid UTF-8")
 	}
 	if utf8.RuneCountInString(s) > maxDescriptionRunes {
-		return Errorf(CodeInvalidInput, "description must be at most %d characters", maxDescriptionRunes)
+		return shop.Errorf(shop.CodeInvalidInput, "description must be at most %d characters", maxDescriptionRunes)
 	}
 	return nil
 }
@@ -59,7 +60,7 @@ func validImageURL(field, s string) error {
 	u, err := url.Parse(s)
 	if err != nil || u.Scheme != "https" || u.Host == "" || len(s) > maxImageURLBytes || u.User != nil ||
 		strings.ContainsAny(s, " \t\r\n\"'<>") {
-		return Errorf(CodeInvalidInput, "%s must be an https:// address of at most %d characters", field, maxImageURLBytes)
+		return shop.Errorf(shop.CodeInvalidInput, "%s must be an https:// address of at most %d characters", field, maxImageURLBytes)
 	}
 	return nil
 }
@@ -77,11 +78,11 @@ func optText(s string) *string {
 func checkWindow(starts, ends, now time.Time) error {
 	switch {
 	case !ends.After(starts):
-		return Errorf(CodeInvalidInput, "endsAt must be after startsAt")
+		return shop.Errorf(shop.CodeInvalidInput, "endsAt must be after startsAt")
 	case ends.Sub(starts) > maxSaleLength:
-		return Errorf(CodeInvalidInput, "a sale lasts at most 30 days")
+		return shop.Errorf(shop.CodeInvalidInput, "a sale lasts at most 30 days")
 	case starts.Year() > 9999 || starts.Year() < 2000:
-		return Errorf(CodeInvalidInput, "startsAt is out of range")
+		return shop.Errorf(shop.CodeInvalidInput, "startsAt is out of range")
 	}
 	return nil
 }
@@ -139,13 +140,13 @@ func (s *Sales) Warm(ctx context.Context, merchantID, saleID int64) (Sale, error
 		return Sale{}, err
 	}
 	if row.MerchantID != merchantID {
-		return Sale{}, Errorf(CodeNotFound, "no sale %d", saleID)
+		return Sale{}, shop.Errorf(shop.CodeNotFound, "no sale %d", saleID)
 	}
 	if row.RedisEpoch == 0 || beforeStart(row.StartsAt, s.now()) {
 		// Never loaded, or not started: no reservation of it exists anywhere, Postgres is
 		// complete.
 		if _, err := s.loader.LoadFirst(ctx, saleID); err != nil {
-			return Sale{}, unavailable(err)
+			return Sale{}, shop.Unavailable(err)
 		}
 	} else if err := s.loader.Rebuild(ctx, saleID, s.queue); err != nil {
 		return Sale{}, err
@@ -161,7 +162,7 @@ func (s *Sales) change(ctx context.Context, merchantID, saleID int64, edit func(
 	var raised []int64
 	row, err := s.db.EditSale(ctx, saleID, func(cur store.Sale) (store.Sale, error) {
 		if cur.MerchantID != merchantID {
-			return store.Sale{}, Errorf(CodeNotFound, "no sale %d", saleID)
+			return store.Sale{}, shop.Errorf(shop.CodeNotFound, "no sale %d", saleID)
 		}
 		return edit(cur, now)
 	}, func(old, next store.Sale) error {
@@ -179,14 +180,14 @@ func (s *Sales) change(ctx context.Context, merchantID, saleID int64, edit func(
 			}
 		}
 		if errors.Is(err, store.ErrAdjustTooLow) {
-			return Errorf(CodeQuantityTooLow, "item %d: %d units are neither sold nor held by a reservation in flight; its quantity cannot go lower by more than that",
+			return shop.Errorf(shop.CodeQuantityTooLow, "item %d: %d units are neither sold nor held by a reservation in flight; its quantity cannot go lower by more than that",
 				res.ItemID, res.Left)
 		}
 		if err != nil {
 			// The Redis step's outcome is unknown (Redis may have taken it and the reply was
 			// lost): store.Adjust has marked the sale lost, so the rebuild from Postgres, where
 			// this transaction rolls back, replaces whatever Redis took.
-			return unavailable(err)
+			return shop.Unavailable(err)
 		}
 		applied, raised = res.Applied, up
 		return nil
@@ -199,14 +200,14 @@ func (s *Sales) change(ctx context.Context, merchantID, saleID int64, edit func(
 				s.log.Error("sale edit not committed after redis applied it, and marking the sale lost failed", "sale", saleID, "err", lerr)
 			}
 		}
-		var e *Error
+		var e *shop.Error
 		switch {
 		case errors.As(err, &e):
 			return Sale{}, e
 		case errors.Is(err, store.ErrNotFound):
-			return Sale{}, Errorf(CodeNotFound, "no sale %d", saleID)
+			return Sale{}, shop.Errorf(shop.CodeNotFound, "no sale %d", saleID)
 		}
-		return Sale{}, unavailable(err)
+		return Sale{}, shop.Unavailable(err)
 	}
 	s.forget(row)
 	s.announce(row)
@@ -329,13 +330,13 @@ func applyEdit(cur store.Sale, in SaleEdit, now time.Time) (store.Sale, error) {
 	}
 	if in.StartsAt != nil && !in.StartsAt.Equal(cur.StartsAt) {
 		if started {
-			return next, Errorf(CodeSaleStarted, "the sale has started: its start cannot move")
+			return next, shop.Errorf(shop.CodeSaleStarted, "the sale has started: its start cannot move")
 		}
 		next.StartsAt = in.StartsAt.UTC()
 	}
 	if in.EndsAt != nil && !in.EndsAt.Equal(cur.EndsAt) {
 		if !in.EndsAt.After(now) {
-			return next, Errorf(CodeInvalidInput, "endsAt must be in the future (to end the sale now, use its end action)")
+			return next, shop.Errorf(shop.CodeInvalidInput, "endsAt must be in the future (to end the sale now, use its end action)")
 		}
 		next.EndsAt = in.EndsAt.UTC()
 	}
@@ -346,25 +347,25 @@ func applyEdit(cur store.Sale, in SaleEdit, now time.Time) (store.Sale, error) {
 	}
 	if w := in.PaymentWindowSeconds; w != nil {
 		if *w < 1 || *w > 86400 {
-			return next, Errorf(CodeInvalidInput, "paymentWindowSeconds must be between 1 and 86400 (a day)")
+			return next, shop.Errorf(shop.CodeInvalidInput, "paymentWindowSeconds must be between 1 and 86400 (a day)")
 		}
 		next.PaymentWindowSeconds = *w
 	}
 	if l := in.PurchaseLimit; l != nil && *l != cur.PurchaseLimit {
 		if *l != store.LimitPerSale && *l != store.LimitPerItem {
-			return next, Errorf(CodeInvalidInput, "purchaseLimit must be %q (one unit per shopper in the whole sale) or %q (one per shopper and item)", store.LimitPerSale, store.LimitPerItem)
+			return next, shop.Errorf(shop.CodeInvalidInput, "purchaseLimit must be %q (one unit per shopper in the whole sale) or %q (one per shopper and item)", store.LimitPerSale, store.LimitPerItem)
 		}
 		if started {
-			return next, Errorf(CodeSaleStarted, "the sale has started: its purchase limit cannot change")
+			return next, shop.Errorf(shop.CodeSaleStarted, "the sale has started: its purchase limit cannot change")
 		}
 		next.PurchaseLimit = *l
 	}
 	if c := in.Currency; c != nil && *c != cur.Currency {
 		if *c != "CNY" && *c != "USD" && *c != "EUR" {
-			return next, Errorf(CodeInvalidInput, "currency must be one of CNY, USD or EUR")
+			return next, shop.Errorf(shop.CodeInvalidInput, "currency must be one of CNY, USD or EUR")
 		}
 		if started {
-			return next, Errorf(CodeSaleStarted, "the sale has started: its currency cannot change")
+			return next, shop.Errorf(shop.CodeSaleStarted, "the sale has started: its currency cannot change")
 		}
 		next.Currency = *c
 	}
@@ -378,18 +379,18 @@ func applyEdit(cur store.Sale, in SaleEdit, now time.Time) (store.Sale, error) {
 		var it store.Item
 		if e.ItemID == 0 {
 			if started {
-				return next, Errorf(CodeSaleStarted, "the sale has started: items cannot be added")
+				return next, shop.Errorf(shop.CodeSaleStarted, "the sale has started: items cannot be added")
 			}
 			if e.Name == nil || e.PriceCents == nil || e.Quantity == nil {
-				return next, Errorf(CodeInvalidInput, "%s: a new item needs name, priceCents and quantity", field)
+				return next, shop.Errorf(shop.CodeInvalidInput, "%s: a new item needs name, priceCents and quantity", field)
 			}
 		} else {
 			j, ok := index[e.ItemID]
 			if !ok {
-				return next, Errorf(CodeInvalidInput, "%s.itemId %d is not an item of this sale", field, e.ItemID)
+				return next, shop.Errorf(shop.CodeInvalidInput, "%s.itemId %d is not an item of this sale", field, e.ItemID)
 			}
 			if seen[e.ItemID] {
-				return next, Errorf(CodeInvalidInput, "%s.itemId %d is named twice", field, e.ItemID)
+				return next, shop.Errorf(shop.CodeInvalidInput, "%s.itemId %d is named twice", field, e.ItemID)
 			}
 			seen[e.ItemID] = true
 			it = next.Items[j]
@@ -402,16 +403,16 @@ func applyEdit(cur store.Sale, in SaleEdit, now time.Time) (store.Sale, error) {
 		}
 		if p := e.PriceCents; p != nil {
 			if *p < 0 || *p > maxPriceCents {
-				return next, Errorf(CodeInvalidInput, "%s.priceCents must be between 0 and %d", field, int64(maxPriceCents))
+				return next, shop.Errorf(shop.CodeInvalidInput, "%s.priceCents must be between 0 and %d", field, int64(maxPriceCents))
 			}
 			it.PriceCents = *p
 		}
 		if q := e.Quantity; q != nil {
 			if *q < 1 || *q > maxQuantity {
-				return next, Errorf(CodeInvalidInput, "%s.quantity must be between 1 and %d", field, maxQuantity)
+				return next, shop.Errorf(shop.CodeInvalidInput, "%s.quantity must be between 1 and %d", field, maxQuantity)
 			}
 			if *q < int64(it.Sold) {
-				return next, Errorf(CodeQuantityTooLow, "%s.quantity cannot go below the %d units already sold", field, it.Sold)
+				return next, shop.Errorf(shop.CodeQuantityTooLow, "%s.quantity cannot go below the %d units already sold", field, it.Sold)
 			}
 			it.Quantity = int(*q)
 		}
@@ -430,7 +431,7 @@ func applyEdit(cur store.Sale, in SaleEdit, now time.Time) (store.Sale, error) {
 		}
 	}
 	if len(next.Items) > maxItemsPerSale {
-		return next, Errorf(CodeInvalidInput, "a sale has at most %d items", maxItemsPerSale)
+		return next, shop.Errorf(shop.CodeInvalidInput, "a sale has at most %d items", maxItemsPerSale)
 	}
 	return next, nil
 }
@@ -447,7 +448,7 @@ func (s *Sales) checkPaused(ctx context.Context, sale store.Sale) error {
 		return s.stock.Paused(ctx, sale.ID)
 	})
 	if err != nil {
-		return unavailable(err)
+		return shop.Unavailable(err)
 	}
 	if paused {
 		return errPaused

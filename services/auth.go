@@ -24,6 +24,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 )
 
@@ -140,10 +141,10 @@ func (a *Auth) Issue(id Identity) (string, error) {
 // decimal user id, role shopper or merchant.
 func (a *Auth) Verify(token string) (Identity, error) {
 	if token == "" || len(token) > 4096 {
-		return Identity{}, Errorf(CodeUnauthenticated, "a valid bearer token or session cookie is required")
+		return Identity{}, shop.Errorf(shop.CodeUnauthenticated, "a valid bearer token or session cookie is required")
 	}
 	if a.revoked.has(token) {
-		return Identity{}, Errorf(CodeUnauthenticated, "this session has ended (logged out); log in again")
+		return Identity{}, shop.Errorf(shop.CodeUnauthenticated, "this session has ended (logged out); log in again")
 	}
 	slot := a.slot(token)
 	if v := slot.Load(); v != nil && v.token == token && a.now().Before(v.exp) {
@@ -350,10 +351,10 @@ func (a *Auth) verify(token string) (Identity, time.Time, error) {
 	// a positive decimal in its canonical form: ParseInt would also take "+7" and "007"
 	uid, err := strconv.ParseInt(c.Subject, 10, 64)
 	if err != nil || uid <= 0 || c.Subject[0] < '1' || c.Subject[0] > '9' {
-		return Identity{}, time.Time{}, Errorf(CodeUnauthenticated, "the token's subject is not a user id")
+		return Identity{}, time.Time{}, shop.Errorf(shop.CodeUnauthenticated, "the token's subject is not a user id")
 	}
 	if c.Role != RoleShopper && c.Role != RoleMerchant {
-		return Identity{}, time.Time{}, Errorf(CodeUnauthenticated, "the token's role is unknown")
+		return Identity{}, time.Time{}, shop.Errorf(shop.CodeUnauthenticated, "the token's role is unknown")
 	}
 	// The parser allowed 5 s of leeway past exp; the cache allows none beyond it.
 	return Identity{UserID: uid, Role: c.Role}, c.ExpiresAt.Add(tokenLeeway), nil
@@ -374,22 +375,22 @@ func (a *Auth) parse(token string, c *claims) error {
 		if errors.Is(err, jwt.ErrTokenExpired) {
 			msg = "the token has expired; log in again"
 		}
-		return &Error{Code: CodeUnauthenticated, Message: msg, Err: err}
+		return &shop.Error{Code: shop.CodeUnauthenticated, Message: msg, Err: err}
 	}
 	return nil
 }
 
 func validCredentials(username, password string) error {
 	if n := utf8.RuneCountInString(username); n < 3 || n > 32 {
-		return Errorf(CodeInvalidInput, "username must be 3 to 32 characters")
+		return shop.Errorf(shop.CodeInvalidInput, "username must be 3 to 32 characters")
 	}
 	for _, r := range username {
 		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.') {
-			return Errorf(CodeInvalidInput, "username may hold only letters, digits, '_', '-' and '.'")
+			return shop.Errorf(shop.CodeInvalidInput, "username may hold only letters, digits, '_', '-' and '.'")
 		}
 	}
 	if len(password) < 8 || len(password) > 72 || strings.ContainsRune(password, 0) {
-		return Errorf(CodeInvalidInput, "password must be 8 to 72 bytes")
+		return shop.Errorf(shop.CodeInvalidInput, "password must be 8 to 72 bytes")
 	}
 	return nil
 }
@@ -408,7 +409,7 @@ func (a *Auth) hashSlot(ip string) (release func(), err error) {
 		a.hashMu.Lock()
 		if a.hashBy[client] >= share {
 			a.hashMu.Unlock()
-			return nil, &Error{Code: CodeRateLimited, Message: "a login from your address is already in progress; try again in a moment", RetryAfter: time.Second}
+			return nil, &shop.Error{Code: shop.CodeRateLimited, Message: "a login from your address is already in progress; try again in a moment", RetryAfter: time.Second}
 		}
 		if a.hashBy == nil {
 			a.hashBy = map[string]int{}
@@ -421,7 +422,7 @@ func (a *Auth) hashSlot(ip string) (release func(), err error) {
 		return func() { <-a.hashing; a.hashDone(client) }, nil
 	default:
 		a.hashDone(client)
-		return nil, &Error{Code: CodeUnavailable, Message: "too many logins at once; try again in a moment", RetryAfter: time.Second}
+		return nil, &shop.Error{Code: shop.CodeUnavailable, Message: "too many logins at once; try again in a moment", RetryAfter: time.Second}
 	}
 }
 
@@ -443,11 +444,11 @@ func (a *Auth) NewCaptcha(ctx context.Context, ip string) (id, image string, err
 		return "", "", err
 	}
 	if a.captcha == nil {
-		return "", "", Errorf(CodeUnavailable, "registration is closed")
+		return "", "", shop.Errorf(shop.CodeUnavailable, "registration is closed")
 	}
 	id, img, err := a.captcha.New(ctx, RegistrationUser, RegistrationSale)
 	if err != nil {
-		return "", "", unavailable(err)
+		return "", "", shop.Unavailable(err)
 	}
 	return id, img, nil
 }
@@ -461,13 +462,13 @@ func (a *Auth) Register(ctx context.Context, username, password, captchaID, answ
 	if err := a.limiter.AllowAuth(ctx, AuthRegister, ip, username); err != nil {
 		return "", Identity{}, err
 	}
-	failed := Errorf(CodeCaptchaFailed, "the captcha answer is wrong or expired; get a new captcha")
+	failed := shop.Errorf(shop.CodeCaptchaFailed, "the captcha answer is wrong or expired; get a new captcha")
 	if a.captcha == nil || captchaID == "" || len(captchaID) > 128 || len(answer) > 64 {
 		return "", Identity{}, failed
 	}
 	ok, err := a.captcha.Verify(ctx, RegistrationUser, RegistrationSale, captchaID, answer)
 	if err != nil {
-		return "", Identity{}, unavailable(err)
+		return "", Identity{}, shop.Unavailable(err)
 	}
 	if !ok {
 		return "", Identity{}, failed
@@ -504,9 +505,9 @@ func (a *Auth) addUser(ctx context.Context, username, password, role, ip string)
 	u := store.User{Username: username, PasswordHash: string(hash), Role: role}
 	if err := a.db.CreateUser(ctx, &u); err != nil {
 		if errors.Is(err, store.ErrConflict) {
-			return store.User{}, Errorf(CodeUsernameTaken, "the username %q is taken", username)
+			return store.User{}, shop.Errorf(shop.CodeUsernameTaken, "the username %q is taken", username)
 		}
-		return store.User{}, unavailable(err)
+		return store.User{}, shop.Unavailable(err)
 	}
 	return u, nil
 }
@@ -524,7 +525,7 @@ var dummyHash = sync.OnceValue(func() []byte {
 // Login checks a username (case-insensitively) and password from a client at ip and returns a
 // token.
 func (a *Auth) Login(ctx context.Context, username, password, ip string) (string, Identity, error) {
-	bad := Errorf(CodeInvalidCredentials, "wrong username or password")
+	bad := shop.Errorf(shop.CodeInvalidCredentials, "wrong username or password")
 	if username == "" || len(username) > 64 || len(password) > 72 || strings.ContainsRune(username, 0) {
 		return "", Identity{}, bad
 	}
@@ -542,7 +543,7 @@ func (a *Auth) Login(ctx context.Context, username, password, ip string) (string
 	case errors.Is(err, store.ErrNotFound):
 		hash = dummyHash()
 	case err != nil:
-		return "", Identity{}, unavailable(err)
+		return "", Identity{}, shop.Unavailable(err)
 	}
 	if bcrypt.CompareHashAndPassword(hash, []byte(password)) != nil || u.ID == 0 {
 		return "", Identity{}, bad
@@ -564,7 +565,7 @@ func (a *Auth) Logout(ctx context.Context, token string) error {
 	}
 	exp := c.ExpiresAt.Add(5 * time.Second)
 	if err := a.revoked.add(ctx, token, exp, a.ttl); err != nil {
-		return unavailable(err)
+		return shop.Unavailable(err)
 	}
 	return nil
 }
@@ -735,7 +736,7 @@ func (a *Auth) Username(ctx context.Context, userID int64) (string, error) {
 		return "", nil
 	}
 	if err != nil {
-		return "", unavailable(err)
+		return "", shop.Unavailable(err)
 	}
 	return name, nil
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flashsale/flashsale/shop"
 	"github.com/golang-jwt/jwt/v5"
 )
 
@@ -52,8 +53,8 @@ func TestAuthIssueVerify(t *testing.T) {
 		t.Errorf("3 s after exp (within leeway): %v", err)
 	}
 	_, err := NewAuth(nil, testSecret, time.Hour, fixedNow(now.Add(time.Hour+10*time.Second))).Verify(tok)
-	var e *Error
-	if !errors.As(err, &e) || e.Code != CodeUnauthenticated || !strings.Contains(e.Message, "expired") {
+	var e *shop.Error
+	if !errors.As(err, &e) || e.Code != shop.CodeUnauthenticated || !strings.Contains(e.Message, "expired") {
 		t.Errorf("10 s after exp: %v, want UNAUTHENTICATED saying expired", err)
 	}
 }
@@ -129,8 +130,8 @@ func TestAuthVerifyRejects(t *testing.T) {
 		"four parts":         valid + ".x",
 	} {
 		id, err := a.Verify(tok)
-		var e *Error
-		if !errors.As(err, &e) || e.Code != CodeUnauthenticated || e.Message == "" {
+		var e *shop.Error
+		if !errors.As(err, &e) || e.Code != shop.CodeUnauthenticated || e.Message == "" {
 			t.Errorf("%s: Verify = %+v, %v; want UNAUTHENTICATED", name, id, err)
 		}
 		if id != (Identity{}) {
@@ -163,7 +164,7 @@ func TestValidCredentials(t *testing.T) {
 		if c.ok && err != nil {
 			t.Errorf("validCredentials(%q, %d bytes) = %v, want ok", c.user, len(c.pass), err)
 		}
-		if !c.ok && ErrorCode(err) != CodeInvalidInput {
+		if !c.ok && shop.ErrorCode(err) != shop.CodeInvalidInput {
 			t.Errorf("validCredentials(%q, %d bytes) = %v, want INVALID_INPUT", c.user, len(c.pass), err)
 		}
 	}
@@ -359,7 +360,7 @@ func TestTokenWithUnusedBitsSetRefused(t *testing.T) {
 		if err := a.parse(flipped, &c); err == nil {
 			t.Errorf("bits %d: the library path accepts the other spelling %q", bits, flipped)
 		}
-		if id, err := a.Verify(flipped); ErrorCode(err) != CodeUnauthenticated {
+		if id, err := a.Verify(flipped); shop.ErrorCode(err) != shop.CodeUnauthenticated {
 			t.Errorf("bits %d: Verify = %+v, %v; want UNAUTHENTICATED", bits, id, err)
 		}
 	}
@@ -381,7 +382,7 @@ func TestLogoutCoversEverySpellingOfTheToken(t *testing.T) {
 	if !a.revoked.has(flipped) {
 		t.Errorf("after logging out the token, its other spelling is not revoked")
 	}
-	if _, err := a.Verify(flipped); ErrorCode(err) != CodeUnauthenticated {
+	if _, err := a.Verify(flipped); shop.ErrorCode(err) != shop.CodeUnauthenticated {
 		t.Errorf("the other spelling after logout: %v, want UNAUTHENTICATED", err)
 	}
 	// The other way round: a revocation recorded under a non-canonical spelling (an older

@@ -3,6 +3,8 @@ package services
 import (
 	"testing"
 	"time"
+
+	"github.com/flashsale/flashsale/shop"
 )
 
 // A token verified once is remembered, but never past its expiry (plus the parser's leeway).
@@ -27,12 +29,12 @@ func TestVerifiedTokenCacheHonoursExpiry(t *testing.T) {
 		t.Errorf("within the leeway: %v", err)
 	}
 	now = now.Add(2 * time.Second)
-	if _, err := a.Verify(tok); ErrorCode(err) != CodeUnauthenticated {
+	if _, err := a.Verify(tok); shop.ErrorCode(err) != shop.CodeUnauthenticated {
 		t.Errorf("past exp + leeway: got %v, want UNAUTHENTICATED", err)
 	}
 	// A tampered token never hits the cache entry of the real one.
 	bad := tok[:len(tok)-2] + "xx"
-	if _, err := a.Verify(bad); ErrorCode(err) != CodeUnauthenticated {
+	if _, err := a.Verify(bad); shop.ErrorCode(err) != shop.CodeUnauthenticated {
 		t.Errorf("tampered token: got %v, want UNAUTHENTICATED", err)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/flashsale/flashsale/shop"
 )
 
 // ttlCache remembers values loaded by key for a short time, so the start-second crowd does not
@@ -213,9 +215,9 @@ func (c *ttlCache[K, V]) len() (known, absent int) {
 // orUnavailable keeps a service error as it is and makes any other (a caller's context ending
 // while it waited for a shared load, a load's own timeout) UNAVAILABLE.
 func orUnavailable(err error) error {
-	var e *Error
+	var e *shop.Error
 	if err == nil || errors.As(err, &e) {
 		return err
 	}
-	return unavailable(err)
+	return shop.Unavailable(err)
 }

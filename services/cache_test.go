@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/flashsale/flashsale/shop"
 )
 
 // counted returns a load that counts its calls and answers v, err.
@@ -170,7 +172,7 @@ func TestTTLCacheLoadTimeout(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("a hung load: %v, want its own deadline exceeded", err)
 	}
-	if got := ErrorCode(orUnavailable(err)); got != CodeUnavailable {
+	if got := shop.ErrorCode(orUnavailable(err)); got != shop.CodeUnavailable {
 		t.Errorf("a hung load answers %s, want UNAVAILABLE", got)
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/flashsale/flashsale/shop"
 )
 
 func TestSaleStatus(t *testing.T) {
@@ -40,16 +42,16 @@ func TestSaleWindow(t *testing.T) {
 	end := start.Add(time.Hour)
 	for _, c := range []struct {
 		now   time.Time
-		code  Code
+		code  shop.Code
 		retry time.Duration
 	}{
-		{start.Add(-90 * time.Second), CodeNotStarted, 90 * time.Second},
-		{start.Add(-1200 * time.Millisecond), CodeNotStarted, 2 * time.Second}, // rounded up
-		{start.Add(-time.Nanosecond), CodeNotStarted, time.Second},
+		{start.Add(-90 * time.Second), shop.CodeNotStarted, 90 * time.Second},
+		{start.Add(-1200 * time.Millisecond), shop.CodeNotStarted, 2 * time.Second}, // rounded up
+		{start.Add(-time.Nanosecond), shop.CodeNotStarted, time.Second},
 		{start, "", 0},
 		{end.Add(-time.Nanosecond), "", 0},
-		{end, CodeSaleEnded, 0},
-		{end.Add(time.Hour), CodeSaleEnded, 0},
+		{end, shop.CodeSaleEnded, 0},
+		{end.Add(time.Hour), shop.CodeSaleEnded, 0},
 	} {
 		err := saleWindow(start, end, c.now)
 		if c.code == "" {
@@ -58,7 +60,7 @@ func TestSaleWindow(t *testing.T) {
 			}
 			continue
 		}
-		var e *Error
+		var e *shop.Error
 		if !errors.As(err, &e) || e.Code != c.code || e.RetryAfter != c.retry || e.Message == "" {
 			t.Errorf("saleWindow at %v = %#v, want %s with Retry-After %v", c.now, err, c.code, c.retry)
 		}
@@ -74,13 +76,13 @@ func TestSaleWindow(t *testing.T) {
 
 func TestErrors(t *testing.T) {
 	t.Parallel()
-	e := Errorf(CodeNotFound, "no sale %d", 7)
-	if e.Code != CodeNotFound || e.Message != "no sale 7" || e.Error() != "NOT_FOUND: no sale 7" {
+	e := shop.Errorf(shop.CodeNotFound, "no sale %d", 7)
+	if e.Code != shop.CodeNotFound || e.Message != "no sale 7" || e.Error() != "NOT_FOUND: no sale 7" {
 		t.Errorf("Errorf = %#v (%q)", e, e.Error())
 	}
 	cause := errors.New("dial tcp 127.0.0.1:6380: connection refused")
-	u := unavailable(cause)
-	if u.Code != CodeUnavailable || !errors.Is(u, cause) || strings.Contains(u.Message, "6380") || u.Message == "" {
+	u := shop.Unavailable(cause)
+	if u.Code != shop.CodeUnavailable || !errors.Is(u, cause) || strings.Contains(u.Message, "6380") || u.Message == "" {
 		t.Errorf("unavailable(cause) = %#v: want UNAVAILABLE wrapping the cause, which the message does not show", u)
 	}
 	if !strings.Contains(u.Error(), "connection refused") {
@@ -88,16 +90,16 @@ func TestErrors(t *testing.T) {
 	}
 	for _, c := range []struct {
 		err  error
-		want Code
+		want shop.Code
 	}{
-		{e, CodeNotFound},
-		{fmt.Errorf("get sale: %w", e), CodeNotFound},
-		{errors.Join(errors.New("other"), Errorf(CodeSoldOut, "x")), CodeSoldOut},
-		{u, CodeUnavailable},
-		{cause, CodeInternal},
-		{context.DeadlineExceeded, CodeInternal},
+		{e, shop.CodeNotFound},
+		{fmt.Errorf("get sale: %w", e), shop.CodeNotFound},
+		{errors.Join(errors.New("other"), shop.Errorf(shop.CodeSoldOut, "x")), shop.CodeSoldOut},
+		{u, shop.CodeUnavailable},
+		{cause, shop.CodeInternal},
+		{context.DeadlineExceeded, shop.CodeInternal},
 	} {
-		if got := ErrorCode(c.err); got != c.want {
+		if got := shop.ErrorCode(c.err); got != c.want {
 			t.Errorf("ErrorCode(%v) = %s, want %s", c.err, got, c.want)
 		}
 	}
@@ -118,7 +120,7 @@ func TestValidName(t *testing.T) {
 		{"nul \x00 byte", false},
 	} {
 		err := validName("name", c.name)
-		if c.ok != (err == nil) || (!c.ok && ErrorCode(err) != CodeInvalidInput) {
+		if c.ok != (err == nil) || (!c.ok && shop.ErrorCode(err) != shop.CodeInvalidInput) {
 			t.Errorf("validName(%q) = %v, want ok %v", c.name, err, c.ok)
 		}
 	}
@@ -164,8 +166,8 @@ func TestCreateSaleValidation(t *testing.T) {
 		"second item bad":       good(func(n *NewSale) { n.Items = append(n.Items, NewItem{Name: "y", PriceCents: 1, Quantity: 0}) }),
 	} {
 		_, err := s.Create(context.Background(), 9000, in)
-		var e *Error
-		if !errors.As(err, &e) || e.Code != CodeInvalidInput || e.Message == "" {
+		var e *shop.Error
+		if !errors.As(err, &e) || e.Code != shop.CodeInvalidInput || e.Message == "" {
 			t.Errorf("%s: Create = %v, want INVALID_INPUT", name, err)
 		}
 	}

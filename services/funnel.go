@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 )
 
@@ -29,19 +30,19 @@ const (
 var RefusalReasons = []string{RefusedSoldOut, RefusedDuplicate, RefusedRateLimited, RefusedBadToken, RefusedCaptcha, RefusedPaused, RefusedOther}
 
 // refusalReason names the reason of a refusal by its error code.
-func refusalReason(c Code) int {
+func refusalReason(c shop.Code) int {
 	switch c {
-	case CodeSoldOut:
+	case shop.CodeSoldOut:
 		return 0
-	case CodeAlreadyPurchased:
+	case shop.CodeAlreadyPurchased:
 		return 1
-	case CodeRateLimited:
+	case shop.CodeRateLimited:
 		return 2
-	case CodeInvalidPurchaseToken:
+	case shop.CodeInvalidPurchaseToken:
 		return 3
-	case CodeCaptchaFailed:
+	case shop.CodeCaptchaFailed:
 		return 4
-	case CodePaused:
+	case shop.CodePaused:
 		return 5
 	}
 	return 6
@@ -121,11 +122,11 @@ func (f *Funnel) Record(saleID int64, err error) {
 		c.accepted.Add(1)
 		return
 	}
-	var code Code
-	if e, ok := err.(*Error); ok {
+	var code shop.Code
+	if e, ok := err.(*shop.Error); ok {
 		code = e.Code // the purchase path's refusals, without errors.As's allocation
 	} else {
-		code = ErrorCode(err)
+		code = shop.ErrorCode(err)
 	}
 	c.refused[refusalReason(code)].Add(1)
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 )
 
@@ -81,13 +82,13 @@ func TestFunnelRecordAndFlush(t *testing.T) {
 	f.Record(7, nil)
 	f.Record(7, nil)
 	f.Record(7, errSoldOut)
-	f.Record(7, &Error{Code: CodeAlreadyPurchased})
-	f.Record(7, Errorf(CodeRateLimited, "slow down"))
+	f.Record(7, &shop.Error{Code: shop.CodeAlreadyPurchased})
+	f.Record(7, shop.Errorf(shop.CodeRateLimited, "slow down"))
 	f.Record(7, errBadToken)
-	f.Record(7, Errorf(CodeCaptchaFailed, "wrong"))
+	f.Record(7, shop.Errorf(shop.CodeCaptchaFailed, "wrong"))
 	f.Record(7, errPaused)
-	f.Record(7, Errorf(CodeNotStarted, "soon"))
-	f.Record(7, unavailable(errors.New("redis down")))
+	f.Record(7, shop.Errorf(shop.CodeNotStarted, "soon"))
+	f.Record(7, shop.Unavailable(errors.New("redis down")))
 	f.Record(8, errSoldOut)
 	f.Record(0, nil) // unknown sale: not counted
 	var nilFunnel *Funnel
@@ -272,9 +273,9 @@ func TestFunnelForgetsIdleSales(t *testing.T) {
 
 func TestRefusalReasonsCoverEveryIndex(t *testing.T) {
 	t.Parallel()
-	codes := map[Code]string{CodeSoldOut: RefusedSoldOut, CodeAlreadyPurchased: RefusedDuplicate, CodeRateLimited: RefusedRateLimited,
-		CodeInvalidPurchaseToken: RefusedBadToken, CodeCaptchaFailed: RefusedCaptcha, CodePaused: RefusedPaused,
-		CodeSaleEnded: RefusedOther, CodeUnavailable: RefusedOther, CodeNotFound: RefusedOther}
+	codes := map[shop.Code]string{shop.CodeSoldOut: RefusedSoldOut, shop.CodeAlreadyPurchased: RefusedDuplicate, shop.CodeRateLimited: RefusedRateLimited,
+		shop.CodeInvalidPurchaseToken: RefusedBadToken, shop.CodeCaptchaFailed: RefusedCaptcha, shop.CodePaused: RefusedPaused,
+		shop.CodeSaleEnded: RefusedOther, shop.CodeUnavailable: RefusedOther, shop.CodeNotFound: RefusedOther}
 	for c, want := range codes {
 		if got := RefusalReasons[refusalReason(c)]; got != want {
 			t.Errorf("%s counts as %s, want %s", c, got, want)

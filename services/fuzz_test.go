@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/flashsale/flashsale/shop"
 )
 
 // Fuzz targets for every parser of client input in this package; run one with
@@ -53,8 +55,8 @@ func FuzzVerifyJWT(f *testing.F) {
 		if err == nil && (id.UserID <= 0 || (id.Role != RoleShopper && id.Role != RoleMerchant)) {
 			t.Fatalf("Verify(%q) accepted an identity it should not: %+v", tok, id)
 		}
-		if err != nil && ErrorCode(err) != CodeUnauthenticated {
-			t.Fatalf("Verify(%q) failed with %v, want UNAUTHENTICATED", tok, ErrorCode(err))
+		if err != nil && shop.ErrorCode(err) != shop.CodeUnauthenticated {
+			t.Fatalf("Verify(%q) failed with %v, want UNAUTHENTICATED", tok, shop.ErrorCode(err))
 		}
 	})
 }

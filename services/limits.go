@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/time/rate"
 
+	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 )
 
@@ -105,7 +106,7 @@ func perSecond(n int) redis_rate.Limit {
 func (l *Limiter) allow(ctx context.Context, keys []string, limits []redis_rate.Limit) error {
 	for i, key := range keys {
 		if wait, ok := l.allowLocal(key, limits[i]); !ok {
-			return &Error{Code: CodeRateLimited, Message: "too many attempts; slow down", RetryAfter: max(wait, time.Second)}
+			return &shop.Error{Code: shop.CodeRateLimited, Message: "too many attempts; slow down", RetryAfter: max(wait, time.Second)}
 		}
 	}
 	for i, key := range keys {
@@ -115,7 +116,7 @@ func (l *Limiter) allow(ctx context.Context, keys []string, limits []redis_rate.
 			return nil
 		}
 		if res.Allowed == 0 {
-			return &Error{Code: CodeRateLimited, Message: "too many attempts; slow down", RetryAfter: max(res.RetryAfter, time.Second)}
+			return &shop.Error{Code: shop.CodeRateLimited, Message: "too many attempts; slow down", RetryAfter: max(res.RetryAfter, time.Second)}
 		}
 	}
 	return nil

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/flashsale/flashsale/shop"
 )
 
 // An IPv6 client is limited by its /64; IPv4 (mapped or not) by its address.
@@ -65,12 +67,12 @@ func TestBcryptSlotsRefuseExcess(t *testing.T) {
 	a.hashing <- struct{}{} // one login in flight takes the only slot
 	start := time.Now()
 	_, _, err := a.Login(context.Background(), "someone", "some password", "1.2.3.4")
-	var e *Error
-	if !errors.As(err, &e) || e.Code != CodeUnavailable || e.RetryAfter <= 0 {
+	var e *shop.Error
+	if !errors.As(err, &e) || e.Code != shop.CodeUnavailable || e.RetryAfter <= 0 {
 		t.Fatalf("login with every slot taken: %v, want UNAVAILABLE with a Retry-After", err)
 	}
 	_, _, err = a.Register(context.Background(), "someone", "some password", "c", "test", "1.2.3.4")
-	if ErrorCode(err) != CodeUnavailable {
+	if shop.ErrorCode(err) != shop.CodeUnavailable {
 		t.Fatalf("register with every slot taken: %v, want UNAVAILABLE", err)
 	}
 	if d := time.Since(start); d > 50*time.Millisecond {
@@ -92,7 +94,7 @@ func TestLogoutRevokesCachedToken(t *testing.T) {
 	if err := a.Logout(context.Background(), tok); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.Verify(tok); ErrorCode(err) != CodeUnauthenticated {
+	if _, err := a.Verify(tok); shop.ErrorCode(err) != shop.CodeUnauthenticated {
 		t.Fatalf("verify after logout: %v, want UNAUTHENTICATED", err)
 	}
 }
@@ -148,21 +150,21 @@ func TestBcryptSlotsShareOfOneClient(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the client's first bcrypt: %v", err)
 	}
-	var e *Error
-	if _, err := a.hashSlot("198.51.100.7"); !errors.As(err, &e) || e.Code != CodeRateLimited || e.RetryAfter <= 0 {
+	var e *shop.Error
+	if _, err := a.hashSlot("198.51.100.7"); !errors.As(err, &e) || e.Code != shop.CodeRateLimited || e.RetryAfter <= 0 {
 		t.Fatalf("the same client's second bcrypt at once: %v, want RATE_LIMITED with a Retry-After", err)
 	}
-	if _, err := a.hashSlot("::ffff:198.51.100.7"); ErrorCode(err) != CodeRateLimited {
+	if _, err := a.hashSlot("::ffff:198.51.100.7"); shop.ErrorCode(err) != shop.CodeRateLimited {
 		t.Fatalf("the same client, IPv4-mapped: %v, want RATE_LIMITED", err)
 	}
 	second, err := a.hashSlot("2001:db8:1:2::1")
 	if err != nil {
 		t.Fatalf("another client while the first holds its share: %v", err)
 	}
-	if _, err := a.hashSlot("2001:db8:1:2::ffff"); ErrorCode(err) != CodeRateLimited {
+	if _, err := a.hashSlot("2001:db8:1:2::ffff"); shop.ErrorCode(err) != shop.CodeRateLimited {
 		t.Fatalf("the same IPv6 /64: %v, want RATE_LIMITED", err)
 	}
-	if _, err := a.hashSlot("203.0.113.1"); ErrorCode(err) != CodeUnavailable {
+	if _, err := a.hashSlot("203.0.113.1"); shop.ErrorCode(err) != shop.CodeUnavailable {
 		t.Fatalf("a third client with every slot taken: %v, want UNAVAILABLE", err)
 	}
 	first()

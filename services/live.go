@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 )
 
@@ -143,7 +144,7 @@ func (s *Sales) Live(ctx context.Context, merchantID, saleID int64) (LiveView, e
 		return LiveView{}, err
 	}
 	if row.MerchantID != merchantID {
-		return LiveView{}, Errorf(CodeNotFound, "no sale %d", saleID)
+		return LiveView{}, shop.Errorf(shop.CodeNotFound, "no sale %d", saleID)
 	}
 	v, err := s.liveCache.get(ctx, saleID, func(ctx context.Context) (LiveView, error) {
 		return s.live(ctx, saleID)
@@ -152,7 +153,7 @@ func (s *Sales) Live(ctx context.Context, merchantID, saleID int64) (LiveView, e
 		return LiveView{}, orUnavailable(err)
 	}
 	if v.merchantID != merchantID {
-		return LiveView{}, Errorf(CodeNotFound, "no sale %d", saleID)
+		return LiveView{}, shop.Errorf(shop.CodeNotFound, "no sale %d", saleID)
 	}
 	return v, nil
 }
@@ -165,11 +166,11 @@ func (s *Sales) live(ctx context.Context, saleID int64) (LiveView, error) {
 	}
 	rep, err := s.reconcile.Report(ctx, saleID)
 	if err != nil {
-		return LiveView{}, unavailable(err)
+		return LiveView{}, shop.Unavailable(err)
 	}
 	counts, series, err := s.stock.Funnel(ctx, saleID, now.Add(-FunnelKeep).Unix())
 	if err != nil {
-		return LiveView{}, unavailable(err)
+		return LiveView{}, shop.Unavailable(err)
 	}
 	v := LiveView{AsOf: now, merchantID: row.MerchantID, Items: adminItems(rep), Series: series,
 		Sale: LiveSale{ID: row.ID, Name: row.Name, StartsAt: row.StartsAt, EndsAt: row.EndsAt, Paused: row.Paused,

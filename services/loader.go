@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 )
 
@@ -50,7 +51,7 @@ func NewLoader(db *store.DB, stock *store.Stock, soldOut *SoldOut, m *Metrics, l
 func (l *Loader) Rebuild(ctx context.Context, saleID int64, q Backlogger) error {
 	st, err := l.stock.State(ctx, saleID)
 	if err != nil {
-		return unavailable(err)
+		return shop.Unavailable(err)
 	}
 	if st.Loaded && !st.Lost && !st.Partial && !st.Mixed {
 		return nil
@@ -60,14 +61,14 @@ func (l *Loader) Rebuild(ctx context.Context, saleID int64, q Backlogger) error 
 	}
 	select {
 	case <-ctx.Done():
-		return unavailable(ctx.Err())
+		return shop.Unavailable(ctx.Err())
 	case <-time.After(l.rebuildDelay):
 	}
 	if err := queueDrained(ctx, q); err != nil {
 		return err
 	}
 	if _, err := l.Load(ctx, saleID); err != nil {
-		return unavailable(err)
+		return shop.Unavailable(err)
 	}
 	return nil
 }
@@ -76,14 +77,14 @@ func (l *Loader) Rebuild(ctx context.Context, saleID int64, q Backlogger) error 
 // then, Postgres does not hold every order Redis had counted.
 func queueDrained(ctx context.Context, q Backlogger) error {
 	if q == nil {
-		return unavailable(errors.New("no queue to judge the rebuild by"))
+		return shop.Unavailable(errors.New("no queue to judge the rebuild by"))
 	}
 	n, err := q.Backlog(ctx)
 	if err != nil {
-		return unavailable(err)
+		return shop.Unavailable(err)
 	}
 	if n > 0 {
-		return &Error{Code: CodeQueueNotDrained, RetryAfter: 2 * time.Second, Message: fmt.Sprintf(
+		return &shop.Error{Code: shop.CodeQueueNotDrained, RetryAfter: 2 * time.Second, Message: fmt.Sprintf(
 			"Redis lost this sale's stock while orders are still queued for the database (%d messages left): the sale is rebuilt from the database by itself as soon as they are written; rebuilding sooner would sell their units twice. Nothing was changed.", n)}
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 )
 
@@ -53,7 +54,7 @@ func (s *Sales) ownSale(ctx context.Context, merchantID, saleID int64) (store.Sa
 		return store.Sale{}, err
 	}
 	if sale.MerchantID != merchantID {
-		return store.Sale{}, Errorf(CodeNotFound, "no sale %d", saleID)
+		return store.Sale{}, shop.Errorf(shop.CodeNotFound, "no sale %d", saleID)
 	}
 	return sale, nil
 }
@@ -62,10 +63,10 @@ func (s *Sales) ownSale(ctx context.Context, merchantID, saleID int64) (store.Sa
 // optionally only those of one status and/or one shopper (userID > 0). next is "" on the last page.
 func (s *Sales) SaleOrders(ctx context.Context, merchantID, saleID int64, status string, userID int64, cursor string) ([]AdminOrder, string, error) {
 	if status != "" && !orderStatuses[status] {
-		return nil, "", Errorf(CodeInvalidInput, "status must be one of PENDING, PAID, EXPIRED, CANCELLED, FAILED")
+		return nil, "", shop.Errorf(shop.CodeInvalidInput, "status must be one of PENDING, PAID, EXPIRED, CANCELLED, FAILED")
 	}
 	if userID < 0 {
-		return nil, "", Errorf(CodeInvalidInput, "userId must be a user id (a positive integer)")
+		return nil, "", shop.Errorf(shop.CodeInvalidInput, "userId must be a user id (a positive integer)")
 	}
 	after, err := cursorFrom(cursor, store.DecodeOrderCursor)
 	if err != nil {
@@ -76,7 +77,7 @@ func (s *Sales) SaleOrders(ctx context.Context, merchantID, saleID int64, status
 	}
 	rows, next, err := s.db.OrdersOfSale(ctx, saleID, store.SaleOrderFilter{Status: status, UserID: userID}, after, SaleOrdersPage)
 	if err != nil {
-		return nil, "", unavailable(err)
+		return nil, "", shop.Unavailable(err)
 	}
 	out := make([]AdminOrder, len(rows))
 	for i, o := range rows {
@@ -112,7 +113,7 @@ func (s *Sales) ExportOrders(ctx context.Context, saleID int64, fn func([]AdminO
 		return fnErr
 	})
 	if err != nil && fnErr == nil {
-		return unavailable(err)
+		return shop.Unavailable(err)
 	}
 	return err
 }

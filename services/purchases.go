@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 )
 
@@ -83,7 +84,7 @@ func retryAfter(d time.Duration) time.Duration {
 	return ((d + time.Second - 1) / time.Second) * time.Second
 }
 
-var errSoldOut = Errorf(CodeSoldOut, "sold out: every unit has been taken")
+var errSoldOut = shop.Errorf(shop.CodeSoldOut, "sold out: every unit has been taken")
 
 func (p *Purchases) allSoldOut(sale store.Sale) bool {
 	for _, it := range sale.Items {
@@ -97,10 +98,10 @@ func (p *Purchases) allSoldOut(sale store.Sale) bool {
 // saleWindow checks that the sale is open at now.
 func saleWindow(startsAt, endsAt, now time.Time) error {
 	if now.Before(startsAt) {
-		return &Error{Code: CodeNotStarted, Message: "the sale has not started yet", RetryAfter: retryAfter(startsAt.Sub(now))}
+		return &shop.Error{Code: shop.CodeNotStarted, Message: "the sale has not started yet", RetryAfter: retryAfter(startsAt.Sub(now))}
 	}
 	if !now.Before(endsAt) {
-		return Errorf(CodeSaleEnded, "the sale has ended")
+		return shop.Errorf(shop.CodeSaleEnded, "the sale has ended")
 	}
 	return nil
 }
@@ -112,14 +113,14 @@ func (p *Purchases) NewCaptcha(ctx context.Context, userID, saleID int64, ip str
 		return "", "", err
 	}
 	if !p.now().Before(sale.EndsAt) {
-		return "", "", Errorf(CodeSaleEnded, "the sale has ended")
+		return "", "", shop.Errorf(shop.CodeSaleEnded, "the sale has ended")
 	}
 	if err := p.limiter.Allow(ctx, saleID, userID, ip, LimitsOf(sale)); err != nil {
 		return "", "", err
 	}
 	id, img, err := p.captcha.New(ctx, userID, saleID)
 	if err != nil {
-		return "", "", unavailable(err)
+		return "", "", shop.Unavailable(err)
 	}
 	return id, img, nil
 }
@@ -177,14 +178,14 @@ func (p *Purchases) issueToken(ctx context.Context, userID, saleID int64, captch
 		return "", time.Time{}, true, err
 	}
 	if captchaID == "" || len(captchaID) > 128 || answer == "" || len(answer) > 64 {
-		return "", time.Time{}, true, Errorf(CodeCaptchaFailed, "the captcha answer is wrong or expired; solve a new one")
+		return "", time.Time{}, true, shop.Errorf(shop.CodeCaptchaFailed, "the captcha answer is wrong or expired; solve a new one")
 	}
 	ok, err := p.captcha.Verify(ctx, userID, saleID, captchaID, answer)
 	if err != nil {
-		return "", time.Time{}, true, unavailable(err)
+		return "", time.Time{}, true, shop.Unavailable(err)
 	}
 	if !ok {
-		return "", time.Time{}, true, Errorf(CodeCaptchaFailed, "the captcha answer is wrong or expired; solve a new one")
+		return "", time.Time{}, true, shop.Errorf(shop.CodeCaptchaFailed, "the captcha answer is wrong or expired; solve a new one")
 	}
 	// Redis knows a pause at once on every instance (this instance trusts its answer for a
 	// second, less where the pause's notice arrives); asked only for a solved captcha, so the
@@ -204,7 +205,7 @@ func (p *Purchases) Purchase(ctx context.Context, userID, itemID int64, token, i
 	if p.metrics != nil {
 		outcome := "ACCEPTED"
 		if err != nil {
-			outcome = string(ErrorCode(err))
+			outcome = string(shop.ErrorCode(err))
 		}
 		p.metrics.Purchases.WithLabelValues(outcome).Inc()
 	}
@@ -248,7 +249,7 @@ func (p *Purchases) admit(ctx context.Context, userID, itemID int64, ip string) 
 		return itemInfo{}, err
 	}
 	if !info.found {
-		return itemInfo{}, Errorf(CodeNotFound, "no item %d", itemID)
+		return itemInfo{}, shop.Errorf(shop.CodeNotFound, "no item %d", itemID)
 	}
 	if err := saleWindow(info.StartsAt, info.EndsAt, p.now()); err != nil {
 		return info, err
@@ -262,7 +263,7 @@ func (p *Purchases) admit(ctx context.Context, userID, itemID int64, ip string) 
 	return info, nil
 }
 
-var errBadToken = Errorf(CodeInvalidPurchaseToken, "the purchase token is missing, invalid, expired or for another sale; request a new one")
+var errBadToken = shop.Errorf(shop.CodeInvalidPurchaseToken, "the purchase token is missing, invalid, expired or for another sale; request a new one")
 
 // checkToken verifies the purchase token's signature, shopper and sale. Its single use and its
 // expiry are checked in the reserve script, on Redis's clock.
@@ -405,12 +406,12 @@ func (p *Purchases) reserve(ctx context.Context, info itemInfo, userID int64, to
 	orderID := p.ids.of(tok, info.ItemID, tok.Expires.Add(-p.cfg.TokenTTL))
 	k, err := p.stock.Shards(ctx, info.SaleID)
 	if err != nil {
-		return "", store.Reservation{}, unavailable(err)
+		return "", store.Reservation{}, shop.Unavailable(err)
 	}
 	shard := store.ShardOf(userID, k)
 	floors, err := p.floorsOf(ctx, info.SaleID, k)
 	if err != nil {
-		return "", store.Reservation{}, unavailable(err)
+		return "", store.Reservation{}, shop.Unavailable(err)
 	}
 	floor := &floors.shards[shard]
 	a := store.Attempt{SaleID: info.SaleID, ItemID: info.ItemID, UserID: userID, OrderID: orderID, Nonce: tok.Nonce,
@@ -446,13 +447,13 @@ func (p *Purchases) reserve(ctx context.Context, info itemInfo, userID int64, to
 		if info.Limit == store.LimitPerItem {
 			msg = "you already hold this item (one per shopper); find it in your orders"
 		}
-		return "", res, &Error{Code: CodeAlreadyPurchased, Message: msg, OrderID: res.HeldOrder}
+		return "", res, &shop.Error{Code: shop.CodeAlreadyPurchased, Message: msg, OrderID: res.HeldOrder}
 	case errors.Is(err, store.ErrTokenAlreadyUsed):
-		return "", res, Errorf(CodeInvalidPurchaseToken, "this purchase token was already used or has expired; request a new one")
+		return "", res, shop.Errorf(shop.CodeInvalidPurchaseToken, "this purchase token was already used or has expired; request a new one")
 	case errors.Is(err, store.ErrNotStarted):
-		return "", res, &Error{Code: CodeNotStarted, Message: "the sale has not started yet", RetryAfter: time.Second}
+		return "", res, &shop.Error{Code: shop.CodeNotStarted, Message: "the sale has not started yet", RetryAfter: time.Second}
 	case errors.Is(err, store.ErrEnded):
-		return "", res, Errorf(CodeSaleEnded, "the sale has ended")
+		return "", res, shop.Errorf(shop.CodeSaleEnded, "the sale has ended")
 	case errors.Is(err, store.ErrPaused):
 		return "", res, errPaused
 	case errors.Is(err, store.ErrRedisWentBack):
@@ -460,14 +461,14 @@ func (p *Purchases) reserve(ctx context.Context, info itemInfo, userID int64, to
 		if p.metrics != nil {
 			p.metrics.RedisLoss.WithLabelValues("reserve").Inc()
 		}
-		return "", res, unavailable(err)
+		return "", res, shop.Unavailable(err)
 	case errors.Is(err, store.ErrStockUnknown):
-		return "", res, unavailable(err) // fail closed until the keeper rebuilds Redis from Postgres
+		return "", res, shop.Unavailable(err) // fail closed until the keeper rebuilds Redis from Postgres
 	}
 	// Still unknown: the script may have run. The unit, if taken, is left to orphan recovery (or
 	// to a resend of this attempt, which finds it in flight and confirms it).
 	p.log.Warn("reserve: outcome unknown; a unit it took goes back through orphan recovery", "order", orderID, "err", err)
-	return "", res, unavailable(err)
+	return "", res, shop.Unavailable(err)
 }
 
 // isRefusal reports whether err is one of the reserve script's answers (the outcome is known).
@@ -483,7 +484,7 @@ func isRefusal(err error) bool {
 
 // errUndecided answers a resend whose first send's reservation is in flight while this send
 // could not make sure it is queued: it may be on its way to the queue, or go back to stock.
-var errUndecided = &Error{Code: CodeUnavailable, RetryAfter: time.Second,
+var errUndecided = &shop.Error{Code: shop.CodeUnavailable, RetryAfter: time.Second,
 	Message: "this purchase was received before and its outcome is not settled yet; send it again in a moment, or look in your orders"}
 
 // again answers a send of an attempt that reserved before (the shopper's page resending a
@@ -515,7 +516,7 @@ func (p *Purchases) again(ctx context.Context, info itemInfo, userID int64, orde
 		case verdicts[0] == store.ClaimClaimed:
 			return orderID, nil
 		case verdicts[0] == store.ClaimGone:
-			return "", unavailable(errors.New("resent purchase: its reservation was released before it was queued"))
+			return "", shop.Unavailable(errors.New("resent purchase: its reservation was released before it was queued"))
 		case p.written(rctx, orderID):
 			return orderID, nil // written and settled meanwhile
 		}
@@ -555,13 +556,13 @@ func (p *Purchases) handOver(ctx context.Context, info itemInfo, userID int64, o
 		} else if p.written(rctx, orderID) {
 			return orderID, nil // the writer was faster than this check: the order exists
 		}
-		return "", unavailable(errors.New("publish acknowledged after the reservation was recovered"))
+		return "", shop.Unavailable(errors.New("publish acknowledged after the reservation was recovered"))
 	}
 	ref := store.OrderRef{SaleID: info.SaleID, ItemID: info.ItemID, UserID: userID, OrderID: orderID}
 	outcome, err := p.stock.Release(rctx, ref, store.ReleaseUnsold)
 	if err != nil {
 		p.log.Warn("publish failed and release failed; orphan recovery will return the unit", "order", orderID, "publish_err", perr, "err", err)
-		return "", unavailable(perr)
+		return "", shop.Unavailable(perr)
 	}
 	if outcome == store.Claimed || (outcome == store.NotInFlight && p.written(rctx, orderID)) {
 		return orderID, nil // the message did reach the queue: the order is (being) written
@@ -573,7 +574,7 @@ func (p *Purchases) handOver(ctx context.Context, info itemInfo, userID int64, o
 		}
 	}
 	p.log.Warn("publish failed; unit released", "order", orderID, "err", perr)
-	return "", unavailable(perr)
+	return "", shop.Unavailable(perr)
 }
 
 // written reports whether Postgres holds orderID as a live order.
@@ -600,14 +601,14 @@ func orderView(o store.OrderDetail) OrderView {
 func (p *Purchases) Order(ctx context.Context, userID int64, orderID string) (OrderView, error) {
 	itemID, id, ok := ItemOfOrderID(orderID)
 	if !ok {
-		return OrderView{}, Errorf(CodeNotFound, "no order %q", orderID)
+		return OrderView{}, shop.Errorf(shop.CodeNotFound, "no order %q", orderID)
 	}
 	info, err := p.sales.item(ctx, itemID)
 	if err != nil {
 		return OrderView{}, err
 	}
 	if !info.found {
-		return OrderView{}, Errorf(CodeNotFound, "no order %q", orderID)
+		return OrderView{}, shop.Errorf(shop.CodeNotFound, "no order %q", orderID)
 	}
 	// Redis first: once the writer settles an order it leaves flight after it is in Postgres,
 	// so checking in this order never misses one in between.
@@ -627,13 +628,13 @@ func (p *Purchases) Order(ctx context.Context, userID int64, orderID string) (Or
 	}
 	o, err := p.db.OrderDetailByID(ctx, id)
 	if errors.Is(err, store.ErrNotFound) && rerr != nil {
-		return OrderView{}, unavailable(rerr) // it may be queued; Redis cannot say now
+		return OrderView{}, shop.Unavailable(rerr) // it may be queued; Redis cannot say now
 	}
 	if errors.Is(err, store.ErrNotFound) || (err == nil && o.UserID != userID) {
-		return OrderView{}, Errorf(CodeNotFound, "no order %q", orderID)
+		return OrderView{}, shop.Errorf(shop.CodeNotFound, "no order %q", orderID)
 	}
 	if err != nil {
-		return OrderView{}, unavailable(err)
+		return OrderView{}, shop.Unavailable(err)
 	}
 	return orderView(o), nil
 }
@@ -645,10 +646,10 @@ func (p *Purchases) Order(ctx context.Context, userID int64, orderID string) (Or
 func (p *Purchases) Pay(ctx context.Context, userID int64, orderID string) (OrderView, error) {
 	_, id, ok := ItemOfOrderID(orderID)
 	if !ok {
-		return OrderView{}, Errorf(CodeNotFound, "no order %q", orderID)
+		return OrderView{}, shop.Errorf(shop.CodeNotFound, "no order %q", orderID)
 	}
 	if _, err := p.db.PayOrder(ctx, id, userID); err != nil {
-		return OrderView{}, unavailable(err)
+		return OrderView{}, shop.Unavailable(err)
 	}
 	v, err := p.Order(ctx, userID, id)
 	if err != nil {
@@ -658,7 +659,7 @@ func (p *Purchases) Pay(ctx context.Context, userID int64, orderID string) (Orde
 		// Not paid, still PENDING: its window has closed. Expire it now.
 		rets, err := p.db.ExpireOrder(ctx, store.Order{ID: id, ItemID: v.ItemID})
 		if err != nil {
-			return OrderView{}, unavailable(err)
+			return OrderView{}, shop.Unavailable(err)
 		}
 		if len(rets) > 0 {
 			if p.metrics != nil {
@@ -674,11 +675,11 @@ func (p *Purchases) Pay(ctx context.Context, userID int64, orderID string) (Orde
 	case store.StatusPaid:
 		return v, nil
 	case store.StatusExpired:
-		return v, Errorf(CodeExpired, "the payment window of this order has closed; its unit went back on sale")
+		return v, shop.Errorf(shop.CodeExpired, "the payment window of this order has closed; its unit went back on sale")
 	case StatusQueued:
-		return v, Errorf(CodeNotPayable, "the order is still queued; pay once it is PENDING")
+		return v, shop.Errorf(shop.CodeNotPayable, "the order is still queued; pay once it is PENDING")
 	default:
-		return v, Errorf(CodeNotPayable, "the order is %s and cannot be paid", v.Status)
+		return v, shop.Errorf(shop.CodeNotPayable, "the order is %s and cannot be paid", v.Status)
 	}
 }
 
@@ -691,14 +692,14 @@ func (p *Purchases) Cancel(ctx context.Context, userID int64, orderID string) (O
 	}
 	switch v.Status {
 	case StatusQueued:
-		return v, Errorf(CodeNotCancellable, "the order is still QUEUED; it can be cancelled in a moment, once it is PENDING")
+		return v, shop.Errorf(shop.CodeNotCancellable, "the order is still QUEUED; it can be cancelled in a moment, once it is PENDING")
 	case store.StatusPending:
 	default:
-		return v, Errorf(CodeNotCancellable, "the order is %s and cannot be cancelled", v.Status)
+		return v, shop.Errorf(shop.CodeNotCancellable, "the order is %s and cannot be cancelled", v.Status)
 	}
 	rets, err := p.db.CancelOrder(ctx, store.Order{ID: v.OrderID, ItemID: v.ItemID}, userID)
 	if err != nil {
-		return OrderView{}, unavailable(err)
+		return OrderView{}, shop.Unavailable(err)
 	}
 	if len(rets) > 0 {
 		if p.metrics != nil {
@@ -710,7 +711,7 @@ func (p *Purchases) Cancel(ctx context.Context, userID int64, orderID string) (O
 		return OrderView{}, err
 	}
 	if v.Status != store.StatusCancelled {
-		return v, Errorf(CodeNotCancellable, "the order is %s and cannot be cancelled", v.Status)
+		return v, shop.Errorf(shop.CodeNotCancellable, "the order is %s and cannot be cancelled", v.Status)
 	}
 	return v, nil
 }
@@ -736,7 +737,7 @@ func (p *Purchases) MyOrders(ctx context.Context, userID, saleID int64, cursor s
 	}
 	rows, next, err := p.db.OrdersOfUser(ctx, userID, saleID, after, MyOrdersPage)
 	if err != nil {
-		return nil, "", unavailable(err)
+		return nil, "", shop.Unavailable(err)
 	}
 	out := withQueued(rows, queued)
 	if next == nil {

@@ -3,6 +3,7 @@ package services
 import (
 	"time"
 
+	"github.com/flashsale/flashsale/shop"
 	"github.com/go-redis/redis_rate/v10"
 )
 
@@ -22,7 +23,7 @@ func (l *Limiter) AllowRead(ip string) error {
 		return nil
 	}
 	if wait, ok := l.allowLocal("rl:r:ip:"+ClientKey(ip), ReadLimit); !ok {
-		return &Error{Code: CodeRateLimited, Message: "too many requests from your address; slow down", RetryAfter: max(wait, time.Second)}
+		return &shop.Error{Code: shop.CodeRateLimited, Message: "too many requests from your address; slow down", RetryAfter: max(wait, time.Second)}
 	}
 	return nil
 }

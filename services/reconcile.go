@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 )
 
@@ -271,7 +272,7 @@ func (sd sides) redisHealthy() (bool, string) {
 func (r *Reconciler) read(ctx context.Context, saleID int64) (sides, error) {
 	facts, err := r.db.SaleFacts(ctx, saleID)
 	if errors.Is(err, store.ErrNotFound) {
-		return sides{}, Errorf(CodeNotFound, "no sale %d", saleID)
+		return sides{}, shop.Errorf(shop.CodeNotFound, "no sale %d", saleID)
 	}
 	if err != nil {
 		return sides{}, err

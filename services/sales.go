@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 )
 
@@ -202,16 +203,16 @@ func dueForWarmUp(startsAt, now time.Time, ahead time.Duration) bool {
 
 func validName(what, s string) error {
 	if strings.TrimSpace(s) == "" {
-		return Errorf(CodeInvalidInput, "%s must not be empty", what)
+		return shop.Errorf(shop.CodeInvalidInput, "%s must not be empty", what)
 	}
 	if utf8.RuneCountInString(s) > maxNameRunes {
-		return Errorf(CodeInvalidInput, "%s must be at most %d characters", what, maxNameRunes)
+		return shop.Errorf(shop.CodeInvalidInput, "%s must be at most %d characters", what, maxNameRunes)
 	}
 	if !utf8.ValidString(s) {
-		return Errorf(CodeInvalidInput, "%s must be valid UTF-8", what)
+		return shop.Errorf(shop.CodeInvalidInput, "%s must be valid UTF-8", what)
 	}
 	if strings.IndexFunc(s, unicode.IsControl) >= 0 {
-		return Errorf(CodeInvalidInput, "%s must not contain control characters", what)
+		return shop.Errorf(shop.CodeInvalidInput, "%s must not contain control characters", what)
 	}
 	return nil
 }
@@ -224,19 +225,19 @@ func (s *Sales) create(ctx context.Context, merchantID int64, in NewSale) (store
 	now := s.now()
 	switch {
 	case in.StartsAt.IsZero() || in.EndsAt.IsZero():
-		return store.Sale{}, Errorf(CodeInvalidInput, "startsAt and endsAt are required (RFC 3339)")
+		return store.Sale{}, shop.Errorf(shop.CodeInvalidInput, "startsAt and endsAt are required (RFC 3339)")
 	case !in.EndsAt.After(in.StartsAt):
-		return store.Sale{}, Errorf(CodeInvalidInput, "endsAt must be after startsAt")
+		return store.Sale{}, shop.Errorf(shop.CodeInvalidInput, "endsAt must be after startsAt")
 	case !in.EndsAt.After(now):
-		return store.Sale{}, Errorf(CodeInvalidInput, "endsAt must be in the future")
+		return store.Sale{}, shop.Errorf(shop.CodeInvalidInput, "endsAt must be in the future")
 	case in.EndsAt.Sub(in.StartsAt) > maxSaleLength:
-		return store.Sale{}, Errorf(CodeInvalidInput, "a sale lasts at most 30 days")
+		return store.Sale{}, shop.Errorf(shop.CodeInvalidInput, "a sale lasts at most 30 days")
 	case in.StartsAt.Year() > 9999 || in.StartsAt.Year() < 2000:
-		return store.Sale{}, Errorf(CodeInvalidInput, "startsAt is out of range")
+		return store.Sale{}, shop.Errorf(shop.CodeInvalidInput, "startsAt is out of range")
 	case len(in.Items) == 0:
-		return store.Sale{}, Errorf(CodeInvalidInput, "a sale needs at least one item")
+		return store.Sale{}, shop.Errorf(shop.CodeInvalidInput, "a sale needs at least one item")
 	case len(in.Items) > maxItemsPerSale:
-		return store.Sale{}, Errorf(CodeInvalidInput, "a sale has at most %d items", maxItemsPerSale)
+		return store.Sale{}, shop.Errorf(shop.CodeInvalidInput, "a sale has at most %d items", maxItemsPerSale)
 	}
 	sale := store.Sale{MerchantID: merchantID, Name: strings.TrimSpace(in.Name), StartsAt: in.StartsAt.UTC(), EndsAt: in.EndsAt.UTC(),
 		PaymentWindowSeconds: int(s.payWindow / time.Second), PurchaseLimit: store.LimitPerSale, Currency: "CNY"}
@@ -246,7 +247,7 @@ func (s *Sales) create(ctx context.Context, merchantID int64, in NewSale) (store
 	sale.Description = optText(in.Description)
 	if w := in.PaymentWindowSeconds; w != nil {
 		if *w < 1 || *w > 86400 {
-			return store.Sale{}, Errorf(CodeInvalidInput, "paymentWindowSeconds must be between 1 and 86400 (a day)")
+			return store.Sale{}, shop.Errorf(shop.CodeInvalidInput, "paymentWindowSeconds must be between 1 and 86400 (a day)")
 		}
 		sale.PaymentWindowSeconds = *w
 	}
@@ -255,25 +256,25 @@ func (s *Sales) create(ctx context.Context, merchantID int64, in NewSale) (store
 	case "CNY", "USD", "EUR":
 		sale.Currency = in.Currency
 	default:
-		return store.Sale{}, Errorf(CodeInvalidInput, "currency must be one of CNY, USD or EUR")
+		return store.Sale{}, shop.Errorf(shop.CodeInvalidInput, "currency must be one of CNY, USD or EUR")
 	}
 	switch in.PurchaseLimit {
 	case "":
 	case store.LimitPerSale, store.LimitPerItem:
 		sale.PurchaseLimit = in.PurchaseLimit
 	default:
-		return store.Sale{}, Errorf(CodeInvalidInput, "purchaseLimit must be %q (one unit per shopper in the whole sale) or %q (one per shopper and item)", store.LimitPerSale, store.LimitPerItem)
+		return store.Sale{}, shop.Errorf(shop.CodeInvalidInput, "purchaseLimit must be %q (one unit per shopper in the whole sale) or %q (one per shopper and item)", store.LimitPerSale, store.LimitPerItem)
 	}
 	sale.StockShards = max(s.shards, 1)
 	if k := in.StockShards; k != nil {
 		if *k < 1 || *k > store.MaxStockShards {
-			return store.Sale{}, Errorf(CodeInvalidInput, "stockShards must be between 1 and %d", store.MaxStockShards)
+			return store.Sale{}, shop.Errorf(shop.CodeInvalidInput, "stockShards must be between 1 and %d", store.MaxStockShards)
 		}
 		sale.StockShards = *k
 	}
 	if l := in.Limits; l != nil {
 		if l.UserPerSecond < 1 || l.UserPerSecond > 10_000 || l.IPPerSecond < 1 || l.IPPerSecond > 1_000_000 {
-			return store.Sale{}, Errorf(CodeInvalidInput, "rateLimits.userPerSecond must be 1..10000 and rateLimits.ipPerSecond 1..1000000")
+			return store.Sale{}, shop.Errorf(shop.CodeInvalidInput, "rateLimits.userPerSecond must be 1..10000 and rateLimits.ipPerSecond 1..1000000")
 		}
 		sale.UserRatePerSec, sale.IPRatePerSec = &l.UserPerSecond, &l.IPPerSecond
 	}
@@ -282,10 +283,10 @@ func (s *Sales) create(ctx context.Context, merchantID int64, in NewSale) (store
 			return store.Sale{}, err
 		}
 		if it.PriceCents < 0 || it.PriceCents > maxPriceCents {
-			return store.Sale{}, Errorf(CodeInvalidInput, "items[%d].priceCents must be between 0 and %d", i, int64(maxPriceCents))
+			return store.Sale{}, shop.Errorf(shop.CodeInvalidInput, "items[%d].priceCents must be between 0 and %d", i, int64(maxPriceCents))
 		}
 		if it.Quantity < 1 || it.Quantity > maxQuantity {
-			return store.Sale{}, Errorf(CodeInvalidInput, "items[%d].quantity must be between 1 and %d", i, maxQuantity)
+			return store.Sale{}, shop.Errorf(shop.CodeInvalidInput, "items[%d].quantity must be between 1 and %d", i, maxQuantity)
 		}
 		if it.ImageURL != "" {
 			if err := validImageURL(fmt.Sprintf("items[%d].imageUrl", i), it.ImageURL); err != nil {
@@ -296,12 +297,12 @@ func (s *Sales) create(ctx context.Context, merchantID int64, in NewSale) (store
 			ImageURL: optText(it.ImageURL)})
 	}
 	if err := s.db.CreateSale(ctx, &sale); err != nil {
-		return store.Sale{}, unavailable(err)
+		return store.Sale{}, shop.Unavailable(err)
 	}
 	s.stock.RememberShards(sale.ID, sale.StockShards)
 	for _, it := range sale.Items {
 		if it.ID > math.MaxUint32 {
-			return store.Sale{}, &Error{Code: CodeInternal, Message: "item ids are exhausted", Err: fmt.Errorf("item id %d over 32 bits", it.ID)}
+			return store.Sale{}, &shop.Error{Code: shop.CodeInternal, Message: "item ids are exhausted", Err: fmt.Errorf("item id %d over 32 bits", it.ID)}
 		}
 	}
 	// The new ids are known at once, here and on every other instance: an id someone tried a
@@ -326,10 +327,10 @@ func (s *Sales) create(ctx context.Context, merchantID int64, in NewSale) (store
 func (s *Sales) getRow(ctx context.Context, saleID int64) (store.Sale, error) {
 	sale, err := s.db.SaleByID(ctx, saleID)
 	if errors.Is(err, store.ErrNotFound) {
-		return store.Sale{}, Errorf(CodeNotFound, "no sale %d", saleID)
+		return store.Sale{}, shop.Errorf(shop.CodeNotFound, "no sale %d", saleID)
 	}
 	if err != nil {
-		return store.Sale{}, unavailable(err)
+		return store.Sale{}, shop.Unavailable(err)
 	}
 	return sale, nil
 }
@@ -344,7 +345,7 @@ func (s *Sales) cachedRow(ctx context.Context, saleID int64) (store.Sale, error)
 	}
 	c, err := s.salesCache.get(ctx, saleID, func(ctx context.Context) (cachedSale, error) {
 		sale, err := s.getRow(ctx, saleID)
-		if err != nil && ErrorCode(err) != CodeNotFound {
+		if err != nil && shop.ErrorCode(err) != shop.CodeNotFound {
 			return cachedSale{}, err
 		}
 		if err == nil {
@@ -363,9 +364,9 @@ func (s *Sales) cachedRow(ctx context.Context, saleID int64) (store.Sale, error)
 func (s *Sales) known(ctx context.Context, saleID int64) error {
 	switch above, err := s.bounds.aboveSale(ctx, saleID); {
 	case err != nil:
-		return unavailable(err)
+		return shop.Unavailable(err)
 	case above:
-		return Errorf(CodeNotFound, "no sale %d", saleID)
+		return shop.Errorf(shop.CodeNotFound, "no sale %d", saleID)
 	}
 	return nil
 }
@@ -392,7 +393,7 @@ func (s *Sales) Upcoming(ctx context.Context, cursor string) ([]Sale, string, er
 		return listing{sales: salesOf(out), next: next.Encode()}, nil
 	})
 	if err != nil {
-		return nil, "", unavailable(err)
+		return nil, "", shop.Unavailable(err)
 	}
 	return l.sales, l.next, nil
 }
@@ -401,7 +402,7 @@ func (s *Sales) Upcoming(ctx context.Context, cursor string) ([]Sale, string, er
 func (s *Sales) OfMerchant(ctx context.Context, merchantID int64) ([]Sale, error) {
 	out, err := s.db.SalesByMerchant(ctx, merchantID, 200)
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, shop.Unavailable(err)
 	}
 	return salesOf(out), nil
 }
@@ -410,7 +411,7 @@ func (s *Sales) OfMerchant(ctx context.Context, merchantID int64) ([]Sale, error
 func (s *Sales) item(ctx context.Context, itemID int64) (itemInfo, error) {
 	switch above, err := s.bounds.aboveItem(ctx, itemID); {
 	case err != nil:
-		return itemInfo{}, unavailable(err)
+		return itemInfo{}, shop.Unavailable(err)
 	case above:
 		return itemInfo{ItemID: itemID}, nil // no such item: no query, nothing cached
 	}
@@ -432,7 +433,7 @@ func (s *Sales) item(ctx context.Context, itemID int64) (itemInfo, error) {
 			Limit: sale.PurchaseLimit, found: true}, nil
 	})
 	if err != nil {
-		return itemInfo{}, unavailable(err)
+		return itemInfo{}, shop.Unavailable(err)
 	}
 	return info, nil
 }
@@ -462,7 +463,7 @@ func (s *Sales) displayed(ctx context.Context, saleID int64) (DisplayedStock, er
 	}
 	levels, err := s.stock.Levels(ctx, saleID, ids)
 	if err != nil {
-		return DisplayedStock{}, unavailable(err)
+		return DisplayedStock{}, shop.Unavailable(err)
 	}
 	d := DisplayedStock{SaleID: saleID, AsOf: now}
 	for i, it := range sale.Items {
@@ -483,11 +484,11 @@ func (s *Sales) AdminStock(ctx context.Context, merchantID, saleID int64) ([]Adm
 		return nil, err
 	}
 	if sale.MerchantID != merchantID {
-		return nil, Errorf(CodeNotFound, "no sale %d", saleID)
+		return nil, shop.Errorf(shop.CodeNotFound, "no sale %d", saleID)
 	}
 	rep, err := s.reconcile.Report(ctx, saleID)
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, shop.Unavailable(err)
 	}
 	return adminItems(rep), nil
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 	"github.com/flashsale/flashsale/testenv"
 )
@@ -183,7 +184,7 @@ func TestFunnelFlushRunInRedisWithItsReplyLostCountsOnce(t *testing.T) {
 	// Three more; Redis runs the flush, its reply is dropped, the client gives up.
 	f.Record(sale, nil)
 	f.Record(sale, nil)
-	f.Record(sale, &services.Error{Code: services.CodeSoldOut})
+	f.Record(sale, &shop.Error{Code: shop.CodeSoldOut})
 	proxy.armed.Store(true)
 	if err := flush(300 * time.Millisecond); err == nil {
 		t.Fatal("a flush without a reply reported no error")

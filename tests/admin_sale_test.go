@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 )
 
@@ -31,7 +32,7 @@ func (h *harness) meta(saleID int64, field string) string {
 	return v
 }
 
-func wantAdminCode(t *testing.T, what string, r response, status int, code services.Code) {
+func wantAdminCode(t *testing.T, what string, r response, status int, code shop.Code) {
 	t.Helper()
 	if r.Status != status || r.str("error") != string(code) || r.str("message") == "" {
 		t.Errorf("%s: %d %s; want %d %s with a message", what, r.Status, r.Raw, status, code)
@@ -78,15 +79,15 @@ func TestAdminEditUpcomingSale(t *testing.T) {
 		{"name": "x", "startsAt": "tomorrow"},
 	}
 	for i, body := range bad {
-		wantAdminCode(t, fmt.Sprintf("bad edit %d", i), h.patchSale(merchant, s.sale, body), http.StatusBadRequest, services.CodeInvalidInput)
+		wantAdminCode(t, fmt.Sprintf("bad edit %d", i), h.patchSale(merchant, s.sale, body), http.StatusBadRequest, shop.CodeInvalidInput)
 	}
 	var many []map[string]any
 	for i := 0; i < 49; i++ {
 		many = append(many, map[string]any{"name": fmt.Sprintf("n%d", i), "priceCents": 1, "quantity": 1})
 	}
-	wantAdminCode(t, "51 items", h.patchSale(merchant, s.sale, map[string]any{"items": many}), http.StatusBadRequest, services.CodeInvalidInput)
+	wantAdminCode(t, "51 items", h.patchSale(merchant, s.sale, map[string]any{"items": many}), http.StatusBadRequest, shop.CodeInvalidInput)
 	wantAdminCode(t, "another merchant's sale", h.patchSale(h.token(9001, services.RoleMerchant), s.sale, map[string]any{"name": "mine"}),
-		http.StatusNotFound, services.CodeNotFound)
+		http.StatusNotFound, shop.CodeNotFound)
 	if got := h.do("GET", fmt.Sprintf("/api/flash-sales/%d", s.sale), "", nil); got.str("name") != "test sale" {
 		t.Errorf("after refusals the sale is %s", got.Raw)
 	}
@@ -142,11 +143,11 @@ func TestAdminEditStartedSale(t *testing.T) {
 	id := func(n int64) string { return strconv.FormatInt(n, 10) }
 
 	wantAdminCode(t, "move a started sale's start", h.patchSale(merchant, s.sale, map[string]any{"startsAt": time.Now().Add(time.Hour).UTC().Format(time.RFC3339)}),
-		http.StatusConflict, services.CodeSaleStarted)
-	wantAdminCode(t, "currency of a started sale", h.patchSale(merchant, s.sale, map[string]any{"currency": "EUR"}), http.StatusConflict, services.CodeSaleStarted)
-	wantAdminCode(t, "limit of a started sale", h.patchSale(merchant, s.sale, map[string]any{"purchaseLimit": "per-item"}), http.StatusConflict, services.CodeSaleStarted)
+		http.StatusConflict, shop.CodeSaleStarted)
+	wantAdminCode(t, "currency of a started sale", h.patchSale(merchant, s.sale, map[string]any{"currency": "EUR"}), http.StatusConflict, shop.CodeSaleStarted)
+	wantAdminCode(t, "limit of a started sale", h.patchSale(merchant, s.sale, map[string]any{"purchaseLimit": "per-item"}), http.StatusConflict, shop.CodeSaleStarted)
 	wantAdminCode(t, "add to a started sale", h.patchSale(merchant, s.sale, map[string]any{"items": []map[string]any{{"name": "x", "priceCents": 1, "quantity": 1}}}),
-		http.StatusConflict, services.CodeSaleStarted)
+		http.StatusConflict, shop.CodeSaleStarted)
 
 	// Two units of a sold: its quantity cannot go below 2.
 	for u := int64(1); u <= 2; u++ {
@@ -157,7 +158,7 @@ func TestAdminEditStartedSale(t *testing.T) {
 	}
 	h.drain(s)
 	wantAdminCode(t, "below units sold", h.patchSale(merchant, s.sale, map[string]any{"items": []map[string]any{{"itemId": id(a), "quantity": 1}}}),
-		http.StatusConflict, services.CodeQuantityTooLow)
+		http.StatusConflict, shop.CodeQuantityTooLow)
 
 	// Both units of b held by reservations in flight (not in Postgres yet): b cannot go to 1.
 	ctx := context.Background()
@@ -172,7 +173,7 @@ func TestAdminEditStartedSale(t *testing.T) {
 		held = append(held, store.OrderRef{SaleID: s.sale, ItemID: b, UserID: u, OrderID: oid})
 	}
 	wantAdminCode(t, "below units held in flight", h.patchSale(merchant, s.sale, map[string]any{"name": "changed", "items": []map[string]any{{"itemId": id(b), "quantity": 1}}}),
-		http.StatusConflict, services.CodeQuantityTooLow)
+		http.StatusConflict, shop.CodeQuantityTooLow)
 	if got := h.redisStock(s, b); got != 0 {
 		t.Errorf("refused edit moved b's redis stock to %d", got)
 	}
@@ -191,7 +192,7 @@ func TestAdminEditStartedSale(t *testing.T) {
 		t.Fatalf("third unit: %d %s", r.Status, r.Raw)
 	}
 	tok6 := h.token(6, services.RoleShopper)
-	wantAdminCode(t, "sold out", h.buy(tok6, a, h.purchaseToken(tok6, s.sale)), http.StatusGone, services.CodeSoldOut)
+	wantAdminCode(t, "sold out", h.buy(tok6, a, h.purchaseToken(tok6, s.sale)), http.StatusGone, shop.CodeSoldOut)
 	if r := h.patchSale(merchant, s.sale, map[string]any{"items": []map[string]any{{"itemId": id(a), "quantity": 5}}}); r.Status != http.StatusOK {
 		t.Fatalf("raise quantity: %d %s", r.Status, r.Raw)
 	}
@@ -217,17 +218,17 @@ func TestAdminPauseResumeOnTwoInstances(t *testing.T) {
 	if r := h1.saleAction(merchant, s.sale, "pause"); r.Status != http.StatusOK || r.Body["paused"] != true {
 		t.Fatalf("pause: %d %s", r.Status, r.Raw)
 	}
-	wantAdminCode(t, "purchase on instance 1 while paused", h1.buy(u1, item, t1), http.StatusServiceUnavailable, services.CodePaused)
-	wantAdminCode(t, "purchase on instance 2 while paused", h2.buy(u2, item, t2), http.StatusServiceUnavailable, services.CodePaused)
+	wantAdminCode(t, "purchase on instance 1 while paused", h1.buy(u1, item, t1), http.StatusServiceUnavailable, shop.CodePaused)
+	wantAdminCode(t, "purchase on instance 2 while paused", h2.buy(u2, item, t2), http.StatusServiceUnavailable, shop.CodePaused)
 	for i, h := range []*harness{h1, h2} {
 		c := h.do("POST", fmt.Sprintf("/api/flash-sales/%d/captcha", s.sale), u1, nil)
 		r := h.do("POST", fmt.Sprintf("/api/flash-sales/%d/purchase-token", s.sale), u1, map[string]string{"captchaId": c.str("captchaId"), "answer": "test"})
-		wantAdminCode(t, fmt.Sprintf("purchase token on instance %d while paused", i+1), r, http.StatusServiceUnavailable, services.CodePaused)
+		wantAdminCode(t, fmt.Sprintf("purchase token on instance %d while paused", i+1), r, http.StatusServiceUnavailable, shop.CodePaused)
 	}
 	if r := h1.do("GET", fmt.Sprintf("/api/admin/sales/%d/stock", s.sale), merchant, nil); r.Body["paused"] != true {
 		t.Errorf("merchant stock view while paused = %s", r.Raw)
 	}
-	wantAdminCode(t, "another merchant pauses", h1.saleAction(h1.token(9001, services.RoleMerchant), s.sale, "resume"), http.StatusNotFound, services.CodeNotFound)
+	wantAdminCode(t, "another merchant pauses", h1.saleAction(h1.token(9001, services.RoleMerchant), s.sale, "resume"), http.StatusNotFound, shop.CodeNotFound)
 
 	if r := h2.saleAction(merchant, s.sale, "resume"); r.Status != http.StatusOK || r.Body["paused"] != nil {
 		t.Fatalf("resume: %d %s", r.Status, r.Raw)
@@ -259,14 +260,14 @@ func TestAdminEndAndWarm(t *testing.T) {
 	if ends, _ := strconv.ParseInt(h.meta(s.sale, "ends"), 10, 64); ends > time.Now().UnixMilli() {
 		t.Errorf("meta ends = %d, after now", ends)
 	}
-	wantAdminCode(t, "purchase after end", h.buy(u, s.items[0], tok), http.StatusGone, services.CodeSaleEnded)
+	wantAdminCode(t, "purchase after end", h.buy(u, s.items[0], tok), http.StatusGone, shop.CodeSaleEnded)
 	h.checkInvariants(s)
 
 	// Warm: a sale whose Redis state is gone is loaded again at once.
 	w := h.createSale(time.Now().Add(time.Hour), 4)
 	ctx := context.Background()
 	h.app.Redis.Del(ctx, store.MetaKey(w.sale), store.StockKey(w.sale, w.items[0]))
-	wantAdminCode(t, "another merchant warms", h.saleAction(h.token(9001, services.RoleMerchant), w.sale, "warm"), http.StatusNotFound, services.CodeNotFound)
+	wantAdminCode(t, "another merchant warms", h.saleAction(h.token(9001, services.RoleMerchant), w.sale, "warm"), http.StatusNotFound, shop.CodeNotFound)
 	if r := h.saleAction(merchant, w.sale, "warm"); r.Status != http.StatusOK || r.str("saleId") != strconv.FormatInt(w.sale, 10) {
 		t.Fatalf("warm: %d %s", r.Status, r.Raw)
 	}
@@ -310,7 +311,7 @@ func TestSaleChangeNoticeReachesOtherInstances(t *testing.T) {
 		t.Fatalf("pause: %d %s", r.Status, r.Raw)
 	}
 	within("the pause on instance 2", time.Second, func() bool { return tokenOn(h2).Status == http.StatusServiceUnavailable })
-	wantAdminCode(t, "purchase token on instance 2 while paused", tokenOn(h2), http.StatusServiceUnavailable, services.CodePaused)
+	wantAdminCode(t, "purchase token on instance 2 while paused", tokenOn(h2), http.StatusServiceUnavailable, shop.CodePaused)
 	// instance 2 has just read "paused" from Redis and trusts it for a second: the resume's
 	// notice, not that second, lets the shopper in
 	if r := h1.saleAction(merchant, s.sale, "resume"); r.Status != http.StatusOK {

@@ -15,6 +15,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/shop"
 )
 
 // madeUp is where the flood's made-up sale and item ids are drawn from: above every real id,
@@ -328,7 +329,7 @@ func TestNegativeCacheDoesNotHideANewSale(t *testing.T) {
 		"moved":         base64.RawURLEncoding.EncodeToString([]byte(pos+"|"+id+"0")) + cursor[len(payload):],
 	} {
 		r := a.do("GET", "/api/flash-sales?cursor="+bad, "", nil)
-		if r.Status != http.StatusBadRequest || r.str("error") != string(services.CodeInvalidInput) {
+		if r.Status != http.StatusBadRequest || r.str("error") != string(shop.CodeInvalidInput) {
 			t.Errorf("%s cursor %q: %d %s, want 400 INVALID_INPUT", name, bad, r.Status, r.Raw)
 		}
 		if r := a.do("GET", "/api/flash-sales/orders?cursor="+bad, shopper, nil); r.Status != http.StatusBadRequest {

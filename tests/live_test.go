@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 )
 
@@ -135,22 +136,22 @@ func TestLiveViewFunnelAndStock(t *testing.T) {
 	}
 	buyOK(1)
 	buyOK(2)
-	wantAdminCode(t, "second purchase", h.buy(shopper(1), item, h.purchaseToken(shopper(1), s.sale)), http.StatusConflict, services.CodeAlreadyPurchased)
-	wantAdminCode(t, "bad token", h.buy(shopper(5), item, "not-a-token"), http.StatusForbidden, services.CodeInvalidPurchaseToken)
+	wantAdminCode(t, "second purchase", h.buy(shopper(1), item, h.purchaseToken(shopper(1), s.sale)), http.StatusConflict, shop.CodeAlreadyPurchased)
+	wantAdminCode(t, "bad token", h.buy(shopper(5), item, "not-a-token"), http.StatusForbidden, shop.CodeInvalidPurchaseToken)
 	c := h.do("POST", fmt.Sprintf("/api/flash-sales/%d/captcha", s.sale), shopper(7), nil)
 	wantAdminCode(t, "wrong captcha", h.do("POST", fmt.Sprintf("/api/flash-sales/%d/purchase-token", s.sale), shopper(7),
-		map[string]string{"captchaId": c.str("captchaId"), "answer": "wrong"}), http.StatusForbidden, services.CodeCaptchaFailed)
+		map[string]string{"captchaId": c.str("captchaId"), "answer": "wrong"}), http.StatusForbidden, shop.CodeCaptchaFailed)
 	tok6 := h.purchaseToken(shopper(6), s.sale)
 	if r := h.saleAction(merchant, s.sale, "pause"); r.Status != http.StatusOK {
 		t.Fatalf("pause: %d %s", r.Status, r.Raw)
 	}
 	h.liveUntil(merchant, s.sale, "the pause", func(v liveBody) bool { return v.Sale.Paused && v.Sale.Status == services.LivePaused })
-	wantAdminCode(t, "purchase while paused", h.buy(shopper(6), item, tok6), http.StatusServiceUnavailable, services.CodePaused)
+	wantAdminCode(t, "purchase while paused", h.buy(shopper(6), item, tok6), http.StatusServiceUnavailable, shop.CodePaused)
 	if r := h.saleAction(merchant, s.sale, "resume"); r.Status != http.StatusOK {
 		t.Fatalf("resume: %d %s", r.Status, r.Raw)
 	}
 	buyOK(3)
-	wantAdminCode(t, "sold out", h.buy(shopper(4), item, h.purchaseToken(shopper(4), s.sale)), http.StatusGone, services.CodeSoldOut)
+	wantAdminCode(t, "sold out", h.buy(shopper(4), item, h.purchaseToken(shopper(4), s.sale)), http.StatusGone, shop.CodeSoldOut)
 
 	// The counts reach Redis within about a second; the reservations are in flight, unwritten.
 	v = h.liveUntil(merchant, s.sale, "8 requests", func(v liveBody) bool { return v.Funnel.Requests >= 8 })
@@ -190,16 +191,16 @@ func TestLiveViewFunnelAndStock(t *testing.T) {
 	}
 
 	// Another merchant, a shopper, an unknown sale, a bad id.
-	if _, r := h.live(h.token(9001, services.RoleMerchant), s.sale); r.Status != http.StatusNotFound || r.str("error") != string(services.CodeNotFound) {
+	if _, r := h.live(h.token(9001, services.RoleMerchant), s.sale); r.Status != http.StatusNotFound || r.str("error") != string(shop.CodeNotFound) {
 		t.Errorf("another merchant's live view: %d %s", r.Status, r.Raw)
 	}
 	if _, r := h.live(shopper(1), s.sale); r.Status != http.StatusForbidden {
 		t.Errorf("a shopper's live view: %d %s", r.Status, r.Raw)
 	}
-	if _, r := h.live(merchant, s.sale+1000); r.Status != http.StatusNotFound || r.str("error") != string(services.CodeNotFound) {
+	if _, r := h.live(merchant, s.sale+1000); r.Status != http.StatusNotFound || r.str("error") != string(shop.CodeNotFound) {
 		t.Errorf("an unknown sale's live view: %d %s", r.Status, r.Raw)
 	}
-	if r := h.do("GET", "/api/admin/sales/x1/live", merchant, nil); r.Status != http.StatusBadRequest || r.str("error") != string(services.CodeInvalidInput) {
+	if r := h.do("GET", "/api/admin/sales/x1/live", merchant, nil); r.Status != http.StatusBadRequest || r.str("error") != string(shop.CodeInvalidInput) {
 		t.Errorf("a bad sale id: %d %s", r.Status, r.Raw)
 	}
 
@@ -243,7 +244,7 @@ func TestLiveFunnelAcrossInstances(t *testing.T) {
 	b := newHarness(t, harnessOpts{shared: a})
 	merchant := a.token(9000, services.RoleMerchant)
 	s := a.liveSale(2)
-	wantAdminCode(t, "bad token on b", b.buy(a.token(200, services.RoleShopper), s.items[0], "x"), http.StatusForbidden, services.CodeInvalidPurchaseToken)
+	wantAdminCode(t, "bad token on b", b.buy(a.token(200, services.RoleShopper), s.items[0], "x"), http.StatusForbidden, shop.CodeInvalidPurchaseToken)
 	for i, h := range []*harness{a, b, b} {
 		u := a.token(int64(100+i), services.RoleShopper)
 		want := []int{http.StatusAccepted, http.StatusAccepted, http.StatusGone}[i]
@@ -300,10 +301,10 @@ func TestLiveWarmUpTiming(t *testing.T) {
 	for _, s := range []saleIDs{far, near} {
 		c := h.do("POST", fmt.Sprintf("/api/flash-sales/%d/captcha", s.sale), u, nil)
 		r := h.do("POST", fmt.Sprintf("/api/flash-sales/%d/purchase-token", s.sale), u, map[string]string{"captchaId": c.str("captchaId"), "answer": "test"})
-		if r.Status != http.StatusTooEarly || r.str("error") != string(services.CodeNotStarted) || r.Header.Get("Retry-After") == "" {
+		if r.Status != http.StatusTooEarly || r.str("error") != string(shop.CodeNotStarted) || r.Header.Get("Retry-After") == "" {
 			t.Errorf("token before the start of sale %d: %d %s", s.sale, r.Status, r.Raw)
 		}
-		wantAdminCode(t, "purchase before the start", h.buy(u, s.items[0], "x"), http.StatusTooEarly, services.CodeNotStarted)
+		wantAdminCode(t, "purchase before the start", h.buy(u, s.items[0], "x"), http.StatusTooEarly, shop.CodeNotStarted)
 	}
 
 	// The warm button loads the far one now; the live view shows it at once.

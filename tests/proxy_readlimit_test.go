@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/testenv"
 )
 
@@ -44,7 +44,7 @@ func TestProxyLimitsReadsThatMissTheCache(t *testing.T) {
 				switch r.status {
 				case http.StatusTooManyRequests:
 					limited.Add(1)
-					if r.body["error"] != string(services.CodeRateLimited) || r.header.Get("Retry-After") == "" {
+					if r.body["error"] != string(shop.CodeRateLimited) || r.header.Get("Retry-After") == "" {
 						t.Errorf("a limited read: %v %q, want RATE_LIMITED JSON with Retry-After", r.header, r.raw)
 						return
 					}

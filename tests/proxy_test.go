@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/testenv"
 )
 
@@ -293,7 +294,7 @@ func TestProxyCachesPagesNotPurchases(t *testing.T) {
 			switch r.status {
 			case http.StatusTooManyRequests:
 				limited.Add(1)
-				if r.body["error"] != string(services.CodeRateLimited) || r.header.Get("Retry-After") != "1" ||
+				if r.body["error"] != string(shop.CodeRateLimited) || r.header.Get("Retry-After") != "1" ||
 					!strings.HasPrefix(r.header.Get("Content-Type"), "application/json") {
 					t.Errorf("nginx's 429: %v %q, want the contract's RATE_LIMITED JSON with Retry-After: 1", r.header, r.raw)
 				}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/flashsale/flashsale/internal/app"
 	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 	"github.com/flashsale/flashsale/testenv"
 )
@@ -47,7 +48,7 @@ func TestLapsedRegistrationStopsSelling(t *testing.T) {
 		return r.Status == http.StatusServiceUnavailable && strings.Contains(r.Raw, "queue registration")
 	})
 	r := h.buy(other, s.items[0], ptoken)
-	if r.Status != http.StatusServiceUnavailable || r.str("error") != string(services.CodeUnavailable) {
+	if r.Status != http.StatusServiceUnavailable || r.str("error") != string(shop.CodeUnavailable) {
 		t.Fatalf("buy while the registration is another's: %d %s, want 503 UNAVAILABLE", r.Status, r.Raw)
 	}
 	// The queue's depth is not to be trusted, but payment expiry and unit returns go on (they

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 	"github.com/flashsale/flashsale/testenv"
 )
@@ -87,7 +88,7 @@ func TestRedisClusterPurchasePath(t *testing.T) {
 		}
 	}
 	r = a.do("POST", "/api/flash-sales/"+limited+"/captcha", alice, nil)
-	wantAdminCode(t, "over the limit", r, http.StatusTooManyRequests, services.CodeRateLimited)
+	wantAdminCode(t, "over the limit", r, http.StatusTooManyRequests, shop.CodeRateLimited)
 	if n, err := a.app.Redis.Exists(ctx, "rate:rl:u:"+limited+":1").Result(); err != nil || n != 1 {
 		t.Errorf("the shopper's bucket in the cluster: %d, %v", n, err)
 	}
@@ -115,11 +116,11 @@ func rcSaleFlow(t *testing.T, a, b *harness, s saleIDs, base int64) {
 		return r.str("orderId")
 	}
 	aliceOrder := want("alice buys", buy(alice, s.items[0]), http.StatusAccepted)
-	wantAdminCode(t, "alice buys a second item of the sale", buy(alice, s.items[1]), http.StatusConflict, services.CodeAlreadyPurchased)
+	wantAdminCode(t, "alice buys a second item of the sale", buy(alice, s.items[1]), http.StatusConflict, shop.CodeAlreadyPurchased)
 	bobOrder := want("bob buys", buy(bob, s.items[0]), http.StatusAccepted)
-	wantAdminCode(t, "carol after the item sold out", buy(carol, s.items[0]), http.StatusGone, services.CodeSoldOut)
+	wantAdminCode(t, "carol after the item sold out", buy(carol, s.items[0]), http.StatusGone, shop.CodeSoldOut)
 	daveOrder := want("dave buys", buy(dave, s.items[1]), http.StatusAccepted)
-	wantAdminCode(t, "erin after the item sold out", buy(erin, s.items[1]), http.StatusGone, services.CodeSoldOut)
+	wantAdminCode(t, "erin after the item sold out", buy(erin, s.items[1]), http.StatusGone, shop.CodeSoldOut)
 	a.drain(s)
 	for _, id := range []string{aliceOrder, bobOrder, daveOrder} {
 		if n := a.sqlInt(`SELECT count(*) FROM orders WHERE id = ? AND status = 'PENDING'`, id); n != 1 {
@@ -377,7 +378,7 @@ func rcBuyUntilAnswered(h *harness, u int64, s saleIDs, unavailable *atomic.Int6
 		switch {
 		case r.Status == http.StatusAccepted:
 			return "202 " + r.str("orderId")
-		case r.Status == http.StatusConflict && r.str("error") == string(services.CodeAlreadyPurchased):
+		case r.Status == http.StatusConflict && r.str("error") == string(shop.CodeAlreadyPurchased):
 			return "409"
 		case r.Status == http.StatusGone && item == 0:
 			item = 1
@@ -386,7 +387,7 @@ func rcBuyUntilAnswered(h *harness, u int64, s saleIDs, unavailable *atomic.Int6
 		case r.Status == http.StatusServiceUnavailable:
 			unavailable.Add(1)
 			time.Sleep(100 * time.Millisecond)
-		case r.Status == http.StatusForbidden && r.str("error") == string(services.CodeInvalidPurchaseToken):
+		case r.Status == http.StatusForbidden && r.str("error") == string(shop.CodeInvalidPurchaseToken):
 			// a token issued before the rebuild is void: take a new one
 		default:
 			return fmt.Sprintf("%d %s", r.Status, r.Raw)

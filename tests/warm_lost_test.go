@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/testenv"
 )
 
@@ -30,7 +31,7 @@ func TestWarmAndEditOnALostSaleWaitForTheQueue(t *testing.T) {
 
 	h.redis.Wipe(t) // Redis lost everything; three orders are still in the queue only
 
-	if r := h.saleAction(merchant, s.sale, "warm"); r.Status != http.StatusConflict || r.str("error") != string(services.CodeQueueNotDrained) ||
+	if r := h.saleAction(merchant, s.sale, "warm"); r.Status != http.StatusConflict || r.str("error") != string(shop.CodeQueueNotDrained) ||
 		r.Header.Get("Retry-After") == "" {
 		t.Fatalf("warm a lost sale with a backlog: %d %s, want 409 QUEUE_NOT_DRAINED with Retry-After", r.Status, r.Raw)
 	}
@@ -39,7 +40,7 @@ func TestWarmAndEditOnALostSaleWaitForTheQueue(t *testing.T) {
 	}
 	// Postgres says nothing is sold, but three units are: 4 -> 2 would leave the third order no room.
 	r := h.patchSale(merchant, s.sale, map[string]any{"items": []map[string]any{{"itemId": strconv.FormatInt(s.items[0], 10), "quantity": 2}}})
-	if r.Status != http.StatusConflict || r.str("error") != string(services.CodeQueueNotDrained) {
+	if r.Status != http.StatusConflict || r.str("error") != string(shop.CodeQueueNotDrained) {
 		t.Fatalf("lower a lost sale's quantity with a backlog: %d %s, want 409 QUEUE_NOT_DRAINED", r.Status, r.Raw)
 	}
 	if q := h.sqlInt(`SELECT quantity FROM items WHERE id = ?`, s.items[0]); q != 4 {
@@ -91,7 +92,7 @@ func TestWarmAndEditOnALostSaleWaitForTheQueue(t *testing.T) {
 	// With the queue drained, the cut is judged on a complete Postgres: 4 units sold, 3 is too low.
 	h.drain(s)
 	r = h.patchSale(merchant, s.sale, map[string]any{"items": []map[string]any{{"itemId": strconv.FormatInt(s.items[0], 10), "quantity": 3}}})
-	if r.Status != http.StatusConflict || r.str("error") != string(services.CodeQuantityTooLow) {
+	if r.Status != http.StatusConflict || r.str("error") != string(shop.CodeQuantityTooLow) {
 		t.Errorf("lower below what is sold: %d %s, want 409 QUANTITY_TOO_LOW", r.Status, r.Raw)
 	}
 	h.checkInvariants(s)

@@ -9,7 +9,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/flashsale/flashsale/handlers"
-	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/shop"
 )
 
 // edge guards every state-changing request (POST, PUT, PATCH, DELETE), the login and the
@@ -40,11 +40,11 @@ func edge(production bool) gin.HandlerFunc {
 		}
 		r := c.Request
 		if !sameOrigin(r.Header.Get("Origin"), r.Header.Get("Sec-Fetch-Site"), r.Host, production) {
-			handlers.Abort(c, services.CodeCSRF, "cross-site request refused: this route takes requests from this site's own pages only")
+			handlers.Abort(c, shop.CodeCSRF, "cross-site request refused: this route takes requests from this site's own pages only")
 			return
 		}
 		if !jsonBody(r.Header.Get("Content-Type"), r.ContentLength) {
-			handlers.Abort(c, services.CodeUnsupportedMediaType, "the request body must be JSON with Content-Type: application/json")
+			handlers.Abort(c, shop.CodeUnsupportedMediaType, "the request body must be JSON with Content-Type: application/json")
 			return
 		}
 		c.Next()

@@ -15,6 +15,7 @@ import (
 
 	"github.com/flashsale/flashsale/handlers"
 	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 )
 
@@ -32,14 +33,14 @@ func (fakeShop) IssueToken(context.Context, int64, int64, string, string, string
 }
 func (fakeShop) Purchase(_ context.Context, _, item int64, tok, _ string) (string, error) {
 	if tok == "" {
-		return "", services.Errorf(services.CodeInvalidPurchaseToken, "no token")
+		return "", shop.Errorf(shop.CodeInvalidPurchaseToken, "no token")
 	}
 	return services.NewOrderID(item, time.Now()), nil
 }
 func (fakeShop) Order(_ context.Context, _ int64, id string) (services.OrderView, error) {
 	item, canonical, ok := services.ItemOfOrderID(id)
 	if !ok {
-		return services.OrderView{}, services.Errorf(services.CodeNotFound, "no order")
+		return services.OrderView{}, shop.Errorf(shop.CodeNotFound, "no order")
 	}
 	return services.OrderView{OrderID: canonical, ItemID: item, Status: services.StatusQueued}, nil
 }
@@ -51,7 +52,7 @@ func (s fakeShop) Cancel(ctx context.Context, u int64, id string) (services.Orde
 }
 func (fakeShop) MyOrders(_ context.Context, _, _ int64, cursor string) ([]services.OrderView, string, error) {
 	if cursor != "" && len(cursor) < 8 {
-		return nil, "", services.Errorf(services.CodeInvalidInput, "bad cursor")
+		return nil, "", shop.Errorf(shop.CodeInvalidInput, "bad cursor")
 	}
 	return nil, "", nil
 }
@@ -65,7 +66,7 @@ func (fakeCatalog) Create(context.Context, int64, services.NewSale) (services.Sa
 }
 func (fakeCatalog) Get(_ context.Context, id int64) (services.Sale, error) {
 	if id != 1 {
-		return services.Sale{}, services.Errorf(services.CodeNotFound, "no sale")
+		return services.Sale{}, shop.Errorf(shop.CodeNotFound, "no sale")
 	}
 	return fakeSale, nil
 }
@@ -75,7 +76,7 @@ func (c fakeCatalog) Cached(ctx context.Context, id int64) (services.Sale, error
 func (fakeCatalog) Upcoming(_ context.Context, cursor string) ([]services.Sale, string, error) {
 	if cursor != "" {
 		if _, ok := store.DecodeSaleCursor(cursor); !ok {
-			return nil, "", services.Errorf(services.CodeInvalidInput, "bad cursor")
+			return nil, "", shop.Errorf(shop.CodeInvalidInput, "bad cursor")
 		}
 	}
 	return []services.Sale{fakeSale}, "", nil
@@ -116,7 +117,7 @@ func (fakeAccounts) Register(_ context.Context, u, p, id, answer, ip string) (st
 	return "t", services.Identity{UserID: 1, Role: services.RoleShopper}, nil
 }
 func (fakeAccounts) Login(_ context.Context, u, p, ip string) (string, services.Identity, error) {
-	return "", services.Identity{}, services.Errorf(services.CodeInvalidCredentials, "no")
+	return "", services.Identity{}, shop.Errorf(shop.CodeInvalidCredentials, "no")
 }
 func (fakeAccounts) Logout(context.Context, string) error            { return nil }
 func (fakeAccounts) Username(context.Context, int64) (string, error) { return "", nil }

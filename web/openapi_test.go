@@ -16,7 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/flashsale/flashsale/handlers"
-	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/shop"
 )
 
 // testRouter builds the real router. Its handlers hold no services: the tests only enumerate
@@ -134,14 +134,14 @@ func TestOpenAPIMatchesRouter(t *testing.T) {
 }
 
 // allCodes are the contract's error codes (services/errors.go).
-var allCodes = []services.Code{
-	services.CodeInvalidInput, services.CodeUnauthenticated, services.CodeInvalidCredentials,
-	services.CodeForbidden, services.CodeCSRF, services.CodeUnsupportedMediaType, services.CodeCaptchaFailed,
-	services.CodeInvalidPurchaseToken, services.CodeNotFound, services.CodeUsernameTaken,
-	services.CodeAlreadyPurchased, services.CodeExpired, services.CodeNotPayable, services.CodeNotCancellable,
-	services.CodeSoldOut, services.CodeSaleEnded, services.CodeNotStarted,
-	services.CodePaused, services.CodeSaleStarted, services.CodeQuantityTooLow, services.CodeQueueNotDrained,
-	services.CodeRateLimited, services.CodeUnavailable, services.CodeInternal,
+var allCodes = []shop.Code{
+	shop.CodeInvalidInput, shop.CodeUnauthenticated, shop.CodeInvalidCredentials,
+	shop.CodeForbidden, shop.CodeCSRF, shop.CodeUnsupportedMediaType, shop.CodeCaptchaFailed,
+	shop.CodeInvalidPurchaseToken, shop.CodeNotFound, shop.CodeUsernameTaken,
+	shop.CodeAlreadyPurchased, shop.CodeExpired, shop.CodeNotPayable, shop.CodeNotCancellable,
+	shop.CodeSoldOut, shop.CodeSaleEnded, shop.CodeNotStarted,
+	shop.CodePaused, shop.CodeSaleStarted, shop.CodeQuantityTooLow, shop.CodeQueueNotDrained,
+	shop.CodeRateLimited, shop.CodeUnavailable, shop.CodeInternal,
 }
 
 // statusOfCode asks the real error writer which status a code gets.
@@ -149,7 +149,7 @@ func statusOfCode(code string) int {
 	rec := httptest.NewRecorder()
 	c, _ := gin.CreateTestContext(rec)
 	c.Request = httptest.NewRequest(http.MethodGet, "/", nil)
-	handlers.Abort(c, services.Code(code), "test")
+	handlers.Abort(c, shop.Code(code), "test")
 	return rec.Code
 }
 

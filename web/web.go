@@ -20,6 +20,7 @@ import (
 
 	"github.com/flashsale/flashsale/handlers"
 	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/static"
 )
 
@@ -144,7 +145,7 @@ func NewRouter(cfg Config) *gin.Engine {
 			// Names only: no address, no error text (the logs have those).
 			if down := cfg.Ready(); len(down) > 0 {
 				c.Header("Retry-After", "1")
-				c.JSON(http.StatusServiceUnavailable, gin.H{"error": services.CodeUnavailable, "message": "not ready: " + strings.Join(down, ", ") + " down",
+				c.JSON(http.StatusServiceUnavailable, gin.H{"error": shop.CodeUnavailable, "message": "not ready: " + strings.Join(down, ", ") + " down",
 					"status": "unavailable", "down": down})
 				return
 			}
@@ -178,7 +179,7 @@ func recovery(log *slog.Logger) gin.HandlerFunc {
 					panic(v)
 				}
 				log.Error("panic serving request", "method", c.Request.Method, "path", c.Request.URL.Path, "panic", v)
-				handlers.Abort(c, services.CodeInternal, "internal error")
+				handlers.Abort(c, shop.CodeInternal, "internal error")
 			}
 		}()
 		c.Next()
@@ -214,7 +215,7 @@ func authenticate(v Verifier, api *handlers.API, role string) gin.HandlerFunc {
 		if h := c.GetHeader("Authorization"); h != "" {
 			scheme, t, ok := strings.Cut(h, " ")
 			if !ok || !strings.EqualFold(scheme, "Bearer") {
-				handlers.Abort(c, services.CodeUnauthenticated, "the Authorization header must be 'Bearer <token>'")
+				handlers.Abort(c, shop.CodeUnauthenticated, "the Authorization header must be 'Bearer <token>'")
 				return
 			}
 			token = strings.TrimSpace(t)
@@ -222,7 +223,7 @@ func authenticate(v Verifier, api *handlers.API, role string) gin.HandlerFunc {
 			token, fromCookie = ck, true
 		}
 		if token == "" {
-			handlers.Abort(c, services.CodeUnauthenticated, "please log in: a bearer token or session cookie is required")
+			handlers.Abort(c, shop.CodeUnauthenticated, "please log in: a bearer token or session cookie is required")
 			return
 		}
 		id, err := v.Verify(token)
@@ -234,12 +235,12 @@ func authenticate(v Verifier, api *handlers.API, role string) gin.HandlerFunc {
 			want, _ := c.Cookie(csrfCookie)
 			got := c.GetHeader("X-CSRF-Token")
 			if want == "" || subtle.ConstantTimeCompare([]byte(want), []byte(got)) != 1 {
-				handlers.Abort(c, services.CodeCSRF, "missing or wrong X-CSRF-Token header (it must carry the fs_csrf cookie's value)")
+				handlers.Abort(c, shop.CodeCSRF, "missing or wrong X-CSRF-Token header (it must carry the fs_csrf cookie's value)")
 				return
 			}
 		}
 		if role != "" && id.Role != role {
-			handlers.Abort(c, services.CodeForbidden, "this needs a "+role+" account")
+			handlers.Abort(c, shop.CodeForbidden, "this needs a "+role+" account")
 			return
 		}
 		handlers.SetIdentity(c, id)

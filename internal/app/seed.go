@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/shop"
 )
 
 // The development demo accounts (listed in the README).
@@ -24,7 +25,7 @@ func seedDemo(ctx context.Context, a *App, delay time.Duration, log *slog.Logger
 	var merchantID int64
 	for _, acc := range demoAccounts {
 		u, err := a.Auth.AddUser(ctx, acc.Username, acc.Password, acc.Role)
-		if services.ErrorCode(err) == services.CodeUsernameTaken {
+		if shop.ErrorCode(err) == shop.CodeUsernameTaken {
 			_, id, err := a.Auth.Login(ctx, acc.Username, acc.Password, "seed")
 			if err != nil {
 				return err

@@ -16,7 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 	"github.com/flashsale/flashsale/testenv"
 )
@@ -399,7 +399,7 @@ func scenarioWarmLost(t *testing.T, r *result) {
 
 	// The merchant presses Warm.
 	warm, err := c.merchantCall(1, "POST", fmt.Sprintf("/api/admin/sales/%d/warm", s.id), nil, 60*time.Second)
-	if err != nil || warm.status != http.StatusConflict || warm.str("error") != string(services.CodeQueueNotDrained) {
+	if err != nil || warm.status != http.StatusConflict || warm.str("error") != string(shop.CodeQueueNotDrained) {
 		r.Violations++
 		t.Errorf("warm a lost sale with %d orders queued: %d %s (%v), want 409 QUEUE_NOT_DRAINED", len(queuedAtLoss), warm.status, warm.raw, err)
 	}
@@ -408,7 +408,7 @@ func scenarioWarmLost(t *testing.T, r *result) {
 	cut := pgSold0 + (a0-pgSold0)/2
 	cutBody := map[string]any{"items": []map[string]any{{"itemId": strconv.FormatInt(item0, 10), "quantity": cut}}}
 	patch, err := c.merchantCall(2, "PATCH", fmt.Sprintf("/api/admin/sales/%d", s.id), cutBody, 60*time.Second)
-	if err != nil || patch.status != http.StatusConflict || patch.str("error") != string(services.CodeQueueNotDrained) {
+	if err != nil || patch.status != http.StatusConflict || patch.str("error") != string(shop.CodeQueueNotDrained) {
 		r.Violations++
 		t.Errorf("cut item 0 to %d (postgres counts %d sold, %d acknowledged) with orders queued: %d %s (%v), want 409 QUEUE_NOT_DRAINED",
 			cut, pgSold0, a0, patch.status, patch.raw, err)
@@ -481,7 +481,7 @@ func scenarioWarmLost(t *testing.T, r *result) {
 		}
 		again[st]++
 		switch {
-		case st == http.StatusConflict && ans.str("error") == string(services.CodeAlreadyPurchased) && ans.str("orderId") == id:
+		case st == http.StatusConflict && ans.str("error") == string(shop.CodeAlreadyPurchased) && ans.str("orderId") == id:
 			l.mu.Lock()
 			l.named[id] = true
 			l.mu.Unlock()
@@ -501,7 +501,7 @@ func scenarioWarmLost(t *testing.T, r *result) {
 
 	// Drained and rebuilt: the same cut is judged against every order, and refused for them.
 	tooLow, err := c.merchantCall(2, "PATCH", fmt.Sprintf("/api/admin/sales/%d", s.id), cutBody, 30*time.Second)
-	if err != nil || tooLow.status != http.StatusConflict || tooLow.str("error") != string(services.CodeQuantityTooLow) {
+	if err != nil || tooLow.status != http.StatusConflict || tooLow.str("error") != string(shop.CodeQuantityTooLow) {
 		r.Violations++
 		t.Errorf("the same cut to %d after the rebuild: %d %s (%v), want 409 QUANTITY_TOO_LOW", cut, tooLow.status, tooLow.raw, err)
 	}

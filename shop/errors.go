@@ -1,0 +1,76 @@
+package shop
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Code names a failure in the public contract's terms.
+type Code string
+
+// The error codes of the public contract.
+const (
+	CodeInvalidInput         Code = "INVALID_INPUT"
+	CodeUnauthenticated      Code = "UNAUTHENTICATED"
+	CodeInvalidCredentials   Code = "INVALID_CREDENTIALS"
+	CodeForbidden            Code = "FORBIDDEN"
+	CodeCSRF                 Code = "CSRF"
+	CodeUnsupportedMediaType Code = "UNSUPPORTED_MEDIA_TYPE"
+	CodeCaptchaFailed        Code = "CAPTCHA_FAILED"
+	CodeInvalidPurchaseToken Code = "INVALID_PURCHASE_TOKEN"
+	CodeNotFound             Code = "NOT_FOUND"
+	CodeUsernameTaken        Code = "USERNAME_TAKEN"
+	CodeAlreadyPurchased     Code = "ALREADY_PURCHASED"
+	CodeExpired              Code = "EXPIRED"
+	CodeNotPayable           Code = "NOT_PAYABLE"
+	CodeNotCancellable       Code = "NOT_CANCELLABLE"
+	CodeSoldOut              Code = "SOLD_OUT"
+	CodeSaleEnded            Code = "SALE_ENDED"
+	CodeNotStarted           Code = "NOT_STARTED"
+	CodePaused               Code = "PAUSED"
+	CodeSaleStarted          Code = "SALE_STARTED"
+	CodeQuantityTooLow       Code = "QUANTITY_TOO_LOW"
+	CodeQueueNotDrained      Code = "QUEUE_NOT_DRAINED"
+	CodeRateLimited          Code = "RATE_LIMITED"
+	CodeUnavailable          Code = "UNAVAILABLE"
+	CodeInternal             Code = "INTERNAL"
+)
+
+// Error is a failure the client is told about: a code from the contract, a message for people,
+// and, for NOT_STARTED and RATE_LIMITED, when to try again.
+type Error struct {
+	Code       Code
+	Message    string
+	RetryAfter time.Duration
+	OrderID    string // ALREADY_PURCHASED: the order the shopper holds
+	Err        error  // the cause, logged, never shown
+}
+
+func (e *Error) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("%s: %s: %v", e.Code, e.Message, e.Err)
+	}
+	return string(e.Code) + ": " + e.Message
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Errorf builds an Error with a formatted message.
+func Errorf(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// Unavailable wraps an infrastructure failure: the client gets 503 and nothing was done.
+func Unavailable(err error) *Error {
+	return &Error{Code: CodeUnavailable, Message: "the shop is busy or a component is down; nothing was reserved, try again", Err: err}
+}
+
+// ErrorCode returns the contract code of err, INTERNAL when err is not an *Error.
+func ErrorCode(err error) Code {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return CodeInternal
+}
