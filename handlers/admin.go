@@ -13,11 +13,11 @@ import (
 
 // SaleAdmin is what the API needs to change a merchant's sale.
 type SaleAdmin interface {
-	Edit(ctx context.Context, merchantID, saleID int64, in services.SaleEdit) (services.Sale, error)
-	Pause(ctx context.Context, merchantID, saleID int64) (services.Sale, error)
-	Resume(ctx context.Context, merchantID, saleID int64) (services.Sale, error)
-	End(ctx context.Context, merchantID, saleID int64) (services.Sale, error)
-	Warm(ctx context.Context, merchantID, saleID int64) (services.Sale, error)
+	Edit(ctx context.Context, merchantID, saleID int64, in services.SaleEdit) (shop.Sale, error)
+	Pause(ctx context.Context, merchantID, saleID int64) (shop.Sale, error)
+	Resume(ctx context.Context, merchantID, saleID int64) (shop.Sale, error)
+	End(ctx context.Context, merchantID, saleID int64) (shop.Sale, error)
+	Warm(ctx context.Context, merchantID, saleID int64) (shop.Sale, error)
 }
 
 type editItemJSON struct {
@@ -88,7 +88,7 @@ func (a *API) EditSale(c *gin.Context) {
 		}
 		ed.Items = append(ed.Items, e)
 	}
-	a.adminAnswer(c, func(ctx context.Context, merchantID int64) (services.Sale, error) {
+	a.adminAnswer(c, func(ctx context.Context, merchantID int64) (shop.Sale, error) {
 		return a.Admin.Edit(ctx, merchantID, saleID, ed)
 	})
 }
@@ -105,7 +105,7 @@ func (a *API) EndSale(c *gin.Context) { a.saleAction(c, SaleAdmin.End) }
 // WarmSale handles the "POST /api/admin/sales/:saleId/warm" route: load the stock into Redis now.
 func (a *API) WarmSale(c *gin.Context) { a.saleAction(c, SaleAdmin.Warm) }
 
-func (a *API) saleAction(c *gin.Context, act func(SaleAdmin, context.Context, int64, int64) (services.Sale, error)) {
+func (a *API) saleAction(c *gin.Context, act func(SaleAdmin, context.Context, int64, int64) (shop.Sale, error)) {
 	saleID, err := pathID(c, "saleId")
 	if err != nil {
 		Error(c, a.Log, err)
@@ -116,12 +116,12 @@ func (a *API) saleAction(c *gin.Context, act func(SaleAdmin, context.Context, in
 		Error(c, a.Log, err)
 		return
 	}
-	a.adminAnswer(c, func(ctx context.Context, merchantID int64) (services.Sale, error) {
+	a.adminAnswer(c, func(ctx context.Context, merchantID int64) (shop.Sale, error) {
 		return act(a.Admin, ctx, merchantID, saleID)
 	})
 }
 
-func (a *API) adminAnswer(c *gin.Context, do func(ctx context.Context, merchantID int64) (services.Sale, error)) {
+func (a *API) adminAnswer(c *gin.Context, do func(ctx context.Context, merchantID int64) (shop.Sale, error)) {
 	if a.Admin == nil {
 		Error(c, a.Log, shop.Errorf(shop.CodeInternal, "sale administration is not configured"))
 		return

@@ -27,11 +27,11 @@ type Accounts interface {
 
 // Catalog is what the API needs of the sales service.
 type Catalog interface {
-	Create(ctx context.Context, merchantID int64, in services.NewSale) (services.Sale, error)
-	Get(ctx context.Context, saleID int64) (services.Sale, error)
-	Cached(ctx context.Context, saleID int64) (services.Sale, error)
-	Upcoming(ctx context.Context, cursor string) ([]services.Sale, string, error)
-	OfMerchant(ctx context.Context, merchantID int64) ([]services.Sale, error)
+	Create(ctx context.Context, merchantID int64, in services.NewSale) (shop.Sale, error)
+	Get(ctx context.Context, saleID int64) (shop.Sale, error)
+	Cached(ctx context.Context, saleID int64) (shop.Sale, error)
+	Upcoming(ctx context.Context, cursor string) ([]shop.Sale, string, error)
+	OfMerchant(ctx context.Context, merchantID int64) ([]shop.Sale, error)
 	Displayed(ctx context.Context, saleID int64) (services.DisplayedStock, error)
 	AdminStock(ctx context.Context, merchantID, saleID int64) ([]services.AdminItemStock, error)
 }
@@ -42,10 +42,10 @@ type Shop interface {
 	TokenGate(ctx context.Context, userID, saleID int64) error
 	IssueToken(ctx context.Context, userID, saleID int64, captchaID, answer, ip string) (string, time.Time, error)
 	Purchase(ctx context.Context, userID, itemID int64, token, ip string) (string, error)
-	Order(ctx context.Context, userID int64, orderID string) (services.OrderView, error)
-	Pay(ctx context.Context, userID int64, orderID string) (services.OrderView, error)
-	Cancel(ctx context.Context, userID int64, orderID string) (services.OrderView, error)
-	MyOrders(ctx context.Context, userID, saleID int64, cursor string) ([]services.OrderView, string, error)
+	Order(ctx context.Context, userID int64, orderID string) (shop.OrderView, error)
+	Pay(ctx context.Context, userID int64, orderID string) (shop.OrderView, error)
+	Cancel(ctx context.Context, userID int64, orderID string) (shop.OrderView, error)
+	MyOrders(ctx context.Context, userID, saleID int64, cursor string) ([]shop.OrderView, string, error)
 }
 
 // Cookie names of the browser session (see README.md and the OpenAPI document). With Secure
@@ -268,9 +268,9 @@ type saleJSON struct {
 	Items                []itemJSON `json:"items,omitempty"`
 }
 
-func (a *API) saleJSON(s services.Sale) saleJSON {
+func (a *API) saleJSON(s shop.Sale) saleJSON {
 	out := saleJSON{SaleID: idString(s.ID), Name: s.Name, StartsAt: rfc3339(s.StartsAt), EndsAt: rfc3339(s.EndsAt),
-		Status: services.SaleStatus(s.StartsAt, s.EndsAt, a.Now()), PaymentWindowSeconds: s.PaymentWindowSeconds,
+		Status: shop.SaleStatus(s.StartsAt, s.EndsAt, a.Now()), PaymentWindowSeconds: s.PaymentWindowSeconds,
 		PurchaseLimit: s.PurchaseLimit, Currency: s.Currency, Description: s.Description, Paused: s.Paused}
 	for _, it := range s.Items {
 		out.Items = append(out.Items, itemJSON{ItemID: idString(it.ID), Name: it.Name, PriceCents: it.PriceCents, Quantity: it.Quantity, ImageURL: it.ImageURL})
@@ -438,7 +438,7 @@ type orderJSON struct {
 	EstimatedWaitSeconds *int64 `json:"estimatedWaitSeconds,omitempty"`
 }
 
-func toOrderJSON(v services.OrderView) orderJSON {
+func toOrderJSON(v shop.OrderView) orderJSON {
 	o := orderJSON{OrderID: v.OrderID, ItemID: idString(v.ItemID), SaleID: idString(v.SaleID), Status: v.Status,
 		ItemName: v.ItemName, PriceCents: v.PriceCents, Currency: v.Currency, SaleName: v.SaleName, Failure: v.Failure}
 	if v.PayBy != nil {

@@ -12,7 +12,6 @@ import (
 	"github.com/PuerkitoBio/goquery"
 	"github.com/gin-gonic/gin"
 
-	"github.com/flashsale/flashsale/services"
 	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/views"
 )
@@ -57,19 +56,19 @@ type langCatalog struct {
 	Catalog
 }
 
-var langSale = services.Sale{ID: 42, Name: "Spring phones", StartsAt: time.Date(2031, 3, 4, 2, 0, 0, 0, time.UTC),
+var langSale = shop.Sale{ID: 42, Name: "Spring phones", StartsAt: time.Date(2031, 3, 4, 2, 0, 0, 0, time.UTC),
 	EndsAt: time.Date(2031, 3, 4, 3, 0, 0, 0, time.UTC), Currency: "CNY",
-	Items: []services.Item{{ID: 7, Name: "Phone X", PriceCents: 1234, Quantity: 100}}}
+	Items: []shop.Item{{ID: 7, Name: "Phone X", PriceCents: 1234, Quantity: 100}}}
 
-func (langCatalog) Cached(_ context.Context, id int64) (services.Sale, error) {
+func (langCatalog) Cached(_ context.Context, id int64) (shop.Sale, error) {
 	if id == langSale.ID {
 		return langSale, nil
 	}
-	return services.Sale{}, shop.Errorf(shop.CodeNotFound, "no sale %d", id)
+	return shop.Sale{}, shop.Errorf(shop.CodeNotFound, "no sale %d", id)
 }
 
-func (langCatalog) Upcoming(context.Context, string) ([]services.Sale, string, error) {
-	return []services.Sale{langSale}, "", nil
+func (langCatalog) Upcoming(context.Context, string) ([]shop.Sale, string, error) {
+	return []shop.Sale{langSale}, "", nil
 }
 
 // langRouter serves the shopper pages as web.NewRouter does.

@@ -183,7 +183,7 @@ func (a *API) AdminOrdersCSV(c *gin.Context) {
 
 // setQueueRetryAfter tells the poller of a QUEUED order when to ask again (1–5 s, from its place
 // in the queue); other answers carry no Retry-After.
-func setQueueRetryAfter(c *gin.Context, v services.OrderView) {
+func setQueueRetryAfter(c *gin.Context, v shop.OrderView) {
 	if v.Queue == nil {
 		return
 	}

@@ -120,16 +120,16 @@ func homeRank(status string) int {
 }
 
 // homeCard is one sale of the home page, with its items and prices in the sale's currency.
-func homeCard(s services.Sale, now time.Time) views.SaleCard {
+func homeCard(s shop.Sale, now time.Time) views.SaleCard {
 	card := views.SaleCard{ID: idString(s.ID), Name: s.Name, StartsAt: s.StartsAt, EndsAt: s.EndsAt,
-		Status: services.SaleStatus(s.StartsAt, s.EndsAt, now), Currency: s.Currency}
+		Status: shop.SaleStatus(s.StartsAt, s.EndsAt, now), Currency: s.Currency}
 	for _, it := range s.Items {
 		card.Items = append(card.Items, views.SaleItem{ID: idString(it.ID), Name: it.Name, PriceCents: it.PriceCents, Quantity: it.Quantity})
 	}
 	return card
 }
 
-func saleView(s services.Sale) views.Sale {
+func saleView(s shop.Sale) views.Sale {
 	v := views.Sale{ID: idString(s.ID), Name: s.Name, StartsAt: s.StartsAt, EndsAt: s.EndsAt, Currency: s.Currency}
 	for _, it := range s.Items {
 		v.Items = append(v.Items, views.SaleItem{ID: idString(it.ID), Name: it.Name, PriceCents: it.PriceCents, Quantity: it.Quantity})

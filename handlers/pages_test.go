@@ -12,17 +12,17 @@ import (
 	"github.com/PuerkitoBio/goquery"
 	"github.com/gin-gonic/gin"
 
-	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/shop"
 )
 
 // listingCatalog is a Catalog whose listing is a fixed page; the home page needs nothing else.
 type listingCatalog struct {
 	Catalog
-	sales []services.Sale
+	sales []shop.Sale
 	next  string
 }
 
-func (c listingCatalog) Upcoming(context.Context, string) ([]services.Sale, string, error) {
+func (c listingCatalog) Upcoming(context.Context, string) ([]shop.Sale, string, error) {
 	return c.sales, c.next, nil
 }
 
@@ -31,15 +31,15 @@ func (c listingCatalog) Upcoming(context.Context, string) ([]services.Sale, stri
 // publicly cacheable, the same for every visitor.
 func TestHomeLiveFirstWithItems(t *testing.T) {
 	now := time.Date(2031, 3, 4, 12, 0, 0, 0, time.UTC)
-	sale := func(id int64, name string, starts, ends time.Duration, currency string, items ...services.Item) services.Sale {
-		return services.Sale{ID: id, Name: name, StartsAt: now.Add(starts), EndsAt: now.Add(ends), Currency: currency, Items: items}
+	sale := func(id int64, name string, starts, ends time.Duration, currency string, items ...shop.Item) shop.Sale {
+		return shop.Sale{ID: id, Name: name, StartsAt: now.Add(starts), EndsAt: now.Add(ends), Currency: currency, Items: items}
 	}
 	// Out of order on purpose: whatever order the listing comes in, live comes first.
-	cat := listingCatalog{sales: []services.Sale{
-		sale(1, "soon", time.Minute, time.Hour, "USD", services.Item{ID: 11, Name: "Runner", PriceCents: 1999}),
-		sale(2, "live early", -time.Hour, time.Hour, "CNY", services.Item{ID: 21, Name: "Phone", PriceCents: 99900}, services.Item{ID: 22, Name: "Case", PriceCents: 5}),
+	cat := listingCatalog{sales: []shop.Sale{
+		sale(1, "soon", time.Minute, time.Hour, "USD", shop.Item{ID: 11, Name: "Runner", PriceCents: 1999}),
+		sale(2, "live early", -time.Hour, time.Hour, "CNY", shop.Item{ID: 21, Name: "Phone", PriceCents: 99900}, shop.Item{ID: 22, Name: "Case", PriceCents: 5}),
 		sale(3, "ended", -2*time.Hour, -time.Second, "CNY"),
-		sale(4, "later", 2*time.Hour, 3*time.Hour, "EUR", services.Item{ID: 41, Name: "Tea", PriceCents: 450}),
+		sale(4, "later", 2*time.Hour, 3*time.Hour, "EUR", shop.Item{ID: 41, Name: "Tea", PriceCents: 450}),
 		sale(5, "live late", -time.Minute, time.Minute, "CNY"),
 	}, next: "abc"}
 	p := &Pages{Catalog: cat, Log: slog.New(slog.DiscardHandler), Now: func() time.Time { return now }}

@@ -22,12 +22,12 @@ type countingCatalog struct {
 	calls atomic.Int64
 }
 
-func (c *countingCatalog) Cached(context.Context, int64) (services.Sale, error) {
+func (c *countingCatalog) Cached(context.Context, int64) (shop.Sale, error) {
 	c.calls.Add(1)
-	return services.Sale{}, shop.Errorf(shop.CodeNotFound, "no sale")
+	return shop.Sale{}, shop.Errorf(shop.CodeNotFound, "no sale")
 }
 
-func (c *countingCatalog) Upcoming(context.Context, string) ([]services.Sale, string, error) {
+func (c *countingCatalog) Upcoming(context.Context, string) ([]shop.Sale, string, error) {
 	c.calls.Add(1)
 	return nil, "", nil
 }
@@ -43,12 +43,12 @@ type countingShop struct {
 	calls atomic.Int64
 }
 
-func (s *countingShop) Order(context.Context, int64, string) (services.OrderView, error) {
+func (s *countingShop) Order(context.Context, int64, string) (shop.OrderView, error) {
 	s.calls.Add(1)
-	return services.OrderView{}, shop.Errorf(shop.CodeNotFound, "no order")
+	return shop.OrderView{}, shop.Errorf(shop.CodeNotFound, "no order")
 }
 
-func (s *countingShop) MyOrders(context.Context, int64, int64, string) ([]services.OrderView, string, error) {
+func (s *countingShop) MyOrders(context.Context, int64, int64, string) ([]shop.OrderView, string, error) {
 	s.calls.Add(1)
 	return nil, "", nil
 }

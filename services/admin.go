@@ -79,7 +79,7 @@ func checkWindow(starts, ends, now time.Time) error {
 	switch {
 	case !ends.After(starts):
 		return shop.Errorf(shop.CodeInvalidInput, "endsAt must be after startsAt")
-	case ends.Sub(starts) > maxSaleLength:
+	case ends.Sub(starts) > shop.MaxSaleLength:
 		return shop.Errorf(shop.CodeInvalidInput, "a sale lasts at most 30 days")
 	case starts.Year() > 9999 || starts.Year() < 2000:
 		return shop.Errorf(shop.CodeInvalidInput, "startsAt is out of range")
@@ -90,23 +90,23 @@ func checkWindow(starts, ends, now time.Time) error {
 // Edit changes a merchant's sale. Everything is checked and written in one Postgres transaction,
 // which applies the change to Redis (stock deltas, added items, times, limit) atomically before it
 // commits; a refusal changes nothing.
-func (s *Sales) Edit(ctx context.Context, merchantID, saleID int64, in SaleEdit) (Sale, error) {
+func (s *Sales) Edit(ctx context.Context, merchantID, saleID int64, in SaleEdit) (shop.Sale, error) {
 	return s.change(ctx, merchantID, saleID, func(cur store.Sale, now time.Time) (store.Sale, error) {
 		return applyEdit(cur, in, now)
 	})
 }
 
 // Pause stops purchases and purchase tokens of a sale (503 PAUSED) on every instance at once.
-func (s *Sales) Pause(ctx context.Context, merchantID, saleID int64) (Sale, error) {
+func (s *Sales) Pause(ctx context.Context, merchantID, saleID int64) (shop.Sale, error) {
 	return s.setPaused(ctx, merchantID, saleID, true)
 }
 
 // Resume lets a paused sale sell again.
-func (s *Sales) Resume(ctx context.Context, merchantID, saleID int64) (Sale, error) {
+func (s *Sales) Resume(ctx context.Context, merchantID, saleID int64) (shop.Sale, error) {
 	return s.setPaused(ctx, merchantID, saleID, false)
 }
 
-func (s *Sales) setPaused(ctx context.Context, merchantID, saleID int64, paused bool) (Sale, error) {
+func (s *Sales) setPaused(ctx context.Context, merchantID, saleID int64, paused bool) (shop.Sale, error) {
 	return s.change(ctx, merchantID, saleID, func(cur store.Sale, _ time.Time) (store.Sale, error) {
 		next := cur
 		next.Paused = paused
@@ -116,7 +116,7 @@ func (s *Sales) setPaused(ctx context.Context, merchantID, saleID int64, paused 
 
 // End ends a sale now (an ended sale stays as it is). A sale that has not started ends before it
 // starts: its start moves to just before now.
-func (s *Sales) End(ctx context.Context, merchantID, saleID int64) (Sale, error) {
+func (s *Sales) End(ctx context.Context, merchantID, saleID int64) (shop.Sale, error) {
 	return s.change(ctx, merchantID, saleID, func(cur store.Sale, now time.Time) (store.Sale, error) {
 		next := cur
 		now = now.UTC().Truncate(time.Millisecond)
@@ -134,29 +134,29 @@ func (s *Sales) End(ctx context.Context, merchantID, saleID int64) (Sale, error)
 // Warm loads a sale's stock into Redis now, unless Redis holds it already. A sale Redis lost is
 // rebuilt only under the keeper's rule (Loader.Rebuild): with orders still queued, 409
 // QUEUE_NOT_DRAINED.
-func (s *Sales) Warm(ctx context.Context, merchantID, saleID int64) (Sale, error) {
+func (s *Sales) Warm(ctx context.Context, merchantID, saleID int64) (shop.Sale, error) {
 	row, err := s.getRow(ctx, saleID)
 	if err != nil {
-		return Sale{}, err
+		return shop.Sale{}, err
 	}
 	if row.MerchantID != merchantID {
-		return Sale{}, shop.Errorf(shop.CodeNotFound, "no sale %d", saleID)
+		return shop.Sale{}, shop.Errorf(shop.CodeNotFound, "no sale %d", saleID)
 	}
 	if row.RedisEpoch == 0 || beforeStart(row.StartsAt, s.now()) {
 		// Never loaded, or not started: no reservation of it exists anywhere, Postgres is
 		// complete.
 		if _, err := s.loader.LoadFirst(ctx, saleID); err != nil {
-			return Sale{}, shop.Unavailable(err)
+			return shop.Sale{}, shop.Unavailable(err)
 		}
 	} else if err := s.loader.Rebuild(ctx, saleID, s.queue); err != nil {
-		return Sale{}, err
+		return shop.Sale{}, err
 	}
 	s.liveCache.forget(saleID)
 	return saleOf(row), nil
 }
 
 // change runs one edit of a merchant's sale: Postgres and Redis, then this instance's caches.
-func (s *Sales) change(ctx context.Context, merchantID, saleID int64, edit func(cur store.Sale, now time.Time) (store.Sale, error)) (Sale, error) {
+func (s *Sales) change(ctx context.Context, merchantID, saleID int64, edit func(cur store.Sale, now time.Time) (store.Sale, error)) (shop.Sale, error) {
 	now := s.now()
 	applied := false
 	var raised []int64
@@ -203,11 +203,11 @@ func (s *Sales) change(ctx context.Context, merchantID, saleID int64, edit func(
 		var e *shop.Error
 		switch {
 		case errors.As(err, &e):
-			return Sale{}, e
+			return shop.Sale{}, e
 		case errors.Is(err, store.ErrNotFound):
-			return Sale{}, shop.Errorf(shop.CodeNotFound, "no sale %d", saleID)
+			return shop.Sale{}, shop.Errorf(shop.CodeNotFound, "no sale %d", saleID)
 		}
-		return Sale{}, shop.Unavailable(err)
+		return shop.Sale{}, shop.Unavailable(err)
 	}
 	s.forget(row)
 	s.announce(row)
@@ -352,8 +352,8 @@ func applyEdit(cur store.Sale, in SaleEdit, now time.Time) (store.Sale, error) {
 		next.PaymentWindowSeconds = *w
 	}
 	if l := in.PurchaseLimit; l != nil && *l != cur.PurchaseLimit {
-		if *l != store.LimitPerSale && *l != store.LimitPerItem {
-			return next, shop.Errorf(shop.CodeInvalidInput, "purchaseLimit must be %q (one unit per shopper in the whole sale) or %q (one per shopper and item)", store.LimitPerSale, store.LimitPerItem)
+		if *l != shop.LimitPerSale && *l != shop.LimitPerItem {
+			return next, shop.Errorf(shop.CodeInvalidInput, "purchaseLimit must be %q (one unit per shopper in the whole sale) or %q (one per shopper and item)", shop.LimitPerSale, shop.LimitPerItem)
 		}
 		if started {
 			return next, shop.Errorf(shop.CodeSaleStarted, "the sale has started: its purchase limit cannot change")
@@ -402,14 +402,14 @@ func applyEdit(cur store.Sale, in SaleEdit, now time.Time) (store.Sale, error) {
 			it.Name = strings.TrimSpace(*e.Name)
 		}
 		if p := e.PriceCents; p != nil {
-			if *p < 0 || *p > maxPriceCents {
-				return next, shop.Errorf(shop.CodeInvalidInput, "%s.priceCents must be between 0 and %d", field, int64(maxPriceCents))
+			if *p < 0 || *p > shop.MaxPriceCents {
+				return next, shop.Errorf(shop.CodeInvalidInput, "%s.priceCents must be between 0 and %d", field, int64(shop.MaxPriceCents))
 			}
 			it.PriceCents = *p
 		}
 		if q := e.Quantity; q != nil {
-			if *q < 1 || *q > maxQuantity {
-				return next, shop.Errorf(shop.CodeInvalidInput, "%s.quantity must be between 1 and %d", field, maxQuantity)
+			if *q < 1 || *q > shop.MaxQuantity {
+				return next, shop.Errorf(shop.CodeInvalidInput, "%s.quantity must be between 1 and %d", field, shop.MaxQuantity)
 			}
 			if *q < int64(it.Sold) {
 				return next, shop.Errorf(shop.CodeQuantityTooLow, "%s.quantity cannot go below the %d units already sold", field, it.Sold)
@@ -430,8 +430,8 @@ func applyEdit(cur store.Sale, in SaleEdit, now time.Time) (store.Sale, error) {
 			next.Items[index[e.ItemID]] = it
 		}
 	}
-	if len(next.Items) > maxItemsPerSale {
-		return next, shop.Errorf(shop.CodeInvalidInput, "a sale has at most %d items", maxItemsPerSale)
+	if len(next.Items) > shop.MaxItemsPerSale {
+		return next, shop.Errorf(shop.CodeInvalidInput, "a sale has at most %d items", shop.MaxItemsPerSale)
 	}
 	return next, nil
 }

@@ -6,44 +6,19 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 )
 
-// Sale is a sale as the HTTP layer and the pages see it; they never see the store's rows.
-type Sale struct {
-	ID                   int64
-	MerchantID           int64
-	Name                 string
-	StartsAt             time.Time
-	EndsAt               time.Time
-	PaymentWindowSeconds int
-	PurchaseLimit        string // "per-sale" or "per-item"
-	Currency             string // ISO 4217; prices are in its minor units
-	Description          string // "" when none
-	Paused               bool   // the merchant paused it: purchases answer 503 PAUSED
-	StockShards          int    // the Redis shards its stock is split into (1: not split)
-	Items                []Item
-}
-
-// Item is one product of a Sale.
-type Item struct {
-	ID         int64
-	SaleID     int64
-	Name       string
-	PriceCents int64
-	Quantity   int
-	ImageURL   string // "" when none
-}
-
-func saleOf(s store.Sale) Sale {
-	out := Sale{ID: s.ID, MerchantID: s.MerchantID, Name: s.Name, StartsAt: s.StartsAt, EndsAt: s.EndsAt,
+func saleOf(s store.Sale) shop.Sale {
+	out := shop.Sale{ID: s.ID, MerchantID: s.MerchantID, Name: s.Name, StartsAt: s.StartsAt, EndsAt: s.EndsAt,
 		PaymentWindowSeconds: s.PaymentWindowSeconds, PurchaseLimit: s.PurchaseLimit, Currency: s.Currency,
-		Paused: s.Paused, StockShards: max(s.StockShards, 1), Items: make([]Item, len(s.Items))}
+		Paused: s.Paused, StockShards: max(s.StockShards, 1), Items: make([]shop.Item, len(s.Items))}
 	if s.Description != nil {
 		out.Description = *s.Description
 	}
 	for i, it := range s.Items {
-		out.Items[i] = Item{ID: it.ID, SaleID: it.SaleID, Name: it.Name, PriceCents: it.PriceCents, Quantity: it.Quantity}
+		out.Items[i] = shop.Item{ID: it.ID, SaleID: it.SaleID, Name: it.Name, PriceCents: it.PriceCents, Quantity: it.Quantity}
 		if it.ImageURL != nil {
 			out.Items[i].ImageURL = *it.ImageURL
 		}
@@ -51,8 +26,8 @@ func saleOf(s store.Sale) Sale {
 	return out
 }
 
-func salesOf(rows []store.Sale) []Sale {
-	out := make([]Sale, len(rows))
+func salesOf(rows []store.Sale) []shop.Sale {
+	out := make([]shop.Sale, len(rows))
 	for i, s := range rows {
 		out[i] = saleOf(s)
 	}
@@ -60,29 +35,29 @@ func salesOf(rows []store.Sale) []Sale {
 }
 
 // Create validates and stores a new sale of merchantID, then loads its stock into Redis.
-func (s *Sales) Create(ctx context.Context, merchantID int64, in NewSale) (Sale, error) {
+func (s *Sales) Create(ctx context.Context, merchantID int64, in NewSale) (shop.Sale, error) {
 	row, err := s.create(ctx, merchantID, in)
 	if err != nil {
-		return Sale{}, err
+		return shop.Sale{}, err
 	}
 	return saleOf(row), nil
 }
 
 // Get returns a sale with its items, from Postgres.
-func (s *Sales) Get(ctx context.Context, saleID int64) (Sale, error) {
+func (s *Sales) Get(ctx context.Context, saleID int64) (shop.Sale, error) {
 	row, err := s.getRow(ctx, saleID)
 	if err != nil {
-		return Sale{}, err
+		return shop.Sale{}, err
 	}
 	return saleOf(row), nil
 }
 
 // Cached returns a sale from the in-process catalog cache (a few seconds old at most; unknown ids
 // are remembered too).
-func (s *Sales) Cached(ctx context.Context, saleID int64) (Sale, error) {
+func (s *Sales) Cached(ctx context.Context, saleID int64) (shop.Sale, error) {
 	row, err := s.cachedRow(ctx, saleID)
 	if err != nil {
-		return Sale{}, err
+		return shop.Sale{}, err
 	}
 	return saleOf(row), nil
 }

@@ -21,16 +21,16 @@ func TestSaleStatus(t *testing.T) {
 		now  time.Time
 		want string
 	}{
-		{start.Add(-time.Hour), SaleUpcoming},
-		{start.Add(-time.Nanosecond), SaleUpcoming},
-		{start, SaleLive},
-		{start.Add(30 * time.Minute), SaleLive},
-		{end.Add(-time.Nanosecond), SaleLive},
-		{end, SaleEnded},
-		{end.Add(time.Hour), SaleEnded},
-		{start.In(time.FixedZone("UTC+8", 8*3600)), SaleLive}, // the same instant in another zone
+		{start.Add(-time.Hour), shop.SaleUpcoming},
+		{start.Add(-time.Nanosecond), shop.SaleUpcoming},
+		{start, shop.SaleLive},
+		{start.Add(30 * time.Minute), shop.SaleLive},
+		{end.Add(-time.Nanosecond), shop.SaleLive},
+		{end, shop.SaleEnded},
+		{end.Add(time.Hour), shop.SaleEnded},
+		{start.In(time.FixedZone("UTC+8", 8*3600)), shop.SaleLive}, // the same instant in another zone
 	} {
-		if got := SaleStatus(start, end, c.now); got != c.want {
+		if got := shop.SaleStatus(start, end, c.now); got != c.want {
 			t.Errorf("SaleStatus at %v = %q, want %q", c.now, got, c.want)
 		}
 	}
@@ -158,10 +158,10 @@ func TestCreateSaleValidation(t *testing.T) {
 		"item name empty":       good(func(n *NewSale) { n.Items[0].Name = "" }),
 		"item name overlong":    good(func(n *NewSale) { n.Items[0].Name = strings.Repeat("x", 201) }),
 		"negative price":        good(func(n *NewSale) { n.Items[0].PriceCents = -1 }),
-		"price too high":        good(func(n *NewSale) { n.Items[0].PriceCents = maxPriceCents + 1 }),
+		"price too high":        good(func(n *NewSale) { n.Items[0].PriceCents = shop.MaxPriceCents + 1 }),
 		"zero quantity":         good(func(n *NewSale) { n.Items[0].Quantity = 0 }),
 		"negative quantity":     good(func(n *NewSale) { n.Items[0].Quantity = -1 }),
-		"quantity over maximum": good(func(n *NewSale) { n.Items[0].Quantity = maxQuantity + 1 }),
+		"quantity over maximum": good(func(n *NewSale) { n.Items[0].Quantity = shop.MaxQuantity + 1 }),
 		"quantity over int32":   good(func(n *NewSale) { n.Items[0].Quantity = 1 << 40 }),
 		"second item bad":       good(func(n *NewSale) { n.Items = append(n.Items, NewItem{Name: "y", PriceCents: 1, Quantity: 0}) }),
 	} {

@@ -8,6 +8,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 )
 
@@ -347,7 +348,7 @@ func (k *Keeper) expire(ctx context.Context) error {
 // writer has acknowledged every message in the shared queue after we listed them, none of them
 // is in the queue: each would have been claimed.
 func (k *Keeper) recoverOrphans(ctx context.Context, sales []int64) error {
-	var cands []store.OrderRef
+	var cands []shop.OrderRef
 	var errs []error // one sale's Redis node down does not stop the others'
 	for _, sale := range sales {
 		// Each reservation's age by the clock of the Redis holding it (a cluster's nodes each
@@ -363,7 +364,7 @@ func (k *Keeper) recoverOrphans(ctx context.Context, sales []int64) error {
 				claimedOld = append(claimedOld, r.OrderID)
 				continue
 			}
-			cands = append(cands, store.OrderRef{SaleID: sale, ItemID: r.ItemID, UserID: r.UserID, OrderID: r.OrderID})
+			cands = append(cands, shop.OrderRef{SaleID: sale, ItemID: r.ItemID, UserID: r.UserID, OrderID: r.OrderID})
 		}
 		if err := k.settleWritten(ctx, sale, claimedOld); err != nil {
 			errs = append(errs, fmt.Errorf("settle sale %d: %w", sale, err))
@@ -380,7 +381,7 @@ func (k *Keeper) recoverOrphans(ctx context.Context, sales []int64) error {
 		return errors.Join(errs...) // the candidates: next pass
 	}
 	for _, c := range cands {
-		out, err := k.stock.Release(ctx, c, store.ReleaseUnsold)
+		out, err := k.stock.Release(ctx, c, shop.ReleaseUnsold)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("release order %s: %w", c.OrderID, err))
 			continue
@@ -407,7 +408,7 @@ func (k *Keeper) settleWritten(ctx context.Context, saleID int64, ids []string) 
 	}
 	var done []string
 	for id, st := range have {
-		if st != store.StatusFailed {
+		if st != shop.StatusFailed {
 			done = append(done, id)
 		}
 	}

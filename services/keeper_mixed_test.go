@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 )
 
@@ -49,7 +50,7 @@ func TestKeeperLeavesALoadUnderWayAlone(t *testing.T) {
 	s := store.NewStock(rdb)
 	s.SetShardCounter(func(context.Context, int64) (int, error) { return k, nil })
 	ctx := context.Background()
-	if _, err := s.Load(ctx, store.Snapshot{SaleID: sale, Epoch: 1, Limit: store.LimitPerSale, StartsAt: time.Now(), EndsAt: time.Now().Add(time.Hour),
+	if _, err := s.Load(ctx, store.Snapshot{SaleID: sale, Epoch: 1, Limit: shop.LimitPerSale, StartsAt: time.Now(), EndsAt: time.Now().Add(time.Hour),
 		Left: map[int64]int64{50: 9}, Buyers: map[string]string{}, Shards: k}, 0); err != nil {
 		t.Fatal(err)
 	}

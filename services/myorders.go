@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 )
 
@@ -47,7 +48,7 @@ type openItem struct {
 
 // queuedOrder is a QUEUED order with its reservation time, the key "my orders" sorts by.
 type queuedOrder struct {
-	v  OrderView
+	v  shop.OrderView
 	at time.Time
 }
 
@@ -78,7 +79,7 @@ func (p *Purchases) openSales(ctx context.Context) ([]openSale, error) {
 		}
 		out := make([]openSale, len(rows))
 		for i, r := range rows {
-			s := openSale{id: r.ID, name: r.Name, currency: r.Currency, perItem: r.PurchaseLimit == store.LimitPerItem,
+			s := openSale{id: r.ID, name: r.Name, currency: r.Currency, perItem: r.PurchaseLimit == shop.LimitPerItem,
 				shards: max(r.StockShards, 1), items: make([]openItem, len(r.Items))}
 			for j, it := range r.Items {
 				s.items[j] = openItem{id: it.ID, name: it.Name, priceCents: it.PriceCents}
@@ -109,10 +110,10 @@ func (p *Purchases) queuedOrders(ctx context.Context, userID, saleID int64) []qu
 		l := store.HeldLookup{SaleID: s.id, Shard: store.ShardOf(userID, s.shards)}
 		if s.perItem {
 			for _, it := range s.items {
-				l.Members = append(l.Members, store.BuyerMember(store.LimitPerItem, it.id, userID))
+				l.Members = append(l.Members, store.BuyerMember(shop.LimitPerItem, it.id, userID))
 			}
 		} else {
-			l.Members = []string{store.BuyerMember(store.LimitPerSale, 0, userID)}
+			l.Members = []string{store.BuyerMember(shop.LimitPerSale, 0, userID)}
 		}
 		if len(l.Members) > 0 {
 			lookups = append(lookups, l)
@@ -133,7 +134,7 @@ func (p *Purchases) queuedOrders(ctx context.Context, userID, saleID int64) []qu
 			if e.UserID != userID {
 				continue
 			}
-			v := OrderView{OrderID: e.OrderID, ItemID: e.ItemID, SaleID: s.id, Status: StatusQueued, SaleName: s.name,
+			v := shop.OrderView{OrderID: e.OrderID, ItemID: e.ItemID, SaleID: s.id, Status: shop.StatusQueued, SaleName: s.name,
 				Currency: s.currency, CreatedAt: e.ReservedAt.UTC()}
 			for _, it := range s.items {
 				if it.id == e.ItemID {
@@ -158,12 +159,12 @@ func newerFirst(at time.Time, id string, bt time.Time, bid string) int {
 // withQueued merges the QUEUED orders (newest first) into Postgres's page of orders (newest
 // first by reservation time): an order Postgres holds is listed as Postgres has it, once (the
 // writer settles an order in Redis after writing it, so a just-written one is in both).
-func withQueued(rows []store.OrderDetail, queued []queuedOrder) []OrderView {
+func withQueued(rows []store.OrderDetail, queued []queuedOrder) []shop.OrderView {
 	written := make(map[string]bool, len(rows))
 	for _, o := range rows {
 		written[o.ID] = true
 	}
-	out := make([]OrderView, 0, len(rows)+len(queued))
+	out := make([]shop.OrderView, 0, len(rows)+len(queued))
 	i := 0
 	for _, q := range queued {
 		if written[q.v.OrderID] {

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 )
 
@@ -13,10 +14,10 @@ import (
 func TestWithQueuedMergesByReservationAndDedupes(t *testing.T) {
 	t0 := time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
 	row := func(id string, at time.Duration) store.OrderDetail {
-		return store.OrderDetail{Order: store.Order{ID: id, Status: store.StatusPending, ReservedAt: t0.Add(at), PayBy: t0.Add(time.Hour)}}
+		return store.OrderDetail{Order: store.Order{ID: id, Status: shop.StatusPending, ReservedAt: t0.Add(at), PayBy: t0.Add(time.Hour)}}
 	}
 	queued := func(id string, at time.Duration) queuedOrder {
-		return queuedOrder{v: OrderView{OrderID: id, Status: StatusQueued}, at: t0.Add(at)}
+		return queuedOrder{v: shop.OrderView{OrderID: id, Status: shop.StatusQueued}, at: t0.Add(at)}
 	}
 	rows := []store.OrderDetail{row("p5", 5*time.Second), row("b", 3*time.Second), row("a", 3*time.Second), row("p1", time.Second)}
 	q := []queuedOrder{

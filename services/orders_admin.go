@@ -29,13 +29,13 @@ type AdminOrder struct {
 }
 
 var orderStatuses = map[string]bool{
-	store.StatusPending: true, store.StatusPaid: true, store.StatusExpired: true,
-	store.StatusCancelled: true, store.StatusFailed: true,
+	shop.StatusPending: true, shop.StatusPaid: true, shop.StatusExpired: true,
+	shop.StatusCancelled: true, shop.StatusFailed: true,
 }
 
 func adminOrder(o store.Order) AdminOrder {
 	a := AdminOrder{OrderID: o.ID, ItemID: o.ItemID, UserID: o.UserID, Status: o.Status, CreatedAt: o.CreatedAt.UTC()}
-	if o.Status != store.StatusFailed && !o.PayBy.IsZero() {
+	if o.Status != shop.StatusFailed && !o.PayBy.IsZero() {
 		t := o.PayBy.UTC()
 		a.PayBy = &t
 	}
@@ -126,7 +126,7 @@ func (p *Purchases) SetQueueWait(q *QueueWait) { p.queueWait = q }
 
 // queueEstimate fills in a QUEUED order's place in the queue; without Redis's answer it
 // leaves the fields out rather than guess.
-func (p *Purchases) queueEstimate(ctx context.Context, v *OrderView, e store.InFlightEntry) {
+func (p *Purchases) queueEstimate(ctx context.Context, v *shop.OrderView, e store.InFlightEntry) {
 	if p.queueWait == nil {
 		return
 	}

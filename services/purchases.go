@@ -12,27 +12,6 @@ import (
 	"github.com/flashsale/flashsale/store"
 )
 
-// Order statuses as clients see them; QUEUED is a reservation not yet in Postgres.
-const (
-	StatusQueued = "QUEUED"
-)
-
-// OrderView is one order as its shopper sees it.
-type OrderView struct {
-	OrderID    string
-	ItemID     int64
-	SaleID     int64
-	Status     string
-	PayBy      *time.Time
-	ItemName   string
-	PriceCents int64
-	Currency   string
-	SaleName   string
-	Failure    string
-	CreatedAt  time.Time
-	Queue      *QueueEstimate // QUEUED only: its place in the queue (services/queue_wait.go)
-}
-
 // Publisher durably queues a reservation and answers only once it is durable.
 type Publisher interface {
 	Publish(ctx context.Context, o store.QueuedOrder) error
@@ -295,7 +274,7 @@ func raiseFloor(floor *atomic.Int64, seq int64) {
 // ones: once the counter passed the lost maximum, no check would ever see the loss.
 type saleFloors struct {
 	seeded atomic.Bool // shards hold Postgres's seqs (set once, after them)
-	shards [store.MaxStockShards]atomic.Int64
+	shards [shop.MaxStockShards]atomic.Int64
 
 	mu       sync.Mutex
 	seeding  chan struct{} // closed when the read under way ends; nil while none is
@@ -444,7 +423,7 @@ func (p *Purchases) reserve(ctx context.Context, info itemInfo, userID int64, to
 		return "", res, errSoldOut
 	case errors.Is(err, store.ErrAlreadyBuyer):
 		msg := "you already hold an item of this sale (one per shopper); find it in your orders"
-		if info.Limit == store.LimitPerItem {
+		if info.Limit == shop.LimitPerItem {
 			msg = "you already hold this item (one per shopper); find it in your orders"
 		}
 		return "", res, &shop.Error{Code: shop.CodeAlreadyPurchased, Message: msg, OrderID: res.HeldOrder}
@@ -558,8 +537,8 @@ func (p *Purchases) handOver(ctx context.Context, info itemInfo, userID int64, o
 		}
 		return "", shop.Unavailable(errors.New("publish acknowledged after the reservation was recovered"))
 	}
-	ref := store.OrderRef{SaleID: info.SaleID, ItemID: info.ItemID, UserID: userID, OrderID: orderID}
-	outcome, err := p.stock.Release(rctx, ref, store.ReleaseUnsold)
+	ref := shop.OrderRef{SaleID: info.SaleID, ItemID: info.ItemID, UserID: userID, OrderID: orderID}
+	outcome, err := p.stock.Release(rctx, ref, shop.ReleaseUnsold)
 	if err != nil {
 		p.log.Warn("publish failed and release failed; orphan recovery will return the unit", "order", orderID, "publish_err", perr, "err", err)
 		return "", shop.Unavailable(perr)
@@ -581,13 +560,13 @@ func (p *Purchases) handOver(ctx context.Context, info itemInfo, userID int64, o
 func (p *Purchases) written(ctx context.Context, orderID string) bool {
 	have, err := p.db.ExistingOrders(ctx, []string{orderID})
 	st, ok := have[orderID]
-	return err == nil && ok && st != store.StatusFailed
+	return err == nil && ok && st != shop.StatusFailed
 }
 
-func orderView(o store.OrderDetail) OrderView {
-	v := OrderView{OrderID: o.ID, ItemID: o.ItemID, SaleID: o.SaleID, Status: o.Status, ItemName: o.ItemName,
+func orderView(o store.OrderDetail) shop.OrderView {
+	v := shop.OrderView{OrderID: o.ID, ItemID: o.ItemID, SaleID: o.SaleID, Status: o.Status, ItemName: o.ItemName,
 		PriceCents: o.PriceCents, Currency: o.Currency, SaleName: o.SaleName, CreatedAt: o.CreatedAt}
-	if o.Status == store.StatusPending || o.Status == store.StatusPaid {
+	if o.Status == shop.StatusPending || o.Status == shop.StatusPaid {
 		payBy := o.PayBy.UTC()
 		v.PayBy = &payBy
 	}
@@ -598,17 +577,17 @@ func orderView(o store.OrderDetail) OrderView {
 }
 
 // Order returns a shopper's order; another shopper's order is NOT_FOUND.
-func (p *Purchases) Order(ctx context.Context, userID int64, orderID string) (OrderView, error) {
+func (p *Purchases) Order(ctx context.Context, userID int64, orderID string) (shop.OrderView, error) {
 	itemID, id, ok := ItemOfOrderID(orderID)
 	if !ok {
-		return OrderView{}, shop.Errorf(shop.CodeNotFound, "no order %q", orderID)
+		return shop.OrderView{}, shop.Errorf(shop.CodeNotFound, "no order %q", orderID)
 	}
 	info, err := p.sales.item(ctx, itemID)
 	if err != nil {
-		return OrderView{}, err
+		return shop.OrderView{}, err
 	}
 	if !info.found {
-		return OrderView{}, shop.Errorf(shop.CodeNotFound, "no order %q", orderID)
+		return shop.OrderView{}, shop.Errorf(shop.CodeNotFound, "no order %q", orderID)
 	}
 	// Redis first: once the writer settles an order it leaves flight after it is in Postgres,
 	// so checking in this order never misses one in between.
@@ -621,20 +600,20 @@ func (p *Purchases) Order(ctx context.Context, userID int64, orderID string) (Or
 		}
 	}
 	if inFlight && r.UserID == userID {
-		v := OrderView{OrderID: id, ItemID: itemID, SaleID: info.SaleID, Status: StatusQueued, CreatedAt: r.ReservedAt}
+		v := shop.OrderView{OrderID: id, ItemID: itemID, SaleID: info.SaleID, Status: shop.StatusQueued, CreatedAt: r.ReservedAt}
 		p.sales.describe(ctx, &v)
 		p.queueEstimate(ctx, &v, r)
 		return v, nil
 	}
 	o, err := p.db.OrderDetailByID(ctx, id)
 	if errors.Is(err, store.ErrNotFound) && rerr != nil {
-		return OrderView{}, shop.Unavailable(rerr) // it may be queued; Redis cannot say now
+		return shop.OrderView{}, shop.Unavailable(rerr) // it may be queued; Redis cannot say now
 	}
 	if errors.Is(err, store.ErrNotFound) || (err == nil && o.UserID != userID) {
-		return OrderView{}, shop.Errorf(shop.CodeNotFound, "no order %q", orderID)
+		return shop.OrderView{}, shop.Errorf(shop.CodeNotFound, "no order %q", orderID)
 	}
 	if err != nil {
-		return OrderView{}, shop.Unavailable(err)
+		return shop.OrderView{}, shop.Unavailable(err)
 	}
 	return orderView(o), nil
 }
@@ -643,23 +622,23 @@ func (p *Purchases) Order(ctx context.Context, userID int64, orderID string) (Or
 // expiry uses: pay and expire racing on one order, exactly one wins). Paying a PAID order again
 // succeeds (idempotent). Paying too late expires the order there and then, so the answer and the
 // state agree.
-func (p *Purchases) Pay(ctx context.Context, userID int64, orderID string) (OrderView, error) {
+func (p *Purchases) Pay(ctx context.Context, userID int64, orderID string) (shop.OrderView, error) {
 	_, id, ok := ItemOfOrderID(orderID)
 	if !ok {
-		return OrderView{}, shop.Errorf(shop.CodeNotFound, "no order %q", orderID)
+		return shop.OrderView{}, shop.Errorf(shop.CodeNotFound, "no order %q", orderID)
 	}
 	if _, err := p.db.PayOrder(ctx, id, userID); err != nil {
-		return OrderView{}, shop.Unavailable(err)
+		return shop.OrderView{}, shop.Unavailable(err)
 	}
 	v, err := p.Order(ctx, userID, id)
 	if err != nil {
-		return OrderView{}, err
+		return shop.OrderView{}, err
 	}
-	if v.Status == store.StatusPending {
+	if v.Status == shop.StatusPending {
 		// Not paid, still PENDING: its window has closed. Expire it now.
 		rets, err := p.db.ExpireOrder(ctx, store.Order{ID: id, ItemID: v.ItemID})
 		if err != nil {
-			return OrderView{}, shop.Unavailable(err)
+			return shop.OrderView{}, shop.Unavailable(err)
 		}
 		if len(rets) > 0 {
 			if p.metrics != nil {
@@ -668,15 +647,15 @@ func (p *Purchases) Pay(ctx context.Context, userID int64, orderID string) (Orde
 			p.returns.Apply(ctx, rets)
 		}
 		if v, err = p.Order(ctx, userID, id); err != nil {
-			return OrderView{}, err
+			return shop.OrderView{}, err
 		}
 	}
 	switch v.Status {
-	case store.StatusPaid:
+	case shop.StatusPaid:
 		return v, nil
-	case store.StatusExpired:
+	case shop.StatusExpired:
 		return v, shop.Errorf(shop.CodeExpired, "the payment window of this order has closed; its unit went back on sale")
-	case StatusQueued:
+	case shop.StatusQueued:
 		return v, shop.Errorf(shop.CodeNotPayable, "the order is still queued; pay once it is PENDING")
 	default:
 		return v, shop.Errorf(shop.CodeNotPayable, "the order is %s and cannot be paid", v.Status)
@@ -685,21 +664,21 @@ func (p *Purchases) Pay(ctx context.Context, userID int64, orderID string) (Orde
 
 // Cancel gives up a PENDING order of its shopper: it becomes CANCELLED and its unit goes back on
 // sale, once. Any other state answers NOT_CANCELLABLE naming it.
-func (p *Purchases) Cancel(ctx context.Context, userID int64, orderID string) (OrderView, error) {
+func (p *Purchases) Cancel(ctx context.Context, userID int64, orderID string) (shop.OrderView, error) {
 	v, err := p.Order(ctx, userID, orderID)
 	if err != nil {
-		return OrderView{}, err
+		return shop.OrderView{}, err
 	}
 	switch v.Status {
-	case StatusQueued:
+	case shop.StatusQueued:
 		return v, shop.Errorf(shop.CodeNotCancellable, "the order is still QUEUED; it can be cancelled in a moment, once it is PENDING")
-	case store.StatusPending:
+	case shop.StatusPending:
 	default:
 		return v, shop.Errorf(shop.CodeNotCancellable, "the order is %s and cannot be cancelled", v.Status)
 	}
 	rets, err := p.db.CancelOrder(ctx, store.Order{ID: v.OrderID, ItemID: v.ItemID}, userID)
 	if err != nil {
-		return OrderView{}, shop.Unavailable(err)
+		return shop.OrderView{}, shop.Unavailable(err)
 	}
 	if len(rets) > 0 {
 		if p.metrics != nil {
@@ -708,9 +687,9 @@ func (p *Purchases) Cancel(ctx context.Context, userID int64, orderID string) (O
 		p.returns.Apply(ctx, rets)
 	}
 	if v, err = p.Order(ctx, userID, orderID); err != nil {
-		return OrderView{}, err
+		return shop.OrderView{}, err
 	}
-	if v.Status != store.StatusCancelled {
+	if v.Status != shop.StatusCancelled {
 		return v, shop.Errorf(shop.CodeNotCancellable, "the order is %s and cannot be cancelled", v.Status)
 	}
 	return v, nil
@@ -724,7 +703,7 @@ const MyOrdersPage = 20
 // lists the shopper's acknowledged orders the writer has not written yet, as QUEUED, from Redis
 // (services/myorders.go): one pipelined round trip, and no Postgres query per request beyond the
 // page (the sales that can hold one are read once a second).
-func (p *Purchases) MyOrders(ctx context.Context, userID, saleID int64, cursor string) ([]OrderView, string, error) {
+func (p *Purchases) MyOrders(ctx context.Context, userID, saleID int64, cursor string) ([]shop.OrderView, string, error) {
 	after, err := cursorFrom(cursor, store.DecodeOrderCursor)
 	if err != nil {
 		return nil, "", err

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 )
 
@@ -103,19 +104,11 @@ func NewQueueWait(stock *store.Stock, rate *Throughput) *QueueWait {
 	return &QueueWait{stock: stock, rate: rate, sales: map[int64]*queueSnapshot{}}
 }
 
-// QueueEstimate is a QUEUED order's place in the queue.
-type QueueEstimate struct {
-	Position    int64         // in-flight reservations of the sale made before it (0: next)
-	WaitSeconds int64         // the estimated wait until it is written
-	RetryAfter  time.Duration // when to ask again: 1 s near the front, up to 5 s far back
-	Measured    bool          // false: no recent writer throughput, DefaultWriterRate assumed
-}
-
 // Estimate returns the place of the in-flight reservation with sequence seq of saleID.
-func (q *QueueWait) Estimate(ctx context.Context, saleID, seq int64) (QueueEstimate, error) {
+func (q *QueueWait) Estimate(ctx context.Context, saleID, seq int64) (shop.QueueEstimate, error) {
 	seqs, err := q.snapshot(ctx, saleID, seq)
 	if err != nil {
-		return QueueEstimate{}, err
+		return shop.QueueEstimate{}, err
 	}
 	pos, _ := slices.BinarySearch(seqs, seq)
 	rate, measured := q.rate.Rate()
@@ -124,7 +117,7 @@ func (q *QueueWait) Estimate(ctx context.Context, saleID, seq int64) (QueueEstim
 	}
 	wait := int64(math.Ceil(float64(pos+1) / rate))
 	retry := min(max((wait+1)/2, 1), 5)
-	return QueueEstimate{Position: int64(pos), WaitSeconds: wait, RetryAfter: time.Duration(retry) * time.Second, Measured: measured}, nil
+	return shop.QueueEstimate{Position: int64(pos), WaitSeconds: wait, RetryAfter: time.Duration(retry) * time.Second, Measured: measured}, nil
 }
 
 // snapshot returns the sorted sequences in flight in saleID, read again if older than

@@ -209,7 +209,7 @@ func (r *Reconciler) Report(ctx context.Context, saleID int64) (SaleReport, erro
 		rep.PGMaxSeq = max(rep.PGMaxSeq, f.MaxSeq)
 		rep.Items = append(rep.Items, r.itemReport(f, sd, p))
 	}
-	if sd.facts.PurchaseLimit == store.LimitPerSale {
+	if sd.facts.PurchaseLimit == shop.LimitPerSale {
 		rep.Checks = append(rep.Checks, Check{Name: "one per shopper (sale)", OK: sd.facts.SaleDupHolders == 0,
 			Detail: fmt.Sprintf("%d shoppers hold live orders of more than one item", sd.facts.SaleDupHolders)})
 	}

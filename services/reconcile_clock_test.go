@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 )
 
@@ -29,7 +30,7 @@ func TestPendingAgesByTheShardsOwnClock(t *testing.T) {
 		now1 := t0.Add(c.skew)
 		e := store.InFlightEntry{OrderID: "o1", ItemID: 7, UserID: 3, ReservedAt: now1.Add(-c.age), Seq: 1, Shard: 1}
 		sd := sides{
-			facts: store.SaleFacts{PurchaseLimit: store.LimitPerSale},
+			facts: store.SaleFacts{PurchaseLimit: shop.LimitPerSale},
 			view:  store.RedisView{Now: t0, ShardNow: []time.Time{t0, now1}, InFlight: []store.InFlightEntry{e}},
 		}
 		p := r.pending(sd)

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 )
 
@@ -49,11 +50,11 @@ func (r *Returns) Apply(ctx context.Context, rets []store.StockReturn) int {
 	n := 0
 	var obsolete []string
 	now := time.Now()
-	refs := make([]store.OrderRef, len(rets))
+	refs := make([]shop.OrderRef, len(rets))
 	for i, ret := range rets {
-		refs[i] = store.OrderRef{SaleID: ret.SaleID, ItemID: ret.ItemID, UserID: ret.UserID, OrderID: ret.OrderID}
+		refs[i] = shop.OrderRef{SaleID: ret.SaleID, ItemID: ret.ItemID, UserID: ret.UserID, OrderID: ret.OrderID}
 	}
-	outs, errs := r.stock.ReleaseMany(ctx, refs, store.ReturnUnit)
+	outs, errs := r.stock.ReleaseMany(ctx, refs, shop.ReturnUnit)
 	failed := 0
 	var firstErr error
 	for i, out := range outs {

@@ -17,33 +17,6 @@ import (
 	"github.com/flashsale/flashsale/store"
 )
 
-// Limits on what a merchant may create.
-const (
-	maxItemsPerSale = 50
-	maxQuantity     = 1_000_000
-	maxPriceCents   = 100_000_000_00
-	maxNameRunes    = 200
-	maxSaleLength   = 30 * 24 * time.Hour
-)
-
-// Sale statuses as shoppers see them.
-const (
-	SaleUpcoming = "upcoming"
-	SaleLive     = "live"
-	SaleEnded    = "ended"
-)
-
-// SaleStatus tells whether a sale is upcoming, live or ended at now.
-func SaleStatus(startsAt, endsAt, now time.Time) string {
-	switch {
-	case now.Before(startsAt):
-		return SaleUpcoming
-	case now.Before(endsAt):
-		return SaleLive
-	}
-	return SaleEnded
-}
-
 // NewSale is what a merchant asks to create.
 type NewSale struct {
 	Name                 string
@@ -54,13 +27,9 @@ type NewSale struct {
 	Limits               *RateLimits // nil: the defaults
 	PaymentWindowSeconds *int        // nil: the default payment window
 	PurchaseLimit        string      // "" : per-sale
-	Currency             string      // "" : CNY; one of Currencies
+	Currency             string      // "" : CNY; one of shop.Currencies
 	StockShards          *int        // nil: the default (FLASHSALE_STOCK_SHARDS); 1..64, fixed once created
 }
-
-// Currencies a sale may be priced in (ISO 4217); prices are integers in the minor unit (cents,
-// fen), two decimals for each of these.
-var Currencies = []string{"CNY", "USD", "EUR"}
 
 // NewItem is one product of a NewSale.
 type NewItem struct {
@@ -141,7 +110,7 @@ type Sales struct {
 
 // listing is one page of Upcoming as the listing cache shares it (callers must not modify it).
 type listing struct {
-	sales []Sale
+	sales []shop.Sale
 	next  string
 }
 
@@ -205,8 +174,8 @@ func validName(what, s string) error {
 	if strings.TrimSpace(s) == "" {
 		return shop.Errorf(shop.CodeInvalidInput, "%s must not be empty", what)
 	}
-	if utf8.RuneCountInString(s) > maxNameRunes {
-		return shop.Errorf(shop.CodeInvalidInput, "%s must be at most %d characters", what, maxNameRunes)
+	if utf8.RuneCountInString(s) > shop.MaxNameRunes {
+		return shop.Errorf(shop.CodeInvalidInput, "%s must be at most %d characters", what, shop.MaxNameRunes)
 	}
 	if !utf8.ValidString(s) {
 		return shop.Errorf(shop.CodeInvalidInput, "%s must be valid UTF-8", what)
@@ -230,17 +199,17 @@ func (s *Sales) create(ctx context.Context, merchantID int64, in NewSale) (store
 		return store.Sale{}, shop.Errorf(shop.CodeInvalidInput, "endsAt must be after startsAt")
 	case !in.EndsAt.After(now):
 		return store.Sale{}, shop.Errorf(shop.CodeInvalidInput, "endsAt must be in the future")
-	case in.EndsAt.Sub(in.StartsAt) > maxSaleLength:
+	case in.EndsAt.Sub(in.StartsAt) > shop.MaxSaleLength:
 		return store.Sale{}, shop.Errorf(shop.CodeInvalidInput, "a sale lasts at most 30 days")
 	case in.StartsAt.Year() > 9999 || in.StartsAt.Year() < 2000:
 		return store.Sale{}, shop.Errorf(shop.CodeInvalidInput, "startsAt is out of range")
 	case len(in.Items) == 0:
 		return store.Sale{}, shop.Errorf(shop.CodeInvalidInput, "a sale needs at least one item")
-	case len(in.Items) > maxItemsPerSale:
-		return store.Sale{}, shop.Errorf(shop.CodeInvalidInput, "a sale has at most %d items", maxItemsPerSale)
+	case len(in.Items) > shop.MaxItemsPerSale:
+		return store.Sale{}, shop.Errorf(shop.CodeInvalidInput, "a sale has at most %d items", shop.MaxItemsPerSale)
 	}
 	sale := store.Sale{MerchantID: merchantID, Name: strings.TrimSpace(in.Name), StartsAt: in.StartsAt.UTC(), EndsAt: in.EndsAt.UTC(),
-		PaymentWindowSeconds: int(s.payWindow / time.Second), PurchaseLimit: store.LimitPerSale, Currency: "CNY"}
+		PaymentWindowSeconds: int(s.payWindow / time.Second), PurchaseLimit: shop.LimitPerSale, Currency: "CNY"}
 	if err := validDescription(in.Description); err != nil {
 		return store.Sale{}, err
 	}
@@ -260,15 +229,15 @@ func (s *Sales) create(ctx context.Context, merchantID int64, in NewSale) (store
 	}
 	switch in.PurchaseLimit {
 	case "":
-	case store.LimitPerSale, store.LimitPerItem:
+	case shop.LimitPerSale, shop.LimitPerItem:
 		sale.PurchaseLimit = in.PurchaseLimit
 	default:
-		return store.Sale{}, shop.Errorf(shop.CodeInvalidInput, "purchaseLimit must be %q (one unit per shopper in the whole sale) or %q (one per shopper and item)", store.LimitPerSale, store.LimitPerItem)
+		return store.Sale{}, shop.Errorf(shop.CodeInvalidInput, "purchaseLimit must be %q (one unit per shopper in the whole sale) or %q (one per shopper and item)", shop.LimitPerSale, shop.LimitPerItem)
 	}
 	sale.StockShards = max(s.shards, 1)
 	if k := in.StockShards; k != nil {
-		if *k < 1 || *k > store.MaxStockShards {
-			return store.Sale{}, shop.Errorf(shop.CodeInvalidInput, "stockShards must be between 1 and %d", store.MaxStockShards)
+		if *k < 1 || *k > shop.MaxStockShards {
+			return store.Sale{}, shop.Errorf(shop.CodeInvalidInput, "stockShards must be between 1 and %d", shop.MaxStockShards)
 		}
 		sale.StockShards = *k
 	}
@@ -282,11 +251,11 @@ func (s *Sales) create(ctx context.Context, merchantID int64, in NewSale) (store
 		if err := validName(fmt.Sprintf("items[%d].name", i), it.Name); err != nil {
 			return store.Sale{}, err
 		}
-		if it.PriceCents < 0 || it.PriceCents > maxPriceCents {
-			return store.Sale{}, shop.Errorf(shop.CodeInvalidInput, "items[%d].priceCents must be between 0 and %d", i, int64(maxPriceCents))
+		if it.PriceCents < 0 || it.PriceCents > shop.MaxPriceCents {
+			return store.Sale{}, shop.Errorf(shop.CodeInvalidInput, "items[%d].priceCents must be between 0 and %d", i, int64(shop.MaxPriceCents))
 		}
-		if it.Quantity < 1 || it.Quantity > maxQuantity {
-			return store.Sale{}, shop.Errorf(shop.CodeInvalidInput, "items[%d].quantity must be between 1 and %d", i, maxQuantity)
+		if it.Quantity < 1 || it.Quantity > shop.MaxQuantity {
+			return store.Sale{}, shop.Errorf(shop.CodeInvalidInput, "items[%d].quantity must be between 1 and %d", i, shop.MaxQuantity)
 		}
 		if it.ImageURL != "" {
 			if err := validImageURL(fmt.Sprintf("items[%d].imageUrl", i), it.ImageURL); err != nil {
@@ -376,7 +345,7 @@ const SalesPage = 50
 
 // Upcoming lists the live and upcoming sales by start time, a page after cursor ("" for the
 // first); next is "" on the last page.
-func (s *Sales) Upcoming(ctx context.Context, cursor string) ([]Sale, string, error) {
+func (s *Sales) Upcoming(ctx context.Context, cursor string) ([]shop.Sale, string, error) {
 	after, err := cursorFrom(cursor, store.DecodeSaleCursor)
 	if err != nil {
 		return nil, "", err
@@ -399,7 +368,7 @@ func (s *Sales) Upcoming(ctx context.Context, cursor string) ([]Sale, string, er
 }
 
 // OfMerchant lists a merchant's sales.
-func (s *Sales) OfMerchant(ctx context.Context, merchantID int64) ([]Sale, error) {
+func (s *Sales) OfMerchant(ctx context.Context, merchantID int64) ([]shop.Sale, error) {
 	out, err := s.db.SalesByMerchant(ctx, merchantID, 200)
 	if err != nil {
 		return nil, shop.Unavailable(err)
@@ -516,7 +485,7 @@ func adminItems(rep SaleReport) []AdminItemStock {
 }
 
 // describe fills in an order view's item and sale from the catalog cache.
-func (s *Sales) describe(ctx context.Context, v *OrderView) {
+func (s *Sales) describe(ctx context.Context, v *shop.OrderView) {
 	sale, err := s.cachedRow(ctx, v.SaleID)
 	if err != nil {
 		return

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 )
 
@@ -202,7 +203,7 @@ func (w *Writer) fail(ctx context.Context, m store.Delivery, err error, backoff 
 		return
 	}
 	for _, o := range env.Orders {
-		if st, ok := written[o.OrderID]; ok && st != store.StatusFailed {
+		if st, ok := written[o.OrderID]; ok && st != shop.StatusFailed {
 			continue
 		}
 		if _, rerr := w.releaseRefused(ctx, newOrderOf(o), reason); rerr != nil {
@@ -431,7 +432,7 @@ func (w *Writer) finishRefusals(ctx context.Context, b *batch) error {
 		}
 	}
 	for _, o := range b.write {
-		if b.existing[o.ID] != store.StatusFailed {
+		if b.existing[o.ID] != shop.StatusFailed {
 			continue
 		}
 		prev, err := w.db.OrderByID(ctx, o.ID)
@@ -503,7 +504,7 @@ func (w *Writer) settle(ctx context.Context, b *batch) {
 	bySale := map[int64][]string{}
 	for _, o := range b.write {
 		status, was := b.existing[o.ID]
-		if (b.inserted[o.ID] && !refused[o.ID]) || (was && status != store.StatusFailed) {
+		if (b.inserted[o.ID] && !refused[o.ID]) || (was && status != shop.StatusFailed) {
 			bySale[o.SaleID] = append(bySale[o.SaleID], o.ID)
 		}
 	}
@@ -518,21 +519,21 @@ func (w *Writer) count(result string, n int) {
 	}
 }
 
-func refOf(o store.NewOrder) store.OrderRef {
-	return store.OrderRef{SaleID: o.SaleID, ItemID: o.ItemID, UserID: o.UserID, OrderID: o.ID}
+func refOf(o store.NewOrder) shop.OrderRef {
+	return shop.OrderRef{SaleID: o.SaleID, ItemID: o.ItemID, UserID: o.UserID, OrderID: o.ID}
 }
 
 // releaseRefused gives back the reservation of an order Postgres refused. The unit returns to
 // stock unless Postgres had no room for it (then Redis had promised a unit that does not exist);
 // a shopper refused for already holding a live order stays a buyer.
 func (w *Writer) releaseRefused(ctx context.Context, o store.NewOrder, reason string) (store.ReleaseOutcome, error) {
-	op := store.ReleaseRefused
+	op := shop.ReleaseRefused
 	ref := refOf(o)
 	switch reason {
 	case reasonNoRoom:
-		op = store.ReleaseNoRoom
+		op = shop.ReleaseNoRoom
 	case reasonDuplicate:
-		op = store.ReleaseDuplicate
+		op = shop.ReleaseDuplicate
 		held, err := w.db.HeldOrder(ctx, o.SaleID, o.ItemID, o.UserID)
 		if err != nil {
 			return store.NotInFlight, err
@@ -540,7 +541,7 @@ func (w *Writer) releaseRefused(ctx context.Context, o store.NewOrder, reason st
 		ref.HeldBy = held // the buyer entry names the order the shopper really holds
 	}
 	out, err := w.stock.Release(ctx, ref, op)
-	if err == nil && out == store.Released && op != store.ReleaseNoRoom && w.soldOut != nil {
+	if err == nil && out == store.Released && op != shop.ReleaseNoRoom && w.soldOut != nil {
 		w.soldOut.Returned(o.ItemID)
 	}
 	return out, err

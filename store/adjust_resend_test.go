@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flashsale/flashsale/lua"
+	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 	"github.com/flashsale/flashsale/testenv"
 )
@@ -153,7 +154,7 @@ func TestAdjustResentAppliesOnce(t *testing.T) {
 	s, rdb, ps, p := adjustThroughDropper(t, 1)
 	ctx := context.Background()
 	const sale, item = 91, 910
-	mustLoad(t, s, snapshot(t, s, sale, store.LimitPerSale, item, 10), 0)
+	mustLoad(t, s, snapshot(t, s, sale, shop.LimitPerSale, item, 10), 0)
 
 	p.drops.Store(1)
 	r, err := ps.Adjust(ctx, store.Adjustment{SaleID: sale, Stock: []store.StockAdjust{{ItemID: item, Delta: 3}}})
@@ -204,7 +205,7 @@ func TestAdjustUnknownOutcomeMarksTheSaleLost(t *testing.T) {
 	s, rdb, ps, p := adjustThroughDropper(t, 1)
 	ctx := context.Background()
 	const sale, item = 92, 920
-	mustLoad(t, s, snapshot(t, s, sale, store.LimitPerSale, item, 10), 0)
+	mustLoad(t, s, snapshot(t, s, sale, shop.LimitPerSale, item, 10), 0)
 
 	p.drops.Store(-1)
 	r, err := ps.Adjust(ctx, store.Adjustment{SaleID: sale, Stock: []store.StockAdjust{{ItemID: item, Delta: -2}}})
@@ -230,7 +231,7 @@ func TestAdjustShardedResentAppliesOnce(t *testing.T) {
 	s, rdb, ps, p := adjustThroughDropper(t, k)
 	ctx := context.Background()
 	const sale, item = 93, 930
-	snap := snapshot(t, s, sale, store.LimitPerSale, item, 12)
+	snap := snapshot(t, s, sale, shop.LimitPerSale, item, 12)
 	snap.Shards = k
 	mustLoad(t, s, snap, 0) // [4 4 4]
 
@@ -272,7 +273,7 @@ func TestAdjustShardedUnknownOutcomeMarksTheSaleLost(t *testing.T) {
 			s, rdb, ps, p := adjustThroughDropper(t, k)
 			ctx := context.Background()
 			const sale, item = 94, 940
-			snap := snapshot(t, s, sale, store.LimitPerSale, item, 12)
+			snap := snapshot(t, s, sale, shop.LimitPerSale, item, 12)
 			snap.Shards = k
 			mustLoad(t, s, snap, 0) // [4 4 4]
 			p.skip.Store(c.step)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 	"github.com/flashsale/flashsale/testenv"
 )
@@ -225,7 +226,7 @@ func TestReconcileLeaseFencesMarkLost(t *testing.T) {
 	s, rdb := newStock(t)
 	ctx := context.Background()
 	const ttl = 200 * time.Millisecond
-	mustLoad(t, s, snapshot(t, s, 80, store.LimitPerSale, 1, 5), 0)
+	mustLoad(t, s, snapshot(t, s, 80, shop.LimitPerSale, 1, 5), 0)
 	old, err := store.AcquireReconcileLease(ctx, rdb, "old", ttl)
 	if err != nil || old == nil {
 		t.Fatal(old, err)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 	"github.com/flashsale/flashsale/testenv"
 )
@@ -172,7 +173,7 @@ func metaField(t *testing.T, rdb redis.UniversalClient, sale int64, field string
 	return v
 }
 
-func release(t *testing.T, s *store.Stock, o store.OrderRef, op store.ReleaseOp) store.ReleaseOutcome {
+func release(t *testing.T, s *store.Stock, o shop.OrderRef, op shop.ReleaseOp) store.ReleaseOutcome {
 	t.Helper()
 	out, err := s.Release(context.Background(), o, op)
 	if err != nil {
@@ -197,7 +198,7 @@ func TestReserveSuccess(t *testing.T) {
 	s, rdb := newStock(t)
 	ctx := context.Background()
 	const sale, item = 1, 10
-	mustLoad(t, s, snapshot(t, s, sale, store.LimitPerSale, item, 3), 0)
+	mustLoad(t, s, snapshot(t, s, sale, shop.LimitPerSale, item, 3), 0)
 	seq0 := stateOf(t, s, sale).Seq
 
 	before := redisNow(t, s).Truncate(time.Millisecond)
@@ -254,7 +255,7 @@ func TestReserveSoldOut(t *testing.T) {
 	s, rdb := newStock(t)
 	ctx := context.Background()
 	const sale, item, empty = 2, 20, 21
-	mustLoad(t, s, snapshot(t, s, sale, store.LimitPerItem, item, 1, empty, 0), 0)
+	mustLoad(t, s, snapshot(t, s, sale, shop.LimitPerItem, item, 1, empty, 0), 0)
 	mustReserve(t, s, attempt(t, s, sale, item, 1, "o1", "n1"))
 	seq := stateOf(t, s, sale).Seq
 	for i := range 3 {
@@ -277,7 +278,7 @@ func TestReserveSoldOut(t *testing.T) {
 	if got := stateOf(t, s, sale).Seq; got != seq {
 		t.Errorf("counter moved on refusals: %d, want %d", got, seq)
 	}
-	if got, want := buyersOf(t, s, sale), map[string]string{store.BuyerMember(store.LimitPerItem, item, 1): "o1"}; !maps.Equal(got, want) {
+	if got, want := buyersOf(t, s, sale), map[string]string{store.BuyerMember(shop.LimitPerItem, item, 1): "o1"}; !maps.Equal(got, want) {
 		t.Errorf("buyers = %v, want %v", got, want)
 	}
 	if n := len(inFlightRaw(t, rdb, sale)); n != 1 {
@@ -290,7 +291,7 @@ func TestReserveAlreadyBuyerPerSale(t *testing.T) {
 	s, rdb := newStock(t)
 	ctx := context.Background()
 	const sale, a, b = 3, 30, 31
-	snap := snapshot(t, s, sale, store.LimitPerSale, a, 5, b, 5)
+	snap := snapshot(t, s, sale, shop.LimitPerSale, a, 5, b, 5)
 	snap.Buyers = map[string]string{"9": "pg-9"} // holds a live order Postgres knows
 	mustLoad(t, s, snap, 0)
 	mustReserve(t, s, attempt(t, s, sale, a, 5, "oA", "n1"))
@@ -329,7 +330,7 @@ func TestReserveAlreadyBuyerPerItem(t *testing.T) {
 	s, rdb := newStock(t)
 	ctx := context.Background()
 	const sale, a, b = 4, 40, 41
-	mustLoad(t, s, snapshot(t, s, sale, store.LimitPerItem, a, 5, b, 5), 0)
+	mustLoad(t, s, snapshot(t, s, sale, shop.LimitPerItem, a, 5, b, 5), 0)
 	mustReserve(t, s, attempt(t, s, sale, a, 5, "oA", "n1"))
 	mustReserve(t, s, attempt(t, s, sale, b, 5, "oB", "n2")) // another item: allowed
 	for i, c := range []struct {
@@ -342,8 +343,8 @@ func TestReserveAlreadyBuyerPerItem(t *testing.T) {
 		}
 	}
 	want := map[string]string{
-		store.BuyerMember(store.LimitPerItem, a, 5): "oA",
-		store.BuyerMember(store.LimitPerItem, b, 5): "oB",
+		store.BuyerMember(shop.LimitPerItem, a, 5): "oA",
+		store.BuyerMember(shop.LimitPerItem, b, 5): "oB",
 	}
 	if got := buyersOf(t, s, sale); !maps.Equal(got, want) {
 		t.Errorf("buyers = %v, want %v", got, want)
@@ -369,7 +370,7 @@ func TestReserveNotLoaded(t *testing.T) {
 		t.Errorf("a refused reserve on a sale not loaded created %v", keys)
 	}
 	// The token was not consumed: it works once the sale is loaded.
-	mustLoad(t, s, snapshot(t, s, sale, store.LimitPerSale, item, 2), 0)
+	mustLoad(t, s, snapshot(t, s, sale, shop.LimitPerSale, item, 2), 0)
 	a.OrderID = "o1-retry"
 	mustReserve(t, s, a)
 
@@ -393,7 +394,7 @@ func TestReserveMarkedLost(t *testing.T) {
 	s, rdb := newStock(t)
 	ctx := context.Background()
 	const sale, item = 6, 60
-	snap := snapshot(t, s, sale, store.LimitPerSale, item, 2)
+	snap := snapshot(t, s, sale, shop.LimitPerSale, item, 2)
 	mustLoad(t, s, snap, 0)
 	if ok, err := s.MarkLost(ctx, sale, 0, ""); err != nil || !ok {
 		t.Fatalf("mark lost = %v, %v", ok, err)
@@ -419,7 +420,7 @@ func TestReserveTokenUsed(t *testing.T) {
 	s, rdb := newStock(t)
 	ctx := context.Background()
 	const sale, a, b = 7, 70, 71
-	mustLoad(t, s, snapshot(t, s, sale, store.LimitPerItem, a, 5, b, 5), 0)
+	mustLoad(t, s, snapshot(t, s, sale, shop.LimitPerItem, a, 5, b, 5), 0)
 	mustReserve(t, s, attempt(t, s, sale, a, 1, "o1", "tok"))
 
 	// The token names one attempt: any other order id is refused, on any item of the sale.
@@ -446,7 +447,7 @@ func TestReserveTokenUsed(t *testing.T) {
 	}
 	// A token of another sale with the same nonce is another token.
 	const sale2 = 8
-	mustLoad(t, s, snapshot(t, s, sale2, store.LimitPerItem, a, 1), 0)
+	mustLoad(t, s, snapshot(t, s, sale2, shop.LimitPerItem, a, 1), 0)
 	mustReserve(t, s, attempt(t, s, sale2, a, 2, "o4", "tok"))
 }
 
@@ -455,7 +456,7 @@ func TestReserveTokenExpired(t *testing.T) {
 	s, rdb := newStock(t)
 	ctx := context.Background()
 	const sale, item = 9, 90
-	mustLoad(t, s, snapshot(t, s, sale, store.LimitPerSale, item, 2), 0)
+	mustLoad(t, s, snapshot(t, s, sale, shop.LimitPerSale, item, 2), 0)
 	a := attempt(t, s, sale, item, 1, "o1", "n1")
 	a.TokenExpires = redisNow(t, s).Add(-time.Millisecond)
 	if _, err := s.Reserve(ctx, a); !errors.Is(err, store.ErrTokenAlreadyUsed) {
@@ -482,7 +483,7 @@ func TestReserveTokensVoidedByRebuild(t *testing.T) {
 	s, rdb := newStock(t)
 	ctx := context.Background()
 	const sale, item = 10, 100
-	snap := snapshot(t, s, sale, store.LimitPerSale, item, 5)
+	snap := snapshot(t, s, sale, shop.LimitPerSale, item, 5)
 	mustLoad(t, s, snap, 0)
 	if ok, err := s.MarkLost(ctx, sale, 0, ""); !ok || err != nil {
 		t.Fatalf("mark lost = %v, %v", ok, err)
@@ -522,7 +523,7 @@ func TestReserveSaleWindow(t *testing.T) {
 	ctx := context.Background()
 	now := redisNow(t, s)
 	const early, late, item = 11, 12, 110
-	snap := snapshot(t, s, early, store.LimitPerSale, item, 3)
+	snap := snapshot(t, s, early, shop.LimitPerSale, item, 3)
 	snap.StartsAt, snap.EndsAt = now.Add(time.Hour), now.Add(2*time.Hour)
 	mustLoad(t, s, snap, 0)
 	a := attempt(t, s, early, item, 1, "o1", "n1")
@@ -541,7 +542,7 @@ func TestReserveSaleWindow(t *testing.T) {
 	}
 	mustReserve(t, s, a)
 
-	snap = snapshot(t, s, late, store.LimitPerSale, item, 3)
+	snap = snapshot(t, s, late, shop.LimitPerSale, item, 3)
 	snap.StartsAt, snap.EndsAt = now.Add(-2*time.Hour), now.Add(-time.Millisecond)
 	mustLoad(t, s, snap, 0)
 	if _, err := s.Reserve(ctx, attempt(t, s, late, item, 1, "o2", "n2")); !errors.Is(err, store.ErrEnded) {
@@ -561,7 +562,7 @@ func TestReserveRedisWentBack(t *testing.T) {
 	s, rdb := newStock(t)
 	ctx := context.Background()
 	const sale, item = 13, 130
-	mustLoad(t, s, snapshot(t, s, sale, store.LimitPerSale, item, 5), 0)
+	mustLoad(t, s, snapshot(t, s, sale, shop.LimitPerSale, item, 5), 0)
 	r := mustReserve(t, s, attempt(t, s, sale, item, 1, "o1", "n1"))
 	// Floor equal to the counter: fine.
 	a := attempt(t, s, sale, item, 2, "o2", "n2")
@@ -596,7 +597,7 @@ func TestReserveAfterRedisLostWrites(t *testing.T) {
 	s, rdb, rs := newStockServer(t)
 	ctx := context.Background()
 	const sale, item = 17, 170
-	snap := snapshot(t, s, sale, store.LimitPerSale, item, 5)
+	snap := snapshot(t, s, sale, shop.LimitPerSale, item, 5)
 	mustLoad(t, s, snap, 0)
 	r1 := mustReserve(t, s, attempt(t, s, sale, item, 1, "o1", "n1"))
 	// Under appendfsync everysec Redis may postpone writing acknowledged writes to the file (while
@@ -668,7 +669,7 @@ func TestReserveIdempotentRetry(t *testing.T) {
 	s, rdb := newStock(t)
 	ctx := context.Background()
 	const sale, item, last = 14, 140, 141
-	mustLoad(t, s, snapshot(t, s, sale, store.LimitPerSale, item, 5, last, 1), 0)
+	mustLoad(t, s, snapshot(t, s, sale, shop.LimitPerSale, item, 5, last, 1), 0)
 
 	a := attempt(t, s, sale, item, 1, "o1", "n1")
 	r1 := mustReserve(t, s, a)
@@ -709,7 +710,7 @@ func TestReserveIdempotentRetry(t *testing.T) {
 	if !errors.Is(err, store.ErrSoldOut) {
 		t.Fatalf("sold out: %+v, %v", rc1, err)
 	}
-	if out := release(t, s, store.OrderRef{SaleID: sale, ItemID: last, UserID: 3, OrderID: "o4"}, store.ReleaseUnsold); out != store.Released {
+	if out := release(t, s, shop.OrderRef{SaleID: sale, ItemID: last, UserID: 3, OrderID: "o4"}, shop.ReleaseUnsold); out != store.Released {
 		t.Fatalf("release o4 = %v", out)
 	}
 	rc2, err := s.Reserve(ctx, c)
@@ -733,7 +734,7 @@ func TestReserveConcurrent(t *testing.T) {
 	s, rdb := newStock(t)
 	ctx := context.Background()
 	const sale, item, units, shoppers = 15, 150, 50, 400
-	mustLoad(t, s, snapshot(t, s, sale, store.LimitPerSale, item, units), 0)
+	mustLoad(t, s, snapshot(t, s, sale, shop.LimitPerSale, item, units), 0)
 	seq0 := stateOf(t, s, sale).Seq
 	exp := redisNow(t, s).Add(time.Minute)
 
@@ -812,7 +813,7 @@ func TestReserveConcurrentPerSaleLimit(t *testing.T) {
 	ctx := context.Background()
 	const sale, shoppers = 16, 100
 	items := []int64{160, 161, 162}
-	mustLoad(t, s, snapshot(t, s, sale, store.LimitPerSale, 160, 1000, 161, 1000, 162, 1000), 0)
+	mustLoad(t, s, snapshot(t, s, sale, shop.LimitPerSale, 160, 1000, 161, 1000, 162, 1000), 0)
 	exp := redisNow(t, s).Add(time.Minute)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -861,12 +862,12 @@ func TestReleaseUnsold(t *testing.T) {
 	s, rdb := newStock(t)
 	ctx := context.Background()
 	const sale, item = 20, 200
-	mustLoad(t, s, snapshot(t, s, sale, store.LimitPerSale, item, 3), 0)
+	mustLoad(t, s, snapshot(t, s, sale, shop.LimitPerSale, item, 3), 0)
 	mustReserve(t, s, attempt(t, s, sale, item, 1, "o1", "n1"))
 	mustReserve(t, s, attempt(t, s, sale, item, 2, "o2", "n2"))
 
-	o1 := store.OrderRef{SaleID: sale, ItemID: item, UserID: 1, OrderID: "o1"}
-	if out := release(t, s, o1, store.ReleaseUnsold); out != store.Released {
+	o1 := shop.OrderRef{SaleID: sale, ItemID: item, UserID: 1, OrderID: "o1"}
+	if out := release(t, s, o1, shop.ReleaseUnsold); out != store.Released {
 		t.Fatalf("release unsold = %v, want Released", out)
 	}
 	if got := stockOf(t, rdb, sale, item); got != 2 {
@@ -885,7 +886,7 @@ func TestReleaseUnsold(t *testing.T) {
 	if err != nil || pttl < 29*24*time.Hour || pttl > 30*24*time.Hour {
 		t.Errorf("tombstones ttl = %v (%v), want 30 days", pttl, err)
 	}
-	if out := release(t, s, o1, store.ReleaseUnsold); out != store.NotInFlight {
+	if out := release(t, s, o1, shop.ReleaseUnsold); out != store.NotInFlight {
 		t.Errorf("second release = %v, want NotInFlight", out)
 	}
 	if got := stockOf(t, rdb, sale, item); got != 2 {
@@ -898,8 +899,8 @@ func TestReleaseUnsold(t *testing.T) {
 	if got := claim(t, s, sale, store.ClaimItem{OrderID: "o2", Seq: 1}); !slices.Equal(got, []int{store.ClaimClaimed}) {
 		t.Fatalf("claim o2 = %v", got)
 	}
-	o2 := store.OrderRef{SaleID: sale, ItemID: item, UserID: 2, OrderID: "o2"}
-	if out := release(t, s, o2, store.ReleaseUnsold); out != store.Claimed {
+	o2 := shop.OrderRef{SaleID: sale, ItemID: item, UserID: 2, OrderID: "o2"}
+	if out := release(t, s, o2, shop.ReleaseUnsold); out != store.Claimed {
 		t.Errorf("release unsold of a claimed order = %v, want Claimed", out)
 	}
 	if got := stockOf(t, rdb, sale, item); got != 1 {
@@ -920,16 +921,16 @@ func TestReleaseOps(t *testing.T) {
 	t.Parallel()
 	s, rdb := newStock(t)
 	const sale, item = 21, 210
-	mustLoad(t, s, snapshot(t, s, sale, store.LimitPerSale, item, 10), 0)
+	mustLoad(t, s, snapshot(t, s, sale, shop.LimitPerSale, item, 10), 0)
 	cases := []struct {
-		op        store.ReleaseOp
+		op        shop.ReleaseOp
 		unitBack  bool
 		buyerKept bool
 		tombstone bool
 	}{
-		{store.ReleaseRefused, true, false, true},
-		{store.ReleaseNoRoom, false, false, false},
-		{store.ReleaseDuplicate, true, true, true},
+		{shop.ReleaseRefused, true, false, true},
+		{shop.ReleaseNoRoom, false, false, false},
+		{shop.ReleaseDuplicate, true, true, true},
 	}
 	for i, c := range cases {
 		user := int64(i + 1)
@@ -937,7 +938,7 @@ func TestReleaseOps(t *testing.T) {
 		mustReserve(t, s, attempt(t, s, sale, item, user, order, "n-"+string(c.op)))
 		claim(t, s, sale, store.ClaimItem{OrderID: order, Seq: 1}) // the writer releases claimed orders
 		before := stockOf(t, rdb, sale, item)
-		o := store.OrderRef{SaleID: sale, ItemID: item, UserID: user, OrderID: order}
+		o := shop.OrderRef{SaleID: sale, ItemID: item, UserID: user, OrderID: order}
 		if out := release(t, s, o, c.op); out != store.Released {
 			t.Errorf("%s: release = %v, want Released", c.op, out)
 		}
@@ -965,7 +966,7 @@ func TestReleaseOps(t *testing.T) {
 			t.Errorf("%s: stock after the second release = %d, want %d", c.op, got, want)
 		}
 		// A late unsold release (say, the orphan sweep) cannot give it back again.
-		if out := release(t, s, o, store.ReleaseUnsold); out != store.NotInFlight {
+		if out := release(t, s, o, shop.ReleaseUnsold); out != store.NotInFlight {
 			t.Errorf("%s: unsold after it = %v, want NotInFlight", c.op, out)
 		}
 		if got := stockOf(t, rdb, sale, item); got != want {
@@ -974,8 +975,8 @@ func TestReleaseOps(t *testing.T) {
 	}
 	// Releasing what was never reserved changes nothing.
 	before := allKeys(t, rdb)
-	for _, op := range []store.ReleaseOp{store.ReleaseUnsold, store.ReleaseRefused, store.ReleaseNoRoom, store.ReleaseDuplicate} {
-		if out := release(t, s, store.OrderRef{SaleID: sale, ItemID: item, UserID: 99, OrderID: "never"}, op); out != store.NotInFlight {
+	for _, op := range []shop.ReleaseOp{shop.ReleaseUnsold, shop.ReleaseRefused, shop.ReleaseNoRoom, shop.ReleaseDuplicate} {
+		if out := release(t, s, shop.OrderRef{SaleID: sale, ItemID: item, UserID: 99, OrderID: "never"}, op); out != store.NotInFlight {
 			t.Errorf("%s of an unknown order = %v, want NotInFlight", op, out)
 		}
 	}
@@ -993,7 +994,7 @@ func TestReleaseReturned(t *testing.T) {
 	s, rdb := newStock(t)
 	ctx := context.Background()
 	const sale, item = 22, 220
-	mustLoad(t, s, snapshot(t, s, sale, store.LimitPerItem, item, 3), 0)
+	mustLoad(t, s, snapshot(t, s, sale, shop.LimitPerItem, item, 3), 0)
 	r := mustReserve(t, s, attempt(t, s, sale, item, 1, "o1", "n1"))
 	claim(t, s, sale, store.ClaimItem{OrderID: "o1", Seq: r.Seq})
 	if err := s.Settle(ctx, map[int64][]string{sale: {"o1"}, 999: nil}); err != nil {
@@ -1006,8 +1007,8 @@ func TestReleaseReturned(t *testing.T) {
 		t.Fatalf("stock after settle = %d, want 2 (settling sells)", got)
 	}
 
-	o := store.OrderRef{SaleID: sale, ItemID: item, UserID: 1, OrderID: "o1"}
-	if out := release(t, s, o, store.ReturnUnit); out != store.Released {
+	o := shop.OrderRef{SaleID: sale, ItemID: item, UserID: 1, OrderID: "o1"}
+	if out := release(t, s, o, shop.ReturnUnit); out != store.Released {
 		t.Fatalf("returned = %v, want Released", out)
 	}
 	if got := stockOf(t, rdb, sale, item); got != 3 {
@@ -1019,7 +1020,7 @@ func TestReleaseReturned(t *testing.T) {
 	if !isGone(t, s, sale, "o1") {
 		t.Errorf("no tombstone")
 	}
-	if out := release(t, s, o, store.ReturnUnit); out != store.NotInFlight {
+	if out := release(t, s, o, shop.ReturnUnit); out != store.NotInFlight {
 		t.Errorf("second return = %v, want NotInFlight", out)
 	}
 	if got := stockOf(t, rdb, sale, item); got != 3 {
@@ -1029,7 +1030,7 @@ func TestReleaseReturned(t *testing.T) {
 	// On a sale Redis does not hold: nothing done, retry after the rebuild (which counts the
 	// unit and takes the return as a tombstone), and nothing is created.
 	const absent = 23
-	if out := release(t, s, store.OrderRef{SaleID: absent, ItemID: item, UserID: 1, OrderID: "x"}, store.ReturnUnit); out != store.RetryLater {
+	if out := release(t, s, shop.OrderRef{SaleID: absent, ItemID: item, UserID: 1, OrderID: "x"}, shop.ReturnUnit); out != store.RetryLater {
 		t.Errorf("returned on a sale not loaded = %v, want RetryLater", out)
 	}
 	for _, k := range allKeys(t, rdb) {
@@ -1046,12 +1047,12 @@ func TestReleaseKeepsAnotherOrdersBuyer(t *testing.T) {
 	s, rdb := newStock(t)
 	ctx := context.Background()
 	const sale, item = 24, 240
-	snap := snapshot(t, s, sale, store.LimitPerSale, item, 5)
+	snap := snapshot(t, s, sale, shop.LimitPerSale, item, 5)
 	snap.Buyers = map[string]string{"5": "live"}
 	mustLoad(t, s, snap, 0)
 
 	// An old order of the shopper expires in Postgres; their live order stays.
-	if out := release(t, s, store.OrderRef{SaleID: sale, ItemID: item, UserID: 5, OrderID: "old"}, store.ReturnUnit); out != store.Released {
+	if out := release(t, s, shop.OrderRef{SaleID: sale, ItemID: item, UserID: 5, OrderID: "old"}, shop.ReturnUnit); out != store.Released {
 		t.Fatalf("returned = %v", out)
 	}
 	if got := buyersOf(t, s, sale)["5"]; got != "live" {
@@ -1066,8 +1067,8 @@ func TestReleaseKeepsAnotherOrdersBuyer(t *testing.T) {
 	if err := rdb.HSet(ctx, store.BuyersKey(sale), "6", "other").Err(); err != nil {
 		t.Fatal(err)
 	}
-	for _, op := range []store.ReleaseOp{store.ReleaseUnsold} {
-		if out := release(t, s, store.OrderRef{SaleID: sale, ItemID: item, UserID: 6, OrderID: "o6"}, op); out != store.Released {
+	for _, op := range []shop.ReleaseOp{shop.ReleaseUnsold} {
+		if out := release(t, s, shop.OrderRef{SaleID: sale, ItemID: item, UserID: 6, OrderID: "o6"}, op); out != store.Released {
 			t.Fatalf("%s = %v", op, out)
 		}
 	}
@@ -1078,7 +1079,7 @@ func TestReleaseKeepsAnotherOrdersBuyer(t *testing.T) {
 	if err := rdb.HSet(ctx, store.BuyersKey(sale), "7", "other7").Err(); err != nil {
 		t.Fatal(err)
 	}
-	if out := release(t, s, store.OrderRef{SaleID: sale, ItemID: item, UserID: 7, OrderID: "o7"}, store.ReleaseRefused); out != store.Released {
+	if out := release(t, s, shop.OrderRef{SaleID: sale, ItemID: item, UserID: 7, OrderID: "o7"}, shop.ReleaseRefused); out != store.Released {
 		t.Fatalf("refused = %v", out)
 	}
 	if got := buyersOf(t, s, sale)["7"]; got != "other7" {
@@ -1092,18 +1093,18 @@ func TestReleaseStockKeyMissing(t *testing.T) {
 	s, rdb := newStock(t)
 	ctx := context.Background()
 	const sale, item = 25, 250
-	mustLoad(t, s, snapshot(t, s, sale, store.LimitPerSale, item, 1), 0)
+	mustLoad(t, s, snapshot(t, s, sale, shop.LimitPerSale, item, 1), 0)
 	mustReserve(t, s, attempt(t, s, sale, item, 1, "o1", "n1"))
 	if err := rdb.Del(ctx, store.StockKey(sale, item)).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if out := release(t, s, store.OrderRef{SaleID: sale, ItemID: item, UserID: 1, OrderID: "o1"}, store.ReleaseUnsold); out != store.Released {
+	if out := release(t, s, shop.OrderRef{SaleID: sale, ItemID: item, UserID: 1, OrderID: "o1"}, shop.ReleaseUnsold); out != store.Released {
 		t.Errorf("release = %v, want Released", out)
 	}
 	if exists(t, rdb, store.StockKey(sale, item)) {
 		t.Errorf("release created the missing stock key")
 	}
-	if out := release(t, s, store.OrderRef{SaleID: sale, ItemID: item, UserID: 2, OrderID: "o2"}, store.ReturnUnit); out != store.Released {
+	if out := release(t, s, shop.OrderRef{SaleID: sale, ItemID: item, UserID: 2, OrderID: "o2"}, shop.ReturnUnit); out != store.Released {
 		t.Errorf("returned = %v, want Released", out)
 	}
 	if exists(t, rdb, store.StockKey(sale, item)) {
@@ -1118,12 +1119,12 @@ func TestClaim(t *testing.T) {
 	s, rdb := newStock(t)
 	ctx := context.Background()
 	const sale, item = 30, 300
-	mustLoad(t, s, snapshot(t, s, sale, store.LimitPerSale, item, 5), 0)
+	mustLoad(t, s, snapshot(t, s, sale, shop.LimitPerSale, item, 5), 0)
 	seqs := map[string]int64{}
 	for i, o := range []string{"a", "b", "c"} {
 		seqs[o] = mustReserve(t, s, attempt(t, s, sale, item, int64(i+1), o, "n"+o)).Seq
 	}
-	release(t, s, store.OrderRef{SaleID: sale, ItemID: item, UserID: 2, OrderID: "b"}, store.ReleaseUnsold)
+	release(t, s, shop.OrderRef{SaleID: sale, ItemID: item, UserID: 2, OrderID: "b"}, shop.ReleaseUnsold)
 	raw := inFlightRaw(t, rdb, sale)
 
 	got := claim(t, s, sale,
@@ -1169,7 +1170,7 @@ func TestClaimSeqAboveCounter(t *testing.T) {
 	t.Parallel()
 	s, rdb := newStock(t)
 	const sale, item = 31, 310
-	mustLoad(t, s, snapshot(t, s, sale, store.LimitPerSale, item, 5), 0)
+	mustLoad(t, s, snapshot(t, s, sale, shop.LimitPerSale, item, 5), 0)
 	r := mustReserve(t, s, attempt(t, s, sale, item, 1, "a", "na"))
 	// A batch that holds an order Redis forgot, with a seq it never reached.
 	got := claim(t, s, sale, store.ClaimItem{OrderID: "a", Seq: r.Seq}, store.ClaimItem{OrderID: "ghost", Seq: r.Seq + 1})
@@ -1213,7 +1214,7 @@ func TestLoad(t *testing.T) {
 	if err := rdb.HSet(ctx, store.InFlightKey(sale), "stale", "400:999:1:1").Err(); err != nil {
 		t.Fatal(err)
 	}
-	snap := snapshot(t, s, sale, store.LimitPerItem, a, 7, b, 0)
+	snap := snapshot(t, s, sale, shop.LimitPerItem, a, 7, b, 0)
 	snap.Epoch, snap.MaxSeq = 3, 42
 	snap.Buyers = map[string]string{"400:1": "p1", "400:2": "p2"}
 	snap.Gone = []string{"g1", "g2"}
@@ -1222,7 +1223,7 @@ func TestLoad(t *testing.T) {
 	after := redisNow(t, s)
 
 	st := stateOf(t, s, sale)
-	if !st.Loaded || st.Lost || st.Epoch != 3 || st.Limit != store.LimitPerItem || st.Seq <= 42 {
+	if !st.Loaded || st.Lost || st.Epoch != 3 || st.Limit != shop.LimitPerItem || st.Seq <= 42 {
 		t.Errorf("state = %+v; want loaded, healthy, epoch 3, per-item, seq above 42", st)
 	}
 	if st.LoadedAt.Before(before) || st.LoadedAt.After(after) {
@@ -1272,7 +1273,7 @@ func TestLoad(t *testing.T) {
 	// Loaded and healthy: a load (another instance, or a newer epoch) changes nothing.
 	seq := stateOf(t, s, sale).Seq
 	for _, epoch := range []int64{3, 4} {
-		other := snapshot(t, s, sale, store.LimitPerSale, a, 100)
+		other := snapshot(t, s, sale, shop.LimitPerSale, a, 100)
 		other.Epoch, other.MaxSeq = epoch, 1<<40
 		if ok, err := s.Load(ctx, other, time.Minute); err != nil || ok {
 			t.Errorf("load of a healthy sale (epoch %d) = %v, %v; want nothing done", epoch, ok, err)
@@ -1281,7 +1282,7 @@ func TestLoad(t *testing.T) {
 	if got := stockOf(t, rdb, sale, a); got != 6 {
 		t.Errorf("stock after the refused loads = %d, want 6", got)
 	}
-	if st := stateOf(t, s, sale); st.Seq != seq || st.Epoch != 3 || st.Limit != store.LimitPerItem {
+	if st := stateOf(t, s, sale); st.Seq != seq || st.Epoch != 3 || st.Limit != shop.LimitPerItem {
 		t.Errorf("state after the refused loads = %+v", st)
 	}
 	if n := len(inFlightRaw(t, rdb, sale)); n != 1 {
@@ -1305,7 +1306,7 @@ func TestLoadAfterLost(t *testing.T) {
 			s, rdb := newStock(t)
 			ctx := context.Background()
 			const sale, item = 41, 410
-			snap := snapshot(t, s, sale, store.LimitPerSale, item, 5)
+			snap := snapshot(t, s, sale, shop.LimitPerSale, item, 5)
 			snap.Epoch = 3
 			mustLoad(t, s, snap, 0)
 			mustReserve(t, s, attempt(t, s, sale, item, 1, "o1", "n1"))
@@ -1373,7 +1374,7 @@ func TestLoadAfterWipe(t *testing.T) {
 	s, rdb := newStock(t)
 	ctx := context.Background()
 	const sale, item = 42, 420
-	snap := snapshot(t, s, sale, store.LimitPerSale, item, 5)
+	snap := snapshot(t, s, sale, shop.LimitPerSale, item, 5)
 	snap.Epoch = 5
 	mustLoad(t, s, snap, 0)
 	if err := rdb.FlushAll(ctx).Err(); err != nil {
@@ -1396,7 +1397,7 @@ func TestLoadLarge(t *testing.T) {
 	ctx := context.Background()
 	for i, n := range []int{3998, 3999, 4000, 4001, 5000, 12345} {
 		sale := int64(100 + i)
-		snap := snapshot(t, s, sale, store.LimitPerSale, 1, 3)
+		snap := snapshot(t, s, sale, shop.LimitPerSale, 1, 3)
 		for u := 1; u <= n; u++ {
 			snap.Buyers[strconv.Itoa(u)] = fmt.Sprintf("o%d", u)
 			snap.Gone = append(snap.Gone, fmt.Sprintf("g%d", u))
@@ -1444,7 +1445,7 @@ func TestMarkLost(t *testing.T) {
 
 	// Fences: a newer lease holder's mark wins; an older one is refused.
 	const sale, item = 51, 510
-	mustLoad(t, s, snapshot(t, s, sale, store.LimitPerSale, item, 5), 0)
+	mustLoad(t, s, snapshot(t, s, sale, shop.LimitPerSale, item, 5), 0)
 	if !mark(sale, 5, "") {
 		t.Fatalf("mark with fence 5 refused")
 	}
@@ -1472,7 +1473,7 @@ func TestMarkLost(t *testing.T) {
 
 	// atSeq: a sale that moved on since the decision is left alone.
 	const moving = 52
-	mustLoad(t, s, snapshot(t, s, moving, store.LimitPerSale, item, 5), 0)
+	mustLoad(t, s, snapshot(t, s, moving, shop.LimitPerSale, item, 5), 0)
 	st := stateOf(t, s, moving)
 	mustReserve(t, s, attempt(t, s, moving, item, 1, "o1", "n1"))
 	if mark(moving, 0, st.SeqRaw) {
@@ -1496,14 +1497,14 @@ func TestView(t *testing.T) {
 	s, _ := newStock(t)
 	ctx := context.Background()
 	const sale, a, b = 60, 600, 601
-	snap := snapshot(t, s, sale, store.LimitPerSale, a, 3, b, 1)
+	snap := snapshot(t, s, sale, shop.LimitPerSale, a, 3, b, 1)
 	snap.Epoch = 2
 	snap.Buyers = map[string]string{"9": "p9"}
 	snap.Gone = []string{"g0"}
 	mustLoad(t, s, snap, 0)
 	r1 := mustReserve(t, s, attempt(t, s, sale, a, 1, "o1", "n1"))
 	mustReserve(t, s, attempt(t, s, sale, b, 2, "o2", "n2"))
-	release(t, s, store.OrderRef{SaleID: sale, ItemID: b, UserID: 2, OrderID: "o2"}, store.ReleaseUnsold)
+	release(t, s, shop.OrderRef{SaleID: sale, ItemID: b, UserID: 2, OrderID: "o2"}, shop.ReleaseUnsold)
 	claim(t, s, sale, store.ClaimItem{OrderID: "o1", Seq: r1.Seq})
 
 	before := redisNow(t, s)
@@ -1547,7 +1548,7 @@ func TestLevels(t *testing.T) {
 	s, _ := newStock(t)
 	ctx := context.Background()
 	const sale = 62
-	mustLoad(t, s, snapshot(t, s, sale, store.LimitPerSale, 1, 7, 2, 0), 0)
+	mustLoad(t, s, snapshot(t, s, sale, shop.LimitPerSale, 1, 7, 2, 0), 0)
 	levels, err := s.Levels(ctx, sale, []int64{3, 1, 2, 4})
 	if want := []int64{-1, 7, 0, -1}; err != nil || !slices.Equal(levels, want) {
 		t.Errorf("levels = %v, %v; want %v", levels, err, want)
@@ -1572,7 +1573,7 @@ func TestScriptsSurviveScriptFlush(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	snap := snapshot(t, s, sale, store.LimitPerSale, item, 3)
+	snap := snapshot(t, s, sale, shop.LimitPerSale, item, 3)
 	flush()
 	mustLoad(t, s, snap, 0)
 	flush()
@@ -1582,7 +1583,7 @@ func TestScriptsSurviveScriptFlush(t *testing.T) {
 		t.Errorf("claim after SCRIPT FLUSH = %v", got)
 	}
 	flush()
-	if out := release(t, s, store.OrderRef{SaleID: sale, ItemID: item, UserID: 1, OrderID: "o1"}, store.ReleaseRefused); out != store.Released {
+	if out := release(t, s, shop.OrderRef{SaleID: sale, ItemID: item, UserID: 1, OrderID: "o1"}, shop.ReleaseRefused); out != store.Released {
 		t.Errorf("release after SCRIPT FLUSH = %v", out)
 	}
 	flush()
@@ -1632,7 +1633,7 @@ func TestKeysShareOneSlot(t *testing.T) {
 	s, rdb := newStock(t)
 	ctx := context.Background()
 	for _, sale := range []int64{70, 71} {
-		snap := snapshot(t, s, sale, store.LimitPerItem, 1, 5, 2, 5)
+		snap := snapshot(t, s, sale, shop.LimitPerItem, 1, 5, 2, 5)
 		snap.Buyers = map[string]string{"1:9": "p9"}
 		snap.Gone = []string{"g"}
 		mustLoad(t, s, snap, 0)
@@ -1642,8 +1643,8 @@ func TestKeysShareOneSlot(t *testing.T) {
 			t.Fatal(err)
 		}
 		claim(t, s, sale, store.ClaimItem{OrderID: "o1", Seq: r.Seq})
-		release(t, s, store.OrderRef{SaleID: sale, ItemID: 2, UserID: 2, OrderID: "o2"}, store.ReleaseUnsold)
-		release(t, s, store.OrderRef{SaleID: sale, ItemID: 1, UserID: 9, OrderID: "p9"}, store.ReturnUnit)
+		release(t, s, shop.OrderRef{SaleID: sale, ItemID: 2, UserID: 2, OrderID: "o2"}, shop.ReleaseUnsold)
+		release(t, s, shop.OrderRef{SaleID: sale, ItemID: 1, UserID: 9, OrderID: "p9"}, shop.ReturnUnit)
 		if ok, err := s.MarkLost(ctx, sale, 1, ""); !ok || err != nil {
 			t.Fatal(ok, err)
 		}
@@ -1686,12 +1687,12 @@ func TestAdjustStockMetaAndPause(t *testing.T) {
 		t.Fatalf("adjust of a sale not loaded created %v", keys)
 	}
 
-	mustLoad(t, s, snapshot(t, s, sale, store.LimitPerSale, a, 3, b, 2), 0)
+	mustLoad(t, s, snapshot(t, s, sale, shop.LimitPerSale, a, 3, b, 2), 0)
 	mustReserve(t, s, attempt(t, s, sale, a, 7, "o1", "n1")) // a: 2 left, one held in flight
 
 	// A decrease past the units left (the held one included) changes nothing at all.
 	n := int64(4)
-	res, err = s.Adjust(ctx, store.Adjustment{SaleID: sale, Meta: map[string]string{"limit": store.LimitPerItem},
+	res, err = s.Adjust(ctx, store.Adjustment{SaleID: sale, Meta: map[string]string{"limit": shop.LimitPerItem},
 		Stock: []store.StockAdjust{{ItemID: b, Delta: 1}, {ItemID: a, Delta: -3}, {ItemID: added, Initial: &n}}})
 	if !errors.Is(err, store.ErrAdjustTooLow) || res.ItemID != a || res.Left != 2 {
 		t.Fatalf("adjust below the units left = %+v, %v; want ErrAdjustTooLow for item %d with 2 left", res, err, a)
@@ -1699,7 +1700,7 @@ func TestAdjustStockMetaAndPause(t *testing.T) {
 	if got := stockOf(t, rdb, sale, b); got != 2 {
 		t.Errorf("refused adjust moved item b to %d, want 2", got)
 	}
-	if v, _ := rdb.HGet(ctx, store.MetaKey(sale), "limit").Result(); v != store.LimitPerSale {
+	if v, _ := rdb.HGet(ctx, store.MetaKey(sale), "limit").Result(); v != shop.LimitPerSale {
 		t.Errorf("refused adjust set limit %q", v)
 	}
 	if _, err := rdb.Get(ctx, store.StockKey(sale, added)).Result(); !errors.Is(err, redis.Nil) {
@@ -1742,7 +1743,7 @@ func TestAdjustStockMetaAndPause(t *testing.T) {
 	}
 
 	// A rebuild keeps the pause (the snapshot carries it from Postgres).
-	snap := snapshot(t, s, sale+1, store.LimitPerSale, a, 1)
+	snap := snapshot(t, s, sale+1, shop.LimitPerSale, a, 1)
 	snap.Paused = true
 	mustLoad(t, s, snap, 0)
 	if _, err := s.Reserve(ctx, attempt(t, s, sale+1, a, 7, "o3", "n3")); !errors.Is(err, store.ErrPaused) {
@@ -1758,14 +1759,14 @@ func TestReleaseManyPipelined(t *testing.T) {
 	s, rdb := newStock(t)
 	ctx := context.Background()
 	const sale, item, n = 24, 240, 700 // more than one pipeline of 500
-	mustLoad(t, s, snapshot(t, s, sale, store.LimitPerSale, item, n), 0)
-	var refs []store.OrderRef
+	mustLoad(t, s, snapshot(t, s, sale, shop.LimitPerSale, item, n), 0)
+	var refs []shop.OrderRef
 	var settled []string
 	for u := int64(1); u <= n; u++ {
 		id := "o" + strconv.FormatInt(u, 10)
 		r := mustReserve(t, s, attempt(t, s, sale, item, u, id, "n"+id))
 		claim(t, s, sale, store.ClaimItem{OrderID: id, Seq: r.Seq})
-		refs = append(refs, store.OrderRef{SaleID: sale, ItemID: item, UserID: u, OrderID: id})
+		refs = append(refs, shop.OrderRef{SaleID: sale, ItemID: item, UserID: u, OrderID: id})
 		settled = append(settled, id)
 	}
 	if err := s.Settle(ctx, map[int64][]string{sale: settled}); err != nil {
@@ -1778,8 +1779,8 @@ func TestReleaseManyPipelined(t *testing.T) {
 	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	absent := store.OrderRef{SaleID: 25, ItemID: item, UserID: 1, OrderID: "x"}
-	outs, errs := s.ReleaseMany(ctx, append(refs[:n-1:n-1], absent, refs[n-1]), store.ReturnUnit)
+	absent := shop.OrderRef{SaleID: 25, ItemID: item, UserID: 1, OrderID: "x"}
+	outs, errs := s.ReleaseMany(ctx, append(refs[:n-1:n-1], absent, refs[n-1]), shop.ReturnUnit)
 	if len(outs) != n+1 || len(errs) != n+1 {
 		t.Fatalf("ReleaseMany: %d outcomes, %d errors", len(outs), len(errs))
 	}
@@ -1801,7 +1802,7 @@ func TestReleaseManyPipelined(t *testing.T) {
 	if b := buyersOf(t, s, sale); len(b) != 0 {
 		t.Errorf("buyers left: %d", len(b))
 	}
-	outs, errs = s.ReleaseMany(ctx, refs, store.ReturnUnit)
+	outs, errs = s.ReleaseMany(ctx, refs, shop.ReturnUnit)
 	if len(outs) != n {
 		t.Fatalf("second ReleaseMany: %d outcomes", len(outs))
 	}
@@ -1827,26 +1828,26 @@ func BenchmarkReturn500(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
 				sale := int64(1000 + i)
-				mustLoad(b, s, snapshot(b, s, sale, store.LimitPerSale, item, n), 0)
-				refs := make([]store.OrderRef, n)
+				mustLoad(b, s, snapshot(b, s, sale, shop.LimitPerSale, item, n), 0)
+				refs := make([]shop.OrderRef, n)
 				ids := make([]string, n)
 				for u := range refs {
 					id := "o" + strconv.Itoa(u)
 					r := mustReserve(b, s, attempt(b, s, sale, item, int64(u+1), id, "n"+id))
 					claim(b, s, sale, store.ClaimItem{OrderID: id, Seq: r.Seq})
-					refs[u], ids[u] = store.OrderRef{SaleID: sale, ItemID: item, UserID: int64(u + 1), OrderID: id}, id
+					refs[u], ids[u] = shop.OrderRef{SaleID: sale, ItemID: item, UserID: int64(u + 1), OrderID: id}, id
 				}
 				if err := s.Settle(ctx, map[int64][]string{sale: ids}); err != nil {
 					b.Fatal(err)
 				}
 				b.StartTimer()
 				if pipelined {
-					if _, errs := s.ReleaseMany(ctx, refs, store.ReturnUnit); errs[0] != nil {
+					if _, errs := s.ReleaseMany(ctx, refs, shop.ReturnUnit); errs[0] != nil {
 						b.Fatal(errs[0])
 					}
 				} else {
 					for _, o := range refs {
-						if _, err := s.Release(ctx, o, store.ReturnUnit); err != nil {
+						if _, err := s.Release(ctx, o, shop.ReturnUnit); err != nil {
 							b.Fatal(err)
 						}
 					}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 )
 
@@ -25,7 +26,7 @@ func TestShardedMarkLostChecksEveryShardFirst(t *testing.T) {
 	}
 	for moved := range k {
 		sale := int64(100 + moved)
-		snap := snapshot(t, s, sale, store.LimitPerSale, 1000, 30)
+		snap := snapshot(t, s, sale, shop.LimitPerSale, 1000, 30)
 		snap.Shards = k
 		mustLoad(t, s, snap, 0)
 		at := stateOf(t, s, sale).SeqRaw
@@ -50,7 +51,7 @@ func TestShardedMarkLostChecksEveryShardFirst(t *testing.T) {
 	// shard is marked or takes fence 5.
 	for newer := range k {
 		sale := int64(110 + newer)
-		snap := snapshot(t, s, sale, store.LimitPerSale, 1000, 30)
+		snap := snapshot(t, s, sale, shop.LimitPerSale, 1000, 30)
 		snap.Shards = k
 		mustLoad(t, s, snap, 0)
 		if err := rdb.HSet(ctx, store.MetaKeyOf(sale, newer), "fence", "7").Err(); err != nil {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flashsale/flashsale/shop"
 	"github.com/jackc/pgx/v5/pgconn"
 	"gorm.io/gorm"
 )
@@ -368,19 +369,19 @@ func (d *DB) ExpireDue(ctx context.Context, limit int) ([]StockReturn, error) {
 	if len(items) == 0 {
 		return nil, nil
 	}
-	return d.endOrders(ctx, StatusExpired, items, `SELECT id FROM orders WHERE status = 'PENDING' AND pay_by <= now()
+	return d.endOrders(ctx, shop.StatusExpired, items, `SELECT id FROM orders WHERE status = 'PENDING' AND pay_by <= now()
 		AND item_id = ANY(?::bigint[]) ORDER BY pay_by LIMIT ? FOR UPDATE SKIP LOCKED`, int64Array(items), limit)
 }
 
 // ExpireOrder expires one PENDING order if its deadline has passed (a shopper paying too late
 // sees the state the answer names).
 func (d *DB) ExpireOrder(ctx context.Context, o Order) ([]StockReturn, error) {
-	return d.endOrders(ctx, StatusExpired, []int64{o.ItemID}, `SELECT id FROM orders WHERE id = ?::uuid AND status = 'PENDING' AND pay_by <= now() FOR UPDATE`, o.ID)
+	return d.endOrders(ctx, shop.StatusExpired, []int64{o.ItemID}, `SELECT id FROM orders WHERE id = ?::uuid AND status = 'PENDING' AND pay_by <= now() FOR UPDATE`, o.ID)
 }
 
 // CancelOrder cancels a PENDING order of userID; the result is empty if it was not PENDING.
 func (d *DB) CancelOrder(ctx context.Context, o Order, userID int64) ([]StockReturn, error) {
-	return d.endOrders(ctx, StatusCancelled, []int64{o.ItemID}, `SELECT id FROM orders WHERE id = ?::uuid AND user_id = ? AND status = 'PENDING' FOR UPDATE`, o.ID, userID)
+	return d.endOrders(ctx, shop.StatusCancelled, []int64{o.ItemID}, `SELECT id FROM orders WHERE id = ?::uuid AND user_id = ? AND status = 'PENDING' FOR UPDATE`, o.ID, userID)
 }
 
 // PendingReturns lists stock returns Redis has not confirmed yet, oldest first.

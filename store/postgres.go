@@ -24,15 +24,6 @@ var (
 	ErrRefused  = errors.New("refused by a database constraint")
 )
 
-// Order statuses stored in Postgres (QUEUED lives only in Redis and the queue).
-const (
-	StatusPending   = "PENDING"
-	StatusPaid      = "PAID"
-	StatusExpired   = "EXPIRED"
-	StatusCancelled = "CANCELLED"
-	StatusFailed    = "FAILED"
-)
-
 // User is a row of users.
 type User struct {
 	ID           int64
@@ -54,7 +45,7 @@ type Sale struct {
 	UserRatePerSec       *int
 	IPRatePerSec         *int
 	PaymentWindowSeconds int
-	PurchaseLimit        string // LimitPerSale or LimitPerItem
+	PurchaseLimit        string // shop.LimitPerSale or shop.LimitPerItem
 	Currency             string
 	Description          *string // optional, at most 2,000 characters
 	Paused               bool    // purchases and purchase tokens answer 503 PAUSED

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flashsale/flashsale/lua"
+	"github.com/flashsale/flashsale/shop"
 )
 
 // Refusals the reserve script can answer instead of a reservation.
@@ -26,12 +27,6 @@ var (
 	ErrNotStarted       = errors.New("the sale has not started (redis clock)")
 	ErrEnded            = errors.New("the sale has ended (redis clock)")
 	ErrPaused           = errors.New("the merchant paused the sale")
-)
-
-// Purchase limits: one unit per shopper in the whole sale, or per item.
-const (
-	LimitPerSale = "per-sale"
-	LimitPerItem = "per-item"
 )
 
 // Stock keeps the hot state of every sale in Redis: remaining units per item, buyers, reservations
@@ -300,7 +295,7 @@ func tokenKey(saleID int64, shard int, nonce string) string {
 
 // BuyerMember is how a shopper is named in a sale's buyers hash under a purchase limit.
 func BuyerMember(limit string, itemID, userID int64) string {
-	if limit == LimitPerItem {
+	if limit == shop.LimitPerItem {
 		return strconv.FormatInt(itemID, 10) + ":" + strconv.FormatInt(userID, 10)
 	}
 	return strconv.FormatInt(userID, 10)
@@ -431,24 +426,6 @@ func (s *Stock) reserveIn(ctx context.Context, a Attempt, shard int, mayBorrow b
 	return Reservation{Left: code, Seq: seq, ReservedAt: time.UnixMilli(at), HeldOrder: held, Shard: shard}, code, nil
 }
 
-// ReleaseOp names why a unit goes back (see release.lua).
-type ReleaseOp string
-
-// The release operations.
-const (
-	// ReleaseUnsold gives back a reservation that never became an order (publish failed, orphan,
-	// unknown reserve outcome); it is refused once the writer has claimed the order.
-	ReleaseUnsold ReleaseOp = "unsold"
-	// ReleaseRefused is the writer's release of an order Postgres refused.
-	ReleaseRefused ReleaseOp = "refused"
-	// ReleaseNoRoom drops a reservation Postgres had no unit for (no unit goes back).
-	ReleaseNoRoom ReleaseOp = "noroom"
-	// ReleaseDuplicate gives the unit back and keeps the shopper a buyer (they hold another order).
-	ReleaseDuplicate ReleaseOp = "duplicate"
-	// ReturnUnit gives back the unit of an order Postgres expired or cancelled.
-	ReturnUnit ReleaseOp = "returned"
-)
-
 // ReleaseOutcome tells what a release did.
 type ReleaseOutcome int
 
@@ -465,16 +442,9 @@ const (
 	RetryLater
 )
 
-// OrderRef names one order and where its unit lives.
-type OrderRef struct {
-	SaleID, ItemID, UserID int64
-	OrderID                string
-	HeldBy                 string // ReleaseDuplicate: the live order the shopper holds ("" if unknown)
-}
-
 // Release runs one release operation for an order. Idempotent: the unit goes back at most once.
 // In a sharded sale it runs in the shopper's shard, where the reservation was made.
-func (s *Stock) Release(ctx context.Context, o OrderRef, op ReleaseOp) (ReleaseOutcome, error) {
+func (s *Stock) Release(ctx context.Context, o shop.OrderRef, op shop.ReleaseOp) (ReleaseOutcome, error) {
 	keys, err := s.releaseKeys(ctx, o)
 	if err != nil {
 		return NotInFlight, releaseErr(o, op, err)
@@ -487,7 +457,7 @@ func (s *Stock) Release(ctx context.Context, o OrderRef, op ReleaseOp) (ReleaseO
 }
 
 // releaseKeys are the release script's keys for o, in its shopper's shard.
-func (s *Stock) releaseKeys(ctx context.Context, o OrderRef) ([]string, error) {
+func (s *Stock) releaseKeys(ctx context.Context, o shop.OrderRef) ([]string, error) {
 	sh, err := s.ShardOfUser(ctx, o.SaleID, o.UserID)
 	if err != nil {
 		return nil, err
@@ -495,11 +465,11 @@ func (s *Stock) releaseKeys(ctx context.Context, o OrderRef) ([]string, error) {
 	return []string{MetaKeyOf(o.SaleID, sh), StockKeyOf(o.SaleID, sh, o.ItemID), BuyersKeyOf(o.SaleID, sh), InFlightKeyOf(o.SaleID, sh), GoneKeyOf(o.SaleID, sh)}, nil
 }
 
-func releaseArgs(o OrderRef, op ReleaseOp) []any {
+func releaseArgs(o shop.OrderRef, op shop.ReleaseOp) []any {
 	return []any{o.OrderID, string(op), o.ItemID, o.UserID, o.HeldBy}
 }
 
-func releaseErr(o OrderRef, op ReleaseOp, err error) error {
+func releaseErr(o shop.OrderRef, op shop.ReleaseOp, err error) error {
 	return fmt.Errorf("release %s(sale %d, order %s): %w", op, o.SaleID, o.OrderID, err)
 }
 
@@ -509,7 +479,7 @@ func releaseErr(o OrderRef, op ReleaseOp, err error) error {
 // sent, so on a Redis Cluster whose one node fails the others' releases still happen and are
 // reported; a failed one may or may not have been released (each release is idempotent: run it
 // again).
-func (s *Stock) ReleaseMany(ctx context.Context, refs []OrderRef, op ReleaseOp) ([]ReleaseOutcome, []error) {
+func (s *Stock) ReleaseMany(ctx context.Context, refs []shop.OrderRef, op shop.ReleaseOp) ([]ReleaseOutcome, []error) {
 	const chunk = 500
 	outs := make([]ReleaseOutcome, len(refs))
 	errs := make([]error, len(refs))
@@ -520,7 +490,7 @@ func (s *Stock) ReleaseMany(ctx context.Context, refs []OrderRef, op ReleaseOp) 
 	return outs, errs
 }
 
-func (s *Stock) releasePipelined(ctx context.Context, refs []OrderRef, op ReleaseOp, outs []ReleaseOutcome, errs []error) {
+func (s *Stock) releasePipelined(ctx context.Context, refs []shop.OrderRef, op shop.ReleaseOp, outs []ReleaseOutcome, errs []error) {
 	keys := make([][]string, len(refs))
 	cmds := make([]*redis.Cmd, len(refs))
 	pipe := s.rdb.Pipeline()

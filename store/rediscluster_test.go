@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 	"github.com/flashsale/flashsale/testenv"
 )
@@ -39,7 +40,7 @@ func TestStockOnRedisCluster(t *testing.T) {
 	}
 	for i, sale := range sales {
 		item := 100 + sale
-		mustLoad(t, s, snapshot(t, s, sale, store.LimitPerSale, item, 2), 0)
+		mustLoad(t, s, snapshot(t, s, sale, shop.LimitPerSale, item, 2), 0)
 		a := attempt(t, s, sale, item, 7, fmt.Sprintf("order-%d", i), "n1")
 		a.Floor = 0
 		r := mustReserve(t, s, a)
@@ -79,11 +80,11 @@ func TestStockOnRedisCluster(t *testing.T) {
 		}
 	}
 	// The returns of the three sales in one ReleaseMany: a pipeline split over the three masters.
-	var refs []store.OrderRef
+	var refs []shop.OrderRef
 	for i, sale := range sales {
-		refs = append(refs, store.OrderRef{SaleID: sale, ItemID: 100 + sale, UserID: 7, OrderID: fmt.Sprintf("order-%d", i)})
+		refs = append(refs, shop.OrderRef{SaleID: sale, ItemID: 100 + sale, UserID: 7, OrderID: fmt.Sprintf("order-%d", i)})
 	}
-	if outs, errs := s.ReleaseMany(ctx, refs, store.ReturnUnit); errors.Join(errs...) != nil || len(outs) != 3 || outs[0] != store.Released || outs[1] != store.Released || outs[2] != store.Released {
+	if outs, errs := s.ReleaseMany(ctx, refs, shop.ReturnUnit); errors.Join(errs...) != nil || len(outs) != 3 || outs[0] != store.Released || outs[1] != store.Released || outs[2] != store.Released {
 		t.Errorf("ReleaseMany over three masters = %v, %v; want three Released", outs, errs)
 	}
 	for _, sale := range sales {
@@ -92,7 +93,7 @@ func TestStockOnRedisCluster(t *testing.T) {
 		}
 	}
 	// A second sold unit per sale, given back below once a master is dead.
-	var later []store.OrderRef
+	var later []shop.OrderRef
 	for i, sale := range sales {
 		item := 100 + sale
 		a := attempt(t, s, sale, item, 8, fmt.Sprintf("order-%d-later", i), "n3")
@@ -102,7 +103,7 @@ func TestStockOnRedisCluster(t *testing.T) {
 		if err := s.Settle(ctx, map[int64][]string{sale: {a.OrderID}}); err != nil {
 			t.Fatal(err)
 		}
-		later = append(later, store.OrderRef{SaleID: sale, ItemID: item, UserID: 8, OrderID: a.OrderID})
+		later = append(later, shop.OrderRef{SaleID: sale, ItemID: item, UserID: 8, OrderID: a.OrderID})
 	}
 	fs := store.FunnelStore{Keep: time.Minute, TTL: time.Hour}
 	deltas := func() []store.FunnelDelta {
@@ -127,7 +128,7 @@ func TestStockOnRedisCluster(t *testing.T) {
 	}
 	// The returns of the three sales with one master dead: that sale's return fails, the other
 	// two masters' are made and reported.
-	outs, errs := s.ReleaseMany(ctx, later, store.ReturnUnit)
+	outs, errs := s.ReleaseMany(ctx, later, shop.ReturnUnit)
 	for i, sale := range sales {
 		if sale == dead {
 			if errs[i] == nil {

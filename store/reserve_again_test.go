@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 )
 
@@ -15,7 +16,7 @@ import (
 // order id (another item) stays a used token. Per-sale and per-item limits alike.
 func TestReserveSameAttemptAgain(t *testing.T) {
 	t.Parallel()
-	for _, limit := range []string{store.LimitPerSale, store.LimitPerItem} {
+	for _, limit := range []string{shop.LimitPerSale, shop.LimitPerItem} {
 		t.Run(limit, func(t *testing.T) {
 			t.Parallel()
 			s, rdb := newStock(t)
@@ -71,7 +72,7 @@ func TestReserveSameAttemptAgain(t *testing.T) {
 			// Released (its publish failed): not made again, the unit stays on sale.
 			b := attempt(t, s, sale, item, 2, "o2", "n2")
 			mustReserve(t, s, b)
-			if out := release(t, s, store.OrderRef{SaleID: sale, ItemID: item, UserID: 2, OrderID: "o2"}, store.ReleaseUnsold); out != store.Released {
+			if out := release(t, s, shop.OrderRef{SaleID: sale, ItemID: item, UserID: 2, OrderID: "o2"}, shop.ReleaseUnsold); out != store.Released {
 				t.Fatalf("release = %v", out)
 			}
 			if r, err := s.Reserve(ctx, b); !errors.Is(err, store.ErrTokenAlreadyUsed) {
@@ -86,7 +87,7 @@ func TestReserveSameAttemptAgain(t *testing.T) {
 
 			// Expired or cancelled and its unit returned (the shopper left buyers): not durable
 			// any more, not made again.
-			if out := release(t, s, store.OrderRef{SaleID: sale, ItemID: item, UserID: 1, OrderID: "o1"}, store.ReturnUnit); out != store.Released {
+			if out := release(t, s, shop.OrderRef{SaleID: sale, ItemID: item, UserID: 1, OrderID: "o1"}, shop.ReturnUnit); out != store.Released {
 				t.Fatalf("return = %v", out)
 			}
 			if r, err := s.Reserve(ctx, a); !errors.Is(err, store.ErrTokenAlreadyUsed) {

@@ -12,11 +12,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/flashsale/flashsale/shop"
 	"github.com/redis/go-redis/v9"
 )
-
-// MaxStockShards is the most shards a sale's stock can be split into.
-const MaxStockShards = 64
 
 // A sharded sale (K > 1 stock shards) keeps K copies of the sale's key set, each under its own
 // hash tag, so each lands on its own Redis Cluster slot: shard 0 is {sale:S} (a sale of K = 1 is
@@ -112,7 +110,7 @@ func (c *shardCache) get(ctx context.Context, saleID int64) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	if k < 1 || k > MaxStockShards {
+	if k < 1 || k > shop.MaxStockShards {
 		return 0, fmt.Errorf("sale %d: %d stock shards", saleID, k)
 	}
 	c.m.Store(saleID, k)
@@ -125,7 +123,7 @@ func (s *Stock) SetShardCounter(fn ShardCounter) { s.shards.fn = fn }
 
 // RememberShards records a sale's shard count (known from a snapshot or a row already read).
 func (s *Stock) RememberShards(saleID int64, k int) {
-	if k >= 1 && k <= MaxStockShards {
+	if k >= 1 && k <= shop.MaxStockShards {
 		s.shards.m.Store(saleID, k)
 	}
 }

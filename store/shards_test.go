@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 )
 
@@ -67,11 +68,11 @@ func TestShardedLoadSplitsAndPins(t *testing.T) {
 	const k = 4
 	s, rdb := shardedStock(t, k)
 	ctx := context.Background()
-	snap := snapshot(t, s, 70, store.LimitPerItem, 700, 10, 701, 3)
+	snap := snapshot(t, s, 70, shop.LimitPerItem, 700, 10, 701, 3)
 	snap.Shards = k
 	u1, u3 := userOfShard(k, 1, 1), userOfShard(k, 3, 1)
-	snap.Buyers[store.BuyerMember(store.LimitPerItem, 700, u1)] = "o1"
-	snap.Buyers[store.BuyerMember(store.LimitPerItem, 701, u3)] = "o3"
+	snap.Buyers[store.BuyerMember(shop.LimitPerItem, 700, u1)] = "o1"
+	snap.Buyers[store.BuyerMember(shop.LimitPerItem, 701, u3)] = "o3"
 	snap.Gone = []string{"g1"}
 	mustLoad(t, s, snap, 0)
 	if got := levelsOf(t, rdb, 70, k, 700); fmt.Sprint(got) != "[3 3 2 2]" {
@@ -116,7 +117,7 @@ func TestShardedReserveBorrows(t *testing.T) {
 	const k = 2
 	s, rdb := shardedStock(t, k)
 	ctx := context.Background()
-	snap := snapshot(t, s, 71, store.LimitPerSale, 710, 3)
+	snap := snapshot(t, s, 71, shop.LimitPerSale, 710, 3)
 	snap.Shards = k
 	mustLoad(t, s, snap, 0) // [2 1]
 	var users []int64
@@ -146,12 +147,12 @@ func TestShardedReserveBorrows(t *testing.T) {
 		t.Errorf("token of a sold-out answer reused: %v, want used", err)
 	}
 	// A release goes back to the shopper's shard; the lookups read every shard.
-	mustRelease := func(o store.OrderRef) {
-		if out, err := s.Release(ctx, o, store.ReleaseUnsold); err != nil || out != store.Released {
+	mustRelease := func(o shop.OrderRef) {
+		if out, err := s.Release(ctx, o, shop.ReleaseUnsold); err != nil || out != store.Released {
 			t.Fatalf("release %s: %v %v", o.OrderID, out, err)
 		}
 	}
-	mustRelease(store.OrderRef{SaleID: 71, ItemID: 710, UserID: users[0], OrderID: "o1"})
+	mustRelease(shop.OrderRef{SaleID: 71, ItemID: 710, UserID: users[0], OrderID: "o1"})
 	if got := levelsOf(t, rdb, 71, k, 710); fmt.Sprint(got) != "[0 1]" {
 		t.Errorf("after a release in shard 1: %v, want [0 1]", got)
 	}
@@ -170,7 +171,7 @@ func TestShardTransferLog(t *testing.T) {
 	const k = 3
 	s, rdb := shardedStock(t, k)
 	ctx := context.Background()
-	snap := snapshot(t, s, 72, store.LimitPerSale, 720, 9)
+	snap := snapshot(t, s, 72, shop.LimitPerSale, 720, 9)
 	snap.Shards = k
 	mustLoad(t, s, snap, 0) // [3 3 3]
 	tr, err := s.TransferOut(ctx, 72, 2, 0, 720, 5)
@@ -235,7 +236,7 @@ func TestShardedLossFailsTheSaleClosed(t *testing.T) {
 	const k = 3
 	s, rdb := shardedStock(t, k)
 	ctx := context.Background()
-	snap := snapshot(t, s, 73, store.LimitPerSale, 730, 30)
+	snap := snapshot(t, s, 73, shop.LimitPerSale, 730, 30)
 	snap.Shards = k
 	mustLoad(t, s, snap, 0)
 	u := userOfShard(k, 2, 1)
@@ -280,7 +281,7 @@ func TestShardedLoadsInterleavedFailClosed(t *testing.T) {
 	const k = 3
 	s, rdb := shardedStock(t, k)
 	ctx := context.Background()
-	snap := snapshot(t, s, 74, store.LimitPerSale, 740, 9)
+	snap := snapshot(t, s, 74, shop.LimitPerSale, 740, 9)
 	snap.Shards = k
 	mustLoad(t, s, snap, 0)
 	if ok, err := s.MarkLost(ctx, 74, 0, ""); err != nil || !ok {

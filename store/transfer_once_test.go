@@ -7,6 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 	"github.com/flashsale/flashsale/testenv"
 )
@@ -36,7 +37,7 @@ func TestTransferOutOncePerID(t *testing.T) {
 	const k = 3
 	s, rdb := shardedStock(t, k)
 	ctx := context.Background()
-	snap := snapshot(t, s, 80, store.LimitPerSale, 800, 12)
+	snap := snapshot(t, s, 80, shop.LimitPerSale, 800, 12)
 	snap.Shards = k
 	mustLoad(t, s, snap, 0) // [4 4 4]
 	first, err := store.TransferOutWithID(s, ctx, "x1", 80, 1, 0, 800, 2)
@@ -87,7 +88,7 @@ func TestTransferOutResentOnEOFTakesOnce(t *testing.T) {
 	s := store.NewStock(rdb)
 	s.SetShardCounter(func(context.Context, int64) (int, error) { return k, nil })
 	ctx := context.Background()
-	snap := snapshot(t, s, 81, store.LimitPerSale, 810, 12)
+	snap := snapshot(t, s, 81, shop.LimitPerSale, 810, 12)
 	snap.Shards = k
 	mustLoad(t, s, snap, 0) // [4 4 4]
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 )
 
@@ -67,7 +68,7 @@ func TestTransferSeqLossFindsALostStep(t *testing.T) {
 	const k = 3
 	s, rdb := shardedStock(t, k)
 	ctx := context.Background()
-	snap := snapshot(t, s, 82, store.LimitPerSale, 820, 12)
+	snap := snapshot(t, s, 82, shop.LimitPerSale, 820, 12)
 	snap.Shards = k
 	mustLoad(t, s, snap, 0) // [4 4 4]
 	noLoss := func(when string) {
@@ -144,7 +145,7 @@ func TestBorrowHandsBackTheLendersSeq(t *testing.T) {
 	const k = 3
 	s, rdb := shardedStock(t, k)
 	ctx := context.Background()
-	snap := snapshot(t, s, 83, store.LimitPerSale, 830, 4)
+	snap := snapshot(t, s, 83, shop.LimitPerSale, 830, 4)
 	snap.Shards = k
 	mustLoad(t, s, snap, 0) // [2 1 1]
 	mustReserve(t, s, attempt(t, s, 83, 830, userOfShard(k, 1, 1), "o1", "n1"))

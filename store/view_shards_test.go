@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 )
 
@@ -15,7 +16,7 @@ func TestShardedViewKeepsEachShardsClock(t *testing.T) {
 	s, _ := shardedStock(t, k)
 	ctx := context.Background()
 	const sale, item = 120, 1200
-	snap := snapshot(t, s, sale, store.LimitPerSale, item, 30)
+	snap := snapshot(t, s, sale, shop.LimitPerSale, item, 30)
 	snap.Shards = k
 	mustLoad(t, s, snap, 0)
 	want := map[string]int{}

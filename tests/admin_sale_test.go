@@ -163,14 +163,14 @@ func TestAdminEditStartedSale(t *testing.T) {
 	// Both units of b held by reservations in flight (not in Postgres yet): b cannot go to 1.
 	ctx := context.Background()
 	exp, _ := h.app.Stock.Now(ctx)
-	var held []store.OrderRef
+	var held []shop.OrderRef
 	for u := int64(3); u <= 4; u++ {
 		oid := services.NewOrderID(b, time.Now())
 		at := store.Attempt{SaleID: s.sale, ItemID: b, UserID: u, OrderID: oid, Nonce: "adm" + id(u), TokenExpires: exp.Add(time.Minute)}
 		if _, err := h.app.Stock.Reserve(ctx, at); err != nil {
 			t.Fatal(err)
 		}
-		held = append(held, store.OrderRef{SaleID: s.sale, ItemID: b, UserID: u, OrderID: oid})
+		held = append(held, shop.OrderRef{SaleID: s.sale, ItemID: b, UserID: u, OrderID: oid})
 	}
 	wantAdminCode(t, "below units held in flight", h.patchSale(merchant, s.sale, map[string]any{"name": "changed", "items": []map[string]any{{"itemId": id(b), "quantity": 1}}}),
 		http.StatusConflict, shop.CodeQuantityTooLow)
@@ -181,7 +181,7 @@ func TestAdminEditStartedSale(t *testing.T) {
 		t.Errorf("refused edit saved the name")
 	}
 	for _, ref := range held {
-		if _, err := h.app.Stock.Release(ctx, ref, store.ReleaseUnsold); err != nil {
+		if _, err := h.app.Stock.Release(ctx, ref, shop.ReleaseUnsold); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -254,7 +254,7 @@ func TestAdminEndAndWarm(t *testing.T) {
 	u := h.token(1, services.RoleShopper)
 	tok := h.purchaseToken(u, s.sale)
 	r := h.saleAction(merchant, s.sale, "end")
-	if r.Status != http.StatusOK || r.str("status") != services.SaleEnded {
+	if r.Status != http.StatusOK || r.str("status") != shop.SaleEnded {
 		t.Fatalf("end: %d %s", r.Status, r.Raw)
 	}
 	if ends, _ := strconv.ParseInt(h.meta(s.sale, "ends"), 10, 64); ends > time.Now().UnixMilli() {

@@ -14,6 +14,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 )
 
@@ -146,7 +147,7 @@ func TestWriterKeepsItsOwnPoolWhenThePublicOneIsExhausted(t *testing.T) {
 		if err := check.Gorm().Raw(`SELECT status FROM orders WHERE id = ?`, orderID).Scan(&status).Error; err != nil {
 			t.Fatal(err)
 		}
-		if status == store.StatusPending {
+		if status == shop.StatusPending {
 			return
 		}
 		if time.Now().After(deadline) {

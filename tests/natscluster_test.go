@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 	"github.com/flashsale/flashsale/testenv"
 )
@@ -202,7 +203,7 @@ func TestNATSClusterLosesANodeDuringARush(t *testing.T) {
 		if r.N != 1 {
 			t.Errorf("order %s is in Postgres %d times", r.ID, r.N)
 		}
-		if r.Status != store.StatusFailed {
+		if r.Status != shop.StatusFailed {
 			live[r.ID] = true
 		}
 	}

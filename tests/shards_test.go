@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 	"github.com/flashsale/flashsale/testenv"
 )
@@ -612,7 +613,7 @@ func TestShardedSaleTwoInstances(t *testing.T) {
 	a := newHarness(t, harnessOpts{})
 	b := newHarness(t, harnessOpts{shared: a})
 	const k = 3
-	s := a.shardedSale(k, store.LimitPerItem, 30)
+	s := a.shardedSale(k, shop.LimitPerItem, 30)
 	var users []int64
 	users = append(users, usersOfShard(k, 0, 50, 70_000)...)
 	users = append(users, usersOfShard(k, 1, 10, 70_000)...)

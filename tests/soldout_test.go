@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 )
 
@@ -70,7 +71,7 @@ func TestSoldOutFlagAcrossInstances(t *testing.T) {
 		TokenExpires: time.Now().Add(time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.app.Stock.Release(context.Background(), store.OrderRef{SaleID: s.sale, ItemID: item, UserID: 3, OrderID: orphan}, store.ReleaseUnsold); err != nil {
+	if _, err := a.app.Stock.Release(context.Background(), shop.OrderRef{SaleID: s.sale, ItemID: item, UserID: 3, OrderID: orphan}, shop.ReleaseUnsold); err != nil {
 		t.Fatal(err)
 	}
 	a.app.SoldOut.Returned(item)

@@ -37,20 +37,20 @@ func (fakeShop) Purchase(_ context.Context, _, item int64, tok, _ string) (strin
 	}
 	return services.NewOrderID(item, time.Now()), nil
 }
-func (fakeShop) Order(_ context.Context, _ int64, id string) (services.OrderView, error) {
+func (fakeShop) Order(_ context.Context, _ int64, id string) (shop.OrderView, error) {
 	item, canonical, ok := services.ItemOfOrderID(id)
 	if !ok {
-		return services.OrderView{}, shop.Errorf(shop.CodeNotFound, "no order")
+		return shop.OrderView{}, shop.Errorf(shop.CodeNotFound, "no order")
 	}
-	return services.OrderView{OrderID: canonical, ItemID: item, Status: services.StatusQueued}, nil
+	return shop.OrderView{OrderID: canonical, ItemID: item, Status: shop.StatusQueued}, nil
 }
-func (s fakeShop) Pay(ctx context.Context, u int64, id string) (services.OrderView, error) {
+func (s fakeShop) Pay(ctx context.Context, u int64, id string) (shop.OrderView, error) {
 	return s.Order(ctx, u, id)
 }
-func (s fakeShop) Cancel(ctx context.Context, u int64, id string) (services.OrderView, error) {
+func (s fakeShop) Cancel(ctx context.Context, u int64, id string) (shop.OrderView, error) {
 	return s.Order(ctx, u, id)
 }
-func (fakeShop) MyOrders(_ context.Context, _, _ int64, cursor string) ([]services.OrderView, string, error) {
+func (fakeShop) MyOrders(_ context.Context, _, _ int64, cursor string) ([]shop.OrderView, string, error) {
 	if cursor != "" && len(cursor) < 8 {
 		return nil, "", shop.Errorf(shop.CodeInvalidInput, "bad cursor")
 	}
@@ -59,29 +59,29 @@ func (fakeShop) MyOrders(_ context.Context, _, _ int64, cursor string) ([]servic
 
 type fakeCatalog struct{}
 
-var fakeSale = services.Sale{ID: 1, Name: "s", StartsAt: time.Unix(0, 0), EndsAt: time.Unix(4e9, 0), Items: []services.Item{{ID: 1, Name: "i", Quantity: 1}}}
+var fakeSale = shop.Sale{ID: 1, Name: "s", StartsAt: time.Unix(0, 0), EndsAt: time.Unix(4e9, 0), Items: []shop.Item{{ID: 1, Name: "i", Quantity: 1}}}
 
-func (fakeCatalog) Create(context.Context, int64, services.NewSale) (services.Sale, error) {
+func (fakeCatalog) Create(context.Context, int64, services.NewSale) (shop.Sale, error) {
 	return fakeSale, nil
 }
-func (fakeCatalog) Get(_ context.Context, id int64) (services.Sale, error) {
+func (fakeCatalog) Get(_ context.Context, id int64) (shop.Sale, error) {
 	if id != 1 {
-		return services.Sale{}, shop.Errorf(shop.CodeNotFound, "no sale")
+		return shop.Sale{}, shop.Errorf(shop.CodeNotFound, "no sale")
 	}
 	return fakeSale, nil
 }
-func (c fakeCatalog) Cached(ctx context.Context, id int64) (services.Sale, error) {
+func (c fakeCatalog) Cached(ctx context.Context, id int64) (shop.Sale, error) {
 	return c.Get(ctx, id)
 }
-func (fakeCatalog) Upcoming(_ context.Context, cursor string) ([]services.Sale, string, error) {
+func (fakeCatalog) Upcoming(_ context.Context, cursor string) ([]shop.Sale, string, error) {
 	if cursor != "" {
 		if _, ok := store.DecodeSaleCursor(cursor); !ok {
 			return nil, "", shop.Errorf(shop.CodeInvalidInput, "bad cursor")
 		}
 	}
-	return []services.Sale{fakeSale}, "", nil
+	return []shop.Sale{fakeSale}, "", nil
 }
-func (fakeCatalog) OfMerchant(context.Context, int64) ([]services.Sale, error) { return nil, nil }
+func (fakeCatalog) OfMerchant(context.Context, int64) ([]shop.Sale, error) { return nil, nil }
 func (fakeCatalog) Displayed(_ context.Context, id int64) (services.DisplayedStock, error) {
 	return services.DisplayedStock{SaleID: id}, nil
 }
@@ -92,19 +92,19 @@ func (fakeCatalog) AdminStock(context.Context, int64, int64) ([]services.AdminIt
 // fakeAdmin answers the sale administration routes with the fake sale (404 for any other id).
 type fakeAdmin struct{}
 
-func (fakeAdmin) Edit(ctx context.Context, _, id int64, _ services.SaleEdit) (services.Sale, error) {
+func (fakeAdmin) Edit(ctx context.Context, _, id int64, _ services.SaleEdit) (shop.Sale, error) {
 	return fakeCatalog{}.Get(ctx, id)
 }
-func (fakeAdmin) Pause(ctx context.Context, _, id int64) (services.Sale, error) {
+func (fakeAdmin) Pause(ctx context.Context, _, id int64) (shop.Sale, error) {
 	return fakeCatalog{}.Get(ctx, id)
 }
-func (fakeAdmin) Resume(ctx context.Context, _, id int64) (services.Sale, error) {
+func (fakeAdmin) Resume(ctx context.Context, _, id int64) (shop.Sale, error) {
 	return fakeCatalog{}.Get(ctx, id)
 }
-func (fakeAdmin) End(ctx context.Context, _, id int64) (services.Sale, error) {
+func (fakeAdmin) End(ctx context.Context, _, id int64) (shop.Sale, error) {
 	return fakeCatalog{}.Get(ctx, id)
 }
-func (fakeAdmin) Warm(ctx context.Context, _, id int64) (services.Sale, error) {
+func (fakeAdmin) Warm(ctx context.Context, _, id int64) (shop.Sale, error) {
 	return fakeCatalog{}.Get(ctx, id)
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 	"github.com/flashsale/flashsale/web"
 )
@@ -205,8 +206,8 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	if c.WriterAckWait < time.Second {
 		errs = append(errs, fmt.Errorf("FLASHSALE_WRITER_ACK_WAIT=%q: want at least 1s", get("FLASHSALE_WRITER_ACK_WAIT")))
 	}
-	if c.StockShards > store.MaxStockShards {
-		errs = append(errs, fmt.Errorf("FLASHSALE_STOCK_SHARDS=%q: want 1 to %d", get("FLASHSALE_STOCK_SHARDS"), store.MaxStockShards))
+	if c.StockShards > shop.MaxStockShards {
+		errs = append(errs, fmt.Errorf("FLASHSALE_STOCK_SHARDS=%q: want 1 to %d", get("FLASHSALE_STOCK_SHARDS"), shop.MaxStockShards))
 	}
 	if c.PayWindow < time.Second || c.PayWindow > 24*time.Hour {
 		errs = append(errs, fmt.Errorf("FLASHSALE_PAY_WINDOW=%q: want between 1s and 24h", get("FLASHSALE_PAY_WINDOW")))

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 	"github.com/flashsale/flashsale/testenv"
 )
@@ -231,12 +232,12 @@ func (c *cluster) finish(t *testing.T, r *result, l *ledger, s sale) {
 			violation("order %s was answered 202 but is not in postgres", id)
 		case o.user != user:
 			violation("order %s was answered 202 to shopper %d but postgres has it for %d", id, user, o.user)
-		case o.status == store.StatusFailed:
+		case o.status == shop.StatusFailed:
 			violation("order %s was answered 202 but postgres has it FAILED", id)
 		}
 	}
 	for _, o := range orders {
-		if o.status == store.StatusFailed {
+		if o.status == shop.StatusFailed {
 			continue // a record that a reservation was released unwritten: no unit
 		}
 		if _, ok := l.acked[o.id]; ok || l.named[o.id] || l.noAnswer[o.user] {
@@ -274,7 +275,7 @@ func (c *cluster) finish(t *testing.T, r *result, l *ledger, s sale) {
 	}
 	failed := 0
 	for _, o := range orders {
-		if o.status == store.StatusFailed {
+		if o.status == shop.StatusFailed {
 			failed++
 		}
 	}
@@ -606,10 +607,10 @@ func scenarioPayVsExpiry(t *testing.T, r *result) {
 		}
 		counts[fmt.Sprintf("%d→%s", p.status, st[p.id])]++
 		switch {
-		case p.status == 200 && st[p.id] != store.StatusPaid:
+		case p.status == 200 && st[p.id] != shop.StatusPaid:
 			r.Violations++
 			t.Errorf("order %s: payment answered 200, postgres says %s", p.id, st[p.id])
-		case p.status != 200 && st[p.id] == store.StatusPaid:
+		case p.status != 200 && st[p.id] == shop.StatusPaid:
 			r.Violations++
 			t.Errorf("order %s: payment answered %d, postgres says PAID", p.id, p.status)
 		}

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale/services"
-	"github.com/flashsale/flashsale/store"
+	"github.com/flashsale/flashsale/shop"
 )
 
 // ledger is every answer the shoppers got: what the suite holds the system to.
@@ -346,4 +346,4 @@ func (c *cluster) waitDurable(ids []string, d time.Duration) (time.Duration, err
 }
 
 // live reports whether an order status holds a unit.
-func live(status string) bool { return status == store.StatusPending || status == store.StatusPaid }
+func live(status string) bool { return status == shop.StatusPending || status == shop.StatusPaid }

@@ -27,6 +27,7 @@ import (
 	"github.com/flashsale/flashsale/bench/internal/proc"
 	"github.com/flashsale/flashsale/bench/internal/target"
 	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 )
 
@@ -188,7 +189,7 @@ func newRefReserve(ctx context.Context, redisURL string) (*refReserve, error) {
 // refSnapshot is ref-redis's synthetic sale: one item of a billion units, live for a day.
 func refSnapshot(item int64) store.Snapshot {
 	now := time.Now()
-	return store.Snapshot{SaleID: item, Epoch: 1, Limit: store.LimitPerItem, StartsAt: now.Add(-time.Hour), EndsAt: now.Add(24 * time.Hour),
+	return store.Snapshot{SaleID: item, Epoch: 1, Limit: shop.LimitPerItem, StartsAt: now.Add(-time.Hour), EndsAt: now.Add(24 * time.Hour),
 		Items: []int64{item}, Left: map[int64]int64{item: 1_000_000_000}}
 }
 

@@ -1,0 +1,66 @@
+package shop
+
+import "time"
+
+// Order statuses stored in Postgres (QUEUED lives only in Redis and the queue).
+const (
+	StatusPending   = "PENDING"
+	StatusPaid      = "PAID"
+	StatusExpired   = "EXPIRED"
+	StatusCancelled = "CANCELLED"
+	StatusFailed    = "FAILED"
+)
+
+// Order statuses as clients see them; QUEUED is a reservation not yet in Postgres.
+const (
+	StatusQueued = "QUEUED"
+)
+
+// OrderView is one order as its shopper sees it.
+type OrderView struct {
+	OrderID    string
+	ItemID     int64
+	SaleID     int64
+	Status     string
+	PayBy      *time.Time
+	ItemName   string
+	PriceCents int64
+	Currency   string
+	SaleName   string
+	Failure    string
+	CreatedAt  time.Time
+	Queue      *QueueEstimate // QUEUED only: its place in the queue (services/queue_wait.go)
+}
+
+// ReleaseOp names why a unit goes back (see release.lua).
+type ReleaseOp string
+
+// The release operations.
+const (
+	// ReleaseUnsold gives back a reservation that never became an order (publish failed, orphan,
+	// unknown reserve outcome); it is refused once the writer has claimed the order.
+	ReleaseUnsold ReleaseOp = "unsold"
+	// ReleaseRefused is the writer's release of an order Postgres refused.
+	ReleaseRefused ReleaseOp = "refused"
+	// ReleaseNoRoom drops a reservation Postgres had no unit for (no unit goes back).
+	ReleaseNoRoom ReleaseOp = "noroom"
+	// ReleaseDuplicate gives the unit back and keeps the shopper a buyer (they hold another order).
+	ReleaseDuplicate ReleaseOp = "duplicate"
+	// ReturnUnit gives back the unit of an order Postgres expired or cancelled.
+	ReturnUnit ReleaseOp = "returned"
+)
+
+// OrderRef names one order and where its unit lives.
+type OrderRef struct {
+	SaleID, ItemID, UserID int64
+	OrderID                string
+	HeldBy                 string // ReleaseDuplicate: the live order the shopper holds ("" if unknown)
+}
+
+// QueueEstimate is a QUEUED order's place in the queue.
+type QueueEstimate struct {
+	Position    int64         // in-flight reservations of the sale made before it (0: next)
+	WaitSeconds int64         // the estimated wait until it is written
+	RetryAfter  time.Duration // when to ask again: 1 s near the front, up to 5 s far back
+	Measured    bool          // false: no recent writer throughput, DefaultWriterRate assumed
+}

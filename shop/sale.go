@@ -1,0 +1,69 @@
+package shop
+
+import "time"
+
+// Sale is a sale as the HTTP layer and the pages see it; they never see the store's rows.
+type Sale struct {
+	ID                   int64
+	MerchantID           int64
+	Name                 string
+	StartsAt             time.Time
+	EndsAt               time.Time
+	PaymentWindowSeconds int
+	PurchaseLimit        string // "per-sale" or "per-item"
+	Currency             string // ISO 4217; prices are in its minor units
+	Description          string // "" when none
+	Paused               bool   // the merchant paused it: purchases answer 503 PAUSED
+	StockShards          int    // the Redis shards its stock is split into (1: not split)
+	Items                []Item
+}
+
+// Item is one product of a Sale.
+type Item struct {
+	ID         int64
+	SaleID     int64
+	Name       string
+	PriceCents int64
+	Quantity   int
+	ImageURL   string // "" when none
+}
+
+// Sale statuses as shoppers see them.
+const (
+	SaleUpcoming = "upcoming"
+	SaleLive     = "live"
+	SaleEnded    = "ended"
+)
+
+// SaleStatus tells whether a sale is upcoming, live or ended at now.
+func SaleStatus(startsAt, endsAt, now time.Time) string {
+	switch {
+	case now.Before(startsAt):
+		return SaleUpcoming
+	case now.Before(endsAt):
+		return SaleLive
+	}
+	return SaleEnded
+}
+
+// Limits on what a merchant may create.
+const (
+	MaxItemsPerSale = 50
+	MaxQuantity     = 1_000_000
+	MaxPriceCents   = 100_000_000_00
+	MaxNameRunes    = 200
+	MaxSaleLength   = 30 * 24 * time.Hour
+)
+
+// Currencies a sale may be priced in (ISO 4217); prices are integers in the minor unit (cents,
+// fen), two decimals for each of these.
+var Currencies = []string{"CNY", "USD", "EUR"}
+
+// Purchase limits: one unit per shopper in the whole sale, or per item.
+const (
+	LimitPerSale = "per-sale"
+	LimitPerItem = "per-item"
+)
+
+// MaxStockShards is the most shards a sale's stock can be split into.
+const MaxStockShards = 64
