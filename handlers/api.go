@@ -567,7 +567,7 @@ func (a *API) CreateSale(c *gin.Context) {
 	ns := services.NewSale{Name: in.Name, Description: in.Description, StartsAt: starts, EndsAt: ends, PaymentWindowSeconds: in.PaymentWindowSeconds, PurchaseLimit: in.PurchaseLimit, Currency: in.Currency,
 		StockShards: in.StockShards}
 	if in.RateLimits != nil {
-		ns.Limits = &services.RateLimits{UserPerSecond: in.RateLimits.UserPerSecond, IPPerSecond: in.RateLimits.IPPerSecond}
+		ns.Limits = &shop.RateLimits{UserPerSecond: in.RateLimits.UserPerSecond, IPPerSecond: in.RateLimits.IPPerSecond}
 	}
 	for _, it := range in.Items {
 		ns.Items = append(ns.Items, services.NewItem{Name: it.Name, PriceCents: it.PriceCents, Quantity: it.Quantity, ImageURL: it.ImageURL})

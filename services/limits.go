@@ -17,17 +17,6 @@ import (
 	"github.com/flashsale/flashsale/store"
 )
 
-// RateLimits are requests per second allowed on a sale's purchase path (captcha, purchase token,
-// purchase), per shopper and per client IP, each its own bucket with a burst of twice the rate.
-type RateLimits struct {
-	UserPerSecond int
-	IPPerSecond   int
-}
-
-// DefaultRateLimits suit a human clicking: a few attempts a second per shopper, and room for an
-// office or campus behind one address.
-var DefaultRateLimits = RateLimits{UserPerSecond: 5, IPPerSecond: 100}
-
 // Limiter enforces the rate limits across instances with Redis GCRA (go-redis/redis_rate),
 // preceded by an in-process token bucket per key so one instance never floods Redis with a
 // shopper who is over the limit anyway.
@@ -74,8 +63,8 @@ func NewLimiter(rdb redis.UniversalClient, on bool, log *slog.Logger, now func()
 }
 
 // LimitsOf returns a sale's limits, its own where set, else the defaults.
-func LimitsOf(s store.Sale) RateLimits {
-	l := DefaultRateLimits
+func LimitsOf(s store.Sale) shop.RateLimits {
+	l := shop.DefaultRateLimits
 	if s.UserRatePerSec != nil {
 		l.UserPerSecond = *s.UserRatePerSec
 	}
@@ -88,7 +77,7 @@ func LimitsOf(s store.Sale) RateLimits {
 // Allow takes one request from the shopper's bucket and the IP's bucket of a sale, or returns
 // RATE_LIMITED with the wait. If Redis cannot answer, the local buckets decide: the purchase
 // path fails closed at the reserve anyway.
-func (l *Limiter) Allow(ctx context.Context, saleID, userID int64, ip string, lim RateLimits) error {
+func (l *Limiter) Allow(ctx context.Context, saleID, userID int64, ip string, lim shop.RateLimits) error {
 	if !l.on {
 		return nil
 	}

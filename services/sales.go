@@ -24,11 +24,11 @@ type NewSale struct {
 	StartsAt             time.Time
 	EndsAt               time.Time
 	Items                []NewItem
-	Limits               *RateLimits // nil: the defaults
-	PaymentWindowSeconds *int        // nil: the default payment window
-	PurchaseLimit        string      // "" : per-sale
-	Currency             string      // "" : CNY; one of shop.Currencies
-	StockShards          *int        // nil: the default (FLASHSALE_STOCK_SHARDS); 1..64, fixed once created
+	Limits               *shop.RateLimits // nil: the defaults
+	PaymentWindowSeconds *int             // nil: the default payment window
+	PurchaseLimit        string           // "" : per-sale
+	Currency             string           // "" : CNY; one of shop.Currencies
+	StockShards          *int             // nil: the default (FLASHSALE_STOCK_SHARDS); 1..64, fixed once created
 }
 
 // NewItem is one product of a NewSale.
@@ -45,7 +45,7 @@ type itemInfo struct {
 	SaleID   int64
 	StartsAt time.Time
 	EndsAt   time.Time
-	Limits   RateLimits
+	Limits   shop.RateLimits
 	Limit    string // purchase limit
 	found    bool
 }

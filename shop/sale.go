@@ -67,3 +67,14 @@ const (
 
 // MaxStockShards is the most shards a sale's stock can be split into.
 const MaxStockShards = 64
+
+// RateLimits are requests per second allowed on a sale's purchase path (captcha, purchase token,
+// purchase), per shopper and per client IP, each its own bucket with a burst of twice the rate.
+type RateLimits struct {
+	UserPerSecond int
+	IPPerSecond   int
+}
+
+// DefaultRateLimits suit a human clicking: a few attempts a second per shopper, and room for an
+// office or campus behind one address.
+var DefaultRateLimits = RateLimits{UserPerSecond: 5, IPPerSecond: 100}
