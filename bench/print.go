@@ -70,7 +70,7 @@ func printInvariants(w io.Writer, inv target.InvariantReport) {
 		return
 	}
 	if inv.OK {
-		fmt.Fprintf(w, "invariants: OK (%d sales, %d accepted orders: the invariant check (services.Invariants) on Postgres+Redis, every 202 in Postgres, merchant view reconciled; drained after %.2f s)\n",
+		fmt.Fprintf(w, "invariants: OK (%d sales, %d accepted orders: the invariant check (pipeline.Invariants) on Postgres+Redis, every 202 in Postgres, merchant view reconciled; drained after %.2f s)\n",
 			inv.Sales, inv.Accepted, inv.DrainWait)
 		return
 	}

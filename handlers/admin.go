@@ -7,13 +7,13 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/services/catalog"
 	"github.com/flashsale/flashsale/shop"
 )
 
 // SaleAdmin is what the API needs to change a merchant's sale.
 type SaleAdmin interface {
-	Edit(ctx context.Context, merchantID, saleID int64, in services.SaleEdit) (shop.Sale, error)
+	Edit(ctx context.Context, merchantID, saleID int64, in catalog.SaleEdit) (shop.Sale, error)
 	Pause(ctx context.Context, merchantID, saleID int64) (shop.Sale, error)
 	Resume(ctx context.Context, merchantID, saleID int64) (shop.Sale, error)
 	End(ctx context.Context, merchantID, saleID int64) (shop.Sale, error)
@@ -54,7 +54,7 @@ func (a *API) EditSale(c *gin.Context) {
 		Error(c, a.Log, err)
 		return
 	}
-	ed := services.SaleEdit{Name: in.Name, Description: in.Description, PaymentWindowSeconds: in.PaymentWindowSeconds,
+	ed := catalog.SaleEdit{Name: in.Name, Description: in.Description, PaymentWindowSeconds: in.PaymentWindowSeconds,
 		PurchaseLimit: in.PurchaseLimit, Currency: in.Currency}
 	if in.StartsAt != nil {
 		t, err := parseTime("startsAt", *in.StartsAt)
@@ -77,7 +77,7 @@ func (a *API) EditSale(c *gin.Context) {
 		return
 	}
 	for i, it := range in.Items {
-		e := services.ItemEdit{Name: it.Name, PriceCents: it.PriceCents, Quantity: it.Quantity, ImageURL: it.ImageURL}
+		e := catalog.ItemEdit{Name: it.Name, PriceCents: it.PriceCents, Quantity: it.Quantity, ImageURL: it.ImageURL}
 		if it.ItemID != nil {
 			id, err := strconv.ParseInt(*it.ItemID, 10, 64)
 			if err != nil || id <= 0 || (*it.ItemID)[0] == '+' {
@@ -126,7 +126,7 @@ func (a *API) adminAnswer(c *gin.Context, do func(ctx context.Context, merchantI
 		Error(c, a.Log, shop.Errorf(shop.CodeInternal, "sale administration is not configured"))
 		return
 	}
-	s, err := do(c.Request.Context(), shopper(c).UserID)
+	s, err := do(c.Request.Context(), caller(c).UserID)
 	if err != nil {
 		Error(c, a.Log, err)
 		return

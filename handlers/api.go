@@ -12,28 +12,29 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/services/auth"
+	"github.com/flashsale/flashsale/services/catalog"
 	"github.com/flashsale/flashsale/shop"
 )
 
 // Accounts is what the API needs of the account service.
 type Accounts interface {
 	NewCaptcha(ctx context.Context, ip string) (id, image string, err error)
-	Register(ctx context.Context, username, password, captchaID, answer, ip string) (string, services.Identity, error)
-	Login(ctx context.Context, username, password, ip string) (string, services.Identity, error)
+	Register(ctx context.Context, username, password, captchaID, answer, ip string) (string, auth.Identity, error)
+	Login(ctx context.Context, username, password, ip string) (string, auth.Identity, error)
 	Logout(ctx context.Context, token string) error
 	Username(ctx context.Context, userID int64) (string, error)
 }
 
 // Catalog is what the API needs of the sales service.
 type Catalog interface {
-	Create(ctx context.Context, merchantID int64, in services.NewSale) (shop.Sale, error)
+	Create(ctx context.Context, merchantID int64, in catalog.NewSale) (shop.Sale, error)
 	Get(ctx context.Context, saleID int64) (shop.Sale, error)
 	Cached(ctx context.Context, saleID int64) (shop.Sale, error)
 	Upcoming(ctx context.Context, cursor string) ([]shop.Sale, string, error)
 	OfMerchant(ctx context.Context, merchantID int64) ([]shop.Sale, error)
-	Displayed(ctx context.Context, saleID int64) (services.DisplayedStock, error)
-	AdminStock(ctx context.Context, merchantID, saleID int64) ([]services.AdminItemStock, error)
+	Displayed(ctx context.Context, saleID int64) (catalog.DisplayedStock, error)
+	AdminStock(ctx context.Context, merchantID, saleID int64) ([]catalog.AdminItemStock, error)
 }
 
 // Shop is what the API needs of the purchase service.
@@ -74,7 +75,7 @@ type API struct {
 }
 
 // ReadLimiter limits, per client address, the public reads that take an id or a cursor: a sale,
-// its stock, the listing, a shopper's orders, and the home and sale pages (services.Limiter).
+// its stock, the listing, a shopper's orders, and the home and sale pages (limits.Limiter).
 type ReadLimiter interface {
 	AllowRead(ip string) error
 }
@@ -192,7 +193,7 @@ func (a *API) Login(c *gin.Context) {
 
 // sessionAnswer sets the browser session cookies and answers {"token","role","userId"} with
 // status, the token only to an API client.
-func (a *API) sessionAnswer(c *gin.Context, tok string, id services.Identity, err error, status int) {
+func (a *API) sessionAnswer(c *gin.Context, tok string, id auth.Identity, err error, status int) {
 	if err != nil {
 		Error(c, a.Log, err)
 		return
@@ -344,8 +345,8 @@ func (a *API) Stock(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"saleId": idString(id), "items": items, "asOf": d.AsOf.UTC().Format(time.RFC3339Nano)})
 }
 
-// shopper returns the request's identity; the auth middleware guarantees one on these routes.
-func shopper(c *gin.Context) services.Identity {
+// caller returns the request's identity; the auth middleware guarantees one on these routes.
+func caller(c *gin.Context) auth.Identity {
 	id, _ := IdentityOf(c)
 	return id
 }
@@ -362,7 +363,7 @@ func (a *API) Captcha(c *gin.Context) {
 		Error(c, a.Log, err)
 		return
 	}
-	id, img, err := a.Shop.NewCaptcha(c.Request.Context(), shopper(c).UserID, saleID, c.ClientIP())
+	id, img, err := a.Shop.NewCaptcha(c.Request.Context(), caller(c).UserID, saleID, c.ClientIP())
 	if err != nil {
 		Error(c, a.Log, err)
 		return
@@ -380,7 +381,7 @@ func (a *API) PurchaseToken(c *gin.Context) {
 	}
 	// The refusals that need nothing from the body come first: after a sell-out the crowd is
 	// answered without reading a byte of it.
-	if err := a.Shop.TokenGate(c.Request.Context(), shopper(c).UserID, saleID); err != nil {
+	if err := a.Shop.TokenGate(c.Request.Context(), caller(c).UserID, saleID); err != nil {
 		Error(c, a.Log, err)
 		return
 	}
@@ -392,7 +393,7 @@ func (a *API) PurchaseToken(c *gin.Context) {
 		Error(c, a.Log, err)
 		return
 	}
-	tok, exp, err := a.Shop.IssueToken(c.Request.Context(), shopper(c).UserID, saleID, in.CaptchaID, in.Answer, c.ClientIP())
+	tok, exp, err := a.Shop.IssueToken(c.Request.Context(), caller(c).UserID, saleID, in.CaptchaID, in.Answer, c.ClientIP())
 	if err != nil {
 		Error(c, a.Log, err)
 		return
@@ -408,7 +409,7 @@ func (a *API) Purchase(c *gin.Context) {
 		Error(c, a.Log, err)
 		return
 	}
-	orderID, err := a.Shop.Purchase(c.Request.Context(), shopper(c).UserID, itemID, c.GetHeader("X-Purchase-Token"), c.ClientIP())
+	orderID, err := a.Shop.Purchase(c.Request.Context(), caller(c).UserID, itemID, c.GetHeader("X-Purchase-Token"), c.ClientIP())
 	if err != nil {
 		Error(c, a.Log, err)
 		return
@@ -460,7 +461,7 @@ func (a *API) Order(c *gin.Context) {
 	if !allowRead(c, a.Reads, a.Log) {
 		return
 	}
-	v, err := a.Shop.Order(c.Request.Context(), shopper(c).UserID, c.Param("orderId"))
+	v, err := a.Shop.Order(c.Request.Context(), caller(c).UserID, c.Param("orderId"))
 	if err != nil {
 		Error(c, a.Log, err)
 		return
@@ -485,7 +486,7 @@ func (a *API) MyOrders(c *gin.Context) {
 		}
 		saleID = id
 	}
-	list, next, err := a.Shop.MyOrders(c.Request.Context(), shopper(c).UserID, saleID, cursor)
+	list, next, err := a.Shop.MyOrders(c.Request.Context(), caller(c).UserID, saleID, cursor)
 	if err != nil {
 		Error(c, a.Log, err)
 		return
@@ -500,7 +501,7 @@ func (a *API) MyOrders(c *gin.Context) {
 
 // Pay handles the "POST /api/flash-sales/orders/:orderId/pay" route (simulated payment).
 func (a *API) Pay(c *gin.Context) {
-	v, err := a.Shop.Pay(c.Request.Context(), shopper(c).UserID, c.Param("orderId"))
+	v, err := a.Shop.Pay(c.Request.Context(), caller(c).UserID, c.Param("orderId"))
 	if err != nil {
 		Error(c, a.Log, err)
 		return
@@ -510,7 +511,7 @@ func (a *API) Pay(c *gin.Context) {
 
 // Cancel handles the "POST /api/flash-sales/orders/:orderId/cancel" route.
 func (a *API) Cancel(c *gin.Context) {
-	v, err := a.Shop.Cancel(c.Request.Context(), shopper(c).UserID, c.Param("orderId"))
+	v, err := a.Shop.Cancel(c.Request.Context(), caller(c).UserID, c.Param("orderId"))
 	if err != nil {
 		Error(c, a.Log, err)
 		return
@@ -564,15 +565,15 @@ func (a *API) CreateSale(c *gin.Context) {
 		Error(c, a.Log, err)
 		return
 	}
-	ns := services.NewSale{Name: in.Name, Description: in.Description, StartsAt: starts, EndsAt: ends, PaymentWindowSeconds: in.PaymentWindowSeconds, PurchaseLimit: in.PurchaseLimit, Currency: in.Currency,
+	ns := catalog.NewSale{Name: in.Name, Description: in.Description, StartsAt: starts, EndsAt: ends, PaymentWindowSeconds: in.PaymentWindowSeconds, PurchaseLimit: in.PurchaseLimit, Currency: in.Currency,
 		StockShards: in.StockShards}
 	if in.RateLimits != nil {
 		ns.Limits = &shop.RateLimits{UserPerSecond: in.RateLimits.UserPerSecond, IPPerSecond: in.RateLimits.IPPerSecond}
 	}
 	for _, it := range in.Items {
-		ns.Items = append(ns.Items, services.NewItem{Name: it.Name, PriceCents: it.PriceCents, Quantity: it.Quantity, ImageURL: it.ImageURL})
+		ns.Items = append(ns.Items, catalog.NewItem{Name: it.Name, PriceCents: it.PriceCents, Quantity: it.Quantity, ImageURL: it.ImageURL})
 	}
-	s, err := a.Catalog.Create(c.Request.Context(), shopper(c).UserID, ns)
+	s, err := a.Catalog.Create(c.Request.Context(), caller(c).UserID, ns)
 	if err != nil {
 		Error(c, a.Log, err)
 		return
@@ -585,7 +586,7 @@ func (a *API) CreateSale(c *gin.Context) {
 
 // AdminSales handles the "GET /api/admin/sales" route: the merchant's own sales.
 func (a *API) AdminSales(c *gin.Context) {
-	sales, err := a.Catalog.OfMerchant(c.Request.Context(), shopper(c).UserID)
+	sales, err := a.Catalog.OfMerchant(c.Request.Context(), caller(c).UserID)
 	if err != nil {
 		Error(c, a.Log, err)
 		return
@@ -623,7 +624,7 @@ func (a *API) AdminStock(c *gin.Context) {
 		Error(c, a.Log, err)
 		return
 	}
-	items, err := a.Catalog.AdminStock(c.Request.Context(), shopper(c).UserID, saleID)
+	items, err := a.Catalog.AdminStock(c.Request.Context(), caller(c).UserID, saleID)
 	if err != nil {
 		Error(c, a.Log, err)
 		return

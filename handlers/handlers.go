@@ -15,22 +15,22 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/services/auth"
 	"github.com/flashsale/flashsale/shop"
 )
 
 const identityKey = "flashsale.identity"
 
 // SetIdentity records the verified identity of the request (the auth middleware calls it).
-func SetIdentity(c *gin.Context, id services.Identity) { c.Set(identityKey, id) }
+func SetIdentity(c *gin.Context, id auth.Identity) { c.Set(identityKey, id) }
 
 // IdentityOf returns the verified identity of the request, if any.
-func IdentityOf(c *gin.Context) (services.Identity, bool) {
+func IdentityOf(c *gin.Context) (auth.Identity, bool) {
 	v, ok := c.Get(identityKey)
 	if !ok {
-		return services.Identity{}, false
+		return auth.Identity{}, false
 	}
-	id, ok := v.(services.Identity)
+	id, ok := v.(auth.Identity)
 	return id, ok
 }
 

@@ -7,13 +7,13 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/services/catalog"
 	"github.com/flashsale/flashsale/shop"
 )
 
 // SaleLive is what the API needs for the merchant's live view of a sale.
 type SaleLive interface {
-	Live(ctx context.Context, merchantID, saleID int64) (services.LiveView, error)
+	Live(ctx context.Context, merchantID, saleID int64) (catalog.LiveView, error)
 }
 
 type liveSaleJSON struct {
@@ -104,7 +104,7 @@ func (a *API) AdminLive(c *gin.Context) {
 		Error(c, a.Log, shop.Errorf(shop.CodeInternal, "the live view is not configured"))
 		return
 	}
-	v, err := a.Live.Live(c.Request.Context(), shopper(c).UserID, saleID)
+	v, err := a.Live.Live(c.Request.Context(), caller(c).UserID, saleID)
 	if err != nil {
 		Error(c, a.Log, err)
 		return

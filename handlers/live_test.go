@@ -11,18 +11,19 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/services/auth"
+	"github.com/flashsale/flashsale/services/catalog"
 	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 )
 
 type fakeLive struct {
-	v   services.LiveView
+	v   catalog.LiveView
 	err error
 	got [2]int64 // merchant, sale asked for
 }
 
-func (f *fakeLive) Live(_ context.Context, merchantID, saleID int64) (services.LiveView, error) {
+func (f *fakeLive) Live(_ context.Context, merchantID, saleID int64) (catalog.LiveView, error) {
 	f.got = [2]int64{merchantID, saleID}
 	return f.v, f.err
 }
@@ -33,7 +34,7 @@ func serveLive(t *testing.T, f *fakeLive, saleID string) *httptest.ResponseRecor
 	c, _ := gin.CreateTestContext(rec)
 	c.Request = httptest.NewRequest(http.MethodGet, "/api/admin/sales/"+saleID+"/live", nil)
 	c.Params = gin.Params{{Key: "saleId", Value: saleID}}
-	SetIdentity(c, services.Identity{UserID: 9, Role: services.RoleMerchant})
+	SetIdentity(c, auth.Identity{UserID: 9, Role: auth.RoleMerchant})
 	(&API{Live: f, Log: slog.New(slog.DiscardHandler)}).AdminLive(c)
 	return rec
 }
@@ -43,17 +44,17 @@ func serveLive(t *testing.T, f *fakeLive, saleID string) *httptest.ResponseRecor
 func TestAdminLiveJSON(t *testing.T) {
 	t.Parallel()
 	loaded := time.Date(2026, 12, 1, 3, 0, 0, 123_000_000, time.UTC)
-	f := &fakeLive{v: services.LiveView{
-		Sale: services.LiveSale{ID: 7, Name: "Launch", Status: services.LiveRunning, StartsAt: loaded, EndsAt: loaded.Add(time.Hour), LoadedAt: &loaded},
-		Items: []services.AdminItemStock{
+	f := &fakeLive{v: catalog.LiveView{
+		Sale: catalog.LiveSale{ID: 7, Name: "Launch", Status: catalog.LiveRunning, StartsAt: loaded, EndsAt: loaded.Add(time.Hour), LoadedAt: &loaded},
+		Items: []catalog.AdminItemStock{
 			{ItemID: 11, Name: "a", Quantity: 10, Displayed: 6, Frozen: 3, InFlight: 1, Pending: 2, Paid: 1, Real: 9, LoadedAt: &loaded},
 			{ItemID: 12, Name: "b", Quantity: 5, Displayed: -1, Real: 5},
 		},
-		Reconciliation: services.LiveReconciliation{State: services.ReconcileSettling, AsOf: loaded, Loaded: true, RedisCounter: 4, PostgresMaxSeq: 3,
-			Checks: []services.LiveCheck{{Name: "buyers", OK: true, Detail: "redis 3 buyers"}, {Name: "conservation", ItemID: 11, Detail: "redis stock 6, want 5"}}},
-		Funnel: services.LiveFunnel{Requests: 9, Accepted: 4, Refused: map[string]int64{services.RefusedSoldOut: 5}, Written: 3, Paid: 1},
+		Reconciliation: catalog.LiveReconciliation{State: catalog.ReconcileSettling, AsOf: loaded, Loaded: true, RedisCounter: 4, PostgresMaxSeq: 3,
+			Checks: []catalog.LiveCheck{{Name: "buyers", OK: true, Detail: "redis 3 buyers"}, {Name: "conservation", ItemID: 11, Detail: "redis stock 6, want 5"}}},
+		Funnel: catalog.LiveFunnel{Requests: 9, Accepted: 4, Refused: map[string]int64{catalog.RefusedSoldOut: 5}, Written: 3, Paid: 1},
 		Series: []store.SeriesPoint{{T: 1_800_000_000, Accepted: 4, Refused: 5}},
-		Writer: services.LiveWriter{LagSeconds: 0.25},
+		Writer: catalog.LiveWriter{LagSeconds: 0.25},
 		AsOf:   loaded,
 	}}
 	rec := serveLive(t, f, "7")

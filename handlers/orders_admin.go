@@ -10,15 +10,15 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/services/catalog"
 	"github.com/flashsale/flashsale/shop"
 )
 
 // SaleOrders is what the API needs for a merchant's orders of a sale.
 type SaleOrders interface {
-	SaleOrders(ctx context.Context, merchantID, saleID int64, status string, userID int64, cursor string) ([]services.AdminOrder, string, error)
+	SaleOrders(ctx context.Context, merchantID, saleID int64, status string, userID int64, cursor string) ([]catalog.AdminOrder, string, error)
 	CheckSaleOwner(ctx context.Context, merchantID, saleID int64) error
-	ExportOrders(ctx context.Context, saleID int64, fn func([]services.AdminOrder) error) error
+	ExportOrders(ctx context.Context, saleID int64, fn func([]catalog.AdminOrder) error) error
 }
 
 type adminOrderJSON struct {
@@ -66,7 +66,7 @@ func (a *API) AdminOrders(c *gin.Context) {
 		}
 		userID = id
 	}
-	list, next, err := a.Orders.SaleOrders(c.Request.Context(), shopper(c).UserID, saleID, c.Query("status"), userID, cursor)
+	list, next, err := a.Orders.SaleOrders(c.Request.Context(), caller(c).UserID, saleID, c.Query("status"), userID, cursor)
 	if err != nil {
 		Error(c, a.Log, err)
 		return
@@ -123,7 +123,7 @@ func (a *API) AdminOrdersCSV(c *gin.Context) {
 		return
 	}
 	ctx := c.Request.Context()
-	if err := a.Orders.CheckSaleOwner(ctx, shopper(c).UserID, saleID); err != nil {
+	if err := a.Orders.CheckSaleOwner(ctx, caller(c).UserID, saleID); err != nil {
 		Error(c, a.Log, err)
 		return
 	}
@@ -144,7 +144,7 @@ func (a *API) AdminOrdersCSV(c *gin.Context) {
 		_ = w.Write(csvHeader)
 	}
 	row := make([]string, len(csvHeader))
-	err = a.Orders.ExportOrders(ctx, saleID, func(orders []services.AdminOrder) error {
+	err = a.Orders.ExportOrders(ctx, saleID, func(orders []catalog.AdminOrder) error {
 		if !started {
 			start()
 		}

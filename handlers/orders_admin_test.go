@@ -13,7 +13,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/services/auth"
+	"github.com/flashsale/flashsale/services/catalog"
 	"github.com/flashsale/flashsale/shop"
 )
 
@@ -25,20 +26,20 @@ type fakeExport struct {
 	ownErr       error
 }
 
-func (f *fakeExport) SaleOrders(context.Context, int64, int64, string, int64, string) ([]services.AdminOrder, string, error) {
+func (f *fakeExport) SaleOrders(context.Context, int64, int64, string, int64, string) ([]catalog.AdminOrder, string, error) {
 	return nil, "", nil
 }
 
 func (f *fakeExport) CheckSaleOwner(context.Context, int64, int64) error { return f.ownErr }
 
-func (f *fakeExport) ExportOrders(_ context.Context, _ int64, fn func([]services.AdminOrder) error) error {
-	buf := make([]services.AdminOrder, 0, f.chunk)
+func (f *fakeExport) ExportOrders(_ context.Context, _ int64, fn func([]catalog.AdminOrder) error) error {
+	buf := make([]catalog.AdminOrder, 0, f.chunk)
 	now := time.Now()
 	for f.produced < f.total {
 		buf = buf[:0]
 		for range min(f.chunk, f.total-f.produced) {
 			f.produced++
-			buf = append(buf, services.AdminOrder{OrderID: fmt.Sprintf("00000000-0000-0000-0000-%012d", f.produced), ItemID: 1,
+			buf = append(buf, catalog.AdminOrder{OrderID: fmt.Sprintf("00000000-0000-0000-0000-%012d", f.produced), ItemID: 1,
 				ItemName: "=HYPERLINK(\"x\"), \"quoted\"", UserID: int64(f.produced), Status: "PENDING", PriceCents: 100, Currency: "USD", CreatedAt: now})
 		}
 		if err := fn(buf); err != nil {
@@ -70,7 +71,7 @@ func TestAdminOrdersCSVStreams(t *testing.T) {
 	c, _ := gin.CreateTestContext(rec)
 	c.Request = httptest.NewRequest(http.MethodGet, "/api/admin/sales/7/orders.csv", nil)
 	c.Params = gin.Params{{Key: "saleId", Value: "7"}}
-	SetIdentity(c, services.Identity{UserID: 1, Role: services.RoleMerchant})
+	SetIdentity(c, auth.Identity{UserID: 1, Role: auth.RoleMerchant})
 	api := &API{Orders: src, Log: slog.New(slog.DiscardHandler)}
 	api.AdminOrdersCSV(c)
 
@@ -113,7 +114,7 @@ func TestAdminOrdersCSVNotOwner(t *testing.T) {
 	c, _ := gin.CreateTestContext(rec)
 	c.Request = httptest.NewRequest(http.MethodGet, "/api/admin/sales/7/orders.csv", nil)
 	c.Params = gin.Params{{Key: "saleId", Value: "7"}}
-	SetIdentity(c, services.Identity{UserID: 2, Role: services.RoleMerchant})
+	SetIdentity(c, auth.Identity{UserID: 2, Role: auth.RoleMerchant})
 	api := &API{Orders: src, Log: slog.New(slog.DiscardHandler)}
 	api.AdminOrdersCSV(c)
 	if got, want := rec.Code, http.StatusNotFound; got != want {

@@ -14,7 +14,7 @@ import (
 	"github.com/a-h/templ"
 	"github.com/gin-gonic/gin"
 
-	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/services/purchase"
 	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/views"
 )
@@ -162,7 +162,7 @@ func (p *Pages) Sale(c *gin.Context) {
 // Order handles the "GET /orders/:orderId" route: the page polls the order's status.
 func (p *Pages) Order(c *gin.Context) {
 	id := c.Param("orderId")
-	if _, canonical, ok := services.ItemOfOrderID(id); ok {
+	if _, canonical, ok := purchase.ItemOfOrderID(id); ok {
 		p.renderLocalized(c, http.StatusOK, "private, no-cache", func(views.Locale) templ.Component { return views.OrderPage(views.Order{ID: canonical}) })
 		return
 	}

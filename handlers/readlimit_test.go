@@ -12,7 +12,9 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/services/auth"
+	"github.com/flashsale/flashsale/services/catalog"
+	"github.com/flashsale/flashsale/services/limits"
 	"github.com/flashsale/flashsale/shop"
 )
 
@@ -32,9 +34,9 @@ func (c *countingCatalog) Upcoming(context.Context, string) ([]shop.Sale, string
 	return nil, "", nil
 }
 
-func (c *countingCatalog) Displayed(context.Context, int64) (services.DisplayedStock, error) {
+func (c *countingCatalog) Displayed(context.Context, int64) (catalog.DisplayedStock, error) {
 	c.calls.Add(1)
-	return services.DisplayedStock{}, shop.Errorf(shop.CodeNotFound, "no sale")
+	return catalog.DisplayedStock{}, shop.Errorf(shop.CodeNotFound, "no sale")
 }
 
 // countingShop counts the order lookups.
@@ -64,7 +66,7 @@ func TestPublicReadsAskTheRateLimitFirst(t *testing.T) {
 	api := &API{Catalog: cat, Shop: buyer, Log: log, Now: time.Now}
 	pages := &Pages{Catalog: cat, Log: log, Now: time.Now}
 	r := gin.New()
-	r.Use(func(c *gin.Context) { SetIdentity(c, services.Identity{UserID: 7, Role: services.RoleShopper}) })
+	r.Use(func(c *gin.Context) { SetIdentity(c, auth.Identity{UserID: 7, Role: auth.RoleShopper}) })
 	r.GET("/api/flash-sales", api.ListSales)
 	r.GET("/api/flash-sales/:saleId", api.GetSale)
 	r.GET("/api/flash-sales/:saleId/stock", api.Stock)
@@ -106,17 +108,17 @@ func TestPublicReadsAskTheRateLimitFirst(t *testing.T) {
 	// The real limiter: a burst of ReadLimit.Burst from one address, then 429; another address
 	// has its own bucket; FLASHSALE_RATE_LIMITS=off lets everything through.
 	now := time.Unix(1_800_000_000, 0)
-	real := services.NewLimiter(nil, true, log, func() time.Time { return now })
+	real := limits.NewLimiter(nil, true, log, func() time.Time { return now })
 	api.Reads, pages.Reads = real, real
 	cat.calls.Store(0)
 	passed := 0
-	for range services.ReadLimit.Burst + 20 {
+	for range limits.ReadLimit.Burst + 20 {
 		if w := get("/api/flash-sales/123456789"); w.Code != http.StatusTooManyRequests {
 			passed++
 		}
 	}
-	if passed != services.ReadLimit.Burst || cat.calls.Load() != int64(passed) {
-		t.Errorf("one address: %d passed, %d looked up; want the burst, %d, both", passed, cat.calls.Load(), services.ReadLimit.Burst)
+	if passed != limits.ReadLimit.Burst || cat.calls.Load() != int64(passed) {
+		t.Errorf("one address: %d passed, %d looked up; want the burst, %d, both", passed, cat.calls.Load(), limits.ReadLimit.Burst)
 	}
 	w := httptest.NewRecorder()
 	req := httptest.NewRequest(http.MethodGet, "/sales/123456789", nil)
@@ -125,7 +127,7 @@ func TestPublicReadsAskTheRateLimitFirst(t *testing.T) {
 	if w.Code == http.StatusTooManyRequests {
 		t.Errorf("another address was limited with the first one's bucket")
 	}
-	off := services.NewLimiter(nil, false, log, func() time.Time { return now })
+	off := limits.NewLimiter(nil, false, log, func() time.Time { return now })
 	api.Reads = off
 	if w := get("/api/flash-sales/123456789"); w.Code == http.StatusTooManyRequests {
 		t.Errorf("limits off: %d", w.Code)

@@ -74,3 +74,23 @@ func ErrorCode(err error) Code {
 	}
 	return CodeInternal
 }
+
+// errBadCursor answers a cursor this server did not give out.
+var errBadCursor = Errorf(CodeInvalidInput, "cursor is not one this server gave out; start from the first page without it")
+
+// CursorFrom decodes a client's cursor with decode: nil for "" (the first page), errBadCursor for
+// one this server did not give out.
+func CursorFrom[C any](cursor string, decode func(string) (C, bool)) (*C, error) {
+	if cursor == "" {
+		return nil, nil
+	}
+	c, ok := decode(cursor)
+	if !ok {
+		return nil, errBadCursor
+	}
+	return &c, nil
+}
+
+// ErrPaused answers a purchase or a purchase token while the merchant has paused the sale.
+var ErrPaused = &Error{Code: CodePaused, RetryAfter: 5 * time.Second,
+	Message: "the merchant has paused this sale for a moment; nothing was reserved and your place is not lost: try again when it resumes"}

@@ -78,3 +78,14 @@ type RateLimits struct {
 // DefaultRateLimits suit a human clicking: a few attempts a second per shopper, and room for an
 // office or campus behind one address.
 var DefaultRateLimits = RateLimits{UserPerSecond: 5, IPPerSecond: 100}
+
+// ItemInfo is what the purchase path needs to know of an item, cached in process.
+type ItemInfo struct {
+	ItemID   int64
+	SaleID   int64
+	StartsAt time.Time
+	EndsAt   time.Time
+	Limits   RateLimits
+	Limit    string // purchase limit
+	Found    bool   // false: no such item (remembered like a found one, for less time)
+}

@@ -50,7 +50,7 @@ func (d FunnelDelta) RefusedTotal() int64 {
 }
 
 // FunnelFlushMarkTTL is how long Redis remembers a flush id (lua/funnel.lua): a delta resent
-// later than this would be added twice, so the sender gives up on it sooner (services.Funnel).
+// later than this would be added twice, so the sender gives up on it sooner (catalog.Funnel).
 const FunnelFlushMarkTTL = 15 * time.Minute
 
 func funnelFlushKey(saleID int64, id string) string { return saleTag(saleID) + ":fl:" + id }

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/services/catalog"
 	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 	"github.com/flashsale/flashsale/testenv"
@@ -161,7 +161,7 @@ func TestFunnelFlushRunInRedisWithItsReplyLostCountsOnce(t *testing.T) {
 	t.Cleanup(func() { direct.Close() })
 	stock, look := store.NewStock(rdb), store.NewStock(direct)
 	now := time.Unix(1_800_000_000, 0)
-	f := services.NewFunnel(stock, slog.New(slog.DiscardHandler), func() time.Time { return now })
+	f := catalog.NewFunnel(stock, slog.New(slog.DiscardHandler), func() time.Time { return now })
 	const sale = 41
 	flush := func(d time.Duration) error {
 		ctx, cancel := context.WithTimeout(context.Background(), d)
@@ -173,7 +173,7 @@ func TestFunnelFlushRunInRedisWithItsReplyLostCountsOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return c.Accepted + c.Refused[services.RefusedSoldOut]
+		return c.Accepted + c.Refused[catalog.RefusedSoldOut]
 	}
 
 	// A first flush loads the script, so the next one runs it at once.

@@ -141,7 +141,7 @@ func (p *GroupPublisher) send(batch []pubReq) {
 // digest of them all. The queue repeats a publish under the same id until it is acknowledged,
 // and JetStream stores a message whose id it has seen (within its duplicate window) once. An
 // order may be carried again, by another message (a resent purchase publishes its reservation
-// again: services.Purchases.again): named after its first order only, such a message would take
+// again: purchase.Purchases.again): named after its first order only, such a message would take
 // the id of the first message that carried that order and be dropped whole, the other
 // reservations in it with it, though acknowledged.
 func msgIDOf(orders []QueuedOrder) string {

@@ -8,7 +8,7 @@ import (
 // HighestIDs returns the highest sale id and the highest item id Postgres holds (0 where there is
 // none), in one round trip of two index-only lookups. Ids are taken from sequences and only
 // grow, so an id above them, as read by a query that started after a request arrived, was not a
-// committed sale or item when it arrived (services.Sales answers it "not found" without a
+// committed sale or item when it arrived (catalog.Sales answers it "not found" without a
 // query of its own).
 func (d *DB) HighestIDs(ctx context.Context) (sale, item int64, err error) {
 	var r struct {

@@ -20,7 +20,9 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/flashsale/flashsale/internal/app"
-	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/services/auth"
+	"github.com/flashsale/flashsale/services/pipeline"
+	"github.com/flashsale/flashsale/services/purchase"
 	"github.com/flashsale/flashsale/store"
 	"github.com/flashsale/flashsale/testenv"
 )
@@ -37,7 +39,7 @@ func (h *harness) buyN(s saleIDs, item int64, base int64, n int) map[int64]strin
 		go func() {
 			defer wg.Done()
 			user := base + int64(i)
-			tok := h.token(user, services.RoleShopper)
+			tok := h.token(user, auth.RoleShopper)
 			r := h.buy(tok, item, h.purchaseToken(tok, s.sale))
 			if r.Status == http.StatusAccepted {
 				mu.Lock()
@@ -76,7 +78,7 @@ func TestExpiryReturnsEachUnitOnceWithThreeInstances(t *testing.T) {
 	for user, id = range orders {
 		break
 	}
-	o := a.do("GET", "/api/flash-sales/orders/"+id, a.token(user, services.RoleShopper), nil)
+	o := a.do("GET", "/api/flash-sales/orders/"+id, a.token(user, auth.RoleShopper), nil)
 	if o.str("status") != "PENDING" {
 		t.Fatalf("order after a writer backlog longer than the window: %s, want PENDING (window counts from the write)", o.Raw)
 	}
@@ -103,15 +105,15 @@ func TestExpiryReturnsEachUnitOnceWithThreeInstances(t *testing.T) {
 	if got := a.sqlInt(`SELECT sold FROM items WHERE id = ?`, s.items[0]); got != 0 {
 		t.Errorf("sold after expiry = %d, want 0", got)
 	}
-	o = b.do("GET", "/api/flash-sales/orders/"+id, b.token(user, services.RoleShopper), nil)
+	o = b.do("GET", "/api/flash-sales/orders/"+id, b.token(user, auth.RoleShopper), nil)
 	if o.str("status") != "EXPIRED" {
 		t.Errorf("order after its deadline: %s, want EXPIRED", o.Raw)
 	}
-	if p := c.do("POST", "/api/flash-sales/orders/"+id+"/pay", c.token(user, services.RoleShopper), nil); p.Status != http.StatusConflict || p.str("error") != "EXPIRED" {
+	if p := c.do("POST", "/api/flash-sales/orders/"+id+"/pay", c.token(user, auth.RoleShopper), nil); p.Status != http.StatusConflict || p.str("error") != "EXPIRED" {
 		t.Errorf("pay an expired order: %d %s, want 409 EXPIRED", p.Status, p.Raw)
 	}
 	// The expired shopper may buy again: the unit and the shopper are free.
-	tok := a.token(user, services.RoleShopper)
+	tok := a.token(user, auth.RoleShopper)
 	if r := c.buy(tok, s.items[0], c.purchaseToken(tok, s.sale)); r.Status != http.StatusAccepted {
 		t.Errorf("the expired shopper buys again: %d %s, want 202", r.Status, r.Raw)
 	}
@@ -155,7 +157,7 @@ func TestPayVersusExpireRace(t *testing.T) {
 			at := payBy.Add(time.Duration(int64(user)%400-200) * time.Millisecond)
 			time.Sleep(time.Until(at))
 			sem <- struct{}{}
-			p := h.do("POST", "/api/flash-sales/orders/"+id+"/pay", h.token(user, services.RoleShopper), nil)
+			p := h.do("POST", "/api/flash-sales/orders/"+id+"/pay", h.token(user, auth.RoleShopper), nil)
 			<-sem
 			mu.Lock()
 			answers[id] = answer{p.Status, p.str("error")}
@@ -202,7 +204,7 @@ func TestCancelOrder(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{noWriter: true})
 	s := h.liveSale(5)
-	alice, bob := h.token(1, services.RoleShopper), h.token(2, services.RoleShopper)
+	alice, bob := h.token(1, auth.RoleShopper), h.token(2, auth.RoleShopper)
 	r := h.buy(alice, s.items[0], h.purchaseToken(alice, s.sale))
 	id := r.str("orderId")
 	if c := h.do("POST", "/api/flash-sales/orders/"+id+"/cancel", alice, nil); c.Status != http.StatusConflict || c.str("error") != "NOT_CANCELLABLE" || !strings.Contains(c.str("message"), "QUEUED") {
@@ -253,7 +255,7 @@ func TestMyOrdersAndAlreadyPurchased(t *testing.T) {
 		qs[i] = 3
 	}
 	s := h.createSaleWith(map[string]any{"purchaseLimit": "per-item"}, time.Now().Add(-time.Second), qs...)
-	alice := h.token(7, services.RoleShopper)
+	alice := h.token(7, auth.RoleShopper)
 	var ids []string
 	for _, it := range s.items {
 		r := h.buy(alice, it, h.purchaseToken(alice, s.sale))
@@ -302,7 +304,7 @@ func TestMyOrdersAndAlreadyPurchased(t *testing.T) {
 			break
 		}
 	}
-	if p := h.do("GET", "/api/flash-sales/orders", h.token(8, services.RoleShopper), nil); p.Status != http.StatusOK || len(p.Body["orders"].([]any)) != 0 {
+	if p := h.do("GET", "/api/flash-sales/orders", h.token(8, auth.RoleShopper), nil); p.Status != http.StatusOK || len(p.Body["orders"].([]any)) != 0 {
 		t.Errorf("another shopper's list: %s, want empty", p.Raw)
 	}
 	if p := h.do("GET", "/api/flash-sales/orders?cursor=bogus", alice, nil); p.Status != http.StatusBadRequest || p.str("error") != "INVALID_INPUT" {
@@ -317,7 +319,7 @@ func TestOneTokenOneAttemptAndPerSaleLimit(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{})
 	perItem := h.createSaleWith(map[string]any{"purchaseLimit": "per-item"}, time.Now().Add(-time.Second), 5, 5)
-	alice := h.token(1, services.RoleShopper)
+	alice := h.token(1, auth.RoleShopper)
 	pt := h.purchaseToken(alice, perItem.sale)
 	if r := h.buy(alice, perItem.items[0], pt); r.Status != http.StatusAccepted {
 		t.Fatalf("first use: %d %s", r.Status, r.Raw)
@@ -429,7 +431,7 @@ func TestReserveReplyLost(t *testing.T) {
 	h := newHarness(t, harnessOpts{redisURL: "redis://" + proxy.ln.Addr().String() + "/0"})
 	h.redis = rs
 	s := h.liveSale(3)
-	alice := h.token(1, services.RoleShopper)
+	alice := h.token(1, auth.RoleShopper)
 	pt := h.purchaseToken(alice, s.sale)
 	proxy.armed.Store(true)
 	r := h.buy(alice, s.items[0], pt)
@@ -464,7 +466,7 @@ func TestRedisPartialLoss(t *testing.T) {
 		t.Fatalf("accepted %d and %d, want 30 and 30", len(before), len(lost))
 	}
 	// A token used in the lost second (its use mark is lost with it), kept to replay.
-	replayer := h.token(2000, services.RoleShopper)
+	replayer := h.token(2000, auth.RoleShopper)
 	replayTok := h.purchaseToken(replayer, s.sale)
 	if r := h.buy(replayer, s.items[0], replayTok); r.Status != http.StatusConflict {
 		t.Fatalf("setup: %d %s", r.Status, r.Raw)
@@ -506,7 +508,7 @@ func TestRedisPartialLoss(t *testing.T) {
 			if i >= 120 {
 				user = int64(2000 + i - 120) // a shopper Redis forgot
 			}
-			tok := h.token(user, services.RoleShopper)
+			tok := h.token(user, auth.RoleShopper)
 			for time.Now().Before(deadline) {
 				c := h.do("POST", fmt.Sprintf("/api/flash-sales/%d/captcha", s.sale), tok, nil)
 				pt := h.do("POST", fmt.Sprintf("/api/flash-sales/%d/purchase-token", s.sale), tok, map[string]string{"captchaId": c.str("captchaId"), "answer": "test"})
@@ -590,7 +592,7 @@ func TestPoisonMessageDeadLettered(t *testing.T) {
 	// A well-formed envelope Postgres can never take (a reservation time out of its range) next
 	// to one that is not JSON at all.
 	poison, _ := json.Marshal(store.Envelope{Orders: []store.QueuedOrder{{
-		OrderID: services.NewOrderID(s.items[0], time.Now()), SaleID: s.sale, ItemID: s.items[0], UserID: 99, Seq: 1,
+		OrderID: purchase.NewOrderID(s.items[0], time.Now()), SaleID: s.sale, ItemID: s.items[0], UserID: 99, Seq: 1,
 		ReservedAt: 1 << 62}}})
 	if err := h.app.Queue.PublishRaw(ctx, "poison-1", poison); err != nil {
 		t.Fatal(err)
@@ -598,7 +600,7 @@ func TestPoisonMessageDeadLettered(t *testing.T) {
 	if err := h.app.Queue.PublishRaw(ctx, "poison-2", []byte("not json")); err != nil {
 		t.Fatal(err)
 	}
-	alice := h.token(1, services.RoleShopper)
+	alice := h.token(1, auth.RoleShopper)
 	if r := h.buy(alice, s.items[0], h.purchaseToken(alice, s.sale)); r.Status != http.StatusAccepted {
 		t.Fatalf("buy beside the poison: %d %s", r.Status, r.Raw)
 	}
@@ -624,7 +626,7 @@ func TestWriterNoDeadlocks(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			tok := h.token(int64(5000+i), services.RoleShopper)
+			tok := h.token(int64(5000+i), auth.RoleShopper)
 			// each shopper buys three items, in an order of its own
 			for k := range 3 {
 				it := s.items[(i+k*(1+i%4))%len(s.items)]
@@ -659,7 +661,7 @@ func TestStartSecondOnRedisClock(t *testing.T) {
 	fast := newHarness(t, harnessOpts{skew: 10 * time.Second})
 	start := time.Now().Add(4 * time.Second).Truncate(time.Second)
 	s := fast.createSale(start, 5)
-	alice := fast.token(1, services.RoleShopper)
+	alice := fast.token(1, auth.RoleShopper)
 	pt := fast.purchaseToken(alice, s.sale) // the fast instance believes the sale has started
 	r := fast.buy(alice, s.items[0], pt)
 	if r.Status != http.StatusTooEarly || r.str("error") != "NOT_STARTED" {
@@ -699,7 +701,7 @@ func TestReconcileCommandAndRepair(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	// Selling resumes on the repaired stock.
-	tok := h.token(999, services.RoleShopper)
+	tok := h.token(999, auth.RoleShopper)
 	for r := h.buy(tok, s.items[0], h.purchaseToken(tok, s.sale)); r.Status != http.StatusAccepted; r = h.buy(tok, s.items[0], h.purchaseToken(tok, s.sale)) {
 		if time.Now().After(deadline) || r.Status != http.StatusServiceUnavailable {
 			t.Fatalf("buy after the repair: %d %s", r.Status, r.Raw)
@@ -714,7 +716,7 @@ func TestMyOrdersOfOneSale(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{})
 	a, b := h.liveSale(5), h.liveSale(5)
-	alice := h.token(1, services.RoleShopper)
+	alice := h.token(1, auth.RoleShopper)
 	ra := h.buy(alice, a.items[0], h.purchaseToken(alice, a.sale))
 	rb := h.buy(alice, b.items[0], h.purchaseToken(alice, b.sale))
 	h.drain(a)
@@ -765,7 +767,7 @@ func TestSlowBatchIsNotRedelivered(t *testing.T) {
 	h := newHarness(t, harnessOpts{noWriter: true, env: map[string]string{"FLASHSALE_WRITER_ACK_WAIT": "1s"}})
 	s := h.liveSale(10)
 	h.buyN(s, s.items[0], 100, 5)
-	slow := services.NewWriter(services.WriterConfig{Workers: 2, Batch: 100, AckWait: time.Second}, h.app.Queue, h.app.DB, h.app.Stock, h.app.SoldOut, h.app.Metrics, h.app.Log)
+	slow := pipeline.NewWriter(pipeline.WriterConfig{Workers: 2, Batch: 100, AckWait: time.Second}, h.app.Queue, h.app.DB, h.app.Stock, h.app.SoldOut, h.app.Metrics, h.app.Log)
 	var once sync.Once
 	slow.AfterCommit = func() error {
 		once.Do(func() { time.Sleep(3500 * time.Millisecond) }) // three ack waits and more
@@ -792,7 +794,7 @@ func TestReturnLostByRedisIsAppliedAgain(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{})
 	s := h.liveSale(5)
-	alice := h.token(1, services.RoleShopper)
+	alice := h.token(1, auth.RoleShopper)
 	r := h.buy(alice, s.items[0], h.purchaseToken(alice, s.sale))
 	h.drain(s)
 	id := r.str("orderId")
@@ -830,7 +832,7 @@ func TestReturnWaitsForTheRebuild(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{})
 	s := h.liveSale(5)
-	alice := h.token(1, services.RoleShopper)
+	alice := h.token(1, auth.RoleShopper)
 	r := h.buy(alice, s.items[0], h.purchaseToken(alice, s.sale))
 	h.drain(s)
 	ctx := context.Background()
@@ -863,11 +865,11 @@ func TestPayAnOrderWrittenButNotSettled(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{noWriter: true})
 	s := h.liveSale(5)
-	alice := h.token(1, services.RoleShopper)
+	alice := h.token(1, auth.RoleShopper)
 	r := h.buy(alice, s.items[0], h.purchaseToken(alice, s.sale))
 	id := r.str("orderId")
 	committed, release := make(chan struct{}), make(chan struct{})
-	w := services.NewWriter(services.WriterConfig{Batch: 100}, h.app.Queue, h.app.DB, h.app.Stock, h.app.SoldOut, nil, h.app.Log)
+	w := pipeline.NewWriter(pipeline.WriterConfig{Batch: 100}, h.app.Queue, h.app.DB, h.app.Stock, h.app.SoldOut, nil, h.app.Log)
 	var once sync.Once
 	w.AfterCommit = func() error {
 		once.Do(func() { close(committed); <-release })

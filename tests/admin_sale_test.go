@@ -9,7 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/services/auth"
+	"github.com/flashsale/flashsale/services/purchase"
 	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 )
@@ -50,7 +51,7 @@ func itemsOf(r response) []map[string]any {
 
 func TestAdminEditUpcomingSale(t *testing.T) {
 	h := newHarness(t, harnessOpts{})
-	merchant := h.token(9000, services.RoleMerchant)
+	merchant := h.token(9000, auth.RoleMerchant)
 	// Within FLASHSALE_WARM_AHEAD: loaded at creation, so Redis follows the edits below.
 	start := time.Now().Add(5 * time.Minute).Truncate(time.Second)
 	s := h.createSaleWith(map[string]any{"description": "first", "items": []map[string]any{
@@ -86,7 +87,7 @@ func TestAdminEditUpcomingSale(t *testing.T) {
 		many = append(many, map[string]any{"name": fmt.Sprintf("n%d", i), "priceCents": 1, "quantity": 1})
 	}
 	wantAdminCode(t, "51 items", h.patchSale(merchant, s.sale, map[string]any{"items": many}), http.StatusBadRequest, shop.CodeInvalidInput)
-	wantAdminCode(t, "another merchant's sale", h.patchSale(h.token(9001, services.RoleMerchant), s.sale, map[string]any{"name": "mine"}),
+	wantAdminCode(t, "another merchant's sale", h.patchSale(h.token(9001, auth.RoleMerchant), s.sale, map[string]any{"name": "mine"}),
 		http.StatusNotFound, shop.CodeNotFound)
 	if got := h.do("GET", fmt.Sprintf("/api/flash-sales/%d", s.sale), "", nil); got.str("name") != "test sale" {
 		t.Errorf("after refusals the sale is %s", got.Raw)
@@ -137,7 +138,7 @@ func TestAdminEditUpcomingSale(t *testing.T) {
 
 func TestAdminEditStartedSale(t *testing.T) {
 	h := newHarness(t, harnessOpts{})
-	merchant := h.token(9000, services.RoleMerchant)
+	merchant := h.token(9000, auth.RoleMerchant)
 	s := h.liveSale(3, 2)
 	a, b := s.items[0], s.items[1]
 	id := func(n int64) string { return strconv.FormatInt(n, 10) }
@@ -151,7 +152,7 @@ func TestAdminEditStartedSale(t *testing.T) {
 
 	// Two units of a sold: its quantity cannot go below 2.
 	for u := int64(1); u <= 2; u++ {
-		tok := h.token(u, services.RoleShopper)
+		tok := h.token(u, auth.RoleShopper)
 		if r := h.buy(tok, a, h.purchaseToken(tok, s.sale)); r.Status != http.StatusAccepted {
 			t.Fatalf("buy: %d %s", r.Status, r.Raw)
 		}
@@ -165,7 +166,7 @@ func TestAdminEditStartedSale(t *testing.T) {
 	exp, _ := h.app.Stock.Now(ctx)
 	var held []shop.OrderRef
 	for u := int64(3); u <= 4; u++ {
-		oid := services.NewOrderID(b, time.Now())
+		oid := purchase.NewOrderID(b, time.Now())
 		at := store.Attempt{SaleID: s.sale, ItemID: b, UserID: u, OrderID: oid, Nonce: "adm" + id(u), TokenExpires: exp.Add(time.Minute)}
 		if _, err := h.app.Stock.Reserve(ctx, at); err != nil {
 			t.Fatal(err)
@@ -187,11 +188,11 @@ func TestAdminEditStartedSale(t *testing.T) {
 	}
 
 	// Raising a sold-out item's quantity: Redis follows and a purchase works.
-	tok := h.token(5, services.RoleShopper)
+	tok := h.token(5, auth.RoleShopper)
 	if r := h.buy(tok, a, h.purchaseToken(tok, s.sale)); r.Status != http.StatusAccepted {
 		t.Fatalf("third unit: %d %s", r.Status, r.Raw)
 	}
-	tok6 := h.token(6, services.RoleShopper)
+	tok6 := h.token(6, auth.RoleShopper)
 	wantAdminCode(t, "sold out", h.buy(tok6, a, h.purchaseToken(tok6, s.sale)), http.StatusGone, shop.CodeSoldOut)
 	if r := h.patchSale(merchant, s.sale, map[string]any{"items": []map[string]any{{"itemId": id(a), "quantity": 5}}}); r.Status != http.StatusOK {
 		t.Fatalf("raise quantity: %d %s", r.Status, r.Raw)
@@ -208,10 +209,10 @@ func TestAdminEditStartedSale(t *testing.T) {
 func TestAdminPauseResumeOnTwoInstances(t *testing.T) {
 	h1 := newHarness(t, harnessOpts{})
 	h2 := newHarness(t, harnessOpts{shared: h1})
-	merchant := h1.token(9000, services.RoleMerchant)
+	merchant := h1.token(9000, auth.RoleMerchant)
 	s := h1.liveSale(5)
 	item := s.items[0]
-	u1, u2 := h1.token(1, services.RoleShopper), h1.token(2, services.RoleShopper)
+	u1, u2 := h1.token(1, auth.RoleShopper), h1.token(2, auth.RoleShopper)
 	// Tokens issued before the pause (each instance has the sale in its catalog cache now).
 	t1, t2 := h1.purchaseToken(u1, s.sale), h2.purchaseToken(u2, s.sale)
 
@@ -228,7 +229,7 @@ func TestAdminPauseResumeOnTwoInstances(t *testing.T) {
 	if r := h1.do("GET", fmt.Sprintf("/api/admin/sales/%d/stock", s.sale), merchant, nil); r.Body["paused"] != true {
 		t.Errorf("merchant stock view while paused = %s", r.Raw)
 	}
-	wantAdminCode(t, "another merchant pauses", h1.saleAction(h1.token(9001, services.RoleMerchant), s.sale, "resume"), http.StatusNotFound, shop.CodeNotFound)
+	wantAdminCode(t, "another merchant pauses", h1.saleAction(h1.token(9001, auth.RoleMerchant), s.sale, "resume"), http.StatusNotFound, shop.CodeNotFound)
 
 	if r := h2.saleAction(merchant, s.sale, "resume"); r.Status != http.StatusOK || r.Body["paused"] != nil {
 		t.Fatalf("resume: %d %s", r.Status, r.Raw)
@@ -249,9 +250,9 @@ func TestAdminPauseResumeOnTwoInstances(t *testing.T) {
 
 func TestAdminEndAndWarm(t *testing.T) {
 	h := newHarness(t, harnessOpts{})
-	merchant := h.token(9000, services.RoleMerchant)
+	merchant := h.token(9000, auth.RoleMerchant)
 	s := h.liveSale(2)
-	u := h.token(1, services.RoleShopper)
+	u := h.token(1, auth.RoleShopper)
 	tok := h.purchaseToken(u, s.sale)
 	r := h.saleAction(merchant, s.sale, "end")
 	if r.Status != http.StatusOK || r.str("status") != shop.SaleEnded {
@@ -267,7 +268,7 @@ func TestAdminEndAndWarm(t *testing.T) {
 	w := h.createSale(time.Now().Add(time.Hour), 4)
 	ctx := context.Background()
 	h.app.Redis.Del(ctx, store.MetaKey(w.sale), store.StockKey(w.sale, w.items[0]))
-	wantAdminCode(t, "another merchant warms", h.saleAction(h.token(9001, services.RoleMerchant), w.sale, "warm"), http.StatusNotFound, shop.CodeNotFound)
+	wantAdminCode(t, "another merchant warms", h.saleAction(h.token(9001, auth.RoleMerchant), w.sale, "warm"), http.StatusNotFound, shop.CodeNotFound)
 	if r := h.saleAction(merchant, w.sale, "warm"); r.Status != http.StatusOK || r.str("saleId") != strconv.FormatInt(w.sale, 10) {
 		t.Fatalf("warm: %d %s", r.Status, r.Raw)
 	}
@@ -283,7 +284,7 @@ func TestAdminEndAndWarm(t *testing.T) {
 func TestSaleChangeNoticeReachesOtherInstances(t *testing.T) {
 	h1 := newHarness(t, harnessOpts{})
 	h2 := newHarness(t, harnessOpts{shared: h1})
-	merchant := h1.token(9000, services.RoleMerchant)
+	merchant := h1.token(9000, auth.RoleMerchant)
 	s := h1.liveSale(5)
 	path := fmt.Sprintf("/api/flash-sales/%d", s.sale)
 	if r := h2.do("GET", path, "", nil); r.Status != http.StatusOK || r.str("name") == "" {
@@ -302,7 +303,7 @@ func TestSaleChangeNoticeReachesOtherInstances(t *testing.T) {
 	}
 	within("the rename on instance 2", time.Second, func() bool { return h2.do("GET", path, "", nil).str("name") == "Renamed on instance 1" })
 
-	u := h1.token(1, services.RoleShopper)
+	u := h1.token(1, auth.RoleShopper)
 	tokenOn := func(h *harness) response {
 		c := h.do("POST", path+"/captcha", u, nil)
 		return h.do("POST", path+"/purchase-token", u, map[string]string{"captchaId": c.str("captchaId"), "answer": "test"})

@@ -12,7 +12,8 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale/migrations"
-	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/services/auth"
+	"github.com/flashsale/flashsale/services/limits"
 	"github.com/flashsale/flashsale/store"
 	"github.com/flashsale/flashsale/testenv"
 )
@@ -54,7 +55,7 @@ func TestEdgeRefusesCrossSiteAndNonJSON(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{})
 	s := h.liveSale(3)
-	if _, err := h.app.Auth.AddUser(context.Background(), "victor", "victor-pass", services.RoleShopper); err != nil {
+	if _, err := h.app.Auth.AddUser(context.Background(), "victor", "victor-pass", auth.RoleShopper); err != nil {
 		t.Fatal(err)
 	}
 	own := h.srv.URL // http://127.0.0.1:port
@@ -68,7 +69,7 @@ func TestEdgeRefusesCrossSiteAndNonJSON(t *testing.T) {
 	wantCode(t, "multipart login", h.rawPost("/api/auth/login", login, "Content-Type", "multipart/form-data; boundary=x"), 415, "UNSUPPORTED_MEDIA_TYPE")
 	wantCode(t, "JSON body without a type", h.rawPost("/api/auth/login", login), 415, "UNSUPPORTED_MEDIA_TYPE")
 	wantCode(t, "empty text/plain logout", h.rawPost("/api/auth/logout", "", "Content-Type", "text/plain"), 415, "UNSUPPORTED_MEDIA_TYPE")
-	wantCode(t, "text/plain merchant POST", h.rawPost("/api/admin/sales", "{}", "Content-Type", "text/plain", "Authorization", "Bearer "+h.token(9000, services.RoleMerchant)), 415, "UNSUPPORTED_MEDIA_TYPE")
+	wantCode(t, "text/plain merchant POST", h.rawPost("/api/admin/sales", "{}", "Content-Type", "text/plain", "Authorization", "Bearer "+h.token(9000, auth.RoleMerchant)), 415, "UNSUPPORTED_MEDIA_TYPE")
 
 	// Another site, by Origin or by Sec-Fetch-Site, even with a JSON body.
 	for name, hdr := range map[string][]string{
@@ -107,7 +108,7 @@ func TestEdgeRefusesCrossSiteAndNonJSON(t *testing.T) {
 		t.Errorf("API login: %d %s, want the token", r.Status, r.Raw)
 	}
 	// A route without a body still takes a POST without one (the purchase: a token header only).
-	if r := h.rawPost(fmt.Sprintf("/api/flash-sales/items/%d/purchase", s.items[0]), "", "Authorization", "Bearer "+h.token(5, services.RoleShopper)); r.Status != 403 || !strings.Contains(r.Raw, "INVALID_PURCHASE_TOKEN") {
+	if r := h.rawPost(fmt.Sprintf("/api/flash-sales/items/%d/purchase", s.items[0]), "", "Authorization", "Bearer "+h.token(5, auth.RoleShopper)); r.Status != 403 || !strings.Contains(r.Raw, "INVALID_PURCHASE_TOKEN") {
 		t.Errorf("bodiless purchase: %d %s, want it past the edge (403 INVALID_PURCHASE_TOKEN)", r.Status, r.Raw)
 	}
 	// The cookie session's double-submit check stays, same origin or not.
@@ -153,7 +154,7 @@ func TestRegistrationCaptcha(t *testing.T) {
 	}
 	wantCode(t, "replayed answer", register("judy", id, answer), 403, "CAPTCHA_FAILED")
 
-	shopper := h.token(77, services.RoleShopper)
+	shopper := h.token(77, auth.RoleShopper)
 	id, answer = challenge("/api/auth/captcha", "")
 	wantCode(t, "registration challenge for a purchase token",
 		h.do("POST", fmt.Sprintf("/api/flash-sales/%d/purchase-token", s.sale), shopper, map[string]string{"captchaId": id, "answer": answer}), 403, "CAPTCHA_FAILED")
@@ -234,7 +235,7 @@ func TestUsernameMigrationRefusesDuplicates(t *testing.T) {
 func TestLoginTimingUnknownUser(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{})
-	if _, err := h.app.Auth.AddUser(context.Background(), "wendy", "wendy-pass", services.RoleShopper); err != nil {
+	if _, err := h.app.Auth.AddUser(context.Background(), "wendy", "wendy-pass", auth.RoleShopper); err != nil {
 		t.Fatal(err)
 	}
 	timeLogin := func(user, pass string) time.Duration {
@@ -290,7 +291,7 @@ func TestAuthRateLimits(t *testing.T) {
 	limited("one IPv4 address", 40, func(i int) response { return login(fmt.Sprintf("user%d", i), "198.51.100.7") })
 	// One account guessed from many addresses: the username's global cap (issue 18, item 9:
 	// above what one address may spend on it, AuthUserClientLimit).
-	limited("one username", 2*services.AuthUsernameLimit.Burst, func(i int) response { return login("Target", fmt.Sprintf("203.0.113.%d", i+1)) })
+	limited("one username", 2*limits.AuthUsernameLimit.Burst, func(i int) response { return login("Target", fmt.Sprintf("203.0.113.%d", i+1)) })
 	if r := login("target", "203.0.113.200"); r.Status != 429 {
 		t.Errorf("the username's bucket ignores case: %d %s", r.Status, r.Raw)
 	}
@@ -308,7 +309,7 @@ func TestAuthRateLimits(t *testing.T) {
 	})
 
 	// The purchase path's per-IP bucket of an IPv6 client is its /64 too.
-	shopper := h.token(5, services.RoleShopper)
+	shopper := h.token(5, auth.RoleShopper)
 	if r := h.do("POST", fmt.Sprintf("/api/flash-sales/%d/captcha", s.sale), shopper, nil, "X-Forwarded-For", "2001:db8:7:8:9::1"); r.Status != 200 {
 		t.Fatalf("captcha: %d %s", r.Status, r.Raw)
 	}
@@ -332,7 +333,7 @@ func TestAuthRateLimits(t *testing.T) {
 func TestAuthLimitsKeepTheOwnerIn(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{env: map[string]string{"FLASHSALE_RATE_LIMITS": "on", "FLASHSALE_TRUSTED_PROXIES": "127.0.0.1"}})
-	if _, err := h.app.Auth.AddUser(context.Background(), "acme", "acme-pass-123", services.RoleMerchant); err != nil {
+	if _, err := h.app.Auth.AddUser(context.Background(), "acme", "acme-pass-123", auth.RoleMerchant); err != nil {
 		t.Fatal(err)
 	}
 	login := func(user, pass, ip string) response {
@@ -348,18 +349,18 @@ func TestAuthLimitsKeepTheOwnerIn(t *testing.T) {
 		if r.Status != 401 {
 			t.Fatalf("guess #%d: %d %s, want 401 until limited", attacks+1, r.Status, r.Raw)
 		}
-		if attacks++; attacks > 3*services.AuthUserClientLimit.Burst {
+		if attacks++; attacks > 3*limits.AuthUserClientLimit.Burst {
 			t.Fatalf("%d guesses from one address at one account, never limited", attacks)
 		}
 	}
-	if attacks < services.AuthUserClientLimit.Burst/2 {
+	if attacks < limits.AuthUserClientLimit.Burst/2 {
 		t.Errorf("limited after %d guesses already", attacks)
 	}
 	// The same address at another account is not held by this account's bucket.
 	if r := login("someone-else", "a wrong guess", "198.51.100.66"); r.Status != 401 {
 		t.Errorf("the attacker's address at another username: %d %s, want 401", r.Status, r.Raw)
 	}
-	if r := login("acme", "acme-pass-123", "203.0.113.5"); r.Status != 200 || r.str("role") != services.RoleMerchant {
+	if r := login("acme", "acme-pass-123", "203.0.113.5"); r.Status != 200 || r.str("role") != auth.RoleMerchant {
 		t.Fatalf("the merchant at their own address during the attack: %d %s, want 200", r.Status, r.Raw)
 	}
 	if r := login("acme", "another guess", "2001:db8:5::1"); r.Status != 401 {
@@ -375,7 +376,7 @@ func TestLogoutEndsSession(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{})
 	second := newHarness(t, harnessOpts{shared: h})
-	if _, err := h.app.Auth.AddUser(context.Background(), "xena", "xena-pass", services.RoleShopper); err != nil {
+	if _, err := h.app.Auth.AddUser(context.Background(), "xena", "xena-pass", auth.RoleShopper); err != nil {
 		t.Fatal(err)
 	}
 	loginTok := func() string {
@@ -444,7 +445,7 @@ func TestProductionCookies(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{env: map[string]string{"FLASHSALE_ENV": "production", "FLASHSALE_CAPTCHA": "image",
 		"FLASHSALE_RATE_LIMITS": "on", "FLASHSALE_JWT_SECRET": "a-production-secret-for-the-test"}})
-	if _, err := h.app.Auth.AddUser(context.Background(), "yuri", "yuri-pass", services.RoleShopper); err != nil {
+	if _, err := h.app.Auth.AddUser(context.Background(), "yuri", "yuri-pass", auth.RoleShopper); err != nil {
 		t.Fatal(err)
 	}
 	origin := "https://" + strings.TrimPrefix(h.srv.URL, "http://")

@@ -18,7 +18,8 @@ import (
 
 	"github.com/flashsale/flashsale/handlers"
 	"github.com/flashsale/flashsale/internal/app"
-	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/services/auth"
+	"github.com/flashsale/flashsale/services/purchase"
 )
 
 // badCase is one request that must be refused with a contract error.
@@ -131,7 +132,7 @@ func badTokens(t *testing.T, secret []byte, rsaKey *rsa.PrivateKey, sub, role st
 	hs256 := func(edit func(jwt.MapClaims)) string { return signJWT(t, jwt.SigningMethodHS256, secret, claims(edit)) }
 	valid = hs256(nil)
 	parts := strings.Split(valid, ".")
-	other := strings.Split(hs256(func(c jwt.MapClaims) { c["sub"] = "1"; c["role"] = services.RoleMerchant }), ".")
+	other := strings.Split(hs256(func(c jwt.MapClaims) { c["sub"] = "1"; c["role"] = auth.RoleMerchant }), ".")
 	bad = map[string]string{
 		"forged (wrong secret)": "Bearer " + signJWT(t, jwt.SigningMethodHS256, []byte("not-the-server-secret-at-all!!"), claims(nil)),
 		"expired": "Bearer " + hs256(func(c jwt.MapClaims) {
@@ -243,11 +244,11 @@ func newBadFixture(t *testing.T) *badFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	shopperTok, merchantTok := h.token(101, services.RoleShopper), h.token(9000, services.RoleMerchant)
+	shopperTok, merchantTok := h.token(101, auth.RoleShopper), h.token(9000, auth.RoleMerchant)
 	shopper, merchant := "Bearer "+shopperTok, "Bearer "+merchantTok
-	otherMerchant := "Bearer " + h.token(9001, services.RoleMerchant)
-	validShopperJWT, badShopper := badTokens(t, secret, rsaKey, "101", services.RoleShopper)
-	validMerchantJWT, badMerchant := badTokens(t, secret, rsaKey, "9000", services.RoleMerchant)
+	otherMerchant := "Bearer " + h.token(9001, auth.RoleMerchant)
+	validShopperJWT, badShopper := badTokens(t, secret, rsaKey, "101", auth.RoleShopper)
+	validMerchantJWT, badMerchant := badTokens(t, secret, rsaKey, "9000", auth.RoleMerchant)
 
 	// A real browser session, from a real registration.
 	reg := h.send(t, badCase{method: "POST", path: "/api/auth/register", body: `{"username":"carol","password":"correct horse","captchaId":"c","answer":"test"}`})
@@ -271,9 +272,9 @@ func newBadFixture(t *testing.T) *badFixture {
 
 	// Purchase tokens that are valid, but not for what they will be used for.
 	ptShopper := h.purchaseToken(shopper[len("Bearer "):], sale.sale)
-	ptOtherUser := h.purchaseToken(h.token(102, services.RoleShopper), sale.sale)
+	ptOtherUser := h.purchaseToken(h.token(102, auth.RoleShopper), sale.sale)
 	ptOtherSale := h.purchaseToken(shopperTok, otherSale.sale)
-	unknownOrder := services.NewOrderID(a0, time.Now())
+	unknownOrder := purchase.NewOrderID(a0, time.Now())
 
 	// Controls: the same requests with good credentials pass, so the refusals below are about
 	// the bad part only.
@@ -406,7 +407,7 @@ func (f *badFixture) bodyCases(t *testing.T) []badCase {
 		if err := json.Unmarshal([]byte(r.good), &good); err != nil {
 			t.Fatal(err)
 		}
-		good["role"] = services.RoleMerchant
+		good["role"] = auth.RoleMerchant
 		invalid(r.method, r.path, r.auth, mustJSON(t, good), "unknown field role")
 		delete(good, "role")
 		for k := range good {
@@ -732,7 +733,7 @@ func TestBadInputPastTheFirstChecks(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{})
 	sale := h.liveSale(2)
-	merchant := "Bearer " + h.token(9000, services.RoleMerchant)
+	merchant := "Bearer " + h.token(9000, auth.RoleMerchant)
 	cases := []badCase{
 		{name: "login username", method: "POST", path: "/api/auth/login", body: `{"username":"ca\u0000rol","password":"12345678"}`, status: 401, code: "INVALID_CREDENTIALS"},
 		{name: "sale name", method: "POST", path: "/api/admin/sales", auth: merchant, body: saleBody(func(m map[string]any) { m["name"] = "a\u0000b" }), status: 400, code: "INVALID_INPUT"},

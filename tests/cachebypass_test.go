@@ -14,7 +14,7 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/services/auth"
 	"github.com/flashsale/flashsale/shop"
 )
 
@@ -118,7 +118,7 @@ func TestCacheBypassCannotStarvePayments(t *testing.T) {
 	if gap >= s.sale {
 		t.Fatalf("the gap %d is not below the sale %d", gap, s.sale)
 	}
-	shopper := h.token(42, services.RoleShopper)
+	shopper := h.token(42, auth.RoleShopper)
 	r := h.buy(shopper, s.items[0], h.purchaseToken(shopper, s.sale))
 	if r.Status != http.StatusAccepted {
 		t.Fatalf("buy: %d %s", r.Status, r.Raw)
@@ -132,7 +132,7 @@ func TestCacheBypassCannotStarvePayments(t *testing.T) {
 	mark := stmts.mark()
 
 	// The flood: 16 clients, each request one that misses every cache.
-	other := h.token(77, services.RoleShopper)
+	other := h.token(77, auth.RoleShopper)
 	kinds := []func(rng *rand.Rand) (method, path, bearer string){
 		func(rng *rand.Rand) (string, string, string) {
 			return "GET", fmt.Sprintf("/api/flash-sales/%d", madeUp+rng.Int64N(1e9)), ""
@@ -270,7 +270,7 @@ func TestNegativeCacheDoesNotHideANewSale(t *testing.T) {
 				t.Fatalf("GET %s before the sale exists: %d %s", path, r.Status, r.Raw)
 			}
 		}
-		if r := h.do("POST", fmt.Sprintf("/api/flash-sales/items/%d/purchase", nextItem), h.token(5, services.RoleShopper), nil); r.Status != http.StatusNotFound {
+		if r := h.do("POST", fmt.Sprintf("/api/flash-sales/items/%d/purchase", nextItem), h.token(5, auth.RoleShopper), nil); r.Status != http.StatusNotFound {
 			t.Fatalf("purchase of item %d before it exists: %d %s", nextItem, r.Status, r.Raw)
 		}
 	}
@@ -284,7 +284,7 @@ func TestNegativeCacheDoesNotHideANewSale(t *testing.T) {
 			t.Errorf("GET %s on the creating instance right after the creation: %d %s, want 200", path, r.Status, r.Raw)
 		}
 	}
-	shopper := a.token(6, services.RoleShopper)
+	shopper := a.token(6, auth.RoleShopper)
 	if r := a.buy(shopper, nextItem, a.purchaseToken(shopper, next)); r.Status != http.StatusAccepted {
 		t.Errorf("purchase on the creating instance right after the creation: %d %s, want 202", r.Status, r.Raw)
 	}
@@ -302,7 +302,7 @@ func TestNegativeCacheDoesNotHideANewSale(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	other := b.token(7, services.RoleShopper)
+	other := b.token(7, auth.RoleShopper)
 	if r := b.buy(other, nextItem, b.purchaseToken(other, next)); r.Status != http.StatusAccepted {
 		t.Errorf("purchase on the other instance: %d %s, want 202", r.Status, r.Raw)
 	}

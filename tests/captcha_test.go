@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/services/auth"
 )
 
 // The image captcha: a PNG data URL; its answer works once, only for its user and sale.
@@ -18,7 +18,7 @@ func TestImageCaptcha(t *testing.T) {
 	h := newHarness(t, harnessOpts{env: map[string]string{"FLASHSALE_CAPTCHA": "image"}})
 	s := h.liveSale(5)
 	other := h.liveSale(5)
-	alice, bob := h.token(1, services.RoleShopper), h.token(2, services.RoleShopper)
+	alice, bob := h.token(1, auth.RoleShopper), h.token(2, auth.RoleShopper)
 
 	newChallenge := func(bearer string, sale int64) (id, answer string) {
 		t.Helper()

@@ -13,7 +13,8 @@ import (
 
 	"gorm.io/gorm"
 
-	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/services/auth"
+	"github.com/flashsale/flashsale/services/catalog"
 	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 )
@@ -32,7 +33,7 @@ func TestListingDoesNotQueryPostgresPerRequest(t *testing.T) {
 			return
 		}
 		for _, v := range db.Statement.Vars {
-			if v == any(services.SalesPage+1) {
+			if v == any(catalog.SalesPage+1) {
 				queries.Add(1)
 				return
 			}
@@ -100,7 +101,7 @@ func TestListingDoesNotQueryPostgresPerRequest(t *testing.T) {
 func TestWriterKeepsItsOwnPoolWhenThePublicOneIsExhausted(t *testing.T) {
 	h := newHarness(t, harnessOpts{noWriter: true, env: map[string]string{"FLASHSALE_DB_MAX_CONNS": "2"}})
 	s := h.liveSale(5)
-	shopper := h.token(42, services.RoleShopper)
+	shopper := h.token(42, auth.RoleShopper)
 	r := h.buy(shopper, s.items[0], h.purchaseToken(shopper, s.sale))
 	if r.Status != http.StatusAccepted {
 		t.Fatalf("buy: %d %s", r.Status, r.Raw)

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/services/auth"
 )
 
 // smallBuffers accepts connections with a small send buffer, so a server writing to a client
@@ -56,7 +56,7 @@ func TestCSVExportOutlivesTheServerTimeouts(t *testing.T) {
 	defer conn.Close()
 	_ = conn.(*net.TCPConn).SetReadBuffer(32 << 10)
 	fmt.Fprintf(conn, "GET /api/admin/sales/%d/orders.csv HTTP/1.1\r\nHost: shop\r\nAuthorization: Bearer %s\r\nConnection: close\r\n\r\n",
-		s.sale, h.token(9000, services.RoleMerchant))
+		s.sale, h.token(9000, auth.RoleMerchant))
 	resp, err := http.ReadResponse(bufio.NewReaderSize(conn, 1<<10), nil)
 	if err != nil {
 		t.Fatal(err)

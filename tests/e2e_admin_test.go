@@ -13,7 +13,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/services/auth"
 	"github.com/flashsale/flashsale/store"
 )
 
@@ -35,7 +35,7 @@ func TestE2EAdminDashboard(t *testing.T) {
 	h := newHarness(t, harnessOpts{env: map[string]string{"FLASHSALE_RECONCILE_INTERVAL": "1h"}})
 	suffix := strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
 	username, password := "e2e_merchant_"+suffix, "merchant test pass"
-	m, err := h.app.Auth.AddUser(ctx, username, password, services.RoleMerchant)
+	m, err := h.app.Auth.AddUser(ctx, username, password, auth.RoleMerchant)
 	if err != nil {
 		t.Fatalf("add the merchant: %v", err)
 	}
@@ -213,7 +213,7 @@ func e2eMerchantSale(h *harness, merchantID int64, name, currency string, prices
 		items = append(items, map[string]any{"name": n, "priceCents": p, "quantity": 10})
 	}
 	start := time.Now().Add(time.Minute)
-	r := h.do("POST", "/api/admin/sales", h.token(merchantID, services.RoleMerchant), map[string]any{
+	r := h.do("POST", "/api/admin/sales", h.token(merchantID, auth.RoleMerchant), map[string]any{
 		"name": name, "currency": currency, "startsAt": start.UTC().Format(time.RFC3339),
 		"endsAt": start.Add(time.Hour).UTC().Format(time.RFC3339), "items": items,
 	})

@@ -12,7 +12,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/services/auth"
 	"github.com/flashsale/flashsale/store"
 )
 
@@ -121,11 +121,11 @@ func TestE2EControlRoom(t *testing.T) {
 	suffix := strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
 	mName, mPass := "ctl_merchant_"+suffix, "merchant test pass"
 	sName, sPass := "ctl_shopper_"+suffix, "shopper test pass"
-	m, err := h.app.Auth.AddUser(ctx, mName, mPass, services.RoleMerchant)
+	m, err := h.app.Auth.AddUser(ctx, mName, mPass, auth.RoleMerchant)
 	if err != nil {
 		t.Fatalf("add the merchant: %v", err)
 	}
-	shopper, err := h.app.Auth.AddUser(ctx, sName, sPass, services.RoleShopper)
+	shopper, err := h.app.Auth.AddUser(ctx, sName, sPass, auth.RoleShopper)
 	if err != nil {
 		t.Fatalf("add the shopper: %v", err)
 	}
@@ -133,7 +133,7 @@ func TestE2EControlRoom(t *testing.T) {
 	// A sale half an hour ahead: past the automatic warm-up (ten minutes before the start), so
 	// Redis does not hold it until the merchant asks.
 	start := time.Now().Add(30 * time.Minute).Truncate(time.Minute)
-	r := h.do("POST", "/api/admin/sales", h.token(m.ID, services.RoleMerchant), map[string]any{
+	r := h.do("POST", "/api/admin/sales", h.token(m.ID, auth.RoleMerchant), map[string]any{
 		"name": "Desk lamps", "startsAt": start.UTC().Format(time.RFC3339), "endsAt": start.Add(time.Hour).UTC().Format(time.RFC3339),
 		"items": []map[string]any{{"name": "Lamp", "priceCents": 4900, "quantity": 5}, {"name": "Desk", "priceCents": 25000, "quantity": 3}},
 	})
@@ -341,7 +341,7 @@ func TestE2EControlRoom(t *testing.T) {
 
 	// Two more shoppers (through the API) take both units of the Lamp shade.
 	for u := int64(990001); u <= 990002; u++ {
-		tok := h.token(u, services.RoleShopper)
+		tok := h.token(u, auth.RoleShopper)
 		if r := h.buy(tok, items["Lamp shade"], h.purchaseToken(tok, saleID)); r.Status != http.StatusAccepted {
 			t.Fatalf("shopper %d buys a lamp shade: %d %s", u, r.Status, r.Raw)
 		}

@@ -12,8 +12,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-
-	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/services/auth"
 )
 
 // The home page in a browser, on a desktop and a 390-pixel phone: the live sale comes before the
@@ -38,7 +37,7 @@ func TestE2EHomePage(t *testing.T) {
 		for _, it := range items {
 			its = append(its, map[string]any{"name": it.name, "priceCents": it.price, "quantity": 100})
 		}
-		r := h.do("POST", "/api/admin/sales", h.token(9000, services.RoleMerchant), map[string]any{
+		r := h.do("POST", "/api/admin/sales", h.token(9000, auth.RoleMerchant), map[string]any{
 			"name": name, "currency": currency, "items": its,
 			"startsAt": startsAt.UTC().Format(time.RFC3339), "endsAt": startsAt.Add(2 * time.Hour).UTC().Format(time.RFC3339),
 		})

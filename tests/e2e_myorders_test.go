@@ -11,8 +11,7 @@ import (
 
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
-
-	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/services/pipeline"
 )
 
 // The browser test of "My orders" with a QUEUED order (issue 18, item 11), on a desktop and on a
@@ -92,7 +91,7 @@ func myOrdersQueuedFlow(t *testing.T, browserCtx context.Context, v e2eViewport,
 	}
 	recorded := buy(earlier)
 	wctx, stop := context.WithCancel(ctx)
-	w := services.NewWriter(services.WriterConfig{Workers: 1, MaxWait: 200 * time.Millisecond}, h.app.Queue, h.app.DB, h.app.Stock, h.app.SoldOut, h.app.Metrics, h.app.Log)
+	w := pipeline.NewWriter(pipeline.WriterConfig{Workers: 1, MaxWait: 200 * time.Millisecond}, h.app.Queue, h.app.DB, h.app.Stock, h.app.SoldOut, h.app.Metrics, h.app.Log)
 	stopped := make(chan struct{})
 	go func() {
 		defer close(stopped)

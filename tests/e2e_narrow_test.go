@@ -9,8 +9,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-
-	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/services/auth"
 )
 
 // A 360-pixel phone, the narrowest the pages promise (issue 9, item 7): every page a shopper or a
@@ -55,12 +54,12 @@ func TestE2ENarrowPhone(t *testing.T) {
 
 	suffix := strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
 	mName, mPass := "narrow_m_"+suffix, "a merchant's password"
-	m, err := h.app.Auth.AddUser(ctx, mName, mPass, services.RoleMerchant)
+	m, err := h.app.Auth.AddUser(ctx, mName, mPass, auth.RoleMerchant)
 	if err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now().Add(-time.Second)
-	r := h.do("POST", "/api/admin/sales", h.token(m.ID, services.RoleMerchant), map[string]any{
+	r := h.do("POST", "/api/admin/sales", h.token(m.ID, auth.RoleMerchant), map[string]any{
 		"name": "Winter coats and a very long product name that has to wrap on a phone", "currency": "CNY",
 		"description": "Long words must wrap too: supercalifragilisticexpialidocious-and-then-some.",
 		"startsAt":    start.UTC().Format(time.RFC3339), "endsAt": start.Add(time.Hour).UTC().Format(time.RFC3339),

@@ -13,8 +13,7 @@ import (
 	"github.com/chromedp/cdproto/fetch"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
-
-	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/services/auth"
 )
 
 // The sale page resends a purchase whose answer was lost, and the resend's answer is the first
@@ -57,7 +56,7 @@ func TestE2EResendAfterLostAnswer(t *testing.T) {
 		b := openShopperTab(t, browserCtx, v, "shopper who took the last unit")
 		// Before the first answer is lost, another shopper is refused: the instance now knows
 		// the item sold out and answers the resend from its flag.
-		other := h.token(777001, services.RoleShopper)
+		other := h.token(777001, auth.RoleShopper)
 		sends := loseFirstPurchaseAnswer(t, b, func() {
 			if r := h.buy(other, s.items[0], h.purchaseToken(other, s.sale)); r.Status != http.StatusGone {
 				t.Errorf("another shopper after the last unit: %d %s, want 410", r.Status, r.Raw)

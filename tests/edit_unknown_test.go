@@ -13,7 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flashsale/flashsale/lua"
-	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/services/auth"
 	"github.com/flashsale/flashsale/testenv"
 )
 
@@ -112,8 +112,8 @@ func TestEditWithUnknownRedisOutcomeFailsClosed(t *testing.T) {
 			h.redis = rs
 			s := h.createSaleWith(map[string]any{"stockShards": k}, time.Now().Add(-time.Second), 9)
 			item := s.items[0]
-			merchant := h.token(9000, services.RoleMerchant)
-			alice := h.token(1, services.RoleShopper)
+			merchant := h.token(9000, auth.RoleMerchant)
+			alice := h.token(1, auth.RoleShopper)
 			if r := h.buy(alice, item, h.purchaseToken(alice, s.sale)); r.Status != http.StatusAccepted {
 				t.Fatalf("buy: %d %s", r.Status, r.Raw)
 			}
@@ -155,7 +155,7 @@ func TestEditWithUnknownRedisOutcomeFailsClosed(t *testing.T) {
 					time.Sleep(50 * time.Millisecond)
 				}
 			}
-			bob := h.token(2, services.RoleShopper)
+			bob := h.token(2, auth.RoleShopper)
 			if r := h.buy(bob, item, h.purchaseToken(bob, s.sale)); r.Status != http.StatusAccepted {
 				t.Fatalf("buy after the rebuild: %d %s", r.Status, r.Raw)
 			}

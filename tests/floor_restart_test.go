@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale/internal/app"
-	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/services/auth"
 	"github.com/flashsale/flashsale/store"
 )
 
@@ -55,7 +55,7 @@ func TestFloorsOfARestartedInstanceComeFromPostgres(t *testing.T) {
 			for store.ShardOf(shopper, k) != lostShard {
 				shopper++
 			}
-			tok := b.token(shopper, services.RoleShopper)
+			tok := b.token(shopper, auth.RoleShopper)
 			r := b.buy(tok, s.items[0], b.purchaseToken(tok, s.sale))
 			if r.Status != http.StatusServiceUnavailable {
 				t.Fatalf("first purchase on the restarted instance after Redis lost writes: %d %s, want 503 (the loss found)", r.Status, r.Raw)
@@ -96,7 +96,7 @@ func TestFloorSeedFailsClosedWithoutPostgres(t *testing.T) {
 	s := a.liveSale(5)
 	pg := newCuttableProxy(t, a.cfg.DatabaseURL)
 	b := newInstance(t, a, instanceOpts{env: quiet, databaseURL: pg.dsn})
-	alice := b.token(1, services.RoleShopper)
+	alice := b.token(1, auth.RoleShopper)
 	pt := b.purchaseToken(alice, s.sale)
 	// The item and its sale in the instance's catalog cache (a refused token reads no seq).
 	if r := b.buy(alice, s.items[0], "not-a-token"); r.Status != http.StatusForbidden {

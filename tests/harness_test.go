@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale/internal/app"
-	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/services/auth"
 	"github.com/flashsale/flashsale/store"
 	"github.com/flashsale/flashsale/testenv"
 )
@@ -117,7 +117,7 @@ func (w testWriter) Write(p []byte) (int, error) {
 
 func (h *harness) token(userID int64, role string) string {
 	h.t.Helper()
-	tok, err := h.app.Auth.Issue(services.Identity{UserID: userID, Role: role})
+	tok, err := h.app.Auth.Issue(auth.Identity{UserID: userID, Role: role})
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -196,7 +196,7 @@ func (h *harness) createSaleWith(extra map[string]any, startsAt time.Time, quant
 	for k, v := range extra {
 		body[k] = v
 	}
-	r := h.do("POST", "/api/admin/sales", h.token(9000, services.RoleMerchant), body)
+	r := h.do("POST", "/api/admin/sales", h.token(9000, auth.RoleMerchant), body)
 	if r.Status != http.StatusCreated {
 		h.t.Fatalf("create sale: %d %s", r.Status, r.Raw)
 	}

@@ -9,7 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/services/auth"
+	"github.com/flashsale/flashsale/services/catalog"
 	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 )
@@ -108,19 +109,19 @@ func (h *harness) liveUntil(bearer string, saleID int64, what string, ok func(li
 // alone.
 func TestLiveViewFunnelAndStock(t *testing.T) {
 	h := newHarness(t, harnessOpts{noWriter: true})
-	merchant := h.token(9000, services.RoleMerchant)
+	merchant := h.token(9000, auth.RoleMerchant)
 	s := h.liveSale(3)
 	item := s.items[0]
-	shopper := func(u int64) string { return h.token(u, services.RoleShopper) }
+	shopper := func(u int64) string { return h.token(u, auth.RoleShopper) }
 
 	v, r := h.live(merchant, s.sale)
 	if r.Status != http.StatusOK {
 		t.Fatalf("live view: %d %s", r.Status, r.Raw)
 	}
-	if v.Sale.SaleID != strconv.FormatInt(s.sale, 10) || v.Sale.Status != services.LiveRunning || v.Sale.Paused ||
+	if v.Sale.SaleID != strconv.FormatInt(s.sale, 10) || v.Sale.Status != catalog.LiveRunning || v.Sale.Paused ||
 		v.Sale.LoadedAt == nil || len(v.Items) != 1 || v.Items[0].LoadedAt == nil || v.Items[0].Quantity != 3 ||
-		v.Items[0].Displayed != 3 || v.Items[0].Real != 3 || v.Items[0].Frozen != 0 || v.Reconciliation.State != services.ReconcileOK ||
-		v.Funnel.Requests != 0 || len(v.Funnel.Refused) != len(services.RefusalReasons) || len(v.Series) != 0 {
+		v.Items[0].Displayed != 3 || v.Items[0].Real != 3 || v.Items[0].Frozen != 0 || v.Reconciliation.State != catalog.ReconcileOK ||
+		v.Funnel.Requests != 0 || len(v.Funnel.Refused) != len(catalog.RefusalReasons) || len(v.Series) != 0 {
 		t.Fatalf("live view of a fresh sale: %s", r.Raw)
 	}
 
@@ -145,7 +146,7 @@ func TestLiveViewFunnelAndStock(t *testing.T) {
 	if r := h.saleAction(merchant, s.sale, "pause"); r.Status != http.StatusOK {
 		t.Fatalf("pause: %d %s", r.Status, r.Raw)
 	}
-	h.liveUntil(merchant, s.sale, "the pause", func(v liveBody) bool { return v.Sale.Paused && v.Sale.Status == services.LivePaused })
+	h.liveUntil(merchant, s.sale, "the pause", func(v liveBody) bool { return v.Sale.Paused && v.Sale.Status == catalog.LivePaused })
 	wantAdminCode(t, "purchase while paused", h.buy(shopper(6), item, tok6), http.StatusServiceUnavailable, shop.CodePaused)
 	if r := h.saleAction(merchant, s.sale, "resume"); r.Status != http.StatusOK {
 		t.Fatalf("resume: %d %s", r.Status, r.Raw)
@@ -155,8 +156,8 @@ func TestLiveViewFunnelAndStock(t *testing.T) {
 
 	// The counts reach Redis within about a second; the reservations are in flight, unwritten.
 	v = h.liveUntil(merchant, s.sale, "8 requests", func(v liveBody) bool { return v.Funnel.Requests >= 8 })
-	wantRefused := map[string]int64{services.RefusedSoldOut: 1, services.RefusedDuplicate: 1, services.RefusedRateLimited: 0,
-		services.RefusedBadToken: 1, services.RefusedCaptcha: 1, services.RefusedPaused: 1, services.RefusedOther: 0}
+	wantRefused := map[string]int64{catalog.RefusedSoldOut: 1, catalog.RefusedDuplicate: 1, catalog.RefusedRateLimited: 0,
+		catalog.RefusedBadToken: 1, catalog.RefusedCaptcha: 1, catalog.RefusedPaused: 1, catalog.RefusedOther: 0}
 	if v.Funnel.Requests != 8 || v.Funnel.Accepted != 3 || v.Funnel.Written != 0 || v.Funnel.Paid != 0 {
 		t.Errorf("funnel = %+v; want 8 requests, 3 accepted, none written", v.Funnel)
 	}
@@ -186,12 +187,12 @@ func TestLiveViewFunnelAndStock(t *testing.T) {
 		t.Errorf("queue depth %v with three orders unwritten", v.Writer.QueueDepth)
 	}
 	v = h.liveUntil(merchant, s.sale, "a writer lag", func(v liveBody) bool { return v.Writer.LagSeconds >= 0.5 })
-	if v.Reconciliation.State == services.ReconcileViolation {
+	if v.Reconciliation.State == catalog.ReconcileViolation {
 		t.Errorf("reconciliation with orders in flight: %+v", v.Reconciliation)
 	}
 
 	// Another merchant, a shopper, an unknown sale, a bad id.
-	if _, r := h.live(h.token(9001, services.RoleMerchant), s.sale); r.Status != http.StatusNotFound || r.str("error") != string(shop.CodeNotFound) {
+	if _, r := h.live(h.token(9001, auth.RoleMerchant), s.sale); r.Status != http.StatusNotFound || r.str("error") != string(shop.CodeNotFound) {
 		t.Errorf("another merchant's live view: %d %s", r.Status, r.Raw)
 	}
 	if _, r := h.live(shopper(1), s.sale); r.Status != http.StatusForbidden {
@@ -229,7 +230,7 @@ func TestLiveViewFunnelAndStock(t *testing.T) {
 	if it := v.Items[0]; it.Frozen != 1 || it.Paid != 1 || it.Real != 2 || it.Cancelled != 1 || it.SoldOut || v.Funnel.Written != 3 {
 		t.Errorf("after a cancel: %+v, funnel %+v", it, v.Funnel)
 	}
-	v = h.liveUntil(merchant, s.sale, "reconciled", func(v liveBody) bool { return v.Reconciliation.State == services.ReconcileOK })
+	v = h.liveUntil(merchant, s.sale, "reconciled", func(v liveBody) bool { return v.Reconciliation.State == catalog.ReconcileOK })
 	for _, c := range v.Reconciliation.Checks {
 		if !c.OK || c.Detail == "" {
 			t.Errorf("check %+v after the queue drained", c)
@@ -242,18 +243,18 @@ func TestLiveViewFunnelAndStock(t *testing.T) {
 func TestLiveFunnelAcrossInstances(t *testing.T) {
 	a := newHarness(t, harnessOpts{})
 	b := newHarness(t, harnessOpts{shared: a})
-	merchant := a.token(9000, services.RoleMerchant)
+	merchant := a.token(9000, auth.RoleMerchant)
 	s := a.liveSale(2)
-	wantAdminCode(t, "bad token on b", b.buy(a.token(200, services.RoleShopper), s.items[0], "x"), http.StatusForbidden, shop.CodeInvalidPurchaseToken)
+	wantAdminCode(t, "bad token on b", b.buy(a.token(200, auth.RoleShopper), s.items[0], "x"), http.StatusForbidden, shop.CodeInvalidPurchaseToken)
 	for i, h := range []*harness{a, b, b} {
-		u := a.token(int64(100+i), services.RoleShopper)
+		u := a.token(int64(100+i), auth.RoleShopper)
 		want := []int{http.StatusAccepted, http.StatusAccepted, http.StatusGone}[i]
 		if r := h.buy(u, s.items[0], h.purchaseToken(u, s.sale)); r.Status != want {
 			t.Fatalf("purchase %d: %d %s, want %d", i, r.Status, r.Raw, want)
 		}
 	}
 	v := a.liveUntil(merchant, s.sale, "4 requests", func(v liveBody) bool { return v.Funnel.Requests >= 4 })
-	if v.Funnel.Requests != 4 || v.Funnel.Accepted != 2 || v.Funnel.Refused[services.RefusedSoldOut] != 1 || v.Funnel.Refused[services.RefusedBadToken] != 1 {
+	if v.Funnel.Requests != 4 || v.Funnel.Accepted != 2 || v.Funnel.Refused[catalog.RefusedSoldOut] != 1 || v.Funnel.Refused[catalog.RefusedBadToken] != 1 {
 		t.Errorf("funnel over two instances = %+v; want 4 requests: 2 accepted, 1 sold out, 1 bad token", v.Funnel)
 	}
 	// The second instance serves the same totals.
@@ -265,7 +266,7 @@ func TestLiveFunnelAcrossInstances(t *testing.T) {
 // by the warm button on demand; loadedAt says so in the live and stock views.
 func TestLiveWarmUpTiming(t *testing.T) {
 	h := newHarness(t, harnessOpts{})
-	merchant := h.token(9000, services.RoleMerchant)
+	merchant := h.token(9000, auth.RoleMerchant)
 	far := h.createSale(time.Now().Add(20*time.Minute), 2)
 	near := h.createSale(time.Now().Add(5*time.Minute), 2)
 	later := h.createSale(time.Now().Add(30*time.Minute), 1)
@@ -278,7 +279,7 @@ func TestLiveWarmUpTiming(t *testing.T) {
 		t.Errorf("a sale 5 minutes ahead is not loaded at creation")
 	}
 	v, _ := h.live(merchant, near.sale)
-	if v.Sale.LoadedAt == nil || v.Items[0].LoadedAt == nil || v.Sale.Status != services.LiveScheduled || v.Reconciliation.State != services.ReconcileOK {
+	if v.Sale.LoadedAt == nil || v.Items[0].LoadedAt == nil || v.Sale.Status != catalog.LiveScheduled || v.Reconciliation.State != catalog.ReconcileOK {
 		t.Errorf("live view of the near sale: %+v", v)
 	}
 	// The keeper passes every 200 ms here: give it a few, the far sale stays out of Redis.
@@ -291,13 +292,13 @@ func TestLiveWarmUpTiming(t *testing.T) {
 			t.Errorf("stock view loadedAt of sale %d = %v, want null", s.sale, got)
 		}
 		v, r := h.live(merchant, s.sale)
-		if v.Sale.LoadedAt != nil || v.Items[0].LoadedAt != nil || v.Items[0].Displayed != -1 || v.Reconciliation.State != services.ReconcileOK ||
+		if v.Sale.LoadedAt != nil || v.Items[0].LoadedAt != nil || v.Items[0].Displayed != -1 || v.Reconciliation.State != catalog.ReconcileOK ||
 			v.Reconciliation.Loaded {
 			t.Errorf("live view of a sale not loaded yet: %s", r.Raw)
 		}
 	}
 	// Before the start, tokens and purchases answer as they always did.
-	u := h.token(42, services.RoleShopper)
+	u := h.token(42, auth.RoleShopper)
 	for _, s := range []saleIDs{far, near} {
 		c := h.do("POST", fmt.Sprintf("/api/flash-sales/%d/captcha", s.sale), u, nil)
 		r := h.do("POST", fmt.Sprintf("/api/flash-sales/%d/purchase-token", s.sale), u, map[string]string{"captchaId": c.str("captchaId"), "answer": "test"})
@@ -356,7 +357,7 @@ func TestKeeperWarmsUpAhead(t *testing.T) {
 		t.Errorf("stock after the warm-up = %d, want 4", n)
 	}
 	time.Sleep(time.Until(start))
-	u := h.token(7, services.RoleShopper)
+	u := h.token(7, auth.RoleShopper)
 	if r := h.buy(u, s.items[0], h.purchaseToken(u, s.sale)); r.Status != http.StatusAccepted {
 		t.Errorf("purchase after the start: %d %s", r.Status, r.Raw)
 	}
@@ -369,7 +370,7 @@ func TestKeeperWarmsUpAhead(t *testing.T) {
 // rebuilds it from Postgres with the edit when its warm-up is due.
 func TestEditDuringTheWarmUpIsNotLost(t *testing.T) {
 	h := newHarness(t, harnessOpts{})
-	merchant := h.token(9000, services.RoleMerchant)
+	merchant := h.token(9000, auth.RoleMerchant)
 	s := h.createSale(time.Now().Add(20*time.Minute), 5) // beyond the warm-up: not loaded
 	ctx := context.Background()
 	if st, err := h.app.Stock.State(ctx, s.sale); err != nil || st.Loaded {

@@ -14,7 +14,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 
-	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/services/auth"
+	"github.com/flashsale/flashsale/services/pipeline"
 	"github.com/flashsale/flashsale/store"
 	"github.com/flashsale/flashsale/testenv"
 )
@@ -43,7 +44,7 @@ func TestMyOrdersListsQueuedOrders(t *testing.T) {
 	sales := []saleIDs{perSale, perItem, sharded, paged}
 
 	aliceID := usersOfShard(k, 2, 1, 5000)[0] // in the sharded sale, her keys are shard 2's
-	alice, bob, carol := h.token(aliceID, services.RoleShopper), h.token(4001, services.RoleShopper), h.token(6001, services.RoleShopper)
+	alice, bob, carol := h.token(aliceID, auth.RoleShopper), h.token(4001, auth.RoleShopper), h.token(6001, auth.RoleShopper)
 	buy := func(tok string, s saleIDs, item int64) string {
 		t.Helper()
 		r := h.buy(tok, item, h.purchaseToken(tok, s.sale))
@@ -186,7 +187,7 @@ func TestMyOrdersListsQueuedOrders(t *testing.T) {
 
 	// The writer writes them: the same orders, now PENDING, each once.
 	wctx, stop := context.WithCancel(ctx)
-	w := services.NewWriter(services.WriterConfig{Workers: 1, Batch: 100, MaxWait: 200 * time.Millisecond}, h.app.Queue, h.app.DB, h.app.Stock, h.app.SoldOut, h.app.Metrics, h.app.Log)
+	w := pipeline.NewWriter(pipeline.WriterConfig{Workers: 1, Batch: 100, MaxWait: 200 * time.Millisecond}, h.app.Queue, h.app.DB, h.app.Stock, h.app.SoldOut, h.app.Metrics, h.app.Log)
 	stopped := make(chan struct{})
 	// The raw in-flight entry of c0, to put back below as the writer leaves it between its
 	// commit and its settle.
@@ -322,7 +323,7 @@ func TestMyOrdersQueuedOnRedisCluster(t *testing.T) {
 			sales = append(sales, s)
 		}
 	}
-	tok := h.token(user, services.RoleShopper)
+	tok := h.token(user, auth.RoleShopper)
 	var want []string
 	for _, s := range sales {
 		r := h.buy(tok, s.items[0], h.purchaseToken(tok, s.sale))

@@ -16,7 +16,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/services/auth"
 	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 	"github.com/flashsale/flashsale/testenv"
@@ -120,7 +120,7 @@ func TestNATSClusterLosesANodeDuringARush(t *testing.T) {
 					h = b
 				}
 				user := int64(50_000 + i)
-				tok := h.token(user, services.RoleShopper)
+				tok := h.token(user, auth.RoleShopper)
 				started := time.Now()
 				r := buyOrSoldOut(h, tok, s.sale, s.items[i%len(s.items)])
 				took := time.Since(started)

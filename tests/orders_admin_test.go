@@ -12,7 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/services/auth"
+	"github.com/flashsale/flashsale/services/catalog"
+	"github.com/flashsale/flashsale/services/pipeline"
 )
 
 // insertFailedOrders adds n FAILED orders of the sale's first item straight into Postgres, one
@@ -30,7 +32,7 @@ func (h *harness) insertFailedOrders(s saleIDs, n int, firstUser int64) {
 
 func (h *harness) buyOne(userID int64, s saleIDs, item int64) string {
 	h.t.Helper()
-	tok := h.token(userID, services.RoleShopper)
+	tok := h.token(userID, auth.RoleShopper)
 	r := h.buy(tok, item, h.purchaseToken(tok, s.sale))
 	if r.Status != http.StatusAccepted {
 		h.t.Fatalf("purchase by %d: %d %s", userID, r.Status, r.Raw)
@@ -41,15 +43,15 @@ func (h *harness) buyOne(userID int64, s saleIDs, item int64) string {
 func TestAdminSaleOrders(t *testing.T) {
 	h := newHarness(t, harnessOpts{})
 	s := h.liveSale(10)
-	merchant := h.token(9000, services.RoleMerchant)
+	merchant := h.token(9000, auth.RoleMerchant)
 	base := fmt.Sprintf("/api/admin/sales/%d/orders", s.sale)
 
 	paid, cancelled, pending := h.buyOne(1, s, s.items[0]), h.buyOne(2, s, s.items[0]), h.buyOne(3, s, s.items[0])
 	h.drain(s)
-	if r := h.do("POST", "/api/flash-sales/orders/"+paid+"/pay", h.token(1, services.RoleShopper), nil); r.Status != http.StatusOK {
+	if r := h.do("POST", "/api/flash-sales/orders/"+paid+"/pay", h.token(1, auth.RoleShopper), nil); r.Status != http.StatusOK {
 		t.Fatalf("pay: %d %s", r.Status, r.Raw)
 	}
-	if r := h.do("POST", "/api/flash-sales/orders/"+cancelled+"/cancel", h.token(2, services.RoleShopper), nil); r.Status != http.StatusOK {
+	if r := h.do("POST", "/api/flash-sales/orders/"+cancelled+"/cancel", h.token(2, auth.RoleShopper), nil); r.Status != http.StatusOK {
 		t.Fatalf("cancel: %d %s", r.Status, r.Raw)
 	}
 	h.insertFailedOrders(s, 120, 1000)
@@ -108,8 +110,8 @@ func TestAdminSaleOrders(t *testing.T) {
 		}
 		page, next := list(q)
 		pages++
-		if next != "" && len(page) != services.SaleOrdersPage {
-			t.Fatalf("page %d: got %d orders, want %d", pages, len(page), services.SaleOrdersPage)
+		if next != "" && len(page) != catalog.SaleOrdersPage {
+			t.Fatalf("page %d: got %d orders, want %d", pages, len(page), catalog.SaleOrdersPage)
 		}
 		for _, o := range page {
 			id := o["orderId"].(string)
@@ -144,12 +146,12 @@ func TestAdminSaleOrders(t *testing.T) {
 			t.Errorf("%s: got %d %s, want 400 INVALID_INPUT", q, r.Status, r.Raw)
 		}
 	}
-	other := h.token(9001, services.RoleMerchant)
+	other := h.token(9001, auth.RoleMerchant)
 	for _, p := range []string{base, base + ".csv"} {
 		if r := h.do("GET", p, other, nil); r.Status != http.StatusNotFound {
 			t.Errorf("another merchant's %s: got %d, want 404", p, r.Status)
 		}
-		if r := h.do("GET", p, h.token(1, services.RoleShopper), nil); r.Status != http.StatusForbidden {
+		if r := h.do("GET", p, h.token(1, auth.RoleShopper), nil); r.Status != http.StatusForbidden {
 			t.Errorf("a shopper's %s: got %d, want 403", p, r.Status)
 		}
 	}
@@ -161,7 +163,7 @@ func TestAdminSaleOrders(t *testing.T) {
 
 func TestAdminSaleOrdersCSV(t *testing.T) {
 	h := newHarness(t, harnessOpts{})
-	merchant := h.token(9000, services.RoleMerchant)
+	merchant := h.token(9000, auth.RoleMerchant)
 	r := h.do("POST", "/api/admin/sales", merchant, map[string]any{
 		"name": "csv sale", "startsAt": time.Now().Add(-time.Second).UTC().Format(time.RFC3339),
 		"endsAt": time.Now().Add(time.Hour).UTC().Format(time.RFC3339),
@@ -252,7 +254,7 @@ func TestQueuedOrderPosition(t *testing.T) {
 		ids[i] = h.buyOne(int64(100+i), s, s.items[0])
 	}
 	for i, id := range ids {
-		r := h.do("GET", "/api/flash-sales/orders/"+id, h.token(int64(100+i), services.RoleShopper), nil)
+		r := h.do("GET", "/api/flash-sales/orders/"+id, h.token(int64(100+i), auth.RoleShopper), nil)
 		if r.Status != http.StatusOK || r.str("status") != "QUEUED" {
 			t.Fatalf("order %d: %d %s, want 200 QUEUED", i, r.Status, r.Raw)
 		}
@@ -273,7 +275,7 @@ func TestQueuedOrderPosition(t *testing.T) {
 	h.app.Start(context.Background(), true, false)
 	h.drain(s)
 	for i, id := range ids {
-		r := h.do("GET", "/api/flash-sales/orders/"+id, h.token(int64(100+i), services.RoleShopper), nil)
+		r := h.do("GET", "/api/flash-sales/orders/"+id, h.token(int64(100+i), auth.RoleShopper), nil)
 		if r.Status != http.StatusOK || r.str("status") != "PENDING" {
 			t.Fatalf("order %d after the writer: %d %s, want 200 PENDING", i, r.Status, r.Raw)
 		}
@@ -293,7 +295,7 @@ func TestQueuedOrderPosition(t *testing.T) {
 // orders per busy second times the workers.
 func TestWriterThroughput(t *testing.T) {
 	now := time.Unix(1_000_000, 0)
-	tp := services.NewThroughput(2, func() time.Time { return now })
+	tp := pipeline.NewThroughput(2, func() time.Time { return now })
 	if _, ok := tp.Rate(); ok {
 		t.Fatal("rate with no batch: got one, want none")
 	}

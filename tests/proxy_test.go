@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/services/auth"
 	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/testenv"
 )
@@ -213,7 +213,7 @@ func TestProxyCachesPagesNotPurchases(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			c := clientFrom(fmt.Sprintf("127.0.0.%d", 10+i))
-			bearer := h1.token(int64(5000+i), services.RoleShopper)
+			bearer := h1.token(int64(5000+i), auth.RoleShopper)
 			chal := send(t, c, "POST", fmt.Sprintf("%s/api/flash-sales/%d/captcha", base, s.sale), bearer, nil)
 			if chal.status != http.StatusOK {
 				t.Errorf("shopper %d: captcha: %d %s", i, chal.status, chal.raw)

@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/services/auth"
+	"github.com/flashsale/flashsale/services/pipeline"
+	"github.com/flashsale/flashsale/services/purchase"
 	"github.com/flashsale/flashsale/store"
 )
 
@@ -22,7 +24,7 @@ func TestRaceThousandShoppersHundredUnits(t *testing.T) {
 	tokens := make([]string, shoppers)
 	ptokens := make([]string, shoppers)
 	for i := range shoppers {
-		tokens[i] = h.token(int64(100000+i), services.RoleShopper)
+		tokens[i] = h.token(int64(100000+i), auth.RoleShopper)
 		ptokens[i] = h.purchaseToken(tokens[i], s.sale)
 	}
 	codes := map[int]int{}
@@ -69,7 +71,7 @@ func TestSameShopperTwentyClicks(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{})
 	s := h.liveSale(10)
-	tok := h.token(42, services.RoleShopper)
+	tok := h.token(42, auth.RoleShopper)
 	ptokens := make([]string, 20)
 	for i := range ptokens {
 		ptokens[i] = h.purchaseToken(tok, s.sale)
@@ -105,7 +107,7 @@ func TestPurchaseTokenRules(t *testing.T) {
 	h := newHarness(t, harnessOpts{env: map[string]string{"FLASHSALE_PURCHASE_TOKEN_TTL": "1s"}})
 	s := h.liveSale(10, 10)
 	other := h.liveSale(10)
-	alice, bob := h.token(1, services.RoleShopper), h.token(2, services.RoleShopper)
+	alice, bob := h.token(1, auth.RoleShopper), h.token(2, auth.RoleShopper)
 
 	pt := h.purchaseToken(alice, s.sale)
 	first := h.buy(alice, s.items[0], pt)
@@ -164,7 +166,7 @@ func TestSaleWindow(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{})
 	s := h.createSale(time.Now().Add(90*time.Second), 5)
-	alice := h.token(1, services.RoleShopper)
+	alice := h.token(1, auth.RoleShopper)
 	c := h.do("POST", fmt.Sprintf("/api/flash-sales/%d/captcha", s.sale), alice, nil)
 	if c.Status != http.StatusOK || c.str("captchaId") == "" {
 		t.Fatalf("captcha during the countdown: %d %s", c.Status, c.Raw)
@@ -177,7 +179,7 @@ func TestSaleWindow(t *testing.T) {
 		t.Errorf("Retry-After = %q, want about 90", ra)
 	}
 	// A sale that ends in a moment.
-	c2 := h.do("POST", "/api/admin/sales", h.token(9000, services.RoleMerchant), map[string]any{
+	c2 := h.do("POST", "/api/admin/sales", h.token(9000, auth.RoleMerchant), map[string]any{
 		"name": "short", "startsAt": time.Now().Add(-time.Second).UTC().Format(time.RFC3339),
 		"endsAt": time.Now().Add(1500 * time.Millisecond).UTC().Format(time.RFC3339Nano),
 		"items":  []map[string]any{{"name": "x", "priceCents": 1, "quantity": 1}},
@@ -203,7 +205,7 @@ func TestOrderLifecycleAndPayment(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{noWriter: true})
 	s := h.liveSale(3)
-	alice, bob := h.token(1, services.RoleShopper), h.token(2, services.RoleShopper)
+	alice, bob := h.token(1, auth.RoleShopper), h.token(2, auth.RoleShopper)
 	r := h.buy(alice, s.items[0], h.purchaseToken(alice, s.sale))
 	if r.Status != http.StatusAccepted || r.str("status") != "QUEUED" {
 		t.Fatalf("buy: %d %s", r.Status, r.Raw)
@@ -249,7 +251,7 @@ func TestOrderLifecycleAndPayment(t *testing.T) {
 	if o := h.do("GET", "/api/flash-sales/orders/"+r.str("orderId"), bob, nil); o.str("status") != "EXPIRED" || o.Body["payBy"] != nil {
 		t.Errorf("order after paying too late: %s, want EXPIRED", o.Raw)
 	}
-	st := h.do("GET", fmt.Sprintf("/api/admin/sales/%d/stock", s.sale), h.token(9000, services.RoleMerchant), nil)
+	st := h.do("GET", fmt.Sprintf("/api/admin/sales/%d/stock", s.sale), h.token(9000, auth.RoleMerchant), nil)
 	items, _ := st.Body["items"].([]any)
 	if st.Status != http.StatusOK || len(items) != 1 {
 		t.Fatalf("admin stock: %d %s", st.Status, st.Raw)
@@ -264,7 +266,7 @@ func TestOrderLifecycleAndPayment(t *testing.T) {
 	if it["reconciled"] != true {
 		t.Errorf("admin stock reconciled = %v, want true", it["reconciled"])
 	}
-	if o := h.do("GET", fmt.Sprintf("/api/admin/sales/%d/stock", s.sale), h.token(9001, services.RoleMerchant), nil); o.Status != http.StatusNotFound {
+	if o := h.do("GET", fmt.Sprintf("/api/admin/sales/%d/stock", s.sale), h.token(9001, auth.RoleMerchant), nil); o.Status != http.StatusNotFound {
 		t.Errorf("another merchant's sale: %d, want 404", o.Status)
 	}
 	h.checkInvariants(s)
@@ -276,7 +278,7 @@ func TestNATSUnavailable(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{env: map[string]string{"FLASHSALE_PUBLISH_TIMEOUT": "1s"}})
 	s := h.liveSale(5)
-	alice := h.token(1, services.RoleShopper)
+	alice := h.token(1, auth.RoleShopper)
 	pt := h.purchaseToken(alice, s.sale)
 
 	h.app.NATSServer.Shutdown()
@@ -323,7 +325,7 @@ func TestWriterCrashAfterCommitBeforeAck(t *testing.T) {
 	h := newHarness(t, harnessOpts{noWriter: true})
 	s := h.liveSale(20)
 	for i := range 10 {
-		tok := h.token(int64(500+i), services.RoleShopper)
+		tok := h.token(int64(500+i), auth.RoleShopper)
 		if r := h.buy(tok, s.items[0], h.purchaseToken(tok, s.sale)); r.Status != http.StatusAccepted {
 			t.Fatalf("buy: %d %s", r.Status, r.Raw)
 		}
@@ -331,8 +333,8 @@ func TestWriterCrashAfterCommitBeforeAck(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	h.app.Queue.SetAckWait(time.Second)
-	cfg := services.WriterConfig{Batch: 100}
-	crashing := services.NewWriter(cfg, h.app.Queue, h.app.DB, h.app.Stock, h.app.SoldOut, nil, h.app.Log)
+	cfg := pipeline.WriterConfig{Batch: 100}
+	crashing := pipeline.NewWriter(cfg, h.app.Queue, h.app.DB, h.app.Stock, h.app.SoldOut, nil, h.app.Log)
 	commits := 0
 	crashing.AfterCommit = func() error { commits++; return fmt.Errorf("killed after commit") }
 	if err := crashing.Run(ctx); err != nil {
@@ -348,7 +350,7 @@ func TestWriterCrashAfterCommitBeforeAck(t *testing.T) {
 	if backlog == 0 {
 		t.Fatalf("the crashed batch was acknowledged")
 	}
-	restarted := services.NewWriter(cfg, h.app.Queue, h.app.DB, h.app.Stock, h.app.SoldOut, nil, h.app.Log)
+	restarted := pipeline.NewWriter(cfg, h.app.Queue, h.app.DB, h.app.Stock, h.app.SoldOut, nil, h.app.Log)
 	go restarted.Run(ctx)
 	h.drain(s)
 	if got := h.sqlInt(`SELECT count(*) FROM orders`); got != 10 {
@@ -369,7 +371,7 @@ func TestRefusedOrderIsDeadLettered(t *testing.T) {
 	s := h.liveSale(5)
 	var orders []string
 	for i := range 5 {
-		tok := h.token(int64(700+i), services.RoleShopper)
+		tok := h.token(int64(700+i), auth.RoleShopper)
 		r := h.buy(tok, s.items[0], h.purchaseToken(tok, s.sale))
 		if r.Status != http.StatusAccepted {
 			t.Fatalf("buy: %d %s", r.Status, r.Raw)
@@ -395,7 +397,7 @@ func TestRefusedOrderIsDeadLettered(t *testing.T) {
 	}
 	failed := 0
 	for i, id := range orders {
-		o := h.do("GET", "/api/flash-sales/orders/"+id, h.token(int64(700+i), services.RoleShopper), nil)
+		o := h.do("GET", "/api/flash-sales/orders/"+id, h.token(int64(700+i), auth.RoleShopper), nil)
 		if o.str("status") == "FAILED" {
 			failed++
 		}
@@ -412,7 +414,7 @@ func TestRedisFailClosed(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{})
 	s := h.liveSale(10)
-	alice, bob, carol := h.token(1, services.RoleShopper), h.token(2, services.RoleShopper), h.token(3, services.RoleShopper)
+	alice, bob, carol := h.token(1, auth.RoleShopper), h.token(2, auth.RoleShopper), h.token(3, auth.RoleShopper)
 	if r := h.buy(alice, s.items[0], h.purchaseToken(alice, s.sale)); r.Status != http.StatusAccepted {
 		t.Fatalf("buy: %d %s", r.Status, r.Raw)
 	}
@@ -459,7 +461,7 @@ func TestOrphanReservationReturns(t *testing.T) {
 	s := h.liveSale(2)
 	ctx := context.Background()
 	now := time.Now()
-	orphan := services.NewOrderID(s.items[0], now)
+	orphan := purchase.NewOrderID(s.items[0], now)
 	if _, err := h.app.Stock.Reserve(ctx, store.Attempt{SaleID: s.sale, ItemID: s.items[0], UserID: 77, OrderID: orphan, Nonce: "n1",
 		TokenExpires: now.Add(time.Minute)}); err != nil {
 		t.Fatal(err)

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale/internal/app"
-	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/services/auth"
 	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 	"github.com/flashsale/flashsale/testenv"
@@ -30,7 +30,7 @@ func TestLapsedRegistrationStopsSelling(t *testing.T) {
 	h := newHarness(t, harnessOpts{})
 	// Orders unpaid after 2 s expire: the first one does while the registration is another's.
 	s := h.createSaleWith(map[string]any{"paymentWindowSeconds": 2}, time.Now().Add(-time.Second), 5)
-	shopper := h.token(7200, services.RoleShopper)
+	shopper := h.token(7200, auth.RoleShopper)
 	first := h.buy(shopper, s.items[0], h.purchaseToken(shopper, s.sale))
 	if first.Status != http.StatusAccepted {
 		t.Fatalf("buy while registered: %d %s", first.Status, first.Raw)
@@ -41,7 +41,7 @@ func TestLapsedRegistrationStopsSelling(t *testing.T) {
 	if err := h.app.Redis.Set(ctx, "flashsale:embedded-nats", "site other|pid 1 (another instance)", time.Minute).Err(); err != nil {
 		t.Fatal(err)
 	}
-	other := h.token(7201, services.RoleShopper)
+	other := h.token(7201, auth.RoleShopper)
 	ptoken := h.purchaseToken(other, s.sale)
 	waitUntil(t, 10*time.Second, "the instance to stop selling", func() bool {
 		r := h.do("GET", "/readyz", "", nil)
@@ -63,7 +63,7 @@ func TestLapsedRegistrationStopsSelling(t *testing.T) {
 	if _, err := h.app.Stock.MarkLost(ctx, s.sale, 0, ""); err != nil {
 		t.Fatal(err)
 	}
-	merchant := h.token(9000, services.RoleMerchant)
+	merchant := h.token(9000, auth.RoleMerchant)
 	if r := h.saleAction(merchant, s.sale, "warm"); r.Status != http.StatusServiceUnavailable {
 		t.Errorf("warm a lost sale while the registration is another's: %d %s, want 503", r.Status, r.Raw)
 	}
@@ -80,7 +80,7 @@ func TestLapsedRegistrationStopsSelling(t *testing.T) {
 		st, err := h.app.Stock.State(ctx, s.sale)
 		return err == nil && st.Loaded && !st.Lost
 	})
-	again := h.token(7202, services.RoleShopper)
+	again := h.token(7202, auth.RoleShopper)
 	if r := h.buy(again, s.items[0], h.purchaseToken(again, s.sale)); r.Status != http.StatusAccepted {
 		t.Errorf("buy once the registration is held again: %d %s", r.Status, r.Raw)
 	}

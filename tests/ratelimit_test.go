@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/services/auth"
 )
 
 // A shopper over the limit gets 429 with Retry-After on every instance (two servers, one
@@ -17,7 +17,7 @@ func TestRateLimitsAcrossInstances(t *testing.T) {
 	on := map[string]string{"FLASHSALE_RATE_LIMITS": "on"}
 	a := newHarness(t, harnessOpts{env: on})
 	b := newHarness(t, harnessOpts{shared: a, env: on})
-	r := a.do("POST", "/api/admin/sales", a.token(9000, services.RoleMerchant), map[string]any{
+	r := a.do("POST", "/api/admin/sales", a.token(9000, auth.RoleMerchant), map[string]any{
 		"name": "limited", "startsAt": time.Now().Add(-time.Second).UTC().Format(time.RFC3339),
 		"endsAt":     time.Now().Add(time.Hour).UTC().Format(time.RFC3339),
 		"items":      []map[string]any{{"name": "x", "priceCents": 1, "quantity": 100}},
@@ -30,7 +30,7 @@ func TestRateLimitsAcrossInstances(t *testing.T) {
 	captcha := func(h *harness, bearer string) response {
 		return h.do("POST", fmt.Sprintf("/api/flash-sales/%d/captcha", sale), bearer, nil)
 	}
-	alice := a.token(1, services.RoleShopper)
+	alice := a.token(1, auth.RoleShopper)
 	// Burst of twice the rate: four requests pass, split over both instances.
 	for i, h := range []*harness{a, b, a, b} {
 		if r := captcha(h, alice); r.Status != http.StatusOK {
@@ -49,7 +49,7 @@ func TestRateLimitsAcrossInstances(t *testing.T) {
 	// Other shoppers on the same address: the IP bucket (12) is separate and runs out too.
 	limited := 0
 	for i := range 12 {
-		if r := captcha(b, b.token(int64(100+i), services.RoleShopper)); r.Status == http.StatusTooManyRequests {
+		if r := captcha(b, b.token(int64(100+i), auth.RoleShopper)); r.Status == http.StatusTooManyRequests {
 			limited++
 		}
 	}
@@ -57,7 +57,7 @@ func TestRateLimitsAcrossInstances(t *testing.T) {
 		t.Errorf("no request of the 16 from one address was limited by the per-IP bucket (6/s, burst 12)")
 	}
 	// A bad limit is refused at creation.
-	r = a.do("POST", "/api/admin/sales", a.token(9000, services.RoleMerchant), map[string]any{
+	r = a.do("POST", "/api/admin/sales", a.token(9000, auth.RoleMerchant), map[string]any{
 		"name": "bad", "startsAt": time.Now().UTC().Format(time.RFC3339), "endsAt": time.Now().Add(time.Hour).UTC().Format(time.RFC3339),
 		"items": []map[string]any{{"name": "x", "priceCents": 1, "quantity": 1}}, "rateLimits": map[string]int{"userPerSecond": 0, "ipPerSecond": 5},
 	})
@@ -78,14 +78,14 @@ func TestClientIPFromTrustedProxiesOnly(t *testing.T) {
 		{"trusted loopback proxy", "127.0.0.1", true},
 	} {
 		h := newHarness(t, harnessOpts{env: map[string]string{"FLASHSALE_RATE_LIMITS": "on", "FLASHSALE_TRUSTED_PROXIES": c.proxies}})
-		r := h.do("POST", "/api/admin/sales", h.token(9000, services.RoleMerchant), map[string]any{
+		r := h.do("POST", "/api/admin/sales", h.token(9000, auth.RoleMerchant), map[string]any{
 			"name": "ip", "startsAt": time.Now().UTC().Format(time.RFC3339), "endsAt": time.Now().Add(time.Hour).UTC().Format(time.RFC3339),
 			"items": []map[string]any{{"name": "x", "priceCents": 1, "quantity": 1}}, "rateLimits": map[string]int{"userPerSecond": 100, "ipPerSecond": 1},
 		})
 		sale := r.str("saleId")
 		limited := 0
 		for i := range 6 {
-			r := h.do("POST", "/api/flash-sales/"+sale+"/captcha", h.token(int64(1+i), services.RoleShopper), nil,
+			r := h.do("POST", "/api/flash-sales/"+sale+"/captcha", h.token(int64(1+i), auth.RoleShopper), nil,
 				"X-Forwarded-For", fmt.Sprintf("203.0.113.%d", i+1))
 			if r.Status == http.StatusTooManyRequests {
 				limited++

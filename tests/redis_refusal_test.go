@@ -9,7 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/services/auth"
 	"github.com/flashsale/flashsale/store"
 	"github.com/flashsale/flashsale/testenv"
 )
@@ -102,7 +102,7 @@ func buyQueued(h *harness, s saleIDs, n int) []string {
 	h.t.Helper()
 	var ids []string
 	for i := range n {
-		bearer := h.token(int64(7000+i), services.RoleShopper)
+		bearer := h.token(int64(7000+i), auth.RoleShopper)
 		r := h.buy(bearer, s.items[0], h.purchaseToken(bearer, s.sale))
 		if r.Status != http.StatusAccepted {
 			h.t.Fatalf("buy %d: %d %s", i, r.Status, r.Raw)

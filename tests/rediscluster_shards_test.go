@@ -6,7 +6,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/services/auth"
 	"github.com/flashsale/flashsale/store"
 	"github.com/flashsale/flashsale/testenv"
 )
@@ -66,7 +66,7 @@ func TestRedisClusterShardedSale(t *testing.T) {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			tok := h.token(u, services.RoleShopper)
+			tok := h.token(u, auth.RoleShopper)
 			pt := h.tryToken(tok, s.sale)
 			if pt == "" {
 				mu.Lock()

@@ -14,7 +14,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/services/auth"
+	"github.com/flashsale/flashsale/services/catalog"
 	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 	"github.com/flashsale/flashsale/testenv"
@@ -34,7 +35,7 @@ func TestRedisClusterPurchasePath(t *testing.T) {
 	if _, ok := a.app.Redis.(*redis.ClusterClient); !ok {
 		t.Fatalf("FLASHSALE_REDIS_URL=%s opened a %T, want a cluster client", c.URL(), a.app.Redis)
 	}
-	merchant := a.token(9000, services.RoleMerchant)
+	merchant := a.token(9000, auth.RoleMerchant)
 	limits := map[string]any{"rateLimits": map[string]int{"userPerSecond": 50, "ipPerSecond": 10000}}
 
 	// Sales whose hash tags land on three different masters.
@@ -65,7 +66,7 @@ func TestRedisClusterPurchasePath(t *testing.T) {
 
 	// The live view reads each sale in one MULTI and its funnel from its own node.
 	v := a.liveUntil(merchant, sales[1].sale, "the funnel flushed", func(v liveBody) bool { return v.Funnel.Accepted >= 5 })
-	if v.Funnel.Accepted != 5 || v.Funnel.Refused[services.RefusedDuplicate] != 1 || v.Reconciliation.State == "violation" {
+	if v.Funnel.Accepted != 5 || v.Funnel.Refused[catalog.RefusedDuplicate] != 1 || v.Reconciliation.State == "violation" {
 		t.Errorf("live view of sale %d: funnel %+v, reconciliation %s; want 5 accepted, 1 duplicate", sales[1].sale, v.Funnel, v.Reconciliation.State)
 	}
 
@@ -81,7 +82,7 @@ func TestRedisClusterPurchasePath(t *testing.T) {
 		t.Fatalf("create: %d %s", r.Status, r.Raw)
 	}
 	limited := r.str("saleId")
-	alice := a.token(1, services.RoleShopper)
+	alice := a.token(1, auth.RoleShopper)
 	for i, h := range []*harness{a, b, a, b} {
 		if r := h.do("POST", "/api/flash-sales/"+limited+"/captcha", alice, nil); r.Status != http.StatusOK {
 			t.Fatalf("request %d within the burst: %d %s", i+1, r.Status, r.Raw)
@@ -102,7 +103,7 @@ func TestRedisClusterPurchasePath(t *testing.T) {
 // step of an order: shoppers are base+1..base+5; tokens come from b, purchases go to a.
 func rcSaleFlow(t *testing.T, a, b *harness, s saleIDs, base int64) {
 	t.Helper()
-	shopper := func(n int64) string { return a.token(base+n, services.RoleShopper) }
+	shopper := func(n int64) string { return a.token(base+n, auth.RoleShopper) }
 	alice, bob, carol, dave, erin := shopper(1), shopper(2), shopper(3), shopper(4), shopper(5)
 	buy := func(bearer string, item int64) response {
 		t.Helper()
@@ -357,7 +358,7 @@ func TestRedisClusterMasterFailoverDuringARush(t *testing.T) {
 // first is sold out), with a fresh token per attempt, trying again after a 503 (fail closed), until
 // a final answer: "202 ORDER", "409" or "410". It gives up after 45 s.
 func rcBuyUntilAnswered(h *harness, u int64, s saleIDs, unavailable *atomic.Int64) string {
-	bearer := h.token(u, services.RoleShopper)
+	bearer := h.token(u, auth.RoleShopper)
 	item := 0
 	deadline := time.Now().Add(45 * time.Second)
 	for time.Now().Before(deadline) {

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/services/auth"
 	"github.com/flashsale/flashsale/store"
 	"github.com/flashsale/flashsale/testenv"
 )
@@ -31,7 +31,7 @@ func TestResendAfterLostAnswer(t *testing.T) {
 			t.Parallel()
 			h := newHarness(t, harnessOpts{noWriter: true})
 			s := h.createSaleWith(c.extra, time.Now().Add(-time.Second), 3, 3)
-			alice := h.token(1, services.RoleShopper)
+			alice := h.token(1, auth.RoleShopper)
 			pt := h.purchaseToken(alice, s.sale)
 			first := h.buy(alice, s.items[0], pt) // its answer is lost on the way to the shopper
 			if first.Status != http.StatusAccepted {
@@ -114,7 +114,7 @@ func TestResendOfAReleasedAttempt(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{env: map[string]string{"FLASHSALE_PUBLISH_TIMEOUT": "1s"}})
 	s := h.liveSale(5)
-	alice := h.token(1, services.RoleShopper)
+	alice := h.token(1, auth.RoleShopper)
 	pt := h.purchaseToken(alice, s.sale)
 
 	h.app.NATSServer.Shutdown()
@@ -170,7 +170,7 @@ func TestResendRacingTheFirstSend(t *testing.T) {
 	answers := make([][2]answer, shoppers)
 	done := make(chan struct{})
 	for u := range shoppers {
-		tok := h.token(int64(100+u), services.RoleShopper)
+		tok := h.token(int64(100+u), auth.RoleShopper)
 		pt := h.purchaseToken(tok, s.sale)
 		for k := range 2 {
 			go func() {
@@ -224,7 +224,7 @@ func TestReserveUnknownOutcomeAskedAgain(t *testing.T) {
 	h := newHarness(t, harnessOpts{redisURL: "redis://" + proxy.ln.Addr().String() + "/0?max_retries=-1"})
 	h.redis = rs
 	s := h.liveSale(3)
-	alice := h.token(1, services.RoleShopper)
+	alice := h.token(1, auth.RoleShopper)
 	pt := h.purchaseToken(alice, s.sale)
 	proxy.armed.Store(true)
 	r := h.buy(alice, s.items[0], pt)

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/services/auth"
 	"github.com/flashsale/flashsale/store"
 )
 
@@ -38,7 +38,7 @@ func TestShardTransferStepLostByAFailoverRebuildsTheSale(t *testing.T) {
 		item := s.items[0]
 		sold := 0
 		for _, u := range usersOfShard(k, c.to, 2, 70_000+int64(c.to)*1000) {
-			tok := h.token(u, services.RoleShopper)
+			tok := h.token(u, auth.RoleShopper)
 			if r := h.buy(tok, item, h.purchaseToken(tok, s.sale)); r.Status == http.StatusAccepted {
 				sold++
 			}
@@ -106,7 +106,7 @@ func TestBorrowersFloorCatchesALenderThatLostTheLoan(t *testing.T) {
 	s := h.shardedSale(k, "", 5) // [2 1 1 1]
 	item := s.items[0]
 	buy := func(u int64) response {
-		tok := h.token(u, services.RoleShopper)
+		tok := h.token(u, auth.RoleShopper)
 		return h.buy(tok, item, h.purchaseToken(tok, s.sale))
 	}
 	users := usersOfShard(k, 1, 2, 80_000)

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/services/auth"
 	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 	"github.com/flashsale/flashsale/testenv"
@@ -163,7 +163,7 @@ func TestShardedSaleRush(t *testing.T) {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			tok := h.token(u, services.RoleShopper)
+			tok := h.token(u, auth.RoleShopper)
 			for attempt := range 4 {
 				item := s.items[(i+attempt)%2]
 				pt := h.tryToken(tok, s.sale)
@@ -275,7 +275,7 @@ func TestShardedBorrowAndSoldOutFlag(t *testing.T) {
 	item := s.items[0]
 	users := usersOfShard(k, 0, 6, 20_000)
 	for i, u := range users[:4] {
-		tok := h.token(u, services.RoleShopper)
+		tok := h.token(u, auth.RoleShopper)
 		if r := h.buy(tok, item, h.purchaseToken(tok, s.sale)); r.Status != http.StatusAccepted {
 			t.Fatalf("shopper %d (shard 0), purchase %d: %d %s, want 202 (borrowed)", u, i+1, r.Status, r.Raw)
 		}
@@ -287,7 +287,7 @@ func TestShardedBorrowAndSoldOutFlag(t *testing.T) {
 			t.Errorf("after %d purchases (%v left): flagged sold out", i+1, lv)
 		}
 	}
-	tok := h.token(users[4], services.RoleShopper)
+	tok := h.token(users[4], auth.RoleShopper)
 	if r := h.buy(tok, item, h.purchaseToken(tok, s.sale)); r.Status != http.StatusGone || r.str("error") != "SOLD_OUT" {
 		t.Fatalf("fifth shopper: %d %s, want 410 SOLD_OUT", r.Status, r.Raw)
 	}
@@ -362,7 +362,7 @@ func TestShardedExpiryAndCancelReturnToTheShard(t *testing.T) {
 	expirer := usersOfShard(k, 2, 1, 30_000)[0]
 	canceller := usersOfShard(k, 1, 1, 30_000)[0]
 
-	et := h.token(expirer, services.RoleShopper)
+	et := h.token(expirer, auth.RoleShopper)
 	if r := h.buy(et, item, h.purchaseToken(et, s.sale)); r.Status != http.StatusAccepted {
 		t.Fatalf("buy: %d %s", r.Status, r.Raw)
 	}
@@ -381,7 +381,7 @@ func TestShardedExpiryAndCancelReturnToTheShard(t *testing.T) {
 		t.Errorf("shard 2 still lists %d buyers after the expiry", n)
 	}
 
-	ct := h.token(canceller, services.RoleShopper)
+	ct := h.token(canceller, auth.RoleShopper)
 	r := h.buy(ct, item, h.purchaseToken(ct, s.sale))
 	if r.Status != http.StatusAccepted {
 		t.Fatalf("buy: %d %s", r.Status, r.Raw)
@@ -424,7 +424,7 @@ func TestShardedPartialLossRebuildsEveryShard(t *testing.T) {
 	buy := func(users []int64) int {
 		n := 0
 		for _, u := range users {
-			tok := h.token(u, services.RoleShopper)
+			tok := h.token(u, auth.RoleShopper)
 			if pt := h.tryToken(tok, s.sale); pt != "" && h.buy(tok, item, pt).Status == http.StatusAccepted {
 				n++
 			}
@@ -489,7 +489,7 @@ func TestShardedPartialLossRebuildsEveryShard(t *testing.T) {
 		t.Errorf("after the rebuild: %v, want %d in all", lv, units-7)
 	}
 	// A shopper whose order shard 2 forgot is a buyer again (from Postgres): 409, not a second unit.
-	tok := h.token(forgotten[0], services.RoleShopper)
+	tok := h.token(forgotten[0], auth.RoleShopper)
 	if r := h.buy(tok, item, h.purchaseToken(tok, s.sale)); r.Status != http.StatusConflict {
 		t.Errorf("a shopper shard 2 forgot buys again: %d %s, want 409", r.Status, r.Raw)
 	}
@@ -518,7 +518,7 @@ func TestOneShardIsTheUnshardedLayout(t *testing.T) {
 	if got := h.sqlInt(`SELECT stock_shards FROM sales WHERE id = ?`, s.sale); got != 1 {
 		t.Errorf("stock_shards = %d, want 1 by default", got)
 	}
-	tok := h.token(1, services.RoleShopper)
+	tok := h.token(1, auth.RoleShopper)
 	if r := h.buy(tok, s.items[0], h.purchaseToken(tok, s.sale)); r.Status != http.StatusAccepted {
 		t.Fatalf("buy: %d %s", r.Status, r.Raw)
 	}
@@ -539,7 +539,7 @@ func TestOneShardIsTheUnshardedLayout(t *testing.T) {
 		t.Errorf("stock = %d, want 2", got)
 	}
 	for _, bad := range []any{0, 65, "4"} {
-		r := h.do("POST", "/api/admin/sales", h.token(9000, services.RoleMerchant), map[string]any{"name": "x",
+		r := h.do("POST", "/api/admin/sales", h.token(9000, auth.RoleMerchant), map[string]any{"name": "x",
 			"startsAt": time.Now().Add(time.Hour).UTC().Format(time.RFC3339), "endsAt": time.Now().Add(2 * time.Hour).UTC().Format(time.RFC3339),
 			"items": []map[string]any{{"name": "a", "priceCents": 1, "quantity": 1}}, "stockShards": bad})
 		if r.Status != http.StatusBadRequest {
@@ -558,7 +558,7 @@ func TestShardedSaleEdit(t *testing.T) {
 	const k = 4
 	s := h.createSaleWith(map[string]any{"stockShards": k}, time.Now().Add(time.Minute), 8)
 	item := s.items[0]
-	merchant := h.token(9000, services.RoleMerchant)
+	merchant := h.token(9000, auth.RoleMerchant)
 	id := fmt.Sprint(item)
 	if r := h.patchSale(merchant, s.sale, map[string]any{"items": []map[string]any{{"itemId": id, "quantity": 5}}}); r.Status != http.StatusOK {
 		t.Fatalf("decrease: %d %s", r.Status, r.Raw)
@@ -631,7 +631,7 @@ func TestShardedSaleTwoInstances(t *testing.T) {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			tok := h.token(u, services.RoleShopper)
+			tok := h.token(u, auth.RoleShopper)
 			for range 3 {
 				pt := h.tryToken(tok, s.sale)
 				if pt == "" {

@@ -7,7 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/services/auth"
+	"github.com/flashsale/flashsale/services/purchase"
 	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 )
@@ -20,7 +21,7 @@ func TestSoldOutFlagAcrossInstances(t *testing.T) {
 	b := newHarness(t, harnessOpts{shared: a})
 	s := a.liveSale(1)
 	item := s.items[0]
-	alice, bob := a.token(1, services.RoleShopper), a.token(2, services.RoleShopper)
+	alice, bob := a.token(1, auth.RoleShopper), a.token(2, auth.RoleShopper)
 
 	ptBobA, ptBobB := a.purchaseToken(bob, s.sale), b.purchaseToken(bob, s.sale)
 	r := a.buy(alice, item, a.purchaseToken(alice, s.sale))
@@ -64,7 +65,7 @@ func TestSoldOutFlagAcrossInstances(t *testing.T) {
 
 	// A unit returns (an orphan released by a's keeper path): the flag clears on both at once.
 	a.drain(s)
-	orphan := services.NewOrderID(item, time.Now())
+	orphan := purchase.NewOrderID(item, time.Now())
 	a.app.DB.Gorm().Exec(`UPDATE items SET quantity = 2 WHERE id = ?`, item)
 	a.app.Redis.Incr(context.Background(), store.StockKey(s.sale, item))
 	if _, err := a.app.Stock.Reserve(context.Background(), store.Attempt{SaleID: s.sale, ItemID: item, UserID: 3, OrderID: orphan, Nonce: "n",

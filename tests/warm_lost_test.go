@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/services/auth"
 	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/testenv"
 )
@@ -25,7 +25,7 @@ func TestWarmAndEditOnALostSaleWaitForTheQueue(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	h := newHarness(t, harnessOpts{noWriter: true})
-	merchant := h.token(9000, services.RoleMerchant)
+	merchant := h.token(9000, auth.RoleMerchant)
 	s := h.liveSale(4)
 	queued := buyQueued(h, s, 3)
 
@@ -73,7 +73,7 @@ func TestWarmAndEditOnALostSaleWaitForTheQueue(t *testing.T) {
 		if st := h.orderOf(id); st != "PENDING" {
 			t.Errorf("queued order %s: %s, want PENDING", id, st)
 		}
-		bearer := h.token(int64(7000+i), services.RoleShopper)
+		bearer := h.token(int64(7000+i), auth.RoleShopper)
 		if r := h.buy(bearer, s.items[0], h.purchaseToken(bearer, s.sale)); r.Status != http.StatusConflict {
 			t.Errorf("buyer %d buys again after the rebuild: %d %s, want 409 ALREADY_PURCHASED", i, r.Status, r.Raw)
 		}
@@ -82,7 +82,7 @@ func TestWarmAndEditOnALostSaleWaitForTheQueue(t *testing.T) {
 	if r := h.saleAction(merchant, s.sale, "warm"); r.Status != http.StatusOK {
 		t.Errorf("warm a healthy sale: %d %s", r.Status, r.Raw)
 	}
-	a, b := h.token(7100, services.RoleShopper), h.token(7101, services.RoleShopper)
+	a, b := h.token(7100, auth.RoleShopper), h.token(7101, auth.RoleShopper)
 	if r := h.buy(a, s.items[0], h.purchaseToken(a, s.sale)); r.Status != http.StatusAccepted {
 		t.Errorf("buy the last unit: %d %s", r.Status, r.Raw)
 	}

@@ -5,8 +5,7 @@ import (
 	"testing"
 
 	"github.com/PuerkitoBio/goquery"
-
-	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/services/catalog"
 )
 
 // The merchant's control room (issue 9, points 1 to 4) in the markup: the pages of one sale
@@ -114,7 +113,7 @@ func TestAdminLivePage(t *testing.T) {
 	// accepted ones.
 	steps := root.Find(byTestID("funnel") + " [data-step]").Map(func(_ int, s *goquery.Selection) string { return s.AttrOr("data-step", "") })
 	want := []string{"requests", "refused"}
-	for _, r := range services.RefusalReasons {
+	for _, r := range catalog.RefusalReasons {
 		want = append(want, "refused-"+r)
 	}
 	want = append(want, "accepted", "written", "paid", "expired", "cancelled")

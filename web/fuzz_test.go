@@ -14,7 +14,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/flashsale/flashsale/handlers"
-	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/services/auth"
+	"github.com/flashsale/flashsale/services/catalog"
+	"github.com/flashsale/flashsale/services/purchase"
 	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 )
@@ -35,10 +37,10 @@ func (fakeShop) Purchase(_ context.Context, _, item int64, tok, _ string) (strin
 	if tok == "" {
 		return "", shop.Errorf(shop.CodeInvalidPurchaseToken, "no token")
 	}
-	return services.NewOrderID(item, time.Now()), nil
+	return purchase.NewOrderID(item, time.Now()), nil
 }
 func (fakeShop) Order(_ context.Context, _ int64, id string) (shop.OrderView, error) {
-	item, canonical, ok := services.ItemOfOrderID(id)
+	item, canonical, ok := purchase.ItemOfOrderID(id)
 	if !ok {
 		return shop.OrderView{}, shop.Errorf(shop.CodeNotFound, "no order")
 	}
@@ -61,7 +63,7 @@ type fakeCatalog struct{}
 
 var fakeSale = shop.Sale{ID: 1, Name: "s", StartsAt: time.Unix(0, 0), EndsAt: time.Unix(4e9, 0), Items: []shop.Item{{ID: 1, Name: "i", Quantity: 1}}}
 
-func (fakeCatalog) Create(context.Context, int64, services.NewSale) (shop.Sale, error) {
+func (fakeCatalog) Create(context.Context, int64, catalog.NewSale) (shop.Sale, error) {
 	return fakeSale, nil
 }
 func (fakeCatalog) Get(_ context.Context, id int64) (shop.Sale, error) {
@@ -82,17 +84,17 @@ func (fakeCatalog) Upcoming(_ context.Context, cursor string) ([]shop.Sale, stri
 	return []shop.Sale{fakeSale}, "", nil
 }
 func (fakeCatalog) OfMerchant(context.Context, int64) ([]shop.Sale, error) { return nil, nil }
-func (fakeCatalog) Displayed(_ context.Context, id int64) (services.DisplayedStock, error) {
-	return services.DisplayedStock{SaleID: id}, nil
+func (fakeCatalog) Displayed(_ context.Context, id int64) (catalog.DisplayedStock, error) {
+	return catalog.DisplayedStock{SaleID: id}, nil
 }
-func (fakeCatalog) AdminStock(context.Context, int64, int64) ([]services.AdminItemStock, error) {
+func (fakeCatalog) AdminStock(context.Context, int64, int64) ([]catalog.AdminItemStock, error) {
 	return nil, nil
 }
 
 // fakeAdmin answers the sale administration routes with the fake sale (404 for any other id).
 type fakeAdmin struct{}
 
-func (fakeAdmin) Edit(ctx context.Context, _, id int64, _ services.SaleEdit) (shop.Sale, error) {
+func (fakeAdmin) Edit(ctx context.Context, _, id int64, _ catalog.SaleEdit) (shop.Sale, error) {
 	return fakeCatalog{}.Get(ctx, id)
 }
 func (fakeAdmin) Pause(ctx context.Context, _, id int64) (shop.Sale, error) {
@@ -113,16 +115,16 @@ type fakeAccounts struct{}
 func (fakeAccounts) NewCaptcha(context.Context, string) (string, string, error) {
 	return "c", "data:,", nil
 }
-func (fakeAccounts) Register(_ context.Context, u, p, id, answer, ip string) (string, services.Identity, error) {
-	return "t", services.Identity{UserID: 1, Role: services.RoleShopper}, nil
+func (fakeAccounts) Register(_ context.Context, u, p, id, answer, ip string) (string, auth.Identity, error) {
+	return "t", auth.Identity{UserID: 1, Role: auth.RoleShopper}, nil
 }
-func (fakeAccounts) Login(_ context.Context, u, p, ip string) (string, services.Identity, error) {
-	return "", services.Identity{}, shop.Errorf(shop.CodeInvalidCredentials, "no")
+func (fakeAccounts) Login(_ context.Context, u, p, ip string) (string, auth.Identity, error) {
+	return "", auth.Identity{}, shop.Errorf(shop.CodeInvalidCredentials, "no")
 }
 func (fakeAccounts) Logout(context.Context, string) error            { return nil }
 func (fakeAccounts) Username(context.Context, int64) (string, error) { return "", nil }
 
-func fuzzRouter(auth *services.Auth) http.Handler {
+func fuzzRouter(auth *auth.Auth) http.Handler {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	now := time.Now
 	return NewRouter(Config{
@@ -137,10 +139,10 @@ func fuzzRouter(auth *services.Auth) http.Handler {
 // FuzzRouter sends arbitrary methods, paths, bodies and headers through the real router and
 // middleware: never a panic, never a 5xx, and every API error is the contract's JSON.
 func FuzzRouter(f *testing.F) {
-	auth := services.NewAuth(nil, []byte("fuzz-secret-of-some-length"), time.Hour, time.Now)
-	shopper, _ := auth.Issue(services.Identity{UserID: 3, Role: services.RoleShopper})
-	merchant, _ := auth.Issue(services.Identity{UserID: 4, Role: services.RoleMerchant})
-	h := fuzzRouter(auth)
+	accounts := auth.NewAuth(nil, []byte("fuzz-secret-of-some-length"), time.Hour, time.Now)
+	shopper, _ := accounts.Issue(auth.Identity{UserID: 3, Role: auth.RoleShopper})
+	merchant, _ := accounts.Issue(auth.Identity{UserID: 4, Role: auth.RoleMerchant})
+	h := fuzzRouter(accounts)
 	seeds := []struct{ method, path, body, bearer, header string }{
 		{"POST", "/api/auth/register", `{"username":"abc","password":"12345678"}`, "", ""},
 		{"POST", "/api/auth/login", `{"username":1}`, "", ""},

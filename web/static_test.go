@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/services/auth"
 )
 
 // The script's modules and the stylesheet are served from the embedded files with their
@@ -15,7 +15,7 @@ import (
 // under nosniff), the static cache header and the strict CSP; the old single script is gone.
 func TestStaticAssets(t *testing.T) {
 	t.Parallel()
-	h := fuzzRouter(services.NewAuth(nil, []byte("static-secret-of-some-length"), time.Hour, time.Now))
+	h := fuzzRouter(auth.NewAuth(nil, []byte("static-secret-of-some-length"), time.Hour, time.Now))
 	get := func(path string) *httptest.ResponseRecorder {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))

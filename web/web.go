@@ -19,14 +19,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/flashsale/flashsale/handlers"
-	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/services/auth"
 	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/static"
 )
 
 // Verifier checks a bearer token and tells whose it is.
 type Verifier interface {
-	Verify(token string) (services.Identity, error)
+	Verify(token string) (auth.Identity, error)
 }
 
 // Config is what the router needs besides the handlers.
@@ -81,7 +81,7 @@ func NewRouter(cfg Config) *gin.Engine {
 
 	api, pages := cfg.API, cfg.Pages
 	authed := authenticate(cfg.Verifier, api, "")
-	merchant := authenticate(cfg.Verifier, api, services.RoleMerchant)
+	merchant := authenticate(cfg.Verifier, api, auth.RoleMerchant)
 
 	r.POST("/api/auth/captcha", api.AuthCaptcha)
 	r.POST("/api/auth/register", api.Register)

@@ -21,7 +21,13 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flashsale/flashsale/handlers"
-	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/services/auth"
+	"github.com/flashsale/flashsale/services/captcha"
+	"github.com/flashsale/flashsale/services/catalog"
+	"github.com/flashsale/flashsale/services/limits"
+	"github.com/flashsale/flashsale/services/metrics"
+	"github.com/flashsale/flashsale/services/pipeline"
+	"github.com/flashsale/flashsale/services/purchase"
 	"github.com/flashsale/flashsale/store"
 	"github.com/flashsale/flashsale/web"
 )
@@ -42,19 +48,19 @@ type App struct {
 	Queue      *store.Queue
 	Stock      *store.Stock
 	pub        *store.GroupPublisher
-	Metrics    *services.Metrics
+	Metrics    *metrics.Metrics
 	reg        *prometheus.Registry
 
-	Auth      *services.Auth
-	sales     *services.Sales
-	purchases *services.Purchases
-	SoldOut   *services.SoldOut
-	Loader    *services.Loader
-	returns   *services.Returns
-	reconcile *services.Reconciler
-	Writer    *services.Writer
-	keeper    *services.Keeper
-	funnel    *services.Funnel
+	Auth      *auth.Auth
+	sales     *catalog.Sales
+	purchases *purchase.Purchases
+	SoldOut   *purchase.SoldOut
+	Loader    *pipeline.Loader
+	returns   *pipeline.Returns
+	reconcile *pipeline.Reconciler
+	Writer    *pipeline.Writer
+	keeper    *pipeline.Keeper
+	funnel    *catalog.Funnel
 	Handler   http.Handler
 
 	cancels    []context.CancelFunc
@@ -140,50 +146,50 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 
 	a.reg = prometheus.NewRegistry()
 	a.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	a.Metrics = services.NewMetrics(a.reg)
+	a.Metrics = metrics.New(a.reg)
 	a.Stock = store.NewStock(a.Redis)
 	a.Stock.SetShardCounter(a.DB.StockShardsCached)
 	a.pub = store.NewGroupPublisher(a.Queue, cfg.PublishParallel, cfg.PublishBatch, cfg.PublishTimeout, a.Metrics.ObservePublish)
 
 	secret := []byte(cfg.JWTSecret)
 	store.SetCursorSecret(secret) // the listing cursors, signed alike on every instance
-	var captcha services.Captcha = services.ImageCaptcha{Store: store.NewChallenges(a.Redis, cfg.CaptchaTTL)}
+	var challenges captcha.Captcha = captcha.Image{Store: store.NewChallenges(a.Redis, cfg.CaptchaTTL)}
 	if cfg.Captcha == "test" {
-		captcha = services.TestCaptcha{}
+		challenges = captcha.Test{}
 	}
-	limiter := services.NewLimiter(a.Redis, cfg.RateLimits, log, a.now)
-	a.Auth = services.NewAuth(a.DB, secret, cfg.JWTTTL, a.now).With(services.AuthOptions{
-		Redis: a.Redis, Limiter: limiter, Captcha: captcha, Log: log})
-	if a.SoldOut, err = services.NewSoldOut(a.Queue.Conn(), time.Second, log, a.now); err != nil {
+	limiter := limits.NewLimiter(a.Redis, cfg.RateLimits, log, a.now)
+	a.Auth = auth.NewAuth(a.DB, secret, cfg.JWTTTL, a.now).With(auth.AuthOptions{
+		Redis: a.Redis, Limiter: limiter, Captcha: challenges, Log: log})
+	if a.SoldOut, err = purchase.NewSoldOut(a.Queue.Conn(), time.Second, log, a.now); err != nil {
 		return nil, err
 	}
-	a.Loader = services.NewLoader(a.DB, a.Stock, a.SoldOut, a.Metrics, log, cfg.TokenTTL, rebuildDelay(cfg))
-	a.returns = services.NewReturns(a.DB, a.Stock, a.SoldOut, a.Metrics, log)
-	a.reconcile = services.NewReconciler(a.DB, a.Stock, a.Metrics, log, cfg.OrphanAge)
-	a.sales = services.NewSales(a.DB, a.Stock, a.Loader, a.reconcile, cfg.PayWindow, log, a.now)
+	a.Loader = pipeline.NewLoader(a.DB, a.Stock, a.SoldOut, a.Metrics, log, cfg.TokenTTL, rebuildDelay(cfg))
+	a.returns = pipeline.NewReturns(a.DB, a.Stock, a.SoldOut, a.Metrics, log)
+	a.reconcile = pipeline.NewReconciler(a.DB, a.Stock, a.Metrics, log, cfg.OrphanAge)
+	a.sales = catalog.NewSales(a.DB, a.Stock, a.Loader, a.reconcile, cfg.PayWindow, log, a.now)
 	a.sales.SetWarmAhead(cfg.WarmAhead)
 	if err := a.sales.ShareChanges(a.Queue.Conn()); err != nil {
 		return nil, err
 	}
 	a.sales.SetStockShards(cfg.StockShards)
-	a.purchases = services.NewPurchases(services.PurchaseConfig{
+	a.purchases = purchase.NewPurchases(purchase.PurchaseConfig{
 		TokenTTL: cfg.TokenTTL, SlowPublish: cfg.OrphanAge / 3, SigningSecret: secret,
-	}, a.sales, a.Stock, a.DB, guardedPublisher{Publisher: a.pub, guard: a.guard}, captcha, a.SoldOut,
+	}, a.sales, a.Stock, a.DB, guardedPublisher{Publisher: a.pub, guard: a.guard}, challenges, a.SoldOut,
 		limiter, a.returns, a.Metrics, log, a.now)
 	a.Queue.SetAckWait(cfg.WriterAckWait)
-	a.Writer = services.NewWriter(services.WriterConfig{Workers: cfg.WriterWorkers, Batch: cfg.WriterBatch, AckWait: cfg.WriterAckWait, Linger: cfg.WriterLinger},
+	a.Writer = pipeline.NewWriter(pipeline.WriterConfig{Workers: cfg.WriterWorkers, Batch: cfg.WriterBatch, AckWait: cfg.WriterAckWait, Linger: cfg.WriterLinger},
 		a.Queue, a.writeDB, a.Stock, a.SoldOut, a.Metrics, log)
 	// The writer's recent throughput, shared with the purchase service for a QUEUED order's
 	// estimated wait (services/queue_wait.go).
-	writerRate := services.NewThroughput(cfg.WriterWorkers, nil)
+	writerRate := pipeline.NewThroughput(cfg.WriterWorkers, nil)
 	a.Writer.SetThroughput(writerRate)
-	a.purchases.SetQueueWait(services.NewQueueWait(a.Stock, writerRate))
+	a.purchases.SetQueueWait(purchase.NewQueueWait(a.Stock, writerRate))
 	// The purchase funnel of the merchant's live view: counted in memory, flushed to Redis once a
 	// second (start), so the purchase path makes no extra Redis call.
-	a.funnel = services.NewFunnel(a.Stock, log, a.now)
+	a.funnel = catalog.NewFunnel(a.Stock, log, a.now)
 	a.purchases.SetFunnel(a.funnel)
 	a.sales.SetQueue(guardedQueue{Queue: a.Queue, guard: a.guard})
-	a.keeper = services.NewKeeper(services.KeeperConfig{Interval: cfg.KeeperInterval, OrphanAge: cfg.OrphanAge,
+	a.keeper = pipeline.NewKeeper(pipeline.KeeperConfig{Interval: cfg.KeeperInterval, OrphanAge: cfg.OrphanAge,
 		ReconcileInterval: cfg.ReconcileInterval, Instance: instance, RebuildDelay: rebuildDelay(cfg),
 		WarmAhead: cfg.WarmAhead},
 		a.DB, a.Stock, guardedQueue{Queue: a.Queue, guard: a.guard}, a.Loader, a.returns, a.reconcile, a.SoldOut, a.Metrics, log, a.now)

@@ -16,7 +16,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/services/auth"
+	"github.com/flashsale/flashsale/services/faults"
+	"github.com/flashsale/flashsale/services/pipeline"
 	"github.com/flashsale/flashsale/store"
 	"github.com/flashsale/flashsale/web"
 )
@@ -97,7 +99,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if cfg.Fault != nil {
 		log.Warn("FLASHSALE_FAULT is set: this process will signal itself at a named step (fault tests only)", "step", cfg.Fault.Step, "action", cfg.Fault.Action, "at", cfg.Fault.At)
 	}
-	services.SetFault(cfg.Fault)
+	faults.Set(cfg.Fault)
 	a, err := New(ctx, cfg, log)
 	if err != nil {
 		return err
@@ -161,7 +163,7 @@ func merchantCmd(ctx context.Context, cfg Config, log *slog.Logger, args []strin
 		return err
 	}
 	defer db.Close()
-	u, err := services.NewAuth(db, []byte(cfg.JWTSecret), cfg.JWTTTL, time.Now).AddUser(ctx, name, *password, services.RoleMerchant)
+	u, err := auth.NewAuth(db, []byte(cfg.JWTSecret), cfg.JWTTTL, time.Now).AddUser(ctx, name, *password, auth.RoleMerchant)
 	if err != nil {
 		return err
 	}
@@ -216,15 +218,15 @@ func migrateCmd(ctx context.Context, cfg Config, log *slog.Logger, args []string
 func tokenCmd(cfg Config, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("token", flag.ContinueOnError)
 	user := fs.String("user", "", "user id")
-	role := fs.String("role", services.RoleShopper, "shopper or merchant")
+	role := fs.String("role", auth.RoleShopper, "shopper or merchant")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	id, err := strconv.ParseInt(*user, 10, 64)
-	if err != nil || id <= 0 || (*role != services.RoleShopper && *role != services.RoleMerchant) {
+	if err != nil || id <= 0 || (*role != auth.RoleShopper && *role != auth.RoleMerchant) {
 		return errors.New("usage: flashsale token -user ID [-role shopper|merchant]")
 	}
-	tok, err := services.NewAuth(nil, []byte(cfg.JWTSecret), cfg.JWTTTL, time.Now).Issue(services.Identity{UserID: id, Role: *role})
+	tok, err := auth.NewAuth(nil, []byte(cfg.JWTSecret), cfg.JWTTTL, time.Now).Issue(auth.Identity{UserID: id, Role: *role})
 	if err != nil {
 		return err
 	}
@@ -326,7 +328,7 @@ func reconcileCmd(ctx context.Context, cfg Config, log *slog.Logger, args []stri
 	}
 	stock := store.NewStock(rdb)
 	stock.SetShardCounter(db.StockShardsCached)
-	rec := services.NewReconciler(db, stock, nil, log, cfg.OrphanAge).Thorough()
+	rec := pipeline.NewReconciler(db, stock, nil, log, cfg.OrphanAge).Thorough()
 	ok := true
 	for _, id := range saleIDs {
 		rep, err := rec.Report(ctx, id)

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/services/faults"
 	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 	"github.com/flashsale/flashsale/web"
@@ -68,7 +68,7 @@ type Config struct {
 	ClockSkew      time.Duration
 	TrustedProxies []string
 	// Fault is FLASHSALE_FAULT (tests only, refused in production): see services/faults.go.
-	Fault *services.FaultSpec
+	Fault *faults.Spec
 }
 
 // ConfigVar documents one variable; the README's table is checked against this list.
@@ -182,7 +182,7 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		}
 	}
 	var err error
-	if c.Fault, err = services.ParseFault(get("FLASHSALE_FAULT")); err != nil {
+	if c.Fault, err = faults.Parse(get("FLASHSALE_FAULT")); err != nil {
 		errs = append(errs, err)
 	}
 	if c.ClockSkew, err = time.ParseDuration(get("FLASHSALE_CLOCK_SKEW")); err != nil {

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/services/purchase"
 	"github.com/flashsale/flashsale/store"
 )
 
@@ -30,7 +30,7 @@ func (g queueGuard) held() bool {
 // guardedPublisher refuses to acknowledge an order while the guard is not held: the purchase
 // gives its unit back and answers 503.
 type guardedPublisher struct {
-	services.Publisher
+	purchase.Publisher
 	guard queueGuard
 }
 

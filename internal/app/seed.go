@@ -8,15 +8,16 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/services/auth"
+	"github.com/flashsale/flashsale/services/catalog"
 	"github.com/flashsale/flashsale/shop"
 )
 
 // The development demo accounts (listed in the README).
 var demoAccounts = []struct{ Username, Password, Role string }{
-	{"merchant", "merchant-pass", services.RoleMerchant},
-	{"alice", "alice-pass", services.RoleShopper},
-	{"bob", "bob-pass", services.RoleShopper},
+	{"merchant", "merchant-pass", auth.RoleMerchant},
+	{"alice", "alice-pass", auth.RoleShopper},
+	{"bob", "bob-pass", auth.RoleShopper},
 }
 
 // seedDemo creates the demo accounts if missing and a demo sale starting after delay, with three
@@ -34,16 +35,16 @@ func seedDemo(ctx context.Context, a *App, delay time.Duration, log *slog.Logger
 		} else if err != nil {
 			return err
 		}
-		if acc.Role == services.RoleMerchant {
+		if acc.Role == auth.RoleMerchant {
 			merchantID = u.ID
 		}
 	}
 	start := a.now().Add(delay).Truncate(time.Second)
-	sale, err := a.sales.Create(ctx, merchantID, services.NewSale{
+	sale, err := a.sales.Create(ctx, merchantID, catalog.NewSale{
 		Name:     "Demo flash sale " + start.Format("15:04:05"),
 		StartsAt: start,
 		EndsAt:   start.Add(30 * time.Minute),
-		Items: []services.NewItem{
+		Items: []catalog.NewItem{
 			{Name: "Limited sneakers", PriceCents: 49900, Quantity: 100},
 			{Name: "Wireless earbuds", PriceCents: 9900, Quantity: 1000},
 			{Name: "Coffee beans 250 g", PriceCents: 1999, Quantity: 10000},

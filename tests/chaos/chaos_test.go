@@ -17,7 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/services/faults"
+	"github.com/flashsale/flashsale/services/pipeline"
 	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 	"github.com/flashsale/flashsale/testenv"
@@ -59,10 +60,10 @@ type scenario struct {
 }
 
 var scenarios = []scenario{
-	{"01", "kill -9 after the reserve, before the publish", true, scenarioKillAt(services.FaultAfterReserve, 40), ""},
-	{"02", "kill -9 after the PubAck, before the 202", false, scenarioKillAt(services.FaultAfterPubAck, 40), ""},
-	{"03a", "kill -9 the writer after the commit, before the ack", true, scenarioKillAt(services.FaultWriterAfterCommit, 3), ""},
-	{"03b", "kill -9 the writer before the commit", false, scenarioKillAt(services.FaultWriterBeforeCommit, 3), ""},
+	{"01", "kill -9 after the reserve, before the publish", true, scenarioKillAt(faults.AfterReserve, 40), ""},
+	{"02", "kill -9 after the PubAck, before the 202", false, scenarioKillAt(faults.AfterPubAck, 40), ""},
+	{"03a", "kill -9 the writer after the commit, before the ack", true, scenarioKillAt(faults.WriterAfterCommit, 3), ""},
+	{"03b", "kill -9 the writer before the commit", false, scenarioKillAt(faults.WriterBeforeCommit, 3), ""},
 	{"12", "scarce stock: 410 shoppers, 41 units, three instances", true, scenarioScarce, ""},
 	{"13", "one shopper's double clicks across all three instances", false, scenarioDoubleClicks, ""},
 	{"05", "Redis restarted with its AOF during the rush", false, scenarioRedis("restart"), ""},
@@ -205,7 +206,7 @@ func (c *cluster) finish(t *testing.T, r *result, l *ledger, s sale) {
 		violation("flashsale reconcile: %v\n%s", err, out)
 	}
 	acked := l.ackedIDs()
-	for _, e := range services.Invariants(ctx, c.db, c.rdb, s.id, acked) {
+	for _, e := range pipeline.Invariants(ctx, c.db, c.rdb, s.id, acked) {
 		violation("invariant: %v", e)
 	}
 	orders, err := c.orders(ctx, s.id)
@@ -499,7 +500,7 @@ func scenarioNATSPause(t *testing.T, r *result) {
 // PubAck, 1 after its 80th reserve, 2 after its writer's 4th commit), restarts the dead ones 3 s
 // into the rush, and lets the rush finish.
 func scenarioAllKilled(t *testing.T, r *result) {
-	faults := map[int]string{0: services.FaultAfterPubAck + ":kill@30", 1: services.FaultAfterReserve + ":kill@80", 2: services.FaultWriterAfterCommit + ":kill@4"}
+	faults := map[int]string{0: faults.AfterPubAck + ":kill@30", 1: faults.AfterReserve + ":kill@80", 2: faults.WriterAfterCommit + ":kill@4"}
 	c := newCluster(t, clusterOpts{faults: faults})
 	s := c.createSale(time.Now().Add(-time.Second), 0, 800, 800)
 	l := newLedger()
@@ -520,7 +521,7 @@ func scenarioAllKilled(t *testing.T, r *result) {
 // (SIGSTOP) while holding it during the rush; another instance must take the lease over; after
 // SIGCONT the stale holder must not act on its old fence.
 func scenarioLeaseStop(t *testing.T, r *result) {
-	c := newCluster(t, clusterOpts{serial: true, faults: map[int]string{0: services.FaultLeaseHeld + ":stop@4"}})
+	c := newCluster(t, clusterOpts{serial: true, faults: map[int]string{0: faults.LeaseHeld + ":stop@4"}})
 	s := c.createSale(time.Now().Add(-time.Second), 0, 800, 800)
 	l := newLedger()
 	done := c.goRun(l, s, shoppersFor(s, 1, 2000), loadOpts{})
@@ -629,7 +630,7 @@ func scenarioPayVsExpiry(t *testing.T, r *result) {
 // and writes it again.
 func scenarioDuplicates(t *testing.T, r *result) {
 	c := newCluster(t, clusterOpts{env: map[string]string{"FLASHSALE_WRITER_ACK_WAIT": "1s"},
-		faults: map[int]string{0: services.FaultWriterBeforeCommit + ":stop@3"}})
+		faults: map[int]string{0: faults.WriterBeforeCommit + ":stop@3"}})
 	s := c.createSale(time.Now().Add(-time.Second), 0, 800, 800)
 	l := newLedger()
 	done := c.goRun(l, s, shoppersFor(s, 1, 2000), loadOpts{})

@@ -15,7 +15,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/services/auth"
 	"github.com/flashsale/flashsale/shop"
 )
 
@@ -125,10 +125,10 @@ func (c *cluster) createSale(startsAt time.Time, payWindow time.Duration, quanti
 	return s
 }
 
-var shopperAuth = services.NewAuth(nil, secret, 24*time.Hour, time.Now)
+var shopperAuth = auth.NewAuth(nil, secret, 24*time.Hour, time.Now)
 
 func bearerOf(user int64) string {
-	tok, err := shopperAuth.Issue(services.Identity{UserID: user, Role: services.RoleShopper})
+	tok, err := shopperAuth.Issue(auth.Identity{UserID: user, Role: auth.RoleShopper})
 	if err != nil {
 		panic(err)
 	}

@@ -26,7 +26,7 @@ import (
 	"github.com/flashsale/flashsale/bench/internal/load"
 	"github.com/flashsale/flashsale/bench/internal/proc"
 	"github.com/flashsale/flashsale/bench/internal/target"
-	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/services/purchase"
 	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 )
@@ -233,7 +233,7 @@ func (h *refReserve) purchase(c *gin.Context) {
 	i := h.n.Add(1)
 	item := h.item.Load()
 	now := time.Now()
-	orderID := services.NewOrderID(item, now)
+	orderID := purchase.NewOrderID(item, now)
 	nonce := strconv.FormatInt(i, 16)
 	_, err := h.stock.Reserve(c.Request.Context(), store.Attempt{SaleID: item, ItemID: item, UserID: i, OrderID: orderID,
 		Nonce: nonce, TokenExpires: now.Add(5 * time.Second)})

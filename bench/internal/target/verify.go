@@ -11,7 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/flashsale/flashsale/services"
+	"github.com/flashsale/flashsale/services/pipeline"
 	"github.com/flashsale/flashsale/store"
 )
 
@@ -117,7 +117,7 @@ type InvariantReport struct {
 const ackChunk = 20_000
 
 // Verify waits for the queue to drain, then checks ARCHITECTURE.md's invariants for every sale:
-// services.Invariants on Postgres and Redis, every acknowledged order id in Postgres, and the
+// pipeline.Invariants on Postgres and Redis, every acknowledged order id in Postgres, and the
 // merchant's own view (GET /api/admin/sales/{id}/stock) agreeing with what the tool saw.
 func Verify(ctx context.Context, b *Backends, a *API, sales []*Sale, drainTimeout time.Duration) InvariantReport {
 	rep := InvariantReport{Checked: true, Sales: len(sales)}
@@ -134,7 +134,7 @@ func Verify(ctx context.Context, b *Backends, a *API, sales []*Sale, drainTimeou
 		if len(acked) > ackChunk {
 			acked = nil // checked below in chunks
 		}
-		for _, err := range services.Invariants(ctx, b.DB, b.Redis, s.SaleID, acked) {
+		for _, err := range pipeline.Invariants(ctx, b.DB, b.Redis, s.SaleID, acked) {
 			rep.Violations = append(rep.Violations, fmt.Sprintf("sale %d: %v", s.SaleID, err))
 		}
 		if len(s.Acked) > ackChunk {

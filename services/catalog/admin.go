@@ -1,0 +1,433 @@
+package catalog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/flashsale/flashsale/services/pipeline"
+	"github.com/flashsale/flashsale/shop"
+	"github.com/flashsale/flashsale/store"
+)
+
+// Limits of the fields issue 9 added.
+const (
+	maxDescriptionRunes = 2000
+	maxImageURLBytes    = 2000
+)
+
+// SaleEdit is a merchant's partial change of a sale: nil fields stay as they are.
+type SaleEdit struct {
+	Name                 *string
+	Description          *string // "" removes it
+	StartsAt             *time.Time
+	EndsAt               *time.Time
+	PaymentWindowSeconds *int
+	PurchaseLimit        *string
+	Currency             *string
+	Items                []ItemEdit
+}
+
+// ItemEdit changes one item (ItemID set) or adds one (ItemID 0: Name, PriceCents and Quantity
+// are required).
+type ItemEdit struct {
+	ItemID     int64
+	Name       *string
+	PriceCents *int64
+	Quantity   *int64
+	ImageURL   *string // "" removes it
+}
+
+func validDescription(s string) error {
+	if !utf8.ValidString(s) {
+		return shop.Errorf(shop.CodeInvalidInput, "description must be valid UTF-8")
+	}
+	if utf8.RuneCountInString(s) > maxDescriptionRunes {
+		return shop.Errorf(shop.CodeInvalidInput, "description must be at most %d characters", maxDescriptionRunes)
+	}
+	return nil
+}
+
+func validImageURL(field, s string) error {
+	u, err := url.Parse(s)
+	if err != nil || u.Scheme != "https" || u.Host == "" || len(s) > maxImageURLBytes || u.User != nil ||
+		strings.ContainsAny(s, " \t\r\n\"'<>") {
+		return shop.Errorf(shop.CodeInvalidInput, "%s must be an https:// address of at most %d characters", field, maxImageURLBytes)
+	}
+	return nil
+}
+
+// optText turns "" into nil (the column is NULL) and trims a set value.
+func optText(s string) *string {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// checkWindow applies create()'s checks of a sale's times.
+func checkWindow(starts, ends, now time.Time) error {
+	switch {
+	case !ends.After(starts):
+		return shop.Errorf(shop.CodeInvalidInput, "endsAt must be after startsAt")
+	case ends.Sub(starts) > shop.MaxSaleLength:
+		return shop.Errorf(shop.CodeInvalidInput, "a sale lasts at most 30 days")
+	case starts.Year() > 9999 || starts.Year() < 2000:
+		return shop.Errorf(shop.CodeInvalidInput, "startsAt is out of range")
+	}
+	return nil
+}
+
+// Edit changes a merchant's sale. Everything is checked and written in one Postgres transaction,
+// which applies the change to Redis (stock deltas, added items, times, limit) atomically before it
+// commits; a refusal changes nothing.
+func (s *Sales) Edit(ctx context.Context, merchantID, saleID int64, in SaleEdit) (shop.Sale, error) {
+	return s.change(ctx, merchantID, saleID, func(cur store.Sale, now time.Time) (store.Sale, error) {
+		return applyEdit(cur, in, now)
+	})
+}
+
+// Pause stops purchases and purchase tokens of a sale (503 PAUSED) on every instance at once.
+func (s *Sales) Pause(ctx context.Context, merchantID, saleID int64) (shop.Sale, error) {
+	return s.setPaused(ctx, merchantID, saleID, true)
+}
+
+// Resume lets a paused sale sell again.
+func (s *Sales) Resume(ctx context.Context, merchantID, saleID int64) (shop.Sale, error) {
+	return s.setPaused(ctx, merchantID, saleID, false)
+}
+
+func (s *Sales) setPaused(ctx context.Context, merchantID, saleID int64, paused bool) (shop.Sale, error) {
+	return s.change(ctx, merchantID, saleID, func(cur store.Sale, _ time.Time) (store.Sale, error) {
+		next := cur
+		next.Paused = paused
+		return next, nil
+	})
+}
+
+// End ends a sale now (an ended sale stays as it is). A sale that has not started ends before it
+// starts: its start moves to just before now.
+func (s *Sales) End(ctx context.Context, merchantID, saleID int64) (shop.Sale, error) {
+	return s.change(ctx, merchantID, saleID, func(cur store.Sale, now time.Time) (store.Sale, error) {
+		next := cur
+		now = now.UTC().Truncate(time.Millisecond)
+		if !cur.EndsAt.After(now) {
+			return next, nil
+		}
+		next.EndsAt = now
+		if !next.StartsAt.Before(now) {
+			next.StartsAt = now.Add(-time.Millisecond)
+		}
+		return next, nil
+	})
+}
+
+// Warm loads a sale's stock into Redis now, unless Redis holds it already. A sale Redis lost is
+// rebuilt only under the keeper's rule (Loader.Rebuild): with orders still queued, 409
+// QUEUE_NOT_DRAINED.
+func (s *Sales) Warm(ctx context.Context, merchantID, saleID int64) (shop.Sale, error) {
+	row, err := s.getRow(ctx, saleID)
+	if err != nil {
+		return shop.Sale{}, err
+	}
+	if row.MerchantID != merchantID {
+		return shop.Sale{}, shop.Errorf(shop.CodeNotFound, "no sale %d", saleID)
+	}
+	if row.RedisEpoch == 0 || pipeline.BeforeStart(row.StartsAt, s.now()) {
+		// Never loaded, or not started: no reservation of it exists anywhere, Postgres is
+		// complete.
+		if _, err := s.loader.LoadFirst(ctx, saleID); err != nil {
+			return shop.Sale{}, shop.Unavailable(err)
+		}
+	} else if err := s.loader.Rebuild(ctx, saleID, s.queue); err != nil {
+		return shop.Sale{}, err
+	}
+	s.liveCache.Forget(saleID)
+	return saleOf(row), nil
+}
+
+// change runs one edit of a merchant's sale: Postgres and Redis, then this instance's caches.
+func (s *Sales) change(ctx context.Context, merchantID, saleID int64, edit func(cur store.Sale, now time.Time) (store.Sale, error)) (shop.Sale, error) {
+	now := s.now()
+	applied := false
+	var raised []int64
+	row, err := s.db.EditSale(ctx, saleID, func(cur store.Sale) (store.Sale, error) {
+		if cur.MerchantID != merchantID {
+			return store.Sale{}, shop.Errorf(shop.CodeNotFound, "no sale %d", saleID)
+		}
+		return edit(cur, now)
+	}, func(old, next store.Sale) error {
+		adj, up := adjustmentOf(old, next)
+		if len(adj.Meta) == 0 && len(adj.Stock) == 0 {
+			return nil
+		}
+		res, err := s.stock.Adjust(ctx, adj)
+		if err == nil && !res.Applied && old.RedisEpoch != 0 && lowersQuantity(adj) {
+			// Redis does not hold the sale healthy (lost): the quantities were checked against
+			// Postgres alone, which misses the orders still queued. Only a drained queue makes
+			// Postgres's counts complete.
+			if err := pipeline.QueueDrained(ctx, s.queue); err != nil {
+				return err
+			}
+		}
+		if errors.Is(err, store.ErrAdjustTooLow) {
+			return shop.Errorf(shop.CodeQuantityTooLow, "item %d: %d units are neither sold nor held by a reservation in flight; its quantity cannot go lower by more than that",
+				res.ItemID, res.Left)
+		}
+		if err != nil {
+			// The Redis step's outcome is unknown (Redis may have taken it and the reply was
+			// lost): store.Adjust has marked the sale lost, so the rebuild from Postgres, where
+			// this transaction rolls back, replaces whatever Redis took.
+			return shop.Unavailable(err)
+		}
+		applied, raised = res.Applied, up
+		return nil
+	})
+	if err != nil {
+		if applied {
+			// Redis took the change but Postgres did not commit: fail the sale closed, so it is
+			// rebuilt from Postgres (the source of truth) once the queue has drained.
+			if _, lerr := s.stock.MarkLost(context.WithoutCancel(ctx), saleID, 0, ""); lerr != nil {
+				s.log.Error("sale edit not committed after redis applied it, and marking the sale lost failed", "sale", saleID, "err", lerr)
+			}
+		}
+		var e *shop.Error
+		switch {
+		case errors.As(err, &e):
+			return shop.Sale{}, e
+		case errors.Is(err, store.ErrNotFound):
+			return shop.Sale{}, shop.Errorf(shop.CodeNotFound, "no sale %d", saleID)
+		}
+		return shop.Sale{}, shop.Unavailable(err)
+	}
+	s.forget(row)
+	s.announce(row)
+	for _, id := range raised {
+		s.loader.Returned(id)
+	}
+	s.warmIfDue(ctx, row, now)
+	return saleOf(row), nil
+}
+
+// warmIfDue loads an edited sale that was never loaded when its start is now within WarmAhead (an
+// edit that brought the start closer): at once, as at creation. A failure is the keeper's to
+// retry.
+func (s *Sales) warmIfDue(ctx context.Context, row store.Sale, now time.Time) {
+	if row.RedisEpoch != 0 || !row.EndsAt.After(now) || !pipeline.DueForWarmUp(row.StartsAt, now, s.warmAhead) {
+		return
+	}
+	if _, err := s.loader.LoadFirst(ctx, row.ID); err != nil {
+		s.log.Warn("edited sale not loaded into redis; the keeper will retry", "sale", row.ID, "err", err)
+	}
+}
+
+// forget drops this instance's cached view of a sale. Other instances drop theirs when the
+// change is announced (services/salenotice.go), or catch up within catalogTTL; the reserve script
+// reads pause and the times from Redis, the token issuer pause within pausedTTL.
+func (s *Sales) forget(row store.Sale) {
+	s.salesCache.Forget(row.ID)
+	s.stockCache.Forget(row.ID)
+	s.liveCache.Forget(row.ID)
+	s.pausedCache.Forget(row.ID)
+	for _, it := range row.Items {
+		s.items.Forget(it.ID)
+	}
+}
+
+// adjustmentOf is the Redis side of an edit; up lists the items whose stock rises.
+func adjustmentOf(old, next store.Sale) (store.Adjustment, []int64) {
+	adj := store.Adjustment{SaleID: next.ID, Meta: map[string]string{}}
+	if !old.StartsAt.Equal(next.StartsAt) {
+		adj.Meta["starts"] = strconv.FormatInt(next.StartsAt.UnixMilli(), 10)
+	}
+	if !old.EndsAt.Equal(next.EndsAt) {
+		adj.Meta["ends"] = strconv.FormatInt(next.EndsAt.UnixMilli(), 10)
+	}
+	if old.PurchaseLimit != next.PurchaseLimit {
+		adj.Meta["limit"] = next.PurchaseLimit
+	}
+	if old.Paused != next.Paused {
+		adj.Meta["paused"] = map[bool]string{true: "1", false: "0"}[next.Paused]
+	}
+	before := map[int64]int{}
+	for _, it := range old.Items {
+		before[it.ID] = it.Quantity
+	}
+	var up []int64
+	for _, it := range next.Items {
+		q, ok := before[it.ID]
+		switch {
+		case !ok:
+			n := int64(it.Quantity)
+			adj.Stock = append(adj.Stock, store.StockAdjust{ItemID: it.ID, Initial: &n})
+			up = append(up, it.ID)
+		case q != it.Quantity:
+			adj.Stock = append(adj.Stock, store.StockAdjust{ItemID: it.ID, Delta: int64(it.Quantity - q)})
+			if it.Quantity > q {
+				up = append(up, it.ID)
+			}
+		}
+	}
+	return adj, up
+}
+
+// lowersQuantity tells whether an adjustment takes units away from an item.
+func lowersQuantity(a store.Adjustment) bool {
+	for _, st := range a.Stock {
+		if st.Delta < 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// applyEdit checks an edit against the sale as it is and returns the sale as it must be.
+func applyEdit(cur store.Sale, in SaleEdit, now time.Time) (store.Sale, error) {
+	next := cur
+	next.Items = append([]store.Item(nil), cur.Items...)
+	started := !now.Before(cur.StartsAt)
+	if in.Name != nil {
+		if err := validName("name", *in.Name); err != nil {
+			return next, err
+		}
+		next.Name = strings.TrimSpace(*in.Name)
+	}
+	if in.Description != nil {
+		if err := validDescription(*in.Description); err != nil {
+			return next, err
+		}
+		next.Description = optText(*in.Description)
+	}
+	if in.StartsAt != nil && !in.StartsAt.Equal(cur.StartsAt) {
+		if started {
+			return next, shop.Errorf(shop.CodeSaleStarted, "the sale has started: its start cannot move")
+		}
+		next.StartsAt = in.StartsAt.UTC()
+	}
+	if in.EndsAt != nil && !in.EndsAt.Equal(cur.EndsAt) {
+		if !in.EndsAt.After(now) {
+			return next, shop.Errorf(shop.CodeInvalidInput, "endsAt must be in the future (to end the sale now, use its end action)")
+		}
+		next.EndsAt = in.EndsAt.UTC()
+	}
+	if in.StartsAt != nil || in.EndsAt != nil {
+		if err := checkWindow(next.StartsAt, next.EndsAt, now); err != nil {
+			return next, err
+		}
+	}
+	if w := in.PaymentWindowSeconds; w != nil {
+		if *w < 1 || *w > 86400 {
+			return next, shop.Errorf(shop.CodeInvalidInput, "paymentWindowSeconds must be between 1 and 86400 (a day)")
+		}
+		next.PaymentWindowSeconds = *w
+	}
+	if l := in.PurchaseLimit; l != nil && *l != cur.PurchaseLimit {
+		if *l != shop.LimitPerSale && *l != shop.LimitPerItem {
+			return next, shop.Errorf(shop.CodeInvalidInput, "purchaseLimit must be %q (one unit per shopper in the whole sale) or %q (one per shopper and item)", shop.LimitPerSale, shop.LimitPerItem)
+		}
+		if started {
+			return next, shop.Errorf(shop.CodeSaleStarted, "the sale has started: its purchase limit cannot change")
+		}
+		next.PurchaseLimit = *l
+	}
+	if c := in.Currency; c != nil && *c != cur.Currency {
+		if *c != "CNY" && *c != "USD" && *c != "EUR" {
+			return next, shop.Errorf(shop.CodeInvalidInput, "currency must be one of CNY, USD or EUR")
+		}
+		if started {
+			return next, shop.Errorf(shop.CodeSaleStarted, "the sale has started: its currency cannot change")
+		}
+		next.Currency = *c
+	}
+	index := map[int64]int{}
+	for i, it := range next.Items {
+		index[it.ID] = i
+	}
+	seen := map[int64]bool{}
+	for i, e := range in.Items {
+		field := fmt.Sprintf("items[%d]", i)
+		var it store.Item
+		if e.ItemID == 0 {
+			if started {
+				return next, shop.Errorf(shop.CodeSaleStarted, "the sale has started: items cannot be added")
+			}
+			if e.Name == nil || e.PriceCents == nil || e.Quantity == nil {
+				return next, shop.Errorf(shop.CodeInvalidInput, "%s: a new item needs name, priceCents and quantity", field)
+			}
+		} else {
+			j, ok := index[e.ItemID]
+			if !ok {
+				return next, shop.Errorf(shop.CodeInvalidInput, "%s.itemId %d is not an item of this sale", field, e.ItemID)
+			}
+			if seen[e.ItemID] {
+				return next, shop.Errorf(shop.CodeInvalidInput, "%s.itemId %d is named twice", field, e.ItemID)
+			}
+			seen[e.ItemID] = true
+			it = next.Items[j]
+		}
+		if e.Name != nil {
+			if err := validName(field+".name", *e.Name); err != nil {
+				return next, err
+			}
+			it.Name = strings.TrimSpace(*e.Name)
+		}
+		if p := e.PriceCents; p != nil {
+			if *p < 0 || *p > shop.MaxPriceCents {
+				return next, shop.Errorf(shop.CodeInvalidInput, "%s.priceCents must be between 0 and %d", field, int64(shop.MaxPriceCents))
+			}
+			it.PriceCents = *p
+		}
+		if q := e.Quantity; q != nil {
+			if *q < 1 || *q > shop.MaxQuantity {
+				return next, shop.Errorf(shop.CodeInvalidInput, "%s.quantity must be between 1 and %d", field, shop.MaxQuantity)
+			}
+			if *q < int64(it.Sold) {
+				return next, shop.Errorf(shop.CodeQuantityTooLow, "%s.quantity cannot go below the %d units already sold", field, it.Sold)
+			}
+			it.Quantity = int(*q)
+		}
+		if u := e.ImageURL; u != nil {
+			if *u != "" {
+				if err := validImageURL(field+".imageUrl", *u); err != nil {
+					return next, err
+				}
+			}
+			it.ImageURL = optText(*u)
+		}
+		if e.ItemID == 0 {
+			next.Items = append(next.Items, it)
+		} else {
+			next.Items[index[e.ItemID]] = it
+		}
+	}
+	if len(next.Items) > shop.MaxItemsPerSale {
+		return next, shop.Errorf(shop.CodeInvalidInput, "a sale has at most %d items", shop.MaxItemsPerSale)
+	}
+	return next, nil
+}
+
+// CheckPaused refuses a purchase token while the sale is paused. The cached row may be up to
+// catalogTTL old on another instance, so the sale's Redis meta is read too (one HGET, trusted for
+// pausedTTL): a pause holds on every instance within a second, at once where its notice arrives
+// (services/salenotice.go), and the reserve script refuses the purchase itself regardless.
+func (s *Sales) CheckPaused(ctx context.Context, sale store.Sale) error {
+	if sale.Paused {
+		return shop.ErrPaused
+	}
+	paused, err := s.pausedCache.Get(ctx, sale.ID, func(ctx context.Context) (bool, error) {
+		return s.stock.Paused(ctx, sale.ID)
+	})
+	if err != nil {
+		return shop.Unavailable(err)
+	}
+	if paused {
+		return shop.ErrPaused
+	}
+	return nil
+}

@@ -1,0 +1,119 @@
+package catalog
+
+import (
+	"context"
+	"time"
+
+	"github.com/flashsale/flashsale/shop"
+	"github.com/flashsale/flashsale/store"
+)
+
+// SaleOrdersPage is how many orders one page of a sale's order list holds.
+const SaleOrdersPage = 50
+
+// ExportChunk is how many orders the CSV export reads from Postgres (and writes out) at a time.
+const ExportChunk = 1000
+
+// AdminOrder is one order of a sale as its merchant sees it.
+type AdminOrder struct {
+	OrderID    string
+	ItemID     int64
+	ItemName   string
+	UserID     int64
+	Status     string
+	PriceCents int64
+	Currency   string
+	CreatedAt  time.Time
+	PayBy      *time.Time // nil for a FAILED order, which never had a payment window
+	PaidAt     *time.Time
+}
+
+var orderStatuses = map[string]bool{
+	shop.StatusPending: true, shop.StatusPaid: true, shop.StatusExpired: true,
+	shop.StatusCancelled: true, shop.StatusFailed: true,
+}
+
+func adminOrder(o store.Order) AdminOrder {
+	a := AdminOrder{OrderID: o.ID, ItemID: o.ItemID, UserID: o.UserID, Status: o.Status, CreatedAt: o.CreatedAt.UTC()}
+	if o.Status != shop.StatusFailed && !o.PayBy.IsZero() {
+		t := o.PayBy.UTC()
+		a.PayBy = &t
+	}
+	if o.PaidAt != nil {
+		t := o.PaidAt.UTC()
+		a.PaidAt = &t
+	}
+	return a
+}
+
+// ownSale returns the sale if merchantID owns it; another merchant's sale is NOT_FOUND, as if
+// it did not exist.
+func (s *Sales) ownSale(ctx context.Context, merchantID, saleID int64) (store.Sale, error) {
+	sale, err := s.getRow(ctx, saleID)
+	if err != nil {
+		return store.Sale{}, err
+	}
+	if sale.MerchantID != merchantID {
+		return store.Sale{}, shop.Errorf(shop.CodeNotFound, "no sale %d", saleID)
+	}
+	return sale, nil
+}
+
+// SaleOrders lists the orders Postgres holds for a merchant's sale, newest first, 50 a page,
+// optionally only those of one status and/or one shopper (userID > 0). next is "" on the last page.
+func (s *Sales) SaleOrders(ctx context.Context, merchantID, saleID int64, status string, userID int64, cursor string) ([]AdminOrder, string, error) {
+	if status != "" && !orderStatuses[status] {
+		return nil, "", shop.Errorf(shop.CodeInvalidInput, "status must be one of PENDING, PAID, EXPIRED, CANCELLED, FAILED")
+	}
+	if userID < 0 {
+		return nil, "", shop.Errorf(shop.CodeInvalidInput, "userId must be a user id (a positive integer)")
+	}
+	after, err := shop.CursorFrom(cursor, store.DecodeOrderCursor)
+	if err != nil {
+		return nil, "", err
+	}
+	if _, err := s.ownSale(ctx, merchantID, saleID); err != nil {
+		return nil, "", err
+	}
+	rows, next, err := s.db.OrdersOfSale(ctx, saleID, store.SaleOrderFilter{Status: status, UserID: userID}, after, SaleOrdersPage)
+	if err != nil {
+		return nil, "", shop.Unavailable(err)
+	}
+	out := make([]AdminOrder, len(rows))
+	for i, o := range rows {
+		out[i] = adminOrder(o)
+	}
+	if next == nil {
+		return out, "", nil
+	}
+	return out, next.Encode(), nil
+}
+
+// CheckSaleOwner answers NOT_FOUND unless merchantID owns saleID (the export checks it before
+// it starts its answer).
+func (s *Sales) CheckSaleOwner(ctx context.Context, merchantID, saleID int64) error {
+	_, err := s.ownSale(ctx, merchantID, saleID)
+	return err
+}
+
+// ExportOrders calls fn with every order of the sale, oldest first, ExportChunk at a time, read
+// from Postgres chunk by chunk (keyset paging): the sale's orders are never all in memory. The
+// caller checks the owner first (CheckSaleOwner). An error of fn is returned as it is.
+func (s *Sales) ExportOrders(ctx context.Context, saleID int64, fn func([]AdminOrder) error) error {
+	buf := make([]AdminOrder, 0, ExportChunk)
+	var fnErr error
+	err := s.db.EachOrderOfSale(ctx, saleID, ExportChunk, func(rows []store.ExportOrder) error {
+		buf = buf[:0]
+		for _, r := range rows {
+			a := adminOrder(r.Order)
+			a.ItemName, a.PriceCents, a.Currency = r.ItemName, r.PriceCents, r.Currency
+			buf = append(buf, a)
+		}
+		fnErr = fn(buf)
+		return fnErr
+	})
+	if err != nil && fnErr == nil {
+		return shop.Unavailable(err)
+	}
+	return err
+}

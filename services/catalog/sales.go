@@ -1,0 +1,482 @@
+package catalog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/flashsale/flashsale/services/internal/ttlcache"
+	"github.com/flashsale/flashsale/services/limits"
+	"github.com/flashsale/flashsale/services/pipeline"
+	"github.com/flashsale/flashsale/shop"
+	"github.com/flashsale/flashsale/store"
+)
+
+// NewSale is what a merchant asks to create.
+type NewSale struct {
+	Name                 string
+	Description          string // optional
+	StartsAt             time.Time
+	EndsAt               time.Time
+	Items                []NewItem
+	Limits               *shop.RateLimits // nil: the defaults
+	PaymentWindowSeconds *int             // nil: the default payment window
+	PurchaseLimit        string           // "" : per-sale
+	Currency             string           // "" : CNY; one of shop.Currencies
+	StockShards          *int             // nil: the default (FLASHSALE_STOCK_SHARDS); 1..64, fixed once created
+}
+
+// NewItem is one product of a NewSale.
+type NewItem struct {
+	Name       string
+	PriceCents int64
+	Quantity   int64
+	ImageURL   string // optional, https only
+}
+
+// ItemStock is the displayed stock of one item.
+type ItemStock struct {
+	ItemID int64
+	Stock  int64
+}
+
+// DisplayedStock is a snapshot of a sale's stock as shoppers see it.
+type DisplayedStock struct {
+	SaleID int64
+	Items  []ItemStock
+	AsOf   time.Time
+}
+
+// AdminItemStock is the merchant's view of one item's three kinds of stock.
+type AdminItemStock struct {
+	ItemID     int64
+	Name       string
+	Quantity   int64
+	Displayed  int64 // Redis's remaining units (-1 when Redis does not know the item)
+	Frozen     int64 // reserved, not paid: in flight + queued + PENDING
+	Real       int64 // quantity - paid
+	Paid       int64
+	Pending    int64
+	Expired    int64
+	Cancelled  int64
+	InFlight   int64 // reserved in Redis, not yet in Postgres
+	SoldOut    bool
+	LoadedAt   *time.Time // when Redis got the sale's stock; nil if not loaded
+	Reconciled bool       // every invariant of the reconciliation holds
+	Mismatch   string     // the violated checks with their numbers, when not reconciled
+}
+
+// Sales creates sales, reads them and keeps the catalog the purchase path checks against.
+type Sales struct {
+	db        *store.DB
+	stock     *store.Stock
+	loader    *pipeline.Loader
+	reconcile *pipeline.Reconciler
+	log       *slog.Logger
+	now       func() time.Time
+	payWindow time.Duration // default payment window of a new sale
+	warmAhead time.Duration // a sale's stock goes into Redis this long before its start (SetWarmAhead)
+	shards    int           // the stock shards of a sale created without its own count (SetStockShards)
+
+	items      *ttlcache.Cache[int64, shop.ItemInfo]
+	salesCache *ttlcache.Cache[int64, cachedSale]
+	stockCache *ttlcache.Cache[int64, DisplayedStock]
+	listings   *ttlcache.Cache[string, listing] // pages of Upcoming, by cursor
+
+	queue     pipeline.Backlogger              // the queue whose depth the live view shows (SetQueue); nil: none
+	liveCache *ttlcache.Cache[int64, LiveView] // the merchant's live view, per sale (services/live.go)
+	liveSeen  liveState
+
+	pausedCache *ttlcache.Cache[int64, bool] // Redis's paused flag per sale, for the token path (pausedTTL)
+	bounds      *idBounds                    // the highest sale and item ids: a made-up id costs no query of its own
+	nc          *nats.Conn                   // where changes are announced (ShareChanges); nil: not shared
+}
+
+// listing is one page of Upcoming as the listing cache shares it (callers must not modify it).
+type listing struct {
+	sales []shop.Sale
+	next  string
+}
+
+// listingTTL is how long every request of this instance shares one read of the sales listing
+// (the home page and GET /api/flash-sales): one Postgres query a second at most per page.
+const listingTTL = time.Second
+
+// cachedSale is a sale as the cache remembers it: NOT_FOUND is remembered too.
+type cachedSale struct {
+	sale store.Sale
+	err  error
+}
+
+// catalogTTL is how long the purchase path trusts what it read of a sale or an item.
+const catalogTTL = 5 * time.Second
+
+// absentTTL is how long an id found to be no sale (or no item) is answered "not found" without a
+// query. Short, because such an id at or below the highest one (idBounds) may be a sale whose
+// creation had not committed yet: the instance that creates a sale forgets it at once, the
+// others when its notice arrives (services/salenotice.go), and at the latest after this.
+const absentTTL = time.Second
+
+// NewSales returns a Sales service.
+func NewSales(db *store.DB, stock *store.Stock, loader *pipeline.Loader, reconcile *pipeline.Reconciler, payWindow time.Duration, log *slog.Logger, now func() time.Time) *Sales {
+	return &Sales{db: db, stock: stock, loader: loader, reconcile: reconcile, payWindow: payWindow, warmAhead: pipeline.DefaultWarmAhead, log: log, now: now,
+		items: ttlcache.New[int64](ttlcache.Config[shop.ItemInfo]{TTL: catalogTTL, Max: 100_000, MaxAbsent: 10_000,
+			Absent: func(i shop.ItemInfo) bool { return !i.Found }, AbsentTTL: absentTTL, StaleFor: 24 * time.Hour}, now),
+		salesCache: ttlcache.New[int64](ttlcache.Config[cachedSale]{TTL: catalogTTL, Max: 10_000, MaxAbsent: 10_000,
+			Absent: func(c cachedSale) bool { return c.err != nil }, AbsentTTL: absentTTL, StaleFor: 24 * time.Hour}, now),
+		// The displayed stock is never served stale: an error says Redis is down.
+		stockCache:  ttlcache.New[int64](ttlcache.Config[DisplayedStock]{TTL: time.Second, Max: 10_000}, now),
+		listings:    ttlcache.New[string](ttlcache.Config[listing]{TTL: listingTTL, Max: 256, StaleFor: time.Minute}, now),
+		liveCache:   ttlcache.New[int64](ttlcache.Config[LiveView]{TTL: liveTTL, Max: 100}, now),
+		pausedCache: ttlcache.New[int64](ttlcache.Config[bool]{TTL: pausedTTL, Max: 10_000}, now),
+		bounds:      newIDBounds(db.HighestIDs),
+		liveSeen:    liveState{counter: map[int64]string{}}}
+}
+
+// SetWarmAhead sets how long before its start a sale's stock is loaded into Redis: at creation or
+// edit when the start is that close already, else by the keeper when it comes that close (or by
+// the merchant's warm button).
+func (s *Sales) SetWarmAhead(d time.Duration) { s.warmAhead = d }
+
+// SetStockShards sets how many Redis stock shards a new sale gets unless it asks for its own
+// count (FLASHSALE_STOCK_SHARDS; 1 when never set).
+func (s *Sales) SetStockShards(k int) { s.shards = k }
+
+// WarmAhead tells how long before its start a sale's stock is loaded into Redis.
+func (s *Sales) WarmAhead() time.Duration { return s.warmAhead }
+
+func validName(what, s string) error {
+	if strings.TrimSpace(s) == "" {
+		return shop.Errorf(shop.CodeInvalidInput, "%s must not be empty", what)
+	}
+	if utf8.RuneCountInString(s) > shop.MaxNameRunes {
+		return shop.Errorf(shop.CodeInvalidInput, "%s must be at most %d characters", what, shop.MaxNameRunes)
+	}
+	if !utf8.ValidString(s) {
+		return shop.Errorf(shop.CodeInvalidInput, "%s must be valid UTF-8", what)
+	}
+	if strings.IndexFunc(s, unicode.IsControl) >= 0 {
+		return shop.Errorf(shop.CodeInvalidInput, "%s must not contain control characters", what)
+	}
+	return nil
+}
+
+// create validates and stores a new sale of merchantID, then loads its stock into Redis.
+func (s *Sales) create(ctx context.Context, merchantID int64, in NewSale) (store.Sale, error) {
+	if err := validName("name", in.Name); err != nil {
+		return store.Sale{}, err
+	}
+	now := s.now()
+	switch {
+	case in.StartsAt.IsZero() || in.EndsAt.IsZero():
+		return store.Sale{}, shop.Errorf(shop.CodeInvalidInput, "startsAt and endsAt are required (RFC 3339)")
+	case !in.EndsAt.After(in.StartsAt):
+		return store.Sale{}, shop.Errorf(shop.CodeInvalidInput, "endsAt must be after startsAt")
+	case !in.EndsAt.After(now):
+		return store.Sale{}, shop.Errorf(shop.CodeInvalidInput, "endsAt must be in the future")
+	case in.EndsAt.Sub(in.StartsAt) > shop.MaxSaleLength:
+		return store.Sale{}, shop.Errorf(shop.CodeInvalidInput, "a sale lasts at most 30 days")
+	case in.StartsAt.Year() > 9999 || in.StartsAt.Year() < 2000:
+		return store.Sale{}, shop.Errorf(shop.CodeInvalidInput, "startsAt is out of range")
+	case len(in.Items) == 0:
+		return store.Sale{}, shop.Errorf(shop.CodeInvalidInput, "a sale needs at least one item")
+	case len(in.Items) > shop.MaxItemsPerSale:
+		return store.Sale{}, shop.Errorf(shop.CodeInvalidInput, "a sale has at most %d items", shop.MaxItemsPerSale)
+	}
+	sale := store.Sale{MerchantID: merchantID, Name: strings.TrimSpace(in.Name), StartsAt: in.StartsAt.UTC(), EndsAt: in.EndsAt.UTC(),
+		PaymentWindowSeconds: int(s.payWindow / time.Second), PurchaseLimit: shop.LimitPerSale, Currency: "CNY"}
+	if err := validDescription(in.Description); err != nil {
+		return store.Sale{}, err
+	}
+	sale.Description = optText(in.Description)
+	if w := in.PaymentWindowSeconds; w != nil {
+		if *w < 1 || *w > 86400 {
+			return store.Sale{}, shop.Errorf(shop.CodeInvalidInput, "paymentWindowSeconds must be between 1 and 86400 (a day)")
+		}
+		sale.PaymentWindowSeconds = *w
+	}
+	switch in.Currency {
+	case "":
+	case "CNY", "USD", "EUR":
+		sale.Currency = in.Currency
+	default:
+		return store.Sale{}, shop.Errorf(shop.CodeInvalidInput, "currency must be one of CNY, USD or EUR")
+	}
+	switch in.PurchaseLimit {
+	case "":
+	case shop.LimitPerSale, shop.LimitPerItem:
+		sale.PurchaseLimit = in.PurchaseLimit
+	default:
+		return store.Sale{}, shop.Errorf(shop.CodeInvalidInput, "purchaseLimit must be %q (one unit per shopper in the whole sale) or %q (one per shopper and item)", shop.LimitPerSale, shop.LimitPerItem)
+	}
+	sale.StockShards = max(s.shards, 1)
+	if k := in.StockShards; k != nil {
+		if *k < 1 || *k > shop.MaxStockShards {
+			return store.Sale{}, shop.Errorf(shop.CodeInvalidInput, "stockShards must be between 1 and %d", shop.MaxStockShards)
+		}
+		sale.StockShards = *k
+	}
+	if l := in.Limits; l != nil {
+		if l.UserPerSecond < 1 || l.UserPerSecond > 10_000 || l.IPPerSecond < 1 || l.IPPerSecond > 1_000_000 {
+			return store.Sale{}, shop.Errorf(shop.CodeInvalidInput, "rateLimits.userPerSecond must be 1..10000 and rateLimits.ipPerSecond 1..1000000")
+		}
+		sale.UserRatePerSec, sale.IPRatePerSec = &l.UserPerSecond, &l.IPPerSecond
+	}
+	for i, it := range in.Items {
+		if err := validName(fmt.Sprintf("items[%d].name", i), it.Name); err != nil {
+			return store.Sale{}, err
+		}
+		if it.PriceCents < 0 || it.PriceCents > shop.MaxPriceCents {
+			return store.Sale{}, shop.Errorf(shop.CodeInvalidInput, "items[%d].priceCents must be between 0 and %d", i, int64(shop.MaxPriceCents))
+		}
+		if it.Quantity < 1 || it.Quantity > shop.MaxQuantity {
+			return store.Sale{}, shop.Errorf(shop.CodeInvalidInput, "items[%d].quantity must be between 1 and %d", i, shop.MaxQuantity)
+		}
+		if it.ImageURL != "" {
+			if err := validImageURL(fmt.Sprintf("items[%d].imageUrl", i), it.ImageURL); err != nil {
+				return store.Sale{}, err
+			}
+		}
+		sale.Items = append(sale.Items, store.Item{Name: strings.TrimSpace(it.Name), PriceCents: it.PriceCents, Quantity: int(it.Quantity),
+			ImageURL: optText(it.ImageURL)})
+	}
+	if err := s.db.CreateSale(ctx, &sale); err != nil {
+		return store.Sale{}, shop.Unavailable(err)
+	}
+	s.stock.RememberShards(sale.ID, sale.StockShards)
+	for _, it := range sale.Items {
+		if it.ID > math.MaxUint32 {
+			return store.Sale{}, &shop.Error{Code: shop.CodeInternal, Message: "item ids are exhausted", Err: fmt.Errorf("item id %d over 32 bits", it.ID)}
+		}
+	}
+	// The new ids are known at once, here and on every other instance: an id someone tried a
+	// moment ago, remembered as "not found", is forgotten (see absentTTL).
+	for _, it := range sale.Items {
+		s.bounds.raise(sale.ID, it.ID)
+	}
+	s.forget(sale)
+	s.announce(sale)
+	// Its stock goes into Redis WarmAhead before the start: now, if the start is that close (the
+	// keeper retries if Redis is down now; until then purchases answer 503), else the keeper
+	// loads it when the time comes.
+	if pipeline.DueForWarmUp(sale.StartsAt, now, s.warmAhead) {
+		if _, err := s.loader.LoadFirst(ctx, sale.ID); err != nil {
+			s.log.Warn("sale not loaded into redis at creation; the keeper will retry", "sale", sale.ID, "err", err)
+		}
+	}
+	return sale, nil
+}
+
+// getRow returns a sale with its items.
+func (s *Sales) getRow(ctx context.Context, saleID int64) (store.Sale, error) {
+	sale, err := s.db.SaleByID(ctx, saleID)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.Sale{}, shop.Errorf(shop.CodeNotFound, "no sale %d", saleID)
+	}
+	if err != nil {
+		return store.Sale{}, shop.Unavailable(err)
+	}
+	return sale, nil
+}
+
+// CachedRow returns a sale from the in-process catalog cache (a few seconds old at most; unknown
+// ids are remembered too). An edit, pause or resume drops this instance's entry at once; other
+// instances see it within catalogTTL (the reserve script and the token issuer read pause and the
+// sale's times from Redis, so they never wait for that).
+func (s *Sales) CachedRow(ctx context.Context, saleID int64) (store.Sale, error) {
+	if err := s.known(ctx, saleID); err != nil {
+		return store.Sale{}, err
+	}
+	c, err := s.salesCache.Get(ctx, saleID, func(ctx context.Context) (cachedSale, error) {
+		sale, err := s.getRow(ctx, saleID)
+		if err != nil && shop.ErrorCode(err) != shop.CodeNotFound {
+			return cachedSale{}, err
+		}
+		if err == nil {
+			s.stock.RememberShards(sale.ID, sale.StockShards)
+		}
+		return cachedSale{sale: sale, err: err}, nil
+	})
+	if err != nil {
+		return store.Sale{}, ttlcache.OrUnavailable(err)
+	}
+	return c.sale, c.err
+}
+
+// known answers NOT_FOUND, without a query, for a sale id above every sale Postgres held when
+// the call began (idBounds); nil for any other, which the caller then looks up.
+func (s *Sales) known(ctx context.Context, saleID int64) error {
+	switch above, err := s.bounds.aboveSale(ctx, saleID); {
+	case err != nil:
+		return shop.Unavailable(err)
+	case above:
+		return shop.Errorf(shop.CodeNotFound, "no sale %d", saleID)
+	}
+	return nil
+}
+
+// SalesPage is how many sales one page of the listing holds.
+const SalesPage = 50
+
+// Upcoming lists the live and upcoming sales by start time, a page after cursor ("" for the
+// first); next is "" on the last page.
+func (s *Sales) Upcoming(ctx context.Context, cursor string) ([]shop.Sale, string, error) {
+	after, err := shop.CursorFrom(cursor, store.DecodeSaleCursor)
+	if err != nil {
+		return nil, "", err
+	}
+	// Every request of this instance shares one read of a page a second (keyed by the cursor).
+	l, err := s.listings.Get(ctx, cursor, func(ctx context.Context) (listing, error) {
+		out, next, err := s.db.SalesEndingAfter(ctx, s.now(), after, SalesPage)
+		if err != nil {
+			return listing{}, err
+		}
+		if next == nil {
+			return listing{sales: salesOf(out)}, nil
+		}
+		return listing{sales: salesOf(out), next: next.Encode()}, nil
+	})
+	if err != nil {
+		return nil, "", shop.Unavailable(err)
+	}
+	return l.sales, l.next, nil
+}
+
+// OfMerchant lists a merchant's sales.
+func (s *Sales) OfMerchant(ctx context.Context, merchantID int64) ([]shop.Sale, error) {
+	out, err := s.db.SalesByMerchant(ctx, merchantID, 200)
+	if err != nil {
+		return nil, shop.Unavailable(err)
+	}
+	return salesOf(out), nil
+}
+
+// Item returns what the purchase path needs about an item, from the in-process catalog cache.
+func (s *Sales) Item(ctx context.Context, itemID int64) (shop.ItemInfo, error) {
+	switch above, err := s.bounds.aboveItem(ctx, itemID); {
+	case err != nil:
+		return shop.ItemInfo{}, shop.Unavailable(err)
+	case above:
+		return shop.ItemInfo{ItemID: itemID}, nil // no such item: no query, nothing cached
+	}
+	info, err := s.items.Get(ctx, itemID, func(ctx context.Context) (shop.ItemInfo, error) {
+		it, err := s.db.ItemByID(ctx, itemID)
+		if errors.Is(err, store.ErrNotFound) {
+			return shop.ItemInfo{ItemID: itemID}, nil
+		}
+		if err != nil {
+			return shop.ItemInfo{}, err
+		}
+		sale, err := s.db.SaleByID(ctx, it.SaleID)
+		if err != nil {
+			return shop.ItemInfo{}, err
+		}
+		// the purchase path then knows the sale's stock shards without a query of its own
+		s.stock.RememberShards(sale.ID, sale.StockShards)
+		return shop.ItemInfo{ItemID: itemID, SaleID: sale.ID, StartsAt: sale.StartsAt, EndsAt: sale.EndsAt, Limits: limits.Of(sale),
+			Limit: sale.PurchaseLimit, Found: true}, nil
+	})
+	if err != nil {
+		return shop.ItemInfo{}, shop.Unavailable(err)
+	}
+	return info, nil
+}
+
+// Displayed returns the sale's stock as shoppers see it: a Redis snapshot at most a second old,
+// shared by every request of this instance.
+func (s *Sales) Displayed(ctx context.Context, saleID int64) (DisplayedStock, error) {
+	if err := s.known(ctx, saleID); err != nil {
+		return DisplayedStock{}, err
+	}
+	d, err := s.stockCache.Get(ctx, saleID, func(ctx context.Context) (DisplayedStock, error) {
+		return s.displayed(ctx, saleID)
+	})
+	return d, ttlcache.OrUnavailable(err)
+}
+
+// displayed reads a sale's stock from Redis.
+func (s *Sales) displayed(ctx context.Context, saleID int64) (DisplayedStock, error) {
+	now := s.now()
+	sale, err := s.CachedRow(ctx, saleID)
+	if err != nil {
+		return DisplayedStock{}, err
+	}
+	ids := make([]int64, len(sale.Items))
+	for i, it := range sale.Items {
+		ids[i] = it.ID
+	}
+	levels, err := s.stock.Levels(ctx, saleID, ids)
+	if err != nil {
+		return DisplayedStock{}, shop.Unavailable(err)
+	}
+	d := DisplayedStock{SaleID: saleID, AsOf: now}
+	for i, it := range sale.Items {
+		lv := levels[i]
+		if lv < 0 { // not warmed: show the quantity; purchases answer 503 until it is
+			lv = int64(it.Quantity)
+		}
+		d.Items = append(d.Items, ItemStock{ItemID: it.ID, Stock: lv})
+	}
+	return d, nil
+}
+
+// AdminStock returns the three kinds of stock of every item of a merchant's sale, with the
+// reconciliation's verdict and numbers.
+func (s *Sales) AdminStock(ctx context.Context, merchantID, saleID int64) ([]AdminItemStock, error) {
+	sale, err := s.getRow(ctx, saleID)
+	if err != nil {
+		return nil, err
+	}
+	if sale.MerchantID != merchantID {
+		return nil, shop.Errorf(shop.CodeNotFound, "no sale %d", saleID)
+	}
+	rep, err := s.reconcile.Report(ctx, saleID)
+	if err != nil {
+		return nil, shop.Unavailable(err)
+	}
+	return adminItems(rep), nil
+}
+
+// adminItems is the merchant's view of each item of a reconciliation report.
+func adminItems(rep pipeline.SaleReport) []AdminItemStock {
+	// A sale-wide check (buyers, counter, one per shopper in the sale) marks every item.
+	saleOK, saleViolations := pipeline.AllOK(rep.Checks), pipeline.Violations(rep.Checks)
+	out := make([]AdminItemStock, len(rep.Items))
+	for i, it := range rep.Items {
+		a := AdminItemStock{
+			ItemID: it.ItemID, Name: it.Name, Quantity: it.Quantity, Displayed: it.RedisStock,
+			Paid: it.Paid, Pending: it.Pending, Expired: it.Expired, Cancelled: it.Cancelled, InFlight: it.InFlight,
+			Real: it.Quantity - it.Paid, Frozen: it.Pending + it.InFlight,
+			SoldOut:    it.RedisStock == 0 || (it.RedisStock < 0 && it.Live >= it.Quantity),
+			Reconciled: it.OK() && saleOK, Mismatch: strings.Trim(it.Violations()+"; "+saleViolations, "; "),
+		}
+		if rep.Loaded {
+			t := rep.LoadedAt
+			a.LoadedAt = &t
+		}
+		out[i] = a
+	}
+	return out
+}
+
+// Describe fills in an order view's item and sale from the catalog cache.
+func (s *Sales) Describe(ctx context.Context, v *shop.OrderView) {
+	sale, err := s.CachedRow(ctx, v.SaleID)
+	if err != nil {
+		return
+	}
+	v.SaleName, v.Currency = sale.Name, sale.Currency
+	for _, it := range sale.Items {
+		if it.ID == v.ItemID {
+			v.ItemName, v.PriceCents = it.Name, it.PriceCents
+		}
+	}
+}

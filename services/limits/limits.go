@@ -1,0 +1,217 @@
+// Package limits holds the rate limits: per shopper and per address on the purchase path, per client
+// and username on the account routes, per address on the cacheable reads.
+package limits
+
+import (
+	"context"
+	"log/slog"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-redis/redis_rate/v10"
+	"github.com/redis/go-redis/v9"
+	"golang.org/x/time/rate"
+
+	"github.com/flashsale/flashsale/shop"
+	"github.com/flashsale/flashsale/store"
+)
+
+// Limiter enforces the rate limits across instances with Redis GCRA (go-redis/redis_rate),
+// preceded by an in-process token bucket per key so one instance never floods Redis with a
+// shopper who is over the limit anyway.
+type Limiter struct {
+	on    bool
+	redis *redis_rate.Limiter
+	log   *slog.Logger
+	now   func() time.Time
+
+	// The in-process buckets, in two generations: lookups find a key in cur, or move it there
+	// from prev; cur becomes prev (and the old prev is dropped) once it holds localMax keys or
+	// is a minute old. So at most 2*localMax buckets are held however many keys a flood brings
+	// (made-up usernames, IPv6 /64s), a bucket untouched for two minutes is gone (every bucket
+	// here is full again by then), and nothing ever walks the map under the lock. A bucket
+	// dropped early only sends its key to Redis, which decides anyway.
+	mu       sync.Mutex
+	cur      map[string]*localBucket
+	prev     map[string]*localBucket
+	rotated  time.Time
+	localMax int
+}
+
+// localMax is the number of in-process buckets of one generation (two are kept): some 15 MiB
+// each at the very worst.
+const localMax = 1 << 16
+
+// localAge is how long a generation of in-process buckets lasts at most.
+const localAge = time.Minute
+
+type localBucket struct {
+	lim *rate.Limiter
+}
+
+// localBuckets is how many in-process buckets the limiter holds.
+func (l *Limiter) localBuckets() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.cur) + len(l.prev)
+}
+
+// NewLimiter returns a limiter on rdb; with on false every request is allowed.
+func NewLimiter(rdb redis.UniversalClient, on bool, log *slog.Logger, now func() time.Time) *Limiter {
+	return &Limiter{on: on, redis: redis_rate.NewLimiter(rdb), log: log, now: now, cur: map[string]*localBucket{}, localMax: localMax}
+}
+
+// Of returns a sale's limits, its own where set, else the defaults.
+func Of(s store.Sale) shop.RateLimits {
+	l := shop.DefaultRateLimits
+	if s.UserRatePerSec != nil {
+		l.UserPerSecond = *s.UserRatePerSec
+	}
+	if s.IPRatePerSec != nil {
+		l.IPPerSecond = *s.IPRatePerSec
+	}
+	return l
+}
+
+// Allow takes one request from the shopper's bucket and the IP's bucket of a sale, or returns
+// RATE_LIMITED with the wait. If Redis cannot answer, the local buckets decide: the purchase
+// path fails closed at the reserve anyway.
+func (l *Limiter) Allow(ctx context.Context, saleID, userID int64, ip string, lim shop.RateLimits) error {
+	if !l.on {
+		return nil
+	}
+	sale := strconv.FormatInt(saleID, 10)
+	return l.allow(ctx, []string{"rl:u:" + sale + ":" + strconv.FormatInt(userID, 10), "rl:ip:" + sale + ":" + ClientKey(ip)},
+		[]redis_rate.Limit{perSecond(lim.UserPerSecond), perSecond(lim.IPPerSecond)})
+}
+
+func perSecond(n int) redis_rate.Limit {
+	return redis_rate.Limit{Rate: n, Burst: 2 * n, Period: time.Second}
+}
+
+// allow takes one request from each of the buckets keys (local first, then Redis), or returns
+// RATE_LIMITED with the longest wait.
+func (l *Limiter) allow(ctx context.Context, keys []string, limits []redis_rate.Limit) error {
+	for i, key := range keys {
+		if wait, ok := l.allowLocal(key, limits[i]); !ok {
+			return &shop.Error{Code: shop.CodeRateLimited, Message: "too many attempts; slow down", RetryAfter: max(wait, time.Second)}
+		}
+	}
+	for i, key := range keys {
+		res, err := l.redis.Allow(ctx, key, limits[i])
+		if err != nil {
+			l.log.Warn("rate limiter: redis unavailable, local buckets only", "err", err)
+			return nil
+		}
+		if res.Allowed == 0 {
+			return &shop.Error{Code: shop.CodeRateLimited, Message: "too many attempts; slow down", RetryAfter: max(res.RetryAfter, time.Second)}
+		}
+	}
+	return nil
+}
+
+// AuthAction names an account route with its own limits.
+type AuthAction string
+
+// The account routes' actions.
+const (
+	AuthLogin    AuthAction = "login"
+	AuthRegister AuthAction = "register"
+	AuthCaptcha  AuthAction = "captcha"
+)
+
+// AuthLimits are the buckets of the account routes per client address (an IPv6 client by its
+// /64) for each action. With AuthUserClientLimit and AuthUsernameLimit (logging in and
+// registering together), guessing one account's password is slow whatever the addresses it
+// comes from, and no one client can keep the account's owner out. A person typing never meets
+// them; a script guessing passwords or creating accounts does at once.
+var AuthLimits = map[AuthAction]redis_rate.Limit{
+	AuthLogin:    {Rate: 60, Burst: 30, Period: time.Minute},
+	AuthRegister: {Rate: 20, Burst: 10, Period: time.Minute},
+	AuthCaptcha:  {Rate: 40, Burst: 20, Period: time.Minute},
+}
+
+// AuthUserClientLimit is the bucket of one username (case-insensitively) from one client
+// address, logins and registrations together: a client that spends it keeps out only itself,
+// never the account's owner at another address.
+var AuthUserClientLimit = redis_rate.Limit{Rate: 10, Burst: 10, Period: time.Minute}
+
+// AuthUsernameLimit is the bucket of one username from every address together: the cap on
+// guessing one account's password from many addresses. It is ten times one client's (five times
+// its burst), so keeping the owner out takes ten addresses (or IPv6 /64s) guessing without pause.
+var AuthUsernameLimit = redis_rate.Limit{Rate: 100, Burst: 50, Period: time.Minute}
+
+// AllowAuth takes one request of action from the client address's bucket and, when username is
+// not empty, from the bucket of the username at that address and then the username's global
+// bucket (one a client over its own limit does not spend), or returns RATE_LIMITED with the wait.
+func (l *Limiter) AllowAuth(ctx context.Context, action AuthAction, ip, username string) error {
+	if l == nil || !l.on {
+		return nil
+	}
+	client := ClientKey(ip)
+	keys := []string{"rl:a:" + string(action) + ":ip:" + client}
+	limits := []redis_rate.Limit{AuthLimits[action]}
+	if username != "" {
+		name := strings.ToLower(username)
+		// rl:a:uc: and rl:a:user: are apart, so no username can name another's bucket.
+		keys = append(keys, "rl:a:uc:"+client+":"+name, "rl:a:user:"+name)
+		limits = append(limits, AuthUserClientLimit, AuthUsernameLimit)
+	}
+	return l.allow(ctx, keys, limits)
+}
+
+// On reports whether the limits are enforced (FLASHSALE_RATE_LIMITS); a nil Limiter has none.
+func (l *Limiter) On() bool { return l != nil && l.on }
+
+// ClientKey is the address a client is limited by: an IPv4 address as it is, an IPv6 address by
+// its /64 (one subscriber usually holds a whole /64, and would otherwise have 2^64 buckets), an
+// IPv4-mapped IPv6 address as the IPv4 one. Anything that is not an address is kept as it is,
+// cut to 64 bytes.
+func ClientKey(ip string) string {
+	a, err := netip.ParseAddr(ip)
+	if err != nil {
+		if len(ip) > 64 {
+			ip = ip[:64]
+		}
+		return ip
+	}
+	a = a.Unmap()
+	if a.Is4() {
+		return a.String()
+	}
+	p, err := a.WithZone("").Prefix(64)
+	if err != nil {
+		return a.String()
+	}
+	return p.String()
+}
+
+func (l *Limiter) allowLocal(key string, lim redis_rate.Limit) (time.Duration, bool) {
+	now := l.now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.cur) >= l.localMax || now.Sub(l.rotated) >= localAge || now.Before(l.rotated) {
+		l.prev, l.cur, l.rotated = l.cur, make(map[string]*localBucket, min(len(l.cur), l.localMax)), now
+	}
+	every := rate.Limit(float64(lim.Rate) / lim.Period.Seconds())
+	b, ok := l.cur[key]
+	if !ok {
+		if b, ok = l.prev[key]; ok {
+			delete(l.prev, key)
+			l.cur[key] = b
+		}
+	}
+	if !ok || b.lim.Limit() != every || b.lim.Burst() != lim.Burst {
+		b = &localBucket{lim: rate.NewLimiter(every, lim.Burst)}
+		l.cur[key] = b
+	}
+	r := b.lim.ReserveN(now, 1)
+	if d := r.DelayFrom(now); d > 0 {
+		r.CancelAt(now)
+		return d, false
+	}
+	return 0, true
+}
