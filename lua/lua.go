@@ -1,5 +1,6 @@
-// Package lua holds the Redis scripts of the purchase path, embedded so the binary carries them.
-// Every script touches the keys of one sale only (hash tag {sale:S}).
+// Package lua holds the Redis scripts, embedded so the binary carries them. Every script of the
+// purchase path touches the keys of one sale only (hash tag {sale:S}); the registration and
+// lease scripts touch global keys of their own.
 package lua
 
 import _ "embed"
@@ -48,3 +49,24 @@ var Transfer string
 //
 //go:embed held.lua
 var Held string
+
+// RegClaim is the first claim of the embedded NATS registration (taking over this instance's
+// previous run's).
+//
+//go:embed regclaim.lua
+var RegClaim string
+
+// RegRenew renews the embedded NATS registration, or takes it if free.
+//
+//go:embed regrenew.lua
+var RegRenew string
+
+// RegDrop gives the embedded NATS registration up, if still held.
+//
+//go:embed regdrop.lua
+var RegDrop string
+
+// Lease takes or renews the reconciliation lease, with its fencing token.
+//
+//go:embed lease.lua
+var Lease string

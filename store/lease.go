@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/flashsale/flashsale/lua"
 )
 
 // ErrEmbeddedNATSLive is returned when another instance with an embedded NATS server is live on
@@ -18,35 +20,14 @@ var ErrEmbeddedNATSLive = errors.New("another flashsale instance with an embedde
 
 const embeddedNATSKey = "flashsale:embedded-nats"
 
-// renew extends a key held by owner; take sets it if free. Both answer 1 when owner holds it after.
-var renewScript = redis.NewScript(`
-local v = redis.call('GET', KEYS[1])
-if v == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return 1
-end
-if not v then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-  return 1
-end
-return 0`)
-
-// claimScript is renewScript for the first claim: a registration whose value starts with the
-// same site (ARGV[3]: host and data folder) is this instance's previous run, killed before it
-// could drop it; it is taken over at once instead of after its lease.
-var claimScript = redis.NewScript(`
-local v = redis.call('GET', KEYS[1])
-if not v or v == ARGV[1] or (ARGV[3] ~= '' and string.sub(v, 1, #ARGV[3]) == ARGV[3]) then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-  return 1
-end
-return 0`)
-
-var dropScript = redis.NewScript(`
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
-end
-return 0`)
+// renewScript (lua/regrenew.lua) extends a key held by owner; claimScript (lua/regclaim.lua)
+// takes it the first time, also from this instance's previous run (the same site);
+// dropScript (lua/regdrop.lua) gives it up. renew and claim answer 1 when owner holds it after.
+var (
+	renewScript = redis.NewScript(lua.RegRenew)
+	claimScript = redis.NewScript(lua.RegClaim)
+	dropScript  = redis.NewScript(lua.RegDrop)
+)
 
 // Registration is an instance's claim, in Redis, that it runs the one embedded NATS server of the
 // deployment. It lapses ttl after the instance stops renewing it (stopped, killed or paused).
@@ -180,19 +161,8 @@ type Lease struct {
 	rdb   redis.UniversalClient
 }
 
-var acquireScript = redis.NewScript(`
-local v = redis.call('GET', KEYS[1])
-if v then
-  local owner, fence = string.match(v, '^(.*)|(%d+)$')
-  if owner == ARGV[1] then
-    redis.call('PEXPIRE', KEYS[1], ARGV[2])
-    return tonumber(fence)
-  end
-  return 0
-end
-local fence = redis.call('INCR', KEYS[2])
-redis.call('SET', KEYS[1], ARGV[1] .. '|' .. fence, 'PX', ARGV[2])
-return fence`)
+// acquireScript (lua/lease.lua) takes or renews the lease; it answers the holder's fence, or 0.
+var acquireScript = redis.NewScript(lua.Lease)
 
 // AcquireReconcileLease takes (or renews) the reconciliation lease for owner for ttl. It returns
 // nil, nil when another instance holds it.
