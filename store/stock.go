@@ -1,0 +1,69 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/flashsale/flashsale/lua"
+)
+
+// Refusals the reserve script can answer instead of a reservation.
+var (
+	ErrSoldOut          = errors.New("sold out")
+	ErrAlreadyBuyer     = errors.New("already a buyer")
+	ErrStockUnknown     = errors.New("sale not loaded in redis, or its data was lost")
+	ErrTokenAlreadyUsed = errors.New("purchase token already used, expired or void")
+	ErrRedisWentBack    = errors.New("redis lost reservations (its counter went back); the sale is rebuilt from postgres")
+	ErrNotStarted       = errors.New("the sale has not started (redis clock)")
+	ErrEnded            = errors.New("the sale has ended (redis clock)")
+	ErrPaused           = errors.New("the merchant paused the sale")
+)
+
+// Stock keeps the hot state of every sale in Redis: remaining units per item, buyers, reservations
+// in flight, used purchase tokens and the tombstones of units given back. All keys of one sale
+// share the hash tag {sale:S}, so each script touches one slot (one Redis Cluster shard per sale).
+type Stock struct {
+	rdb      redis.UniversalClient
+	reserve  *redis.Script
+	release  *redis.Script
+	load     *redis.Script
+	claim    *redis.Script
+	markLost *redis.Script
+	adjust   *redis.Script
+	funnel   *redis.Script
+	transfer *redis.Script
+	shards   shardCache
+}
+
+// NewStock returns a Stock on rdb; scripts run with EVALSHA and fall back to EVAL on NOSCRIPT.
+func NewStock(rdb redis.UniversalClient) *Stock {
+	return &Stock{
+		rdb:      rdb,
+		reserve:  redis.NewScript(lua.Reserve),
+		release:  redis.NewScript(lua.Release),
+		load:     redis.NewScript(lua.Load),
+		claim:    redis.NewScript(lua.Claim),
+		markLost: redis.NewScript(lua.MarkLost),
+		adjust:   redis.NewScript(lua.Adjust),
+		funnel:   redis.NewScript(lua.Funnel),
+		transfer: redis.NewScript(lua.Transfer),
+	}
+}
+
+// Now reads Redis's clock: the one clock every instance agrees on. On a Redis Cluster it is the
+// clock of any node: a decision about a sale's reservations reads its own node's (InFlightOlder,
+// View).
+func (s *Stock) Now(ctx context.Context) (time.Time, error) {
+	t, err := s.rdb.Time(ctx).Result()
+	if err != nil {
+		return time.Time{}, fmt.Errorf("redis time: %w", err)
+	}
+	return t, nil
+}
+
+// Client exposes the Redis client (registrations, leases, health).
+func (s *Stock) Client() redis.UniversalClient { return s.rdb }
