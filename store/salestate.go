@@ -147,3 +147,101 @@ func (s *Stock) Levels(ctx context.Context, saleID int64, itemIDs []int64) ([]in
 	}
 	return out, nil
 }
+
+// shardLevels reads an item's units in every shard (-1: no key).
+func (s *Stock) shardLevels(ctx context.Context, saleID int64, k int, itemID int64) ([]int64, error) {
+	cmds := make([]*redis.StringCmd, k)
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for sh := range k {
+			cmds[sh] = p.Get(ctx, StockKeyOf(saleID, sh, itemID))
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("shard levels(sale %d, item %d): %w", saleID, itemID, err)
+	}
+	out := make([]int64, k)
+	for i, c := range cmds {
+		v, err := c.Int64()
+		if err != nil {
+			v = -1
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
+// allEmpty reports whether no shard holds a unit of the item and no transfer of the sale is in
+// flight: only then is the item sold out everywhere. The shards cannot be read in one atomic
+// step, so the transfer logs and counters are read before and after the levels: no record
+// before and no transfer started until after means no unit moved while the levels were read.
+func (s *Stock) allEmpty(ctx context.Context, saleID int64, k int, itemID int64) (bool, error) {
+	moves := func() (string, error) {
+		counts := make([]*redis.StringCmd, k)
+		logs := make([]*redis.IntCmd, k)
+		_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for sh := range k {
+				counts[sh] = p.HGet(ctx, MetaKeyOf(saleID, sh), "xfers")
+				logs[sh] = p.HLen(ctx, XferKeyOf(saleID, sh))
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return "", err
+		}
+		var b strings.Builder
+		for sh := range k {
+			if logs[sh].Val() > 0 {
+				return "", nil // a transfer in flight
+			}
+			b.WriteString(counts[sh].Val() + ",")
+		}
+		return b.String(), nil
+	}
+	before, err := moves()
+	if err != nil || before == "" {
+		return false, err
+	}
+	levels, err := s.shardLevels(ctx, saleID, k, itemID)
+	if err != nil {
+		return false, err
+	}
+	for _, v := range levels {
+		if v > 0 {
+			return false, nil
+		}
+	}
+	after, err := moves()
+	return err == nil && after == before, err
+}
+
+// shardedLevels sums each item's units over the shards (-1: no shard holds the item's key).
+func (s *Stock) shardedLevels(ctx context.Context, saleID int64, k int, itemIDs []int64) ([]int64, error) {
+	cmds := make([]*redis.StringCmd, k*len(itemIDs))
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, id := range itemIDs {
+			for sh := range k {
+				cmds[i*k+sh] = p.Get(ctx, StockKeyOf(saleID, sh, id))
+			}
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("stock levels: %w", err)
+	}
+	out := make([]int64, len(itemIDs))
+	for i := range itemIDs {
+		out[i] = -1
+		for sh := range k {
+			v, err := cmds[i*k+sh].Int64()
+			switch {
+			case errors.Is(err, redis.Nil):
+			case err != nil:
+				return nil, fmt.Errorf("stock level(item %d): %w", itemIDs[i], err)
+			default:
+				out[i] = max(out[i], 0) + v
+			}
+		}
+	}
+	return out, nil
+}
