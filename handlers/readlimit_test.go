@@ -108,7 +108,7 @@ func TestPublicReadsAskTheRateLimitFirst(t *testing.T) {
 	// The real limiter: a burst of ReadLimit.Burst from one address, then 429; another address
 	// has its own bucket; FLASHSALE_RATE_LIMITS=off lets everything through.
 	now := time.Unix(1_800_000_000, 0)
-	real := limits.NewLimiter(nil, true, log, func() time.Time { return now })
+	real := limits.NewLimiter(nil, limits.Config{On: true, Log: log, Now: func() time.Time { return now }})
 	api.Reads, pages.Reads = real, real
 	cat.calls.Store(0)
 	passed := 0
@@ -127,7 +127,7 @@ func TestPublicReadsAskTheRateLimitFirst(t *testing.T) {
 	if w.Code == http.StatusTooManyRequests {
 		t.Errorf("another address was limited with the first one's bucket")
 	}
-	off := limits.NewLimiter(nil, false, log, func() time.Time { return now })
+	off := limits.NewLimiter(nil, limits.Config{Log: log, Now: func() time.Time { return now }})
 	api.Reads = off
 	if w := get("/api/flash-sales/123456789"); w.Code == http.StatusTooManyRequests {
 		t.Errorf("limits off: %d", w.Code)

@@ -55,9 +55,48 @@ const (
 	MaxSaleLength   = 30 * 24 * time.Hour
 )
 
-// Currencies a sale may be priced in (ISO 4217); prices are integers in the minor unit (cents,
-// fen), two decimals for each of these.
-var Currencies = []string{"CNY", "USD", "EUR"}
+// Currency is one currency a sale may be priced in (ISO 4217); prices are integers in its minor
+// unit (cents, fen).
+type Currency struct {
+	Code   string // ISO 4217
+	Symbol string // as the pages write an amount: "¥19.99"
+	Unit   string // the unit's name in the create form: "yuan"
+	Digits int    // digits of the minor unit
+}
+
+// Currencies are the currencies a sale may be priced in, the first the default: the one table the
+// validation, the forms and the pages read.
+var Currencies = []Currency{
+	{Code: "CNY", Symbol: "¥", Unit: "yuan", Digits: 2},
+	{Code: "USD", Symbol: "$", Unit: "dollar", Digits: 2},
+	{Code: "EUR", Symbol: "€", Unit: "euro", Digits: 2},
+}
+
+// IsCurrency reports whether a sale may be priced in code.
+func IsCurrency(code string) bool {
+	for _, c := range Currencies {
+		if c.Code == code {
+			return true
+		}
+	}
+	return false
+}
+
+// CurrencyList names the currencies for a message: "CNY, USD or EUR".
+func CurrencyList() string {
+	s := ""
+	for i, c := range Currencies {
+		switch {
+		case i == 0:
+		case i == len(Currencies)-1:
+			s += " or "
+		default:
+			s += ", "
+		}
+		s += c.Code
+	}
+	return s
+}
 
 // Purchase limits: one unit per shopper in the whole sale, or per item.
 const (

@@ -9,7 +9,11 @@ import (
 	"github.com/flashsale/flashsale/store"
 )
 
-// Invariants is pipeline.Invariants, kept here for the tests that call it by this name.
+// Invariants checks the invariants of a sale on db and the Redis rdb once traffic has stopped and
+// the queue has drained (pipeline.Invariants): every test, fault scenario and benchmark run ends
+// with it.
 func Invariants(ctx context.Context, db *store.DB, rdb redis.UniversalClient, saleID int64, acked []string) []error {
-	return pipeline.Invariants(ctx, db, rdb, saleID, acked)
+	stock := store.NewStock(rdb)
+	stock.SetShardCounter(db.StockShardsCached)
+	return pipeline.Invariants(ctx, db, stock, saleID, acked)
 }

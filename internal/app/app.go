@@ -144,62 +144,82 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 		return nil, err
 	}
 
+	if err := a.build(instance); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// build makes the services and the router of a connected instance, each complete when made.
+func (a *App) build(instance string) error {
+	cfg, log := a.cfg, a.Log
 	a.reg = prometheus.NewRegistry()
 	a.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	a.Metrics = metrics.New(a.reg)
 	a.Stock = store.NewStock(a.Redis)
 	a.Stock.SetShardCounter(a.DB.StockShardsCached)
 	a.pub = store.NewGroupPublisher(a.Queue, cfg.PublishParallel, cfg.PublishBatch, cfg.PublishTimeout, a.Metrics.ObservePublish)
-
-	secret := []byte(cfg.JWTSecret)
-	store.SetCursorSecret(secret) // the listing cursors, signed alike on every instance
-	var challenges captcha.Captcha = captcha.Image{Store: store.NewChallenges(a.Redis, cfg.CaptchaTTL)}
-	if cfg.Captcha == "test" {
-		challenges = captcha.Test{}
-	}
-	limiter := limits.NewLimiter(a.Redis, cfg.RateLimits, log, a.now)
-	a.Auth = auth.NewAuth(a.DB, secret, cfg.JWTTTL, a.now).With(auth.AuthOptions{
-		Redis: a.Redis, Limiter: limiter, Captcha: challenges, Log: log})
-	if a.SoldOut, err = purchase.NewSoldOut(a.Queue.Conn(), time.Second, log, a.now); err != nil {
-		return nil, err
-	}
-	a.Loader = pipeline.NewLoader(a.DB, a.Stock, a.SoldOut, a.Metrics, log, cfg.TokenTTL, rebuildDelay(cfg))
-	a.returns = pipeline.NewReturns(a.DB, a.Stock, a.SoldOut, a.Metrics, log)
-	a.reconcile = pipeline.NewReconciler(a.DB, a.Stock, a.Metrics, log, cfg.OrphanAge)
-	a.sales = catalog.NewSales(a.DB, a.Stock, a.Loader, a.reconcile, cfg.PayWindow, log, a.now)
-	a.sales.SetWarmAhead(cfg.WarmAhead)
-	if err := a.sales.ShareChanges(a.Queue.Conn()); err != nil {
-		return nil, err
-	}
-	a.sales.SetStockShards(cfg.StockShards)
-	a.purchases = purchase.NewPurchases(purchase.PurchaseConfig{
-		TokenTTL: cfg.TokenTTL, SlowPublish: cfg.OrphanAge / 3, SigningSecret: secret,
-	}, a.sales, a.Stock, a.DB, guardedPublisher{Publisher: a.pub, guard: a.guard}, challenges, a.SoldOut,
-		limiter, a.returns, a.Metrics, log, a.now)
 	a.Queue.SetAckWait(cfg.WriterAckWait)
-	a.Writer = pipeline.NewWriter(pipeline.WriterConfig{Workers: cfg.WriterWorkers, Batch: cfg.WriterBatch, AckWait: cfg.WriterAckWait, Linger: cfg.WriterLinger},
-		a.Queue, a.writeDB, a.Stock, a.SoldOut, a.Metrics, log)
-	// The writer's recent throughput, shared with the purchase service for a QUEUED order's
-	// estimated wait (services/queue_wait.go).
-	writerRate := pipeline.NewThroughput(cfg.WriterWorkers, nil)
-	a.Writer.SetThroughput(writerRate)
-	a.purchases.SetQueueWait(purchase.NewQueueWait(a.Stock, writerRate))
+	store.SetCursorSecret([]byte(cfg.JWTSecret)) // the listing cursors, signed alike on every instance
+	notices := a.Queue.Notices()
+	var err error
+	if a.SoldOut, err = purchase.NewSoldOut(notices, time.Second, log, a.now); err != nil {
+		return err
+	}
+	a.buildPipeline(instance)
+	if a.sales, err = catalog.NewSales(catalog.Config{PayWindow: cfg.PayWindow, WarmAhead: cfg.WarmAhead, StockShards: cfg.StockShards},
+		catalog.Deps{DB: a.DB, Stock: a.Stock, Loader: a.Loader, Reconcile: a.reconcile, Queue: guardedQueue{Queue: a.Queue, guard: a.guard},
+			Notices: notices, Log: log, Now: a.now}); err != nil {
+		return err
+	}
 	// The purchase funnel of the merchant's live view: counted in memory, flushed to Redis once a
 	// second (start), so the purchase path makes no extra Redis call.
 	a.funnel = catalog.NewFunnel(a.Stock, log, a.now)
-	a.purchases.SetFunnel(a.funnel)
-	a.sales.SetQueue(guardedQueue{Queue: a.Queue, guard: a.guard})
-	a.keeper = pipeline.NewKeeper(pipeline.KeeperConfig{Interval: cfg.KeeperInterval, OrphanAge: cfg.OrphanAge,
-		ReconcileInterval: cfg.ReconcileInterval, Instance: instance, RebuildDelay: rebuildDelay(cfg),
-		WarmAhead: cfg.WarmAhead},
-		a.DB, a.Stock, guardedQueue{Queue: a.Queue, guard: a.guard}, a.Loader, a.returns, a.reconcile, a.SoldOut, a.Metrics, log, a.now)
+	limiter := limits.NewLimiter(store.NewRateLimiter(a.Redis), limits.Config{On: cfg.RateLimits, Log: log, Now: a.now})
+	challenges := a.captcha()
+	a.Auth = auth.NewAuth(a.DB, []byte(cfg.JWTSecret), cfg.JWTTTL, a.now).With(auth.AuthOptions{
+		Revoked: store.NewRevocations(a.Redis), Limiter: limiter, Captcha: challenges, Log: log})
+	a.purchases = purchase.NewPurchases(purchase.PurchaseConfig{
+		TokenTTL: cfg.TokenTTL, SlowPublish: cfg.OrphanAge / 3, SigningSecret: []byte(cfg.JWTSecret),
+	}, purchase.Deps{Catalog: a.sales, Stock: a.Stock, DB: a.DB, Publisher: guardedPublisher{Publisher: a.pub, guard: a.guard},
+		Captcha: challenges, SoldOut: a.SoldOut, Limiter: limiter, Returns: a.returns, Funnel: a.funnel,
+		WriterRate: a.Writer.Throughput(), Metrics: a.Metrics, Log: log, Now: a.now})
+	a.Handler = a.router(limiter)
+	return nil
+}
 
+// captcha is the purchase path's and the registration's captcha: images kept in Redis, or the
+// fixed test challenge (FLASHSALE_CAPTCHA=test).
+func (a *App) captcha() captcha.Captcha {
+	if a.cfg.Captcha == "test" {
+		return captcha.Test{}
+	}
+	return captcha.Image{Store: store.NewChallenges(a.Redis, a.cfg.CaptchaTTL)}
+}
+
+// buildPipeline makes the loader, the unit returns, the reconciliation, the writer and the keeper.
+func (a *App) buildPipeline(instance string) {
+	cfg, log := a.cfg, a.Log
+	a.Loader = pipeline.NewLoader(pipeline.LoaderConfig{TokenTTL: cfg.TokenTTL, RebuildDelay: rebuildDelay(cfg)},
+		a.DB, a.Stock, a.SoldOut, a.Metrics, log)
+	a.returns = pipeline.NewReturns(a.DB, a.Stock, a.SoldOut, a.Metrics, log)
+	a.reconcile = pipeline.NewReconciler(a.DB, a.Stock, a.Metrics, log, cfg.OrphanAge)
+	a.Writer = pipeline.NewWriter(pipeline.WriterConfig{Workers: cfg.WriterWorkers, Batch: cfg.WriterBatch, AckWait: cfg.WriterAckWait, Linger: cfg.WriterLinger},
+		a.Queue, a.writeDB, a.Stock, a.SoldOut, a.Metrics, log)
+	a.keeper = pipeline.NewKeeper(pipeline.KeeperConfig{Interval: cfg.KeeperInterval, OrphanAge: cfg.OrphanAge,
+		ReconcileInterval: cfg.ReconcileInterval, Instance: instance, RebuildDelay: rebuildDelay(cfg), WarmAhead: cfg.WarmAhead},
+		pipeline.KeeperDeps{DB: a.DB, Stock: a.Stock, Queue: guardedQueue{Queue: a.Queue, guard: a.guard}, Loader: a.Loader,
+			Returns: a.returns, Reconcile: a.reconcile, SoldOut: a.SoldOut, Metrics: a.Metrics, Log: log, Now: a.now})
+}
+
+// router is the HTTP side: the API, the pages, metrics and the health checks.
+func (a *App) router(reads *limits.Limiter) http.Handler {
+	cfg, log := a.cfg, a.Log
 	api := &handlers.API{Accounts: a.Auth, Catalog: a.sales, Shop: a.purchases, Orders: a.sales, Admin: a.sales, Live: a.sales, Log: log, Now: a.now,
-		SecureCookie: cfg.Env == "production", SessionTTL: cfg.JWTTTL, Reads: limiter}
-	pages := &handlers.Pages{Catalog: a.sales, Log: log, Now: a.now, SecureCookie: cfg.Env == "production", Reads: limiter}
-	a.Handler = web.NewRouter(web.Config{Log: log, Verifier: a.Auth, API: api, Pages: pages, Registry: a.reg,
+		SecureCookie: cfg.Env == "production", SessionTTL: cfg.JWTTTL, Reads: reads}
+	pages := &handlers.Pages{Catalog: a.sales, Log: log, Now: a.now, SecureCookie: cfg.Env == "production", Reads: reads}
+	return web.NewRouter(web.Config{Log: log, Verifier: a.Auth, API: api, Pages: pages, Registry: a.reg,
 		Ready: a.ready, TrustedProxies: cfg.TrustedProxies, Production: cfg.Env == "production"})
-	return a, nil
 }
 
 // ready names the dependencies that do not answer (Redis, Postgres, NATS), each checked at once
@@ -222,18 +242,9 @@ func (a *App) ready() []string {
 	checks := []<-chan string{
 		check("redis", func(ctx context.Context) error { return a.Redis.Ping(ctx).Err() }),
 		check("postgres", func(ctx context.Context) error {
-			sqlDB, err := a.DB.Gorm().DB()
-			if err != nil {
-				return err
-			}
-			return sqlDB.PingContext(ctx)
+			return a.DB.Ping(ctx)
 		}),
-		check("nats", func(context.Context) error {
-			if !a.Queue.Conn().IsConnected() {
-				return errors.New("disconnected")
-			}
-			return nil
-		}),
+		check("nats", func(context.Context) error { return a.Queue.Connected() }),
 		check("queue registration", func(context.Context) error {
 			if !a.guard.held() {
 				return errQueueNotHeld

@@ -6,7 +6,6 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,7 +20,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/golang-jwt/jwt/v5"
-	"github.com/redis/go-redis/v9"
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/flashsale/flashsale/services/captcha"
@@ -65,7 +63,7 @@ type Auth struct {
 // AuthOptions are what Auth needs besides tokens: the limits, the registration captcha, the
 // bound on bcrypt work and Redis, where logouts are shared between instances.
 type AuthOptions struct {
-	Redis     redis.UniversalClient
+	Revoked   RevocationLog // the logouts every instance shares (store.Revocations); nil: this instance's own only
 	Limiter   *limits.Limiter
 	Captcha   captcha.Captcha
 	HashSlots int // bcrypt hashes or compares at once; 0: defaultHashSlots
@@ -81,8 +79,8 @@ func (a *Auth) With(o AuthOptions) *Auth {
 	if o.Log != nil {
 		a.log = o.Log
 	}
-	if o.Redis != nil {
-		a.revoked.rdb, a.revoked.log = o.Redis, a.log
+	if o.Revoked != nil {
+		a.revoked.shared, a.revoked.log = o.Revoked, a.log
 		a.revoked.refresh()
 	}
 	go dummyHash() // computed before the first unknown username needs it
@@ -573,9 +571,14 @@ func (a *Auth) Logout(ctx context.Context, token string) error {
 	return nil
 }
 
-// revokedStream is the Redis stream of ended sessions: one entry per logout, the token's hash
-// and when it would have expired; entries older than the longest token life are trimmed.
-const revokedStream = "sessions:revoked"
+// RevocationLog is the log of ended sessions every instance shares (store.Revocations).
+type RevocationLog interface {
+	// Add records an ended session, dropping entries older than keep.
+	Add(ctx context.Context, key [16]byte, exp time.Time, keep time.Duration) error
+	// Since returns up to n sessions ended after the entry afterID ("": from the first); an
+	// entry that cannot be read has a zero Expires.
+	Since(ctx context.Context, afterID string, n int64) ([]store.Revocation, error)
+}
 
 // revocationRefresh is how often an instance reads the logouts of the others, at most: the
 // check on each request is then a lookup in memory, never a Redis call.
@@ -584,8 +587,8 @@ const revocationRefresh = time.Second
 // revocations is this instance's copy of the sessions ended by a logout, by the hash of the
 // token's canonical form (revocationKey).
 type revocations struct {
-	rdb redis.UniversalClient
-	log *slog.Logger
+	shared RevocationLog // nil until With: the logouts of this instance only
+	log    *slog.Logger
 
 	mu     sync.RWMutex
 	set    map[[16]byte]time.Time // revocationKey → when the token expires anyway
@@ -635,7 +638,7 @@ func revocationKey(token string) [16]byte {
 // has reports whether token's session was ended, starting a refresh in the background when the
 // last one is older than revocationRefresh.
 func (r *revocations) has(token string) bool {
-	if r.rdb != nil {
+	if r.shared != nil {
 		if now := time.Now().UnixNano(); now-r.last.Load() > int64(revocationRefresh) && r.running.CompareAndSwap(false, true) {
 			go func() {
 				defer r.running.Store(false)
@@ -663,16 +666,10 @@ func (r *revocations) add(ctx context.Context, token string, exp time.Time, maxT
 	r.set[h] = exp
 	r.size.Store(int64(len(r.set)))
 	r.mu.Unlock()
-	if r.rdb == nil {
+	if r.shared == nil {
 		return nil
 	}
-	minID := strconv.FormatInt(time.Now().Add(-maxTTL-time.Minute).UnixMilli(), 10)
-	err := r.rdb.XAdd(ctx, &redis.XAddArgs{Stream: revokedStream, MinID: minID, Approx: true,
-		Values: []string{"h", hex.EncodeToString(h[:]), "exp", strconv.FormatInt(exp.UnixMilli(), 10)}}).Err()
-	if err != nil {
-		return fmt.Errorf("record logout: %w", err)
-	}
-	return nil
+	return r.shared.Add(ctx, h, exp, maxTTL+time.Minute)
 }
 
 // refresh reads the logouts recorded since the last read and forgets sessions expired anyway.
@@ -683,13 +680,8 @@ func (r *revocations) refresh() {
 	r.mu.RLock()
 	from := r.lastID
 	r.mu.RUnlock()
-	if from == "" {
-		from = "-"
-	} else {
-		from = "(" + from
-	}
 	for {
-		msgs, err := r.rdb.XRangeN(ctx, revokedStream, from, "+", 1000).Result()
+		msgs, err := r.shared.Since(ctx, from, 1000)
 		if err != nil {
 			if r.log != nil {
 				r.log.Warn("sessions: cannot read logouts from redis", "err", err)
@@ -703,15 +695,8 @@ func (r *revocations) refresh() {
 		}
 		for _, m := range msgs {
 			r.lastID = m.ID
-			var h [16]byte
-			hs, _ := m.Values["h"].(string)
-			ms, _ := m.Values["exp"].(string)
-			expMS, err := strconv.ParseInt(ms, 10, 64)
-			if n, herr := hex.Decode(h[:], []byte(hs)); n != len(h) || herr != nil || err != nil {
-				continue
-			}
-			if exp := time.UnixMilli(expMS); exp.After(now) {
-				r.set[h] = exp
+			if m.Expires.After(now) {
+				r.set[m.Key] = m.Expires
 			}
 		}
 		if now.Sub(r.pruned) > time.Minute {
@@ -727,7 +712,7 @@ func (r *revocations) refresh() {
 		if len(msgs) < 1000 {
 			return
 		}
-		from = "(" + msgs[len(msgs)-1].ID
+		from = msgs[len(msgs)-1].ID
 	}
 }
 

@@ -56,7 +56,7 @@ func TestLogoutRevokesCachedToken(t *testing.T) {
 func TestBcryptSlotsShareOfOneClient(t *testing.T) {
 	t.Parallel()
 	a := NewAuth(nil, testSecret, time.Hour, time.Now).With(AuthOptions{HashSlots: 2,
-		Limiter: limits.NewLimiter(nil, true, nil, time.Now)})
+		Limiter: limits.NewLimiter(nil, limits.Config{On: true, Now: time.Now})})
 	first, err := a.hashSlot("198.51.100.7")
 	if err != nil {
 		t.Fatalf("the client's first bcrypt: %v", err)
@@ -89,7 +89,7 @@ func TestBcryptSlotsShareOfOneClient(t *testing.T) {
 		t.Errorf("%d clients counted with nothing in flight", n)
 	}
 	// The command line (no address) and the limits off have no share.
-	off := NewAuth(nil, testSecret, time.Hour, time.Now).With(AuthOptions{HashSlots: 2, Limiter: limits.NewLimiter(nil, false, nil, time.Now)})
+	off := NewAuth(nil, testSecret, time.Hour, time.Now).With(AuthOptions{HashSlots: 2, Limiter: limits.NewLimiter(nil, limits.Config{Now: time.Now})})
 	for _, ip := range []string{"198.51.100.7", "198.51.100.7"} {
 		if _, err := off.hashSlot(ip); err != nil {
 			t.Fatalf("limits off: %v", err)

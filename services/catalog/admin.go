@@ -4,21 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/flashsale/flashsale/services/pipeline"
 	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
-)
-
-// Limits of the fields issue 9 added.
-const (
-	maxDescriptionRunes = 2000
-	maxImageURLBytes    = 2000
 )
 
 // SaleEdit is a merchant's partial change of a sale: nil fields stay as they are.
@@ -43,25 +35,6 @@ type ItemEdit struct {
 	ImageURL   *string // "" removes it
 }
 
-func validDescription(s string) error {
-	if !utf8.ValidString(s) {
-		return shop.Errorf(shop.CodeInvalidInput, "description must be valid UTF-8")
-	}
-	if utf8.RuneCountInString(s) > maxDescriptionRunes {
-		return shop.Errorf(shop.CodeInvalidInput, "description must be at most %d characters", maxDescriptionRunes)
-	}
-	return nil
-}
-
-func validImageURL(field, s string) error {
-	u, err := url.Parse(s)
-	if err != nil || u.Scheme != "https" || u.Host == "" || len(s) > maxImageURLBytes || u.User != nil ||
-		strings.ContainsAny(s, " \t\r\n\"'<>") {
-		return shop.Errorf(shop.CodeInvalidInput, "%s must be an https:// address of at most %d characters", field, maxImageURLBytes)
-	}
-	return nil
-}
-
 // optText turns "" into nil (the column is NULL) and trims a set value.
 func optText(s string) *string {
 	s = strings.TrimSpace(s)
@@ -69,19 +42,6 @@ func optText(s string) *string {
 		return nil
 	}
 	return &s
-}
-
-// checkWindow applies create()'s checks of a sale's times.
-func checkWindow(starts, ends, now time.Time) error {
-	switch {
-	case !ends.After(starts):
-		return shop.Errorf(shop.CodeInvalidInput, "endsAt must be after startsAt")
-	case ends.Sub(starts) > shop.MaxSaleLength:
-		return shop.Errorf(shop.CodeInvalidInput, "a sale lasts at most 30 days")
-	case starts.Year() > 9999 || starts.Year() < 2000:
-		return shop.Errorf(shop.CodeInvalidInput, "startsAt is out of range")
-	}
-	return nil
 }
 
 // Edit changes a merchant's sale. Everything is checked and written in one Postgres transaction,
@@ -287,119 +247,118 @@ func lowersQuantity(a store.Adjustment) bool {
 	return false
 }
 
-// applyEdit checks an edit against the sale as it is and returns the sale as it must be.
+// input is the edit as the validation reads it (validate.go).
+func (in SaleEdit) input() saleInput {
+	out := saleInput{Name: in.Name, Description: in.Description, PaymentWindowSeconds: in.PaymentWindowSeconds,
+		PurchaseLimit: in.PurchaseLimit, Currency: in.Currency, Items: make([]itemInput, len(in.Items))}
+	for i, e := range in.Items {
+		out.Items[i] = itemInput{Name: e.Name, PriceCents: e.PriceCents, Quantity: e.Quantity, ImageURL: e.ImageURL}
+	}
+	return out
+}
+
+// applyEdit checks an edit against the sale as it is and returns the sale as it must be: the
+// fields by the one validation of a sale (saleInput.validate), then what a change may not do.
 func applyEdit(cur store.Sale, in SaleEdit, now time.Time) (store.Sale, error) {
 	next := cur
 	next.Items = append([]store.Item(nil), cur.Items...)
+	if err := in.input().validate(); err != nil {
+		return next, err
+	}
 	started := !now.Before(cur.StartsAt)
 	if in.Name != nil {
-		if err := validName("name", *in.Name); err != nil {
-			return next, err
-		}
 		next.Name = strings.TrimSpace(*in.Name)
 	}
 	if in.Description != nil {
-		if err := validDescription(*in.Description); err != nil {
-			return next, err
-		}
 		next.Description = optText(*in.Description)
 	}
-	if in.StartsAt != nil && !in.StartsAt.Equal(cur.StartsAt) {
+	if w := in.PaymentWindowSeconds; w != nil {
+		next.PaymentWindowSeconds = *w
+	}
+	steps := []func(*store.Sale) error{
+		func(next *store.Sale) error { return editWindow(next, in, started, now) },
+		func(next *store.Sale) error { return editTerms(next, in, started) },
+		func(next *store.Sale) error { return editItems(next, in.Items, started) },
+	}
+	for _, step := range steps {
+		if err := step(&next); err != nil {
+			return next, err
+		}
+	}
+	return next, nil
+}
+
+// editWindow moves a sale's start (before it started) and its end (to a time still to come).
+func editWindow(next *store.Sale, in SaleEdit, started bool, now time.Time) error {
+	if in.StartsAt != nil && !in.StartsAt.Equal(next.StartsAt) {
 		if started {
-			return next, shop.Errorf(shop.CodeSaleStarted, "the sale has started: its start cannot move")
+			return shop.Errorf(shop.CodeSaleStarted, "the sale has started: its start cannot move")
 		}
 		next.StartsAt = in.StartsAt.UTC()
 	}
-	if in.EndsAt != nil && !in.EndsAt.Equal(cur.EndsAt) {
+	if in.EndsAt != nil && !in.EndsAt.Equal(next.EndsAt) {
 		if !in.EndsAt.After(now) {
-			return next, shop.Errorf(shop.CodeInvalidInput, "endsAt must be in the future (to end the sale now, use its end action)")
+			return shop.Errorf(shop.CodeInvalidInput, "endsAt must be in the future (to end the sale now, use its end action)")
 		}
 		next.EndsAt = in.EndsAt.UTC()
 	}
 	if in.StartsAt != nil || in.EndsAt != nil {
-		if err := checkWindow(next.StartsAt, next.EndsAt, now); err != nil {
-			return next, err
-		}
+		return checkWindow(next.StartsAt, next.EndsAt)
 	}
-	if w := in.PaymentWindowSeconds; w != nil {
-		if *w < 1 || *w > 86400 {
-			return next, shop.Errorf(shop.CodeInvalidInput, "paymentWindowSeconds must be between 1 and 86400 (a day)")
-		}
-		next.PaymentWindowSeconds = *w
-	}
-	if l := in.PurchaseLimit; l != nil && *l != cur.PurchaseLimit {
-		if *l != shop.LimitPerSale && *l != shop.LimitPerItem {
-			return next, shop.Errorf(shop.CodeInvalidInput, "purchaseLimit must be %q (one unit per shopper in the whole sale) or %q (one per shopper and item)", shop.LimitPerSale, shop.LimitPerItem)
-		}
+	return nil
+}
+
+// editTerms changes the purchase limit and the currency, which stay as they are once the sale
+// has started.
+func editTerms(next *store.Sale, in SaleEdit, started bool) error {
+	if l := in.PurchaseLimit; l != nil && *l != next.PurchaseLimit {
 		if started {
-			return next, shop.Errorf(shop.CodeSaleStarted, "the sale has started: its purchase limit cannot change")
+			return shop.Errorf(shop.CodeSaleStarted, "the sale has started: its purchase limit cannot change")
 		}
 		next.PurchaseLimit = *l
 	}
-	if c := in.Currency; c != nil && *c != cur.Currency {
-		if *c != "CNY" && *c != "USD" && *c != "EUR" {
-			return next, shop.Errorf(shop.CodeInvalidInput, "currency must be one of CNY, USD or EUR")
-		}
+	if c := in.Currency; c != nil && *c != next.Currency {
 		if started {
-			return next, shop.Errorf(shop.CodeSaleStarted, "the sale has started: its currency cannot change")
+			return shop.Errorf(shop.CodeSaleStarted, "the sale has started: its currency cannot change")
 		}
 		next.Currency = *c
 	}
+	return nil
+}
+
+// editItems changes the items named and adds the new ones (before the start only). A quantity
+// may not go below the units already sold.
+func editItems(next *store.Sale, edits []ItemEdit, started bool) error {
 	index := map[int64]int{}
 	for i, it := range next.Items {
 		index[it.ID] = i
 	}
 	seen := map[int64]bool{}
-	for i, e := range in.Items {
+	for i, e := range edits {
 		field := fmt.Sprintf("items[%d]", i)
 		var it store.Item
 		if e.ItemID == 0 {
 			if started {
-				return next, shop.Errorf(shop.CodeSaleStarted, "the sale has started: items cannot be added")
+				return shop.Errorf(shop.CodeSaleStarted, "the sale has started: items cannot be added")
 			}
 			if e.Name == nil || e.PriceCents == nil || e.Quantity == nil {
-				return next, shop.Errorf(shop.CodeInvalidInput, "%s: a new item needs name, priceCents and quantity", field)
+				return shop.Errorf(shop.CodeInvalidInput, "%s: a new item needs name, priceCents and quantity", field)
 			}
 		} else {
 			j, ok := index[e.ItemID]
 			if !ok {
-				return next, shop.Errorf(shop.CodeInvalidInput, "%s.itemId %d is not an item of this sale", field, e.ItemID)
+				return shop.Errorf(shop.CodeInvalidInput, "%s.itemId %d is not an item of this sale", field, e.ItemID)
 			}
 			if seen[e.ItemID] {
-				return next, shop.Errorf(shop.CodeInvalidInput, "%s.itemId %d is named twice", field, e.ItemID)
+				return shop.Errorf(shop.CodeInvalidInput, "%s.itemId %d is named twice", field, e.ItemID)
 			}
 			seen[e.ItemID] = true
 			it = next.Items[j]
 		}
-		if e.Name != nil {
-			if err := validName(field+".name", *e.Name); err != nil {
-				return next, err
-			}
-			it.Name = strings.TrimSpace(*e.Name)
+		if q := e.Quantity; q != nil && *q < int64(it.Sold) {
+			return shop.Errorf(shop.CodeQuantityTooLow, "%s.quantity cannot go below the %d units already sold", field, it.Sold)
 		}
-		if p := e.PriceCents; p != nil {
-			if *p < 0 || *p > shop.MaxPriceCents {
-				return next, shop.Errorf(shop.CodeInvalidInput, "%s.priceCents must be between 0 and %d", field, int64(shop.MaxPriceCents))
-			}
-			it.PriceCents = *p
-		}
-		if q := e.Quantity; q != nil {
-			if *q < 1 || *q > shop.MaxQuantity {
-				return next, shop.Errorf(shop.CodeInvalidInput, "%s.quantity must be between 1 and %d", field, shop.MaxQuantity)
-			}
-			if *q < int64(it.Sold) {
-				return next, shop.Errorf(shop.CodeQuantityTooLow, "%s.quantity cannot go below the %d units already sold", field, it.Sold)
-			}
-			it.Quantity = int(*q)
-		}
-		if u := e.ImageURL; u != nil {
-			if *u != "" {
-				if err := validImageURL(field+".imageUrl", *u); err != nil {
-					return next, err
-				}
-			}
-			it.ImageURL = optText(*u)
-		}
+		it = editedItem(it, e)
 		if e.ItemID == 0 {
 			next.Items = append(next.Items, it)
 		} else {
@@ -407,9 +366,26 @@ func applyEdit(cur store.Sale, in SaleEdit, now time.Time) (store.Sale, error) {
 		}
 	}
 	if len(next.Items) > shop.MaxItemsPerSale {
-		return next, shop.Errorf(shop.CodeInvalidInput, "a sale has at most %d items", shop.MaxItemsPerSale)
+		return shop.Errorf(shop.CodeInvalidInput, "a sale has at most %d items", shop.MaxItemsPerSale)
 	}
-	return next, nil
+	return nil
+}
+
+// editedItem is it with the validated fields of e set.
+func editedItem(it store.Item, e ItemEdit) store.Item {
+	if e.Name != nil {
+		it.Name = strings.TrimSpace(*e.Name)
+	}
+	if p := e.PriceCents; p != nil {
+		it.PriceCents = *p
+	}
+	if q := e.Quantity; q != nil {
+		it.Quantity = int(*q)
+	}
+	if u := e.ImageURL; u != nil {
+		it.ImageURL = optText(*u)
+	}
+	return it
 }
 
 // CheckPaused refuses a purchase token while the sale is paused. The cached row may be up to

@@ -133,9 +133,6 @@ func (l *liveState) see(saleID int64, counter string, now time.Time) (prev strin
 	return prev, seen
 }
 
-// SetQueue gives the live view the queue whose depth it shows.
-func (s *Sales) SetQueue(q pipeline.Backlogger) { s.queue = q }
-
 // Live returns the merchant's live view of their sale (another merchant's sale is NOT_FOUND). It
 // is computed at most once a second per sale on this instance, and served to every poll meanwhile.
 func (s *Sales) Live(ctx context.Context, merchantID, saleID int64) (LiveView, error) {
@@ -181,7 +178,7 @@ func (s *Sales) live(ctx context.Context, saleID int64) (LiveView, error) {
 		t := rep.LoadedAt
 		v.Sale.LoadedAt = &t
 	}
-	if s.queue != nil {
+	{
 		if n, err := s.queue.Backlog(ctx); err == nil {
 			v.Writer.QueueDepth = &n
 		} else {

@@ -5,8 +5,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/flashsale/flashsale/store"
 )
 
@@ -21,31 +19,22 @@ const saleSubject = "flashsale.sale."
 // lost notice.
 const pausedTTL = time.Second
 
-// ShareChanges makes this instance tell the others, over nc, when a merchant changes a sale, and
-// forget its own cached view when another instance does.
-func (s *Sales) ShareChanges(nc *nats.Conn) error {
-	if nc == nil {
-		return nil
-	}
-	if _, err := nc.Subscribe(saleSubject+"*", func(m *nats.Msg) {
-		id, err := strconv.ParseInt(strings.TrimPrefix(m.Subject, saleSubject), 10, 64)
+// hearChanges makes this instance forget its cached view of a sale when another instance tells
+// that a merchant changed it.
+func (s *Sales) hearChanges() error {
+	_, err := s.notices.Subscribe(saleSubject+"*", func(subject string, data []byte) {
+		id, err := strconv.ParseInt(strings.TrimPrefix(subject, saleSubject), 10, 64)
 		if err == nil && id > 0 {
-			s.forgetID(id, itemsOfNotice(m.Data))
+			s.forgetID(id, itemsOfNotice(data))
 		}
-	}); err != nil {
-		return err
-	}
-	s.nc = nc
-	return nil
+	})
+	return err
 }
 
 // announce tells the other instances that the sale changed (best effort: see saleSubject). The
 // notice carries the sale's item ids, comma-separated, so that a receiver drops its cached
 // items even where it holds no row of the sale (or an older one, without an item just added).
 func (s *Sales) announce(row store.Sale) {
-	if s.nc == nil {
-		return
-	}
 	var b []byte
 	for i, it := range row.Items {
 		if i > 0 {
@@ -53,7 +42,7 @@ func (s *Sales) announce(row store.Sale) {
 		}
 		b = strconv.AppendInt(b, it.ID, 10)
 	}
-	if err := s.nc.Publish(saleSubject+strconv.FormatInt(row.ID, 10), b); err != nil {
+	if err := s.notices.Publish(saleSubject+strconv.FormatInt(row.ID, 10), b); err != nil {
 		s.log.Warn("sale change notice not sent; other instances catch up within their cache's TTL", "sale", row.ID, "err", err)
 	}
 }

@@ -8,10 +8,6 @@ import (
 	"math"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
-
-	"github.com/nats-io/nats.go"
 
 	"github.com/flashsale/flashsale/services/internal/ttlcache"
 	"github.com/flashsale/flashsale/services/limits"
@@ -83,21 +79,21 @@ type Sales struct {
 	log       *slog.Logger
 	now       func() time.Time
 	payWindow time.Duration // default payment window of a new sale
-	warmAhead time.Duration // a sale's stock goes into Redis this long before its start (SetWarmAhead)
-	shards    int           // the stock shards of a sale created without its own count (SetStockShards)
+	warmAhead time.Duration // a sale's stock goes into Redis this long before its start
+	shards    int           // the stock shards of a sale created without its own count
 
 	items      *ttlcache.Cache[int64, shop.ItemInfo]
 	salesCache *ttlcache.Cache[int64, cachedSale]
 	stockCache *ttlcache.Cache[int64, DisplayedStock]
 	listings   *ttlcache.Cache[string, listing] // pages of Upcoming, by cursor
 
-	queue     pipeline.Backlogger              // the queue whose depth the live view shows (SetQueue); nil: none
+	queue     pipeline.Backlogger              // the queue whose depth the live view shows, and rebuilds wait for
 	liveCache *ttlcache.Cache[int64, LiveView] // the merchant's live view, per sale (services/live.go)
 	liveSeen  liveState
 
 	pausedCache *ttlcache.Cache[int64, bool] // Redis's paused flag per sale, for the token path (pausedTTL)
 	bounds      *idBounds                    // the highest sale and item ids: a made-up id costs no query of its own
-	nc          *nats.Conn                   // where changes are announced (ShareChanges); nil: not shared
+	notices     shop.Notices                 // where changes are announced to the other instances
 }
 
 // listing is one page of Upcoming as the listing cache shares it (callers must not modify it).
@@ -125,9 +121,40 @@ const catalogTTL = 5 * time.Second
 // others when its notice arrives (services/salenotice.go), and at the latest after this.
 const absentTTL = time.Second
 
-// NewSales returns a Sales service.
-func NewSales(db *store.DB, stock *store.Stock, loader *pipeline.Loader, reconcile *pipeline.Reconciler, payWindow time.Duration, log *slog.Logger, now func() time.Time) *Sales {
-	return &Sales{db: db, stock: stock, loader: loader, reconcile: reconcile, payWindow: payWindow, warmAhead: pipeline.DefaultWarmAhead, log: log, now: now,
+// Config are the catalog's tunables.
+type Config struct {
+	PayWindow   time.Duration // the payment window of a sale created without its own
+	WarmAhead   time.Duration // a sale's stock goes into Redis this long before its start, at creation or edit when the start is that close already, else by the keeper (0: pipeline.DefaultWarmAhead)
+	StockShards int           // the Redis stock shards of a sale created without its own count (0: 1)
+}
+
+// Deps are what the catalog works with. Queue and Notices may be left out: then no rebuild of a
+// lost sale goes ahead (its queue cannot be judged drained) and changes stay on this instance.
+type Deps struct {
+	DB        *store.DB
+	Stock     *store.Stock
+	Loader    *pipeline.Loader
+	Reconcile *pipeline.Reconciler
+	Queue     pipeline.Backlogger // the queue whose depth the live view shows, and rebuilds wait for
+	Notices   shop.Notices        // tells the other instances when a merchant changes a sale
+	Log       *slog.Logger
+	Now       func() time.Time
+}
+
+// NewSales returns the catalog, listening to the other instances' sale-change notices.
+func NewSales(cfg Config, d Deps) (*Sales, error) {
+	if cfg.WarmAhead == 0 {
+		cfg.WarmAhead = pipeline.DefaultWarmAhead
+	}
+	if d.Queue == nil {
+		d.Queue = pipeline.NoQueue{}
+	}
+	if d.Notices == nil {
+		d.Notices = shop.NoNotices{}
+	}
+	now := d.Now
+	s := &Sales{db: d.DB, stock: d.Stock, loader: d.Loader, reconcile: d.Reconcile, payWindow: cfg.PayWindow,
+		warmAhead: cfg.WarmAhead, shards: cfg.StockShards, queue: d.Queue, notices: d.Notices, log: d.Log, now: now,
 		items: ttlcache.New[int64](ttlcache.Config[shop.ItemInfo]{TTL: catalogTTL, Max: 100_000, MaxAbsent: 10_000,
 			Absent: func(i shop.ItemInfo) bool { return !i.Found }, AbsentTTL: absentTTL, StaleFor: 24 * time.Hour}, now),
 		salesCache: ttlcache.New[int64](ttlcache.Config[cachedSale]{TTL: catalogTTL, Max: 10_000, MaxAbsent: 10_000,
@@ -137,117 +164,96 @@ func NewSales(db *store.DB, stock *store.Stock, loader *pipeline.Loader, reconci
 		listings:    ttlcache.New[string](ttlcache.Config[listing]{TTL: listingTTL, Max: 256, StaleFor: time.Minute}, now),
 		liveCache:   ttlcache.New[int64](ttlcache.Config[LiveView]{TTL: liveTTL, Max: 100}, now),
 		pausedCache: ttlcache.New[int64](ttlcache.Config[bool]{TTL: pausedTTL, Max: 10_000}, now),
-		bounds:      newIDBounds(db.HighestIDs),
+		bounds:      newIDBounds(d.DB.HighestIDs),
 		liveSeen:    liveState{counter: map[int64]string{}}}
+	if err := s.hearChanges(); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
-
-// SetWarmAhead sets how long before its start a sale's stock is loaded into Redis: at creation or
-// edit when the start is that close already, else by the keeper when it comes that close (or by
-// the merchant's warm button).
-func (s *Sales) SetWarmAhead(d time.Duration) { s.warmAhead = d }
-
-// SetStockShards sets how many Redis stock shards a new sale gets unless it asks for its own
-// count (FLASHSALE_STOCK_SHARDS; 1 when never set).
-func (s *Sales) SetStockShards(k int) { s.shards = k }
 
 // WarmAhead tells how long before its start a sale's stock is loaded into Redis.
 func (s *Sales) WarmAhead() time.Duration { return s.warmAhead }
 
-func validName(what, s string) error {
-	if strings.TrimSpace(s) == "" {
-		return shop.Errorf(shop.CodeInvalidInput, "%s must not be empty", what)
+// input is the new sale as the validation reads it (validate.go): "" for the currency and the
+// limit means the default, so they are not checked.
+func (in NewSale) input() saleInput {
+	out := saleInput{Name: &in.Name, Description: &in.Description, PaymentWindowSeconds: in.PaymentWindowSeconds,
+		StockShards: in.StockShards, Limits: in.Limits, Items: make([]itemInput, len(in.Items))}
+	if in.PurchaseLimit != "" {
+		out.PurchaseLimit = &in.PurchaseLimit
 	}
-	if utf8.RuneCountInString(s) > shop.MaxNameRunes {
-		return shop.Errorf(shop.CodeInvalidInput, "%s must be at most %d characters", what, shop.MaxNameRunes)
+	if in.Currency != "" {
+		out.Currency = &in.Currency
 	}
-	if !utf8.ValidString(s) {
-		return shop.Errorf(shop.CodeInvalidInput, "%s must be valid UTF-8", what)
+	for i := range in.Items {
+		it := &in.Items[i]
+		out.Items[i] = itemInput{Name: &it.Name, PriceCents: &it.PriceCents, Quantity: &it.Quantity, ImageURL: &it.ImageURL}
 	}
-	if strings.IndexFunc(s, unicode.IsControl) >= 0 {
-		return shop.Errorf(shop.CodeInvalidInput, "%s must not contain control characters", what)
+	return out
+}
+
+// checkNew checks what only a new sale must have: a window still to come and between one and
+// MaxItemsPerSale items; then every field by the one validation of a sale.
+func checkNew(in NewSale, now time.Time) error {
+	switch {
+	case in.StartsAt.IsZero() || in.EndsAt.IsZero():
+		return shop.Errorf(shop.CodeInvalidInput, "startsAt and endsAt are required (RFC 3339)")
+	case in.EndsAt.After(in.StartsAt) && !in.EndsAt.After(now):
+		return shop.Errorf(shop.CodeInvalidInput, "endsAt must be in the future")
+	}
+	if err := checkWindow(in.StartsAt, in.EndsAt); err != nil {
+		return err
+	}
+	switch {
+	case len(in.Items) == 0:
+		return shop.Errorf(shop.CodeInvalidInput, "a sale needs at least one item")
+	case len(in.Items) > shop.MaxItemsPerSale:
+		return shop.Errorf(shop.CodeInvalidInput, "a sale has at most %d items", shop.MaxItemsPerSale)
 	}
 	return nil
 }
 
-// create validates and stores a new sale of merchantID, then loads its stock into Redis.
-func (s *Sales) create(ctx context.Context, merchantID int64, in NewSale) (store.Sale, error) {
-	if err := validName("name", in.Name); err != nil {
-		return store.Sale{}, err
-	}
-	now := s.now()
-	switch {
-	case in.StartsAt.IsZero() || in.EndsAt.IsZero():
-		return store.Sale{}, shop.Errorf(shop.CodeInvalidInput, "startsAt and endsAt are required (RFC 3339)")
-	case !in.EndsAt.After(in.StartsAt):
-		return store.Sale{}, shop.Errorf(shop.CodeInvalidInput, "endsAt must be after startsAt")
-	case !in.EndsAt.After(now):
-		return store.Sale{}, shop.Errorf(shop.CodeInvalidInput, "endsAt must be in the future")
-	case in.EndsAt.Sub(in.StartsAt) > shop.MaxSaleLength:
-		return store.Sale{}, shop.Errorf(shop.CodeInvalidInput, "a sale lasts at most 30 days")
-	case in.StartsAt.Year() > 9999 || in.StartsAt.Year() < 2000:
-		return store.Sale{}, shop.Errorf(shop.CodeInvalidInput, "startsAt is out of range")
-	case len(in.Items) == 0:
-		return store.Sale{}, shop.Errorf(shop.CodeInvalidInput, "a sale needs at least one item")
-	case len(in.Items) > shop.MaxItemsPerSale:
-		return store.Sale{}, shop.Errorf(shop.CodeInvalidInput, "a sale has at most %d items", shop.MaxItemsPerSale)
-	}
+// newRow is the row of a new, valid sale.
+func (s *Sales) newRow(merchantID int64, in NewSale) store.Sale {
 	sale := store.Sale{MerchantID: merchantID, Name: strings.TrimSpace(in.Name), StartsAt: in.StartsAt.UTC(), EndsAt: in.EndsAt.UTC(),
-		PaymentWindowSeconds: int(s.payWindow / time.Second), PurchaseLimit: shop.LimitPerSale, Currency: "CNY"}
-	if err := validDescription(in.Description); err != nil {
-		return store.Sale{}, err
-	}
-	sale.Description = optText(in.Description)
+		PaymentWindowSeconds: int(s.payWindow / time.Second), PurchaseLimit: shop.LimitPerSale, Currency: shop.Currencies[0].Code,
+		Description: optText(in.Description), StockShards: max(s.shards, 1)}
 	if w := in.PaymentWindowSeconds; w != nil {
-		if *w < 1 || *w > 86400 {
-			return store.Sale{}, shop.Errorf(shop.CodeInvalidInput, "paymentWindowSeconds must be between 1 and 86400 (a day)")
-		}
 		sale.PaymentWindowSeconds = *w
 	}
-	switch in.Currency {
-	case "":
-	case "CNY", "USD", "EUR":
+	if in.Currency != "" {
 		sale.Currency = in.Currency
-	default:
-		return store.Sale{}, shop.Errorf(shop.CodeInvalidInput, "currency must be one of CNY, USD or EUR")
 	}
-	switch in.PurchaseLimit {
-	case "":
-	case shop.LimitPerSale, shop.LimitPerItem:
+	if in.PurchaseLimit != "" {
 		sale.PurchaseLimit = in.PurchaseLimit
-	default:
-		return store.Sale{}, shop.Errorf(shop.CodeInvalidInput, "purchaseLimit must be %q (one unit per shopper in the whole sale) or %q (one per shopper and item)", shop.LimitPerSale, shop.LimitPerItem)
 	}
-	sale.StockShards = max(s.shards, 1)
 	if k := in.StockShards; k != nil {
-		if *k < 1 || *k > shop.MaxStockShards {
-			return store.Sale{}, shop.Errorf(shop.CodeInvalidInput, "stockShards must be between 1 and %d", shop.MaxStockShards)
-		}
 		sale.StockShards = *k
 	}
 	if l := in.Limits; l != nil {
-		if l.UserPerSecond < 1 || l.UserPerSecond > 10_000 || l.IPPerSecond < 1 || l.IPPerSecond > 1_000_000 {
-			return store.Sale{}, shop.Errorf(shop.CodeInvalidInput, "rateLimits.userPerSecond must be 1..10000 and rateLimits.ipPerSecond 1..1000000")
-		}
 		sale.UserRatePerSec, sale.IPRatePerSec = &l.UserPerSecond, &l.IPPerSecond
 	}
-	for i, it := range in.Items {
-		if err := validName(fmt.Sprintf("items[%d].name", i), it.Name); err != nil {
-			return store.Sale{}, err
-		}
-		if it.PriceCents < 0 || it.PriceCents > shop.MaxPriceCents {
-			return store.Sale{}, shop.Errorf(shop.CodeInvalidInput, "items[%d].priceCents must be between 0 and %d", i, int64(shop.MaxPriceCents))
-		}
-		if it.Quantity < 1 || it.Quantity > shop.MaxQuantity {
-			return store.Sale{}, shop.Errorf(shop.CodeInvalidInput, "items[%d].quantity must be between 1 and %d", i, shop.MaxQuantity)
-		}
-		if it.ImageURL != "" {
-			if err := validImageURL(fmt.Sprintf("items[%d].imageUrl", i), it.ImageURL); err != nil {
-				return store.Sale{}, err
-			}
-		}
+	for _, it := range in.Items {
 		sale.Items = append(sale.Items, store.Item{Name: strings.TrimSpace(it.Name), PriceCents: it.PriceCents, Quantity: int(it.Quantity),
 			ImageURL: optText(it.ImageURL)})
 	}
+	return sale
+}
+
+// create validates and stores a new sale of merchantID, then loads its stock into Redis.
+func (s *Sales) create(ctx context.Context, merchantID int64, in NewSale) (store.Sale, error) {
+	now := s.now()
+	if err := validName("name", in.Name); err != nil {
+		return store.Sale{}, err
+	}
+	if err := checkNew(in, now); err != nil {
+		return store.Sale{}, err
+	}
+	if err := in.input().validate(); err != nil {
+		return store.Sale{}, err
+	}
+	sale := s.newRow(merchantID, in)
 	if err := s.db.CreateSale(ctx, &sale); err != nil {
 		return store.Sale{}, shop.Unavailable(err)
 	}

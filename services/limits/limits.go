@@ -11,22 +11,40 @@ import (
 	"sync"
 	"time"
 
-	"github.com/go-redis/redis_rate/v10"
-	"github.com/redis/go-redis/v9"
 	"golang.org/x/time/rate"
 
 	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 )
 
-// Limiter enforces the rate limits across instances with Redis GCRA (go-redis/redis_rate),
-// preceded by an in-process token bucket per key so one instance never floods Redis with a
-// shopper who is over the limit anyway.
+// Rate is one bucket's size: Rate requests per Period, up to Burst at once.
+type Rate struct {
+	Rate   int
+	Burst  int
+	Period time.Duration
+}
+
+// GCRA is the buckets shared by every instance (store.RateLimiter: GCRA in Redis).
+type GCRA interface {
+	// Allow takes one request from key's bucket, or tells how long until the next is allowed.
+	Allow(ctx context.Context, key string, rate, burst int, period time.Duration) (allowed bool, retryAfter time.Duration, err error)
+}
+
+// Config says whether the limits are enforced (FLASHSALE_RATE_LIMITS), and where to log.
+type Config struct {
+	On  bool
+	Log *slog.Logger
+	Now func() time.Time
+}
+
+// Limiter enforces the rate limits across instances with shared GCRA buckets, preceded by an
+// in-process token bucket per key so one instance never floods Redis with a shopper who is over
+// the limit anyway.
 type Limiter struct {
-	on    bool
-	redis *redis_rate.Limiter
-	log   *slog.Logger
-	now   func() time.Time
+	on   bool
+	gcra GCRA
+	log  *slog.Logger
+	now  func() time.Time
 
 	// The in-process buckets, in two generations: lookups find a key in cur, or move it there
 	// from prev; cur becomes prev (and the old prev is dropped) once it holds localMax keys or
@@ -59,9 +77,10 @@ func (l *Limiter) localBuckets() int {
 	return len(l.cur) + len(l.prev)
 }
 
-// NewLimiter returns a limiter on rdb; with on false every request is allowed.
-func NewLimiter(rdb redis.UniversalClient, on bool, log *slog.Logger, now func() time.Time) *Limiter {
-	return &Limiter{on: on, redis: redis_rate.NewLimiter(rdb), log: log, now: now, cur: map[string]*localBucket{}, localMax: localMax}
+// NewLimiter returns a limiter on the shared buckets gcra; with cfg.On false every request is
+// allowed.
+func NewLimiter(gcra GCRA, cfg Config) *Limiter {
+	return &Limiter{on: cfg.On, gcra: gcra, log: cfg.Log, now: cfg.Now, cur: map[string]*localBucket{}, localMax: localMax}
 }
 
 // Of returns a sale's limits, its own where set, else the defaults.
@@ -85,29 +104,29 @@ func (l *Limiter) Allow(ctx context.Context, saleID, userID int64, ip string, li
 	}
 	sale := strconv.FormatInt(saleID, 10)
 	return l.allow(ctx, []string{"rl:u:" + sale + ":" + strconv.FormatInt(userID, 10), "rl:ip:" + sale + ":" + ClientKey(ip)},
-		[]redis_rate.Limit{perSecond(lim.UserPerSecond), perSecond(lim.IPPerSecond)})
+		[]Rate{perSecond(lim.UserPerSecond), perSecond(lim.IPPerSecond)})
 }
 
-func perSecond(n int) redis_rate.Limit {
-	return redis_rate.Limit{Rate: n, Burst: 2 * n, Period: time.Second}
+func perSecond(n int) Rate {
+	return Rate{Rate: n, Burst: 2 * n, Period: time.Second}
 }
 
 // allow takes one request from each of the buckets keys (local first, then Redis), or returns
 // RATE_LIMITED with the longest wait.
-func (l *Limiter) allow(ctx context.Context, keys []string, limits []redis_rate.Limit) error {
+func (l *Limiter) allow(ctx context.Context, keys []string, limits []Rate) error {
 	for i, key := range keys {
 		if wait, ok := l.allowLocal(key, limits[i]); !ok {
 			return &shop.Error{Code: shop.CodeRateLimited, Message: "too many attempts; slow down", RetryAfter: max(wait, time.Second)}
 		}
 	}
 	for i, key := range keys {
-		res, err := l.redis.Allow(ctx, key, limits[i])
+		allowed, wait, err := l.gcra.Allow(ctx, key, limits[i].Rate, limits[i].Burst, limits[i].Period)
 		if err != nil {
 			l.log.Warn("rate limiter: redis unavailable, local buckets only", "err", err)
 			return nil
 		}
-		if res.Allowed == 0 {
-			return &shop.Error{Code: shop.CodeRateLimited, Message: "too many attempts; slow down", RetryAfter: max(res.RetryAfter, time.Second)}
+		if !allowed {
+			return &shop.Error{Code: shop.CodeRateLimited, Message: "too many attempts; slow down", RetryAfter: max(wait, time.Second)}
 		}
 	}
 	return nil
@@ -128,7 +147,7 @@ const (
 // registering together), guessing one account's password is slow whatever the addresses it
 // comes from, and no one client can keep the account's owner out. A person typing never meets
 // them; a script guessing passwords or creating accounts does at once.
-var AuthLimits = map[AuthAction]redis_rate.Limit{
+var AuthLimits = map[AuthAction]Rate{
 	AuthLogin:    {Rate: 60, Burst: 30, Period: time.Minute},
 	AuthRegister: {Rate: 20, Burst: 10, Period: time.Minute},
 	AuthCaptcha:  {Rate: 40, Burst: 20, Period: time.Minute},
@@ -137,12 +156,12 @@ var AuthLimits = map[AuthAction]redis_rate.Limit{
 // AuthUserClientLimit is the bucket of one username (case-insensitively) from one client
 // address, logins and registrations together: a client that spends it keeps out only itself,
 // never the account's owner at another address.
-var AuthUserClientLimit = redis_rate.Limit{Rate: 10, Burst: 10, Period: time.Minute}
+var AuthUserClientLimit = Rate{Rate: 10, Burst: 10, Period: time.Minute}
 
 // AuthUsernameLimit is the bucket of one username from every address together: the cap on
 // guessing one account's password from many addresses. It is ten times one client's (five times
 // its burst), so keeping the owner out takes ten addresses (or IPv6 /64s) guessing without pause.
-var AuthUsernameLimit = redis_rate.Limit{Rate: 100, Burst: 50, Period: time.Minute}
+var AuthUsernameLimit = Rate{Rate: 100, Burst: 50, Period: time.Minute}
 
 // AllowAuth takes one request of action from the client address's bucket and, when username is
 // not empty, from the bucket of the username at that address and then the username's global
@@ -153,7 +172,7 @@ func (l *Limiter) AllowAuth(ctx context.Context, action AuthAction, ip, username
 	}
 	client := ClientKey(ip)
 	keys := []string{"rl:a:" + string(action) + ":ip:" + client}
-	limits := []redis_rate.Limit{AuthLimits[action]}
+	limits := []Rate{AuthLimits[action]}
 	if username != "" {
 		name := strings.ToLower(username)
 		// rl:a:uc: and rl:a:user: are apart, so no username can name another's bucket.
@@ -189,7 +208,7 @@ func ClientKey(ip string) string {
 	return p.String()
 }
 
-func (l *Limiter) allowLocal(key string, lim redis_rate.Limit) (time.Duration, bool) {
+func (l *Limiter) allowLocal(key string, lim Rate) (time.Duration, bool) {
 	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -63,7 +63,7 @@ func FuzzClientKey(f *testing.F) {
 func TestLocalBucketsBoundedAndAged(t *testing.T) {
 	t.Parallel()
 	now := time.Unix(1_800_000_000, 0)
-	l := NewLimiter(nil, true, nil, func() time.Time { return now })
+	l := NewLimiter(nil, Config{On: true, Now: func() time.Time { return now }})
 	l.localMax = 100
 	lim := AuthLimits[AuthLogin]
 	// One client over its limit: its bucket stays while a flood of others passes through.
@@ -91,7 +91,7 @@ func TestLocalBucketsBoundedAndAged(t *testing.T) {
 	if n := l.localBuckets(); n != 1 {
 		t.Fatalf("%d in-process buckets two minutes later, want only the one in use", n)
 	}
-	if NewLimiter(nil, true, nil, time.Now).localMax < 1<<14 {
+	if NewLimiter(nil, Config{On: true, Now: time.Now}).localMax < 1<<14 {
 		t.Errorf("the default bound is too small for a rush")
 	}
 }

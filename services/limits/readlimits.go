@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale/shop"
-	"github.com/go-redis/redis_rate/v10"
 )
 
 // ReadLimit is the bucket of one client address (an IPv6 client by its /64) on the public reads
@@ -12,7 +11,7 @@ import (
 // shopper's orders), per instance. A shopper's pages poll about twice a second; the bucket
 // leaves room for an office behind one address, and stops one address from driving lookups
 // past the caches (made-up ids, cursors) at the speed of the network.
-var ReadLimit = redis_rate.Limit{Rate: 100, Burst: 200, Period: time.Second}
+var ReadLimit = Rate{Rate: 100, Burst: 200, Period: time.Second}
 
 // AllowRead takes one request of the client address ip from its read bucket, or returns
 // RATE_LIMITED with the wait. It runs before any lookup, and only in this process (no Redis call:

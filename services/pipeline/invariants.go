@@ -8,8 +8,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/flashsale/flashsale/store"
 )
 
@@ -25,12 +23,10 @@ import (
 //  5. no lost unit: no reservation is left in flight, and Redis's buyers are exactly the holders
 //     of live orders; Redis's reservation counter is not behind Postgres.
 //
-// Tests, the benchmark tool and fault scenarios all end with it.
-func Invariants(ctx context.Context, db *store.DB, rdb redis.UniversalClient, saleID int64, acked []string) []error {
+// Tests, the benchmark tool and fault scenarios all end with it (testenv.Invariants).
+func Invariants(ctx context.Context, db *store.DB, stock *store.Stock, saleID int64, acked []string) []error {
 	var errs []error
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	stock := store.NewStock(rdb)
-	stock.SetShardCounter(db.StockShardsCached)
 	rep, err := NewReconciler(db, stock, nil, log, 45*time.Second).Thorough().Report(ctx, saleID)
 	if err != nil {
 		return []error{fmt.Errorf("reconcile sale %d: %w", saleID, err)}

@@ -52,9 +52,22 @@ type Keeper struct {
 	partial        map[int64]bool      // sharded sales seen held by some shards only at the last pass
 }
 
+// KeeperDeps are what the keeper's jobs work with.
+type KeeperDeps struct {
+	DB        *store.DB
+	Stock     *store.Stock
+	Queue     OrderQueue
+	Loader    *Loader
+	Returns   *Returns
+	Reconcile *Reconciler
+	SoldOut   SoldOutFlags
+	Metrics   *metrics.Metrics
+	Log       *slog.Logger
+	Now       func() time.Time
+}
+
 // NewKeeper returns a Keeper.
-func NewKeeper(cfg KeeperConfig, db *store.DB, stock *store.Stock, q OrderQueue, loader *Loader, returns *Returns, reconcile *Reconciler,
-	soldOut SoldOutFlags, m *metrics.Metrics, log *slog.Logger, now func() time.Time) *Keeper {
+func NewKeeper(cfg KeeperConfig, d KeeperDeps) *Keeper {
 	if cfg.Interval <= 0 {
 		cfg.Interval = 2 * time.Second
 	}
@@ -67,8 +80,8 @@ func NewKeeper(cfg KeeperConfig, db *store.DB, stock *store.Stock, q OrderQueue,
 	if cfg.WarmAhead <= 0 {
 		cfg.WarmAhead = DefaultWarmAhead
 	}
-	return &Keeper{cfg: cfg, db: db, stock: stock, q: q, loader: loader, returns: returns, reconcile: reconcile,
-		soldOut: soldOut, metrics: m, log: log, now: now, unhealthySince: map[int64]time.Time{}, partial: map[int64]bool{}}
+	return &Keeper{cfg: cfg, db: d.DB, stock: d.Stock, q: d.Queue, loader: d.Loader, returns: d.Returns, reconcile: d.Reconcile,
+		soldOut: d.SoldOut, metrics: metrics.Or(d.Metrics), log: d.Log, now: d.Now, unhealthySince: map[int64]time.Time{}, partial: map[int64]bool{}}
 }
 
 // Run repeats the jobs until ctx ends.

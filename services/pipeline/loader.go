@@ -34,12 +34,19 @@ type Loader struct {
 // it to Redis (tests use it to edit the sale in that window).
 func (l *Loader) SetBeforeRedisLoad(fn func(saleID int64)) { l.beforeRedis = fn }
 
-// NewLoader returns a Loader; tokenTTL is the purchase tokens' lifetime (a rebuild after data
-// loss voids the tokens issued before it, since Redis may have lost their use marks);
-// rebuildDelay is how long after a loss is seen a rebuild may start (the publish timeout and a
-// margin).
-func NewLoader(db *store.DB, stock *store.Stock, soldOut SoldOutFlags, m *metrics.Metrics, log *slog.Logger, tokenTTL, rebuildDelay time.Duration) *Loader {
-	return &Loader{db: db, stock: stock, soldOut: soldOut, metrics: m, log: log, tokenTTL: tokenTTL, rebuildDelay: rebuildDelay}
+// LoaderConfig are the loader's tunables.
+type LoaderConfig struct {
+	// TokenTTL is the purchase tokens' lifetime: a rebuild after data loss voids the tokens
+	// issued before it, since Redis may have lost their use marks.
+	TokenTTL time.Duration
+	// RebuildDelay is how long after a loss is seen a rebuild may start (the publish timeout and
+	// a margin).
+	RebuildDelay time.Duration
+}
+
+// NewLoader returns a Loader.
+func NewLoader(cfg LoaderConfig, db *store.DB, stock *store.Stock, soldOut SoldOutFlags, m *metrics.Metrics, log *slog.Logger) *Loader {
+	return &Loader{db: db, stock: stock, soldOut: soldOut, metrics: metrics.Or(m), log: log, tokenTTL: cfg.TokenTTL, rebuildDelay: cfg.RebuildDelay}
 }
 
 // Rebuild is a merchant's Warm on a sale loaded before: it rebuilds the sale if Redis lost it,
@@ -77,9 +84,6 @@ func (l *Loader) Rebuild(ctx context.Context, saleID int64, q Backlogger) error 
 // QueueDrained answers QUEUE_NOT_DRAINED while the writer has messages left to write: until
 // then, Postgres does not hold every order Redis had counted.
 func QueueDrained(ctx context.Context, q Backlogger) error {
-	if q == nil {
-		return shop.Unavailable(errors.New("no queue to judge the rebuild by"))
-	}
 	n, err := q.Backlog(ctx)
 	if err != nil {
 		return shop.Unavailable(err)

@@ -3,7 +3,10 @@
 // keeper's periodic jobs (warm-up, expiry, orphan recovery, transfers) and the reconciliation.
 package pipeline
 
-import "context"
+import (
+	"context"
+	"errors"
+)
 
 // SoldOutFlags are this instance's local sold-out flags (purchase.SoldOut): a unit that went back
 // clears its item's flag.
@@ -14,4 +17,13 @@ type SoldOutFlags interface {
 // Backlogger tells how many messages the writer has not acknowledged yet (store.Queue).
 type Backlogger interface {
 	Backlog(ctx context.Context) (uint64, error)
+}
+
+// NoQueue is the queue of a service given none (tests, tools): its depth is never known, so
+// nothing that waits for the queue to drain goes ahead.
+type NoQueue struct{}
+
+// Backlog answers that there is no queue to judge by.
+func (NoQueue) Backlog(context.Context) (uint64, error) {
+	return 0, errors.New("no queue to judge the rebuild by")
 }

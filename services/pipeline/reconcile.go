@@ -184,7 +184,7 @@ type Reconciler struct {
 // NewReconciler returns a Reconciler; a reservation in flight for longer than orphanAge plus a
 // margin counts as stranded.
 func NewReconciler(db *store.DB, stock *store.Stock, m *metrics.Metrics, log *slog.Logger, orphanAge time.Duration) *Reconciler {
-	return &Reconciler{db: db, stock: stock, metrics: m, log: log, orphanAge: orphanAge, seen: map[int64]string{}, quiet: map[int64]string{}}
+	return &Reconciler{db: db, stock: stock, metrics: metrics.Or(m), log: log, orphanAge: orphanAge, seen: map[int64]string{}, quiet: map[int64]string{}}
 }
 
 // Thorough makes every report compare Redis's buyers with Postgres member by member, not only by

@@ -42,7 +42,7 @@ const returnsSettle = 3 * time.Second
 
 // NewReturns returns the service.
 func NewReturns(db *store.DB, stock *store.Stock, soldOut SoldOutFlags, m *metrics.Metrics, log *slog.Logger) *Returns {
-	return &Returns{db: db, stock: stock, soldOut: soldOut, metrics: m, log: log, applied: map[string]appliedReturn{}}
+	return &Returns{db: db, stock: stock, soldOut: soldOut, metrics: metrics.Or(m), log: log, applied: map[string]appliedReturn{}}
 }
 
 // Apply gives the units back in Redis, in pipelines (one round trip per 500); what fails, or

@@ -52,7 +52,7 @@ type Writer struct {
 	// error stops the writer there (tests use it to kill the writer at the worst moment).
 	AfterCommit func() error
 
-	rate *Throughput // the orders this writer takes off the queue per second (SetThroughput)
+	rate *Throughput // the orders this writer takes off the queue per second
 }
 
 // NewWriter returns a writer.
@@ -66,7 +66,8 @@ func NewWriter(cfg WriterConfig, q OrderQueue, db *store.DB, stock *store.Stock,
 	if cfg.Workers <= 0 {
 		cfg.Workers = 1
 	}
-	return &Writer{cfg: cfg, q: q, db: db, stock: stock, soldOut: soldOut, metrics: m, log: log}
+	return &Writer{cfg: cfg, q: q, db: db, stock: stock, soldOut: soldOut, metrics: metrics.Or(m), log: log,
+		rate: NewThroughput(cfg.Workers, nil)}
 }
 
 // errStop ends Run without logging it as a failure.
@@ -280,9 +281,7 @@ func (w *Writer) process(ctx context.Context, msgs []store.Delivery) error {
 	w.settle(ctx, b)
 	w.count("written", len(b.inserted))
 	w.count("redelivered", len(b.existing))
-	if w.rate != nil {
-		w.rate.Observe(len(b.orders), time.Since(started))
-	}
+	w.rate.Observe(len(b.orders), time.Since(started))
 	for _, m := range msgs {
 		if err := m.Ack(); err != nil {
 			w.log.Warn("writer: ack failed; the batch will be redelivered and skipped as written", "err", err)
@@ -568,4 +567,4 @@ func (w *Writer) refuse(ctx context.Context, o store.NewOrder, reason string) er
 }
 
 // SetThroughput shares the writer's throughput meter (the queue estimates read it).
-func (w *Writer) SetThroughput(t *Throughput) { w.rate = t }
+func (w *Writer) Throughput() *Throughput { return w.rate }

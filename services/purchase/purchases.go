@@ -48,20 +48,42 @@ type Purchases struct {
 	now     func() time.Time
 	floors  sync.Map // sale id -> *saleFloors: the highest reservation seq this instance knows of in each shard of the sale
 
-	queueWait *QueueWait     // a QUEUED order's place (SetQueueWait); nil: not told
-	funnel    FunnelCounter  // counts the sale's funnel for the merchant's live view (SetFunnel); nil: not counted
+	queueWait *QueueWait     // a QUEUED order's place
+	funnel    FunnelCounter  // counts the sale's funnel for the merchant's live view
 	mine      *myOrdersState // "my orders": the sales that may hold QUEUED orders (services/myorders.go)
 }
 
-// SetFunnel makes the purchase path count every attempt, and every refused purchase-token
-// request, in f (in memory; f flushes to Redis once a second).
-func (p *Purchases) SetFunnel(f FunnelCounter) { p.funnel = f }
+// Deps are what the purchase path works with. Funnel and WriterRate may be left out: then nothing
+// is counted for the merchant's live view, and a QUEUED order's wait is estimated at the default
+// writer rate.
+type Deps struct {
+	Catalog    Catalog
+	Stock      *store.Stock
+	DB         *store.DB
+	Publisher  Publisher
+	Captcha    captcha.Captcha
+	SoldOut    *SoldOut
+	Limiter    *limits.Limiter
+	Returns    Returner
+	Funnel     FunnelCounter // counts every attempt, and every refused purchase-token request (in memory)
+	WriterRate WriterRate    // the local writer's recent throughput, for a QUEUED order's estimated wait
+	Metrics    *metrics.Metrics
+	Log        *slog.Logger
+	Now        func() time.Time
+}
 
 // NewPurchases returns the purchase service.
-func NewPurchases(cfg PurchaseConfig, sales Catalog, stock *store.Stock, db *store.DB, pub Publisher, captcha captcha.Captcha, soldOut *SoldOut, limiter *limits.Limiter, returns Returner, m *metrics.Metrics, log *slog.Logger, now func() time.Time) *Purchases {
-	return &Purchases{cfg: cfg, sales: sales, stock: stock, db: db, pub: pub, captcha: captcha, soldOut: soldOut, limiter: limiter,
-		returns: returns, tokens: newTokenSigner(cfg.SigningSecret), ids: newAttemptIDs(cfg.SigningSecret), metrics: m, log: log, now: now,
-		mine: newMyOrdersState(now)}
+func NewPurchases(cfg PurchaseConfig, d Deps) *Purchases {
+	if d.Funnel == nil {
+		d.Funnel = NoFunnel{}
+	}
+	if d.WriterRate == nil {
+		d.WriterRate = noRate{}
+	}
+	return &Purchases{cfg: cfg, sales: d.Catalog, stock: d.Stock, db: d.DB, pub: d.Publisher, captcha: d.Captcha, soldOut: d.SoldOut,
+		limiter: d.Limiter, returns: d.Returns, funnel: d.Funnel, queueWait: NewQueueWait(d.Stock, d.WriterRate),
+		tokens: newTokenSigner(cfg.SigningSecret), ids: newAttemptIDs(cfg.SigningSecret), metrics: metrics.Or(d.Metrics),
+		log: d.Log, now: d.Now, mine: newMyOrdersState(d.Now)}
 }
 
 func retryAfter(d time.Duration) time.Duration {
@@ -720,15 +742,9 @@ func (p *Purchases) MyOrders(ctx context.Context, userID, saleID int64, cursor s
 	return out, next.Encode(), nil
 }
 
-// SetQueueWait gives the purchase service the estimator of a QUEUED order's place.
-func (p *Purchases) SetQueueWait(q *QueueWait) { p.queueWait = q }
-
 // queueEstimate fills in a QUEUED order's place in the queue; without Redis's answer it
 // leaves the fields out rather than guess.
 func (p *Purchases) queueEstimate(ctx context.Context, v *shop.OrderView, e store.InFlightEntry) {
-	if p.queueWait == nil {
-		return
-	}
 	est, err := p.queueWait.Estimate(ctx, v.SaleID, e.Seq)
 	if err != nil {
 		p.log.Warn("queue position unknown", "order", v.OrderID, "err", err)

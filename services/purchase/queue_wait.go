@@ -43,6 +43,11 @@ type WriterRate interface {
 	Rate() (float64, bool)
 }
 
+// noRate is a writer never measured: the default rate is assumed.
+type noRate struct{}
+
+func (noRate) Rate() (float64, bool) { return 0, false }
+
 // NewQueueWait returns the estimator; rate is the local writer's meter.
 func NewQueueWait(stock *store.Stock, rate WriterRate) *QueueWait {
 	return &QueueWait{stock: stock, rate: rate, sales: map[int64]*queueSnapshot{}}

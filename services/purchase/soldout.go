@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/nats.go"
+	"github.com/flashsale/flashsale/shop"
 )
 
 // soldOutSubject carries "soldout" and "available" notices between instances, per item.
@@ -20,24 +20,22 @@ const soldOutSubject = "flashsale.stock."
 // unit returned can hide that unit for at most ttl. Instances tell each other over NATS when
 // an item sells out and, at once, when a unit returns.
 type SoldOut struct {
-	ttl   time.Duration
-	nc    *nats.Conn
-	log   *slog.Logger
-	now   func() time.Time
-	flags sync.Map // item id -> *atomic.Int64 (unix nanos until which the flag holds; 0 = clear)
-	sub   *nats.Subscription
+	ttl     time.Duration
+	notices shop.Notices
+	log     *slog.Logger
+	now     func() time.Time
+	flags   sync.Map // item id -> *atomic.Int64 (unix nanos until which the flag holds; 0 = clear)
+	stop    func()   // stops listening
 }
 
-// NewSoldOut returns the flags, listening to other instances on nc (nil for none).
-func NewSoldOut(nc *nats.Conn, ttl time.Duration, log *slog.Logger, now func() time.Time) (*SoldOut, error) {
-	s := &SoldOut{ttl: ttl, nc: nc, log: log, now: now}
-	if nc != nil {
-		sub, err := nc.Subscribe(soldOutSubject+"*", s.onNotice)
-		if err != nil {
-			return nil, err
-		}
-		s.sub = sub
+// NewSoldOut returns the flags, telling and hearing the other instances through notices.
+func NewSoldOut(notices shop.Notices, ttl time.Duration, log *slog.Logger, now func() time.Time) (*SoldOut, error) {
+	s := &SoldOut{ttl: ttl, notices: notices, log: log, now: now}
+	stop, err := notices.Subscribe(soldOutSubject+"*", s.onNotice)
+	if err != nil {
+		return nil, err
 	}
+	s.stop = stop
 	return s, nil
 }
 
@@ -72,20 +70,17 @@ func (s *SoldOut) Returned(item int64) {
 }
 
 func (s *SoldOut) publish(item int64, what string) {
-	if s.nc == nil {
-		return
-	}
-	if err := s.nc.Publish(soldOutSubject+strconv.FormatInt(item, 10), []byte(what)); err != nil {
+	if err := s.notices.Publish(soldOutSubject+strconv.FormatInt(item, 10), []byte(what)); err != nil {
 		s.log.Warn("sold-out notice not sent", "item", item, "err", err)
 	}
 }
 
-func (s *SoldOut) onNotice(m *nats.Msg) {
-	item, err := strconv.ParseInt(strings.TrimPrefix(m.Subject, soldOutSubject), 10, 64)
+func (s *SoldOut) onNotice(subject string, data []byte) {
+	item, err := strconv.ParseInt(strings.TrimPrefix(subject, soldOutSubject), 10, 64)
 	if err != nil {
 		return
 	}
-	switch string(m.Data) {
+	switch string(data) {
 	case "soldout":
 		f := s.flag(item)
 		until := s.now().Add(s.ttl).UnixNano()
@@ -98,8 +93,4 @@ func (s *SoldOut) onNotice(m *nats.Msg) {
 }
 
 // Close stops listening.
-func (s *SoldOut) Close() {
-	if s.sub != nil {
-		_ = s.sub.Unsubscribe()
-	}
-}
+func (s *SoldOut) Close() { s.stop() }

@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale/services/faults"
-	"github.com/flashsale/flashsale/services/pipeline"
 	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 	"github.com/flashsale/flashsale/testenv"
@@ -206,7 +205,7 @@ func (c *cluster) finish(t *testing.T, r *result, l *ledger, s sale) {
 		violation("flashsale reconcile: %v\n%s", err, out)
 	}
 	acked := l.ackedIDs()
-	for _, e := range pipeline.Invariants(ctx, c.db, c.rdb, s.id, acked) {
+	for _, e := range testenv.Invariants(ctx, c.db, c.rdb, s.id, acked) {
 		violation("invariant: %v", e)
 	}
 	orders, err := c.orders(ctx, s.id)

@@ -38,7 +38,10 @@ func TestValidName(t *testing.T) {
 func TestCreateSaleValidation(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
-	s := NewSales(nil, nil, nil, nil, 10*time.Minute, slog.New(slog.NewTextHandler(io.Discard, nil)), fixedNow(now))
+	s, err := NewSales(Config{PayWindow: 10 * time.Minute}, Deps{Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: fixedNow(now)})
+	if err != nil {
+		t.Fatal(err)
+	}
 	good := func(edit func(*NewSale)) NewSale {
 		n := NewSale{Name: "sale", StartsAt: now.Add(time.Hour), EndsAt: now.Add(2 * time.Hour),
 			Items: []NewItem{{Name: "thing", PriceCents: 100, Quantity: 10}}}
