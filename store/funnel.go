@@ -83,51 +83,14 @@ func (s *Stock) FlushFunnel(ctx context.Context, deltas []FunnelDelta, fs Funnel
 	if len(deltas) == 0 {
 		return nil
 	}
-	run := func(ds []FunnelDelta) []*redis.Cmd {
-		cmds := make([]*redis.Cmd, len(ds))
-		_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for i, d := range ds {
-				keys := []string{FunnelKey(d.SaleID), SeriesKey(d.SaleID), SeriesIndexKey(d.SaleID)}
-				if d.ID != "" {
-					keys = append(keys, funnelFlushKey(d.SaleID, d.ID))
-				}
-				args := []any{d.At, int64(fs.Keep / time.Second), int64(fs.TTL / time.Second), d.Accepted, d.RefusedTotal()}
-				if d.Accepted != 0 {
-					args = append(args, FunnelFieldAccepted, d.Accepted)
-				}
-				for reason, n := range d.Refused {
-					if n != 0 {
-						args = append(args, FunnelRefusedPrefix+reason, n)
-					}
-				}
-				cmds[i] = s.funnel.EvalSha(ctx, p, keys, args...)
-			}
-			return nil
-		})
-		return cmds
-	}
-	// failed splits ds by its commands' outcome: those refused with NOSCRIPT (the script ran
-	// nowhere for them), and those that failed otherwise.
-	failed := func(ds []FunnelDelta, cmds []*redis.Cmd) (noScript, other []FunnelDelta, err error) {
-		for i, c := range cmds {
-			switch e := c.Err(); {
-			case e == nil:
-			case redis.HasErrorPrefix(e, "NOSCRIPT"):
-				noScript = append(noScript, ds[i])
-			default:
-				other, err = append(other, ds[i]), e
-			}
-		}
-		return noScript, other, err
-	}
-	noScript, notTaken, err := failed(deltas, run(deltas))
+	noScript, notTaken, err := funnelFailed(deltas, s.sendFunnel(ctx, deltas, fs))
 	if len(noScript) > 0 {
 		// Not cached in this Redis (or on this node) yet, or flushed: load it (on every node of a
 		// cluster) and run those again.
 		if lerr := s.funnel.Load(ctx, s.rdb).Err(); lerr != nil {
 			return &FunnelNotTaken{NotTaken: append(notTaken, noScript...), Err: lerr}
 		}
-		again, other, aerr := failed(noScript, run(noScript))
+		again, other, aerr := funnelFailed(noScript, s.sendFunnel(ctx, noScript, fs))
 		notTaken = append(append(notTaken, again...), other...)
 		if aerr != nil {
 			err = aerr
@@ -139,6 +102,52 @@ func (s *Stock) FlushFunnel(ctx context.Context, deltas []FunnelDelta, fs Funnel
 		return &FunnelNotTaken{NotTaken: notTaken, Err: err}
 	}
 	return nil
+}
+
+// sendFunnel runs the funnel script for each of ds, in one pipeline.
+func (s *Stock) sendFunnel(ctx context.Context, ds []FunnelDelta, fs FunnelStore) []*redis.Cmd {
+	cmds := make([]*redis.Cmd, len(ds))
+	_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, d := range ds {
+			keys, args := funnelCall(d, fs)
+			cmds[i] = s.funnel.EvalSha(ctx, p, keys, args...)
+		}
+		return nil
+	})
+	return cmds
+}
+
+// funnelCall is the funnel script's keys and arguments for one delta.
+func funnelCall(d FunnelDelta, fs FunnelStore) ([]string, []any) {
+	keys := []string{FunnelKey(d.SaleID), SeriesKey(d.SaleID), SeriesIndexKey(d.SaleID)}
+	if d.ID != "" {
+		keys = append(keys, funnelFlushKey(d.SaleID, d.ID))
+	}
+	args := []any{d.At, int64(fs.Keep / time.Second), int64(fs.TTL / time.Second), d.Accepted, d.RefusedTotal()}
+	if d.Accepted != 0 {
+		args = append(args, FunnelFieldAccepted, d.Accepted)
+	}
+	for reason, n := range d.Refused {
+		if n != 0 {
+			args = append(args, FunnelRefusedPrefix+reason, n)
+		}
+	}
+	return keys, args
+}
+
+// funnelFailed splits ds by its commands' outcome: those refused with NOSCRIPT (the script ran
+// nowhere for them), and those that failed otherwise (err: the last such failure).
+func funnelFailed(ds []FunnelDelta, cmds []*redis.Cmd) (noScript, other []FunnelDelta, err error) {
+	for i, c := range cmds {
+		switch e := c.Err(); {
+		case e == nil:
+		case redis.HasErrorPrefix(e, "NOSCRIPT"):
+			noScript = append(noScript, ds[i])
+		default:
+			other, err = append(other, ds[i]), e
+		}
+	}
+	return noScript, other, err
 }
 
 // FunnelCounts are a sale's funnel totals over every instance.

@@ -36,68 +36,78 @@ type HeldLookup struct {
 // (plus one to load the script where Redis lost it). errs[i] is lookup i's failure (a node that
 // does not answer): what it holds is then unknown, while the other lookups still answer.
 func (s *Stock) HeldInFlight(ctx context.Context, lookups []HeldLookup) (held [][]InFlightEntry, errs []error) {
-	held = make([][]InFlightEntry, len(lookups))
-	errs = make([]error, len(lookups))
+	r := heldRead{s: s, lookups: lookups, held: make([][]InFlightEntry, len(lookups)), errs: make([]error, len(lookups))}
 	if len(lookups) == 0 {
-		return held, errs
-	}
-	run := func(idx []int) []*redis.Cmd {
-		cmds := make([]*redis.Cmd, len(idx))
-		_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for j, i := range idx {
-				l := lookups[i]
-				args := make([]any, len(l.Members))
-				for k, m := range l.Members {
-					args[k] = m
-				}
-				cmds[j] = heldScript.EvalSha(ctx, p, []string{BuyersKeyOf(l.SaleID, l.Shard), InFlightKeyOf(l.SaleID, l.Shard)}, args...)
-			}
-			return nil
-		}) // each command's own error is read below
-		return cmds
-	}
-	// read takes the answers in and returns the lookups that met a Redis without the script.
-	read := func(idx []int, cmds []*redis.Cmd) (noScript []int) {
-		for j, i := range idx {
-			vals, err := cmds[j].StringSlice()
-			switch {
-			case err != nil && redis.HasErrorPrefix(err, "NOSCRIPT"):
-				noScript = append(noScript, i)
-				continue
-			case err != nil:
-				errs[i] = fmt.Errorf("held in flight(sale %d, shard %d): %w", lookups[i].SaleID, lookups[i].Shard, err)
-				continue
-			}
-			errs[i] = nil
-			held[i] = held[i][:0]
-			for k := 0; k+1 < len(vals); k += 2 {
-				if e, ok := parseInFlight(vals[k], vals[k+1]); ok {
-					e.Shard = lookups[i].Shard
-					held[i] = append(held[i], e)
-				}
-			}
-		}
-		return noScript
+		return r.held, r.errs
 	}
 	all := make([]int, len(lookups))
 	for i := range all {
 		all[i] = i
 	}
-	noScript := read(all, run(all))
+	noScript := r.take(all, r.send(ctx, all))
 	if len(noScript) > 0 {
 		// A Redis that lost its script cache (a restart, a failover) or a node that never ran it:
 		// load it (on every master of a cluster) and send those again.
 		if err := heldScript.Load(ctx, s.rdb).Err(); err != nil {
 			for _, i := range noScript {
-				errs[i] = fmt.Errorf("held in flight(sale %d): load the script: %w", lookups[i].SaleID, err)
+				r.errs[i] = fmt.Errorf("held in flight(sale %d): load the script: %w", lookups[i].SaleID, err)
 			}
-			return held, errs
+			return r.held, r.errs
 		}
-		for _, i := range read(noScript, run(noScript)) {
-			errs[i] = fmt.Errorf("held in flight(sale %d, shard %d): NOSCRIPT after loading the script", lookups[i].SaleID, lookups[i].Shard)
+		for _, i := range r.take(noScript, r.send(ctx, noScript)) {
+			r.errs[i] = fmt.Errorf("held in flight(sale %d, shard %d): NOSCRIPT after loading the script", lookups[i].SaleID, lookups[i].Shard)
 		}
 	}
-	return held, errs
+	return r.held, r.errs
+}
+
+// heldRead is one HeldInFlight call: its lookups and, per lookup, the answer or the failure.
+type heldRead struct {
+	s       *Stock
+	lookups []HeldLookup
+	held    [][]InFlightEntry
+	errs    []error
+}
+
+// send runs the script for the lookups numbered idx, in one pipeline.
+func (r *heldRead) send(ctx context.Context, idx []int) []*redis.Cmd {
+	cmds := make([]*redis.Cmd, len(idx))
+	_, _ = r.s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for j, i := range idx {
+			l := r.lookups[i]
+			args := make([]any, len(l.Members))
+			for k, m := range l.Members {
+				args[k] = m
+			}
+			cmds[j] = heldScript.EvalSha(ctx, p, []string{BuyersKeyOf(l.SaleID, l.Shard), InFlightKeyOf(l.SaleID, l.Shard)}, args...)
+		}
+		return nil
+	}) // each command's own error is read below
+	return cmds
+}
+
+// take takes the answers in and returns the lookups that met a Redis without the script.
+func (r *heldRead) take(idx []int, cmds []*redis.Cmd) (noScript []int) {
+	for j, i := range idx {
+		vals, err := cmds[j].StringSlice()
+		switch {
+		case err != nil && redis.HasErrorPrefix(err, "NOSCRIPT"):
+			noScript = append(noScript, i)
+			continue
+		case err != nil:
+			r.errs[i] = fmt.Errorf("held in flight(sale %d, shard %d): %w", r.lookups[i].SaleID, r.lookups[i].Shard, err)
+			continue
+		}
+		r.errs[i] = nil
+		r.held[i] = r.held[i][:0]
+		for k := 0; k+1 < len(vals); k += 2 {
+			if e, ok := parseInFlight(vals[k], vals[k+1]); ok {
+				e.Shard = r.lookups[i].Shard
+				r.held[i] = append(r.held[i], e)
+			}
+		}
+	}
+	return noScript
 }
 
 // SalesOpenSince lists, with their items (id, name, price), the sales that may hold a

@@ -58,54 +58,78 @@ func (d *DB) InsertOrders(ctx context.Context, orders []NewOrder) ([]string, err
 	if len(orders) == 0 {
 		return nil, nil
 	}
-	ids := make(pgArray, len(orders))
-	items := make(pgArray, len(orders))
-	users := make(pgArray, len(orders))
-	reserved := make(pgArray, len(orders))
-	seqs := make(pgArray, len(orders))
+	shIDs, shards, err := d.shardsOfOrders(ctx, orders)
+	if err != nil {
+		return nil, fmt.Errorf("insert orders: %w", err)
+	}
+	c := columnsOf(orders)
+	var inserted []string
+	args := []any{int64Array(c.itemIDs), c.ids.literal(), c.items.literal(), c.users.literal(), c.reserved.literal(), c.seqs.literal()}
+	perShard := "" // a batch of unsharded sales only: the statement of before stock shards, unchanged
+	if len(shIDs) > 0 {
+		perShard = insertOrdersPerShard
+		args = append(args, shIDs.literal(), shards.literal())
+	}
+	err = d.g.WithContext(ctx).Raw(insertOrdersSQL+perShard+insertOrdersReturning, args...).Scan(&inserted).Error
+	if err != nil {
+		return nil, insertOrdersError(err)
+	}
+	return inserted, nil
+}
+
+// orderColumns is a batch of new orders as one Postgres array literal per column, and the
+// batch's items, each once in the order first met.
+type orderColumns struct {
+	ids, items, users, reserved, seqs pgArray
+	itemIDs                           []int64
+}
+
+// columnsOf lays a batch of new orders out by column.
+func columnsOf(orders []NewOrder) orderColumns {
+	c := orderColumns{
+		ids:      make(pgArray, len(orders)),
+		items:    make(pgArray, len(orders)),
+		users:    make(pgArray, len(orders)),
+		reserved: make(pgArray, len(orders)),
+		seqs:     make(pgArray, len(orders)),
+	}
 	itemSet := map[int64]bool{}
-	var itemIDs []int64
-	// orders of sharded sales: their shard, so Postgres keeps each shard's highest seq
-	var shIDs, shards pgArray
+	for i, o := range orders {
+		c.ids[i] = o.ID
+		c.items[i] = strconv.FormatInt(o.ItemID, 10)
+		c.users[i] = strconv.FormatInt(o.UserID, 10)
+		c.reserved[i] = `"` + o.ReservedAt.UTC().Format(time.RFC3339Nano) + `"`
+		c.seqs[i] = strconv.FormatInt(o.Seq, 10)
+		if !itemSet[o.ItemID] {
+			itemSet[o.ItemID] = true
+			c.itemIDs = append(c.itemIDs, o.ItemID)
+		}
+	}
+	return c
+}
+
+// shardsOfOrders names the orders of sharded sales and the shard of each, so Postgres keeps each
+// shard's highest seq (none for a batch of unsharded sales).
+func (d *DB) shardsOfOrders(ctx context.Context, orders []NewOrder) (ids, shards pgArray, err error) {
 	for _, o := range orders {
 		k, err := d.StockShardsCached(ctx, o.SaleID)
 		if err != nil {
-			return nil, fmt.Errorf("insert orders: %w", err)
+			return nil, nil, err
 		}
 		if k > 1 {
-			shIDs = append(shIDs, o.ID)
+			ids = append(ids, o.ID)
 			shards = append(shards, strconv.Itoa(ShardOf(o.UserID, k)))
 		}
 	}
-	for i, o := range orders {
-		ids[i] = o.ID
-		items[i] = strconv.FormatInt(o.ItemID, 10)
-		users[i] = strconv.FormatInt(o.UserID, 10)
-		reserved[i] = `"` + o.ReservedAt.UTC().Format(time.RFC3339Nano) + `"`
-		seqs[i] = strconv.FormatInt(o.Seq, 10)
-		if !itemSet[o.ItemID] {
-			itemSet[o.ItemID] = true
-			itemIDs = append(itemIDs, o.ItemID)
-		}
-	}
-	// One statement, one round trip: the initplan on lk locks the items' rows in id order
-	// before the first order row is produced, so concurrent batches never deadlock.
-	var inserted []string
-	args := []any{int64Array(itemIDs), ids.literal(), items.literal(), users.literal(), reserved.literal(), seqs.literal()}
-	perShard := "" // a batch of unsharded sales only: the statement of before stock shards, unchanged
-	if len(shIDs) > 0 {
-		// Each shard's highest seq per item, for the keeper's per-shard loss detection; the
-		// items' rows are locked already (lk), so these rows take no new lock order.
-		perShard = `, per_shard AS (
-			INSERT INTO item_shard_seqs (item_id, shard, max_seq)
-			SELECT ins.item_id, x.shard, max(ins.seq) FROM ins JOIN unnest(?::uuid[], ?::int[]) AS x(id, shard) ON x.id = ins.id
-			GROUP BY ins.item_id, x.shard
-			ON CONFLICT (item_id, shard) DO UPDATE SET max_seq = greatest(item_shard_seqs.max_seq, excluded.max_seq)
-			RETURNING item_id
-		)`
-		args = append(args, shIDs.literal(), shards.literal())
-	}
-	err := d.g.WithContext(ctx).Raw(`WITH lk AS (
+	return ids, shards, nil
+}
+
+// insertOrdersSQL is the writer's one statement, one round trip: the initplan on lk locks the
+// items' rows in id order before the first order row is produced, so concurrent batches never
+// deadlock. The rows go in with ON CONFLICT DO NOTHING, and each item's sold and max_seq move by
+// what went in. insertOrdersPerShard follows it for a batch with orders of sharded sales, then
+// insertOrdersReturning.
+const insertOrdersSQL = `WITH lk AS (
 			SELECT id FROM items WHERE id = ANY(?::bigint[]) ORDER BY id FOR UPDATE
 		), u AS (
 			SELECT u.id, u.item_id, i.sale_id, u.user_id, u.reserved_at, u.seq,
@@ -127,19 +151,32 @@ func (d *DB) InsertOrders(ctx context.Context, orders []NewOrder) ([]string, err
 			UPDATE items SET sold = items.sold + per_item.n, max_seq = greatest(items.max_seq, per_item.ms)
 			FROM per_item WHERE items.id = per_item.item_id
 			RETURNING items.id
-		)`+perShard+`
-		SELECT id::text FROM ins`, args...).Scan(&inserted).Error
-	if err != nil {
-		var pe *pgconn.PgError
-		if errors.As(err, &pe) && pe.Code == "23514" && pe.TableName == "items" {
-			return nil, fmt.Errorf("insert orders: %w", ErrNoRoom)
-		}
-		if isConstraint(err) {
-			return nil, fmt.Errorf("insert orders: %w: %v", ErrRefused, err)
-		}
-		return nil, fmt.Errorf("insert orders: %w", err)
+		)`
+
+// insertOrdersPerShard keeps each shard's highest seq per item, for the keeper's per-shard loss
+// detection; the items' rows are locked already (lk), so these rows take no new lock order.
+const insertOrdersPerShard = `, per_shard AS (
+			INSERT INTO item_shard_seqs (item_id, shard, max_seq)
+			SELECT ins.item_id, x.shard, max(ins.seq) FROM ins JOIN unnest(?::uuid[], ?::int[]) AS x(id, shard) ON x.id = ins.id
+			GROUP BY ins.item_id, x.shard
+			ON CONFLICT (item_id, shard) DO UPDATE SET max_seq = greatest(item_shard_seqs.max_seq, excluded.max_seq)
+			RETURNING item_id
+		)`
+
+const insertOrdersReturning = `
+		SELECT id::text FROM ins`
+
+// insertOrdersError tells why the batch was refused: an item with no room for its rows
+// (ErrNoRoom), another constraint (ErrRefused), or the failure itself.
+func insertOrdersError(err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "23514" && pe.TableName == "items" {
+		return fmt.Errorf("insert orders: %w", ErrNoRoom)
 	}
-	return inserted, nil
+	if isConstraint(err) {
+		return fmt.Errorf("insert orders: %w: %v", ErrRefused, err)
+	}
+	return fmt.Errorf("insert orders: %w", err)
 }
 
 // ErrorCause names the cause of a failure for metrics: the Postgres SQLSTATE ("40P01" is a

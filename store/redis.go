@@ -94,28 +94,56 @@ func ParseClusterURL(raw string) (*redis.ClusterOptions, error) {
 	if i := strings.LastIndex(authority, "@"); i >= 0 {
 		userinfo, hostlist = authority[:i+1], authority[i+1:]
 	}
+	seeds, err := clusterSeeds(hostlist)
+	if err != nil {
+		return nil, err
+	}
+	opt, err := redis.ParseClusterURL(goRedisClusterURL(scheme, userinfo, seeds, query))
+	if err != nil {
+		return nil, fmt.Errorf("redis cluster url: %w", err)
+	}
+	return opt, nil
+}
+
+// clusterSeeds reads a cluster URL's comma-separated seed nodes as host:port each (6379 when
+// the port is left out).
+func clusterSeeds(hostlist string) ([]string, error) {
 	var seeds []string
 	for _, h := range strings.Split(hostlist, ",") {
-		h = strings.TrimSpace(h)
-		if h == "" {
-			return nil, fmt.Errorf("redis cluster url: empty host in %q (want host1:port1,host2:port2,...)", hostlist)
-		}
-		host, port, err := net.SplitHostPort(h)
+		seed, err := clusterSeed(strings.TrimSpace(h), hostlist)
 		if err != nil {
-			if strings.Contains(err.Error(), "missing port") {
-				host, port = strings.Trim(h, "[]"), "6379"
-			} else {
-				return nil, fmt.Errorf("redis cluster url: seed %q: %w", h, err)
-			}
+			return nil, err
 		}
-		if host == "" {
-			return nil, fmt.Errorf("redis cluster url: seed %q has no host", h)
-		}
-		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-			return nil, fmt.Errorf("redis cluster url: seed %q: bad port %q", h, port)
-		}
-		seeds = append(seeds, net.JoinHostPort(host, port))
+		seeds = append(seeds, seed)
 	}
+	return seeds, nil
+}
+
+// clusterSeed checks one seed node, h (trimmed), of a cluster URL whose seeds are hostlist.
+func clusterSeed(h, hostlist string) (string, error) {
+	if h == "" {
+		return "", fmt.Errorf("redis cluster url: empty host in %q (want host1:port1,host2:port2,...)", hostlist)
+	}
+	host, port, err := net.SplitHostPort(h)
+	if err != nil {
+		if strings.Contains(err.Error(), "missing port") {
+			host, port = strings.Trim(h, "[]"), "6379"
+		} else {
+			return "", fmt.Errorf("redis cluster url: seed %q: %w", h, err)
+		}
+	}
+	if host == "" {
+		return "", fmt.Errorf("redis cluster url: seed %q has no host", h)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return "", fmt.Errorf("redis cluster url: seed %q: bad port %q", h, port)
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+// goRedisClusterURL writes a cluster URL as go-redis reads one: the first seed as the host, the
+// others as addr options after the URL's own.
+func goRedisClusterURL(scheme, userinfo string, seeds []string, query string) string {
 	plain := "redis"
 	if scheme == ClusterTLSScheme {
 		plain = "rediss"
@@ -131,11 +159,7 @@ func ParseClusterURL(raw string) (*redis.ClusterOptions, error) {
 	if q != "" {
 		u += "/?" + q
 	}
-	opt, err := redis.ParseClusterURL(u)
-	if err != nil {
-		return nil, fmt.Errorf("redis cluster url: %w", err)
-	}
-	return opt, nil
+	return u
 }
 
 // openCluster connects to a Redis Cluster and checks that every master answers.
