@@ -16,11 +16,29 @@ import (
 func TestAdjustStockMetaAndPause(t *testing.T) {
 	t.Parallel()
 	s, rdb := newStock(t)
-	ctx := context.Background()
 	const sale, a, b, added = 90, 1, 2, 3
 
-	// Not loaded: nothing is done, nothing is created (the load reads Postgres).
-	res, err := s.Adjust(ctx, store.Adjustment{SaleID: sale, Meta: map[string]string{"paused": "1"},
+	adjustNotLoadedDoesNothing(t, s, rdb, sale, a)
+	mustLoad(t, s, snapshot(t, s, sale, shop.LimitPerSale, a, 3, b, 2), 0)
+	mustReserve(t, s, attempt(t, s, sale, a, 7, "o1", "n1")) // a: 2 left, one held in flight
+	adjustBelowLeftChangesNothing(t, s, rdb, sale, a, b, added)
+	adjustWithinLeftAppliesAll(t, s, rdb, sale, a, b, added)
+	pauseRefusesAndResumeReserves(t, s, rdb, sale, b)
+
+	// A rebuild keeps the pause (the snapshot carries it from Postgres).
+	snap := snapshot(t, s, sale+1, shop.LimitPerSale, a, 1)
+	snap.Paused = true
+	mustLoad(t, s, snap, 0)
+	if _, err := s.Reserve(context.Background(), attempt(t, s, sale+1, a, 7, "o3", "n3")); !errors.Is(err, store.ErrPaused) {
+		t.Errorf("reserve in a sale loaded paused: %v, want ErrPaused", err)
+	}
+}
+
+// adjustNotLoadedDoesNothing: an edit of a sale not loaded does nothing and creates nothing (the
+// load reads Postgres).
+func adjustNotLoadedDoesNothing(t *testing.T, s *store.Stock, rdb redis.UniversalClient, sale, a int64) {
+	t.Helper()
+	res, err := s.Adjust(context.Background(), store.Adjustment{SaleID: sale, Meta: map[string]string{"paused": "1"},
 		Stock: []store.StockAdjust{{ItemID: a, Delta: 5}}})
 	if err != nil || res.Applied {
 		t.Fatalf("adjust of a sale not loaded = %+v, %v; want not applied", res, err)
@@ -28,13 +46,15 @@ func TestAdjustStockMetaAndPause(t *testing.T) {
 	if keys := allKeys(t, rdb); len(keys) != 0 {
 		t.Fatalf("adjust of a sale not loaded created %v", keys)
 	}
+}
 
-	mustLoad(t, s, snapshot(t, s, sale, shop.LimitPerSale, a, 3, b, 2), 0)
-	mustReserve(t, s, attempt(t, s, sale, a, 7, "o1", "n1")) // a: 2 left, one held in flight
-
-	// A decrease past the units left (the held one included) changes nothing at all.
+// adjustBelowLeftChangesNothing: a decrease past the units left (the held one included) changes
+// nothing at all.
+func adjustBelowLeftChangesNothing(t *testing.T, s *store.Stock, rdb redis.UniversalClient, sale, a, b, added int64) {
+	t.Helper()
+	ctx := context.Background()
 	n := int64(4)
-	res, err = s.Adjust(ctx, store.Adjustment{SaleID: sale, Meta: map[string]string{"limit": shop.LimitPerItem},
+	res, err := s.Adjust(ctx, store.Adjustment{SaleID: sale, Meta: map[string]string{"limit": shop.LimitPerItem},
 		Stock: []store.StockAdjust{{ItemID: b, Delta: 1}, {ItemID: a, Delta: -3}, {ItemID: added, Initial: &n}}})
 	if !errors.Is(err, store.ErrAdjustTooLow) || res.ItemID != a || res.Left != 2 {
 		t.Fatalf("adjust below the units left = %+v, %v; want ErrAdjustTooLow for item %d with 2 left", res, err, a)
@@ -48,10 +68,16 @@ func TestAdjustStockMetaAndPause(t *testing.T) {
 	if _, err := rdb.Get(ctx, store.StockKey(sale, added)).Result(); !errors.Is(err, redis.Nil) {
 		t.Errorf("refused adjust created the added item's stock: %v", err)
 	}
+}
 
-	// Within what is left: every delta, the added item and the meta fields at once.
+// adjustWithinLeftAppliesAll: within what is left, every delta, the added item and the meta
+// fields are applied at once.
+func adjustWithinLeftAppliesAll(t *testing.T, s *store.Stock, rdb redis.UniversalClient, sale, a, b, added int64) {
+	t.Helper()
+	ctx := context.Background()
+	n := int64(4)
 	ends := redisNow(t, s).Add(2 * time.Hour).UnixMilli()
-	res, err = s.Adjust(ctx, store.Adjustment{SaleID: sale, Meta: map[string]string{"ends": strconv.FormatInt(ends, 10)},
+	res, err := s.Adjust(ctx, store.Adjustment{SaleID: sale, Meta: map[string]string{"ends": strconv.FormatInt(ends, 10)},
 		Stock: []store.StockAdjust{{ItemID: a, Delta: -2}, {ItemID: b, Delta: 10}, {ItemID: added, Initial: &n}}})
 	if err != nil || !res.Applied {
 		t.Fatalf("adjust = %+v, %v; want applied", res, err)
@@ -62,8 +88,13 @@ func TestAdjustStockMetaAndPause(t *testing.T) {
 	if v, _ := rdb.HGet(ctx, store.MetaKey(sale), "ends").Int64(); v != ends {
 		t.Errorf("meta ends = %d, want %d", v, ends)
 	}
+}
 
-	// Paused: the reserve script refuses before the token is used; resumed: it reserves.
+// pauseRefusesAndResumeReserves: paused, the reserve script refuses before the token is used;
+// resumed, it reserves.
+func pauseRefusesAndResumeReserves(t *testing.T, s *store.Stock, rdb redis.UniversalClient, sale, b int64) {
+	t.Helper()
+	ctx := context.Background()
 	if _, err := s.Adjust(ctx, store.Adjustment{SaleID: sale, Meta: map[string]string{"paused": "1"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -82,13 +113,5 @@ func TestAdjustStockMetaAndPause(t *testing.T) {
 	}
 	if r := mustReserve(t, s, at); r.Left != 11 {
 		t.Errorf("reserve after resume left %d, want 11", r.Left)
-	}
-
-	// A rebuild keeps the pause (the snapshot carries it from Postgres).
-	snap := snapshot(t, s, sale+1, shop.LimitPerSale, a, 1)
-	snap.Paused = true
-	mustLoad(t, s, snap, 0)
-	if _, err := s.Reserve(ctx, attempt(t, s, sale+1, a, 7, "o3", "n3")); !errors.Is(err, store.ErrPaused) {
-		t.Errorf("reserve in a sale loaded paused: %v, want ErrPaused", err)
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 )
@@ -34,6 +36,22 @@ func TestLoad(t *testing.T) {
 	mustLoad(t, s, snap, 0)
 	after := redisNow(t, s)
 
+	loadedMetaIsTheSnapshots(t, s, rdb, snap, before, after)
+	loadedKeysAreTheSnapshots(t, s, rdb, snap, a, b)
+
+	// The loaded buyers hold their units, per item.
+	if r, err := s.Reserve(ctx, attempt(t, s, sale, a, 1, "o", "n1")); !errors.Is(err, store.ErrAlreadyBuyer) || r.HeldOrder != "p1" {
+		t.Errorf("a loaded buyer reserves again: %+v, %v", r, err)
+	}
+	mustReserve(t, s, attempt(t, s, sale, a, 3, "o3", "n3"))
+	loadOfAHealthySaleChangesNothing(t, s, rdb, sale, a)
+}
+
+// loadedMetaIsTheSnapshots checks a loaded sale's meta: healthy, at the snapshot's epoch, limit
+// and window, its counter past the snapshot's, loaded between before and after by Redis's clock.
+func loadedMetaIsTheSnapshots(t *testing.T, s *store.Stock, rdb redis.UniversalClient, snap store.Snapshot, before, after time.Time) {
+	t.Helper()
+	sale := snap.SaleID
 	st := stateOf(t, s, sale)
 	if !st.Loaded || st.Lost || st.Epoch != 3 || st.Limit != shop.LimitPerItem || st.Seq <= 42 {
 		t.Errorf("state = %+v; want loaded, healthy, epoch 3, per-item, seq above 42", st)
@@ -52,6 +70,14 @@ func TestLoad(t *testing.T) {
 			t.Errorf("meta %s = %q, want %q", f, got, want)
 		}
 	}
+}
+
+// loadedKeysAreTheSnapshots checks a loaded sale's stock, buyers and tombstones (items a and b),
+// and that the stale in-flight entries are gone.
+func loadedKeysAreTheSnapshots(t *testing.T, s *store.Stock, rdb redis.UniversalClient, snap store.Snapshot, a, b int64) {
+	t.Helper()
+	ctx := context.Background()
+	sale := snap.SaleID
 	levels, err := s.Levels(ctx, sale, []int64{a, b, 402})
 	if want := []int64{7, 0, -1}; err != nil || !slices.Equal(levels, want) {
 		t.Errorf("levels = %v, %v; want %v", levels, err, want)
@@ -75,14 +101,13 @@ func TestLoad(t *testing.T) {
 	if got, err := s.Levels(ctx, sale, nil); err != nil || got != nil {
 		t.Errorf("Levels(nil) = %v, %v", got, err)
 	}
+}
 
-	// The loaded buyers hold their units, per item.
-	if r, err := s.Reserve(ctx, attempt(t, s, sale, a, 1, "o", "n1")); !errors.Is(err, store.ErrAlreadyBuyer) || r.HeldOrder != "p1" {
-		t.Errorf("a loaded buyer reserves again: %+v, %v", r, err)
-	}
-	mustReserve(t, s, attempt(t, s, sale, a, 3, "o3", "n3"))
-
-	// Loaded and healthy: a load (another instance, or a newer epoch) changes nothing.
+// loadOfAHealthySaleChangesNothing: loaded and healthy, a load (another instance, or a newer
+// epoch) changes nothing.
+func loadOfAHealthySaleChangesNothing(t *testing.T, s *store.Stock, rdb redis.UniversalClient, sale, a int64) {
+	t.Helper()
+	ctx := context.Background()
 	seq := stateOf(t, s, sale).Seq
 	for _, epoch := range []int64{3, 4} {
 		other := snapshot(t, s, sale, shop.LimitPerSale, a, 100)
@@ -115,69 +140,89 @@ func TestLoadAfterLost(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			s, rdb := newStock(t)
-			ctx := context.Background()
-			const sale, item = 41, 410
-			snap := snapshot(t, s, sale, shop.LimitPerSale, item, 5)
-			snap.Epoch = 3
-			mustLoad(t, s, snap, 0)
-			mustReserve(t, s, attempt(t, s, sale, item, 1, "o1", "n1"))
-			r := mustReserve(t, s, attempt(t, s, sale, item, 2, "o2", "n2"))
-			if ok, err := s.MarkLost(ctx, sale, 7, ""); !ok || err != nil {
-				t.Fatalf("mark lost = %v, %v", ok, err)
-			}
-			old := stateOf(t, s, sale)
-
-			for _, epoch := range []int64{2, 3} {
-				stale := snap
-				stale.Epoch = epoch
-				if ok, err := s.Load(ctx, stale, 0); err != nil || ok {
-					t.Errorf("load of epoch %d over a lost epoch 3 = %v, %v; want nothing done", epoch, ok, err)
-				}
-			}
-			if st := stateOf(t, s, sale); !st.Lost || st.Epoch != 3 {
-				t.Errorf("state after the refused loads = %+v; want lost, epoch 3", st)
-			}
-
-			snap.Epoch, snap.MaxSeq = 4, c.maxSeq
-			snap.Left = map[int64]int64{item: 4}
-			snap.Buyers = map[string]string{"1": "o1"}
-			snap.Gone = []string{"o2"}
-			mustLoad(t, s, snap, 0)
-			st := stateOf(t, s, sale)
-			if !st.Loaded || st.Lost || st.Epoch != 4 {
-				t.Errorf("state after the rebuild = %+v; want loaded, healthy, epoch 4", st)
-			}
-			if st.Seq <= max(old.Seq, c.maxSeq) {
-				t.Errorf("counter after the rebuild = %d, want above %d", st.Seq, max(old.Seq, c.maxSeq))
-			}
-			if n := len(inFlightRaw(t, rdb, sale)); n != 0 {
-				t.Errorf("in flight after the rebuild = %d, want 0", n)
-			}
-			if got := metaField(t, rdb, sale, "fence"); got != "7" {
-				t.Errorf("fence after the rebuild = %q, want 7", got)
-			}
-			if ok, err := s.MarkLost(ctx, sale, 6, ""); ok || err != nil {
-				t.Errorf("mark lost with an older fence after the rebuild = %v, %v; want refused", ok, err)
-			}
-			if got := stockOf(t, rdb, sale, item); got != 4 {
-				t.Errorf("stock = %d, want 4", got)
-			}
-			// No instance takes the rebuild for a loss: floors from before it (or from Postgres) pass.
-			a := attempt(t, s, sale, item, 3, "o3", "n3")
-			a.Floor = max(r.Seq, c.maxSeq)
-			if r3 := mustReserve(t, s, a); r3.Seq != st.Seq+1 {
-				t.Errorf("seq after the rebuild = %d, want %d", r3.Seq, st.Seq+1)
-			}
-			// The order whose unit Postgres gave back is tombstoned: a late claim does not write it.
-			if got := claim(t, s, sale, store.ClaimItem{OrderID: "o2", Seq: r.Seq}); !slices.Equal(got, []int{store.ClaimGone}) {
-				t.Errorf("claim of a returned order after the rebuild = %v, want gone", got)
-			}
-			if st := stateOf(t, s, sale); st.Lost {
-				t.Errorf("a claim of an old seq marked the rebuilt sale lost")
-			}
+			loadAfterLost(t, c.maxSeq)
 		})
 	}
+}
+
+// loadAfterLost is TestLoadAfterLost with Postgres's highest seq at maxSeq.
+func loadAfterLost(t *testing.T, maxSeq int64) {
+	s, rdb := newStock(t)
+	ctx := context.Background()
+	const sale, item = 41, 410
+	snap := snapshot(t, s, sale, shop.LimitPerSale, item, 5)
+	snap.Epoch = 3
+	mustLoad(t, s, snap, 0)
+	mustReserve(t, s, attempt(t, s, sale, item, 1, "o1", "n1"))
+	r := mustReserve(t, s, attempt(t, s, sale, item, 2, "o2", "n2"))
+	if ok, err := s.MarkLost(ctx, sale, 7, ""); !ok || err != nil {
+		t.Fatalf("mark lost = %v, %v", ok, err)
+	}
+	old := stateOf(t, s, sale)
+	lostSaleRefusesOlderEpochs(t, s, snap)
+
+	snap.Epoch, snap.MaxSeq = 4, maxSeq
+	snap.Left = map[int64]int64{item: 4}
+	snap.Buyers = map[string]string{"1": "o1"}
+	snap.Gone = []string{"o2"}
+	mustLoad(t, s, snap, 0)
+	st := rebuildIsFresh(t, s, rdb, sale, item, max(old.Seq, maxSeq))
+
+	// No instance takes the rebuild for a loss: floors from before it (or from Postgres) pass.
+	a := attempt(t, s, sale, item, 3, "o3", "n3")
+	a.Floor = max(r.Seq, maxSeq)
+	if r3 := mustReserve(t, s, a); r3.Seq != st.Seq+1 {
+		t.Errorf("seq after the rebuild = %d, want %d", r3.Seq, st.Seq+1)
+	}
+	// The order whose unit Postgres gave back is tombstoned: a late claim does not write it.
+	if got := claim(t, s, sale, store.ClaimItem{OrderID: "o2", Seq: r.Seq}); !slices.Equal(got, []int{store.ClaimGone}) {
+		t.Errorf("claim of a returned order after the rebuild = %v, want gone", got)
+	}
+	if st := stateOf(t, s, sale); st.Lost {
+		t.Errorf("a claim of an old seq marked the rebuilt sale lost")
+	}
+}
+
+// lostSaleRefusesOlderEpochs: a sale lost at snap's epoch (3) is not rebuilt by a load of that
+// epoch or an older one.
+func lostSaleRefusesOlderEpochs(t *testing.T, s *store.Stock, snap store.Snapshot) {
+	t.Helper()
+	for _, epoch := range []int64{2, 3} {
+		stale := snap
+		stale.Epoch = epoch
+		if ok, err := s.Load(context.Background(), stale, 0); err != nil || ok {
+			t.Errorf("load of epoch %d over a lost epoch 3 = %v, %v; want nothing done", epoch, ok, err)
+		}
+	}
+	if st := stateOf(t, s, snap.SaleID); !st.Lost || st.Epoch != 3 {
+		t.Errorf("state after the refused loads = %+v; want lost, epoch 3", st)
+	}
+}
+
+// rebuildIsFresh checks a sale rebuilt at epoch 4 after a loss: healthy, its counter above
+// past, nothing in flight, the fence (7) kept, the snapshot's stock (4). It returns the state.
+func rebuildIsFresh(t *testing.T, s *store.Stock, rdb redis.UniversalClient, sale, item, past int64) store.SaleState {
+	t.Helper()
+	st := stateOf(t, s, sale)
+	if !st.Loaded || st.Lost || st.Epoch != 4 {
+		t.Errorf("state after the rebuild = %+v; want loaded, healthy, epoch 4", st)
+	}
+	if st.Seq <= past {
+		t.Errorf("counter after the rebuild = %d, want above %d", st.Seq, past)
+	}
+	if n := len(inFlightRaw(t, rdb, sale)); n != 0 {
+		t.Errorf("in flight after the rebuild = %d, want 0", n)
+	}
+	if got := metaField(t, rdb, sale, "fence"); got != "7" {
+		t.Errorf("fence after the rebuild = %q, want 7", got)
+	}
+	if ok, err := s.MarkLost(context.Background(), sale, 6, ""); ok || err != nil {
+		t.Errorf("mark lost with an older fence after the rebuild = %v, %v; want refused", ok, err)
+	}
+	if got := stockOf(t, rdb, sale, item); got != 4 {
+		t.Errorf("stock = %d, want 4", got)
+	}
+	return st
 }
 
 // A sale whose keys are gone (Redis wiped) loads whatever the epoch.
@@ -235,15 +280,7 @@ func TestLoadLarge(t *testing.T) {
 func TestMarkLost(t *testing.T) {
 	t.Parallel()
 	s, rdb := newStock(t)
-	ctx := context.Background()
-	mark := func(sale, fence int64, atSeq string) bool {
-		t.Helper()
-		ok, err := s.MarkLost(ctx, sale, fence, atSeq)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return ok
-	}
+	mark := marker(t, s)
 
 	// Not loaded: nothing to mark, nothing created.
 	if mark(50, 0, "") || mark(50, 3, "") {
@@ -252,9 +289,27 @@ func TestMarkLost(t *testing.T) {
 	if keys := allKeys(t, rdb); len(keys) != 0 {
 		t.Errorf("mark lost of a sale not loaded created %v", keys)
 	}
+	const item = 510
+	markLostByFence(t, s, rdb, 51, item)
+	markLostAtSeq(t, s, 52, item)
+}
 
-	// Fences: a newer lease holder's mark wins; an older one is refused.
-	const sale, item = 51, 510
+// marker marks a sale lost and reports whether it marked (a failure fails the test).
+func marker(t *testing.T, s *store.Stock) func(sale, fence int64, atSeq string) bool {
+	return func(sale, fence int64, atSeq string) bool {
+		t.Helper()
+		ok, err := s.MarkLost(context.Background(), sale, fence, atSeq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+}
+
+// markLostByFence: a newer lease holder's mark wins; an older one is refused.
+func markLostByFence(t *testing.T, s *store.Stock, rdb redis.UniversalClient, sale, item int64) {
+	t.Helper()
+	mark := marker(t, s)
 	mustLoad(t, s, snapshot(t, s, sale, shop.LimitPerSale, item, 5), 0)
 	if !mark(sale, 5, "") {
 		t.Fatalf("mark with fence 5 refused")
@@ -280,9 +335,12 @@ func TestMarkLost(t *testing.T) {
 	if !mark(sale, 9, "") || metaField(t, rdb, sale, "fence") != "9" {
 		t.Errorf("mark with a newer fence: refused or not recorded")
 	}
+}
 
-	// atSeq: a sale that moved on since the decision is left alone.
-	const moving = 52
+// markLostAtSeq: a sale that moved on since the decision (atSeq) is left alone.
+func markLostAtSeq(t *testing.T, s *store.Stock, moving, item int64) {
+	t.Helper()
+	mark := marker(t, s)
 	mustLoad(t, s, snapshot(t, s, moving, shop.LimitPerSale, item, 5), 0)
 	st := stateOf(t, s, moving)
 	mustReserve(t, s, attempt(t, s, moving, item, 1, "o1", "n1"))
