@@ -232,6 +232,35 @@ func TestKeysShareOneSlot(t *testing.T) {
 	if got, want := testenv.KeySlot("{user1000}.following"), testenv.KeySlot("user1000"); got != want {
 		t.Fatalf("hash tag slot = %d, want %d", got, want)
 	}
+	keyNamesShareTheSalesSlot(t)
+
+	// Every key the scripts create lies in the sale's slot.
+	s, rdb := newStock(t)
+	for _, sale := range []int64{70, 71} {
+		runEveryScript(t, s, sale)
+	}
+	keys := allKeys(t, rdb)
+	want := []string{
+		"{sale:70}:buyers", "{sale:70}:gone", "{sale:70}:meta", "{sale:70}:stock:1", "{sale:70}:stock:2",
+		"{sale:70}:tok:n1", "{sale:70}:tok:n2", "{sale:70}:tok:n3",
+		"{sale:71}:buyers", "{sale:71}:gone", "{sale:71}:meta", "{sale:71}:stock:1", "{sale:71}:stock:2",
+		"{sale:71}:tok:n1", "{sale:71}:tok:n2", "{sale:71}:tok:n3",
+	}
+	if !slices.Equal(keys, want) {
+		t.Errorf("keys = %v, want %v", keys, want)
+	}
+	for _, k := range keys {
+		sale := k[len("{sale:"):strings.IndexByte(k, '}')]
+		if got, want := testenv.KeySlot(k), testenv.KeySlot("sale:"+sale); got != want {
+			t.Errorf("script created %q in slot %d, want the sale's slot %d", k, got, want)
+		}
+	}
+}
+
+// keyNamesShareTheSalesSlot: every key name of a sale carries its tag and hashes to its slot,
+// and the sales spread over slots.
+func keyNamesShareTheSalesSlot(t *testing.T) {
+	t.Helper()
 	slots := map[int]bool{}
 	for _, sale := range []int64{1, 7, 42, 1000, 65535, 4294967295} {
 		tag := "{sale:" + strconv.FormatInt(sale, 10) + "}"
@@ -253,43 +282,28 @@ func TestKeysShareOneSlot(t *testing.T) {
 	if len(slots) < 2 {
 		t.Errorf("every sale hashes to the same slot %v: the tag does not spread sales", slots)
 	}
+}
 
-	// Every key the scripts create lies in the sale's slot.
-	s, rdb := newStock(t)
+// runEveryScript loads a sale (items 1 and 2), reserves, is refused, claims, releases, marks it
+// lost and rebuilds it.
+func runEveryScript(t *testing.T, s *store.Stock, sale int64) {
+	t.Helper()
 	ctx := context.Background()
-	for _, sale := range []int64{70, 71} {
-		snap := snapshot(t, s, sale, shop.LimitPerItem, 1, 5, 2, 5)
-		snap.Buyers = map[string]string{"1:9": "p9"}
-		snap.Gone = []string{"g"}
-		mustLoad(t, s, snap, 0)
-		r := mustReserve(t, s, attempt(t, s, sale, 1, 1, "o1", "n1"))
-		mustReserve(t, s, attempt(t, s, sale, 2, 2, "o2", "n2"))
-		if _, err := s.Reserve(ctx, attempt(t, s, sale, 1, 9, "o3", "n3")); !errors.Is(err, store.ErrAlreadyBuyer) {
-			t.Fatal(err)
-		}
-		claim(t, s, sale, store.ClaimItem{OrderID: "o1", Seq: r.Seq})
-		release(t, s, shop.OrderRef{SaleID: sale, ItemID: 2, UserID: 2, OrderID: "o2"}, shop.ReleaseUnsold)
-		release(t, s, shop.OrderRef{SaleID: sale, ItemID: 1, UserID: 9, OrderID: "p9"}, shop.ReturnUnit)
-		if ok, err := s.MarkLost(ctx, sale, 1, ""); !ok || err != nil {
-			t.Fatal(ok, err)
-		}
-		snap.Epoch = 2
-		mustLoad(t, s, snap, time.Minute)
+	snap := snapshot(t, s, sale, shop.LimitPerItem, 1, 5, 2, 5)
+	snap.Buyers = map[string]string{"1:9": "p9"}
+	snap.Gone = []string{"g"}
+	mustLoad(t, s, snap, 0)
+	r := mustReserve(t, s, attempt(t, s, sale, 1, 1, "o1", "n1"))
+	mustReserve(t, s, attempt(t, s, sale, 2, 2, "o2", "n2"))
+	if _, err := s.Reserve(ctx, attempt(t, s, sale, 1, 9, "o3", "n3")); !errors.Is(err, store.ErrAlreadyBuyer) {
+		t.Fatal(err)
 	}
-	keys := allKeys(t, rdb)
-	want := []string{
-		"{sale:70}:buyers", "{sale:70}:gone", "{sale:70}:meta", "{sale:70}:stock:1", "{sale:70}:stock:2",
-		"{sale:70}:tok:n1", "{sale:70}:tok:n2", "{sale:70}:tok:n3",
-		"{sale:71}:buyers", "{sale:71}:gone", "{sale:71}:meta", "{sale:71}:stock:1", "{sale:71}:stock:2",
-		"{sale:71}:tok:n1", "{sale:71}:tok:n2", "{sale:71}:tok:n3",
+	claim(t, s, sale, store.ClaimItem{OrderID: "o1", Seq: r.Seq})
+	release(t, s, shop.OrderRef{SaleID: sale, ItemID: 2, UserID: 2, OrderID: "o2"}, shop.ReleaseUnsold)
+	release(t, s, shop.OrderRef{SaleID: sale, ItemID: 1, UserID: 9, OrderID: "p9"}, shop.ReturnUnit)
+	if ok, err := s.MarkLost(ctx, sale, 1, ""); !ok || err != nil {
+		t.Fatal(ok, err)
 	}
-	if !slices.Equal(keys, want) {
-		t.Errorf("keys = %v, want %v", keys, want)
-	}
-	for _, k := range keys {
-		sale := k[len("{sale:"):strings.IndexByte(k, '}')]
-		if got, want := testenv.KeySlot(k), testenv.KeySlot("sale:"+sale); got != want {
-			t.Errorf("script created %q in slot %d, want the sale's slot %d", k, got, want)
-		}
-	}
+	snap.Epoch = 2
+	mustLoad(t, s, snap, time.Minute)
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 )
@@ -77,56 +79,13 @@ func TestReleaseOps(t *testing.T) {
 	s, rdb := newStock(t)
 	const sale, item = 21, 210
 	mustLoad(t, s, snapshot(t, s, sale, shop.LimitPerSale, item, 10), 0)
-	cases := []struct {
-		op        shop.ReleaseOp
-		unitBack  bool
-		buyerKept bool
-		tombstone bool
-	}{
+	cases := []releaseOpCase{
 		{shop.ReleaseRefused, true, false, true},
 		{shop.ReleaseNoRoom, false, false, false},
 		{shop.ReleaseDuplicate, true, true, true},
 	}
 	for i, c := range cases {
-		user := int64(i + 1)
-		order := "o-" + string(c.op)
-		mustReserve(t, s, attempt(t, s, sale, item, user, order, "n-"+string(c.op)))
-		claim(t, s, sale, store.ClaimItem{OrderID: order, Seq: 1}) // the writer releases claimed orders
-		before := stockOf(t, rdb, sale, item)
-		o := shop.OrderRef{SaleID: sale, ItemID: item, UserID: user, OrderID: order}
-		if out := release(t, s, o, c.op); out != store.Released {
-			t.Errorf("%s: release = %v, want Released", c.op, out)
-		}
-		want := before
-		if c.unitBack {
-			want++
-		}
-		if got := stockOf(t, rdb, sale, item); got != want {
-			t.Errorf("%s: stock = %d, want %d", c.op, got, want)
-		}
-		if got := buyersOf(t, s, sale)[strconv.FormatInt(user, 10)] == order; got != c.buyerKept {
-			t.Errorf("%s: buyer kept = %v, want %v", c.op, got, c.buyerKept)
-		}
-		if got := isGone(t, s, sale, order); got != c.tombstone {
-			t.Errorf("%s: tombstone = %v, want %v", c.op, got, c.tombstone)
-		}
-		if _, ok := inFlightRaw(t, rdb, sale)[order]; ok {
-			t.Errorf("%s: still in flight", c.op)
-		}
-		// Once only.
-		if out := release(t, s, o, c.op); out != store.NotInFlight {
-			t.Errorf("%s: second release = %v, want NotInFlight", c.op, out)
-		}
-		if got := stockOf(t, rdb, sale, item); got != want {
-			t.Errorf("%s: stock after the second release = %d, want %d", c.op, got, want)
-		}
-		// A late unsold release (say, the orphan sweep) cannot give it back again.
-		if out := release(t, s, o, shop.ReleaseUnsold); out != store.NotInFlight {
-			t.Errorf("%s: unsold after it = %v, want NotInFlight", c.op, out)
-		}
-		if got := stockOf(t, rdb, sale, item); got != want {
-			t.Errorf("%s: stock after a late unsold = %d, want %d", c.op, got, want)
-		}
+		releaseClaimedOnce(t, s, rdb, sale, item, int64(i+1), c)
 	}
 	// Releasing what was never reserved changes nothing.
 	before := allKeys(t, rdb)
@@ -140,6 +99,58 @@ func TestReleaseOps(t *testing.T) {
 	}
 	if isGone(t, s, sale, "never") || !slices.Equal(allKeys(t, rdb), before) {
 		t.Errorf("releases of an unknown order changed the keys")
+	}
+}
+
+// releaseOpCase is what a release of a claimed order by op leaves.
+type releaseOpCase struct {
+	op        shop.ReleaseOp
+	unitBack  bool
+	buyerKept bool
+	tombstone bool
+}
+
+// releaseClaimedOnce reserves a unit for user, claims it as the writer does, releases it by c.op
+// and checks what that leaves (c), and that a second release or a late unsold one does nothing.
+func releaseClaimedOnce(t *testing.T, s *store.Stock, rdb redis.UniversalClient, sale, item, user int64, c releaseOpCase) {
+	t.Helper()
+	order := "o-" + string(c.op)
+	mustReserve(t, s, attempt(t, s, sale, item, user, order, "n-"+string(c.op)))
+	claim(t, s, sale, store.ClaimItem{OrderID: order, Seq: 1}) // the writer releases claimed orders
+	before := stockOf(t, rdb, sale, item)
+	o := shop.OrderRef{SaleID: sale, ItemID: item, UserID: user, OrderID: order}
+	if out := release(t, s, o, c.op); out != store.Released {
+		t.Errorf("%s: release = %v, want Released", c.op, out)
+	}
+	want := before
+	if c.unitBack {
+		want++
+	}
+	if got := stockOf(t, rdb, sale, item); got != want {
+		t.Errorf("%s: stock = %d, want %d", c.op, got, want)
+	}
+	if got := buyersOf(t, s, sale)[strconv.FormatInt(user, 10)] == order; got != c.buyerKept {
+		t.Errorf("%s: buyer kept = %v, want %v", c.op, got, c.buyerKept)
+	}
+	if got := isGone(t, s, sale, order); got != c.tombstone {
+		t.Errorf("%s: tombstone = %v, want %v", c.op, got, c.tombstone)
+	}
+	if _, ok := inFlightRaw(t, rdb, sale)[order]; ok {
+		t.Errorf("%s: still in flight", c.op)
+	}
+	// Once only.
+	if out := release(t, s, o, c.op); out != store.NotInFlight {
+		t.Errorf("%s: second release = %v, want NotInFlight", c.op, out)
+	}
+	if got := stockOf(t, rdb, sale, item); got != want {
+		t.Errorf("%s: stock after the second release = %d, want %d", c.op, got, want)
+	}
+	// A late unsold release (say, the orphan sweep) cannot give it back again.
+	if out := release(t, s, o, shop.ReleaseUnsold); out != store.NotInFlight {
+		t.Errorf("%s: unsold after it = %v, want NotInFlight", c.op, out)
+	}
+	if got := stockOf(t, rdb, sale, item); got != want {
+		t.Errorf("%s: stock after a late unsold = %d, want %d", c.op, got, want)
 	}
 }
 
@@ -275,22 +286,7 @@ func TestReleaseManyPipelined(t *testing.T) {
 	s, rdb := newStock(t)
 	ctx := context.Background()
 	const sale, item, n = 24, 240, 700 // more than one pipeline of 500
-	mustLoad(t, s, snapshot(t, s, sale, shop.LimitPerSale, item, n), 0)
-	var refs []shop.OrderRef
-	var settled []string
-	for u := int64(1); u <= n; u++ {
-		id := "o" + strconv.FormatInt(u, 10)
-		r := mustReserve(t, s, attempt(t, s, sale, item, u, id, "n"+id))
-		claim(t, s, sale, store.ClaimItem{OrderID: id, Seq: r.Seq})
-		refs = append(refs, shop.OrderRef{SaleID: sale, ItemID: item, UserID: u, OrderID: id})
-		settled = append(settled, id)
-	}
-	if err := s.Settle(ctx, map[int64][]string{sale: settled}); err != nil {
-		t.Fatal(err)
-	}
-	if got := stockOf(t, rdb, sale, item); got != 0 {
-		t.Fatalf("stock after selling out = %d", got)
-	}
+	refs := sellOutWritten(t, s, rdb, sale, item, n)
 	// Redis forgets its scripts (a restart, a failover): the pipeline's NOSCRIPT is retried
 	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
@@ -330,6 +326,29 @@ func TestReleaseManyPipelined(t *testing.T) {
 	if got := stockOf(t, rdb, sale, item); got != n {
 		t.Errorf("stock after the second returns = %d, want %d", got, n)
 	}
+}
+
+// sellOutWritten loads a sale of n units of item, sells them to users 1..n, claims and settles
+// every order (written by the writer), and returns the orders.
+func sellOutWritten(t *testing.T, s *store.Stock, rdb redis.UniversalClient, sale, item int64, n int) []shop.OrderRef {
+	t.Helper()
+	mustLoad(t, s, snapshot(t, s, sale, shop.LimitPerSale, item, int64(n)), 0)
+	var refs []shop.OrderRef
+	var settled []string
+	for u := int64(1); u <= int64(n); u++ {
+		id := "o" + strconv.FormatInt(u, 10)
+		r := mustReserve(t, s, attempt(t, s, sale, item, u, id, "n"+id))
+		claim(t, s, sale, store.ClaimItem{OrderID: id, Seq: r.Seq})
+		refs = append(refs, shop.OrderRef{SaleID: sale, ItemID: item, UserID: u, OrderID: id})
+		settled = append(settled, id)
+	}
+	if err := s.Settle(context.Background(), map[int64][]string{sale: settled}); err != nil {
+		t.Fatal(err)
+	}
+	if got := stockOf(t, rdb, sale, item); got != 0 {
+		t.Fatalf("stock after selling out = %d", got)
+	}
+	return refs
 }
 
 // BenchmarkReturn500 returns 500 sold units, one Release each or one ReleaseMany (the keeper's

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 )
@@ -19,58 +21,20 @@ import (
 func TestReserveConcurrent(t *testing.T) {
 	t.Parallel()
 	s, rdb := newStock(t)
-	ctx := context.Background()
 	const sale, item, units, shoppers = 15, 150, 50, 400
 	mustLoad(t, s, snapshot(t, s, sale, shop.LimitPerSale, item, units), 0)
 	seq0 := stateOf(t, s, sale).Seq
-	exp := redisNow(t, s).Add(time.Minute)
 
-	var minSeen atomic.Int64
-	minSeen.Store(units)
-	stop := make(chan struct{})
-	watched := make(chan struct{})
-	go func() { // watches the stock while the shoppers run
-		defer close(watched)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			if n, err := rdb.Get(ctx, store.StockKey(sale, item)).Int64(); err == nil && n < minSeen.Load() {
-				minSeen.Store(n)
-			}
-		}
-	}()
-	var wg sync.WaitGroup
-	var ok, soldOut, other atomic.Int64
-	seqs := make([]int64, shoppers)
-	for i := range shoppers {
-		wg.Go(func() {
-			r, err := s.Reserve(ctx, store.Attempt{SaleID: sale, ItemID: item, UserID: int64(1000 + i), OrderID: fmt.Sprintf("o%d", i), Nonce: fmt.Sprintf("n%d", i), TokenExpires: exp})
-			switch {
-			case err == nil:
-				ok.Add(1)
-				seqs[i] = r.Seq
-			case errors.Is(err, store.ErrSoldOut):
-				soldOut.Add(1)
-			default:
-				other.Add(1)
-				t.Errorf("shopper %d: %v", i, err)
-			}
-		})
+	lowest := watchLowestStock(rdb, sale, item, units)
+	seqs, ok, soldOut, other := reserveAtOnce(t, s, sale, item, shoppers)
+	if m := lowest(); m < 0 {
+		t.Errorf("stock went down to %d", m)
 	}
-	wg.Wait()
-	close(stop)
-	<-watched
-	if ok.Load() != units || soldOut.Load() != shoppers-units || other.Load() != 0 {
-		t.Errorf("reservations %d, sold out %d, other %d; want %d, %d, 0", ok.Load(), soldOut.Load(), other.Load(), units, shoppers-units)
+	if ok != units || soldOut != shoppers-units || other != 0 {
+		t.Errorf("reservations %d, sold out %d, other %d; want %d, %d, 0", ok, soldOut, other, units, shoppers-units)
 	}
 	if got := stockOf(t, rdb, sale, item); got != 0 {
 		t.Errorf("stock = %d, want 0", got)
-	}
-	if m := minSeen.Load(); m < 0 {
-		t.Errorf("stock went down to %d", m)
 	}
 	if got := stateOf(t, s, sale).Seq; got != seq0+units {
 		t.Errorf("counter = %d, want %d", got, seq0+units)
@@ -91,6 +55,63 @@ func TestReserveConcurrent(t *testing.T) {
 	if n, b := len(inFlightRaw(t, rdb, sale)), len(buyersOf(t, s, sale)); n != units || b != units {
 		t.Errorf("in flight %d, buyers %d; want %d each", n, b, units)
 	}
+}
+
+// watchLowestStock watches an item's stock (units at first) until the function it returns is
+// called, which answers the lowest level seen.
+func watchLowestStock(rdb redis.UniversalClient, sale, item, units int64) (stop func() int64) {
+	ctx := context.Background()
+	var minSeen atomic.Int64
+	minSeen.Store(units)
+	stopped := make(chan struct{})
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		for {
+			select {
+			case <-stopped:
+				return
+			default:
+			}
+			if n, err := rdb.Get(ctx, store.StockKey(sale, item)).Int64(); err == nil && n < minSeen.Load() {
+				minSeen.Store(n)
+			}
+		}
+	}()
+	return func() int64 {
+		close(stopped)
+		<-watched
+		return minSeen.Load()
+	}
+}
+
+// reserveAtOnce has shoppers (users 1000 on) reserve an item all at once, and counts the
+// reservations, the sold-out refusals and any other outcome; seqs[i] is shopper i's seq (0:
+// none).
+func reserveAtOnce(t *testing.T, s *store.Stock, sale, item int64, shoppers int) (seqs []int64, ok, soldOut, other int64) {
+	t.Helper()
+	ctx := context.Background()
+	exp := redisNow(t, s).Add(time.Minute)
+	var wg sync.WaitGroup
+	var nOK, nSoldOut, nOther atomic.Int64
+	seqs = make([]int64, shoppers)
+	for i := range shoppers {
+		wg.Go(func() {
+			r, err := s.Reserve(ctx, store.Attempt{SaleID: sale, ItemID: item, UserID: int64(1000 + i), OrderID: fmt.Sprintf("o%d", i), Nonce: fmt.Sprintf("n%d", i), TokenExpires: exp})
+			switch {
+			case err == nil:
+				nOK.Add(1)
+				seqs[i] = r.Seq
+			case errors.Is(err, store.ErrSoldOut):
+				nSoldOut.Add(1)
+			default:
+				nOther.Add(1)
+				t.Errorf("shopper %d: %v", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	return seqs, nOK.Load(), nSoldOut.Load(), nOther.Load()
 }
 
 // Under the per-sale limit, a shopper racing on every item of the sale gets one unit.

@@ -127,7 +127,14 @@ func TestReserveIdempotentRetry(t *testing.T) {
 		t.Errorf("retry of an already-buyer refusal = %+v, %v; want %+v", rb2, err, rb1)
 	}
 
-	// Sold out, and still sold out on retry even after a unit came back: the same answer.
+	retriedSoldOutAnswersTheSame(t, s, rdb, sale, last)
+}
+
+// retriedSoldOutAnswersTheSame: sold out, and still sold out on retry even after a unit came
+// back (the same answer); the same token with another order id is not a retry.
+func retriedSoldOutAnswersTheSame(t *testing.T, s *store.Stock, rdb redis.UniversalClient, sale, last int64) {
+	t.Helper()
+	ctx := context.Background()
 	mustReserve(t, s, attempt(t, s, sale, last, 3, "o4", "n4"))
 	c := attempt(t, s, sale, last, 4, "o5", "n5")
 	rc1, err := s.Reserve(ctx, c)
