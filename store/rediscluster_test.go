@@ -26,7 +26,32 @@ func TestStockOnRedisCluster(t *testing.T) {
 	defer rdb.Close()
 	s := store.NewStock(rdb)
 
-	// One sale per master.
+	sales, masterOf := oneSalePerMaster(t, c)
+	for i, sale := range sales {
+		scriptsRunOnTheSalesMaster(t, s, sale, i)
+	}
+	pipelinesSpanTheMasters(t, s, sales)
+	later := sellOneMoreEach(t, s, sales) // given back below once a master is dead
+	fs := store.FunnelStore{Keep: time.Minute, TTL: time.Hour}
+	if err := s.FlushFunnel(ctx, funnelDeltas(sales), fs); err != nil {
+		t.Fatal(err)
+	}
+
+	// A master dies (no replica: its slots stay down).
+	dead := sales[1]
+	c.MustKill(t, masterOf[dead])
+	onlyTheDeadMastersSalesFail(t, s, sales, dead, later, fs)
+	// A call to the dead master fails fast (one dial per try), not after seconds of redials.
+	start := time.Now()
+	_, err = s.State(ctx, dead)
+	if err == nil || time.Since(start) > time.Second {
+		t.Errorf("sale %d on the dead master: %v after %v; want an error within a second", dead, err, time.Since(start))
+	}
+}
+
+// oneSalePerMaster picks three sales, one on each master of c.
+func oneSalePerMaster(t *testing.T, c *testenv.RedisCluster) ([]int64, map[int64]*testenv.RedisClusterNode) {
+	t.Helper()
 	bySale := map[int64]*testenv.RedisClusterNode{}
 	seen := map[*testenv.RedisClusterNode]bool{}
 	var sales []int64
@@ -38,35 +63,47 @@ func TestStockOnRedisCluster(t *testing.T) {
 			sales = append(sales, sale)
 		}
 	}
-	for i, sale := range sales {
-		item := 100 + sale
-		mustLoad(t, s, snapshot(t, s, sale, shop.LimitPerSale, item, 2), 0)
-		a := attempt(t, s, sale, item, 7, fmt.Sprintf("order-%d", i), "n1")
-		a.Floor = 0
-		r := mustReserve(t, s, a)
-		if r.Left != 1 {
-			t.Fatalf("sale %d: left %d after one reservation, want 1", sale, r.Left)
-		}
-		// The per-sale limit: the same shopper again, another token.
-		if _, err := s.Reserve(ctx, attempt(t, s, sale, item, 7, fmt.Sprintf("order-%d-b", i), "n2")); !errors.Is(err, store.ErrAlreadyBuyer) {
-			t.Errorf("sale %d: a second unit for the same shopper: %v, want ErrAlreadyBuyer", sale, err)
-		}
-		if v := claim(t, s, sale, store.ClaimItem{OrderID: a.OrderID, Seq: r.Seq}); v[0] != store.ClaimClaimed {
-			t.Errorf("sale %d: claim = %v", sale, v)
-		}
-		// The MULTI reads run on the sale's master, with its clock.
-		if flight, err := s.InFlightOlder(ctx, sale, -time.Minute); err != nil || len(flight) != 1 || !flight[0].Claimed {
-			t.Errorf("sale %d: InFlightOlder(-1m) = %+v, %v; want the claimed reservation", sale, flight, err)
-		}
-		if flight, err := s.InFlightOlder(ctx, sale, time.Minute); err != nil || len(flight) != 0 {
-			t.Errorf("sale %d: InFlightOlder(1m) = %+v, %v; want none that old", sale, flight, err)
-		}
-		v, err := s.View(ctx, sale, []int64{item}, []string{a.OrderID})
-		if err != nil || !v.State.Loaded || v.Levels[item] != 1 || v.Buyers != 1 || len(v.InFlight) != 1 || v.Now.IsZero() {
-			t.Errorf("sale %d: View = %+v, %v", sale, v, err)
-		}
+	return sales, bySale
+}
+
+// scriptsRunOnTheSalesMaster loads sale (the i-th, of 2 units of item 100+sale), reserves one as
+// shopper 7 (order-i), is refused a second, claims it and reads it back (the MULTI reads run on
+// the sale's master, with its clock).
+func scriptsRunOnTheSalesMaster(t *testing.T, s *store.Stock, sale int64, i int) {
+	t.Helper()
+	ctx := context.Background()
+	item := 100 + sale
+	mustLoad(t, s, snapshot(t, s, sale, shop.LimitPerSale, item, 2), 0)
+	a := attempt(t, s, sale, item, 7, fmt.Sprintf("order-%d", i), "n1")
+	a.Floor = 0
+	r := mustReserve(t, s, a)
+	if r.Left != 1 {
+		t.Fatalf("sale %d: left %d after one reservation, want 1", sale, r.Left)
 	}
-	// A pipeline over the three sales (three nodes).
+	// The per-sale limit: the same shopper again, another token.
+	if _, err := s.Reserve(ctx, attempt(t, s, sale, item, 7, fmt.Sprintf("order-%d-b", i), "n2")); !errors.Is(err, store.ErrAlreadyBuyer) {
+		t.Errorf("sale %d: a second unit for the same shopper: %v, want ErrAlreadyBuyer", sale, err)
+	}
+	if v := claim(t, s, sale, store.ClaimItem{OrderID: a.OrderID, Seq: r.Seq}); v[0] != store.ClaimClaimed {
+		t.Errorf("sale %d: claim = %v", sale, v)
+	}
+	if flight, err := s.InFlightOlder(ctx, sale, -time.Minute); err != nil || len(flight) != 1 || !flight[0].Claimed {
+		t.Errorf("sale %d: InFlightOlder(-1m) = %+v, %v; want the claimed reservation", sale, flight, err)
+	}
+	if flight, err := s.InFlightOlder(ctx, sale, time.Minute); err != nil || len(flight) != 0 {
+		t.Errorf("sale %d: InFlightOlder(1m) = %+v, %v; want none that old", sale, flight, err)
+	}
+	v, err := s.View(ctx, sale, []int64{item}, []string{a.OrderID})
+	if err != nil || !v.State.Loaded || v.Levels[item] != 1 || v.Buyers != 1 || len(v.InFlight) != 1 || v.Now.IsZero() {
+		t.Errorf("sale %d: View = %+v, %v", sale, v, err)
+	}
+}
+
+// pipelinesSpanTheMasters settles the three sales' orders in one pipeline and returns their
+// units in one ReleaseMany, each split over the three masters.
+func pipelinesSpanTheMasters(t *testing.T, s *store.Stock, sales []int64) {
+	t.Helper()
+	ctx := context.Background()
 	settle := map[int64][]string{}
 	for i, sale := range sales {
 		settle[sale] = []string{fmt.Sprintf("order-%d", i)}
@@ -79,7 +116,6 @@ func TestStockOnRedisCluster(t *testing.T) {
 			t.Errorf("sale %d: in flight after the settle: %+v, %v", sale, flight, err)
 		}
 	}
-	// The returns of the three sales in one ReleaseMany: a pipeline split over the three masters.
 	var refs []shop.OrderRef
 	for i, sale := range sales {
 		refs = append(refs, shop.OrderRef{SaleID: sale, ItemID: 100 + sale, UserID: 7, OrderID: fmt.Sprintf("order-%d", i)})
@@ -92,7 +128,12 @@ func TestStockOnRedisCluster(t *testing.T) {
 			t.Errorf("sale %d: stock after the return %v, %v; want 2", sale, lv, err)
 		}
 	}
-	// A second sold unit per sale, given back below once a master is dead.
+}
+
+// sellOneMoreEach sells, claims and settles a second unit per sale (shopper 8) and returns the
+// orders.
+func sellOneMoreEach(t *testing.T, s *store.Stock, sales []int64) []shop.OrderRef {
+	t.Helper()
 	var later []shop.OrderRef
 	for i, sale := range sales {
 		item := 100 + sale
@@ -100,34 +141,34 @@ func TestStockOnRedisCluster(t *testing.T) {
 		a.Floor = 0
 		r := mustReserve(t, s, a)
 		claim(t, s, sale, store.ClaimItem{OrderID: a.OrderID, Seq: r.Seq})
-		if err := s.Settle(ctx, map[int64][]string{sale: {a.OrderID}}); err != nil {
+		if err := s.Settle(context.Background(), map[int64][]string{sale: {a.OrderID}}); err != nil {
 			t.Fatal(err)
 		}
 		later = append(later, shop.OrderRef{SaleID: sale, ItemID: item, UserID: 8, OrderID: a.OrderID})
 	}
-	fs := store.FunnelStore{Keep: time.Minute, TTL: time.Hour}
-	deltas := func() []store.FunnelDelta {
-		var ds []store.FunnelDelta
-		for _, sale := range sales {
-			ds = append(ds, store.FunnelDelta{SaleID: sale, At: time.Now().Unix(), Accepted: 1})
-		}
-		return ds
-	}
-	if err := s.FlushFunnel(ctx, deltas(), fs); err != nil {
-		t.Fatal(err)
-	}
+	return later
+}
 
-	// A master dies (no replica: its slots stay down). The flush adds what the others took and
-	// names only the dead master's sale as not taken.
-	dead := sales[1]
-	c.MustKill(t, bySale[dead])
-	err = s.FlushFunnel(ctx, deltas(), fs)
+// funnelDeltas is one accepted purchase per sale, now.
+func funnelDeltas(sales []int64) []store.FunnelDelta {
+	var ds []store.FunnelDelta
+	for _, sale := range sales {
+		ds = append(ds, store.FunnelDelta{SaleID: sale, At: time.Now().Unix(), Accepted: 1})
+	}
+	return ds
+}
+
+// onlyTheDeadMastersSalesFail: with dead's master down, a funnel flush adds what the others took
+// and names only dead as not taken; the returns of later fail on dead only; the other sales keep
+// working.
+func onlyTheDeadMastersSalesFail(t *testing.T, s *store.Stock, sales []int64, dead int64, later []shop.OrderRef, fs store.FunnelStore) {
+	t.Helper()
+	ctx := context.Background()
+	err := s.FlushFunnel(ctx, funnelDeltas(sales), fs)
 	var part *store.FunnelNotTaken
 	if !errors.As(err, &part) || len(part.NotTaken) != 1 || part.NotTaken[0].SaleID != dead {
 		t.Fatalf("flush with sale %d's master down = %v; want only that sale not taken", dead, err)
 	}
-	// The returns of the three sales with one master dead: that sale's return fails, the other
-	// two masters' are made and reported.
 	outs, errs := s.ReleaseMany(ctx, later, shop.ReturnUnit)
 	for i, sale := range sales {
 		if sale == dead {
@@ -149,11 +190,5 @@ func TestStockOnRedisCluster(t *testing.T) {
 		if _, err := s.Levels(ctx, sale, []int64{100 + sale}); err != nil {
 			t.Errorf("sale %d on a live master: %v", sale, err)
 		}
-	}
-	// A call to the dead master fails fast (one dial per try), not after seconds of redials.
-	start := time.Now()
-	_, err = s.State(ctx, dead)
-	if err == nil || time.Since(start) > time.Second {
-		t.Errorf("sale %d on the dead master: %v after %v; want an error within a second", dead, err, time.Since(start))
 	}
 }
