@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -140,4 +141,124 @@ func (a *API) adminAnswer(c *gin.Context, do func(ctx context.Context, merchantI
 func (a *API) pausedOf(c *gin.Context, saleID int64) bool {
 	s, err := a.Catalog.Get(c.Request.Context(), saleID)
 	return err == nil && s.Paused
+}
+
+type newSaleJSON struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	StartsAt    string `json:"startsAt"`
+	EndsAt      string `json:"endsAt"`
+	Items       []struct {
+		Name       string `json:"name"`
+		PriceCents int64  `json:"priceCents"`
+		Quantity   int64  `json:"quantity"`
+		ImageURL   string `json:"imageUrl"`
+	} `json:"items"`
+	RateLimits *struct {
+		UserPerSecond int `json:"userPerSecond"`
+		IPPerSecond   int `json:"ipPerSecond"`
+	} `json:"rateLimits"`
+	PaymentWindowSeconds *int   `json:"paymentWindowSeconds"`
+	PurchaseLimit        string `json:"purchaseLimit"`
+	Currency             string `json:"currency"`
+	StockShards          *int   `json:"stockShards"`
+}
+
+func parseTime(field, s string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}, shop.Errorf(shop.CodeInvalidInput, "%s must be an RFC 3339 time such as 2026-12-01T10:00:00Z", field)
+	}
+	return t, nil
+}
+
+// CreateSale handles the "POST /api/admin/sales" route.
+func (a *API) CreateSale(c *gin.Context) {
+	var in newSaleJSON
+	if err := decodeJSON(c, &in, false); err != nil {
+		Error(c, a.Log, err)
+		return
+	}
+	starts, err := parseTime("startsAt", in.StartsAt)
+	if err != nil {
+		Error(c, a.Log, err)
+		return
+	}
+	ends, err := parseTime("endsAt", in.EndsAt)
+	if err != nil {
+		Error(c, a.Log, err)
+		return
+	}
+	ns := catalog.NewSale{Name: in.Name, Description: in.Description, StartsAt: starts, EndsAt: ends, PaymentWindowSeconds: in.PaymentWindowSeconds, PurchaseLimit: in.PurchaseLimit, Currency: in.Currency,
+		StockShards: in.StockShards}
+	if in.RateLimits != nil {
+		ns.Limits = &shop.RateLimits{UserPerSecond: in.RateLimits.UserPerSecond, IPPerSecond: in.RateLimits.IPPerSecond}
+	}
+	for _, it := range in.Items {
+		ns.Items = append(ns.Items, catalog.NewItem{Name: it.Name, PriceCents: it.PriceCents, Quantity: it.Quantity, ImageURL: it.ImageURL})
+	}
+	s, err := a.Catalog.Create(c.Request.Context(), caller(c).UserID, ns)
+	if err != nil {
+		Error(c, a.Log, err)
+		return
+	}
+	j := a.saleJSON(s)
+	c.JSON(http.StatusCreated, gin.H{"saleId": j.SaleID, "name": j.Name, "startsAt": j.StartsAt, "endsAt": j.EndsAt, "items": j.Items,
+		"paymentWindowSeconds": j.PaymentWindowSeconds, "purchaseLimit": j.PurchaseLimit, "currency": j.Currency, "description": j.Description,
+		"stockShards": s.StockShards})
+}
+
+// AdminSales handles the "GET /api/admin/sales" route: the merchant's own sales.
+func (a *API) AdminSales(c *gin.Context) {
+	sales, err := a.Catalog.OfMerchant(c.Request.Context(), caller(c).UserID)
+	if err != nil {
+		Error(c, a.Log, err)
+		return
+	}
+	out := make([]saleJSON, 0, len(sales))
+	for _, s := range sales {
+		out = append(out, a.saleJSON(s))
+	}
+	c.Header("Cache-Control", "no-store")
+	c.JSON(http.StatusOK, gin.H{"sales": out})
+}
+
+type adminStockJSON struct {
+	ItemID     string  `json:"itemId"`
+	Name       string  `json:"name"`
+	Quantity   int64   `json:"quantity"`
+	Displayed  int64   `json:"displayed"`
+	Frozen     int64   `json:"frozen"`
+	Real       int64   `json:"real"`
+	Paid       int64   `json:"paid"`
+	Pending    int64   `json:"pending"`
+	Expired    int64   `json:"expired"`
+	Cancelled  int64   `json:"cancelled"`
+	InFlight   int64   `json:"inFlight"`
+	SoldOut    bool    `json:"soldOut"`
+	LoadedAt   *string `json:"loadedAt"`
+	Reconciled bool    `json:"reconciled"`
+	Mismatch   string  `json:"mismatch,omitempty"`
+}
+
+// AdminStock handles the "GET /api/admin/sales/:saleId/stock" route.
+func (a *API) AdminStock(c *gin.Context) {
+	saleID, err := pathID(c, "saleId")
+	if err != nil {
+		Error(c, a.Log, err)
+		return
+	}
+	items, err := a.Catalog.AdminStock(c.Request.Context(), caller(c).UserID, saleID)
+	if err != nil {
+		Error(c, a.Log, err)
+		return
+	}
+	out := make([]adminStockJSON, len(items))
+	for i, it := range items {
+		out[i] = adminStockJSON{ItemID: idString(it.ItemID), Name: it.Name, Quantity: it.Quantity, Displayed: it.Displayed,
+			Frozen: it.Frozen, Real: it.Real, Paid: it.Paid, Pending: it.Pending, Expired: it.Expired, Cancelled: it.Cancelled,
+			InFlight: it.InFlight, SoldOut: it.SoldOut, Reconciled: it.Reconciled, Mismatch: it.Mismatch, LoadedAt: optTimeNano(it.LoadedAt)}
+	}
+	c.Header("Cache-Control", "no-store")
+	c.JSON(http.StatusOK, gin.H{"saleId": idString(saleID), "items": out, "paused": a.pausedOf(c, saleID)})
 }

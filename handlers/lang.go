@@ -10,7 +10,7 @@ import (
 	"github.com/flashsale/flashsale/views"
 )
 
-// The language of the shopper pages (README "Languages"):
+// The language of the shopper pages (docs/api.md, "Languages"):
 //   - ?lang=zh or ?lang=en names it: one URL per language, the same for every visitor, and the
 //     answer sets the fs_lang cookie that remembers the choice;
 //   - else Accept-Language chooses (q-values respected; zh, zh-CN, zh-SG and zh-Hans are

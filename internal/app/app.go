@@ -88,52 +88,9 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 	if err != nil {
 		return nil, err
 	}
-	natsURL := cfg.NATSURL
-	if natsURL == "" {
-		// One embedded NATS per deployment: a second one would be a second queue, and each
-		// instance's jobs would judge "the queue has drained" by its own.
-		a.natsReg, err = store.RegisterEmbeddedNATS(ctx, a.Redis, site, instance, embeddedNATSLease)
-		if err != nil {
-			if errors.Is(err, store.ErrEmbeddedNATSLive) {
-				return nil, fmt.Errorf("%w: instances sharing a Redis must share one NATS: start a NATS server (or use the first instance's) and set FLASHSALE_NATS_URL on every instance", err)
-			}
-			return nil, err
-		}
-		token, err := store.EmbeddedNATSToken(cfg.DataDir)
-		if err != nil {
-			return nil, err
-		}
-		a.NATSServer, err = store.StartNATS(cfg.DataDir, cfg.NATSPort, cfg.NATSSync == "always", token)
-		if err != nil {
-			return nil, err
-		}
-		natsURL = store.EmbeddedNATSURL(a.NATSServer.Addr().(*net.TCPAddr).Port, token)
-		log.Info("embedded nats started", "url", a.NATSServer.ClientURL(), "credential", cfg.DataDir+"/nats.token", "store", cfg.DataDir, "sync", cfg.NATSSync)
-	}
-	a.NATSURL = natsURL
-	if cfg.NATSReplicas > 1 && cfg.PublishTimeout < 10*time.Second {
-		log.Warn("a replicated stream elects a new leader 4 to 9 s after a NATS server dies; purchases waiting longer than FLASHSALE_PUBLISH_TIMEOUT meanwhile answer 503: consider 10s or more",
-			"publish_timeout", cfg.PublishTimeout, "nats_replicas", cfg.NATSReplicas)
-	}
-	if a.Queue, err = store.OpenQueue(ctx, natsURL, cfg.NATSCreds, store.WithReplicas(cfg.NATSReplicas), store.WithLog(log)); err != nil {
+	if err = a.openQueue(ctx, site, instance); err != nil {
 		return nil, err
 	}
-	// Every instance on this Redis must hand its orders to one queue: one on an external NATS
-	// beside a live one with an embedded NATS (or the reverse, or two external NATS) is refused.
-	queueID, err := a.Queue.Identity(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if a.presence, err = store.JoinQueue(ctx, a.Redis, queueID, instance, embeddedNATSLease); err != nil {
-		if errors.Is(err, store.ErrAnotherQueue) {
-			return nil, fmt.Errorf("%w: instances sharing a Redis must share one NATS: set FLASHSALE_NATS_URL on every instance to the same NATS (or to the first instance's embedded one)", err)
-		}
-		return nil, err
-	}
-	a.guard = queueGuard{presence: a.presence, reg: a.natsReg}
-	claimsCtx, stopClaims := context.WithCancel(context.Background())
-	a.cancels = append(a.cancels, stopClaims)
-	a.keepQueueClaims(claimsCtx)
 	if a.DB, err = store.OpenDB(ctx, cfg.DatabaseURL, cfg.DBMaxConns); err != nil {
 		return nil, err
 	}
@@ -148,6 +105,59 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (_ *App, err error) 
 		return nil, err
 	}
 	return a, nil
+}
+
+// openQueue connects to NATS (starting the embedded server when no URL is given, under the one
+// registration a deployment may hold) and joins this instance to the deployment's one queue.
+func (a *App) openQueue(ctx context.Context, site, instance string) (err error) {
+	cfg, log := a.cfg, a.Log
+	natsURL := cfg.NATSURL
+	if natsURL == "" {
+		// One embedded NATS per deployment: a second one would be a second queue, and each
+		// instance's jobs would judge "the queue has drained" by its own.
+		a.natsReg, err = store.RegisterEmbeddedNATS(ctx, a.Redis, site, instance, embeddedNATSLease)
+		if err != nil {
+			if errors.Is(err, store.ErrEmbeddedNATSLive) {
+				return fmt.Errorf("%w: instances sharing a Redis must share one NATS: start a NATS server (or use the first instance's) and set FLASHSALE_NATS_URL on every instance", err)
+			}
+			return err
+		}
+		token, err := store.EmbeddedNATSToken(cfg.DataDir)
+		if err != nil {
+			return err
+		}
+		a.NATSServer, err = store.StartNATS(cfg.DataDir, cfg.NATSPort, cfg.NATSSync == "always", token)
+		if err != nil {
+			return err
+		}
+		natsURL = store.EmbeddedNATSURL(a.NATSServer.Addr().(*net.TCPAddr).Port, token)
+		log.Info("embedded nats started", "url", a.NATSServer.ClientURL(), "credential", cfg.DataDir+"/nats.token", "store", cfg.DataDir, "sync", cfg.NATSSync)
+	}
+	a.NATSURL = natsURL
+	if cfg.NATSReplicas > 1 && cfg.PublishTimeout < 10*time.Second {
+		log.Warn("a replicated stream elects a new leader 4 to 9 s after a NATS server dies; purchases waiting longer than FLASHSALE_PUBLISH_TIMEOUT meanwhile answer 503: consider 10s or more",
+			"publish_timeout", cfg.PublishTimeout, "nats_replicas", cfg.NATSReplicas)
+	}
+	if a.Queue, err = store.OpenQueue(ctx, natsURL, cfg.NATSCreds, store.WithReplicas(cfg.NATSReplicas), store.WithLog(log)); err != nil {
+		return err
+	}
+	// Every instance on this Redis must hand its orders to one queue: one on an external NATS
+	// beside a live one with an embedded NATS (or the reverse, or two external NATS) is refused.
+	queueID, err := a.Queue.Identity(ctx)
+	if err != nil {
+		return err
+	}
+	if a.presence, err = store.JoinQueue(ctx, a.Redis, queueID, instance, embeddedNATSLease); err != nil {
+		if errors.Is(err, store.ErrAnotherQueue) {
+			return fmt.Errorf("%w: instances sharing a Redis must share one NATS: set FLASHSALE_NATS_URL on every instance to the same NATS (or to the first instance's embedded one)", err)
+		}
+		return err
+	}
+	a.guard = queueGuard{presence: a.presence, reg: a.natsReg}
+	claimsCtx, stopClaims := context.WithCancel(context.Background())
+	a.cancels = append(a.cancels, stopClaims)
+	a.keepQueueClaims(claimsCtx)
+	return nil
 }
 
 // build makes the services and the router of a connected instance, each complete when made.

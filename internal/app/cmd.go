@@ -260,16 +260,9 @@ func reconcileCmd(ctx context.Context, cfg Config, log *slog.Logger, args []stri
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	var saleIDs []int64
-	if fs.NArg() > 1 {
-		return errors.New("usage: flashsale reconcile [-wait D] [SALE_ID]")
-	}
-	if fs.NArg() == 1 {
-		id, err := strconv.ParseInt(fs.Arg(0), 10, 64)
-		if err != nil || id <= 0 {
-			return fmt.Errorf("reconcile: SALE_ID %q is not a sale id", fs.Arg(0))
-		}
-		saleIDs = []int64{id}
+	saleIDs, err := reconcileArgs(fs)
+	if err != nil {
+		return err
 	}
 	rdb, err := store.OpenRedis(ctx, cfg.RedisURL, 4)
 	if err != nil {
@@ -281,44 +274,11 @@ func reconcileCmd(ctx context.Context, cfg Config, log *slog.Logger, args []stri
 		return err
 	}
 	defer db.Close()
-	natsURL := cfg.NATSURL
-	if natsURL == "" {
-		token, err := store.ReadEmbeddedNATSToken(cfg.DataDir)
-		if err != nil {
-			return fmt.Errorf("reconcile needs the order queue: %w (or set FLASHSALE_NATS_URL)", err)
-		}
-		natsURL = store.EmbeddedNATSURL(cfg.NATSPort, token)
-	}
-	q, err := store.OpenQueue(ctx, natsURL, cfg.NATSCreds)
-	if err != nil {
-		return fmt.Errorf("reconcile needs the order queue to know it has drained: %w", err)
-	}
-	defer q.Close()
-
-	deadline := time.Now().Add(*wait)
-	for {
-		backlog, err := q.Backlog(ctx)
-		if err != nil {
-			return err
-		}
-		if backlog == 0 {
-			fmt.Fprintln(stdout, "order queue: drained")
-			break
-		}
-		if time.Now().After(deadline) {
-			fmt.Fprintf(stdout, "order queue: %d messages not written after %s: the counts below may move\n", backlog, *wait)
-			break
-		}
-		time.Sleep(200 * time.Millisecond)
+	if err := waitForQueue(ctx, cfg, *wait, stdout); err != nil {
+		return err
 	}
 	if saleIDs == nil {
-		err := db.EachSaleEndingAfter(ctx, time.Now().Add(-24*time.Hour), func(page []store.Sale) error {
-			for _, s := range page {
-				saleIDs = append(saleIDs, s.ID)
-			}
-			return nil
-		})
-		if err != nil {
+		if saleIDs, err = recentSales(ctx, db); err != nil {
 			return err
 		}
 		if len(saleIDs) == 0 {
@@ -343,4 +303,65 @@ func reconcileCmd(ctx context.Context, cfg Config, log *slog.Logger, args []stri
 	}
 	fmt.Fprintln(stdout, "reconcile: every invariant holds")
 	return nil
+}
+
+// reconcileArgs reads the one optional SALE_ID (nil: every recent sale).
+func reconcileArgs(fs *flag.FlagSet) ([]int64, error) {
+	if fs.NArg() > 1 {
+		return nil, errors.New("usage: flashsale reconcile [-wait D] [SALE_ID]")
+	}
+	if fs.NArg() == 0 {
+		return nil, nil
+	}
+	id, err := strconv.ParseInt(fs.Arg(0), 10, 64)
+	if err != nil || id <= 0 {
+		return nil, fmt.Errorf("reconcile: SALE_ID %q is not a sale id", fs.Arg(0))
+	}
+	return []int64{id}, nil
+}
+
+// waitForQueue waits up to wait for the order queue the instances use to drain, and says how it
+// found it.
+func waitForQueue(ctx context.Context, cfg Config, wait time.Duration, stdout io.Writer) error {
+	natsURL := cfg.NATSURL
+	if natsURL == "" {
+		token, err := store.ReadEmbeddedNATSToken(cfg.DataDir)
+		if err != nil {
+			return fmt.Errorf("reconcile needs the order queue: %w (or set FLASHSALE_NATS_URL)", err)
+		}
+		natsURL = store.EmbeddedNATSURL(cfg.NATSPort, token)
+	}
+	q, err := store.OpenQueue(ctx, natsURL, cfg.NATSCreds)
+	if err != nil {
+		return fmt.Errorf("reconcile needs the order queue to know it has drained: %w", err)
+	}
+	defer q.Close()
+	deadline := time.Now().Add(wait)
+	for {
+		backlog, err := q.Backlog(ctx)
+		if err != nil {
+			return err
+		}
+		if backlog == 0 {
+			fmt.Fprintln(stdout, "order queue: drained")
+			return nil
+		}
+		if time.Now().After(deadline) {
+			fmt.Fprintf(stdout, "order queue: %d messages not written after %s: the counts below may move\n", backlog, wait)
+			return nil
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// recentSales lists the sales not ended over a day ago.
+func recentSales(ctx context.Context, db *store.DB) ([]int64, error) {
+	var ids []int64
+	err := db.EachSaleEndingAfter(ctx, time.Now().Add(-24*time.Hour), func(page []store.Sale) error {
+		for _, s := range page {
+			ids = append(ids, s.ID)
+		}
+		return nil
+	})
+	return ids, err
 }

@@ -119,141 +119,184 @@ var ConfigVars = []ConfigVar{
 	{"FLASHSALE_CLOCK_SKEW", "0s", "test only, refused in production: this instance's clock runs ahead (or behind, negative) by this much"},
 }
 
+// LoadConfig reads the configuration from getenv (ConfigVars: names, defaults), checking every
+// value and how they go together; every mistake is named in the error.
 func LoadConfig(getenv func(string) string) (Config, error) {
-	get := func(name string) string {
-		if v := getenv(name); v != "" {
-			return v
-		}
-		for _, cv := range ConfigVars {
-			if cv.Name == name {
-				return cv.Default
-			}
-		}
-		return ""
+	r := &envReader{getenv: getenv}
+	c := r.read()
+	checkQueue(r, c)
+	checkValues(r, c)
+	checkSecret(r, c)
+	if c.Env == "production" {
+		checkProduction(r, c)
 	}
-	var errs []error
-	dur := func(name string) time.Duration {
-		d, err := time.ParseDuration(get(name))
-		if err != nil || d <= 0 {
-			errs = append(errs, fmt.Errorf("%s=%q: want a positive duration such as 30s", name, get(name)))
-		}
-		return d
+	return c, errors.Join(r.errs...)
+}
+
+// envReader reads the variables of ConfigVars, a default for each one unset, and collects the
+// mistakes.
+type envReader struct {
+	getenv func(string) string
+	errs   []error
+}
+
+func (r *envReader) fail(err error) { r.errs = append(r.errs, err) }
+
+func (r *envReader) get(name string) string {
+	if v := r.getenv(name); v != "" {
+		return v
 	}
-	num := func(name string, lo int) int {
-		n, err := strconv.Atoi(get(name))
-		if err != nil || n < lo {
-			errs = append(errs, fmt.Errorf("%s=%q: want an integer >= %d", name, get(name), lo))
+	for _, cv := range ConfigVars {
+		if cv.Name == name {
+			return cv.Default
 		}
-		return n
 	}
-	onOff := func(name string) bool {
-		switch strings.ToLower(get(name)) {
-		case "on", "1", "true", "yes":
-			return true
-		case "off", "0", "false", "no":
-			return false
-		}
-		errs = append(errs, fmt.Errorf("%s=%q: want on or off", name, get(name)))
+	return ""
+}
+
+func (r *envReader) dur(name string) time.Duration {
+	d, err := time.ParseDuration(r.get(name))
+	if err != nil || d <= 0 {
+		r.fail(fmt.Errorf("%s=%q: want a positive duration such as 30s", name, r.get(name)))
+	}
+	return d
+}
+
+func (r *envReader) num(name string, lo int) int {
+	n, err := strconv.Atoi(r.get(name))
+	if err != nil || n < lo {
+		r.fail(fmt.Errorf("%s=%q: want an integer >= %d", name, r.get(name), lo))
+	}
+	return n
+}
+
+func (r *envReader) onOff(name string) bool {
+	switch strings.ToLower(r.get(name)) {
+	case "on", "1", "true", "yes":
+		return true
+	case "off", "0", "false", "no":
 		return false
 	}
+	r.fail(fmt.Errorf("%s=%q: want on or off", name, r.get(name)))
+	return false
+}
+
+// read reads every variable into a Config.
+func (r *envReader) read() Config {
 	c := Config{
-		Env: get("FLASHSALE_ENV"), Addr: get("FLASHSALE_ADDR"), MetricsAddr: get("FLASHSALE_METRICS_ADDR"), DatabaseURL: get("FLASHSALE_DATABASE_URL"),
-		RedisURL: get("FLASHSALE_REDIS_URL"), NATSURL: get("FLASHSALE_NATS_URL"), NATSCreds: get("FLASHSALE_NATS_CREDS"), NATSSync: get("FLASHSALE_NATS_SYNC"),
-		DataDir: get("FLASHSALE_DATA_DIR"), JWTSecret: get("FLASHSALE_JWT_SECRET"), Captcha: get("FLASHSALE_CAPTCHA"),
-		LogLevel: get("FLASHSALE_LOG_LEVEL"), LogFormat: get("FLASHSALE_LOG_FORMAT"),
-		RedisPool: num("FLASHSALE_REDIS_POOL", 1), DBMaxConns: num("FLASHSALE_DB_MAX_CONNS", 2), WriterDBConns: num("FLASHSALE_WRITER_DB_CONNS", 1),
-		NATSPort: num("FLASHSALE_NATS_PORT", -1), NATSReplicas: num("FLASHSALE_NATS_REPLICAS", 1), WriterBatch: num("FLASHSALE_WRITER_BATCH", 1), WriterWorkers: num("FLASHSALE_WRITER_WORKERS", 1),
-		PublishParallel: num("FLASHSALE_PUBLISH_PARALLEL", 1), PublishBatch: num("FLASHSALE_PUBLISH_BATCH", 1),
-		JWTTTL: dur("FLASHSALE_JWT_TTL"), CaptchaTTL: dur("FLASHSALE_CAPTCHA_TTL"), PayWindow: dur("FLASHSALE_PAY_WINDOW"), TokenTTL: dur("FLASHSALE_PURCHASE_TOKEN_TTL"),
-		DemoStartDelay: dur("FLASHSALE_DEMO_START_DELAY"), PublishTimeout: dur("FLASHSALE_PUBLISH_TIMEOUT"),
-		OrphanAge: dur("FLASHSALE_ORPHAN_AGE"), KeeperInterval: dur("FLASHSALE_KEEPER_INTERVAL"),
-		ReconcileInterval: dur("FLASHSALE_RECONCILE_INTERVAL"), WriterAckWait: dur("FLASHSALE_WRITER_ACK_WAIT"),
-		WarmAhead: dur("FLASHSALE_WARM_AHEAD"), StockShards: num("FLASHSALE_STOCK_SHARDS", 1),
-		RateLimits: onOff("FLASHSALE_RATE_LIMITS"), Demo: onOff("FLASHSALE_DEMO"),
+		Env: r.get("FLASHSALE_ENV"), Addr: r.get("FLASHSALE_ADDR"), MetricsAddr: r.get("FLASHSALE_METRICS_ADDR"), DatabaseURL: r.get("FLASHSALE_DATABASE_URL"),
+		RedisURL: r.get("FLASHSALE_REDIS_URL"), NATSURL: r.get("FLASHSALE_NATS_URL"), NATSCreds: r.get("FLASHSALE_NATS_CREDS"), NATSSync: r.get("FLASHSALE_NATS_SYNC"),
+		DataDir: r.get("FLASHSALE_DATA_DIR"), JWTSecret: r.get("FLASHSALE_JWT_SECRET"), Captcha: r.get("FLASHSALE_CAPTCHA"),
+		LogLevel: r.get("FLASHSALE_LOG_LEVEL"), LogFormat: r.get("FLASHSALE_LOG_FORMAT"),
+		RedisPool: r.num("FLASHSALE_REDIS_POOL", 1), DBMaxConns: r.num("FLASHSALE_DB_MAX_CONNS", 2), WriterDBConns: r.num("FLASHSALE_WRITER_DB_CONNS", 1),
+		NATSPort: r.num("FLASHSALE_NATS_PORT", -1), NATSReplicas: r.num("FLASHSALE_NATS_REPLICAS", 1), WriterBatch: r.num("FLASHSALE_WRITER_BATCH", 1), WriterWorkers: r.num("FLASHSALE_WRITER_WORKERS", 1),
+		PublishParallel: r.num("FLASHSALE_PUBLISH_PARALLEL", 1), PublishBatch: r.num("FLASHSALE_PUBLISH_BATCH", 1),
+		JWTTTL: r.dur("FLASHSALE_JWT_TTL"), CaptchaTTL: r.dur("FLASHSALE_CAPTCHA_TTL"), PayWindow: r.dur("FLASHSALE_PAY_WINDOW"), TokenTTL: r.dur("FLASHSALE_PURCHASE_TOKEN_TTL"),
+		DemoStartDelay: r.dur("FLASHSALE_DEMO_START_DELAY"), PublishTimeout: r.dur("FLASHSALE_PUBLISH_TIMEOUT"),
+		OrphanAge: r.dur("FLASHSALE_ORPHAN_AGE"), KeeperInterval: r.dur("FLASHSALE_KEEPER_INTERVAL"),
+		ReconcileInterval: r.dur("FLASHSALE_RECONCILE_INTERVAL"), WriterAckWait: r.dur("FLASHSALE_WRITER_ACK_WAIT"),
+		WarmAhead: r.dur("FLASHSALE_WARM_AHEAD"), StockShards: r.num("FLASHSALE_STOCK_SHARDS", 1),
+		RateLimits: r.onOff("FLASHSALE_RATE_LIMITS"), Demo: r.onOff("FLASHSALE_DEMO"),
 	}
-	if p := get("FLASHSALE_TRUSTED_PROXIES"); p != "" {
+	if p := r.get("FLASHSALE_TRUSTED_PROXIES"); p != "" {
 		for _, s := range strings.Split(p, ",") {
 			if s = strings.TrimSpace(s); s != "" { // a stray comma is not an entry
 				c.TrustedProxies = append(c.TrustedProxies, s)
 			}
 		}
 		if err := web.CheckTrustedProxies(c.TrustedProxies); err != nil {
-			errs = append(errs, err)
+			r.fail(err)
 		}
 	}
 	var err error
-	if c.Fault, err = faults.Parse(get("FLASHSALE_FAULT")); err != nil {
-		errs = append(errs, err)
+	if c.Fault, err = faults.Parse(r.get("FLASHSALE_FAULT")); err != nil {
+		r.fail(err)
 	}
-	if c.ClockSkew, err = time.ParseDuration(get("FLASHSALE_CLOCK_SKEW")); err != nil {
-		errs = append(errs, fmt.Errorf("FLASHSALE_CLOCK_SKEW=%q: want a duration such as 2s or -2s", get("FLASHSALE_CLOCK_SKEW")))
+	if c.ClockSkew, err = time.ParseDuration(r.get("FLASHSALE_CLOCK_SKEW")); err != nil {
+		r.fail(fmt.Errorf("FLASHSALE_CLOCK_SKEW=%q: want a duration such as 2s or -2s", r.get("FLASHSALE_CLOCK_SKEW")))
 	}
+	if c.WriterLinger, err = time.ParseDuration(r.get("FLASHSALE_WRITER_LINGER")); err != nil || c.WriterLinger < 0 || c.WriterLinger > time.Second {
+		r.fail(fmt.Errorf("FLASHSALE_WRITER_LINGER=%q: want a duration from 0s to 1s, such as 5ms", r.get("FLASHSALE_WRITER_LINGER")))
+	}
+	return c
+}
+
+// checkQueue checks the NATS settings together.
+func checkQueue(r *envReader, c Config) {
 	if c.NATSCreds != "" && c.NATSURL == "" {
-		errs = append(errs, errors.New("FLASHSALE_NATS_CREDS is for an external NATS: set FLASHSALE_NATS_URL too (the embedded server uses its own generated credential)"))
+		r.fail(errors.New("FLASHSALE_NATS_CREDS is for an external NATS: set FLASHSALE_NATS_URL too (the embedded server uses its own generated credential)"))
 	}
 	if c.NATSReplicas > store.MaxReplicas {
-		errs = append(errs, fmt.Errorf("FLASHSALE_NATS_REPLICAS=%q: want 1 to %d", get("FLASHSALE_NATS_REPLICAS"), store.MaxReplicas))
+		r.fail(fmt.Errorf("FLASHSALE_NATS_REPLICAS=%q: want 1 to %d", r.get("FLASHSALE_NATS_REPLICAS"), store.MaxReplicas))
 	}
 	if c.NATSReplicas > 1 && c.NATSURL == "" {
-		errs = append(errs, fmt.Errorf("FLASHSALE_NATS_REPLICAS=%d needs a NATS cluster: the embedded NATS is one server and keeps one copy; set FLASHSALE_NATS_URL to the cluster's servers (nats://a:4222,nats://b:4222,nats://c:4222)", c.NATSReplicas))
+		r.fail(fmt.Errorf("FLASHSALE_NATS_REPLICAS=%d needs a NATS cluster: the embedded NATS is one server and keeps one copy; set FLASHSALE_NATS_URL to the cluster's servers (nats://a:4222,nats://b:4222,nats://c:4222)", c.NATSReplicas))
 	}
 	if c.PublishTimeout >= store.DedupeWindow {
-		errs = append(errs, fmt.Errorf("FLASHSALE_PUBLISH_TIMEOUT=%q: want under %s, the order stream's duplicate window (a publish resent later could be stored twice)", get("FLASHSALE_PUBLISH_TIMEOUT"), store.DedupeWindow))
-	}
-	if c.WriterLinger, err = time.ParseDuration(get("FLASHSALE_WRITER_LINGER")); err != nil || c.WriterLinger < 0 || c.WriterLinger > time.Second {
-		errs = append(errs, fmt.Errorf("FLASHSALE_WRITER_LINGER=%q: want a duration from 0s to 1s, such as 5ms", get("FLASHSALE_WRITER_LINGER")))
+		r.fail(fmt.Errorf("FLASHSALE_PUBLISH_TIMEOUT=%q: want under %s, the order stream's duplicate window (a publish resent later could be stored twice)", r.get("FLASHSALE_PUBLISH_TIMEOUT"), store.DedupeWindow))
 	}
 	if c.WriterAckWait < time.Second {
-		errs = append(errs, fmt.Errorf("FLASHSALE_WRITER_ACK_WAIT=%q: want at least 1s", get("FLASHSALE_WRITER_ACK_WAIT")))
+		r.fail(fmt.Errorf("FLASHSALE_WRITER_ACK_WAIT=%q: want at least 1s", r.get("FLASHSALE_WRITER_ACK_WAIT")))
 	}
+}
+
+// checkValues checks the values each variable may take.
+func checkValues(r *envReader, c Config) {
 	if c.StockShards > shop.MaxStockShards {
-		errs = append(errs, fmt.Errorf("FLASHSALE_STOCK_SHARDS=%q: want 1 to %d", get("FLASHSALE_STOCK_SHARDS"), shop.MaxStockShards))
+		r.fail(fmt.Errorf("FLASHSALE_STOCK_SHARDS=%q: want 1 to %d", r.get("FLASHSALE_STOCK_SHARDS"), shop.MaxStockShards))
 	}
 	if c.PayWindow < time.Second || c.PayWindow > 24*time.Hour {
-		errs = append(errs, fmt.Errorf("FLASHSALE_PAY_WINDOW=%q: want between 1s and 24h", get("FLASHSALE_PAY_WINDOW")))
+		r.fail(fmt.Errorf("FLASHSALE_PAY_WINDOW=%q: want between 1s and 24h", r.get("FLASHSALE_PAY_WINDOW")))
 	}
 	if c.Env != "development" && c.Env != "production" {
-		errs = append(errs, fmt.Errorf("FLASHSALE_ENV=%q: want development or production", c.Env))
+		r.fail(fmt.Errorf("FLASHSALE_ENV=%q: want development or production", c.Env))
 	}
 	if c.NATSSync != "always" && c.NATSSync != "interval" {
-		errs = append(errs, fmt.Errorf("FLASHSALE_NATS_SYNC=%q: want always or interval", c.NATSSync))
+		r.fail(fmt.Errorf("FLASHSALE_NATS_SYNC=%q: want always or interval", c.NATSSync))
 	}
 	if c.Captcha != "test" && c.Captcha != "image" {
-		errs = append(errs, fmt.Errorf("FLASHSALE_CAPTCHA=%q: want image or test", c.Captcha))
+		r.fail(fmt.Errorf("FLASHSALE_CAPTCHA=%q: want image or test", c.Captcha))
 	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
-		errs = append(errs, fmt.Errorf("FLASHSALE_LOG_FORMAT=%q: want text or json", c.LogFormat))
+		r.fail(fmt.Errorf("FLASHSALE_LOG_FORMAT=%q: want text or json", c.LogFormat))
 	}
+}
+
+// checkSecret checks the JWT secret: long enough, and the published development one only on a
+// loopback address.
+func checkSecret(r *envReader, c Config) {
 	if len(c.JWTSecret) < MinJWTSecret {
-		errs = append(errs, fmt.Errorf("FLASHSALE_JWT_SECRET must be at least %d bytes (it has %d; RFC 7518 wants an HS256 key as long as the hash): generate one with `openssl rand -base64 48`", MinJWTSecret, len(c.JWTSecret)))
+		r.fail(fmt.Errorf("FLASHSALE_JWT_SECRET must be at least %d bytes (it has %d; RFC 7518 wants an HS256 key as long as the hash): generate one with `openssl rand -base64 48`", MinJWTSecret, len(c.JWTSecret)))
 	}
 	if c.JWTSecret == DevJWTSecret && c.Env != "production" && !loopbackAddr(c.Addr) {
-		errs = append(errs, fmt.Errorf("FLASHSALE_ADDR=%q is not a loopback address, and FLASHSALE_JWT_SECRET is the development default, which is published: anyone could sign a merchant's token. Set FLASHSALE_JWT_SECRET to a secret of your own (at least %d bytes), or listen on 127.0.0.1", c.Addr, MinJWTSecret))
+		r.fail(fmt.Errorf("FLASHSALE_ADDR=%q is not a loopback address, and FLASHSALE_JWT_SECRET is the development default, which is published: anyone could sign a merchant's token. Set FLASHSALE_JWT_SECRET to a secret of your own (at least %d bytes), or listen on 127.0.0.1", c.Addr, MinJWTSecret))
 	}
-	if c.Env == "production" {
-		if c.Captcha == "test" {
-			errs = append(errs, errors.New("FLASHSALE_CAPTCHA=test is refused when FLASHSALE_ENV=production"))
-		}
-		if !c.RateLimits {
-			errs = append(errs, errors.New("FLASHSALE_RATE_LIMITS=off is refused when FLASHSALE_ENV=production"))
-		}
-		if c.JWTSecret == DevJWTSecret {
-			errs = append(errs, errors.New("set FLASHSALE_JWT_SECRET: the development secret is refused when FLASHSALE_ENV=production"))
-		}
-		if c.Demo {
-			errs = append(errs, errors.New("FLASHSALE_DEMO=1 is refused when FLASHSALE_ENV=production: it creates a merchant with a known password"))
-		}
-		if c.NATSSync != "always" {
-			errs = append(errs, errors.New("FLASHSALE_NATS_SYNC=interval is refused when FLASHSALE_ENV=production: an acknowledged order could be lost in a crash"))
-		}
-		if c.Fault != nil {
-			errs = append(errs, errors.New("FLASHSALE_FAULT is refused when FLASHSALE_ENV=production: it makes the process kill or stop itself (fault tests only)"))
-		}
-		if c.ClockSkew != 0 {
-			errs = append(errs, errors.New("FLASHSALE_CLOCK_SKEW is refused when FLASHSALE_ENV=production: it is for fault tests only"))
-		}
+}
+
+// checkProduction refuses in production what is for development and tests only.
+func checkProduction(r *envReader, c Config) {
+	if c.Captcha == "test" {
+		r.fail(errors.New("FLASHSALE_CAPTCHA=test is refused when FLASHSALE_ENV=production"))
 	}
-	return c, errors.Join(errs...)
+	if !c.RateLimits {
+		r.fail(errors.New("FLASHSALE_RATE_LIMITS=off is refused when FLASHSALE_ENV=production"))
+	}
+	if c.JWTSecret == DevJWTSecret {
+		r.fail(errors.New("set FLASHSALE_JWT_SECRET: the development secret is refused when FLASHSALE_ENV=production"))
+	}
+	if c.Demo {
+		r.fail(errors.New("FLASHSALE_DEMO=1 is refused when FLASHSALE_ENV=production: it creates a merchant with a known password"))
+	}
+	if c.NATSSync != "always" {
+		r.fail(errors.New("FLASHSALE_NATS_SYNC=interval is refused when FLASHSALE_ENV=production: an acknowledged order could be lost in a crash"))
+	}
+	if c.Fault != nil {
+		r.fail(errors.New("FLASHSALE_FAULT is refused when FLASHSALE_ENV=production: it makes the process kill or stop itself (fault tests only)"))
+	}
+	if c.ClockSkew != 0 {
+		r.fail(errors.New("FLASHSALE_CLOCK_SKEW is refused when FLASHSALE_ENV=production: it is for fault tests only"))
+	}
+
 }
 
 // loopbackAddr reports whether the listen address addr (host:port) takes connections from this

@@ -1,0 +1,185 @@
+package handlers
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/flashsale/flashsale/services/auth"
+	"github.com/flashsale/flashsale/shop"
+	"github.com/gin-gonic/gin"
+)
+
+// caller returns the request's identity; the auth middleware guarantees one on these routes.
+func caller(c *gin.Context) auth.Identity {
+	id, _ := IdentityOf(c)
+	return id
+}
+
+// Captcha handles the "POST /api/flash-sales/:saleId/captcha" route.
+func (a *API) Captcha(c *gin.Context) {
+	saleID, err := pathID(c, "saleId")
+	if err != nil {
+		Error(c, a.Log, err)
+		return
+	}
+	var in struct{}
+	if err := decodeJSON(c, &in, true); err != nil {
+		Error(c, a.Log, err)
+		return
+	}
+	id, img, err := a.Shop.NewCaptcha(c.Request.Context(), caller(c).UserID, saleID, c.ClientIP())
+	if err != nil {
+		Error(c, a.Log, err)
+		return
+	}
+	c.Header("Cache-Control", "no-store")
+	c.JSON(http.StatusOK, gin.H{"captchaId": id, "image": img})
+}
+
+// PurchaseToken handles the "POST /api/flash-sales/:saleId/purchase-token" route.
+func (a *API) PurchaseToken(c *gin.Context) {
+	saleID, err := pathID(c, "saleId")
+	if err != nil {
+		Error(c, a.Log, err)
+		return
+	}
+	// The refusals that need nothing from the body come first: after a sell-out the crowd is
+	// answered without reading a byte of it.
+	if err := a.Shop.TokenGate(c.Request.Context(), caller(c).UserID, saleID); err != nil {
+		Error(c, a.Log, err)
+		return
+	}
+	var in struct {
+		CaptchaID string `json:"captchaId"`
+		Answer    string `json:"answer"`
+	}
+	if err := decodeJSON(c, &in, false); err != nil {
+		Error(c, a.Log, err)
+		return
+	}
+	tok, exp, err := a.Shop.IssueToken(c.Request.Context(), caller(c).UserID, saleID, in.CaptchaID, in.Answer, c.ClientIP())
+	if err != nil {
+		Error(c, a.Log, err)
+		return
+	}
+	c.Header("Cache-Control", "no-store")
+	c.JSON(http.StatusOK, gin.H{"purchaseToken": tok, "expiresAt": exp.UTC().Format(time.RFC3339Nano)})
+}
+
+// Purchase handles the "POST /api/flash-sales/items/:itemId/purchase" route.
+func (a *API) Purchase(c *gin.Context) {
+	itemID, err := pathID(c, "itemId")
+	if err != nil {
+		Error(c, a.Log, err)
+		return
+	}
+	orderID, err := a.Shop.Purchase(c.Request.Context(), caller(c).UserID, itemID, c.GetHeader("X-Purchase-Token"), c.ClientIP())
+	if err != nil {
+		Error(c, a.Log, err)
+		return
+	}
+	// The hot path's answer, written without reflection: an order id is a canonical UUID.
+	body := make([]byte, 0, 64)
+	body = append(body, `{"orderId":"`...)
+	body = append(body, orderID...)
+	body = append(body, `","status":"QUEUED"}`...)
+	c.Data(http.StatusAccepted, "application/json; charset=utf-8", body)
+}
+
+type orderJSON struct {
+	OrderID    string  `json:"orderId"`
+	ItemID     string  `json:"itemId"`
+	SaleID     string  `json:"saleId"`
+	Status     string  `json:"status"`
+	PayBy      *string `json:"payBy"`
+	ItemName   string  `json:"itemName"`
+	PriceCents int64   `json:"priceCents"`
+	Currency   string  `json:"currency"`
+	SaleName   string  `json:"saleName,omitempty"`
+	Failure    string  `json:"failure,omitempty"`
+	CreatedAt  string  `json:"createdAt"`
+	// QUEUED only (handlers/orders_admin.go): the place in the queue and the estimated wait.
+	QueuePosition        *int64 `json:"queuePosition,omitempty"`
+	EstimatedWaitSeconds *int64 `json:"estimatedWaitSeconds,omitempty"`
+}
+
+func toOrderJSON(v shop.OrderView) orderJSON {
+	o := orderJSON{OrderID: v.OrderID, ItemID: idString(v.ItemID), SaleID: idString(v.SaleID), Status: v.Status,
+		ItemName: v.ItemName, PriceCents: v.PriceCents, Currency: v.Currency, SaleName: v.SaleName, Failure: v.Failure}
+	if v.PayBy != nil {
+		s := rfc3339(*v.PayBy)
+		o.PayBy = &s
+	}
+	if !v.CreatedAt.IsZero() {
+		o.CreatedAt = rfc3339(v.CreatedAt)
+	}
+	if v.Queue != nil {
+		pos, wait := v.Queue.Position, v.Queue.WaitSeconds
+		o.QueuePosition, o.EstimatedWaitSeconds = &pos, &wait
+	}
+	return o
+}
+
+// Order handles the "GET /api/flash-sales/orders/:orderId" route.
+func (a *API) Order(c *gin.Context) {
+	if !allowRead(c, a.Reads, a.Log) {
+		return
+	}
+	v, err := a.Shop.Order(c.Request.Context(), caller(c).UserID, c.Param("orderId"))
+	if err != nil {
+		Error(c, a.Log, err)
+		return
+	}
+	c.Header("Cache-Control", "no-store")
+	setQueueRetryAfter(c, v)
+	c.JSON(http.StatusOK, toOrderJSON(v))
+}
+
+// MyOrders handles the "GET /api/flash-sales/orders" route: the caller's orders, newest first.
+func (a *API) MyOrders(c *gin.Context) {
+	if !allowRead(c, a.Reads, a.Log) {
+		return
+	}
+	cursor := c.Query("cursor") // bounded and checked by the service's decoder
+	var saleID int64
+	if v := c.Query("saleId"); v != "" {
+		id, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || id <= 0 {
+			Error(c, a.Log, shop.Errorf(shop.CodeInvalidInput, "saleId must be a sale id (a positive integer)"))
+			return
+		}
+		saleID = id
+	}
+	list, next, err := a.Shop.MyOrders(c.Request.Context(), caller(c).UserID, saleID, cursor)
+	if err != nil {
+		Error(c, a.Log, err)
+		return
+	}
+	out := make([]orderJSON, len(list))
+	for i, v := range list {
+		out[i] = toOrderJSON(v)
+	}
+	c.Header("Cache-Control", "no-store")
+	c.JSON(http.StatusOK, gin.H{"orders": out, "next": next})
+}
+
+// Pay handles the "POST /api/flash-sales/orders/:orderId/pay" route (simulated payment).
+func (a *API) Pay(c *gin.Context) {
+	v, err := a.Shop.Pay(c.Request.Context(), caller(c).UserID, c.Param("orderId"))
+	if err != nil {
+		Error(c, a.Log, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"orderId": v.OrderID, "status": v.Status})
+}
+
+// Cancel handles the "POST /api/flash-sales/orders/:orderId/cancel" route.
+func (a *API) Cancel(c *gin.Context) {
+	v, err := a.Shop.Cancel(c.Request.Context(), caller(c).UserID, c.Param("orderId"))
+	if err != nil {
+		Error(c, a.Log, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"orderId": v.OrderID, "status": v.Status})
+}

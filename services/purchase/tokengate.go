@@ -1,0 +1,102 @@
+package purchase
+
+import (
+	"context"
+	"time"
+
+	"github.com/flashsale/flashsale/services/internal/mac"
+	"github.com/flashsale/flashsale/services/limits"
+	"github.com/flashsale/flashsale/shop"
+	"github.com/flashsale/flashsale/store"
+)
+
+// NewCaptcha returns a challenge for a shopper of a sale that has not ended.
+func (p *Purchases) NewCaptcha(ctx context.Context, userID, saleID int64, ip string) (string, string, error) {
+	sale, err := p.sales.CachedRow(ctx, saleID)
+	if err != nil {
+		return "", "", err
+	}
+	if !p.now().Before(sale.EndsAt) {
+		return "", "", shop.Errorf(shop.CodeSaleEnded, "the sale has ended")
+	}
+	if err := p.limiter.Allow(ctx, saleID, userID, ip, limits.Of(sale)); err != nil {
+		return "", "", err
+	}
+	id, img, err := p.captcha.New(ctx, userID, saleID)
+	if err != nil {
+		return "", "", shop.Unavailable(err)
+	}
+	return id, img, nil
+}
+
+// TokenGate answers the refusals of a purchase-token request that need nothing from its body:
+// an unknown sale, one outside its window, paused, or every item sold out (as this instance
+// knows it). The handler asks it before reading the body, so the crowd refused after a sell-out
+// costs no body read and no JSON decoding; nil means go on to IssueToken, which asks again.
+func (p *Purchases) TokenGate(ctx context.Context, userID, saleID int64) error {
+	_, _, known, err := p.tokenGate(ctx, saleID)
+	if err != nil && known {
+		p.funnel.Record(saleID, err)
+	}
+	return err
+}
+
+// IssueToken gives a shopper a single-use purchase token for a live sale, once the captcha is
+// solved. Before the start it answers NOT_STARTED with the wait; a sale that has ended or whose
+// every item this instance knows to be sold out answers at once, without touching the captcha.
+func (p *Purchases) IssueToken(ctx context.Context, userID, saleID int64, captchaID, answer, ip string) (string, time.Time, error) {
+	tok, exp, known, err := p.issueToken(ctx, userID, saleID, captchaID, answer, ip)
+	if err != nil && known {
+		p.funnel.Record(saleID, err) // a shopper stopped before the purchase; an issued token is counted by its purchase
+	}
+	return tok, exp, err
+}
+
+// tokenGate is TokenGate's checks; it returns the sale's cached row and the time it judged by.
+// known reports whether the sale exists.
+func (p *Purchases) tokenGate(ctx context.Context, saleID int64) (_ store.Sale, now time.Time, known bool, _ error) {
+	sale, err := p.sales.CachedRow(ctx, saleID)
+	if err != nil {
+		return store.Sale{}, now, false, err
+	}
+	now = p.now()
+	if err := saleWindow(sale.StartsAt, sale.EndsAt, now); err != nil {
+		return sale, now, true, err
+	}
+	if sale.Paused {
+		return sale, now, true, shop.ErrPaused // as this instance's catalog knows it (at most a few seconds old)
+	}
+	if p.allSoldOut(sale) {
+		return sale, now, true, errSoldOut
+	}
+	return sale, now, true, nil
+}
+
+// issueToken is IssueToken; known reports whether the sale exists.
+func (p *Purchases) issueToken(ctx context.Context, userID, saleID int64, captchaID, answer, ip string) (_ string, _ time.Time, known bool, _ error) {
+	sale, now, known, err := p.tokenGate(ctx, saleID)
+	if err != nil {
+		return "", time.Time{}, known, err
+	}
+	if err := p.limiter.Allow(ctx, saleID, userID, ip, limits.Of(sale)); err != nil {
+		return "", time.Time{}, true, err
+	}
+	if captchaID == "" || len(captchaID) > 128 || answer == "" || len(answer) > 64 {
+		return "", time.Time{}, true, shop.Errorf(shop.CodeCaptchaFailed, "the captcha answer is wrong or expired; solve a new one")
+	}
+	ok, err := p.captcha.Verify(ctx, userID, saleID, captchaID, answer)
+	if err != nil {
+		return "", time.Time{}, true, shop.Unavailable(err)
+	}
+	if !ok {
+		return "", time.Time{}, true, shop.Errorf(shop.CodeCaptchaFailed, "the captcha answer is wrong or expired; solve a new one")
+	}
+	// Redis knows a pause at once on every instance (this instance trusts its answer for a
+	// second, less where the pause's notice arrives); asked only for a solved captcha, so the
+	// crowd refused earlier never pays this round trip.
+	if err := p.sales.CheckPaused(ctx, sale); err != nil {
+		return "", time.Time{}, true, err
+	}
+	exp := now.Add(p.cfg.TokenTTL)
+	return p.tokens.sign(purchaseToken{UserID: userID, SaleID: saleID, Expires: exp, Nonce: mac.Nonce()}), exp, true, nil
+}
