@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/flashsale/flashsale/services/catalog"
 	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
@@ -26,12 +28,7 @@ func TestFunnelFlushAddsUpAndCaps(t *testing.T) {
 	t0 := int64(1_800_000_000)
 	// A fresh Redis has no script cached: the first flush loads it (NOSCRIPT) and runs again.
 	rdb.ScriptFlush(ctx)
-	flush := func(ds ...store.FunnelDelta) {
-		t.Helper()
-		if err := s.FlushFunnel(ctx, ds, fs); err != nil {
-			t.Fatal(err)
-		}
-	}
+	flush := funnelFlusher(t, s, fs)
 	flush(store.FunnelDelta{SaleID: sale, At: t0, Accepted: 2, Refused: map[string]int64{"soldOut": 3}},
 		store.FunnelDelta{SaleID: sale + 1, At: t0, Accepted: 1})
 	flush(store.FunnelDelta{SaleID: sale, At: t0, Accepted: 1, Refused: map[string]int64{"soldOut": 1, "captcha": 2}}) // another instance, same second
@@ -54,21 +51,47 @@ func TestFunnelFlushAddsUpAndCaps(t *testing.T) {
 	if c, _, _ := s.Funnel(ctx, sale+1, 0); c.Accepted != 1 || len(c.Refused) != 0 {
 		t.Errorf("the other sale's totals %+v", c)
 	}
+	resentFlushAddsNothing(t, s, rdb, flush, sale+1, t0)
+	seriesKeepsItsSecondsAndExpires(t, s, rdb, flush, sale, t0)
+	// A sale never counted reads as zero.
+	if c, series, err := s.Funnel(ctx, 999, 0); err != nil || c.Accepted != 0 || len(series) != 0 {
+		t.Errorf("an uncounted sale: %+v %+v %v", c, series, err)
+	}
+}
 
-	// A flush sent again under the same id (its answer was lost) adds nothing the second time.
-	again := store.FunnelDelta{ID: "i1.7", SaleID: sale + 1, At: t0, Accepted: 5, Refused: map[string]int64{"soldOut": 1}}
+// funnelFlusher flushes deltas to s (a failure fails the test).
+func funnelFlusher(t *testing.T, s *store.Stock, fs store.FunnelStore) func(ds ...store.FunnelDelta) {
+	return func(ds ...store.FunnelDelta) {
+		t.Helper()
+		if err := s.FlushFunnel(context.Background(), ds, fs); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// resentFlushAddsNothing: a flush sent again under the same id (its answer was lost) adds nothing
+// the second time (sale counted 1 accepted at t0 before).
+func resentFlushAddsNothing(t *testing.T, s *store.Stock, rdb redis.UniversalClient, flush func(...store.FunnelDelta), sale, t0 int64) {
+	t.Helper()
+	ctx := context.Background()
+	again := store.FunnelDelta{ID: "i1.7", SaleID: sale, At: t0, Accepted: 5, Refused: map[string]int64{"soldOut": 1}}
 	flush(again)
-	flush(again, store.FunnelDelta{ID: "i1.8", SaleID: sale + 1, At: t0, Accepted: 1})
-	if c, series, _ := s.Funnel(ctx, sale+1, 0); c.Accepted != 7 || c.Refused["soldOut"] != 1 || len(series) != 1 || series[0].Accepted != 7 {
+	flush(again, store.FunnelDelta{ID: "i1.8", SaleID: sale, At: t0, Accepted: 1})
+	if c, series, _ := s.Funnel(ctx, sale, 0); c.Accepted != 7 || c.Refused["soldOut"] != 1 || len(series) != 1 || series[0].Accepted != 7 {
 		t.Errorf("a resent flush: totals %+v, series %+v; want 7 accepted (1+5+1), 1 sold out", c, series)
 	}
-	if ttl, _ := rdb.TTL(ctx, "{sale:"+strconv.Itoa(sale+1)+"}:fl:i1.7").Result(); ttl <= 0 || ttl > store.FunnelFlushMarkTTL {
+	if ttl, _ := rdb.TTL(ctx, "{sale:"+strconv.FormatInt(sale, 10)+"}:fl:i1.7").Result(); ttl <= 0 || ttl > store.FunnelFlushMarkTTL {
 		t.Errorf("the flush id's mark expires in %v, want within %v", ttl, store.FunnelFlushMarkTTL)
 	}
+}
 
-	// Eleven seconds on, the first second falls out of the series (not out of the totals).
+// seriesKeepsItsSecondsAndExpires: eleven seconds on, the first second falls out of the series
+// (not out of the totals), and the keys expire within their TTL.
+func seriesKeepsItsSecondsAndExpires(t *testing.T, s *store.Stock, rdb redis.UniversalClient, flush func(...store.FunnelDelta), sale, t0 int64) {
+	t.Helper()
+	ctx := context.Background()
 	flush(store.FunnelDelta{SaleID: sale, At: t0 + 11, Accepted: 1})
-	c, series, _ = s.Funnel(ctx, sale, 0)
+	c, series, _ := s.Funnel(ctx, sale, 0)
 	if c.Accepted != 4 || len(series) != 2 || series[0].T != t0+1 || series[1].T != t0+11 {
 		t.Errorf("after the cap: totals %+v, series %+v; want 4 accepted, seconds t0+1 and t0+11", c, series)
 	}
@@ -82,10 +105,6 @@ func TestFunnelFlushAddsUpAndCaps(t *testing.T) {
 		if ttl, _ := rdb.TTL(ctx, k).Result(); ttl <= 0 || ttl > time.Hour {
 			t.Errorf("%s TTL = %v, want up to an hour", k, ttl)
 		}
-	}
-	// A sale never counted reads as zero.
-	if c, series, err := s.Funnel(ctx, 999, 0); err != nil || c.Accepted != 0 || len(series) != 0 {
-		t.Errorf("an uncounted sale: %+v %+v %v", c, series, err)
 	}
 }
 
@@ -147,19 +166,7 @@ func (p *muteProxy) serve(c net.Conn) {
 // next flush under the same ids, and funnel.lua adds each id once (before the flush ids, the
 // second flush added the first one's counts again).
 func TestFunnelFlushRunInRedisWithItsReplyLostCountsOnce(t *testing.T) {
-	rs := testenv.Redis(t)
-	proxy := newMuteProxy(t, rs.Addr)
-	rdb, err := store.OpenRedis(context.Background(), "redis://"+proxy.ln.Addr().String()+"/0", 4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rdb.Close() })
-	direct, err := store.OpenRedis(context.Background(), rs.URL(), 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { direct.Close() })
-	stock, look := store.NewStock(rdb), store.NewStock(direct)
+	proxy, stock, look := newMutedStock(t)
 	now := time.Unix(1_800_000_000, 0)
 	f := catalog.NewFunnel(stock, slog.New(slog.DiscardHandler), func() time.Time { return now })
 	const sale = 41
@@ -207,4 +214,23 @@ func TestFunnelFlushRunInRedisWithItsReplyLostCountsOnce(t *testing.T) {
 	if n := accepted(); n != 6 {
 		t.Errorf("the funnel counts %d requests, want 6 (1, the lost flush's 3 once, 2 more); 9 is the lost flush added twice", n)
 	}
+}
+
+// newMutedStock starts a Redis and returns a proxy to it that can drop its replies, a Stock
+// through the proxy and another Stock straight on the Redis (to look).
+func newMutedStock(t *testing.T) (*muteProxy, *store.Stock, *store.Stock) {
+	t.Helper()
+	rs := testenv.Redis(t)
+	proxy := newMuteProxy(t, rs.Addr)
+	rdb, err := store.OpenRedis(context.Background(), "redis://"+proxy.ln.Addr().String()+"/0", 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rdb.Close() })
+	direct, err := store.OpenRedis(context.Background(), rs.URL(), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { direct.Close() })
+	return proxy, store.NewStock(rdb), store.NewStock(direct)
 }
