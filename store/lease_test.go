@@ -158,14 +158,7 @@ func TestAcquireReconcileLease(t *testing.T) {
 	rdb := newRedis(t)
 	ctx := context.Background()
 	const ttl = 400 * time.Millisecond
-	acquire := func(owner string) *store.Lease {
-		t.Helper()
-		l, err := store.AcquireReconcileLease(ctx, rdb, owner, ttl)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return l
-	}
+	acquire := leaseAcquirer(t, rdb, ttl)
 
 	a := acquire("a")
 	if a == nil || a.Fence < 1 {
@@ -184,28 +177,7 @@ func TestAcquireReconcileLease(t *testing.T) {
 	if b := acquire("b"); b != nil {
 		t.Errorf("second owner got %+v while a keeps renewing, want nil", b)
 	}
-
-	// Lapsed: the next holder gets a strictly higher fence, and the old one is shut out.
-	time.Sleep(ttl + 100*time.Millisecond)
-	b := acquire("b")
-	if b == nil || b.Fence <= a.Fence {
-		t.Fatalf("lease after a lapsed = %+v, want a fence above %d", b, a.Fence)
-	}
-	if again := acquire("a"); again != nil {
-		t.Errorf("the old holder got %+v while b holds the lease, want nil", again)
-	}
-	// Even the same owner, after its own lease lapsed, gets a new fence.
-	time.Sleep(ttl + 100*time.Millisecond)
-	b2 := acquire("b")
-	if b2 == nil || b2.Fence <= b.Fence {
-		t.Errorf("b's lease after its own lapsed = %+v, want a fence above %d", b2, b.Fence)
-	}
-	// Owners with the separator in their names are told apart.
-	time.Sleep(ttl + 100*time.Millisecond)
-	c := acquire("host|1")
-	if c == nil || acquire("host|1").Fence != c.Fence || acquire("host") != nil {
-		t.Errorf("owner with a '|' in its name: lease %+v", c)
-	}
+	lapsedLeaseTakesAHigherFence(t, acquire, ttl, a)
 
 	// Both lease keys share one cluster slot.
 	if testenv.KeySlot("{reconcile}:flashsale:lease") != testenv.KeySlot("{reconcile}:flashsale:fence") {
@@ -216,6 +188,44 @@ func TestAcquireReconcileLease(t *testing.T) {
 		if testenv.KeySlot(k) != testenv.KeySlot("reconcile") {
 			t.Errorf("lease key %q outside the {reconcile} slot", k)
 		}
+	}
+}
+
+// leaseAcquirer takes or renews the reconciliation lease for an owner, for ttl (nil: another
+// owner holds it; a failure fails the test).
+func leaseAcquirer(t *testing.T, rdb redis.UniversalClient, ttl time.Duration) func(owner string) *store.Lease {
+	return func(owner string) *store.Lease {
+		t.Helper()
+		l, err := store.AcquireReconcileLease(context.Background(), rdb, owner, ttl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+}
+
+// lapsedLeaseTakesAHigherFence: once a's lease lapsed, the next holder gets a strictly higher
+// fence and the old one is shut out; even the same owner, after its own lease lapsed, gets a new
+// fence; owners with the separator in their names are told apart.
+func lapsedLeaseTakesAHigherFence(t *testing.T, acquire func(string) *store.Lease, ttl time.Duration, a *store.Lease) {
+	t.Helper()
+	time.Sleep(ttl + 100*time.Millisecond)
+	b := acquire("b")
+	if b == nil || b.Fence <= a.Fence {
+		t.Fatalf("lease after a lapsed = %+v, want a fence above %d", b, a.Fence)
+	}
+	if again := acquire("a"); again != nil {
+		t.Errorf("the old holder got %+v while b holds the lease, want nil", again)
+	}
+	time.Sleep(ttl + 100*time.Millisecond)
+	b2 := acquire("b")
+	if b2 == nil || b2.Fence <= b.Fence {
+		t.Errorf("b's lease after its own lapsed = %+v, want a fence above %d", b2, b.Fence)
+	}
+	time.Sleep(ttl + 100*time.Millisecond)
+	c := acquire("host|1")
+	if c == nil || acquire("host|1").Fence != c.Fence || acquire("host") != nil {
+		t.Errorf("owner with a '|' in its name: lease %+v", c)
 	}
 }
 

@@ -13,13 +13,7 @@ import (
 )
 
 func TestParseClusterURL(t *testing.T) {
-	cases := []struct {
-		url      string
-		addrs    []string
-		user, pw string
-		tls      bool
-		check    func(*redis.ClusterOptions) bool
-	}{
+	cases := []clusterURLCase{
 		{url: "redis-cluster://127.0.0.1:7000,127.0.0.1:7001,127.0.0.1:7002",
 			addrs: []string{"127.0.0.1:7000", "127.0.0.1:7001", "127.0.0.1:7002"}},
 		{url: "redis-cluster://a:7000", addrs: []string{"a:7000"}},
@@ -30,30 +24,7 @@ func TestParseClusterURL(t *testing.T) {
 			check: func(o *redis.ClusterOptions) bool { return o.MaxRedirects == 5 }},
 	}
 	for _, c := range cases {
-		o, err := store.ParseClusterURL(c.url)
-		if err != nil {
-			t.Errorf("ParseClusterURL(%q): %v", c.url, err)
-			continue
-		}
-		got := slices.Clone(o.Addrs)
-		want := slices.Clone(c.addrs)
-		slices.Sort(got)
-		slices.Sort(want)
-		if !slices.Equal(got, want) {
-			t.Errorf("ParseClusterURL(%q).Addrs = %v, want %v", c.url, o.Addrs, c.addrs)
-		}
-		if o.Addrs[0] != c.addrs[0] {
-			t.Errorf("ParseClusterURL(%q): first seed %s, want %s", c.url, o.Addrs[0], c.addrs[0])
-		}
-		if o.Username != c.user || o.Password != c.pw {
-			t.Errorf("ParseClusterURL(%q): user %q password %q, want %q %q", c.url, o.Username, o.Password, c.user, c.pw)
-		}
-		if (o.TLSConfig != nil) != c.tls {
-			t.Errorf("ParseClusterURL(%q): TLS %v, want %v", c.url, o.TLSConfig != nil, c.tls)
-		}
-		if c.check != nil && !c.check(o) {
-			t.Errorf("ParseClusterURL(%q): options not applied: %+v", c.url, o)
-		}
+		parsesClusterURL(t, c)
 	}
 
 	bad := map[string]string{
@@ -73,6 +44,45 @@ func TestParseClusterURL(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("ParseClusterURL(%q) = %v, want an error saying %q", url, err, want)
 		}
+	}
+}
+
+// clusterURLCase is a cluster URL and the options it must give: the seeds (the first one first),
+// the user and password, TLS, and check, if set, for the others.
+type clusterURLCase struct {
+	url      string
+	addrs    []string
+	user, pw string
+	tls      bool
+	check    func(*redis.ClusterOptions) bool
+}
+
+// parsesClusterURL checks that c.url parses into the options c describes.
+func parsesClusterURL(t *testing.T, c clusterURLCase) {
+	t.Helper()
+	o, err := store.ParseClusterURL(c.url)
+	if err != nil {
+		t.Errorf("ParseClusterURL(%q): %v", c.url, err)
+		return
+	}
+	got := slices.Clone(o.Addrs)
+	want := slices.Clone(c.addrs)
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("ParseClusterURL(%q).Addrs = %v, want %v", c.url, o.Addrs, c.addrs)
+	}
+	if o.Addrs[0] != c.addrs[0] {
+		t.Errorf("ParseClusterURL(%q): first seed %s, want %s", c.url, o.Addrs[0], c.addrs[0])
+	}
+	if o.Username != c.user || o.Password != c.pw {
+		t.Errorf("ParseClusterURL(%q): user %q password %q, want %q %q", c.url, o.Username, o.Password, c.user, c.pw)
+	}
+	if (o.TLSConfig != nil) != c.tls {
+		t.Errorf("ParseClusterURL(%q): TLS %v, want %v", c.url, o.TLSConfig != nil, c.tls)
+	}
+	if c.check != nil && !c.check(o) {
+		t.Errorf("ParseClusterURL(%q): options not applied: %+v", c.url, o)
 	}
 }
 
