@@ -115,42 +115,15 @@ func (s *Sales) Warm(ctx context.Context, merchantID, saleID int64) (shop.Sale, 
 // change runs one edit of a merchant's sale: Postgres and Redis, then this instance's caches.
 func (s *Sales) change(ctx context.Context, merchantID, saleID int64, edit func(cur store.Sale, now time.Time) (store.Sale, error)) (shop.Sale, error) {
 	now := s.now()
-	applied := false
-	var raised []int64
+	var redis redisStep
 	row, err := s.db.EditSale(ctx, saleID, func(cur store.Sale) (store.Sale, error) {
 		if cur.MerchantID != merchantID {
 			return store.Sale{}, shop.Errorf(shop.CodeNotFound, "no sale %d", saleID)
 		}
 		return edit(cur, now)
-	}, func(old, next store.Sale) error {
-		adj, up := adjustmentOf(old, next)
-		if len(adj.Meta) == 0 && len(adj.Stock) == 0 {
-			return nil
-		}
-		res, err := s.stock.Adjust(ctx, adj)
-		if err == nil && !res.Applied && old.RedisEpoch != 0 && lowersQuantity(adj) {
-			// Redis does not hold the sale healthy (lost): the quantities were checked against
-			// Postgres alone, which misses the orders still queued. Only a drained queue makes
-			// Postgres's counts complete.
-			if err := pipeline.QueueDrained(ctx, s.queue); err != nil {
-				return err
-			}
-		}
-		if errors.Is(err, store.ErrAdjustTooLow) {
-			return shop.Errorf(shop.CodeQuantityTooLow, "item %d: %d units are neither sold nor held by a reservation in flight; its quantity cannot go lower by more than that",
-				res.ItemID, res.Left)
-		}
-		if err != nil {
-			// The Redis step's outcome is unknown (Redis may have taken it and the reply was
-			// lost): store.Adjust has marked the sale lost, so the rebuild from Postgres, where
-			// this transaction rolls back, replaces whatever Redis took.
-			return shop.Unavailable(err)
-		}
-		applied, raised = res.Applied, up
-		return nil
-	})
+	}, func(old, next store.Sale) error { return s.applyInRedis(ctx, old, next, &redis) })
 	if err != nil {
-		if applied {
+		if redis.applied {
 			// Redis took the change but Postgres did not commit: fail the sale closed, so it is
 			// rebuilt from Postgres (the source of truth) once the queue has drained.
 			if _, lerr := s.stock.MarkLost(context.WithoutCancel(ctx), saleID, 0, ""); lerr != nil {
@@ -168,11 +141,46 @@ func (s *Sales) change(ctx context.Context, merchantID, saleID int64, edit func(
 	}
 	s.forget(row)
 	s.announce(row)
-	for _, id := range raised {
+	for _, id := range redis.raised {
 		s.loader.Returned(id)
 	}
 	s.warmIfDue(ctx, row, now)
 	return saleOf(row), nil
+}
+
+// redisStep is what an edit's Redis step did: applied, and the items whose stock rose.
+type redisStep struct {
+	applied bool
+	raised  []int64
+}
+
+// applyInRedis applies an edit to Redis inside the edit's Postgres transaction, before it commits.
+func (s *Sales) applyInRedis(ctx context.Context, old, next store.Sale, done *redisStep) error {
+	adj, up := adjustmentOf(old, next)
+	if len(adj.Meta) == 0 && len(adj.Stock) == 0 {
+		return nil
+	}
+	res, err := s.stock.Adjust(ctx, adj)
+	if err == nil && !res.Applied && old.RedisEpoch != 0 && lowersQuantity(adj) {
+		// Redis does not hold the sale healthy (lost): the quantities were checked against
+		// Postgres alone, which misses the orders still queued. Only a drained queue makes
+		// Postgres's counts complete.
+		if err := pipeline.QueueDrained(ctx, s.queue); err != nil {
+			return err
+		}
+	}
+	if errors.Is(err, store.ErrAdjustTooLow) {
+		return shop.Errorf(shop.CodeQuantityTooLow, "item %d: %d units are neither sold nor held by a reservation in flight; its quantity cannot go lower by more than that",
+			res.ItemID, res.Left)
+	}
+	if err != nil {
+		// The Redis step's outcome is unknown (Redis may have taken it and the reply was
+		// lost): store.Adjust has marked the sale lost, so the rebuild from Postgres, where
+		// this transaction rolls back, replaces whatever Redis took.
+		return shop.Unavailable(err)
+	}
+	done.applied, done.raised = res.Applied, up
+	return nil
 }
 
 // warmIfDue loads an edited sale that was never loaded when its start is now within WarmAhead (an

@@ -172,35 +172,9 @@ func (k *Keeper) warm(ctx context.Context, sales []saleToWarm, backlog uint64) e
 // warmOne is warm for one sale.
 func (k *Keeper) warmOne(ctx context.Context, s saleToWarm, backlog uint64) error {
 	sale := s.id
-	// Postgres first: every seq it holds was issued by Redis before this read, so a healthy
-	// Redis read after it can only be ahead.
-	pg, err := k.db.MaxSeqOfSale(ctx, sale)
-	if err != nil {
+	st, healthy, err := k.checkHealth(ctx, sale)
+	if err != nil || healthy {
 		return err
-	}
-	st, err := k.stock.State(ctx, sale)
-	if err != nil {
-		return err
-	}
-	var behind bool
-	if behind, err = k.shardsBehind(ctx, sale, st, pg); err != nil {
-		return err
-	}
-	if st.Loaded && !st.Lost {
-		if !behind {
-			delete(k.unhealthySince, sale)
-			return nil
-		}
-		marked, err := k.stock.MarkLost(ctx, sale, 0, st.SeqRaw)
-		if err != nil {
-			return err
-		}
-		if !marked {
-			return nil
-		}
-		k.log.Error("keeper: redis's reservation counter is behind postgres: redis lost data; the sale fails closed until rebuilt",
-			"sale", sale, "redis", st.Seq, "postgres", pg)
-		k.metrics.RedisLoss.WithLabelValues("keeper").Inc()
 	}
 	if !DueForWarmUp(s.startsAt, k.now(), k.cfg.WarmAhead) {
 		delete(k.unhealthySince, sale)
@@ -210,15 +184,48 @@ func (k *Keeper) warmOne(ctx context.Context, s saleToWarm, backlog uint64) erro
 		// The warm-up: never loaded, or not started (a first load that failed on Redis, a loss
 		// before the start), so no reservation of it exists anywhere and Postgres is complete;
 		// no need to wait for the queue (another sale's rush may keep it busy).
-		if _, err := k.loader.LoadFirst(ctx, sale); err != nil {
-			return err
-		}
-		return nil
+		_, err := k.loader.LoadFirst(ctx, sale)
+		return err
 	}
-	// Redis does not hold the sale, or lost data for it: it is only (re)built from a complete
-	// Postgres. Reservations made just before the loss may still be on their way to the
-	// queue (a publish waits up to its timeout), so the rebuild waits that long after the
-	// sale was first seen unhealthy, then for the queue to drain, read after that wait.
+	return k.rebuild(ctx, sale, backlog)
+}
+
+// checkHealth reads how Redis holds a sale; healthy when it holds it and no shard's counter is
+// behind Postgres. One found behind is marked lost: the sale fails closed until rebuilt.
+func (k *Keeper) checkHealth(ctx context.Context, sale int64) (_ store.SaleState, healthy bool, _ error) {
+	// Postgres first: every seq it holds was issued by Redis before this read, so a healthy
+	// Redis read after it can only be ahead.
+	pg, err := k.db.MaxSeqOfSale(ctx, sale)
+	if err != nil {
+		return store.SaleState{}, false, err
+	}
+	st, err := k.stock.State(ctx, sale)
+	if err != nil {
+		return st, false, err
+	}
+	behind, err := k.shardsBehind(ctx, sale, st, pg)
+	if err != nil || !st.Loaded || st.Lost {
+		return st, false, err
+	}
+	if !behind {
+		delete(k.unhealthySince, sale)
+		return st, true, nil
+	}
+	marked, err := k.stock.MarkLost(ctx, sale, 0, st.SeqRaw)
+	if err != nil || !marked {
+		return st, !marked && err == nil, err
+	}
+	k.log.Error("keeper: redis's reservation counter is behind postgres: redis lost data; the sale fails closed until rebuilt",
+		"sale", sale, "redis", st.Seq, "postgres", pg)
+	k.metrics.RedisLoss.WithLabelValues("keeper").Inc()
+	return st, false, nil
+}
+
+// rebuild (re)builds a sale Redis does not hold, or lost data for, from a complete Postgres.
+// Reservations made just before the loss may still be on their way to the queue (a publish waits
+// up to its timeout), so the rebuild waits that long after the sale was first seen unhealthy,
+// then for the queue to drain, read after that wait.
+func (k *Keeper) rebuild(ctx context.Context, sale int64, backlog uint64) error {
 	since, seen := k.unhealthySince[sale]
 	if !seen {
 		since = k.now()

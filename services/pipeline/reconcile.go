@@ -414,28 +414,9 @@ func firstFew(s []string) string {
 // mismatch repaired (the sale fails closed and is rebuilt from Postgres).
 func (r *Reconciler) Pass(ctx context.Context, sales []int64, fence int64, backlogDrained bool) {
 	for _, sale := range sales {
-		// Only a quiet sale is compared: while shoppers buy, both sides move between the reads
-		// and the comparison would cost a rush its Postgres time for nothing. Quiet: the queue
-		// drained and the reservation counter unchanged since the previous pass.
-		st, err := r.stock.State(ctx, sale)
-		if err != nil {
-			r.log.Warn("reconcile: sale not checked", "sale", sale, "err", err)
+		rep, ok := r.quietReport(ctx, sale, backlogDrained)
+		if !ok {
 			continue
-		}
-		r.mu.Lock()
-		prevSeq, seenBefore := r.quiet[sale]
-		r.quiet[sale] = st.SeqRaw
-		r.mu.Unlock()
-		if !backlogDrained || !seenBefore || prevSeq != st.SeqRaw {
-			continue
-		}
-		rep, err := r.Report(ctx, sale)
-		if err != nil {
-			r.log.Warn("reconcile: sale not checked", "sale", sale, "err", err)
-			continue
-		}
-		if !rep.Loaded || rep.Lost {
-			continue // warm-up and rebuild are the keeper's; nothing to compare yet
 		}
 		bad := 0
 		for _, it := range rep.Items {
@@ -455,25 +436,56 @@ func (r *Reconciler) Pass(ctx context.Context, sales []int64, fence int64, backl
 			r.seen[sale] = rep.signature()
 		}
 		r.mu.Unlock()
-		if bad == 0 {
-			continue
+		if bad > 0 {
+			r.repair(ctx, sale, fence, rep, prev)
 		}
-		var b strings.Builder
-		rep.Write(&b)
-		if prev != rep.signature() {
-			r.log.Warn("reconcile: redis and postgres disagree (re-checked next pass)", "sale", sale, "report", b.String())
-			continue
-		}
-		if !rep.redisOnly() {
-			r.log.Error("reconcile: postgres itself violates an invariant; no automatic repair", "sale", sale, "report", b.String())
-			continue
-		}
-		marked, err := r.stock.MarkLost(ctx, sale, fence, rep.SeqRaw)
-		if err != nil || !marked {
-			r.log.Warn("reconcile: repair not started (the sale moved on, or a newer lease holder acted)", "sale", sale, "err", err)
-			continue
-		}
-		r.metrics.Repairs.Inc()
-		r.log.Error("reconcile: mismatch persisted with the queue drained; rebuilding the sale's redis state from postgres", "sale", sale, "report", b.String())
 	}
+}
+
+// quietReport compares a quiet sale's two sides. Only a quiet sale is compared: while shoppers
+// buy, both sides move between the reads and the comparison would cost a rush its Postgres time
+// for nothing. Quiet: the queue drained and the reservation counter unchanged since the previous
+// pass. A sale Redis does not hold (or lost) is the keeper's to warm or rebuild: not compared.
+func (r *Reconciler) quietReport(ctx context.Context, sale int64, backlogDrained bool) (SaleReport, bool) {
+	st, err := r.stock.State(ctx, sale)
+	if err != nil {
+		r.log.Warn("reconcile: sale not checked", "sale", sale, "err", err)
+		return SaleReport{}, false
+	}
+	r.mu.Lock()
+	prevSeq, seenBefore := r.quiet[sale]
+	r.quiet[sale] = st.SeqRaw
+	r.mu.Unlock()
+	if !backlogDrained || !seenBefore || prevSeq != st.SeqRaw {
+		return SaleReport{}, false
+	}
+	rep, err := r.Report(ctx, sale)
+	if err != nil {
+		r.log.Warn("reconcile: sale not checked", "sale", sale, "err", err)
+		return SaleReport{}, false
+	}
+	return rep, rep.Loaded && !rep.Lost
+}
+
+// repair acts on a mismatch: the first time it is only logged (re-checked next pass); the same
+// one again, on the Redis side only, makes the sale fail closed to be rebuilt from Postgres. A
+// violation in Postgres itself is never repaired automatically.
+func (r *Reconciler) repair(ctx context.Context, sale, fence int64, rep SaleReport, prev string) {
+	var b strings.Builder
+	rep.Write(&b)
+	if prev != rep.signature() {
+		r.log.Warn("reconcile: redis and postgres disagree (re-checked next pass)", "sale", sale, "report", b.String())
+		return
+	}
+	if !rep.redisOnly() {
+		r.log.Error("reconcile: postgres itself violates an invariant; no automatic repair", "sale", sale, "report", b.String())
+		return
+	}
+	marked, err := r.stock.MarkLost(ctx, sale, fence, rep.SeqRaw)
+	if err != nil || !marked {
+		r.log.Warn("reconcile: repair not started (the sale moved on, or a newer lease holder acted)", "sale", sale, "err", err)
+		return
+	}
+	r.metrics.Repairs.Inc()
+	r.log.Error("reconcile: mismatch persisted with the queue drained; rebuilding the sale's redis state from postgres", "sale", sale, "report", b.String())
 }

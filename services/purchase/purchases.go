@@ -224,42 +224,49 @@ func (p *Purchases) reserve(ctx context.Context, info shop.ItemInfo, userID int6
 		// the lending shard issued this seq: a failover that lost the loan leaves it below
 		raiseFloor(&floors.shards[res.Lender], res.LenderSeq)
 	}
-	switch {
-	case err == nil:
+	if err == nil {
 		raiseFloor(floor, res.Seq)
 		return orderID, res, nil
+	}
+	return "", res, p.refused(info, orderID, res, err)
+}
+
+// refused turns the reserve script's refusal (or a reserve whose outcome stayed unknown) into the
+// contract's answer.
+func (p *Purchases) refused(info shop.ItemInfo, orderID string, res store.Reservation, err error) error {
+	switch {
 	case errors.Is(err, store.ErrSoldOut):
 		if res.AllEmpty {
 			// a sharded sale's item is sold out only when every shard is empty and no
 			// transfer is in flight; one empty shard only refuses this shopper
 			p.soldOut.Mark(info.ItemID)
 		}
-		return "", res, errSoldOut
+		return errSoldOut
 	case errors.Is(err, store.ErrAlreadyBuyer):
 		msg := "you already hold an item of this sale (one per shopper); find it in your orders"
 		if info.Limit == shop.LimitPerItem {
 			msg = "you already hold this item (one per shopper); find it in your orders"
 		}
-		return "", res, &shop.Error{Code: shop.CodeAlreadyPurchased, Message: msg, OrderID: res.HeldOrder}
+		return &shop.Error{Code: shop.CodeAlreadyPurchased, Message: msg, OrderID: res.HeldOrder}
 	case errors.Is(err, store.ErrTokenAlreadyUsed):
-		return "", res, shop.Errorf(shop.CodeInvalidPurchaseToken, "this purchase token was already used or has expired; request a new one")
+		return shop.Errorf(shop.CodeInvalidPurchaseToken, "this purchase token was already used or has expired; request a new one")
 	case errors.Is(err, store.ErrNotStarted):
-		return "", res, &shop.Error{Code: shop.CodeNotStarted, Message: "the sale has not started yet", RetryAfter: time.Second}
+		return &shop.Error{Code: shop.CodeNotStarted, Message: "the sale has not started yet", RetryAfter: time.Second}
 	case errors.Is(err, store.ErrEnded):
-		return "", res, shop.Errorf(shop.CodeSaleEnded, "the sale has ended")
+		return shop.Errorf(shop.CodeSaleEnded, "the sale has ended")
 	case errors.Is(err, store.ErrPaused):
-		return "", res, shop.ErrPaused
+		return shop.ErrPaused
 	case errors.Is(err, store.ErrRedisWentBack):
 		p.log.Error("redis lost reservations (its counter went back): the sale fails closed until rebuilt from postgres", "sale", info.SaleID)
 		p.metrics.RedisLoss.WithLabelValues("reserve").Inc()
-		return "", res, shop.Unavailable(err)
+		return shop.Unavailable(err)
 	case errors.Is(err, store.ErrStockUnknown):
-		return "", res, shop.Unavailable(err) // fail closed until the keeper rebuilds Redis from Postgres
+		return shop.Unavailable(err) // fail closed until the keeper rebuilds Redis from Postgres
 	}
 	// Still unknown: the script may have run. The unit, if taken, is left to orphan recovery (or
 	// to a resend of this attempt, which finds it in flight and confirms it).
 	p.log.Warn("reserve: outcome unknown; a unit it took goes back through orphan recovery", "order", orderID, "err", err)
-	return "", res, shop.Unavailable(err)
+	return shop.Unavailable(err)
 }
 
 // isRefusal reports whether err is one of the reserve script's answers (the outcome is known).
