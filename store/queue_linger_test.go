@@ -14,38 +14,7 @@ import (
 // the first comes alone. A backlog of a full batch is taken at once, linger or not.
 func TestFetchOrdersLingers(t *testing.T) {
 	t.Parallel()
-	ns, err := store.StartNATS(t.TempDir(), -1, false, "tok")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Shutdown()
-	ctx := context.Background()
-	q, err := store.OpenQueue(ctx, store.EmbeddedNATSURL(ns.Addr().(*net.TCPAddr).Port, "tok"), "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer q.Close()
-	n := 0
-	publish := func() {
-		n++
-		id := "linger-" + string(rune('a'+n))
-		if err := q.Publish(ctx, id, store.Envelope{Orders: []store.QueuedOrder{{OrderID: id}}}); err != nil {
-			t.Error(err)
-		}
-	}
-	fetch := func(max int, linger time.Duration) []store.Delivery {
-		t.Helper()
-		msgs, err := q.FetchOrders(ctx, max, time.Second, linger)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, m := range msgs {
-			if err := m.Ack(); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return msgs
-	}
+	publish, fetch := newLingerQueue(t)
 
 	publish()
 	if got := len(fetch(10, 0)); got != 1 {
@@ -81,4 +50,43 @@ func TestFetchOrdersLingers(t *testing.T) {
 	if d := time.Since(start); d > 500*time.Millisecond {
 		t.Errorf("a full batch waited %v: it should not linger", d)
 	}
+}
+
+// newLingerQueue starts an embedded NATS server and a queue on it, and returns how to publish
+// one order (a new id each time) and how to fetch (and ack) up to max of them with a linger.
+func newLingerQueue(t *testing.T) (publish func(), fetch func(max int, linger time.Duration) []store.Delivery) {
+	t.Helper()
+	ns, err := store.StartNATS(t.TempDir(), -1, false, "tok")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ns.Shutdown)
+	ctx := context.Background()
+	q, err := store.OpenQueue(ctx, store.EmbeddedNATSURL(ns.Addr().(*net.TCPAddr).Port, "tok"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(q.Close)
+	n := 0
+	publish = func() {
+		n++
+		id := "linger-" + string(rune('a'+n))
+		if err := q.Publish(ctx, id, store.Envelope{Orders: []store.QueuedOrder{{OrderID: id}}}); err != nil {
+			t.Error(err)
+		}
+	}
+	fetch = func(max int, linger time.Duration) []store.Delivery {
+		t.Helper()
+		msgs, err := q.FetchOrders(ctx, max, time.Second, linger)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range msgs {
+			if err := m.Ack(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return msgs
+	}
+	return publish, fetch
 }

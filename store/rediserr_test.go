@@ -26,22 +26,7 @@ func TestIsAnsweredByKindNotByPlace(t *testing.T) {
 	t.Cleanup(func() { rdb.Close() })
 	write := redis.NewScript(`return redis.call('SET', KEYS[1], 'x')`)
 
-	outage := func(name, kind string) {
-		t.Helper()
-		err := write.Run(ctx, rdb, []string{"k"}).Err()
-		if err == nil || !strings.HasPrefix(err.Error(), kind) || !strings.Contains(err.Error(), "@user_script") {
-			t.Fatalf("%s: a script's write answered %v, want a %s error raised inside the script", name, err, kind)
-		}
-		if store.IsAnswered(err) {
-			t.Errorf("%s: IsAnswered(%q) = true, want false: an outage, not the message's fault", name, err)
-		}
-		if got, want := store.ErrorCause(err), "redis_"+strings.ToLower(kind); got != want {
-			t.Errorf("%s: ErrorCause = %q, want %q", name, got, want)
-		}
-		if err := rdb.Set(ctx, "k", "x", 0).Err(); err == nil || store.IsAnswered(err) {
-			t.Errorf("%s: a plain SET answered %v; IsAnswered must be false", name, err)
-		}
-	}
+	outage := outageChecker(t, rdb, write)
 	for _, r := range testenv.Refusals {
 		lift := rs.Refuse(t, r)
 		outage(string(r), map[testenv.Refusal]string{testenv.RefuseOOM: "OOM", testenv.RefuseMISCONF: "MISCONF", testenv.RefuseReadOnly: "READONLY"}[r])
@@ -57,7 +42,46 @@ func TestIsAnsweredByKindNotByPlace(t *testing.T) {
 	if err := rdb.ConfigSet(ctx, "min-replicas-to-write", "0").Err(); err != nil {
 		t.Fatal(err)
 	}
+	scriptFailuresAreAnswers(t, rdb)
 
+	// Not an answer at all: unreachable, cancelled.
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := rdb.Get(cctx, "k").Err(); err == nil || store.IsAnswered(err) {
+		t.Errorf("cancelled: %v, IsAnswered must be false", err)
+	}
+	if store.IsAnswered(redis.Nil) || store.IsAnswered(errors.New("user_script:1: looks like one")) {
+		t.Error("redis.Nil or a plain error taken for an answer")
+	}
+}
+
+// outageChecker checks, while Redis refuses writes with the error kind (name: the case), that
+// write's refusal is raised inside the script and is an outage (not answered), as a plain SET's.
+func outageChecker(t *testing.T, rdb *redis.Client, write *redis.Script) func(name, kind string) {
+	ctx := context.Background()
+	return func(name, kind string) {
+		t.Helper()
+		err := write.Run(ctx, rdb, []string{"k"}).Err()
+		if err == nil || !strings.HasPrefix(err.Error(), kind) || !strings.Contains(err.Error(), "@user_script") {
+			t.Fatalf("%s: a script's write answered %v, want a %s error raised inside the script", name, err, kind)
+		}
+		if store.IsAnswered(err) {
+			t.Errorf("%s: IsAnswered(%q) = true, want false: an outage, not the message's fault", name, err)
+		}
+		if got, want := store.ErrorCause(err), "redis_"+strings.ToLower(kind); got != want {
+			t.Errorf("%s: ErrorCause = %q, want %q", name, got, want)
+		}
+		if err := rdb.Set(ctx, "k", "x", 0).Err(); err == nil || store.IsAnswered(err) {
+			t.Errorf("%s: a plain SET answered %v; IsAnswered must be false", name, err)
+		}
+	}
+}
+
+// scriptFailuresAreAnswers: what the same input always produces (a Lua runtime error, a key of
+// the wrong type, a bad argument, the script's own error) is an answer.
+func scriptFailuresAreAnswers(t *testing.T, rdb *redis.Client) {
+	t.Helper()
+	ctx := context.Background()
 	if err := rdb.Set(ctx, "str", "v", 0).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -78,15 +102,5 @@ func TestIsAnsweredByKindNotByPlace(t *testing.T) {
 		if got := store.ErrorCause(err); got != "redis" {
 			t.Errorf("%s: ErrorCause = %q, want redis", name, got)
 		}
-	}
-
-	// Not an answer at all: unreachable, cancelled.
-	cctx, cancel := context.WithCancel(ctx)
-	cancel()
-	if err := rdb.Get(cctx, "k").Err(); err == nil || store.IsAnswered(err) {
-		t.Errorf("cancelled: %v, IsAnswered must be false", err)
-	}
-	if store.IsAnswered(redis.Nil) || store.IsAnswered(errors.New("user_script:1: looks like one")) {
-		t.Error("redis.Nil or a plain error taken for an answer")
 	}
 }
