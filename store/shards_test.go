@@ -197,8 +197,15 @@ func TestShardTransferLog(t *testing.T) {
 	if got := levelsOf(t, rdb, 72, k, 720); fmt.Sprint(got) != "[6 3 0]" {
 		t.Errorf("after completing twice: %v, want [6 3 0]", got)
 	}
-	// A lost sale lends nothing; a rebuild drops a half-done transfer, and the late receiver's
-	// step is refused as stale.
+	lostSaleDropsAHalfDoneTransfer(t, s, rdb, snap, k)
+}
+
+// lostSaleDropsAHalfDoneTransfer: a lost sale (snap, of k shards, [6 3 0] of item 720) lends
+// nothing; a rebuild drops a half-done transfer, and the late receiver's step is refused as
+// stale.
+func lostSaleDropsAHalfDoneTransfer(t *testing.T, s *store.Stock, rdb redis.UniversalClient, snap store.Snapshot, k int) {
+	t.Helper()
+	ctx := context.Background()
 	half, err := s.TransferOut(ctx, 72, 0, 1, 720, 2)
 	if err != nil || half.N != 2 {
 		t.Fatalf("transfer out = %+v, %v", half, err)

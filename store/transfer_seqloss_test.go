@@ -71,29 +71,13 @@ func TestTransferSeqLossFindsALostStep(t *testing.T) {
 	snap := snapshot(t, s, 82, shop.LimitPerSale, 820, 12)
 	snap.Shards = k
 	mustLoad(t, s, snap, 0) // [4 4 4]
-	noLoss := func(when string) {
-		t.Helper()
-		if l, found, err := s.TransferSeqLoss(ctx, 82, k); err != nil || found {
-			t.Fatalf("%s: loss = %+v %v, %v; want none", when, l, found, err)
-		}
-	}
+	noLoss := noSeqLoss(t, s, 82, k)
 	noLoss("after the load")
 	moveUnits(t, s, 82, 1, 0, 820, 1)
 	moveUnits(t, s, 82, 0, 1, 820, 2)
 	moveUnits(t, s, 82, 2, 1, 820, 1)
 	noLoss("after healthy transfers") // [3 6 3]
-
-	// The donor (shard 2) loses its out: it has the units back, the receiver has them too.
-	restore := dumpShard(t, rdb, 82, 2)
-	moveUnits(t, s, 82, 2, 0, 820, 2)
-	restore()
-	if got := levelsOf(t, rdb, 82, k, 820); fmt.Sprint(got) != "[5 6 3]" {
-		t.Fatalf("after the donor lost out: %v, want [5 6 3] (2 units twice)", got)
-	}
-	l, found, err := s.TransferSeqLoss(ctx, 82, k)
-	if err != nil || !found || l.Shard != 2 || l.SeenBy != 0 || l.Seq >= l.Recorded {
-		t.Errorf("donor lost out: loss = %+v %v, %v; want shard 2 behind what shard 0 recorded", l, found, err)
-	}
+	donorThatLostItsOutIsFound(t, s, rdb, k)
 
 	// Rebuilt (exact stock again), then the receiver (shard 1) loses its in: the donor's done
 	// deleted the record, the units are nowhere.
@@ -103,18 +87,59 @@ func TestTransferSeqLossFindsALostStep(t *testing.T) {
 	}
 	mustLoad(t, s, snap, 0)
 	noLoss("after the rebuild")
-	restore = dumpShard(t, rdb, 82, 1)
+	receiverThatLostItsInIsFound(t, s, rdb, k)
+	snap.Epoch = 3
+	mustLoad(t, s, snap, 0)
+	if got := levelsOf(t, rdb, 82, k, 820); fmt.Sprint(got) != "[4 4 4]" {
+		t.Errorf("after the rebuild: %v, want [4 4 4]", got)
+	}
+	noLoss("after the second rebuild")
+}
+
+// noSeqLoss checks that TransferSeqLoss finds no loss in sale (of k shards); when names the
+// moment.
+func noSeqLoss(t *testing.T, s *store.Stock, sale int64, k int) func(when string) {
+	return func(when string) {
+		t.Helper()
+		if l, found, err := s.TransferSeqLoss(context.Background(), sale, k); err != nil || found {
+			t.Fatalf("%s: loss = %+v %v, %v; want none", when, l, found, err)
+		}
+	}
+}
+
+// donorThatLostItsOutIsFound: the donor (shard 2 of sale 82, at [3 6 3]) loses its out: it has
+// the units back, the receiver has them too; TransferSeqLoss finds shard 2 behind.
+func donorThatLostItsOutIsFound(t *testing.T, s *store.Stock, rdb redis.UniversalClient, k int) {
+	t.Helper()
+	restore := dumpShard(t, rdb, 82, 2)
+	moveUnits(t, s, 82, 2, 0, 820, 2)
+	restore()
+	if got := levelsOf(t, rdb, 82, k, 820); fmt.Sprint(got) != "[5 6 3]" {
+		t.Fatalf("after the donor lost out: %v, want [5 6 3] (2 units twice)", got)
+	}
+	l, found, err := s.TransferSeqLoss(context.Background(), 82, k)
+	if err != nil || !found || l.Shard != 2 || l.SeenBy != 0 || l.Seq >= l.Recorded {
+		t.Errorf("donor lost out: loss = %+v %v, %v; want shard 2 behind what shard 0 recorded", l, found, err)
+	}
+}
+
+// receiverThatLostItsInIsFound: the receiver (shard 1 of sale 82, rebuilt at [4 4 4]) loses its
+// in; TransferSeqLoss finds it behind, and so does the receiver's own next step: the donor
+// hands over what it recorded of it, and the receiver behind it is marked lost with the whole
+// sale; the record stays (the rebuild drops it).
+func receiverThatLostItsInIsFound(t *testing.T, s *store.Stock, rdb redis.UniversalClient, k int) {
+	t.Helper()
+	ctx := context.Background()
+	restore := dumpShard(t, rdb, 82, 1)
 	moveUnits(t, s, 82, 0, 1, 820, 2)
 	restore()
 	if got := levelsOf(t, rdb, 82, k, 820); fmt.Sprint(got) != "[2 4 4]" {
 		t.Fatalf("after the receiver lost in: %v, want [2 4 4] (2 units gone)", got)
 	}
-	l, found, err = s.TransferSeqLoss(ctx, 82, k)
+	l, found, err := s.TransferSeqLoss(ctx, 82, k)
 	if err != nil || !found || l.Shard != 1 || l.SeenBy != 0 {
 		t.Errorf("receiver lost in: loss = %+v %v, %v; want shard 1 behind what shard 0 recorded", l, found, err)
 	}
-	// The receiver's own step finds it too: the donor hands over what it recorded of it, and the
-	// receiver behind it is marked lost with the whole sale; the record stays (the rebuild drops it).
 	tr, err := s.TransferOut(ctx, 82, 0, 1, 820, 1)
 	if err != nil || tr.N != 1 || tr.RecvSeq == 0 {
 		t.Fatalf("out = %+v, %v; want 1 unit and the receiver's recorded seq", tr, err)
@@ -130,12 +155,6 @@ func TestTransferSeqLossFindsALostStep(t *testing.T) {
 	if ts, err := s.Transfers(ctx, 82); err != nil || len(ts) != 1 {
 		t.Errorf("records = %+v, %v; want the one kept", ts, err)
 	}
-	snap.Epoch = 3
-	mustLoad(t, s, snap, 0)
-	if got := levelsOf(t, rdb, 82, k, 820); fmt.Sprint(got) != "[4 4 4]" {
-		t.Errorf("after the rebuild: %v, want [4 4 4]", got)
-	}
-	noLoss("after the second rebuild")
 }
 
 // A reservation that borrowed hands back the lender's seq after its step: kept as the caller's
