@@ -64,3 +64,33 @@ type QueueEstimate struct {
 	RetryAfter  time.Duration // when to ask again: 1 s near the front, up to 5 s far back
 	Measured    bool          // false: no recent writer throughput, DefaultWriterRate assumed
 }
+
+// An order's life: QUEUED (reserved in Redis, on its way through the queue) → PENDING (in
+// Postgres, awaiting payment) → PAID; or EXPIRED (its payment window closed first) or CANCELLED
+// (by its shopper), both giving the unit back; FAILED: the database refused it and its unit went
+// back. Only a PENDING order can be paid or cancelled; the answers below are the contract's.
+
+// PaidAnswer is the answer to "pay" for an order found in status after the payment was tried:
+// nil when it is paid.
+func PaidAnswer(status string) error {
+	switch status {
+	case StatusPaid:
+		return nil
+	case StatusExpired:
+		return Errorf(CodeExpired, "the payment window of this order has closed; its unit went back on sale")
+	case StatusQueued:
+		return Errorf(CodeNotPayable, "the order is still queued; pay once it is PENDING")
+	}
+	return Errorf(CodeNotPayable, "the order is %s and cannot be paid", status)
+}
+
+// Cancellable answers whether an order in status may be cancelled now: nil for PENDING only.
+func Cancellable(status string) error {
+	switch status {
+	case StatusPending:
+		return nil
+	case StatusQueued:
+		return Errorf(CodeNotCancellable, "the order is still QUEUED; it can be cancelled in a moment, once it is PENDING")
+	}
+	return Errorf(CodeNotCancellable, "the order is %s and cannot be cancelled", status)
+}

@@ -100,16 +100,7 @@ func (p *Purchases) Pay(ctx context.Context, userID int64, orderID string) (shop
 			return shop.OrderView{}, err
 		}
 	}
-	switch v.Status {
-	case shop.StatusPaid:
-		return v, nil
-	case shop.StatusExpired:
-		return v, shop.Errorf(shop.CodeExpired, "the payment window of this order has closed; its unit went back on sale")
-	case shop.StatusQueued:
-		return v, shop.Errorf(shop.CodeNotPayable, "the order is still queued; pay once it is PENDING")
-	default:
-		return v, shop.Errorf(shop.CodeNotPayable, "the order is %s and cannot be paid", v.Status)
-	}
+	return v, shop.PaidAnswer(v.Status)
 }
 
 // Cancel gives up a PENDING order of its shopper: it becomes CANCELLED and its unit goes back on
@@ -119,12 +110,8 @@ func (p *Purchases) Cancel(ctx context.Context, userID int64, orderID string) (s
 	if err != nil {
 		return shop.OrderView{}, err
 	}
-	switch v.Status {
-	case shop.StatusQueued:
-		return v, shop.Errorf(shop.CodeNotCancellable, "the order is still QUEUED; it can be cancelled in a moment, once it is PENDING")
-	case shop.StatusPending:
-	default:
-		return v, shop.Errorf(shop.CodeNotCancellable, "the order is %s and cannot be cancelled", v.Status)
+	if err := shop.Cancellable(v.Status); err != nil {
+		return v, err
 	}
 	rets, err := p.db.CancelOrder(ctx, store.Order{ID: v.OrderID, ItemID: v.ItemID}, userID)
 	if err != nil {
@@ -138,7 +125,7 @@ func (p *Purchases) Cancel(ctx context.Context, userID int64, orderID string) (s
 		return shop.OrderView{}, err
 	}
 	if v.Status != shop.StatusCancelled {
-		return v, shop.Errorf(shop.CodeNotCancellable, "the order is %s and cannot be cancelled", v.Status)
+		return v, shop.Errorf(shop.CodeNotCancellable, "the order is %s and cannot be cancelled", v.Status) // paid or expired meanwhile
 	}
 	return v, nil
 }
