@@ -49,50 +49,58 @@ func newReplyDropper(t *testing.T, redisAddr string, match []byte) *replyDropper
 				continue
 			}
 			var dropNext atomic.Bool
-			go func() {
-				defer r.Close()
-				buf := make([]byte, 64<<10)
-				for {
-					n, err := c.Read(buf)
-					if n > 0 {
-						if bytes.Contains(buf[:n], p.match) {
-							p.matched.Add(1)
-							if p.skip.Add(-1) >= 0 {
-								// let through
-							} else if d := p.drops.Load(); d < 0 || (d > 0 && p.drops.CompareAndSwap(d, d-1)) {
-								dropNext.Store(true) // before Redis can answer
-							}
-						}
-						if _, err := r.Write(buf[:n]); err != nil {
-							return
-						}
-					}
-					if err != nil {
-						return
-					}
-				}
-			}()
-			go func() {
-				defer c.Close()
-				buf := make([]byte, 64<<10)
-				for {
-					n, err := r.Read(buf)
-					if n > 0 {
-						if dropNext.Load() {
-							return // the reply is lost: the client reads EOF
-						}
-						if _, err := c.Write(buf[:n]); err != nil {
-							return
-						}
-					}
-					if err != nil {
-						return
-					}
-				}
-			}()
+			go p.forwardRequests(c, r, &dropNext)
+			go p.forwardReplies(r, c, &dropNext)
 		}
 	}()
 	return p
+}
+
+// forwardRequests forwards the client's requests (c) to Redis (r), and has the reply to a
+// request that matches dropped (dropNext) when its turn has come.
+func (p *replyDropper) forwardRequests(c, r net.Conn, dropNext *atomic.Bool) {
+	defer r.Close()
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := c.Read(buf)
+		if n > 0 {
+			if bytes.Contains(buf[:n], p.match) {
+				p.matched.Add(1)
+				if p.skip.Add(-1) >= 0 {
+					// let through
+				} else if d := p.drops.Load(); d < 0 || (d > 0 && p.drops.CompareAndSwap(d, d-1)) {
+					dropNext.Store(true) // before Redis can answer
+				}
+			}
+			if _, err := r.Write(buf[:n]); err != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// forwardReplies forwards Redis's replies (r) to the client (c), until one is to be dropped:
+// then it closes the client's connection instead.
+func (p *replyDropper) forwardReplies(r, c net.Conn, dropNext *atomic.Bool) {
+	defer c.Close()
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			if dropNext.Load() {
+				return // the reply is lost: the client reads EOF
+			}
+			if _, err := c.Write(buf[:n]); err != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 // adjustThroughDropper starts a Redis, a Stock on it (sales of k shards) and a second Stock
