@@ -19,6 +19,7 @@ import (
 	"github.com/flashsale/flashsale/services/auth"
 	"github.com/flashsale/flashsale/store"
 	"github.com/flashsale/flashsale/testenv"
+	"github.com/flashsale/flashsale/testenv/invariants"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -268,7 +269,7 @@ func (h *harness) checkInvariants(s saleIDs) {
 	h.mu.Lock()
 	acked := append([]string(nil), h.acked...)
 	h.mu.Unlock()
-	for _, err := range testenv.Invariants(context.Background(), h.app.DB, h.app.Redis, s.sale, acked) {
+	for _, err := range invariants.Check(context.Background(), h.app.DB, h.app.Redis, s.sale, acked) {
 		h.t.Errorf("invariant: %v", err)
 	}
 	// The same report as an operator gets it: `flashsale reconcile SALE_ID` exits 0.

@@ -23,7 +23,7 @@ import (
 //  5. no lost unit: no reservation is left in flight, and Redis's buyers are exactly the holders
 //     of live orders; Redis's reservation counter is not behind Postgres.
 //
-// Tests, the benchmark tool and fault scenarios all end with it (testenv.Invariants).
+// Tests, the benchmark tool and fault scenarios all end with it (testenv/invariants.Check).
 func Invariants(ctx context.Context, db *store.DB, stock *store.Stock, saleID int64, acked []string) []error {
 	var errs []error
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -4,8 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -13,29 +11,18 @@ import (
 
 	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
+	"github.com/flashsale/flashsale/testenv"
 )
 
-// unixRedis starts a redis-server of its own on a unix socket (testenv imports this package).
-func unixRedis(t *testing.T) redis.UniversalClient {
+// testRedis is a redis-server of the test's own (testenv.Redis) and a client of it.
+func testRedis(t *testing.T) redis.UniversalClient {
 	t.Helper()
-	bin, err := exec.LookPath("redis-server")
+	opt, err := redis.ParseURL(testenv.Redis(t).URL())
 	if err != nil {
-		t.Fatalf("redis-server not found (%v): run `make deps`", err)
-	}
-	sock := filepath.Join(t.TempDir(), "redis.sock")
-	cmd := exec.Command(bin, "--port", "0", "--unixsocket", sock, "--save", "", "--appendonly", "no")
-	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	rdb := redis.NewClient(&redis.Options{Network: "unix", Addr: sock})
+	rdb := redis.NewClient(opt)
 	t.Cleanup(func() { rdb.Close() })
-	for deadline := time.Now().Add(5 * time.Second); rdb.Ping(context.Background()).Err() != nil; {
-		if time.Now().After(deadline) {
-			t.Fatal("redis-server did not answer")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 	return rdb
 }
 
@@ -46,7 +33,7 @@ func unixRedis(t *testing.T) redis.UniversalClient {
 // others still marks them all at once.
 func TestKeeperLeavesALoadUnderWayAlone(t *testing.T) {
 	const k, sale = 3, int64(5)
-	rdb := unixRedis(t)
+	rdb := testRedis(t)
 	s := store.NewStock(rdb)
 	s.SetShardCounter(func(context.Context, int64) (int, error) { return k, nil })
 	ctx := context.Background()

@@ -21,6 +21,7 @@ import (
 	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 	"github.com/flashsale/flashsale/testenv"
+	"github.com/flashsale/flashsale/testenv/invariants"
 )
 
 // result is one row of the suite's table.
@@ -205,7 +206,7 @@ func (c *cluster) finish(t *testing.T, r *result, l *ledger, s sale) {
 		violation("flashsale reconcile: %v\n%s", err, out)
 	}
 	acked := l.ackedIDs()
-	for _, e := range testenv.Invariants(ctx, c.db, c.rdb, s.id, acked) {
+	for _, e := range invariants.Check(ctx, c.db, c.rdb, s.id, acked) {
 		violation("invariant: %v", e)
 	}
 	orders, err := c.orders(ctx, s.id)

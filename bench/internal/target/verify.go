@@ -12,7 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/flashsale/flashsale/store"
-	"github.com/flashsale/flashsale/testenv"
+	"github.com/flashsale/flashsale/testenv/invariants"
 )
 
 // Backends are the server's Postgres and Redis, opened by the tool to check its work.
@@ -134,7 +134,7 @@ func Verify(ctx context.Context, b *Backends, a *API, sales []*Sale, drainTimeou
 		if len(acked) > ackChunk {
 			acked = nil // checked below in chunks
 		}
-		for _, err := range testenv.Invariants(ctx, b.DB, b.Redis, s.SaleID, acked) {
+		for _, err := range invariants.Check(ctx, b.DB, b.Redis, s.SaleID, acked) {
 			rep.Violations = append(rep.Violations, fmt.Sprintf("sale %d: %v", s.SaleID, err))
 		}
 		if len(s.Acked) > ackChunk {
