@@ -50,7 +50,7 @@ func AdjMarkKeyOf(saleID int64, shard int, step string) string {
 // lost): the sale is then marked lost (fail closed) before Adjust returns, so that whatever
 // Redis took is replaced by a rebuild from Postgres, where the edit's transaction rolls back.
 //
-// A sharded sale takes the edit shard by shard (store/shards.go, adjustSharded).
+// A sharded sale takes the edit shard by shard (store/shardedit.go, adjustSharded).
 func (s *Stock) Adjust(ctx context.Context, a Adjustment) (AdjustResult, error) {
 	if a.ID == "" {
 		a.ID = newTransferID()
