@@ -2,30 +2,46 @@ package shop
 
 import "time"
 
-// Sale is a sale as the HTTP layer and the pages see it; they never see the store's rows.
+// Sale is a flash sale: a window of time in which its items sell, one unit per shopper (per sale
+// or per item), each unit paid within the payment window. The services decide on it, the store
+// keeps it, the pages show it; nobody outside the store sees a database row.
 type Sale struct {
 	ID                   int64
 	MerchantID           int64
 	Name                 string
 	StartsAt             time.Time
 	EndsAt               time.Time
+	CreatedAt            time.Time
 	PaymentWindowSeconds int
-	PurchaseLimit        string // "per-sale" or "per-item"
-	Currency             string // ISO 4217; prices are in its minor units
-	Description          string // "" when none
-	Paused               bool   // the merchant paused it: purchases answer 503 PAUSED
-	StockShards          int    // the Redis shards its stock is split into (1: not split)
+	PurchaseLimit        string      // "per-sale" or "per-item"
+	Currency             string      // ISO 4217; prices are in its minor units
+	Description          string      // "" when none
+	Paused               bool        // the merchant paused it: purchases answer 503 PAUSED
+	StockShards          int         // the Redis shards its stock is split into (1: not split)
+	Limits               *RateLimits // its own purchase-path rate limits; nil: DefaultRateLimits
+	Epoch                int64       // how often Redis was (re)built from Postgres for it; 0: never loaded
 	Items                []Item
+}
+
+// RateLimits are the sale's purchase-path rate limits, its own where set.
+func (s Sale) RateLimits() RateLimits {
+	if s.Limits != nil {
+		return *s.Limits
+	}
+	return DefaultRateLimits
 }
 
 // Item is one product of a Sale.
 type Item struct {
 	ID         int64
 	SaleID     int64
+	Position   int // its place in the sale, from 0
 	Name       string
 	PriceCents int64
 	Quantity   int
+	Sold       int    // units in live orders (PENDING or PAID)
 	ImageURL   string // "" when none
+	MaxSeq     int64  // the highest reservation number of it in Postgres
 }
 
 // Sale statuses as shoppers see them.
