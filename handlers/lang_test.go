@@ -134,55 +134,8 @@ func TestPagesNegotiateLanguage(t *testing.T) {
 	const orderID = "0b9f6a4e-2f6c-4c35-9d3b-3a1f0c9e7d11"
 	for _, path := range []string{"/", "/sales/42", "/orders", "/orders/" + orderID, "/sales/999", "/no/such/page"} {
 		t.Run(path, func(t *testing.T) {
-			for _, tc := range []struct {
-				get        langGet
-				wantLang   string
-				wantVary   bool
-				wantCookie string // the fs_lang Set-Cookie, "" for none
-			}{
-				{langGet{path: path}, "en", true, ""},
-				{langGet{path: path, acceptLanguage: "zh-CN,zh;q=0.9,en;q=0.8"}, "zh-CN", true, ""},
-				{langGet{path: path, acceptLanguage: "en-US,en;q=0.9"}, "en", true, ""},
-				// The cookie alone never changes the HTML: the script follows it to ?lang=.
-				{langGet{path: path, acceptLanguage: "en-US", cookie: "fs_lang=zh"}, "en", true, ""},
-				{langGet{path: path + "?lang=zh", acceptLanguage: "en-US"}, "zh-CN", false, "zh"},
-				{langGet{path: path + "?lang=en", acceptLanguage: "zh-CN"}, "en", false, "en"},
-				// Already remembered: nothing to set.
-				{langGet{path: path + "?lang=zh", cookie: "fs_lang=zh"}, "zh-CN", false, ""},
-				{langGet{path: path + "?lang=zh", cookie: "fs_lang=en"}, "zh-CN", false, "zh"},
-				// Not a language we serve: as if absent.
-				{langGet{path: path + "?lang=fr", acceptLanguage: "zh"}, "zh-CN", true, ""},
-				{langGet{path: path + "?lang=zh&lang=en", acceptLanguage: "en"}, "en", true, ""},
-			} {
-				w := tc.get.do(t, r)
-				if w.Code != http.StatusOK && w.Code != http.StatusNotFound {
-					t.Fatalf("%+v: status %d", tc.get, w.Code)
-				}
-				if got := htmlLang(t, w); got != tc.wantLang {
-					t.Errorf("%+v: <html lang> = %q, want %q", tc.get, got, tc.wantLang)
-				}
-				if got := varies(w); got != tc.wantVary {
-					t.Errorf("%+v: Vary %q, want Accept-Language in it: %v", tc.get, w.Header().Values("Vary"), tc.wantVary)
-				}
-				var cookie *http.Cookie
-				for _, c := range w.Result().Cookies() {
-					if c.Name == LangCookie {
-						cookie = c
-					}
-				}
-				if tc.wantCookie == "" {
-					if cookie != nil {
-						t.Errorf("%+v: Set-Cookie %s, want none", tc.get, cookie)
-					}
-					continue
-				}
-				if cookie == nil {
-					t.Fatalf("%+v: no %s cookie set, want %s", tc.get, LangCookie, tc.wantCookie)
-				}
-				if cookie.Value != tc.wantCookie || cookie.Path != "/" || cookie.MaxAge != 365*24*3600 ||
-					cookie.SameSite != http.SameSiteLaxMode || cookie.HttpOnly || cookie.Secure {
-					t.Errorf("%+v: Set-Cookie %s; want %s=%s, Path=/, a year, SameSite=Lax, readable by the script", tc.get, cookie, LangCookie, tc.wantCookie)
-				}
+			for _, tc := range langCases(path) {
+				checkLangAnswer(t, tc, tc.get.do(t, r))
 			}
 		})
 	}
@@ -190,6 +143,72 @@ func TestPagesNegotiateLanguage(t *testing.T) {
 	w := langGet{path: "/admin?lang=zh", acceptLanguage: "zh-CN"}.do(t, r)
 	if got := htmlLang(t, w); got != "en" || varies(w) || len(w.Result().Cookies()) != 0 {
 		t.Errorf("/admin: lang %q, Vary %q, cookies %v; want English, no Vary, no cookie", got, w.Header().Values("Vary"), w.Result().Cookies())
+	}
+}
+
+// langCase is a request for a shopper page and how its answer must be in language, Vary and cookie.
+type langCase struct {
+	get        langGet
+	wantLang   string
+	wantVary   bool
+	wantCookie string // the fs_lang Set-Cookie, "" for none
+}
+
+// langCases are the requests of path with every way of asking for a language.
+func langCases(path string) []langCase {
+	return []langCase{
+		{langGet{path: path}, "en", true, ""},
+		{langGet{path: path, acceptLanguage: "zh-CN,zh;q=0.9,en;q=0.8"}, "zh-CN", true, ""},
+		{langGet{path: path, acceptLanguage: "en-US,en;q=0.9"}, "en", true, ""},
+		// The cookie alone never changes the HTML: the script follows it to ?lang=.
+		{langGet{path: path, acceptLanguage: "en-US", cookie: "fs_lang=zh"}, "en", true, ""},
+		{langGet{path: path + "?lang=zh", acceptLanguage: "en-US"}, "zh-CN", false, "zh"},
+		{langGet{path: path + "?lang=en", acceptLanguage: "zh-CN"}, "en", false, "en"},
+		// Already remembered: nothing to set.
+		{langGet{path: path + "?lang=zh", cookie: "fs_lang=zh"}, "zh-CN", false, ""},
+		{langGet{path: path + "?lang=zh", cookie: "fs_lang=en"}, "zh-CN", false, "zh"},
+		// Not a language we serve: as if absent.
+		{langGet{path: path + "?lang=fr", acceptLanguage: "zh"}, "zh-CN", true, ""},
+		{langGet{path: path + "?lang=zh&lang=en", acceptLanguage: "en"}, "en", true, ""},
+	}
+}
+
+// checkLangAnswer checks the answer w to tc's request: a page, in the language, varying or not.
+func checkLangAnswer(t *testing.T, tc langCase, w *httptest.ResponseRecorder) {
+	t.Helper()
+	if w.Code != http.StatusOK && w.Code != http.StatusNotFound {
+		t.Fatalf("%+v: status %d", tc.get, w.Code)
+	}
+	if got := htmlLang(t, w); got != tc.wantLang {
+		t.Errorf("%+v: <html lang> = %q, want %q", tc.get, got, tc.wantLang)
+	}
+	if got := varies(w); got != tc.wantVary {
+		t.Errorf("%+v: Vary %q, want Accept-Language in it: %v", tc.get, w.Header().Values("Vary"), tc.wantVary)
+	}
+	checkLangCookie(t, tc, w)
+}
+
+// checkLangCookie checks the fs_lang cookie w sets: none, or tc's, for a year, to the script.
+func checkLangCookie(t *testing.T, tc langCase, w *httptest.ResponseRecorder) {
+	t.Helper()
+	var cookie *http.Cookie
+	for _, c := range w.Result().Cookies() {
+		if c.Name == LangCookie {
+			cookie = c
+		}
+	}
+	if tc.wantCookie == "" {
+		if cookie != nil {
+			t.Errorf("%+v: Set-Cookie %s, want none", tc.get, cookie)
+		}
+		return
+	}
+	if cookie == nil {
+		t.Fatalf("%+v: no %s cookie set, want %s", tc.get, LangCookie, tc.wantCookie)
+	}
+	if cookie.Value != tc.wantCookie || cookie.Path != "/" || cookie.MaxAge != 365*24*3600 ||
+		cookie.SameSite != http.SameSiteLaxMode || cookie.HttpOnly || cookie.Secure {
+		t.Errorf("%+v: Set-Cookie %s; want %s=%s, Path=/, a year, SameSite=Lax, readable by the script", tc.get, cookie, LangCookie, tc.wantCookie)
 	}
 }
 

@@ -117,67 +117,102 @@ const csvChunkWindow = 30 * time.Second
 // error after the first bytes can only cut the download short (the status is sent); it is
 // logged, and the file then lacks its last rows rather than claiming to be whole.
 func (a *API) AdminOrdersCSV(c *gin.Context) {
+	saleID, ok := a.exportableSale(c)
+	if !ok {
+		return
+	}
+	e := newCSVExport(c, saleID)
+	err := a.Orders.ExportOrders(c.Request.Context(), saleID, e.writeChunk)
+	a.endCSVExport(e, err)
+}
+
+// exportableSale is the sale of the path, when the caller owns it; otherwise it answers the
+// error and is not ok.
+func (a *API) exportableSale(c *gin.Context) (int64, bool) {
 	saleID, err := pathID(c, "saleId")
 	if err != nil {
 		Error(c, a.Log, err)
-		return
+		return 0, false
 	}
-	ctx := c.Request.Context()
-	if err := a.Orders.CheckSaleOwner(ctx, caller(c).UserID, saleID); err != nil {
+	if err := a.Orders.CheckSaleOwner(c.Request.Context(), caller(c).UserID, saleID); err != nil {
 		Error(c, a.Log, err)
-		return
+		return 0, false
 	}
-	w := csv.NewWriter(c.Writer)
-	rc := http.NewResponseController(c.Writer)
-	// extend gives the next chunk its window (see csvChunkWindow). A writer without deadlines
-	// (a test's recorder) answers ErrNotSupported: nothing to move there.
-	extend := func() { _ = rc.SetWriteDeadline(time.Now().Add(csvChunkWindow)) }
-	started := false
-	start := func() {
-		extend()
-		started = true
-		h := c.Writer.Header()
-		h.Set("Content-Type", "text/csv; charset=utf-8")
-		h.Set("Content-Disposition", fmt.Sprintf(`attachment; filename="sale-%d-orders.csv"`, saleID))
-		h.Set("Cache-Control", "no-store")
-		c.Status(http.StatusOK)
-		_ = w.Write(csvHeader)
+	return saleID, true
+}
+
+// csvExport writes one sale's orders as CSV to the client: the status and header row with the
+// first chunk (or at the end, for a sale without orders), then each chunk, flushed.
+type csvExport struct {
+	c       *gin.Context
+	saleID  int64
+	w       *csv.Writer
+	rc      *http.ResponseController
+	row     []string
+	started bool // the status and header row are sent
+}
+
+func newCSVExport(c *gin.Context, saleID int64) *csvExport {
+	return &csvExport{c: c, saleID: saleID, w: csv.NewWriter(c.Writer), rc: http.NewResponseController(c.Writer),
+		row: make([]string, len(csvHeader))}
+}
+
+// extend gives the next chunk its window (see csvChunkWindow). A writer without deadlines (a
+// test's recorder) answers ErrNotSupported: nothing to move there.
+func (e *csvExport) extend() { _ = e.rc.SetWriteDeadline(time.Now().Add(csvChunkWindow)) }
+
+// start sends the 200 with the file's headers, and the header row.
+func (e *csvExport) start() {
+	e.extend()
+	e.started = true
+	h := e.c.Writer.Header()
+	h.Set("Content-Type", "text/csv; charset=utf-8")
+	h.Set("Content-Disposition", fmt.Sprintf(`attachment; filename="sale-%d-orders.csv"`, e.saleID))
+	h.Set("Cache-Control", "no-store")
+	e.c.Status(http.StatusOK)
+	_ = e.w.Write(csvHeader)
+}
+
+// writeChunk writes a chunk of orders, one row each, and flushes them to the client.
+func (e *csvExport) writeChunk(orders []catalog.AdminOrder) error {
+	if !e.started {
+		e.start()
 	}
-	row := make([]string, len(csvHeader))
-	err = a.Orders.ExportOrders(ctx, saleID, func(orders []catalog.AdminOrder) error {
-		if !started {
-			start()
+	e.extend()
+	row := e.row
+	for _, o := range orders {
+		row[0], row[1], row[2], row[3], row[4] = o.OrderID, idString(o.ItemID), csvSafe(o.ItemName), idString(o.UserID), o.Status
+		row[5], row[6], row[7] = strconv.FormatInt(o.PriceCents, 10), csvSafe(o.Currency), rfc3339(o.CreatedAt)
+		row[8], row[9] = csvTime(o.PayBy), csvTime(o.PaidAt)
+		if err := e.w.Write(row); err != nil {
+			return err
 		}
-		extend()
-		for _, o := range orders {
-			row[0], row[1], row[2], row[3], row[4] = o.OrderID, idString(o.ItemID), csvSafe(o.ItemName), idString(o.UserID), o.Status
-			row[5], row[6], row[7] = strconv.FormatInt(o.PriceCents, 10), csvSafe(o.Currency), rfc3339(o.CreatedAt)
-			row[8], row[9] = csvTime(o.PayBy), csvTime(o.PaidAt)
-			if err := w.Write(row); err != nil {
-				return err
-			}
-		}
-		w.Flush()
-		if err := w.Error(); err != nil {
-			return err // the client went away
-		}
-		c.Writer.Flush()
-		return nil
-	})
+	}
+	e.w.Flush()
+	if err := e.w.Error(); err != nil {
+		return err // the client went away
+	}
+	e.c.Writer.Flush()
+	return nil
+}
+
+// endCSVExport ends the export as err says: an error answer when nothing was sent yet, a broken
+// download when rows were, else the rest of the file.
+func (a *API) endCSVExport(e *csvExport, err error) {
 	switch {
-	case err != nil && !started:
-		Error(c, a.Log, err) // nothing sent yet: an honest error answer
+	case err != nil && !e.started:
+		Error(e.c, a.Log, err) // nothing sent yet: an honest error answer
 	case err != nil:
 		// Rows were sent with a 200: abort the connection so the client sees a broken
 		// download, never a file that looks whole.
-		a.Log.Warn("orders export cut short", "sale", saleID, "err", err)
+		a.Log.Warn("orders export cut short", "sale", e.saleID, "err", err)
 		panic(http.ErrAbortHandler)
 	default:
-		if !started {
-			start() // a sale without orders: the header row alone
+		if !e.started {
+			e.start() // a sale without orders: the header row alone
 		}
-		w.Flush()
-		c.Writer.Flush()
+		e.w.Flush()
+		e.c.Writer.Flush()
 	}
 }
 

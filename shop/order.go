@@ -94,3 +94,20 @@ func Cancellable(status string) error {
 	}
 	return Errorf(CodeNotCancellable, "the order is %s and cannot be cancelled", status)
 }
+
+// Order is one unit bought: reserved at ReservedAt, in Postgres from CreatedAt, to be paid by
+// PayBy; PaidAt once paid, Failure when the database refused it.
+type Order struct {
+	ID         string
+	ItemID     int64
+	SaleID     int64
+	UserID     int64
+	Seq        int64
+	PerSale    bool
+	Status     string
+	ReservedAt time.Time
+	CreatedAt  time.Time
+	PayBy      time.Time
+	PaidAt     *time.Time
+	Failure    *string
+}

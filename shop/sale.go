@@ -144,3 +144,12 @@ type ItemInfo struct {
 	Limit    string // purchase limit
 	Found    bool   // false: no such item (remembered like a found one, for less time)
 }
+
+// User is an account: a shopper or a merchant (Role), with its bcrypt password hash.
+type User struct {
+	ID           int64
+	Username     string
+	PasswordHash string
+	Role         string
+	CreatedAt    time.Time
+}

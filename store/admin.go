@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/flashsale/flashsale/shop"
 	"github.com/redis/go-redis/v9"
 	"gorm.io/gorm"
 )
@@ -112,10 +113,10 @@ func (s *Stock) adjustShard(ctx context.Context, a Adjustment, sh int, step stri
 // the current sale (items in position order, with Sold) to edit, which returns the sale as it must
 // be (items with ID 0 are added), writes the difference, runs before (the Redis step; an error
 // rolls everything back) and commits. It returns the sale as stored.
-func (d *DB) EditSale(ctx context.Context, saleID int64, edit func(cur Sale) (Sale, error), before func(old, next Sale) error) (Sale, error) {
-	var out Sale
+func (d *DB) EditSale(ctx context.Context, saleID int64, edit func(cur shop.Sale) (shop.Sale, error), before func(old, next shop.Sale) error) (shop.Sale, error) {
+	var out shop.Sale
 	err := d.g.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		var cur Sale
+		var cur saleRow
 		if err := tx.Raw(`SELECT * FROM sales WHERE id = ? FOR NO KEY UPDATE`, saleID).Scan(&cur).Error; err != nil {
 			return err
 		}
@@ -126,10 +127,12 @@ func (d *DB) EditSale(ctx context.Context, saleID int64, edit func(cur Sale) (Sa
 			return err
 		}
 		sortItemsByPosition(cur.Items)
-		next, err := edit(cur)
+		old := cur.business()
+		edited, err := edit(old)
 		if err != nil {
 			return err
 		}
+		next := saleRowOf(edited)
 		if err := tx.Exec(`UPDATE sales SET name = ?, description = ?, starts_at = ?, ends_at = ?, payment_window_seconds = ?,
 				purchase_limit = ?, currency = ?, paused = ? WHERE id = ?`,
 			next.Name, next.Description, next.StartsAt, next.EndsAt, next.PaymentWindowSeconds, next.PurchaseLimit, next.Currency,
@@ -152,21 +155,21 @@ func (d *DB) EditSale(ctx context.Context, saleID int64, edit func(cur Sale) (Sa
 				return err
 			}
 		}
+		out = next.business()
 		if before != nil {
-			if err := before(cur, next); err != nil {
+			if err := before(old, out); err != nil {
 				return err
 			}
 		}
-		out = next
 		return nil
 	})
 	if err != nil {
-		return Sale{}, err
+		return shop.Sale{}, err
 	}
 	return out, nil
 }
 
-func sortItemsByPosition(items []Item) {
+func sortItemsByPosition(items []itemRow) {
 	for i := 1; i < len(items); i++ {
 		for j := i; j > 0 && items[j].Position < items[j-1].Position; j-- {
 			items[j], items[j-1] = items[j-1], items[j]

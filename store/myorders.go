@@ -9,6 +9,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/flashsale/flashsale/lua"
+	"github.com/flashsale/flashsale/shop"
 )
 
 // "My orders" lists a shopper's QUEUED orders (acknowledged, not yet written by the writer) from
@@ -113,11 +114,11 @@ func (r *heldRead) take(idx []int, cmds []*redis.Cmd) (noScript []int) {
 // SalesOpenSince lists, with their items (id, name, price), the sales that may hold a
 // reservation not yet written: those ending after endedAfter and starting before startsBefore,
 // by id, every one of them (read 500 at a time).
-func (d *DB) SalesOpenSince(ctx context.Context, endedAfter, startsBefore time.Time) ([]Sale, error) {
-	var out []Sale
+func (d *DB) SalesOpenSince(ctx context.Context, endedAfter, startsBefore time.Time) ([]shop.Sale, error) {
+	var out []shop.Sale
 	var after int64
 	for {
-		var page []Sale
+		var page []saleRow
 		err := d.g.WithContext(ctx).
 			Select("id", "name", "starts_at", "ends_at", "purchase_limit", "currency", "stock_shards").
 			Preload("Items", func(db *gorm.DB) *gorm.DB {
@@ -128,7 +129,7 @@ func (d *DB) SalesOpenSince(ctx context.Context, endedAfter, startsBefore time.T
 		if err != nil {
 			return nil, fmt.Errorf("sales open since %s: %w", endedAfter.Format(time.RFC3339), err)
 		}
-		out = append(out, page...)
+		out = append(out, salesOf(page)...)
 		if len(page) < 500 {
 			return out, nil
 		}

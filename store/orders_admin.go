@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"fmt"
+
+	"github.com/flashsale/flashsale/shop"
 )
 
 // SaleOrderFilter narrows the merchant's list of a sale's orders.
@@ -14,7 +16,7 @@ type SaleOrderFilter struct {
 // OrdersOfSale lists a sale's orders newest first (by reservation time, then id), after cursor
 // (nil: from the newest), at most limit; next is nil on the last page. Keyset paging: a page
 // costs the same however deep it is.
-func (d *DB) OrdersOfSale(ctx context.Context, saleID int64, f SaleOrderFilter, after *OrderCursor, limit int) ([]Order, *OrderCursor, error) {
+func (d *DB) OrdersOfSale(ctx context.Context, saleID int64, f SaleOrderFilter, after *OrderCursor, limit int) ([]shop.Order, *OrderCursor, error) {
 	q := `SELECT * FROM orders WHERE sale_id = ?`
 	args := []any{saleID}
 	if f.Status != "" {
@@ -31,7 +33,7 @@ func (d *DB) OrdersOfSale(ctx context.Context, saleID int64, f SaleOrderFilter, 
 	}
 	q += ` ORDER BY reserved_at DESC, id DESC LIMIT ?`
 	args = append(args, limit+1)
-	var out []Order
+	var out []shop.Order
 	if err := d.g.WithContext(ctx).Raw(q, args...).Scan(&out).Error; err != nil {
 		return nil, nil, fmt.Errorf("orders of sale %d: %w", saleID, err)
 	}
@@ -45,7 +47,7 @@ func (d *DB) OrdersOfSale(ctx context.Context, saleID int64, f SaleOrderFilter, 
 
 // ExportOrder is one row of a sale's order export.
 type ExportOrder struct {
-	Order
+	shop.Order
 	ItemName   string
 	PriceCents int64
 	Currency   string

@@ -4,24 +4,26 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/flashsale/flashsale/shop"
 )
 
 // OrderByID loads one order.
-func (d *DB) OrderByID(ctx context.Context, id string) (Order, error) {
-	var o Order
+func (d *DB) OrderByID(ctx context.Context, id string) (shop.Order, error) {
+	var o shop.Order
 	err := d.g.WithContext(ctx).Raw(`SELECT * FROM orders WHERE id = ?::uuid`, id).Scan(&o).Error
 	if err != nil {
-		return Order{}, fmt.Errorf("order %s: %w", id, err)
+		return shop.Order{}, fmt.Errorf("order %s: %w", id, err)
 	}
 	if o.ID == "" {
-		return Order{}, ErrNotFound
+		return shop.Order{}, ErrNotFound
 	}
 	return o, nil
 }
 
 // OrderDetail is an order with what its shopper needs to recognise it.
 type OrderDetail struct {
-	Order
+	shop.Order
 	ItemName   string
 	PriceCents int64
 	Currency   string

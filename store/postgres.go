@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/flashsale/flashsale/shop"
 	"github.com/jackc/pgx/v5/pgconn"
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
@@ -24,17 +25,8 @@ var (
 	ErrRefused  = errors.New("refused by a database constraint")
 )
 
-// User is a row of users.
-type User struct {
-	ID           int64
-	Username     string
-	PasswordHash string
-	Role         string
-	CreatedAt    time.Time
-}
-
-// Sale is a row of sales.
-type Sale struct {
+// saleRow is a row of sales; it never leaves this package (rows.go converts it to and from shop.Sale).
+type saleRow struct {
 	ID         int64
 	MerchantID int64
 	Name       string
@@ -47,15 +39,15 @@ type Sale struct {
 	PaymentWindowSeconds int
 	PurchaseLimit        string // shop.LimitPerSale or shop.LimitPerItem
 	Currency             string
-	Description          *string // optional, at most 2,000 characters
-	Paused               bool    // purchases and purchase tokens answer 503 PAUSED
-	StockShards          int     // the Redis stock shards of the sale, fixed at its creation (0 on create: 1)
-	RedisEpoch           int64   `gorm:"->"` // bumped by rebuilds only
-	Items                []Item  `gorm:"foreignKey:SaleID"`
+	Description          *string   // optional, at most 2,000 characters
+	Paused               bool      // purchases and purchase tokens answer 503 PAUSED
+	StockShards          int       // the Redis stock shards of the sale, fixed at its creation (0 on create: 1)
+	RedisEpoch           int64     `gorm:"->"` // bumped by rebuilds only
+	Items                []itemRow `gorm:"foreignKey:SaleID"`
 }
 
-// Item is a row of items: one product of a sale with its quantity and units sold.
-type Item struct {
+// itemRow is a row of items: one product of a sale with its quantity and units sold.
+type itemRow struct {
 	ID         int64
 	SaleID     int64
 	Position   int
@@ -65,22 +57,6 @@ type Item struct {
 	Sold       int
 	ImageURL   *string // optional, https only
 	MaxSeq     int64   `gorm:"->"` // written by the writer only
-}
-
-// Order is a row of orders.
-type Order struct {
-	ID         string
-	ItemID     int64
-	SaleID     int64
-	UserID     int64
-	Seq        int64
-	PerSale    bool
-	Status     string
-	ReservedAt time.Time
-	CreatedAt  time.Time
-	PayBy      time.Time
-	PaidAt     *time.Time
-	Failure    *string
 }
 
 // DB is the Postgres store, the source of truth.
@@ -143,7 +119,7 @@ func isConstraint(err error) bool {
 }
 
 // CreateUser inserts a user; a taken username is ErrConflict.
-func (d *DB) CreateUser(ctx context.Context, u *User) error {
+func (d *DB) CreateUser(ctx context.Context, u *shop.User) error {
 	err := d.g.WithContext(ctx).Create(u).Error
 	if isUniqueViolation(err) {
 		return ErrConflict
@@ -169,20 +145,22 @@ func (d *DB) UsernameByID(ctx context.Context, id int64) (string, error) {
 }
 
 // UserByName finds a user by username, case-insensitively (the unique index users_username_lower).
-func (d *DB) UserByName(ctx context.Context, name string) (User, error) {
-	var u User
+func (d *DB) UserByName(ctx context.Context, name string) (shop.User, error) {
+	var u shop.User
 	err := d.g.WithContext(ctx).Where("lower(username) = lower(?)", name).Take(&u).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return User{}, ErrNotFound
+		return shop.User{}, ErrNotFound
 	}
 	if err != nil {
-		return User{}, fmt.Errorf("user %q: %w", name, err)
+		return shop.User{}, fmt.Errorf("user %q: %w", name, err)
 	}
 	return u, nil
 }
 
-// CreateSale inserts a sale and its items (positions in the order given) in one transaction.
-func (d *DB) CreateSale(ctx context.Context, s *Sale) error {
+// CreateSale inserts a sale and its items (positions in the order given) in one transaction, and
+// returns it as stored, ids set.
+func (d *DB) CreateSale(ctx context.Context, sale shop.Sale) (shop.Sale, error) {
+	s := saleRowOf(sale)
 	if s.StockShards < 1 {
 		s.StockShards = 1
 	}
@@ -190,25 +168,25 @@ func (d *DB) CreateSale(ctx context.Context, s *Sale) error {
 		s.Items[i].Position = i
 	}
 	err := d.g.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		return tx.Create(s).Error
+		return tx.Create(&s).Error
 	})
 	if err != nil {
-		return fmt.Errorf("create sale: %w", err)
+		return shop.Sale{}, fmt.Errorf("create sale: %w", err)
 	}
-	return nil
+	return s.business(), nil
 }
 
 // SaleByID loads a sale with its items in position order.
-func (d *DB) SaleByID(ctx context.Context, id int64) (Sale, error) {
-	var s Sale
+func (d *DB) SaleByID(ctx context.Context, id int64) (shop.Sale, error) {
+	var s saleRow
 	err := d.g.WithContext(ctx).Preload("Items", func(db *gorm.DB) *gorm.DB { return db.Order("position") }).Take(&s, id).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return Sale{}, ErrNotFound
+		return shop.Sale{}, ErrNotFound
 	}
 	if err != nil {
-		return Sale{}, fmt.Errorf("sale %d: %w", id, err)
+		return shop.Sale{}, fmt.Errorf("sale %d: %w", id, err)
 	}
-	return s, nil
+	return s.business(), nil
 }
 
 // SaleCursor is a position in the list of sales by start time.
@@ -232,8 +210,8 @@ func DecodeSaleCursor(s string) (SaleCursor, bool) {
 
 // SalesEndingAfter lists the sales not ended at t, soonest first, with their items: a page of at
 // most limit after the cursor (nil: from the first); next is nil on the last page.
-func (d *DB) SalesEndingAfter(ctx context.Context, t time.Time, after *SaleCursor, limit int) ([]Sale, *SaleCursor, error) {
-	var out []Sale
+func (d *DB) SalesEndingAfter(ctx context.Context, t time.Time, after *SaleCursor, limit int) ([]shop.Sale, *SaleCursor, error) {
+	var out []saleRow
 	q := d.g.WithContext(ctx).Preload("Items", func(db *gorm.DB) *gorm.DB { return db.Order("position") }).
 		Where("ends_at > ?", t)
 	if after != nil {
@@ -244,15 +222,15 @@ func (d *DB) SalesEndingAfter(ctx context.Context, t time.Time, after *SaleCurso
 		return nil, nil, fmt.Errorf("sales: %w", err)
 	}
 	if len(out) <= limit {
-		return out, nil, nil
+		return salesOf(out), nil, nil
 	}
 	out = out[:limit]
 	last := out[limit-1]
-	return out, &SaleCursor{StartsAt: last.StartsAt, ID: last.ID}, nil
+	return salesOf(out), &SaleCursor{StartsAt: last.StartsAt, ID: last.ID}, nil
 }
 
 // EachSaleEndingAfter calls fn with every sale not ended at t, a page at a time.
-func (d *DB) EachSaleEndingAfter(ctx context.Context, t time.Time, fn func([]Sale) error) error {
+func (d *DB) EachSaleEndingAfter(ctx context.Context, t time.Time, fn func([]shop.Sale) error) error {
 	var after *SaleCursor
 	for {
 		page, next, err := d.SalesEndingAfter(ctx, t, after, 500)
@@ -270,26 +248,26 @@ func (d *DB) EachSaleEndingAfter(ctx context.Context, t time.Time, fn func([]Sal
 }
 
 // SalesByMerchant lists a merchant's sales, newest first.
-func (d *DB) SalesByMerchant(ctx context.Context, merchantID int64, limit int) ([]Sale, error) {
-	var out []Sale
+func (d *DB) SalesByMerchant(ctx context.Context, merchantID int64, limit int) ([]shop.Sale, error) {
+	var out []saleRow
 	err := d.g.WithContext(ctx).Where("merchant_id = ?", merchantID).Order("id DESC").Limit(limit).Find(&out).Error
 	if err != nil {
 		return nil, fmt.Errorf("sales of merchant %d: %w", merchantID, err)
 	}
-	return out, nil
+	return salesOf(out), nil
 }
 
 // ItemByID loads one item.
-func (d *DB) ItemByID(ctx context.Context, id int64) (Item, error) {
-	var it Item
+func (d *DB) ItemByID(ctx context.Context, id int64) (shop.Item, error) {
+	var it itemRow
 	err := d.g.WithContext(ctx).Take(&it, id).Error
 	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return Item{}, ErrNotFound
+		return shop.Item{}, ErrNotFound
 	}
 	if err != nil {
-		return Item{}, fmt.Errorf("item %d: %w", id, err)
+		return shop.Item{}, fmt.Errorf("item %d: %w", id, err)
 	}
-	return it, nil
+	return it.business(), nil
 }
 
 // LiveBuyers lists the users holding a live order (PENDING or PAID) of an item.

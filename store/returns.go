@@ -71,12 +71,12 @@ func (d *DB) ExpireDue(ctx context.Context, limit int) ([]StockReturn, error) {
 
 // ExpireOrder expires one PENDING order if its deadline has passed (a shopper paying too late
 // sees the state the answer names).
-func (d *DB) ExpireOrder(ctx context.Context, o Order) ([]StockReturn, error) {
+func (d *DB) ExpireOrder(ctx context.Context, o shop.Order) ([]StockReturn, error) {
 	return d.endOrders(ctx, shop.StatusExpired, []int64{o.ItemID}, `SELECT id FROM orders WHERE id = ?::uuid AND status = 'PENDING' AND pay_by <= now() FOR UPDATE`, o.ID)
 }
 
 // CancelOrder cancels a PENDING order of userID; the result is empty if it was not PENDING.
-func (d *DB) CancelOrder(ctx context.Context, o Order, userID int64) ([]StockReturn, error) {
+func (d *DB) CancelOrder(ctx context.Context, o shop.Order, userID int64) ([]StockReturn, error) {
 	return d.endOrders(ctx, shop.StatusCancelled, []int64{o.ItemID}, `SELECT id FROM orders WHERE id = ?::uuid AND user_id = ? AND status = 'PENDING' FOR UPDATE`, o.ID, userID)
 }
 

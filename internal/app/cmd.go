@@ -19,6 +19,7 @@ import (
 	"github.com/flashsale/flashsale/services/auth"
 	"github.com/flashsale/flashsale/services/faults"
 	"github.com/flashsale/flashsale/services/pipeline"
+	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 	"github.com/flashsale/flashsale/web"
 )
@@ -357,7 +358,7 @@ func waitForQueue(ctx context.Context, cfg Config, wait time.Duration, stdout io
 // recentSales lists the sales not ended over a day ago.
 func recentSales(ctx context.Context, db *store.DB) ([]int64, error) {
 	var ids []int64
-	err := db.EachSaleEndingAfter(ctx, time.Now().Add(-24*time.Hour), func(page []store.Sale) error {
+	err := db.EachSaleEndingAfter(ctx, time.Now().Add(-24*time.Hour), func(page []shop.Sale) error {
 		for _, s := range page {
 			ids = append(ids, s.ID)
 		}

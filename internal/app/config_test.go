@@ -10,79 +10,29 @@ import (
 )
 
 func TestConfig(t *testing.T) {
-	prodOK := map[string]string{"FLASHSALE_ENV": "production", "FLASHSALE_JWT_SECRET": "a-production-secret-of-some-length"}
-	with := func(base map[string]string, kv ...string) map[string]string {
-		m := map[string]string{}
-		for k, v := range base {
-			m[k] = v
-		}
-		for i := 0; i+1 < len(kv); i += 2 {
-			m[kv[i]] = kv[i+1]
-		}
-		return m
-	}
-	cases := []struct {
-		name    string
-		env     map[string]string
-		wantErr string // empty: no error
+	for _, group := range []struct {
+		name  string
+		cases []configCase
 	}{
-		{"defaults", nil, ""},
-		{"production with its own secret", prodOK, ""},
-		{"production refuses the test captcha", with(prodOK, "FLASHSALE_CAPTCHA", "test"), "FLASHSALE_CAPTCHA=test is refused"},
-		{"production refuses rate limits off", with(prodOK, "FLASHSALE_RATE_LIMITS", "off"), "FLASHSALE_RATE_LIMITS=off is refused"},
-		{"production refuses the development secret", map[string]string{"FLASHSALE_ENV": "production"}, "development secret is refused"},
-		{"production refuses the demo seed", with(prodOK, "FLASHSALE_DEMO", "1"), "FLASHSALE_DEMO=1 is refused"},
-		{"production refuses interval fsync", with(prodOK, "FLASHSALE_NATS_SYNC", "interval"), "FLASHSALE_NATS_SYNC=interval is refused"},
-		{"production refuses a fault hook", with(prodOK, "FLASHSALE_FAULT", "after-reserve:kill"), "FLASHSALE_FAULT is refused"},
-		{"production refuses a clock skew", with(prodOK, "FLASHSALE_CLOCK_SKEW", "2s"), "FLASHSALE_CLOCK_SKEW is refused"},
-		{"development allows a fault hook", map[string]string{"FLASHSALE_FAULT": "writer-after-commit:kill@3"}, ""},
-		{"development allows a clock skew", map[string]string{"FLASHSALE_CLOCK_SKEW": "-2s"}, ""},
-		{"unknown fault step", map[string]string{"FLASHSALE_FAULT": "before-lunch:kill"}, "unknown step"},
-		{"unknown fault action", map[string]string{"FLASHSALE_FAULT": "after-reserve:explode"}, "kill or stop"},
-		{"bad fault occurrence", map[string]string{"FLASHSALE_FAULT": "after-reserve:kill@0"}, "positive integer"},
-		{"bad clock skew", map[string]string{"FLASHSALE_CLOCK_SKEW": "soon"}, "FLASHSALE_CLOCK_SKEW"},
-		{"writer linger off", map[string]string{"FLASHSALE_WRITER_LINGER": "0s"}, ""},
-		{"writer linger negative", map[string]string{"FLASHSALE_WRITER_LINGER": "-1ms"}, "FLASHSALE_WRITER_LINGER"},
-		{"writer linger too long", map[string]string{"FLASHSALE_WRITER_LINGER": "2s"}, "FLASHSALE_WRITER_LINGER"},
-		{"writer linger not a duration", map[string]string{"FLASHSALE_WRITER_LINGER": "soon"}, "FLASHSALE_WRITER_LINGER"},
-		{"development allows interval fsync", map[string]string{"FLASHSALE_NATS_SYNC": "interval"}, ""},
-		{"publish timeout past the duplicate window", map[string]string{"FLASHSALE_PUBLISH_TIMEOUT": "2m"}, "duplicate window"},
-		{"publish timeout for a NATS cluster", map[string]string{"FLASHSALE_PUBLISH_TIMEOUT": "15s"}, ""},
-		{"payment window over a day", map[string]string{"FLASHSALE_PAY_WINDOW": "25h"}, "FLASHSALE_PAY_WINDOW"},
-		{"credentials file without an external NATS", map[string]string{"FLASHSALE_NATS_CREDS": "/etc/nats/user.creds"}, "FLASHSALE_NATS_CREDS is for an external NATS"},
-		{"unknown env", map[string]string{"FLASHSALE_ENV": "staging"}, "FLASHSALE_ENV"},
-		{"bad duration", map[string]string{"FLASHSALE_PAY_WINDOW": "ten minutes"}, "FLASHSALE_PAY_WINDOW"},
-		{"negative duration", map[string]string{"FLASHSALE_PURCHASE_TOKEN_TTL": "-1s"}, "FLASHSALE_PURCHASE_TOKEN_TTL"},
-		{"bad number", map[string]string{"FLASHSALE_WRITER_BATCH": "0"}, "FLASHSALE_WRITER_BATCH"},
-		{"bad switch", map[string]string{"FLASHSALE_RATE_LIMITS": "maybe"}, "FLASHSALE_RATE_LIMITS"},
-		{"unknown captcha", map[string]string{"FLASHSALE_CAPTCHA": "recaptcha"}, "FLASHSALE_CAPTCHA"},
-		{"short secret", map[string]string{"FLASHSALE_JWT_SECRET": "short"}, "at least 32 bytes"},
-		// Issue 18, item 8: RFC 7518 wants 32 bytes for HS256, and the published development
-		// secret is taken only on loopback.
-		{"31-byte secret", map[string]string{"FLASHSALE_JWT_SECRET": strings.Repeat("s", 31)}, "at least 32 bytes"},
-		{"31-byte secret in production", with(prodOK, "FLASHSALE_JWT_SECRET", strings.Repeat("s", 31)), "at least 32 bytes"},
-		{"32-byte secret", map[string]string{"FLASHSALE_JWT_SECRET": strings.Repeat("s", 32)}, ""},
-		{"development secret on every interface", map[string]string{"FLASHSALE_ADDR": "0.0.0.0:8080"}, "not a loopback address"},
-		{"development secret on every interface, no host", map[string]string{"FLASHSALE_ADDR": ":8080"}, "not a loopback address"},
-		{"development secret on every IPv6 interface", map[string]string{"FLASHSALE_ADDR": "[::]:8080"}, "not a loopback address"},
-		{"development secret on a private address", map[string]string{"FLASHSALE_ADDR": "10.1.2.3:8080"}, "not a loopback address"},
-		{"development secret on a host name", map[string]string{"FLASHSALE_ADDR": "shop.example.com:8080"}, "not a loopback address"},
-		{"development secret on a malformed address", map[string]string{"FLASHSALE_ADDR": "8080"}, "not a loopback address"},
-		{"development secret on IPv4-mapped 0.0.0.0", map[string]string{"FLASHSALE_ADDR": "[::ffff:0.0.0.0]:8080"}, "not a loopback address"},
-		{"development secret on 127.0.0.1", map[string]string{"FLASHSALE_ADDR": "127.0.0.1:8080"}, ""},
-		{"development secret on 127.0.0.2", map[string]string{"FLASHSALE_ADDR": "127.0.0.2:0"}, ""},
-		{"development secret on ::1", map[string]string{"FLASHSALE_ADDR": "[::1]:8080"}, ""},
-		{"development secret on localhost", map[string]string{"FLASHSALE_ADDR": "localhost:8080"}, ""},
-		{"own secret on every interface", map[string]string{"FLASHSALE_ADDR": "0.0.0.0:8080", "FLASHSALE_JWT_SECRET": strings.Repeat("s", 32)}, ""},
-		{"production on every interface", with(prodOK, "FLASHSALE_ADDR", "0.0.0.0:8080"), ""},
-		// Issue 18, item 10: a trusted proxy that gin cannot read is refused, by name.
-		{"trusted proxies by address and range", map[string]string{"FLASHSALE_TRUSTED_PROXIES": "172.28.0.10, 10.0.0.0/8,::1,2001:db8::/32"}, ""},
-		{"trusted proxies with a stray comma", map[string]string{"FLASHSALE_TRUSTED_PROXIES": "172.28.0.10,"}, ""},
-		{"trusted proxy by host name", map[string]string{"FLASHSALE_TRUSTED_PROXIES": "127.0.0.1,nginx"}, `"nginx" is neither an IP address nor a CIDR range`},
-		{"trusted proxy with a port", map[string]string{"FLASHSALE_TRUSTED_PROXIES": "172.28.0.10:80"}, `"172.28.0.10:80"`},
-		{"trusted proxy range out of bounds", map[string]string{"FLASHSALE_TRUSTED_PROXIES": "10.0.0.0/33"}, `"10.0.0.0/33"`},
-		{"trusted proxy address out of bounds", map[string]string{"FLASHSALE_TRUSTED_PROXIES": "10.0.0.256"}, `"10.0.0.256"`},
+		{"production and development", productionConfigCases},
+		{"fault hooks", faultHookConfigCases},
+		{"settings", settingConfigCases},
+		{"secret and address", secretConfigCases},
+		{"trusted proxies", trustedProxyConfigCases},
+	} {
+		t.Run(group.name, func(t *testing.T) { checkConfigCases(t, group.cases) })
 	}
+}
+
+// configCase is an environment and the error LoadConfig must answer it with.
+type configCase struct {
+	name    string
+	env     map[string]string
+	wantErr string // empty: no error
+}
+
+// checkConfigCases loads each case's environment and checks the error, or its absence.
+func checkConfigCases(t *testing.T, cases []configCase) {
 	for _, c := range cases {
 		_, err := LoadConfig(func(k string) string { return c.env[k] })
 		switch {
@@ -92,6 +42,97 @@ func TestConfig(t *testing.T) {
 			t.Errorf("%s: got error %v, want one mentioning %q", c.name, err, c.wantErr)
 		}
 	}
+}
+
+// prodOK is a production environment LoadConfig takes.
+var prodOK = map[string]string{"FLASHSALE_ENV": "production", "FLASHSALE_JWT_SECRET": "a-production-secret-of-some-length"}
+
+// withEnv is base with the pairs of kv set.
+func withEnv(base map[string]string, kv ...string) map[string]string {
+	m := map[string]string{}
+	for k, v := range base {
+		m[k] = v
+	}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	return m
+}
+
+// productionConfigCases: production refuses what is for development only.
+var productionConfigCases = []configCase{
+	{"defaults", nil, ""},
+	{"production with its own secret", prodOK, ""},
+	{"production refuses the test captcha", withEnv(prodOK, "FLASHSALE_CAPTCHA", "test"), "FLASHSALE_CAPTCHA=test is refused"},
+	{"production refuses rate limits off", withEnv(prodOK, "FLASHSALE_RATE_LIMITS", "off"), "FLASHSALE_RATE_LIMITS=off is refused"},
+	{"production refuses the development secret", map[string]string{"FLASHSALE_ENV": "production"}, "development secret is refused"},
+	{"production refuses the demo seed", withEnv(prodOK, "FLASHSALE_DEMO", "1"), "FLASHSALE_DEMO=1 is refused"},
+	{"production refuses interval fsync", withEnv(prodOK, "FLASHSALE_NATS_SYNC", "interval"), "FLASHSALE_NATS_SYNC=interval is refused"},
+	{"production refuses a fault hook", withEnv(prodOK, "FLASHSALE_FAULT", "after-reserve:kill"), "FLASHSALE_FAULT is refused"},
+	{"production refuses a clock skew", withEnv(prodOK, "FLASHSALE_CLOCK_SKEW", "2s"), "FLASHSALE_CLOCK_SKEW is refused"},
+	{"development allows a fault hook", map[string]string{"FLASHSALE_FAULT": "writer-after-commit:kill@3"}, ""},
+	{"development allows a clock skew", map[string]string{"FLASHSALE_CLOCK_SKEW": "-2s"}, ""},
+}
+
+// faultHookConfigCases: FLASHSALE_FAULT is read strictly.
+var faultHookConfigCases = []configCase{
+	{"unknown fault step", map[string]string{"FLASHSALE_FAULT": "before-lunch:kill"}, "unknown step"},
+	{"unknown fault action", map[string]string{"FLASHSALE_FAULT": "after-reserve:explode"}, "kill or stop"},
+	{"bad fault occurrence", map[string]string{"FLASHSALE_FAULT": "after-reserve:kill@0"}, "positive integer"},
+}
+
+// settingConfigCases: every other setting is checked for its kind and bounds.
+var settingConfigCases = []configCase{
+	{"bad clock skew", map[string]string{"FLASHSALE_CLOCK_SKEW": "soon"}, "FLASHSALE_CLOCK_SKEW"},
+	{"writer linger off", map[string]string{"FLASHSALE_WRITER_LINGER": "0s"}, ""},
+	{"writer linger negative", map[string]string{"FLASHSALE_WRITER_LINGER": "-1ms"}, "FLASHSALE_WRITER_LINGER"},
+	{"writer linger too long", map[string]string{"FLASHSALE_WRITER_LINGER": "2s"}, "FLASHSALE_WRITER_LINGER"},
+	{"writer linger not a duration", map[string]string{"FLASHSALE_WRITER_LINGER": "soon"}, "FLASHSALE_WRITER_LINGER"},
+	{"development allows interval fsync", map[string]string{"FLASHSALE_NATS_SYNC": "interval"}, ""},
+	{"publish timeout past the duplicate window", map[string]string{"FLASHSALE_PUBLISH_TIMEOUT": "2m"}, "duplicate window"},
+	{"publish timeout for a NATS cluster", map[string]string{"FLASHSALE_PUBLISH_TIMEOUT": "15s"}, ""},
+	{"payment window over a day", map[string]string{"FLASHSALE_PAY_WINDOW": "25h"}, "FLASHSALE_PAY_WINDOW"},
+	{"credentials file without an external NATS", map[string]string{"FLASHSALE_NATS_CREDS": "/etc/nats/user.creds"}, "FLASHSALE_NATS_CREDS is for an external NATS"},
+	{"unknown env", map[string]string{"FLASHSALE_ENV": "staging"}, "FLASHSALE_ENV"},
+	{"bad duration", map[string]string{"FLASHSALE_PAY_WINDOW": "ten minutes"}, "FLASHSALE_PAY_WINDOW"},
+	{"negative duration", map[string]string{"FLASHSALE_PURCHASE_TOKEN_TTL": "-1s"}, "FLASHSALE_PURCHASE_TOKEN_TTL"},
+	{"bad number", map[string]string{"FLASHSALE_WRITER_BATCH": "0"}, "FLASHSALE_WRITER_BATCH"},
+	{"bad switch", map[string]string{"FLASHSALE_RATE_LIMITS": "maybe"}, "FLASHSALE_RATE_LIMITS"},
+	{"unknown captcha", map[string]string{"FLASHSALE_CAPTCHA": "recaptcha"}, "FLASHSALE_CAPTCHA"},
+}
+
+// secretConfigCases: the JWT secret's length, and where the development secret may listen.
+var secretConfigCases = []configCase{
+	{"short secret", map[string]string{"FLASHSALE_JWT_SECRET": "short"}, "at least 32 bytes"},
+	// Issue 18, item 8: RFC 7518 wants 32 bytes for HS256, and the published development
+	// secret is taken only on loopback.
+	{"31-byte secret", map[string]string{"FLASHSALE_JWT_SECRET": strings.Repeat("s", 31)}, "at least 32 bytes"},
+	{"31-byte secret in production", withEnv(prodOK, "FLASHSALE_JWT_SECRET", strings.Repeat("s", 31)), "at least 32 bytes"},
+	{"32-byte secret", map[string]string{"FLASHSALE_JWT_SECRET": strings.Repeat("s", 32)}, ""},
+	{"development secret on every interface", map[string]string{"FLASHSALE_ADDR": "0.0.0.0:8080"}, "not a loopback address"},
+	{"development secret on every interface, no host", map[string]string{"FLASHSALE_ADDR": ":8080"}, "not a loopback address"},
+	{"development secret on every IPv6 interface", map[string]string{"FLASHSALE_ADDR": "[::]:8080"}, "not a loopback address"},
+	{"development secret on a private address", map[string]string{"FLASHSALE_ADDR": "10.1.2.3:8080"}, "not a loopback address"},
+	{"development secret on a host name", map[string]string{"FLASHSALE_ADDR": "shop.example.com:8080"}, "not a loopback address"},
+	{"development secret on a malformed address", map[string]string{"FLASHSALE_ADDR": "8080"}, "not a loopback address"},
+	{"development secret on IPv4-mapped 0.0.0.0", map[string]string{"FLASHSALE_ADDR": "[::ffff:0.0.0.0]:8080"}, "not a loopback address"},
+	{"development secret on 127.0.0.1", map[string]string{"FLASHSALE_ADDR": "127.0.0.1:8080"}, ""},
+	{"development secret on 127.0.0.2", map[string]string{"FLASHSALE_ADDR": "127.0.0.2:0"}, ""},
+	{"development secret on ::1", map[string]string{"FLASHSALE_ADDR": "[::1]:8080"}, ""},
+	{"development secret on localhost", map[string]string{"FLASHSALE_ADDR": "localhost:8080"}, ""},
+	{"own secret on every interface", map[string]string{"FLASHSALE_ADDR": "0.0.0.0:8080", "FLASHSALE_JWT_SECRET": strings.Repeat("s", 32)}, ""},
+	{"production on every interface", withEnv(prodOK, "FLASHSALE_ADDR", "0.0.0.0:8080"), ""},
+}
+
+// trustedProxyConfigCases: FLASHSALE_TRUSTED_PROXIES is addresses and ranges only.
+var trustedProxyConfigCases = []configCase{
+	// Issue 18, item 10: a trusted proxy that gin cannot read is refused, by name.
+	{"trusted proxies by address and range", map[string]string{"FLASHSALE_TRUSTED_PROXIES": "172.28.0.10, 10.0.0.0/8,::1,2001:db8::/32"}, ""},
+	{"trusted proxies with a stray comma", map[string]string{"FLASHSALE_TRUSTED_PROXIES": "172.28.0.10,"}, ""},
+	{"trusted proxy by host name", map[string]string{"FLASHSALE_TRUSTED_PROXIES": "127.0.0.1,nginx"}, `"nginx" is neither an IP address nor a CIDR range`},
+	{"trusted proxy with a port", map[string]string{"FLASHSALE_TRUSTED_PROXIES": "172.28.0.10:80"}, `"172.28.0.10:80"`},
+	{"trusted proxy range out of bounds", map[string]string{"FLASHSALE_TRUSTED_PROXIES": "10.0.0.0/33"}, `"10.0.0.0/33"`},
+	{"trusted proxy address out of bounds", map[string]string{"FLASHSALE_TRUSTED_PROXIES": "10.0.0.256"}, `"10.0.0.256"`},
 }
 
 // Issue 18, item 10: a bad FLASHSALE_TRUSTED_PROXIES entry stops the server before it serves

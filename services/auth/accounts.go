@@ -121,30 +121,30 @@ func (a *Auth) Register(ctx context.Context, username, password, captchaID, answ
 
 // AddUser creates an account with the given role (merchants come from the command line or the
 // development seed, never from the public API).
-func (a *Auth) AddUser(ctx context.Context, username, password, role string) (store.User, error) {
+func (a *Auth) AddUser(ctx context.Context, username, password, role string) (shop.User, error) {
 	return a.addUser(ctx, username, password, role, "")
 }
 
 // addUser creates an account, its bcrypt counted against the client at ip (empty: none).
-func (a *Auth) addUser(ctx context.Context, username, password, role, ip string) (store.User, error) {
+func (a *Auth) addUser(ctx context.Context, username, password, role, ip string) (shop.User, error) {
 	if err := validCredentials(username, password); err != nil {
-		return store.User{}, err
+		return shop.User{}, err
 	}
 	release, err := a.hashSlot(ip)
 	if err != nil {
-		return store.User{}, err
+		return shop.User{}, err
 	}
 	hash, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.DefaultCost)
 	release()
 	if err != nil {
-		return store.User{}, fmt.Errorf("hash password: %w", err)
+		return shop.User{}, fmt.Errorf("hash password: %w", err)
 	}
-	u := store.User{Username: username, PasswordHash: string(hash), Role: role}
+	u := shop.User{Username: username, PasswordHash: string(hash), Role: role}
 	if err := a.db.CreateUser(ctx, &u); err != nil {
 		if errors.Is(err, store.ErrConflict) {
-			return store.User{}, shop.Errorf(shop.CodeUsernameTaken, "the username %q is taken", username)
+			return shop.User{}, shop.Errorf(shop.CodeUsernameTaken, "the username %q is taken", username)
 		}
-		return store.User{}, shop.Unavailable(err)
+		return shop.User{}, shop.Unavailable(err)
 	}
 	return u, nil
 }

@@ -63,48 +63,70 @@ func TestAuthVerifyRejects(t *testing.T) {
 	t.Parallel()
 	now := time.Unix(1_800_000_000, 0)
 	a := NewAuth(nil, testSecret, time.Hour, fixedNow(now))
+	f := tokenForge{t: t, now: now}
+
+	// The control: a hand-built HS256 token of the same shape passes.
+	if id, err := a.Verify(f.hs(testSecret, nil)); err != nil || id != (Identity{UserID: 42, Role: RoleShopper}) {
+		t.Fatalf("control token: %+v, %v", id, err)
+	}
+	for name, tok := range refusedTokens(f) {
+		assertRefused(t, a, name, tok)
+	}
+}
+
+// tokenForge signs tokens by hand: the claims of an issued token for user 42, a shopper, at now,
+// edited as a case needs.
+type tokenForge struct {
+	t   testing.TB
+	now time.Time
+}
+
+func (f tokenForge) claims(edit func(jwt.MapClaims)) jwt.MapClaims {
+	c := jwt.MapClaims{"sub": "42", "role": RoleShopper, "iat": f.now.Unix(), "exp": f.now.Add(time.Hour).Unix()}
+	if edit != nil {
+		edit(c)
+	}
+	return c
+}
+
+func (f tokenForge) sign(m jwt.SigningMethod, key any, c jwt.MapClaims) string {
+	s, err := jwt.NewWithClaims(m, c).SignedString(key)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return s
+}
+
+// hs is an HS256 token under secret with the claims edited by edit (nil: as issued).
+func (f tokenForge) hs(secret []byte, edit func(jwt.MapClaims)) string {
+	return f.sign(jwt.SigningMethodHS256, secret, f.claims(edit))
+}
+
+// refusedTokens are the tokens Verify must refuse, by what is wrong with them.
+func refusedTokens(f tokenForge) map[string]string {
 	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
-		t.Fatal(err)
+		f.t.Fatal(err)
 	}
 	ecKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		t.Fatal(err)
+		f.t.Fatal(err)
 	}
-	claims := func(edit func(jwt.MapClaims)) jwt.MapClaims {
-		c := jwt.MapClaims{"sub": "42", "role": RoleShopper, "iat": now.Unix(), "exp": now.Add(time.Hour).Unix()}
-		if edit != nil {
-			edit(c)
-		}
-		return c
-	}
-	sign := func(m jwt.SigningMethod, key any, c jwt.MapClaims) string {
-		s, err := jwt.NewWithClaims(m, c).SignedString(key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
-	hs := func(edit func(jwt.MapClaims)) string { return sign(jwt.SigningMethodHS256, testSecret, claims(edit)) }
-
-	// The control: a hand-built HS256 token of the same shape passes.
-	if id, err := a.Verify(hs(nil)); err != nil || id != (Identity{UserID: 42, Role: RoleShopper}) {
-		t.Fatalf("control token: %+v, %v", id, err)
-	}
+	now := f.now
+	hs := func(edit func(jwt.MapClaims)) string { return f.hs(testSecret, edit) }
 	valid := hs(nil)
 	parts := strings.Split(valid, ".")
 	merchantParts := strings.Split(hs(func(c jwt.MapClaims) { c["role"] = RoleMerchant }), ".")
-
-	for name, tok := range map[string]string{
+	return map[string]string{
 		"empty":              "",
 		"garbage":            "garbage",
 		"oversized":          valid + strings.Repeat("A", 4096),
-		"alg none":           sign(jwt.SigningMethodNone, jwt.UnsafeAllowNoneSignatureType, claims(nil)),
-		"HS384":              sign(jwt.SigningMethodHS384, testSecret, claims(nil)),
-		"HS512":              sign(jwt.SigningMethodHS512, testSecret, claims(nil)),
-		"RS256":              sign(jwt.SigningMethodRS256, rsaKey, claims(nil)),
-		"ES256":              sign(jwt.SigningMethodES256, ecKey, claims(nil)),
-		"wrong secret":       sign(jwt.SigningMethodHS256, []byte("another-secret-of-32-bytes-long!"), claims(nil)),
+		"alg none":           f.sign(jwt.SigningMethodNone, jwt.UnsafeAllowNoneSignatureType, f.claims(nil)),
+		"HS384":              f.sign(jwt.SigningMethodHS384, testSecret, f.claims(nil)),
+		"HS512":              f.sign(jwt.SigningMethodHS512, testSecret, f.claims(nil)),
+		"RS256":              f.sign(jwt.SigningMethodRS256, rsaKey, f.claims(nil)),
+		"ES256":              f.sign(jwt.SigningMethodES256, ecKey, f.claims(nil)),
+		"wrong secret":       f.hs([]byte("another-secret-of-32-bytes-long!"), nil),
 		"expired":            hs(func(c jwt.MapClaims) { c["exp"] = now.Add(-time.Minute).Unix() }),
 		"missing exp":        hs(func(c jwt.MapClaims) { delete(c, "exp") }),
 		"exp a string":       hs(func(c jwt.MapClaims) { c["exp"] = "soon" }),
@@ -128,15 +150,19 @@ func TestAuthVerifyRejects(t *testing.T) {
 		"signature stripped": parts[0] + "." + parts[1] + ".",
 		"two parts":          parts[0] + "." + parts[1],
 		"four parts":         valid + ".x",
-	} {
-		id, err := a.Verify(tok)
-		var e *shop.Error
-		if !errors.As(err, &e) || e.Code != shop.CodeUnauthenticated || e.Message == "" {
-			t.Errorf("%s: Verify = %+v, %v; want UNAUTHENTICATED", name, id, err)
-		}
-		if id != (Identity{}) {
-			t.Errorf("%s: a refused token yields identity %+v", name, id)
-		}
+	}
+}
+
+// assertRefused checks that Verify refuses tok as UNAUTHENTICATED, with a message and no identity.
+func assertRefused(t *testing.T, a *Auth, name, tok string) {
+	t.Helper()
+	id, err := a.Verify(tok)
+	var e *shop.Error
+	if !errors.As(err, &e) || e.Code != shop.CodeUnauthenticated || e.Message == "" {
+		t.Errorf("%s: Verify = %+v, %v; want UNAUTHENTICATED", name, id, err)
+	}
+	if id != (Identity{}) {
+		t.Errorf("%s: a refused token yields identity %+v", name, id)
 	}
 }
 
@@ -198,68 +224,70 @@ func TestVerifyOwnAgreesWithTheLibrary(t *testing.T) {
 	now := time.Now()
 	secret := []byte("a secret of a sensible length, 32+")
 	a := NewAuth(nil, secret, time.Hour, func() time.Time { return now })
-	sign := func(method jwt.SigningMethod, key any, edit func(jwt.MapClaims)) string {
-		c := jwt.MapClaims{"sub": "42", "role": RoleShopper, "iat": now.Unix(), "exp": now.Add(time.Hour).Unix()}
-		if edit != nil {
-			edit(c)
-		}
-		s, err := jwt.NewWithClaims(method, c).SignedString(key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
+	for name, c := range fastPathCases(t, a, tokenForge{t: t, now: now}, secret) {
+		t.Run(name, func(t *testing.T) { checkAgreesWithLibrary(t, a, c) })
 	}
+}
+
+type fastPathCase struct {
+	token string
+	fast  bool // the fast path must accept it
+}
+
+// fastPathCases are tokens of every shape, with whether the fast path must accept them: a's own
+// issue, hand-signed ones under secret (or not), and issued tokens cut, padded or re-spelled.
+func fastPathCases(t *testing.T, a *Auth, f tokenForge, secret []byte) map[string]fastPathCase {
 	issued, err := a.Issue(Identity{UserID: 42, Role: RoleShopper})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cases := map[string]struct {
-		token string
-		fast  bool // the fast path must accept it
-	}{
+	now := f.now
+	hs := func(edit func(jwt.MapClaims)) string { return f.hs(secret, edit) }
+	return map[string]fastPathCase{
 		"issued":                  {issued, true},
-		"map claims, same header": {sign(jwt.SigningMethodHS256, secret, nil), true},
-		"expired beyond leeway":   {sign(jwt.SigningMethodHS256, secret, func(c jwt.MapClaims) { c["exp"] = now.Add(-6 * time.Second).Unix() }), false},
-		"expired within leeway":   {sign(jwt.SigningMethodHS256, secret, func(c jwt.MapClaims) { c["exp"] = now.Add(-3 * time.Second).Unix() }), true},
-		"no exp":                  {sign(jwt.SigningMethodHS256, secret, func(c jwt.MapClaims) { delete(c, "exp") }), false},
-		"nbf in the future":       {sign(jwt.SigningMethodHS256, secret, func(c jwt.MapClaims) { c["nbf"] = now.Add(time.Minute).Unix() }), false},
-		"nbf within leeway":       {sign(jwt.SigningMethodHS256, secret, func(c jwt.MapClaims) { c["nbf"] = now.Add(3 * time.Second).Unix() }), true},
-		"exp a string":            {sign(jwt.SigningMethodHS256, secret, func(c jwt.MapClaims) { c["exp"] = "soon" }), false},
-		"another secret":          {sign(jwt.SigningMethodHS256, []byte("another secret of some length, 32+"), nil), false},
-		"HS384":                   {sign(jwt.SigningMethodHS384, secret, nil), false},
-		"alg none":                {sign(jwt.SigningMethodNone, jwt.UnsafeAllowNoneSignatureType, nil), false},
+		"map claims, same header": {hs(nil), true},
+		"expired beyond leeway":   {hs(func(c jwt.MapClaims) { c["exp"] = now.Add(-6 * time.Second).Unix() }), false},
+		"expired within leeway":   {hs(func(c jwt.MapClaims) { c["exp"] = now.Add(-3 * time.Second).Unix() }), true},
+		"no exp":                  {hs(func(c jwt.MapClaims) { delete(c, "exp") }), false},
+		"nbf in the future":       {hs(func(c jwt.MapClaims) { c["nbf"] = now.Add(time.Minute).Unix() }), false},
+		"nbf within leeway":       {hs(func(c jwt.MapClaims) { c["nbf"] = now.Add(3 * time.Second).Unix() }), true},
+		"exp a string":            {hs(func(c jwt.MapClaims) { c["exp"] = "soon" }), false},
+		"another secret":          {f.hs([]byte("another secret of some length, 32+"), nil), false},
+		"HS384":                   {f.sign(jwt.SigningMethodHS384, secret, f.claims(nil)), false},
+		"alg none":                {f.sign(jwt.SigningMethodNone, jwt.UnsafeAllowNoneSignatureType, f.claims(nil)), false},
 		"signature cut":           {issued[:len(issued)-1], false},
 		"signature padded":        {issued + "=", false},
 		"signature's unused bits": {flipUnusedBits(t, issued, 1), false},
 		"signature stripped":      {issued[:strings.LastIndexByte(issued, '.')+1], false},
 		"no signature segment":    {issued[:strings.LastIndexByte(issued, '.')], false},
-		"payload swapped":         {flipSegment(issued, sign(jwt.SigningMethodHS256, secret, func(c jwt.MapClaims) { c["sub"] = "1" })), false},
+		"payload swapped":         {flipSegment(issued, hs(func(c jwt.MapClaims) { c["sub"] = "1" })), false},
 		"payload not base64":      {strings.Replace(issued, ".", ".*", 1), false},
 		"four segments":           {issued + ".x", false},
 		"empty":                   {"", false},
 		"header only":             {hs256Header, false},
 		"header and dot":          {hs256Header + ".", false},
 	}
-	for name, c := range cases {
-		t.Run(name, func(t *testing.T) {
-			fc, fast := a.verifyOwn(c.token)
-			if fast != c.fast {
-				t.Fatalf("fast path accepted = %v, want %v", fast, c.fast)
-			}
-			var lc claims
-			libErr := a.parse(c.token, &lc)
-			if fast && libErr != nil {
-				t.Fatalf("the fast path accepted a token the library refuses: %v", libErr)
-			}
-			if fast && (fc.Subject != lc.Subject || fc.Role != lc.Role || !fc.ExpiresAt.Equal(lc.ExpiresAt.Time)) {
-				t.Fatalf("claims differ: fast %+v, library %+v", fc, lc)
-			}
-			// Whatever path, verify answers as the library does.
-			_, _, err := a.verify(c.token)
-			if (err == nil) != (libErr == nil) {
-				t.Fatalf("verify: %v, library: %v", err, libErr)
-			}
-		})
+}
+
+// checkAgreesWithLibrary checks that the fast path accepts c.token exactly when it must, never
+// one the library refuses, with the library's claims; and that verify answers as the library.
+func checkAgreesWithLibrary(t *testing.T, a *Auth, c fastPathCase) {
+	fc, fast := a.verifyOwn(c.token)
+	if fast != c.fast {
+		t.Fatalf("fast path accepted = %v, want %v", fast, c.fast)
+	}
+	var lc claims
+	libErr := a.parse(c.token, &lc)
+	if fast && libErr != nil {
+		t.Fatalf("the fast path accepted a token the library refuses: %v", libErr)
+	}
+	if fast && (fc.Subject != lc.Subject || fc.Role != lc.Role || !fc.ExpiresAt.Equal(lc.ExpiresAt.Time)) {
+		t.Fatalf("claims differ: fast %+v, library %+v", fc, lc)
+	}
+	// Whatever path, verify answers as the library does.
+	_, _, err := a.verify(c.token)
+	if (err == nil) != (libErr == nil) {
+		t.Fatalf("verify: %v, library: %v", err, libErr)
 	}
 }
 

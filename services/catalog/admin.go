@@ -35,20 +35,11 @@ type ItemEdit struct {
 	ImageURL   *string // "" removes it
 }
 
-// optText turns "" into nil (the column is NULL) and trims a set value.
-func optText(s string) *string {
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return nil
-	}
-	return &s
-}
-
 // Edit changes a merchant's sale. Everything is checked and written in one Postgres transaction,
 // which applies the change to Redis (stock deltas, added items, times, limit) atomically before it
 // commits; a refusal changes nothing.
 func (s *Sales) Edit(ctx context.Context, merchantID, saleID int64, in SaleEdit) (shop.Sale, error) {
-	return s.change(ctx, merchantID, saleID, func(cur store.Sale, now time.Time) (store.Sale, error) {
+	return s.change(ctx, merchantID, saleID, func(cur shop.Sale, now time.Time) (shop.Sale, error) {
 		return applyEdit(cur, in, now)
 	})
 }
@@ -64,7 +55,7 @@ func (s *Sales) Resume(ctx context.Context, merchantID, saleID int64) (shop.Sale
 }
 
 func (s *Sales) setPaused(ctx context.Context, merchantID, saleID int64, paused bool) (shop.Sale, error) {
-	return s.change(ctx, merchantID, saleID, func(cur store.Sale, _ time.Time) (store.Sale, error) {
+	return s.change(ctx, merchantID, saleID, func(cur shop.Sale, _ time.Time) (shop.Sale, error) {
 		next := cur
 		next.Paused = paused
 		return next, nil
@@ -74,7 +65,7 @@ func (s *Sales) setPaused(ctx context.Context, merchantID, saleID int64, paused 
 // End ends a sale now (an ended sale stays as it is). A sale that has not started ends before it
 // starts: its start moves to just before now.
 func (s *Sales) End(ctx context.Context, merchantID, saleID int64) (shop.Sale, error) {
-	return s.change(ctx, merchantID, saleID, func(cur store.Sale, now time.Time) (store.Sale, error) {
+	return s.change(ctx, merchantID, saleID, func(cur shop.Sale, now time.Time) (shop.Sale, error) {
 		next := cur
 		now = now.UTC().Truncate(time.Millisecond)
 		if !cur.EndsAt.After(now) {
@@ -99,7 +90,7 @@ func (s *Sales) Warm(ctx context.Context, merchantID, saleID int64) (shop.Sale, 
 	if row.MerchantID != merchantID {
 		return shop.Sale{}, shop.Errorf(shop.CodeNotFound, "no sale %d", saleID)
 	}
-	if row.RedisEpoch == 0 || pipeline.BeforeStart(row.StartsAt, s.now()) {
+	if row.Epoch == 0 || pipeline.BeforeStart(row.StartsAt, s.now()) {
 		// Never loaded, or not started: no reservation of it exists anywhere, Postgres is
 		// complete.
 		if _, err := s.loader.LoadFirst(ctx, saleID); err != nil {
@@ -109,19 +100,19 @@ func (s *Sales) Warm(ctx context.Context, merchantID, saleID int64) (shop.Sale, 
 		return shop.Sale{}, err
 	}
 	s.liveCache.Forget(saleID)
-	return saleOf(row), nil
+	return row, nil
 }
 
 // change runs one edit of a merchant's sale: Postgres and Redis, then this instance's caches.
-func (s *Sales) change(ctx context.Context, merchantID, saleID int64, edit func(cur store.Sale, now time.Time) (store.Sale, error)) (shop.Sale, error) {
+func (s *Sales) change(ctx context.Context, merchantID, saleID int64, edit func(cur shop.Sale, now time.Time) (shop.Sale, error)) (shop.Sale, error) {
 	now := s.now()
 	var redis redisStep
-	row, err := s.db.EditSale(ctx, saleID, func(cur store.Sale) (store.Sale, error) {
+	row, err := s.db.EditSale(ctx, saleID, func(cur shop.Sale) (shop.Sale, error) {
 		if cur.MerchantID != merchantID {
-			return store.Sale{}, shop.Errorf(shop.CodeNotFound, "no sale %d", saleID)
+			return shop.Sale{}, shop.Errorf(shop.CodeNotFound, "no sale %d", saleID)
 		}
 		return edit(cur, now)
-	}, func(old, next store.Sale) error { return s.applyInRedis(ctx, old, next, &redis) })
+	}, func(old, next shop.Sale) error { return s.applyInRedis(ctx, old, next, &redis) })
 	if err != nil {
 		if redis.applied {
 			// Redis took the change but Postgres did not commit: fail the sale closed, so it is
@@ -145,7 +136,7 @@ func (s *Sales) change(ctx context.Context, merchantID, saleID int64, edit func(
 		s.loader.Returned(id)
 	}
 	s.warmIfDue(ctx, row, now)
-	return saleOf(row), nil
+	return row, nil
 }
 
 // redisStep is what an edit's Redis step did: applied, and the items whose stock rose.
@@ -155,13 +146,13 @@ type redisStep struct {
 }
 
 // applyInRedis applies an edit to Redis inside the edit's Postgres transaction, before it commits.
-func (s *Sales) applyInRedis(ctx context.Context, old, next store.Sale, done *redisStep) error {
+func (s *Sales) applyInRedis(ctx context.Context, old, next shop.Sale, done *redisStep) error {
 	adj, up := adjustmentOf(old, next)
 	if len(adj.Meta) == 0 && len(adj.Stock) == 0 {
 		return nil
 	}
 	res, err := s.stock.Adjust(ctx, adj)
-	if err == nil && !res.Applied && old.RedisEpoch != 0 && lowersQuantity(adj) {
+	if err == nil && !res.Applied && old.Epoch != 0 && lowersQuantity(adj) {
 		// Redis does not hold the sale healthy (lost): the quantities were checked against
 		// Postgres alone, which misses the orders still queued. Only a drained queue makes
 		// Postgres's counts complete.
@@ -186,8 +177,8 @@ func (s *Sales) applyInRedis(ctx context.Context, old, next store.Sale, done *re
 // warmIfDue loads an edited sale that was never loaded when its start is now within WarmAhead (an
 // edit that brought the start closer): at once, as at creation. A failure is the keeper's to
 // retry.
-func (s *Sales) warmIfDue(ctx context.Context, row store.Sale, now time.Time) {
-	if row.RedisEpoch != 0 || !row.EndsAt.After(now) || !pipeline.DueForWarmUp(row.StartsAt, now, s.warmAhead) {
+func (s *Sales) warmIfDue(ctx context.Context, row shop.Sale, now time.Time) {
+	if row.Epoch != 0 || !row.EndsAt.After(now) || !pipeline.DueForWarmUp(row.StartsAt, now, s.warmAhead) {
 		return
 	}
 	if _, err := s.loader.LoadFirst(ctx, row.ID); err != nil {
@@ -198,7 +189,7 @@ func (s *Sales) warmIfDue(ctx context.Context, row store.Sale, now time.Time) {
 // forget drops this instance's cached view of a sale. Other instances drop theirs when the
 // change is announced (services/salenotice.go), or catch up within catalogTTL; the reserve script
 // reads pause and the times from Redis, the token issuer pause within pausedTTL.
-func (s *Sales) forget(row store.Sale) {
+func (s *Sales) forget(row shop.Sale) {
 	s.salesCache.Forget(row.ID)
 	s.stockCache.Forget(row.ID)
 	s.liveCache.Forget(row.ID)
@@ -209,7 +200,7 @@ func (s *Sales) forget(row store.Sale) {
 }
 
 // adjustmentOf is the Redis side of an edit; up lists the items whose stock rises.
-func adjustmentOf(old, next store.Sale) (store.Adjustment, []int64) {
+func adjustmentOf(old, next shop.Sale) (store.Adjustment, []int64) {
 	adj := store.Adjustment{SaleID: next.ID, Meta: map[string]string{}}
 	if !old.StartsAt.Equal(next.StartsAt) {
 		adj.Meta["starts"] = strconv.FormatInt(next.StartsAt.UnixMilli(), 10)
@@ -267,9 +258,9 @@ func (in SaleEdit) input() saleInput {
 
 // applyEdit checks an edit against the sale as it is and returns the sale as it must be: the
 // fields by the one validation of a sale (saleInput.validate), then what a change may not do.
-func applyEdit(cur store.Sale, in SaleEdit, now time.Time) (store.Sale, error) {
+func applyEdit(cur shop.Sale, in SaleEdit, now time.Time) (shop.Sale, error) {
 	next := cur
-	next.Items = append([]store.Item(nil), cur.Items...)
+	next.Items = append([]shop.Item(nil), cur.Items...)
 	if err := in.input().validate(); err != nil {
 		return next, err
 	}
@@ -278,15 +269,15 @@ func applyEdit(cur store.Sale, in SaleEdit, now time.Time) (store.Sale, error) {
 		next.Name = strings.TrimSpace(*in.Name)
 	}
 	if in.Description != nil {
-		next.Description = optText(*in.Description)
+		next.Description = strings.TrimSpace(*in.Description)
 	}
 	if w := in.PaymentWindowSeconds; w != nil {
 		next.PaymentWindowSeconds = *w
 	}
-	steps := []func(*store.Sale) error{
-		func(next *store.Sale) error { return editWindow(next, in, started, now) },
-		func(next *store.Sale) error { return editTerms(next, in, started) },
-		func(next *store.Sale) error { return editItems(next, in.Items, started) },
+	steps := []func(*shop.Sale) error{
+		func(next *shop.Sale) error { return editWindow(next, in, started, now) },
+		func(next *shop.Sale) error { return editTerms(next, in, started) },
+		func(next *shop.Sale) error { return editItems(next, in.Items, started) },
 	}
 	for _, step := range steps {
 		if err := step(&next); err != nil {
@@ -297,7 +288,7 @@ func applyEdit(cur store.Sale, in SaleEdit, now time.Time) (store.Sale, error) {
 }
 
 // editWindow moves a sale's start (before it started) and its end (to a time still to come).
-func editWindow(next *store.Sale, in SaleEdit, started bool, now time.Time) error {
+func editWindow(next *shop.Sale, in SaleEdit, started bool, now time.Time) error {
 	if in.StartsAt != nil && !in.StartsAt.Equal(next.StartsAt) {
 		if started {
 			return shop.Errorf(shop.CodeSaleStarted, "the sale has started: its start cannot move")
@@ -318,7 +309,7 @@ func editWindow(next *store.Sale, in SaleEdit, started bool, now time.Time) erro
 
 // editTerms changes the purchase limit and the currency, which stay as they are once the sale
 // has started.
-func editTerms(next *store.Sale, in SaleEdit, started bool) error {
+func editTerms(next *shop.Sale, in SaleEdit, started bool) error {
 	if l := in.PurchaseLimit; l != nil && *l != next.PurchaseLimit {
 		if started {
 			return shop.Errorf(shop.CodeSaleStarted, "the sale has started: its purchase limit cannot change")
@@ -336,7 +327,7 @@ func editTerms(next *store.Sale, in SaleEdit, started bool) error {
 
 // editItems changes the items named and adds the new ones (before the start only). A quantity
 // may not go below the units already sold.
-func editItems(next *store.Sale, edits []ItemEdit, started bool) error {
+func editItems(next *shop.Sale, edits []ItemEdit, started bool) error {
 	index := map[int64]int{}
 	for i, it := range next.Items {
 		index[it.ID] = i
@@ -344,7 +335,7 @@ func editItems(next *store.Sale, edits []ItemEdit, started bool) error {
 	seen := map[int64]bool{}
 	for i, e := range edits {
 		field := fmt.Sprintf("items[%d]", i)
-		var it store.Item
+		var it shop.Item
 		if e.ItemID == 0 {
 			if started {
 				return shop.Errorf(shop.CodeSaleStarted, "the sale has started: items cannot be added")
@@ -380,7 +371,7 @@ func editItems(next *store.Sale, edits []ItemEdit, started bool) error {
 }
 
 // editedItem is it with the validated fields of e set.
-func editedItem(it store.Item, e ItemEdit) store.Item {
+func editedItem(it shop.Item, e ItemEdit) shop.Item {
 	if e.Name != nil {
 		it.Name = strings.TrimSpace(*e.Name)
 	}
@@ -391,7 +382,7 @@ func editedItem(it store.Item, e ItemEdit) store.Item {
 		it.Quantity = int(*q)
 	}
 	if u := e.ImageURL; u != nil {
-		it.ImageURL = optText(*u)
+		it.ImageURL = strings.TrimSpace(*u)
 	}
 	return it
 }
@@ -400,7 +391,7 @@ func editedItem(it store.Item, e ItemEdit) store.Item {
 // catalogTTL old on another instance, so the sale's Redis meta is read too (one HGET, trusted for
 // pausedTTL): a pause holds on every instance within a second, at once where its notice arrives
 // (services/salenotice.go), and the reserve script refuses the purchase itself regardless.
-func (s *Sales) CheckPaused(ctx context.Context, sale store.Sale) error {
+func (s *Sales) CheckPaused(ctx context.Context, sale shop.Sale) error {
 	if sale.Paused {
 		return shop.ErrPaused
 	}

@@ -8,32 +8,7 @@ import (
 
 	"github.com/flashsale/flashsale/services/internal/ttlcache"
 	"github.com/flashsale/flashsale/shop"
-	"github.com/flashsale/flashsale/store"
 )
-
-func saleOf(s store.Sale) shop.Sale {
-	out := shop.Sale{ID: s.ID, MerchantID: s.MerchantID, Name: s.Name, StartsAt: s.StartsAt, EndsAt: s.EndsAt,
-		PaymentWindowSeconds: s.PaymentWindowSeconds, PurchaseLimit: s.PurchaseLimit, Currency: s.Currency,
-		Paused: s.Paused, StockShards: max(s.StockShards, 1), Items: make([]shop.Item, len(s.Items))}
-	if s.Description != nil {
-		out.Description = *s.Description
-	}
-	for i, it := range s.Items {
-		out.Items[i] = shop.Item{ID: it.ID, SaleID: it.SaleID, Name: it.Name, PriceCents: it.PriceCents, Quantity: it.Quantity}
-		if it.ImageURL != nil {
-			out.Items[i].ImageURL = *it.ImageURL
-		}
-	}
-	return out
-}
-
-func salesOf(rows []store.Sale) []shop.Sale {
-	out := make([]shop.Sale, len(rows))
-	for i, s := range rows {
-		out[i] = saleOf(s)
-	}
-	return out
-}
 
 // Create validates and stores a new sale of merchantID, then loads its stock into Redis.
 func (s *Sales) Create(ctx context.Context, merchantID int64, in NewSale) (shop.Sale, error) {
@@ -41,7 +16,7 @@ func (s *Sales) Create(ctx context.Context, merchantID int64, in NewSale) (shop.
 	if err != nil {
 		return shop.Sale{}, err
 	}
-	return saleOf(row), nil
+	return row, nil
 }
 
 // Get returns a sale with its items, from Postgres.
@@ -50,7 +25,7 @@ func (s *Sales) Get(ctx context.Context, saleID int64) (shop.Sale, error) {
 	if err != nil {
 		return shop.Sale{}, err
 	}
-	return saleOf(row), nil
+	return row, nil
 }
 
 // Cached returns a sale from the in-process catalog cache (a few seconds old at most; unknown ids
@@ -60,7 +35,7 @@ func (s *Sales) Cached(ctx context.Context, saleID int64) (shop.Sale, error) {
 	if err != nil {
 		return shop.Sale{}, err
 	}
-	return saleOf(row), nil
+	return row, nil
 }
 
 // idBounds knows the highest sale id and item id Postgres holds, so that an id above them (a

@@ -15,22 +15,48 @@ import (
 // costs no read.
 func TestIDBoundsAreNeverStale(t *testing.T) {
 	ctx := context.Background()
-	var reads atomic.Int64
-	var highest atomic.Int64
-	highest.Store(100)
-	var starts []time.Time
-	var mu sync.Mutex
-	b := newIDBounds(func(context.Context) (int64, int64, error) {
-		mu.Lock()
-		starts = append(starts, time.Now())
-		mu.Unlock()
-		reads.Add(1)
+	cb := newCountedBounds(100)
+	checkKnownIDsCostNoRead(ctx, t, cb)
+	checkCrowdSharesSpacedReads(ctx, t, cb)
+	checkRaisedIDsCostNoRead(ctx, t, cb)
+	// A failed read is an error, not an answer.
+	failing := newIDBounds(func(context.Context) (int64, int64, error) { return 0, 0, errors.New("postgres down") })
+	if _, err := failing.aboveSale(ctx, 1); err == nil {
+		t.Error("a failed read answered")
+	}
+}
+
+// countedBounds is an idBounds over a fake read (5 ms long, of highest and 10 × highest) that
+// counts its reads and records when each started; reads start at least 30 ms apart.
+type countedBounds struct {
+	b       *idBounds
+	reads   atomic.Int64
+	highest atomic.Int64
+	mu      sync.Mutex
+	starts  []time.Time
+}
+
+func newCountedBounds(highest int64) *countedBounds {
+	cb := &countedBounds{}
+	cb.highest.Store(highest)
+	cb.b = newIDBounds(func(context.Context) (int64, int64, error) {
+		cb.mu.Lock()
+		cb.starts = append(cb.starts, time.Now())
+		cb.mu.Unlock()
+		cb.reads.Add(1)
 		time.Sleep(5 * time.Millisecond)
-		h := highest.Load()
+		h := cb.highest.Load()
 		return h, 10 * h, nil
 	})
-	b.gap = 30 * time.Millisecond
+	cb.b.gap = 30 * time.Millisecond
+	return cb
+}
 
+// checkKnownIDsCostNoRead: the first question above the highest reads; ids at or below what
+// that read found cost none; a sale created right after a read is read again, not refused.
+func checkKnownIDsCostNoRead(ctx context.Context, t *testing.T, cb *countedBounds) {
+	t.Helper()
+	b, reads := cb.b, &cb.reads
 	if above, err := b.aboveSale(ctx, 101); err != nil || !above || reads.Load() != 1 {
 		t.Fatalf("101 with 100 the highest: above %v, %v after %d reads; want above after 1", above, err, reads.Load())
 	}
@@ -41,13 +67,18 @@ func TestIDBoundsAreNeverStale(t *testing.T) {
 		t.Errorf("item 1000: above %v after %d reads, want known without a read", above, reads.Load())
 	}
 	// A sale created just now, right after a read: the next question reads again.
-	highest.Store(101)
+	cb.highest.Store(101)
 	if above, _ := b.aboveSale(ctx, 101); above {
 		t.Error("a sale created before the question was answered above the highest")
 	}
-	// A crowd of made-up ids: each waits for a read that starts after it asked, they share
-	// reads, and reads start at least gap apart.
-	reads.Store(0)
+}
+
+// checkCrowdSharesSpacedReads: a crowd of made-up ids; each waits for a read that starts after
+// it asked, they share reads, and reads start at least gap apart.
+func checkCrowdSharesSpacedReads(ctx context.Context, t *testing.T, cb *countedBounds) {
+	t.Helper()
+	b := cb.b
+	cb.reads.Store(0)
 	var wg sync.WaitGroup
 	startAt := time.Now()
 	for i := range 200 {
@@ -65,25 +96,24 @@ func TestIDBoundsAreNeverStale(t *testing.T) {
 	}
 	wg.Wait()
 	elapsed := time.Since(startAt)
-	if n := reads.Load(); n > int64(elapsed/b.gap)+2 {
+	if n := cb.reads.Load(); n > int64(elapsed/b.gap)+2 {
 		t.Errorf("%d reads for 400 questions in %v, want at most one per %v", n, elapsed, b.gap)
 	}
-	mu.Lock()
-	for i := 1; i < len(starts); i++ {
-		if d := starts[i].Sub(starts[i-1]); d < b.gap-time.Millisecond {
+	cb.mu.Lock()
+	defer cb.mu.Unlock()
+	for i := 1; i < len(cb.starts); i++ {
+		if d := cb.starts[i].Sub(cb.starts[i-1]); d < b.gap-time.Millisecond {
 			t.Errorf("reads %d and %d started %v apart, want at least %v", i-1, i, d, b.gap)
 		}
 	}
-	mu.Unlock()
-	// raise: ids created here are known without a read.
-	reads.Store(0)
-	b.raise(5000, 50_000)
-	if above, _ := b.aboveSale(ctx, 5000); above || reads.Load() != 0 {
-		t.Errorf("a raised id: above %v after %d reads", above, reads.Load())
-	}
-	// A failed read is an error, not an answer.
-	failing := newIDBounds(func(context.Context) (int64, int64, error) { return 0, 0, errors.New("postgres down") })
-	if _, err := failing.aboveSale(ctx, 1); err == nil {
-		t.Error("a failed read answered")
+}
+
+// checkRaisedIDsCostNoRead: raise: ids created here are known without a read.
+func checkRaisedIDsCostNoRead(ctx context.Context, t *testing.T, cb *countedBounds) {
+	t.Helper()
+	cb.reads.Store(0)
+	cb.b.raise(5000, 50_000)
+	if above, _ := cb.b.aboveSale(ctx, 5000); above || cb.reads.Load() != 0 {
+		t.Errorf("a raised id: above %v after %d reads", above, cb.reads.Load())
 	}
 }

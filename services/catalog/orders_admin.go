@@ -33,7 +33,7 @@ var orderStatuses = map[string]bool{
 	shop.StatusCancelled: true, shop.StatusFailed: true,
 }
 
-func adminOrder(o store.Order) AdminOrder {
+func adminOrder(o shop.Order) AdminOrder {
 	a := AdminOrder{OrderID: o.ID, ItemID: o.ItemID, UserID: o.UserID, Status: o.Status, CreatedAt: o.CreatedAt.UTC()}
 	if o.Status != shop.StatusFailed && !o.PayBy.IsZero() {
 		t := o.PayBy.UTC()
@@ -48,13 +48,13 @@ func adminOrder(o store.Order) AdminOrder {
 
 // ownSale returns the sale if merchantID owns it; another merchant's sale is NOT_FOUND, as if
 // it did not exist.
-func (s *Sales) ownSale(ctx context.Context, merchantID, saleID int64) (store.Sale, error) {
+func (s *Sales) ownSale(ctx context.Context, merchantID, saleID int64) (shop.Sale, error) {
 	sale, err := s.getRow(ctx, saleID)
 	if err != nil {
-		return store.Sale{}, err
+		return shop.Sale{}, err
 	}
 	if sale.MerchantID != merchantID {
-		return store.Sale{}, shop.Errorf(shop.CodeNotFound, "no sale %d", saleID)
+		return shop.Sale{}, shop.Errorf(shop.CodeNotFound, "no sale %d", saleID)
 	}
 	return sale, nil
 }

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/flashsale/flashsale/store"
+	"github.com/flashsale/flashsale/shop"
 )
 
 // saleSubject carries "changed" notices between instances, per sale: a merchant's edit, pause,
@@ -34,7 +34,7 @@ func (s *Sales) hearChanges() error {
 // announce tells the other instances that the sale changed (best effort: see saleSubject). The
 // notice carries the sale's item ids, comma-separated, so that a receiver drops its cached
 // items even where it holds no row of the sale (or an older one, without an item just added).
-func (s *Sales) announce(row store.Sale) {
+func (s *Sales) announce(row shop.Sale) {
 	var b []byte
 	for i, it := range row.Items {
 		if i > 0 {
@@ -61,12 +61,12 @@ func itemsOfNotice(data []byte) []int64 {
 // forgetID drops this instance's cached view of a sale known by its id: its items are those the
 // notice names and those of the cached row, if one is held.
 func (s *Sales) forgetID(saleID int64, items []int64) {
-	row := store.Sale{ID: saleID}
+	row := shop.Sale{ID: saleID}
 	if c, ok := s.salesCache.Peek(saleID); ok {
 		row.Items = c.sale.Items
 	}
 	for _, id := range items {
-		row.Items = append(row.Items, store.Item{ID: id})
+		row.Items = append(row.Items, shop.Item{ID: id})
 	}
 	s.forget(row)
 }

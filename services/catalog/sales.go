@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale/services/internal/ttlcache"
-	"github.com/flashsale/flashsale/services/limits"
 	"github.com/flashsale/flashsale/services/pipeline"
 	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
@@ -108,7 +107,7 @@ const listingTTL = time.Second
 
 // cachedSale is a sale as the cache remembers it: NOT_FOUND is remembered too.
 type cachedSale struct {
-	sale store.Sale
+	sale shop.Sale
 	err  error
 }
 
@@ -214,11 +213,11 @@ func checkNew(in NewSale, now time.Time) error {
 	return nil
 }
 
-// newRow is the row of a new, valid sale.
-func (s *Sales) newRow(merchantID int64, in NewSale) store.Sale {
-	sale := store.Sale{MerchantID: merchantID, Name: strings.TrimSpace(in.Name), StartsAt: in.StartsAt.UTC(), EndsAt: in.EndsAt.UTC(),
+// newSale is a new, valid sale as the merchant asked for it.
+func (s *Sales) newSale(merchantID int64, in NewSale) shop.Sale {
+	sale := shop.Sale{MerchantID: merchantID, Name: strings.TrimSpace(in.Name), StartsAt: in.StartsAt.UTC(), EndsAt: in.EndsAt.UTC(),
 		PaymentWindowSeconds: int(s.payWindow / time.Second), PurchaseLimit: shop.LimitPerSale, Currency: shop.Currencies[0].Code,
-		Description: optText(in.Description), StockShards: max(s.shards, 1)}
+		Description: strings.TrimSpace(in.Description), StockShards: max(s.shards, 1)}
 	if w := in.PaymentWindowSeconds; w != nil {
 		sale.PaymentWindowSeconds = *w
 	}
@@ -232,35 +231,36 @@ func (s *Sales) newRow(merchantID int64, in NewSale) store.Sale {
 		sale.StockShards = *k
 	}
 	if l := in.Limits; l != nil {
-		sale.UserRatePerSec, sale.IPRatePerSec = &l.UserPerSecond, &l.IPPerSecond
+		own := *l
+		sale.Limits = &own
 	}
 	for _, it := range in.Items {
-		sale.Items = append(sale.Items, store.Item{Name: strings.TrimSpace(it.Name), PriceCents: it.PriceCents, Quantity: int(it.Quantity),
-			ImageURL: optText(it.ImageURL)})
+		sale.Items = append(sale.Items, shop.Item{Name: strings.TrimSpace(it.Name), PriceCents: it.PriceCents, Quantity: int(it.Quantity),
+			ImageURL: strings.TrimSpace(it.ImageURL)})
 	}
 	return sale
 }
 
 // create validates and stores a new sale of merchantID, then loads its stock into Redis.
-func (s *Sales) create(ctx context.Context, merchantID int64, in NewSale) (store.Sale, error) {
+func (s *Sales) create(ctx context.Context, merchantID int64, in NewSale) (shop.Sale, error) {
 	now := s.now()
 	if err := validName("name", in.Name); err != nil {
-		return store.Sale{}, err
+		return shop.Sale{}, err
 	}
 	if err := checkNew(in, now); err != nil {
-		return store.Sale{}, err
+		return shop.Sale{}, err
 	}
 	if err := in.input().validate(); err != nil {
-		return store.Sale{}, err
+		return shop.Sale{}, err
 	}
-	sale := s.newRow(merchantID, in)
-	if err := s.db.CreateSale(ctx, &sale); err != nil {
-		return store.Sale{}, shop.Unavailable(err)
+	sale, err := s.db.CreateSale(ctx, s.newSale(merchantID, in))
+	if err != nil {
+		return shop.Sale{}, shop.Unavailable(err)
 	}
 	s.stock.RememberShards(sale.ID, sale.StockShards)
 	for _, it := range sale.Items {
 		if it.ID > math.MaxUint32 {
-			return store.Sale{}, &shop.Error{Code: shop.CodeInternal, Message: "item ids are exhausted", Err: fmt.Errorf("item id %d over 32 bits", it.ID)}
+			return shop.Sale{}, &shop.Error{Code: shop.CodeInternal, Message: "item ids are exhausted", Err: fmt.Errorf("item id %d over 32 bits", it.ID)}
 		}
 	}
 	// The new ids are known at once, here and on every other instance: an id someone tried a
@@ -282,13 +282,13 @@ func (s *Sales) create(ctx context.Context, merchantID int64, in NewSale) (store
 }
 
 // getRow returns a sale with its items.
-func (s *Sales) getRow(ctx context.Context, saleID int64) (store.Sale, error) {
+func (s *Sales) getRow(ctx context.Context, saleID int64) (shop.Sale, error) {
 	sale, err := s.db.SaleByID(ctx, saleID)
 	if errors.Is(err, store.ErrNotFound) {
-		return store.Sale{}, shop.Errorf(shop.CodeNotFound, "no sale %d", saleID)
+		return shop.Sale{}, shop.Errorf(shop.CodeNotFound, "no sale %d", saleID)
 	}
 	if err != nil {
-		return store.Sale{}, shop.Unavailable(err)
+		return shop.Sale{}, shop.Unavailable(err)
 	}
 	return sale, nil
 }
@@ -297,9 +297,9 @@ func (s *Sales) getRow(ctx context.Context, saleID int64) (store.Sale, error) {
 // ids are remembered too). An edit, pause or resume drops this instance's entry at once; other
 // instances see it within catalogTTL (the reserve script and the token issuer read pause and the
 // sale's times from Redis, so they never wait for that).
-func (s *Sales) CachedRow(ctx context.Context, saleID int64) (store.Sale, error) {
+func (s *Sales) CachedRow(ctx context.Context, saleID int64) (shop.Sale, error) {
 	if err := s.known(ctx, saleID); err != nil {
-		return store.Sale{}, err
+		return shop.Sale{}, err
 	}
 	c, err := s.salesCache.Get(ctx, saleID, func(ctx context.Context) (cachedSale, error) {
 		sale, err := s.getRow(ctx, saleID)
@@ -312,7 +312,7 @@ func (s *Sales) CachedRow(ctx context.Context, saleID int64) (store.Sale, error)
 		return cachedSale{sale: sale, err: err}, nil
 	})
 	if err != nil {
-		return store.Sale{}, ttlcache.OrUnavailable(err)
+		return shop.Sale{}, ttlcache.OrUnavailable(err)
 	}
 	return c.sale, c.err
 }
@@ -346,9 +346,9 @@ func (s *Sales) Upcoming(ctx context.Context, cursor string) ([]shop.Sale, strin
 			return listing{}, err
 		}
 		if next == nil {
-			return listing{sales: salesOf(out)}, nil
+			return listing{sales: out}, nil
 		}
-		return listing{sales: salesOf(out), next: next.Encode()}, nil
+		return listing{sales: out, next: next.Encode()}, nil
 	})
 	if err != nil {
 		return nil, "", shop.Unavailable(err)
@@ -362,7 +362,7 @@ func (s *Sales) OfMerchant(ctx context.Context, merchantID int64) ([]shop.Sale, 
 	if err != nil {
 		return nil, shop.Unavailable(err)
 	}
-	return salesOf(out), nil
+	return out, nil
 }
 
 // Item returns what the purchase path needs about an item, from the in-process catalog cache.
@@ -387,7 +387,7 @@ func (s *Sales) Item(ctx context.Context, itemID int64) (shop.ItemInfo, error) {
 		}
 		// the purchase path then knows the sale's stock shards without a query of its own
 		s.stock.RememberShards(sale.ID, sale.StockShards)
-		return shop.ItemInfo{ItemID: itemID, SaleID: sale.ID, StartsAt: sale.StartsAt, EndsAt: sale.EndsAt, Limits: limits.Of(sale),
+		return shop.ItemInfo{ItemID: itemID, SaleID: sale.ID, StartsAt: sale.StartsAt, EndsAt: sale.EndsAt, Limits: sale.RateLimits(),
 			Limit: sale.PurchaseLimit, Found: true}, nil
 	})
 	if err != nil {

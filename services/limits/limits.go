@@ -14,7 +14,6 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/flashsale/flashsale/shop"
-	"github.com/flashsale/flashsale/store"
 )
 
 // Rate is one bucket's size: Rate requests per Period, up to Burst at once.
@@ -81,18 +80,6 @@ func (l *Limiter) localBuckets() int {
 // allowed.
 func NewLimiter(gcra GCRA, cfg Config) *Limiter {
 	return &Limiter{on: cfg.On, gcra: gcra, log: cfg.Log, now: cfg.Now, cur: map[string]*localBucket{}, localMax: localMax}
-}
-
-// Of returns a sale's limits, its own where set, else the defaults.
-func Of(s store.Sale) shop.RateLimits {
-	l := shop.DefaultRateLimits
-	if s.UserRatePerSec != nil {
-		l.UserPerSecond = *s.UserRatePerSec
-	}
-	if s.IPRatePerSec != nil {
-		l.IPPerSecond = *s.IPRatePerSec
-	}
-	return l
 }
 
 // Allow takes one request from the shopper's bucket and the IP's bucket of a sale, or returns

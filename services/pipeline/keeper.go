@@ -121,11 +121,11 @@ func (k *Keeper) Once(ctx context.Context) error {
 	// because others have more.
 	var ids []int64
 	var sales []saleToWarm
-	err = k.db.EachSaleEndingAfter(ctx, k.now().Add(-time.Hour), func(page []store.Sale) error {
+	err = k.db.EachSaleEndingAfter(ctx, k.now().Add(-time.Hour), func(page []shop.Sale) error {
 		for _, s := range page {
 			k.stock.RememberShards(s.ID, s.StockShards)
 			ids = append(ids, s.ID)
-			sales = append(sales, saleToWarm{id: s.ID, startsAt: s.StartsAt, epoch: s.RedisEpoch})
+			sales = append(sales, saleToWarm{id: s.ID, startsAt: s.StartsAt, epoch: s.Epoch})
 		}
 		return nil
 	})

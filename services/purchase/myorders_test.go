@@ -14,7 +14,7 @@ import (
 func TestWithQueuedMergesByReservationAndDedupes(t *testing.T) {
 	t0 := time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
 	row := func(id string, at time.Duration) store.OrderDetail {
-		return store.OrderDetail{Order: store.Order{ID: id, Status: shop.StatusPending, ReservedAt: t0.Add(at), PayBy: t0.Add(time.Hour)}}
+		return store.OrderDetail{Order: shop.Order{ID: id, Status: shop.StatusPending, ReservedAt: t0.Add(at), PayBy: t0.Add(time.Hour)}}
 	}
 	queued := func(id string, at time.Duration) queuedOrder {
 		return queuedOrder{v: shop.OrderView{OrderID: id, Status: shop.StatusQueued}, at: t0.Add(at)}

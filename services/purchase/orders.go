@@ -88,7 +88,7 @@ func (p *Purchases) Pay(ctx context.Context, userID int64, orderID string) (shop
 	}
 	if v.Status == shop.StatusPending {
 		// Not paid, still PENDING: its window has closed. Expire it now.
-		rets, err := p.db.ExpireOrder(ctx, store.Order{ID: id, ItemID: v.ItemID})
+		rets, err := p.db.ExpireOrder(ctx, shop.Order{ID: id, ItemID: v.ItemID})
 		if err != nil {
 			return shop.OrderView{}, shop.Unavailable(err)
 		}
@@ -113,7 +113,7 @@ func (p *Purchases) Cancel(ctx context.Context, userID int64, orderID string) (s
 	if err := shop.Cancellable(v.Status); err != nil {
 		return v, err
 	}
-	rets, err := p.db.CancelOrder(ctx, store.Order{ID: v.OrderID, ItemID: v.ItemID}, userID)
+	rets, err := p.db.CancelOrder(ctx, shop.Order{ID: v.OrderID, ItemID: v.ItemID}, userID)
 	if err != nil {
 		return shop.OrderView{}, shop.Unavailable(err)
 	}

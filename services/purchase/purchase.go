@@ -14,9 +14,9 @@ import (
 // Catalog is what the purchase path reads of the sales (catalog.Sales), from its in-process cache.
 type Catalog interface {
 	// CachedRow returns a sale with its items, a few seconds old at most.
-	CachedRow(ctx context.Context, saleID int64) (store.Sale, error)
+	CachedRow(ctx context.Context, saleID int64) (shop.Sale, error)
 	// CheckPaused answers PAUSED while the merchant has the sale paused.
-	CheckPaused(ctx context.Context, sale store.Sale) error
+	CheckPaused(ctx context.Context, sale shop.Sale) error
 	// Item returns what the purchase path needs to know of an item.
 	Item(ctx context.Context, itemID int64) (shop.ItemInfo, error)
 	// Describe fills in the sale's and the item's names and price of an order.

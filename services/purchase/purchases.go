@@ -90,7 +90,7 @@ func retryAfter(d time.Duration) time.Duration {
 
 var errSoldOut = shop.Errorf(shop.CodeSoldOut, "sold out: every unit has been taken")
 
-func (p *Purchases) allSoldOut(sale store.Sale) bool {
+func (p *Purchases) allSoldOut(sale shop.Sale) bool {
 	for _, it := range sale.Items {
 		if !p.soldOut.Is(it.ID) {
 			return false

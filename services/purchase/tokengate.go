@@ -5,9 +5,7 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale/services/internal/mac"
-	"github.com/flashsale/flashsale/services/limits"
 	"github.com/flashsale/flashsale/shop"
-	"github.com/flashsale/flashsale/store"
 )
 
 // NewCaptcha returns a challenge for a shopper of a sale that has not ended.
@@ -19,7 +17,7 @@ func (p *Purchases) NewCaptcha(ctx context.Context, userID, saleID int64, ip str
 	if !p.now().Before(sale.EndsAt) {
 		return "", "", shop.Errorf(shop.CodeSaleEnded, "the sale has ended")
 	}
-	if err := p.limiter.Allow(ctx, saleID, userID, ip, limits.Of(sale)); err != nil {
+	if err := p.limiter.Allow(ctx, saleID, userID, ip, sale.RateLimits()); err != nil {
 		return "", "", err
 	}
 	id, img, err := p.captcha.New(ctx, userID, saleID)
@@ -54,10 +52,10 @@ func (p *Purchases) IssueToken(ctx context.Context, userID, saleID int64, captch
 
 // tokenGate is TokenGate's checks; it returns the sale's cached row and the time it judged by.
 // known reports whether the sale exists.
-func (p *Purchases) tokenGate(ctx context.Context, saleID int64) (_ store.Sale, now time.Time, known bool, _ error) {
+func (p *Purchases) tokenGate(ctx context.Context, saleID int64) (_ shop.Sale, now time.Time, known bool, _ error) {
 	sale, err := p.sales.CachedRow(ctx, saleID)
 	if err != nil {
-		return store.Sale{}, now, false, err
+		return shop.Sale{}, now, false, err
 	}
 	now = p.now()
 	if err := saleWindow(sale.StartsAt, sale.EndsAt, now); err != nil {
@@ -78,7 +76,7 @@ func (p *Purchases) issueToken(ctx context.Context, userID, saleID int64, captch
 	if err != nil {
 		return "", time.Time{}, known, err
 	}
-	if err := p.limiter.Allow(ctx, saleID, userID, ip, limits.Of(sale)); err != nil {
+	if err := p.limiter.Allow(ctx, saleID, userID, ip, sale.RateLimits()); err != nil {
 		return "", time.Time{}, true, err
 	}
 	if captchaID == "" || len(captchaID) > 128 || answer == "" || len(answer) > 64 {
