@@ -67,3 +67,9 @@ func (s *Stock) Now(ctx context.Context) (time.Time, error) {
 
 // Client exposes the Redis client (registrations, leases, health).
 func (s *Stock) Client() redis.UniversalClient { return s.rdb }
+
+// ReconcileLease takes or renews the reconciliation lease for owner (AcquireReconcileLease) on
+// the stock's Redis.
+func (s *Stock) ReconcileLease(ctx context.Context, owner string, ttl time.Duration) (*Lease, error) {
+	return AcquireReconcileLease(ctx, s.rdb, owner, ttl)
+}

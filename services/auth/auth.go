@@ -17,7 +17,6 @@ import (
 	"github.com/flashsale/flashsale/services/internal/mac"
 	"github.com/flashsale/flashsale/services/limits"
 	"github.com/flashsale/flashsale/shop"
-	"github.com/flashsale/flashsale/store"
 )
 
 // Roles a token can carry.
@@ -34,7 +33,7 @@ type Identity struct {
 
 // Auth issues and verifies the HS256 JWTs that are the identity, and keeps the local accounts.
 type Auth struct {
-	db     *store.DB
+	db     DB
 	secret []byte
 	ttl    time.Duration
 	now    func() time.Time
@@ -99,7 +98,7 @@ type verified struct {
 func defaultHashSlots() int { return max(2, runtime.NumCPU()/2) }
 
 // NewAuth returns an Auth signing with secret; tokens live for ttl.
-func NewAuth(db *store.DB, secret []byte, ttl time.Duration, now func() time.Time) *Auth {
+func NewAuth(db DB, secret []byte, ttl time.Duration, now func() time.Time) *Auth {
 	return &Auth{db: db, secret: secret, ttl: ttl, now: now, hashing: make(chan struct{}, defaultHashSlots()),
 		seen: new([verifiedSlots]atomic.Pointer[verified]), seed: maphash.MakeSeed(), macs: mac.NewPool(secret), log: slog.Default()}
 }

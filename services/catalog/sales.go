@@ -71,8 +71,8 @@ type AdminItemStock struct {
 
 // Sales creates sales, reads them and keeps the catalog the purchase path checks against.
 type Sales struct {
-	db        *store.DB
-	stock     *store.Stock
+	db        DB
+	stock     Stock
 	loader    *pipeline.Loader
 	reconcile *pipeline.Reconciler
 	log       *slog.Logger
@@ -130,8 +130,8 @@ type Config struct {
 // Deps are what the catalog works with. Queue and Notices may be left out: then no rebuild of a
 // lost sale goes ahead (its queue cannot be judged drained) and changes stay on this instance.
 type Deps struct {
-	DB        *store.DB
-	Stock     *store.Stock
+	DB        DB
+	Stock     Stock
 	Loader    *pipeline.Loader
 	Reconcile *pipeline.Reconciler
 	Queue     pipeline.Backlogger // the queue whose depth the live view shows, and rebuilds wait for
@@ -163,7 +163,7 @@ func NewSales(cfg Config, d Deps) (*Sales, error) {
 		listings:    ttlcache.New[string](ttlcache.Config[listing]{TTL: listingTTL, Max: 256, StaleFor: time.Minute}, now),
 		liveCache:   ttlcache.New[int64](ttlcache.Config[LiveView]{TTL: liveTTL, Max: 100}, now),
 		pausedCache: ttlcache.New[int64](ttlcache.Config[bool]{TTL: pausedTTL, Max: 10_000}, now),
-		bounds:      newIDBounds(d.DB.HighestIDs),
+		bounds:      newIDBounds(func(ctx context.Context) (int64, int64, error) { return d.DB.HighestIDs(ctx) }),
 		liveSeen:    liveState{counter: map[int64]string{}}}
 	if err := s.hearChanges(); err != nil {
 		return nil, err

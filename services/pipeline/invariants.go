@@ -7,8 +7,6 @@ import (
 	"log/slog"
 	"slices"
 	"time"
-
-	"github.com/flashsale/flashsale/store"
 )
 
 // Invariants checks ARCHITECTURE.md's invariants for a sale once traffic has stopped and the queue has
@@ -24,7 +22,7 @@ import (
 //     of live orders; Redis's reservation counter is not behind Postgres.
 //
 // Tests, the benchmark tool and fault scenarios all end with it (testenv/invariants.Check).
-func Invariants(ctx context.Context, db *store.DB, stock *store.Stock, saleID int64, acked []string) []error {
+func Invariants(ctx context.Context, db DB, stock Stock, saleID int64, acked []string) []error {
 	var errs []error
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	rep, err := NewReconciler(db, stock, nil, log, 45*time.Second).Thorough().Report(ctx, saleID)

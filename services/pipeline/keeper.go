@@ -37,8 +37,8 @@ type KeeperConfig struct {
 type Keeper struct {
 	cfg       KeeperConfig
 	soldOut   SoldOutFlags
-	db        *store.DB
-	stock     *store.Stock
+	db        DB
+	stock     Stock
 	q         OrderQueue
 	loader    *Loader
 	returns   *Returns
@@ -54,8 +54,8 @@ type Keeper struct {
 
 // KeeperDeps are what the keeper's jobs work with.
 type KeeperDeps struct {
-	DB        *store.DB
-	Stock     *store.Stock
+	DB        DB
+	Stock     Stock
 	Queue     OrderQueue
 	Loader    *Loader
 	Returns   *Returns
@@ -429,7 +429,7 @@ func (k *Keeper) settleWritten(ctx context.Context, saleID int64, ids []string) 
 
 // reconcilePass takes (or renews) the reconciliation lease and, as its holder, reconciles.
 func (k *Keeper) reconcilePass(ctx context.Context, sales []int64, backlog uint64) error {
-	lease, err := store.AcquireReconcileLease(ctx, k.stock.Client(), k.cfg.Instance, 3*k.cfg.ReconcileInterval)
+	lease, err := k.stock.ReconcileLease(ctx, k.cfg.Instance, 3*k.cfg.ReconcileInterval)
 	if err != nil || lease == nil {
 		return err
 	}

@@ -16,8 +16,8 @@ import (
 // Redis lost data. Every instance may run it at once: the load script refuses a rebuild of an
 // older snapshot, and does nothing while the sale is loaded and healthy.
 type Loader struct {
-	db       *store.DB
-	stock    *store.Stock
+	db       DB
+	stock    Stock
 	soldOut  SoldOutFlags
 	metrics  *metrics.Metrics
 	log      *slog.Logger
@@ -45,7 +45,7 @@ type LoaderConfig struct {
 }
 
 // NewLoader returns a Loader.
-func NewLoader(cfg LoaderConfig, db *store.DB, stock *store.Stock, soldOut SoldOutFlags, m *metrics.Metrics, log *slog.Logger) *Loader {
+func NewLoader(cfg LoaderConfig, db DB, stock Stock, soldOut SoldOutFlags, m *metrics.Metrics, log *slog.Logger) *Loader {
 	return &Loader{db: db, stock: stock, soldOut: soldOut, metrics: metrics.Or(m), log: log, tokenTTL: cfg.TokenTTL, rebuildDelay: cfg.RebuildDelay}
 }
 

@@ -169,8 +169,8 @@ func (r SaleReport) Write(w io.Writer) {
 // red mark on the merchant's stock view, and one that persists with the queue drained is repaired
 // by rebuilding the sale's Redis state from Postgres.
 type Reconciler struct {
-	db        *store.DB
-	stock     *store.Stock
+	db        DB
+	stock     Stock
 	metrics   *metrics.Metrics
 	log       *slog.Logger
 	orphanAge time.Duration
@@ -183,7 +183,7 @@ type Reconciler struct {
 
 // NewReconciler returns a Reconciler; a reservation in flight for longer than orphanAge plus a
 // margin counts as stranded.
-func NewReconciler(db *store.DB, stock *store.Stock, m *metrics.Metrics, log *slog.Logger, orphanAge time.Duration) *Reconciler {
+func NewReconciler(db DB, stock Stock, m *metrics.Metrics, log *slog.Logger, orphanAge time.Duration) *Reconciler {
 	return &Reconciler{db: db, stock: stock, metrics: metrics.Or(m), log: log, orphanAge: orphanAge, seen: map[int64]string{}, quiet: map[int64]string{}}
 }
 

@@ -21,8 +21,8 @@ import (
 // or lost) is not touched: its rebuild from Postgres counts the unit, and takes the row as a
 // tombstone.
 type Returns struct {
-	db      *store.DB
-	stock   *store.Stock
+	db      DB
+	stock   Stock
 	soldOut SoldOutFlags
 	metrics *metrics.Metrics
 	log     *slog.Logger
@@ -41,7 +41,7 @@ type appliedReturn struct {
 const returnsSettle = 3 * time.Second
 
 // NewReturns returns the service.
-func NewReturns(db *store.DB, stock *store.Stock, soldOut SoldOutFlags, m *metrics.Metrics, log *slog.Logger) *Returns {
+func NewReturns(db DB, stock Stock, soldOut SoldOutFlags, m *metrics.Metrics, log *slog.Logger) *Returns {
 	return &Returns{db: db, stock: stock, soldOut: soldOut, metrics: metrics.Or(m), log: log, applied: map[string]appliedReturn{}}
 }
 

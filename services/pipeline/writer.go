@@ -43,8 +43,8 @@ type Writer struct {
 	cfg     WriterConfig
 	soldOut SoldOutFlags
 	q       OrderQueue
-	db      *store.DB
-	stock   *store.Stock
+	db      DB
+	stock   Stock
 	metrics *metrics.Metrics
 	log     *slog.Logger
 
@@ -56,7 +56,7 @@ type Writer struct {
 }
 
 // NewWriter returns a writer.
-func NewWriter(cfg WriterConfig, q OrderQueue, db *store.DB, stock *store.Stock, soldOut SoldOutFlags, m *metrics.Metrics, log *slog.Logger) *Writer {
+func NewWriter(cfg WriterConfig, q OrderQueue, db DB, stock Stock, soldOut SoldOutFlags, m *metrics.Metrics, log *slog.Logger) *Writer {
 	if cfg.Batch <= 0 {
 		cfg.Batch = 200
 	}

@@ -32,8 +32,8 @@ type PurchaseConfig struct {
 type Purchases struct {
 	cfg     PurchaseConfig
 	sales   Catalog
-	stock   *store.Stock
-	db      *store.DB
+	stock   Stock
+	db      DB
 	pub     Publisher
 	captcha captcha.Captcha
 	soldOut *SoldOut
@@ -56,8 +56,8 @@ type Purchases struct {
 // writer rate.
 type Deps struct {
 	Catalog    Catalog
-	Stock      *store.Stock
-	DB         *store.DB
+	Stock      Stock
+	DB         DB
 	Publisher  Publisher
 	Captcha    captcha.Captcha
 	SoldOut    *SoldOut

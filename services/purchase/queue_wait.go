@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale/shop"
-	"github.com/flashsale/flashsale/store"
 )
 
 // DefaultWriterRate is the writer throughput (orders per second) a queue estimate assumes while
@@ -22,7 +21,7 @@ const DefaultWriterRate = 50.0
 // Redis, and the wait that means at the writer's recent rate. Each instance reads a sale's
 // in-flight hash at most every queueSnapshotAge, however many shoppers poll.
 type QueueWait struct {
-	stock *store.Stock
+	stock Stock
 	rate  WriterRate
 
 	mu    sync.Mutex
@@ -49,7 +48,7 @@ type noRate struct{}
 func (noRate) Rate() (float64, bool) { return 0, false }
 
 // NewQueueWait returns the estimator; rate is the local writer's meter.
-func NewQueueWait(stock *store.Stock, rate WriterRate) *QueueWait {
+func NewQueueWait(stock Stock, rate WriterRate) *QueueWait {
 	return &QueueWait{stock: stock, rate: rate, sales: map[int64]*queueSnapshot{}}
 }
 

@@ -1,0 +1,32 @@
+package catalog
+
+import (
+	"context"
+	"time"
+
+	"github.com/flashsale/flashsale/shop"
+	"github.com/flashsale/flashsale/store"
+)
+
+// DB is what the catalog reads and writes in Postgres (store.DB).
+type DB interface {
+	CreateSale(ctx context.Context, sale shop.Sale) (shop.Sale, error)
+	EachOrderOfSale(ctx context.Context, saleID int64, chunk int, fn func([]store.ExportOrder) error) error
+	EditSale(ctx context.Context, saleID int64, edit func(cur shop.Sale) (shop.Sale, error), before func(old, next shop.Sale) error) (shop.Sale, error)
+	HighestIDs(ctx context.Context) (sale, item int64, err error)
+	ItemByID(ctx context.Context, id int64) (shop.Item, error)
+	OrdersOfSale(ctx context.Context, saleID int64, f store.SaleOrderFilter, after *store.OrderCursor, limit int) ([]shop.Order, *store.OrderCursor, error)
+	SaleByID(ctx context.Context, id int64) (shop.Sale, error)
+	SalesByMerchant(ctx context.Context, merchantID int64, limit int) ([]shop.Sale, error)
+	SalesEndingAfter(ctx context.Context, t time.Time, after *store.SaleCursor, limit int) ([]shop.Sale, *store.SaleCursor, error)
+}
+
+// Stock is what the catalog reads and changes of the sales' state in Redis (store.Stock).
+type Stock interface {
+	Adjust(ctx context.Context, a store.Adjustment) (store.AdjustResult, error)
+	Funnel(ctx context.Context, saleID int64, since int64) (store.FunnelCounts, []store.SeriesPoint, error)
+	Levels(ctx context.Context, saleID int64, itemIDs []int64) ([]int64, error)
+	MarkLost(ctx context.Context, saleID int64, fence int64, atSeq string) (bool, error)
+	Paused(ctx context.Context, saleID int64) (bool, error)
+	RememberShards(saleID int64, k int)
+}

@@ -1,0 +1,33 @@
+package purchase
+
+import (
+	"context"
+	"time"
+
+	"github.com/flashsale/flashsale/shop"
+	"github.com/flashsale/flashsale/store"
+)
+
+// DB is what this package reads and writes in Postgres (store.DB).
+type DB interface {
+	CancelOrder(ctx context.Context, o shop.Order, userID int64) ([]store.StockReturn, error)
+	ExistingOrders(ctx context.Context, ids []string) (map[string]string, error)
+	ExpireOrder(ctx context.Context, o shop.Order) ([]store.StockReturn, error)
+	MaxSeqOfSale(ctx context.Context, saleID int64) (int64, error)
+	MaxSeqOfShards(ctx context.Context, saleID int64, k int) ([]int64, error)
+	OrderDetailByID(ctx context.Context, id string) (store.OrderDetail, error)
+	OrdersOfUser(ctx context.Context, userID, saleID int64, after *store.OrderCursor, limit int) ([]store.OrderDetail, *store.OrderCursor, error)
+	PayOrder(ctx context.Context, id string, userID int64) (bool, error)
+	SalesOpenSince(ctx context.Context, endedAfter, startsBefore time.Time) ([]shop.Sale, error)
+}
+
+// Stock is what this package reads and changes of the sales' state in Redis (store.Stock).
+type Stock interface {
+	Claim(ctx context.Context, saleID int64, orders []store.ClaimItem) ([]int, error)
+	HeldInFlight(ctx context.Context, lookups []store.HeldLookup) (held [][]store.InFlightEntry, errs []error)
+	InFlight(ctx context.Context, saleID int64) ([]store.InFlightEntry, error)
+	InFlightOrder(ctx context.Context, saleID int64, orderID string) (store.InFlightEntry, bool, error)
+	Release(ctx context.Context, o shop.OrderRef, op shop.ReleaseOp) (store.ReleaseOutcome, error)
+	Reserve(ctx context.Context, a store.Attempt) (store.Reservation, error)
+	Shards(ctx context.Context, saleID int64) (int, error)
+}
