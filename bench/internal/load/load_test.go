@@ -160,3 +160,25 @@ func TestClassOf(t *testing.T) {
 		}
 	}
 }
+
+func TestParseStatus(t *testing.T) {
+	tests := []struct {
+		line string
+		want int
+		ok   bool
+	}{
+		{"HTTP/1.1 202 Accepted\r\n", 202, true},
+		{"HTTP/1.0 100 Continue\r\n", 100, true},
+		{"HTTP/1.1 999\r\n", 999, true},
+		{"HTTP/1.1 20\r\n", 0, false},
+		{"HTTP/2.0 200 OK\r\n", 0, false},
+		{"HTTP/1.1 2/0 OK\r\n", 0, false},
+		{"HTTP/1.1 20: OK\r\n", 0, false},
+		{"http/1.1 200 OK\r\n", 0, false},
+	}
+	for _, tt := range tests {
+		if got, ok := parseStatus([]byte(tt.line)); got != tt.want || ok != tt.ok {
+			t.Errorf("parseStatus(%q) = %d, %v; want %d, %v", tt.line, got, ok, tt.want, tt.ok)
+		}
+	}
+}
