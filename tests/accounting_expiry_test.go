@@ -11,6 +11,7 @@ import (
 
 	"github.com/flashsale/flashsale/services"
 	"github.com/flashsale/flashsale/store"
+	"github.com/flashsale/flashsale/testenv"
 )
 
 // Unpaid orders expire within a few seconds of their deadline, with three instances' jobs
@@ -34,39 +35,38 @@ func TestExpiryReturnsEachUnitOnceWithThreeInstances(t *testing.T) {
 	a.app.Start(context.Background(), true, false)
 	a.drain(s)
 	writtenAt := time.Now()
-	var user int64
-	var id string
-	for user, id = range orders {
-		break
-	}
+	user, id := anyOrder(orders)
 	o := a.do("GET", "/api/flash-sales/orders/"+id, a.token(user, services.RoleShopper), nil)
 	if o.str("status") != "PENDING" {
 		t.Fatalf("order after a writer backlog longer than the window: %s, want PENDING (window counts from the write)", o.Raw)
 	}
 	deadline := time.Now().Add(15 * time.Second)
-	for a.sqlInt(`SELECT count(*) FROM orders WHERE item_id = ? AND status = 'EXPIRED'`, s.items[0]) != 30 {
-		if time.Now().After(deadline) {
-			t.Fatalf("orders not all expired 15 s after their deadline")
+	testenv.Eventually(t, 15*time.Second, "every order expired after its deadline", func() error {
+		if n := a.sqlInt(`SELECT count(*) FROM orders WHERE item_id = ? AND status = 'EXPIRED'`, s.items[0]); n != 30 {
+			return fmt.Errorf("%d of 30 expired", n)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	if took := time.Since(writtenAt); took > 8*time.Second {
 		t.Errorf("expiry took %s after the orders were written with a 2 s window", took)
 	}
-	for a.sqlInt(`SELECT count(*) FROM stock_returns`) != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("returns still pending")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testenv.Eventually(t, time.Until(deadline), "every return applied", noReturnsPending(a))
 	time.Sleep(time.Second) // more passes of all three keepers must not return any unit again
+	checkExpiredOnce(t, s, orders, a, b, c)
+}
+
+// checkExpiredOnce checks, on all three instances, that each unit of the expired orders went
+// back once, that an expired order cannot be paid and that its shopper may buy again.
+func checkExpiredOnce(t *testing.T, s saleIDs, orders map[int64]string, a, b, c *harness) {
+	t.Helper()
+	user, id := anyOrder(orders)
 	if got := a.redisStock(s, s.items[0]); got != 40 {
 		t.Errorf("redis stock after expiry = %d, want 40 (every unit back exactly once)", got)
 	}
 	if got := a.sqlInt(`SELECT sold FROM items WHERE id = ?`, s.items[0]); got != 0 {
 		t.Errorf("sold after expiry = %d, want 0", got)
 	}
-	o = b.do("GET", "/api/flash-sales/orders/"+id, b.token(user, services.RoleShopper), nil)
+	o := b.do("GET", "/api/flash-sales/orders/"+id, b.token(user, services.RoleShopper), nil)
 	if o.str("status") != "EXPIRED" {
 		t.Errorf("order after its deadline: %s, want EXPIRED", o.Raw)
 	}
@@ -84,6 +84,24 @@ func TestExpiryReturnsEachUnitOnceWithThreeInstances(t *testing.T) {
 	a.checkInvariants(s)
 }
 
+// anyOrder is one of the orders buyN made: its shopper and its id.
+func anyOrder(orders map[int64]string) (user int64, id string) {
+	for user, id = range orders {
+		break
+	}
+	return user, id
+}
+
+// noReturnsPending is the condition that no stock return is left to apply.
+func noReturnsPending(h *harness) func() error {
+	return func() error {
+		if n := h.sqlInt(`SELECT count(*) FROM stock_returns`); n != 0 {
+			return fmt.Errorf("%d returns still pending", n)
+		}
+		return nil
+	}
+}
+
 // Payment and expiry racing on 500 orders: each order ends PAID or EXPIRED, exactly one of them,
 // and what the shopper was answered is what the order is.
 func TestPayVersusExpireRace(t *testing.T) {
@@ -96,11 +114,49 @@ func TestPayVersusExpireRace(t *testing.T) {
 		t.Fatalf("accepted %d of %d", len(orders), n)
 	}
 	h.drain(s)
-	type answer struct {
-		status int
-		code   string
+	answers := payAroundTheDeadline(t, h, orders)
+	deadline := time.Now().Add(10 * time.Second)
+	testenv.Eventually(t, 10*time.Second, "no order PENDING after its deadline", func() error {
+		if n := h.sqlInt(`SELECT count(*) FROM orders WHERE status = 'PENDING' AND item_id = ?`, s.items[0]); n > 0 {
+			return fmt.Errorf("%d orders still PENDING", n)
+		}
+		return nil
+	})
+	paid, expired := 0, 0
+	for id, a := range answers {
+		var status string
+		h.app.DB.Gorm().Raw(`SELECT status FROM orders WHERE id = ?`, id).Scan(&status)
+		switch {
+		case a.status == http.StatusOK && status == "PAID":
+			paid++
+		case a.status == http.StatusConflict && a.code == "EXPIRED" && status == "EXPIRED":
+			expired++
+		default:
+			t.Errorf("order %s: answered %d %s, but it is %s", id, a.status, a.code, status)
+		}
 	}
-	answers := map[string]answer{}
+	if paid == 0 || expired == 0 {
+		t.Errorf("paid %d, expired %d: the race was not exercised on both sides", paid, expired)
+	}
+	// the stock check below says it if the returns are not all applied by the deadline
+	_ = testenv.Poll(time.Until(deadline), testenv.PollInterval, noReturnsPending(h))
+	if got := h.redisStock(s, s.items[0]); got != int64(expired) {
+		t.Errorf("redis stock = %d, want %d (one unit back per expired order)", got, expired)
+	}
+	t.Logf("paid %d, expired %d", paid, expired)
+	h.checkInvariants(s)
+}
+
+// payAnswer is what a payment was answered: the status and the error code.
+type payAnswer struct {
+	status int
+	code   string
+}
+
+// payAroundTheDeadline pays each order somewhere in the 400 ms around its deadline, 64 at a
+// time, and returns each order's answer.
+func payAroundTheDeadline(t *testing.T, h *harness, orders map[int64]string) map[string]payAnswer {
+	answers := map[string]payAnswer{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 64)
@@ -121,42 +177,12 @@ func TestPayVersusExpireRace(t *testing.T) {
 			p := h.do("POST", "/api/flash-sales/orders/"+id+"/pay", h.token(user, services.RoleShopper), nil)
 			<-sem
 			mu.Lock()
-			answers[id] = answer{p.Status, p.str("error")}
+			answers[id] = payAnswer{p.Status, p.str("error")}
 			mu.Unlock()
 		}()
 	}
 	wg.Wait()
-	deadline := time.Now().Add(10 * time.Second)
-	for h.sqlInt(`SELECT count(*) FROM orders WHERE status = 'PENDING' AND item_id = ?`, s.items[0]) > 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("orders still PENDING 10 s after their deadline")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	paid, expired := 0, 0
-	for id, a := range answers {
-		var status string
-		h.app.DB.Gorm().Raw(`SELECT status FROM orders WHERE id = ?`, id).Scan(&status)
-		switch {
-		case a.status == http.StatusOK && status == "PAID":
-			paid++
-		case a.status == http.StatusConflict && a.code == "EXPIRED" && status == "EXPIRED":
-			expired++
-		default:
-			t.Errorf("order %s: answered %d %s, but it is %s", id, a.status, a.code, status)
-		}
-	}
-	if paid == 0 || expired == 0 {
-		t.Errorf("paid %d, expired %d: the race was not exercised on both sides", paid, expired)
-	}
-	for h.sqlInt(`SELECT count(*) FROM stock_returns`) != 0 && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
-	if got := h.redisStock(s, s.items[0]); got != int64(expired) {
-		t.Errorf("redis stock = %d, want %d (one unit back per expired order)", got, expired)
-	}
-	t.Logf("paid %d, expired %d", paid, expired)
-	h.checkInvariants(s)
+	return answers
 }
 
 // Cancel: a PENDING order of its shopper becomes CANCELLED and its unit goes back once; any other
@@ -227,13 +253,12 @@ func TestReturnLostByRedisIsAppliedAgain(t *testing.T) {
 	if got := h.sqlInt(`SELECT count(*) FROM stock_returns`); got != 1 {
 		t.Fatalf("return rows right after the cancel = %d, want 1 (kept until Redis has surely synced it)", got)
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for h.sqlInt(`SELECT count(*) FROM stock_returns`) != 0 || h.redisStock(s, s.items[0]) != 5 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the lost return was not applied again: stock %d, rows %d", h.redisStock(s, s.items[0]), h.sqlInt(`SELECT count(*) FROM stock_returns`))
+	testenv.Eventually(t, 15*time.Second, "the lost return applied again", func() error {
+		if stock, rows := h.redisStock(s, s.items[0]), h.sqlInt(`SELECT count(*) FROM stock_returns`); rows != 0 || stock != 5 {
+			return fmt.Errorf("stock %d, rows %d", stock, rows)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	time.Sleep(time.Second) // more passes: never twice
 	if got := h.redisStock(s, s.items[0]); got != 5 {
 		t.Errorf("redis stock = %d, want 5", got)
@@ -260,17 +285,13 @@ func TestReturnWaitsForTheRebuild(t *testing.T) {
 	if c := h.do("POST", "/api/flash-sales/orders/"+r.str("orderId")+"/cancel", alice, nil); c.Status != http.StatusOK {
 		t.Fatalf("cancel: %d %s", c.Status, c.Raw)
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	testenv.Eventually(t, 15*time.Second, "rebuilt, and the return settled", func() error {
 		st, err := h.app.Stock.State(ctx, s.sale)
 		if err == nil && st.Loaded && !st.Lost && h.sqlInt(`SELECT count(*) FROM stock_returns`) == 0 {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not rebuilt, or the return never settled: %+v %v", st, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return fmt.Errorf("state %+v %v", st, err)
+	})
 	if got := h.redisStock(s, s.items[0]); got != 5 {
 		t.Errorf("redis stock after the rebuild = %d, want 5 (the unit counted once)", got)
 	}

@@ -131,25 +131,41 @@ func TestRedisPartialLoss(t *testing.T) {
 	if r := h.buy(replayer, s.items[0], replayTok); r.Status != http.StatusServiceUnavailable && r.Status != http.StatusForbidden {
 		t.Errorf("first purchase after the restart: %d %s, want 503 (loss detected, fail closed) or 403 (already rebuilt)", r.Status, r.Raw)
 	}
-	deadline0 := time.Now().Add(10 * time.Second)
-	for {
+	testenv.Eventually(t, 10*time.Second, "the sale rebuilt after the loss", func() error {
 		st, err := h.app.Stock.State(context.Background(), s.sale)
 		if err == nil && st.Loaded && !st.Lost && st.Epoch > 1 {
-			break
+			return nil
 		}
-		if time.Now().After(deadline0) {
-			t.Fatalf("the sale was not rebuilt after the loss: %+v %v", st, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return fmt.Errorf("state %+v %v", st, err)
+	})
 	if r := h.buy(replayer, s.items[0], replayTok); r.Status != http.StatusForbidden {
 		t.Errorf("a token issued before the rebuild, replayed after it: %d %s, want 403", r.Status, r.Raw)
 	}
 
-	// The rush goes on right after the restart: 120 new shoppers and the 30 whose orders Redis
-	// forgot try (again); the first answers are 503 until the rebuild, then selling resumes.
-	codes := map[string]int{}
-	forgotten := map[string]int{} // answers to the shoppers whose orders Redis forgot
+	codes, forgotten := rushAfterTheRestart(h, s)
+	t.Logf("answers after the restart: %v", codes)
+	if forgotten["202 "] != 0 || forgotten["409 ALREADY_PURCHASED"] == 0 {
+		t.Errorf("the shoppers whose orders Redis forgot were answered %v: want no 202 (buyers rebuilt from Postgres) and some 409", forgotten)
+	}
+	if codes["202 "] != units-60 {
+		t.Errorf("202 answers after the restart = %d, want %d (the units Postgres had left)", codes["202 "], units-60)
+	}
+	h.drain(s)
+	if got := h.sqlInt(`SELECT count(*) FROM orders WHERE item_id = ? AND status IN ('PENDING','PAID')`, s.items[0]); got != units {
+		t.Errorf("live orders = %d, want %d (sold out exactly)", got, units)
+	}
+	if got := h.sqlInt(`SELECT count(*) FROM orders WHERE item_id = ? AND status = 'FAILED'`, s.items[0]); got != 0 {
+		t.Errorf("FAILED orders = %d, want 0 (no 202 turned into a refusal)", got)
+	}
+	h.checkInvariants(s)
+}
+
+// rushAfterTheRestart is the rush going on right after the restart: 120 new shoppers and the 30
+// whose orders Redis forgot try (again); the first answers are 503 until the rebuild, then
+// selling resumes. It returns the count of each answer, and of those the forgotten shoppers got.
+func rushAfterTheRestart(h *harness, s saleIDs) (codes, forgotten map[string]int) {
+	codes = map[string]int{}
+	forgotten = map[string]int{} // answers to the shoppers whose orders Redis forgot
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	deadline := time.Now().Add(20 * time.Second)
@@ -190,21 +206,7 @@ func TestRedisPartialLoss(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	t.Logf("answers after the restart: %v", codes)
-	if forgotten["202 "] != 0 || forgotten["409 ALREADY_PURCHASED"] == 0 {
-		t.Errorf("the shoppers whose orders Redis forgot were answered %v: want no 202 (buyers rebuilt from Postgres) and some 409", forgotten)
-	}
-	if codes["202 "] != units-60 {
-		t.Errorf("202 answers after the restart = %d, want %d (the units Postgres had left)", codes["202 "], units-60)
-	}
-	h.drain(s)
-	if got := h.sqlInt(`SELECT count(*) FROM orders WHERE item_id = ? AND status IN ('PENDING','PAID')`, s.items[0]); got != units {
-		t.Errorf("live orders = %d, want %d (sold out exactly)", got, units)
-	}
-	if got := h.sqlInt(`SELECT count(*) FROM orders WHERE item_id = ? AND status = 'FAILED'`, s.items[0]); got != 0 {
-		t.Errorf("FAILED orders = %d, want 0 (no 202 turned into a refusal)", got)
-	}
-	h.checkInvariants(s)
+	return codes, forgotten
 }
 
 // The start second is Redis's: an instance whose clock runs ahead cannot sell before it.
@@ -245,20 +247,27 @@ func TestReconcileCommandAndRepair(t *testing.T) {
 		t.Fatalf("reconcile with a planted mismatch: %v, want exit 1 with a conservation violation\n%s", err, out)
 	}
 	deadline := time.Now().Add(15 * time.Second)
-	for h.redisStock(s, s.items[0]) != 6 {
-		if time.Now().After(deadline) {
-			out, _ := h.reconcile(s.sale)
-			t.Fatalf("the reconciliation did not repair the planted mismatch\n%s", out)
+	repaired := func() error {
+		if got := h.redisStock(s, s.items[0]); got != 6 {
+			return fmt.Errorf("stock %d, want 6", got)
 		}
-		time.Sleep(100 * time.Millisecond)
+		return nil
+	}
+	if err := testenv.Poll(15*time.Second, 100*time.Millisecond, repaired); err != nil {
+		out, _ := h.reconcile(s.sale)
+		t.Fatalf("the reconciliation did not repair the planted mismatch: %v\n%s", err, out)
 	}
 	// Selling resumes on the repaired stock.
 	tok := h.token(999, services.RoleShopper)
-	for r := h.buy(tok, s.items[0], h.purchaseToken(tok, s.sale)); r.Status != http.StatusAccepted; r = h.buy(tok, s.items[0], h.purchaseToken(tok, s.sale)) {
-		if time.Now().After(deadline) || r.Status != http.StatusServiceUnavailable {
+	testenv.Eventually(t, time.Until(deadline), "a purchase after the repair accepted", func() error {
+		r := h.buy(tok, s.items[0], h.purchaseToken(tok, s.sale))
+		if r.Status != http.StatusAccepted && r.Status != http.StatusServiceUnavailable {
 			t.Fatalf("buy after the repair: %d %s", r.Status, r.Raw)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		if r.Status != http.StatusAccepted {
+			return fmt.Errorf("buy: %d %s", r.Status, r.Raw)
+		}
+		return nil
+	})
 	h.checkInvariants(s)
 }

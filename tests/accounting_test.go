@@ -64,31 +64,7 @@ func TestMyOrdersAndAlreadyPurchased(t *testing.T) {
 	if r.Status != http.StatusConflict || r.str("error") != "ALREADY_PURCHASED" || r.str("orderId") != ids[3] {
 		t.Errorf("buy a held item again: %d %s, want 409 ALREADY_PURCHASED with orderId %s", r.Status, r.Raw, ids[3])
 	}
-	var got []string
-	cursor := ""
-	pages := 0
-	for {
-		path := "/api/flash-sales/orders"
-		if cursor != "" {
-			path += "?cursor=" + cursor
-		}
-		p := h.do("GET", path, alice, nil)
-		if p.Status != http.StatusOK {
-			t.Fatalf("my orders: %d %s", p.Status, p.Raw)
-		}
-		pages++
-		for _, o := range p.Body["orders"].([]any) {
-			m := o.(map[string]any)
-			got = append(got, m["orderId"].(string))
-			if m["status"] != "PENDING" || m["itemName"] == "" || m["saleId"] != strconv.FormatInt(s.sale, 10) || m["currency"] != "CNY" || m["payBy"] == nil {
-				t.Errorf("order entry %v lacks status, item, sale, currency or payBy", m)
-			}
-		}
-		cursor = p.str("next")
-		if cursor == "" {
-			break
-		}
-	}
+	got, pages := myOrderPages(t, h, alice, s.sale)
 	if pages != 2 || len(got) != 25 {
 		t.Errorf("my orders: %d orders on %d pages, want 25 on 2", len(got), pages)
 	}
@@ -105,6 +81,36 @@ func TestMyOrdersAndAlreadyPurchased(t *testing.T) {
 		t.Errorf("bad cursor: %d %s, want 400 INVALID_INPUT", p.Status, p.Raw)
 	}
 	h.checkInvariants(s)
+}
+
+// myOrderPages follows "my orders" page by page for the shopper, checking that each entry is
+// of the sale and complete, and returns the order ids in the order listed and the page count.
+func myOrderPages(t *testing.T, h *harness, shopper string, sale int64) (got []string, pages int) {
+	t.Helper()
+	cursor := ""
+	for {
+		path := "/api/flash-sales/orders"
+		if cursor != "" {
+			path += "?cursor=" + cursor
+		}
+		p := h.do("GET", path, shopper, nil)
+		if p.Status != http.StatusOK {
+			t.Fatalf("my orders: %d %s", p.Status, p.Raw)
+		}
+		pages++
+		for _, o := range p.Body["orders"].([]any) {
+			m := o.(map[string]any)
+			got = append(got, m["orderId"].(string))
+			if m["status"] != "PENDING" || m["itemName"] == "" || m["saleId"] != strconv.FormatInt(sale, 10) || m["currency"] != "CNY" || m["payBy"] == nil {
+				t.Errorf("order entry %v lacks status, item, sale, currency or payBy", m)
+			}
+		}
+		cursor = p.str("next")
+		if cursor == "" {
+			break
+		}
+	}
+	return got, pages
 }
 
 // A purchase token is one attempt in its sale, whatever item it is sent to; one unit per shopper
