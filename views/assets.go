@@ -1,13 +1,19 @@
 package views
 
+import "github.com/flashsale/flashsale/static"
+
 // The script is native ES modules under /static/js/ (no build step): js/main.js is the entry, and
 // it imports the module of the page it finds (see PAGES in static/js/main.js). Each page names
 // every module it will load in <link rel="modulepreload"> hints, so that the browser fetches them
 // side by side with main.js instead of discovering them one import after another.
-// TestModulePreloads checks these lists against the modules' imports.
+// TestModulePreloads checks these lists against the modules' imports. Every URL of an asset is
+// static.Path's: its content-hashed name, cached for good (static/assets.go).
 
-// scriptEntry is the module the layout loads with <script type="module">.
-const scriptEntry = "/static/js/main.js"
+// scriptEntry is the URL of the module the layout loads with <script type="module">.
+func scriptEntry() string { return static.Path("js/main.js") }
+
+// stylesheet is the URL of the pages' stylesheet.
+func stylesheet() string { return static.Path("style.css") }
 
 // commonModules are what main.js imports on every page.
 var commonModules = []string{"dom.js", "i18n.js", "time.js", "storage.js", "api.js", "session.js", "nav.js", "network.js"}
@@ -42,7 +48,7 @@ func modulePreloads(page string) []string {
 	mods := append(append([]string(nil), pageModules[page]...), commonModules...)
 	urls := make([]string, len(mods))
 	for i, m := range mods {
-		urls[i] = "/static/js/" + m
+		urls[i] = static.Path("js/" + m)
 	}
 	return urls
 }

@@ -17,6 +17,8 @@ var (
 	staticImport = regexp.MustCompile(`(?m)^import (?:[^'"]*? from )?'\./([\w.-]+\.js)';`)
 	// pageImport matches an entry of PAGES in main.js: { testid: 'sale', load: () => import('./sale.js'), …
 	pageImport = regexp.MustCompile(`testid: '([\w-]+)', load: \(\) => import\('\./([\w.-]+\.js)'\)`)
+	// hashedAsset is the URL of an asset by its content-hashed name (static.Path).
+	hashedAsset = regexp.MustCompile(`^/static/[\w/.-]+\.[0-9a-f]{10}\.(?:js|css)$`)
 )
 
 func readModule(t *testing.T, name string) string {
@@ -62,7 +64,7 @@ func checkModulePreloads(t *testing.T, doc *goquery.Document) {
 	want := []string{}
 	for m := range moduleClosure(t, roots...) {
 		if m != "main.js" { // the script element fetches it
-			want = append(want, "/static/js/"+m)
+			want = append(want, static.Path("js/"+m))
 		}
 	}
 	got := []string{}
