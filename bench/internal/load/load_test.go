@@ -71,32 +71,36 @@ func TestLoopbackOnly(t *testing.T) {
 	}
 }
 
+// rawConnHandler answers TestRawConn's requests: /echo (202 with the token and the body),
+// /chunked (two flushed halves), /empty (204) and /close (410 with Connection: close).
+func rawConnHandler(w http.ResponseWriter, r *http.Request) {
+	if got := r.Header.Get("X-Purchase-Token"); r.URL.Path == "/echo" && got != "tok" {
+		http.Error(w, "missing token "+got, 400)
+		return
+	}
+	switch r.URL.Path {
+	case "/echo":
+		b := make([]byte, r.ContentLength)
+		r.Body.Read(b)
+		w.WriteHeader(202)
+		w.Write([]byte(`{"orderId":"` + r.Header.Get("Authorization") + `","body":` + string(b) + `}`))
+	case "/chunked":
+		w.Write([]byte(strings.Repeat("a", 5000)))
+		w.(http.Flusher).Flush()
+		w.Write([]byte(strings.Repeat("b", 5000)))
+	case "/empty":
+		w.WriteHeader(204)
+	case "/close":
+		w.Header().Set("Connection", "close")
+		w.WriteHeader(410)
+		w.Write([]byte(`{"error":"SOLD_OUT"}`))
+	}
+}
+
 // TestRawConn checks the lean client against net/http's server: Content-Length, chunked
 // bodies, an empty 204, keep-alive across requests and Connection: close.
 func TestRawConn(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if got := r.Header.Get("X-Purchase-Token"); r.URL.Path == "/echo" && got != "tok" {
-			http.Error(w, "missing token "+got, 400)
-			return
-		}
-		switch r.URL.Path {
-		case "/echo":
-			b := make([]byte, r.ContentLength)
-			r.Body.Read(b)
-			w.WriteHeader(202)
-			w.Write([]byte(`{"orderId":"` + r.Header.Get("Authorization") + `","body":` + string(b) + `}`))
-		case "/chunked":
-			w.Write([]byte(strings.Repeat("a", 5000)))
-			w.(http.Flusher).Flush()
-			w.Write([]byte(strings.Repeat("b", 5000)))
-		case "/empty":
-			w.WriteHeader(204)
-		case "/close":
-			w.Header().Set("Connection", "close")
-			w.WriteHeader(410)
-			w.Write([]byte(`{"error":"SOLD_OUT"}`))
-		}
-	}))
+	srv := httptest.NewServer(http.HandlerFunc(rawConnHandler))
 	defer srv.Close()
 	addr := strings.TrimPrefix(srv.URL, "http://")
 	c := &rawConn{addr: addr}
