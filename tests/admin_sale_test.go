@@ -11,6 +11,7 @@ import (
 
 	"github.com/flashsale/flashsale/services"
 	"github.com/flashsale/flashsale/store"
+	"github.com/flashsale/flashsale/testenv"
 )
 
 // Issue 9's sale administration: PATCH, pause, resume, end and warm.
@@ -291,13 +292,10 @@ func TestSaleChangeNoticeReachesOtherInstances(t *testing.T) {
 	if r := h1.patchSale(merchant, s.sale, map[string]any{"name": "Renamed on instance 1"}); r.Status != http.StatusOK {
 		t.Fatalf("rename: %d %s", r.Status, r.Raw)
 	}
+	// within waits for a notice between instances, which should take milliseconds
 	within := func(what string, d time.Duration, ok func() bool) {
 		t.Helper()
-		for deadline := time.Now().Add(d); !ok(); time.Sleep(10 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not within %v", what, d)
-			}
-		}
+		testenv.EventuallyEvery(t, d, 10*time.Millisecond, what, testenv.Until(ok, "not yet"))
 	}
 	within("the rename on instance 2", time.Second, func() bool { return h2.do("GET", path, "", nil).str("name") == "Renamed on instance 1" })
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/flashsale/flashsale/services"
 	"github.com/flashsale/flashsale/store"
+	"github.com/flashsale/flashsale/testenv"
 )
 
 // The home page and GET /api/flash-sales share one read of the listing a second: a crowd on
@@ -81,17 +82,13 @@ func TestListingDoesNotQueryPostgresPerRequest(t *testing.T) {
 
 	// The cache is short: a new sale shows within about a second.
 	second := h.liveSale(1)
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testenv.Eventually(t, 5*time.Second, fmt.Sprintf("sale %d listed after its creation", second.sale), func() error {
 		_, body := get("/api/flash-sales")
 		if strings.Contains(body, fmt.Sprintf(`"%d"`, second.sale)) && strings.Contains(body, fmt.Sprintf(`"%d"`, first.sale)) {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("sale %d not listed 5s after its creation: %s", second.sale, body)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return fmt.Errorf("listing %s", body)
+	})
 }
 
 // The writer has its own Postgres pool: with every connection of the public pool taken (a
@@ -140,18 +137,14 @@ func TestWriterKeepsItsOwnPoolWhenThePublicOneIsExhausted(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer check.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testenv.Eventually(t, 10*time.Second, fmt.Sprintf("order %s written after the writer started, with the public pool exhausted", orderID), func() error {
 		var status string
 		if err := check.Gorm().Raw(`SELECT status FROM orders WHERE id = ?`, orderID).Scan(&status).Error; err != nil {
 			t.Fatal(err)
 		}
-		if status == store.StatusPending {
-			return
+		if status != store.StatusPending {
+			return fmt.Errorf("status %q", status)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("order %s not written 10s after the writer started, with the public pool exhausted (status %q)", orderID, status)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 }

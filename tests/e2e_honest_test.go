@@ -14,6 +14,7 @@ import (
 	"github.com/chromedp/cdproto/fetch"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
+	"github.com/flashsale/flashsale/testenv"
 )
 
 // The browser tests of the shopper's honest page (issue 9, items 5 and 6), on a desktop and on
@@ -388,17 +389,16 @@ func setOffline(t *testing.T, b *e2eTab, offline bool) {
 // poll that runs while the page changes fails, so it asks again).
 func (b *e2eTab) waitNavigated(path string) {
 	b.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	err := testenv.Poll(10*time.Second, testenv.PollInterval, func() error {
 		ctx, cancel := context.WithTimeout(b.ctx, time.Second)
 		got, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.readyState === 'complete' && window.__e2e ? location.pathname : ''`))
 		cancel()
 		if err == nil && got == path {
-			return
+			return nil
 		}
-		if time.Now().After(deadline) {
-			b.fatalf("no document at %s after 10s (last: %q, %v)", path, got, err)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return fmt.Errorf("last: %q, %v", got, err)
+	})
+	if err != nil {
+		b.fatalf("no document at %s: %v", path, err)
 	}
 }

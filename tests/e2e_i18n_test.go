@@ -11,6 +11,7 @@ import (
 
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
+	"github.com/flashsale/flashsale/testenv"
 )
 
 // The shopper pages in Chinese (issue 9, item 7): a browser that asks for Chinese
@@ -62,18 +63,18 @@ func (b *e2eTab) waitAcross(what string, timeout time.Duration, expr string) {
 	b.t.Helper()
 	start := time.Now()
 	deadline := start.Add(timeout)
-	for {
-		_, err := chromedp.Run(b.ctx, chromedp.Poll[[]byte](`((e) => (`+expr+`))(window.__e2e)`,
-			chromedp.WithPollingInterval(20*time.Millisecond), chromedp.WithPollingTimeout(time.Until(deadline))))
-		if err == nil {
-			b.t.Logf("%s: %s (%v)", b.name, what, time.Since(start).Round(time.Millisecond))
-			return
+	var last error
+	err := testenv.Poll(timeout, testenv.PollInterval, func() error {
+		if left := time.Until(deadline); left > 0 || last == nil {
+			_, last = chromedp.Run(b.ctx, chromedp.Poll[[]byte](`((e) => (`+expr+`))(window.__e2e)`,
+				chromedp.WithPollingInterval(20*time.Millisecond), chromedp.WithPollingTimeout(max(left, time.Millisecond))))
 		}
-		if time.Now().After(deadline) {
-			b.fatalf("waited %v for %s: %v", timeout, what, err)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return last
+	})
+	if err != nil {
+		b.fatalf("waited %v for %s: %v", timeout, what, last)
 	}
+	b.t.Logf("%s: %s (%v)", b.name, what, time.Since(start).Round(time.Millisecond))
 }
 
 func (b *e2eTab) langState() e2eLangState {

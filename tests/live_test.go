@@ -11,6 +11,7 @@ import (
 
 	"github.com/flashsale/flashsale/services"
 	"github.com/flashsale/flashsale/store"
+	"github.com/flashsale/flashsale/testenv"
 )
 
 // liveBody is GET /api/admin/sales/{saleId}/live as the dashboard reads it.
@@ -86,20 +87,16 @@ func (h *harness) live(bearer string, saleID int64) (liveBody, response) {
 // liveUntil polls the live view (as the dashboard does) until ok holds, and fails after 10 s.
 func (h *harness) liveUntil(bearer string, saleID int64, what string, ok func(liveBody) bool) liveBody {
 	h.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	return testenv.EventuallyValue(h.t, 10*time.Second, "live view showing "+what, func() (liveBody, error) {
 		v, r := h.live(bearer, saleID)
 		if r.Status != http.StatusOK {
 			h.t.Fatalf("live view: %d %s", r.Status, r.Raw)
 		}
-		if ok(v) {
-			return v
+		if !ok(v) {
+			return v, fmt.Errorf("it shows %s", r.Raw)
 		}
-		if time.Now().After(deadline) {
-			h.t.Fatalf("live view never showed %s: %s", what, r.Raw)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return v, nil
+	})
 }
 
 // The live view counts known traffic exactly (across the per-instance counters flushed to Redis),
@@ -282,29 +279,9 @@ func TestLiveWarmUpTiming(t *testing.T) {
 	}
 	// The keeper passes every 200 ms here: give it a few, the far sale stays out of Redis.
 	time.Sleep(time.Second)
-	for _, s := range []saleIDs{far, later} {
-		if st, err := h.app.Stock.State(context.Background(), s.sale); err != nil || st.Loaded {
-			t.Errorf("sale %d, 20+ minutes ahead, is loaded (%v)", s.sale, err)
-		}
-		if got := stockLoaded(s.sale); got != nil {
-			t.Errorf("stock view loadedAt of sale %d = %v, want null", s.sale, got)
-		}
-		v, r := h.live(merchant, s.sale)
-		if v.Sale.LoadedAt != nil || v.Items[0].LoadedAt != nil || v.Items[0].Displayed != -1 || v.Reconciliation.State != services.ReconcileOK ||
-			v.Reconciliation.Loaded {
-			t.Errorf("live view of a sale not loaded yet: %s", r.Raw)
-		}
-	}
+	checkNotLoadedYet(t, h, merchant, stockLoaded, far, later)
 	// Before the start, tokens and purchases answer as they always did.
-	u := h.token(42, services.RoleShopper)
-	for _, s := range []saleIDs{far, near} {
-		c := h.do("POST", fmt.Sprintf("/api/flash-sales/%d/captcha", s.sale), u, nil)
-		r := h.do("POST", fmt.Sprintf("/api/flash-sales/%d/purchase-token", s.sale), u, map[string]string{"captchaId": c.str("captchaId"), "answer": "test"})
-		if r.Status != http.StatusTooEarly || r.str("error") != string(services.CodeNotStarted) || r.Header.Get("Retry-After") == "" {
-			t.Errorf("token before the start of sale %d: %d %s", s.sale, r.Status, r.Raw)
-		}
-		wantAdminCode(t, "purchase before the start", h.buy(u, s.items[0], "x"), http.StatusTooEarly, services.CodeNotStarted)
-	}
+	checkTooEarly(t, h, far, near)
 
 	// The warm button loads the far one now; the live view shows it at once.
 	if r := h.saleAction(merchant, far.sale, "warm"); r.Status != http.StatusOK {
@@ -328,6 +305,40 @@ func TestLiveWarmUpTiming(t *testing.T) {
 	h.checkInvariants(later)
 }
 
+// checkNotLoadedYet checks that the sales are not in Redis and that the stock and live views
+// say so.
+func checkNotLoadedYet(t *testing.T, h *harness, merchant string, stockLoaded func(int64) any, sales ...saleIDs) {
+	t.Helper()
+	for _, s := range sales {
+		if st, err := h.app.Stock.State(context.Background(), s.sale); err != nil || st.Loaded {
+			t.Errorf("sale %d, 20+ minutes ahead, is loaded (%v)", s.sale, err)
+		}
+		if got := stockLoaded(s.sale); got != nil {
+			t.Errorf("stock view loadedAt of sale %d = %v, want null", s.sale, got)
+		}
+		v, r := h.live(merchant, s.sale)
+		if v.Sale.LoadedAt != nil || v.Items[0].LoadedAt != nil || v.Items[0].Displayed != -1 || v.Reconciliation.State != services.ReconcileOK ||
+			v.Reconciliation.Loaded {
+			t.Errorf("live view of a sale not loaded yet: %s", r.Raw)
+		}
+	}
+}
+
+// checkTooEarly checks that a token request and a purchase before the start of each sale answer
+// 425 NOT_STARTED, loaded or not.
+func checkTooEarly(t *testing.T, h *harness, sales ...saleIDs) {
+	t.Helper()
+	u := h.token(42, services.RoleShopper)
+	for _, s := range sales {
+		c := h.do("POST", fmt.Sprintf("/api/flash-sales/%d/captcha", s.sale), u, nil)
+		r := h.do("POST", fmt.Sprintf("/api/flash-sales/%d/purchase-token", s.sale), u, map[string]string{"captchaId": c.str("captchaId"), "answer": "test"})
+		if r.Status != http.StatusTooEarly || r.str("error") != string(services.CodeNotStarted) || r.Header.Get("Retry-After") == "" {
+			t.Errorf("token before the start of sale %d: %d %s", s.sale, r.Status, r.Raw)
+		}
+		wantAdminCode(t, "purchase before the start", h.buy(u, s.items[0], "x"), http.StatusTooEarly, services.CodeNotStarted)
+	}
+}
+
 // The keeper loads a sale by itself when its start comes within FLASHSALE_WARM_AHEAD, before the
 // start, even while the queue is not drained.
 func TestKeeperWarmsUpAhead(t *testing.T) {
@@ -338,19 +349,16 @@ func TestKeeperWarmsUpAhead(t *testing.T) {
 	if st, err := h.app.Stock.State(ctx, s.sale); err != nil || st.Loaded {
 		t.Fatalf("a sale 10 s ahead with a 5 s warm-up is loaded at creation (%v)", err)
 	}
-	for {
+	testenv.Eventually(t, time.Until(start), "the keeper loaded the sale before its start", func() error {
 		st, err := h.app.Stock.State(ctx, s.sale)
-		if err == nil && st.Loaded {
-			if time.Now().After(start) || st.LoadedAt.Before(start.Add(-5*time.Second-500*time.Millisecond)) {
-				t.Errorf("loaded at %v, want within 5 s before the start %v", st.LoadedAt, start)
-			}
-			break
+		if err != nil || !st.Loaded {
+			return fmt.Errorf("state %+v, %v", st, err)
 		}
-		if time.Now().After(start) {
-			t.Fatal("the keeper did not load the sale before its start")
+		if time.Now().After(start) || st.LoadedAt.Before(start.Add(-5*time.Second-500*time.Millisecond)) {
+			t.Errorf("loaded at %v, want within 5 s before the start %v", st.LoadedAt, start)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	if n, _ := h.app.Redis.Get(ctx, store.StockKey(s.sale, s.items[0])).Int64(); n != 4 {
 		t.Errorf("stock after the warm-up = %d, want 4", n)
 	}
@@ -406,19 +414,15 @@ func TestEditDuringTheWarmUpIsNotLost(t *testing.T) {
 	}); r.Status != http.StatusOK {
 		t.Fatalf("move the start: %d %s", r.Status, r.Raw)
 	}
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	testenv.Eventually(t, 15*time.Second, "the sale back in redis, healthy, with the edit, after the warm-up", func() error {
 		st, err := h.app.Stock.State(ctx, s.sale)
-		if err == nil && st.Loaded && !st.Lost {
-			if n := h.redisStock(s, s.items[0]); n == 2 {
-				break
-			} else if time.Now().After(deadline) {
-				t.Fatalf("redis holds %d units of the item, want the edited 2", n)
-			}
-		} else if time.Now().After(deadline) {
-			t.Fatalf("the sale is not back in redis, healthy, 15 s after the warm-up (loaded %v, lost %v, %v)", st.Loaded, st.Lost, err)
+		if err != nil || !st.Loaded || st.Lost {
+			return fmt.Errorf("loaded %v, lost %v, %v", st.Loaded, st.Lost, err)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		if n := h.redisStock(s, s.items[0]); n != 2 {
+			return fmt.Errorf("redis holds %d units of the item, want the edited 2", n)
+		}
+		return nil
+	})
 	h.checkInvariants(s)
 }

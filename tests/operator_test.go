@@ -44,18 +44,10 @@ func TestMetricsOnTheirOwnAddress(t *testing.T) {
 		}
 	}()
 	get := func(url string) (int, string) {
-		for deadline := time.Now().Add(15 * time.Second); ; {
-			resp, err := http.Get(url)
-			if err == nil {
-				b, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				return resp.StatusCode, string(b)
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("GET %s: %v", url, err)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		resp := testenv.EventuallyValue(t, 15*time.Second, "GET "+url, func() (*http.Response, error) { return http.Get(url) })
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, string(b)
 	}
 	if st, body := get("http://" + env["FLASHSALE_METRICS_ADDR"] + "/metrics"); st != http.StatusOK || !strings.Contains(body, "flashsale_queue_backlog_messages") {
 		t.Errorf("metrics address: %d, want 200 with the flashsale metrics", st)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/flashsale/flashsale/services"
 	"github.com/flashsale/flashsale/store"
+	"github.com/flashsale/flashsale/testenv"
 )
 
 // The seed's race: 1,000 distinct shoppers against 100 units through the HTTP API.
@@ -301,10 +302,8 @@ func TestNATSUnavailable(t *testing.T) {
 		t.Fatalf("restart nats: %v", err)
 	}
 	h.app.NATSServer = ns
-	deadline := time.Now().Add(10 * time.Second)
-	for !h.app.Queue.Conn().IsConnected() && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
+	// up to 10 s to reconnect; the drain below says it if the queue never came back
+	_ = testenv.Poll(10*time.Second, testenv.PollInterval, testenv.Until(h.app.Queue.Conn().IsConnected, "not reconnected"))
 	time.Sleep(time.Second) // anything buffered during the outage reaches the writer
 	h.drain(s)
 	if got := h.sqlInt(`SELECT count(*) FROM orders WHERE item_id = ? AND status <> 'FAILED'`, s.items[0]); got != 0 {
@@ -432,17 +431,12 @@ func TestRedisFailClosed(t *testing.T) {
 	if r.Status != http.StatusServiceUnavailable && r.Status != http.StatusAccepted {
 		t.Errorf("purchase on an empty redis: %d %s, want 503 (or 202 once rebuilt)", r.Status, r.Raw)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		lv, err := h.app.Stock.Levels(context.Background(), s.sale, s.items)
-		if err == nil && lv[0] >= 0 {
-			break
+	testenv.Eventually(t, 10*time.Second, "the keeper rebuilt redis from postgres", func() error {
+		if lv, err := h.app.Stock.Levels(context.Background(), s.sale, s.items); err != nil || lv[0] < 0 {
+			return fmt.Errorf("levels %v, %v", lv, err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the keeper did not rebuild redis from postgres")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	if r := h.buy(alice, s.items[0], h.purchaseToken(alice, s.sale)); r.Status != http.StatusConflict {
 		t.Errorf("alice buys again after the rebuild: %d %s, want 409 (buyers rebuilt)", r.Status, r.Raw)
 	}
@@ -467,13 +461,12 @@ func TestOrphanReservationReturns(t *testing.T) {
 	if got := h.redisStock(s, s.items[0]); got != 1 {
 		t.Fatalf("stock after the orphan reservation = %d, want 1", got)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for h.redisStock(s, s.items[0]) != 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the orphan never returned to stock")
+	testenv.Eventually(t, 10*time.Second, "the orphan returned to stock", func() error {
+		if got := h.redisStock(s, s.items[0]); got != 2 {
+			return fmt.Errorf("stock %d, want 2", got)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	time.Sleep(500 * time.Millisecond) // more keeper passes must not return it twice
 	if got := h.redisStock(s, s.items[0]); got != 2 {
 		t.Errorf("stock after several keeper passes = %d, want 2", got)

@@ -122,16 +122,11 @@ func (h *harness) orderOf(id string) string {
 	return st
 }
 
-// waitUntil polls cond every 50 ms until it holds, failing the test after d.
+// waitUntil is testenv.Eventually for a yes/no condition: it polls cond until it holds, failing
+// the test after d.
 func waitUntil(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %v for %s", d, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testenv.Eventually(t, d, what, testenv.Until(cond, "not yet"))
 }
 
 // counterValue reads a Prometheus counter.

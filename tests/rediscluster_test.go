@@ -134,26 +134,27 @@ func rcSaleFlow(t *testing.T, a, b *harness, s saleIDs, base int64) {
 	}
 	a.app.DB.Gorm().Exec(`UPDATE orders SET pay_by = now() - interval '1 second' WHERE id = ?`, daveOrder)
 	// The cancel and the expiry (the keeper's) give each unit back to the sale's master.
-	deadline := time.Now().Add(10 * time.Second)
-	for a.redisStock(s, s.items[0]) != 1 || a.redisStock(s, s.items[1]) != 1 {
-		if time.Now().After(deadline) {
-			t.Fatalf("sale %d: units not back after a cancel and an expiry: stock %d and %d, want 1 and 1",
-				s.sale, a.redisStock(s, s.items[0]), a.redisStock(s, s.items[1]))
+	testenv.Eventually(t, 10*time.Second, fmt.Sprintf("sale %d: units back after a cancel and an expiry", s.sale), func() error {
+		if s0, s1 := a.redisStock(s, s.items[0]), a.redisStock(s, s.items[1]); s0 != 1 || s1 != 1 {
+			return fmt.Errorf("stock %d and %d, want 1 and 1", s0, s1)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	if o := a.do("GET", "/api/flash-sales/orders/"+daveOrder, dave, nil); o.str("status") != "EXPIRED" {
 		t.Errorf("sale %d: dave's order %s, want EXPIRED", s.sale, o.Raw)
 	}
 	// The returned units sell again: to carol (refused earlier as sold out; the instances' flag
 	// clears when a unit goes back) and to bob, free to buy again after his cancel.
-	deadline = time.Now().Add(5 * time.Second)
-	for r := buy(carol, s.items[0]); r.Status != http.StatusAccepted; r = buy(carol, s.items[0]) {
-		if r.Status != http.StatusGone || time.Now().After(deadline) {
+	testenv.Eventually(t, 5*time.Second, fmt.Sprintf("sale %d: carol buys a returned unit", s.sale), func() error {
+		r := buy(carol, s.items[0])
+		if r.Status != http.StatusAccepted && r.Status != http.StatusGone {
 			t.Fatalf("sale %d: carol buys a returned unit: %d %s", s.sale, r.Status, r.Raw)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		if r.Status != http.StatusAccepted {
+			return fmt.Errorf("%d %s", r.Status, r.Raw)
+		}
+		return nil
+	})
 	want("bob buys again after his cancel", buy(bob, s.items[1]), http.StatusAccepted)
 	a.drain(s)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/flashsale/flashsale/services"
 	"github.com/flashsale/flashsale/store"
+	"github.com/flashsale/flashsale/testenv"
 )
 
 // A process killed between a transfer's two steps (the donor's only, as tests/chaos's kill would
@@ -30,17 +31,12 @@ func TestShardTransferInterruptedIsCompletedByKeeper(t *testing.T) {
 	if err != nil || v.Levels[item] != 8 {
 		t.Errorf("view levels = %v (in transit %v), %v; want 8 in all", v.Levels, v.InTransit, err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		n, _ := h.app.Redis.HLen(ctx, store.XferKeyOf(s.sale, 1)).Result()
-		if n == 0 {
-			break
+	testenv.Eventually(t, 10*time.Second, "the keeper completed the transfer", func() error {
+		if n, _ := h.app.Redis.HLen(ctx, store.XferKeyOf(s.sale, 1)).Result(); n != 0 {
+			return fmt.Errorf("%d records left", n)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the keeper did not complete the transfer: %d records left", n)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	if lv := h.shardLevels(s, k, item); fmt.Sprint(lv) != "[4 0 2 2]" {
 		t.Errorf("after the keeper: %v, want [4 0 2 2]", lv)
 	}
@@ -82,13 +78,12 @@ func TestShardedExpiryAndCancelReturnToTheShard(t *testing.T) {
 		t.Errorf("after shard 2's purchase: %v, want [2 2 1 2]", lv)
 	}
 	h.drainShards(s, k)
-	deadline := time.Now().Add(15 * time.Second)
-	for h.sqlInt(`SELECT count(*) FROM orders WHERE sale_id = ? AND status = 'EXPIRED'`, s.sale) == 0 || h.shardLevels(s, k, item)[2] != 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the order did not expire back into shard 2: %v", h.shardLevels(s, k, item))
+	testenv.Eventually(t, 15*time.Second, "the order expired back into shard 2", func() error {
+		if h.sqlInt(`SELECT count(*) FROM orders WHERE sale_id = ? AND status = 'EXPIRED'`, s.sale) == 0 || h.shardLevels(s, k, item)[2] != 2 {
+			return fmt.Errorf("levels %v", h.shardLevels(s, k, item))
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	if n, _ := h.app.Redis.HLen(ctx, store.BuyersKeyOf(s.sale, 2)).Result(); n != 0 {
 		t.Errorf("shard 2 still lists %d buyers after the expiry", n)
 	}
@@ -131,72 +126,31 @@ func TestShardedPartialLossRebuildsEveryShard(t *testing.T) {
 	s := h.shardedSale(k, "", units)
 	item := s.items[0]
 	ctx := context.Background()
-	rdb := h.app.Redis
-
-	buy := func(users []int64) int {
-		n := 0
-		for _, u := range users {
-			tok := h.token(u, services.RoleShopper)
-			if pt := h.tryToken(tok, s.sale); pt != "" && h.buy(tok, item, pt).Status == http.StatusAccepted {
-				n++
-			}
-		}
-		return n
-	}
+	buy := func(users []int64) int { return h.buyEach(s, item, users) }
 	if n := buy(usersOfShard(k, 2, 3, 40_000)); n != 3 {
 		t.Fatalf("first purchases: %d accepted, want 3", n)
 	}
 	h.drainShards(s, k)
 	// What shard 2 holds now is what survives the "failover".
-	keys, err := rdb.Keys(ctx, store.ShardTag(s.sale, 2)+"*").Result()
-	if err != nil || len(keys) == 0 {
-		t.Fatalf("shard 2's keys: %v %v", keys, err)
-	}
-	dumps := map[string]string{}
-	for _, key := range keys {
-		d, err := rdb.Dump(ctx, key).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		dumps[key] = d
-	}
+	dumps := dumpShard(t, h, s.sale, 2)
 	forgotten := usersOfShard(k, 2, 4, 50_000)
 	if n := buy(forgotten); n != 4 {
 		t.Fatalf("purchases the shard will forget: %d accepted, want 4", n)
 	}
 	h.drainShards(s, k)
 	epoch := h.sqlInt(`SELECT redis_epoch FROM sales WHERE id = ?`, s.sale)
-	now, _ := rdb.Keys(ctx, store.ShardTag(s.sale, 2)+"*").Result()
-	rdb.Del(ctx, now...)
-	for key, d := range dumps {
-		if err := rdb.Restore(ctx, key, 0, d).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	restoreShard(t, h, s.sale, 2, dumps)
 	// The keeper finds shard 2's counter behind the highest seq Postgres holds for it (or a
 	// shard-2 purchase finds it below this instance's floor): the sale fails closed, then it is
 	// rebuilt once the queue has drained.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testenv.Eventually(t, 20*time.Second, "the sale rebuilt after shard 2's loss", func() error {
 		st, err := h.app.Stock.State(ctx, s.sale)
 		if err == nil && st.Loaded && !st.Lost && st.Epoch > epoch {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the sale was not rebuilt after shard 2's loss: %+v %v", st, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	var epochs []string
-	for sh := range k {
-		e, _ := rdb.HGet(ctx, store.MetaKeyOf(s.sale, sh), "epoch").Result()
-		epochs = append(epochs, e)
-	}
-	for _, e := range epochs[1:] {
-		if e != epochs[0] {
-			t.Errorf("shards at epochs %v after the rebuild, want one", epochs)
-		}
-	}
+		return fmt.Errorf("state %+v %v", st, err)
+	})
+	checkOneEpoch(t, h, s.sale, k)
 	if lv := h.shardLevels(s, k, item); sum(lv) != units-7 {
 		t.Errorf("after the rebuild: %v, want %d in all", lv, units-7)
 	}
@@ -218,4 +172,65 @@ func TestShardedPartialLossRebuildsEveryShard(t *testing.T) {
 		t.Errorf("live orders = %d, want %d", got, units)
 	}
 	h.checkInvariants(s)
+}
+
+// buyEach has each of the users try to buy one unit of the item, and returns how many were
+// accepted.
+func (h *harness) buyEach(s saleIDs, item int64, users []int64) int {
+	n := 0
+	for _, u := range users {
+		tok := h.token(u, services.RoleShopper)
+		if pt := h.tryToken(tok, s.sale); pt != "" && h.buy(tok, item, pt).Status == http.StatusAccepted {
+			n++
+		}
+	}
+	return n
+}
+
+// dumpShard is every key of one shard of the sale, dumped (DUMP) to be restored later.
+func dumpShard(t *testing.T, h *harness, sale int64, sh int) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	keys, err := h.app.Redis.Keys(ctx, store.ShardTag(sale, sh)+"*").Result()
+	if err != nil || len(keys) == 0 {
+		t.Fatalf("shard %d's keys: %v %v", sh, keys, err)
+	}
+	dumps := map[string]string{}
+	for _, key := range keys {
+		d, err := h.app.Redis.Dump(ctx, key).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		dumps[key] = d
+	}
+	return dumps
+}
+
+// restoreShard puts one shard of the sale back as dumpShard found it: its keys now are deleted,
+// the dumped ones restored.
+func restoreShard(t *testing.T, h *harness, sale int64, sh int, dumps map[string]string) {
+	t.Helper()
+	ctx := context.Background()
+	now, _ := h.app.Redis.Keys(ctx, store.ShardTag(sale, sh)+"*").Result()
+	h.app.Redis.Del(ctx, now...)
+	for key, d := range dumps {
+		if err := h.app.Redis.Restore(ctx, key, 0, d).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// checkOneEpoch checks that the k shards of the sale are at one epoch.
+func checkOneEpoch(t *testing.T, h *harness, sale int64, k int) {
+	t.Helper()
+	var epochs []string
+	for sh := range k {
+		e, _ := h.app.Redis.HGet(context.Background(), store.MetaKeyOf(sale, sh), "epoch").Result()
+		epochs = append(epochs, e)
+	}
+	for _, e := range epochs[1:] {
+		if e != epochs[0] {
+			t.Errorf("shards at epochs %v after the rebuild, want one", epochs)
+		}
+	}
 }

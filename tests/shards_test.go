@@ -72,8 +72,7 @@ func sum(v []int64) int64 {
 func (h *harness) drainShards(s saleIDs, k int) {
 	h.t.Helper()
 	ctx := context.Background()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testenv.Eventually(h.t, 30*time.Second, "the queue and every shard drained", func() error {
 		backlog, err := h.app.Queue.Backlog(ctx)
 		var flight int64
 		for sh := range k {
@@ -81,13 +80,10 @@ func (h *harness) drainShards(s saleIDs, k int) {
 			flight += n
 		}
 		if err == nil && backlog == 0 && flight == 0 {
-			return
+			return nil
 		}
-		if time.Now().After(deadline) {
-			h.t.Fatalf("not drained after 30s: backlog %d (err %v), in flight %d", backlog, err, flight)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return fmt.Errorf("backlog %d (err %v), in flight %d", backlog, err, flight)
+	})
 }
 
 func TestClusterSlotOfKnownKeys(t *testing.T) {
@@ -121,8 +117,26 @@ func TestShardedSaleRush(t *testing.T) {
 	h := newHarness(t, harnessOpts{})
 	const k = 4
 	s := h.shardedSale(k, "", 40, 24)
-	ctx := context.Background()
+	checkShardSlotsAndLevels(t, h, s, k)
 
+	// 128 shoppers: 2 pinned to shard 3, the rest spread over shards 0 to 2.
+	var users []int64
+	users = append(users, usersOfShard(k, 3, 2, 10_000)...)
+	for sh := range 3 {
+		users = append(users, usersOfShard(k, sh, 42, 10_000)...)
+	}
+	r := rushShards(h, s, k, users)
+	t.Logf("answers: %v", r.codes)
+	h.drainShards(s, k)
+	checkShardedRushSold(t, h, s, k, r, users[:2])
+	checkShardSeqs(t, h, s, k, r.won)
+	h.checkInvariants(s)
+}
+
+// checkShardSlotsAndLevels checks that every key of one shard is in one cluster slot, each
+// shard in a slot of its own, and that each item's units were split evenly over the shards.
+func checkShardSlotsAndLevels(t *testing.T, h *harness, s saleIDs, k int) {
+	t.Helper()
 	slots := map[int]int{}
 	for sh := range k {
 		slot := testenv.KeySlot(store.MetaKeyOf(s.sale, sh))
@@ -143,13 +157,18 @@ func TestShardedSaleRush(t *testing.T) {
 			t.Errorf("item %d loaded as %v, want %v", item, levels, want)
 		}
 	}
+}
 
-	// 128 shoppers: 2 pinned to shard 3, the rest spread over shards 0 to 2.
-	var users []int64
-	users = append(users, usersOfShard(k, 3, 2, 10_000)...)
-	for sh := range 3 {
-		users = append(users, usersOfShard(k, sh, 42, 10_000)...)
-	}
+// shardRush is what a rush of rushShards saw.
+type shardRush struct {
+	won          map[int64][]string // shopper -> orders acknowledged
+	codes        map[string]int     // answer -> count
+	soldOutEarly int                // times the local sold-out flag was up while a shard held units
+}
+
+// rushShards has the users buy, 16 at a time, each trying both items of the sale in turn (up to
+// four attempts) until it holds a unit or the sale is sold out.
+func rushShards(h *harness, s saleIDs, k int, users []int64) shardRush {
 	var mu sync.Mutex
 	won := map[int64][]string{} // shopper -> orders acknowledged
 	codes := map[string]int{}
@@ -189,9 +208,15 @@ func TestShardedSaleRush(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	t.Logf("answers: %v", codes)
-	h.drainShards(s, k)
+	return shardRush{won: won, codes: codes, soldOutEarly: soldOutEarly}
+}
 
+// checkShardedRushSold checks that the rush sold exactly the units, at most one per shopper,
+// that the lonely shoppers' shard lent its units out, and that no transfer is left in a log.
+func checkShardedRushSold(t *testing.T, h *harness, s saleIDs, k int, r shardRush, lonelyUsers []int64) {
+	t.Helper()
+	ctx := context.Background()
+	won, soldOutEarly := r.won, r.soldOutEarly
 	total := 0
 	for u, ids := range won {
 		total += len(ids)
@@ -206,7 +231,7 @@ func TestShardedSaleRush(t *testing.T) {
 		t.Errorf("live orders = %d, want 64", got)
 	}
 	lonely := 0
-	for _, u := range users[:2] {
+	for _, u := range lonelyUsers {
 		lonely += len(won[u])
 	}
 	for _, item := range s.items {
@@ -237,7 +262,12 @@ func TestShardedSaleRush(t *testing.T) {
 	if soldOutEarly != 0 {
 		t.Errorf("the local sold-out flag was up %d times while a shard still held units", soldOutEarly)
 	}
-	// The shards' counters and Postgres's highest seq per shard agree.
+}
+
+// checkShardSeqs checks that the shards' counters and Postgres's highest seq per shard agree.
+func checkShardSeqs(t *testing.T, h *harness, s saleIDs, k int, won map[int64][]string) {
+	t.Helper()
+	ctx := context.Background()
 	st, err := h.app.Stock.State(ctx, s.sale)
 	if err != nil || !st.Loaded || st.Lost || st.Shards != k {
 		t.Fatalf("state = %+v, %v", st, err)
@@ -260,7 +290,6 @@ func TestShardedSaleRush(t *testing.T) {
 			t.Errorf("shard %d: counter %d behind postgres %d", sh, seq, pgs[sh])
 		}
 	}
-	h.checkInvariants(s)
 }
 
 // Borrowing, one shopper at a time: four units, one per shard, all bought by shoppers of shard 0.
