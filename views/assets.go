@@ -33,8 +33,9 @@ const (
 
 // pageModules are the modules a page needs besides commonModules: its own and what it imports.
 var pageModules = map[string][]string{
-	pageHome:        {"home.js", "clock.js", "poll.js"},
-	pageSale:        {"sale.js", "order.js", "status.js", "clock.js", "money.js", "poll.js"},
+	pageHome: {"home.js", "clock.js", "poll.js"},
+	pageSale: {"sale.js", "sale_countdown.js", "sale_items.js", "sale_captcha.js", "sale_purchase.js", "sale_orders.js",
+		"order.js", "status.js", "clock.js", "money.js", "poll.js"},
 	pageOrder:       {"order.js", "status.js", "clock.js", "money.js", "poll.js"},
 	pageMyOrders:    {"orders.js", "status.js", "clock.js", "money.js", "poll.js"},
 	pageAdmin:       {"admin.js", "admin_controls.js", "clock.js", "money.js", "poll.js"},
