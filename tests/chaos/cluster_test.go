@@ -199,16 +199,19 @@ func (n *natsServer) start(t *testing.T) {
 		t.Fatal(err)
 	}
 	n.proc = startProc(t, "nats-server", filepath.Join(n.dir, "nats.log"), os.Environ(), n.bin, "-c", n.conf)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", n.port), 200*time.Millisecond); err == nil {
+	err := testenv.Poll(20*time.Second, testenv.PollInterval, func() error {
+		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", n.port), 200*time.Millisecond)
+		if err == nil {
 			c.Close()
-			return
+			return nil
 		}
-		if n.proc.exited() || time.Now().After(deadline) {
-			t.Fatalf("nats-server did not start\n%s", logTail(filepath.Join(n.dir, "nats.log"), 20))
+		if n.proc.exited() {
+			t.Fatalf("nats-server did not start: it exited\n%s", logTail(filepath.Join(n.dir, "nats.log"), 20))
 		}
-		time.Sleep(50 * time.Millisecond)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("nats-server did not start: %v\n%s", err, logTail(filepath.Join(n.dir, "nats.log"), 20))
 	}
 }
 
@@ -430,26 +433,39 @@ func (c *cluster) start(i int, extra map[string]string) {
 	in.proc = startProc(c.t, fmt.Sprintf("flashsale-%d", i), in.log, c.environ(i, extra), c.bin, "serve")
 }
 
+// waitStopped waits up to 30 s, looking every interval, for instance i to stop itself (SIGSTOP,
+// as a ":stop@n" fault does); what names the awaited state in the failure.
+func (c *cluster) waitStopped(t *testing.T, i int, interval time.Duration, what string) {
+	t.Helper()
+	p := c.inst[i].proc
+	testenv.EventuallyEvery(t, 30*time.Second, interval, what, func() error {
+		if p.exited() {
+			t.Fatalf("%s: it exited instead", what)
+		}
+		return testenv.Until(p.stopped, "still running")()
+	})
+}
+
 // waitReady waits for GET /readyz to answer 200.
 func (c *cluster) waitReady(i int) {
 	c.t.Helper()
 	in := c.inst[i]
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	err := testenv.Poll(60*time.Second, 100*time.Millisecond, func() error {
 		resp, err := c.client.Get(in.url() + "/readyz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return
+				return nil
 			}
+			err = fmt.Errorf("/readyz answers %d", resp.StatusCode)
 		}
 		if in.proc.exited() {
 			c.t.Fatalf("instance %d exited at start (%v)\n%s", i, in.proc.state, logTail(in.log, 30))
 		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("instance %d not ready after 60s\n%s", i, logTail(in.log, 30))
-		}
-		time.Sleep(100 * time.Millisecond)
+		return err
+	})
+	if err != nil {
+		c.t.Fatalf("instance %d not ready: %v\n%s", i, err, logTail(in.log, 30))
 	}
 }
 
@@ -505,19 +521,15 @@ func (c *cluster) tool(args ...string) (string, error) {
 // after FLASHSALE_ORPHAN_AGE), up to d.
 func (c *cluster) waitSettled(saleID int64, d time.Duration) error {
 	ctx := context.Background()
-	deadline := time.Now().Add(d)
-	for {
+	return testenv.Poll(d, 200*time.Millisecond, func() error {
 		meta, merr := c.rdb.HGetAll(ctx, store.MetaKey(saleID)).Result()
 		n, err := c.rdb.HLen(ctx, store.InFlightKey(saleID)).Result()
 		loaded := merr == nil && len(meta) > 0 && meta["lost"] != "1"
 		if err == nil && n == 0 && loaded {
 			return nil
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("after %v: %d reservations still in flight (err %v), sale loaded in redis: %v", d, n, err, loaded)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return fmt.Errorf("%d reservations still in flight (err %v), sale loaded in redis: %v", n, err, loaded)
+	})
 }
 
 // merchantToken makes a merchant's identity token with the binary's own command.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/flashsale/flashsale/services"
 	"github.com/flashsale/flashsale/store"
+	"github.com/flashsale/flashsale/testenv"
 )
 
 // scenarioScarce is seed 003's case: 410 shoppers for 41 units over three instances.
@@ -120,15 +121,16 @@ func scenarioPayVsExpiry(t *testing.T, r *result) {
 		mu.Unlock()
 		// the payment window counts from when the order was written: wait for it, read pay_by
 		var payBy time.Time
-		for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		err := testenv.Poll(15*time.Second, testenv.PollInterval, func() error {
 			var rows []time.Time
-			if err := c.db.Gorm().Raw(`SELECT pay_by FROM orders WHERE id = ?`, id).Scan(&rows).Error; err == nil && len(rows) == 1 {
-				payBy = rows[0]
-				break
+			if err := c.db.Gorm().Raw(`SELECT pay_by FROM orders WHERE id = ?`, id).Scan(&rows).Error; err != nil || len(rows) != 1 {
+				return fmt.Errorf("%d rows, %v", len(rows), err)
 			}
-		}
-		if payBy.IsZero() {
-			p.err = fmt.Errorf("order %s not written after 15s", id)
+			payBy = rows[0]
+			return nil
+		})
+		if err != nil {
+			p.err = fmt.Errorf("order %s not written: %w", id, err)
 			return
 		}
 		n := k.Add(1)
@@ -185,13 +187,7 @@ func scenarioDuplicates(t *testing.T, r *result) {
 	s := c.createSale(time.Now().Add(-time.Second), 0, 800, 800)
 	l := newLedger()
 	done := c.goRun(l, s, shoppersFor(s, 1, 2000), loadOpts{})
-	deadline := time.Now().Add(30 * time.Second)
-	for !c.inst[0].proc.stopped() {
-		if time.Now().After(deadline) || c.inst[0].proc.exited() {
-			t.Fatalf("instance 0's writer did not stop itself")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	c.waitStopped(t, 0, 20*time.Millisecond, "instance 0's writer stopped itself")
 	time.Sleep(3 * time.Second)
 	c.inst[0].proc.signal(syscall.SIGCONT)
 	r.Faults = "ack wait 1 s; SIGSTOP instance 0 before its 3rd commit for 3 s, SIGCONT"

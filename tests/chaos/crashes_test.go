@@ -12,6 +12,7 @@ import (
 
 	"github.com/flashsale/flashsale/services"
 	"github.com/flashsale/flashsale/store"
+	"github.com/flashsale/flashsale/testenv"
 )
 
 // scenarioKillAt arms instance 0 to SIGKILL itself the at-th time it reaches step, runs a rush
@@ -161,13 +162,7 @@ func scenarioLeaseStop(t *testing.T, r *result) {
 	s := c.createSale(time.Now().Add(-time.Second), 0, 800, 800)
 	l := newLedger()
 	done := c.goRun(l, s, shoppersFor(s, 1, 2000), loadOpts{})
-	deadline := time.Now().Add(30 * time.Second)
-	for !c.inst[0].proc.stopped() {
-		if time.Now().After(deadline) || c.inst[0].proc.exited() {
-			t.Fatalf("instance 0 did not stop itself holding the lease")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	c.waitStopped(t, 0, testenv.PollInterval, "instance 0 stopped itself holding the lease")
 	r.Faults = "SIGSTOP instance 0 holding the lease (3 s) for 6 s, SIGCONT"
 	time.Sleep(6 * time.Second)
 	holder, err := c.rdb.Get(context.Background(), "{reconcile}:flashsale:lease").Result()

@@ -27,6 +27,21 @@ import (
 // instance started while one instance is stopped past its lease and others are live is refused,
 // and the stopped one, continued, sells again on the same queue.
 
+// waitReadyz waits up to within for instance i's /readyz to answer 200; what names it in the
+// failure, with the instance's log.
+func (c *cluster) waitReadyz(t *testing.T, i int, within time.Duration, what string) {
+	t.Helper()
+	err := testenv.Poll(within, 100*time.Millisecond, func() error {
+		if st, body := c.readyz(i); st != http.StatusOK {
+			return fmt.Errorf("%d %s", st, body)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", what, err, logTail(c.inst[i].log, 20))
+	}
+}
+
 // readyz is instance i's GET /readyz: its status and body (0 without an answer).
 func (c *cluster) readyz(i int) (int, string) {
 	resp, err := c.client.Get(c.inst[i].url() + "/readyz")
@@ -100,16 +115,13 @@ func scenarioEmbeddedPause(t *testing.T, r *result) {
 			t.Fatalf("instance %d did not stop on SIGTERM", i)
 		}
 	}
-	for deadline := time.Now().Add(15 * time.Second); ; {
+	testenv.EventuallyEvery(t, 15*time.Second, 200*time.Millisecond, "no queue presence live after the instances stopped", func() error {
 		live, err := c.rdb.ZRangeByScore(ctx, "flashsale:queues", &redis.ZRangeBy{Min: strconv.FormatInt(time.Now().UnixMilli(), 10), Max: "+inf"}).Result()
-		if err == nil && len(live) == 0 {
-			break
+		if err != nil || len(live) != 0 {
+			return fmt.Errorf("live: %v (%v)", live, err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("queue presences still live after the instances stopped: %v (%v)", live, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
 	const A, B = 0, 1
 	for _, i := range []int{A, B} {
 		c.inst[i].env["FLASHSALE_NATS_URL"] = "" // unset: an embedded NATS
@@ -151,21 +163,18 @@ func scenarioEmbeddedPause(t *testing.T, r *result) {
 	for {
 		tries++
 		c.start(B, nil)
-		ok := false
-		for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-			if st, _ := c.readyz(B); st == http.StatusOK {
-				ok = true
-				break
+		// ready, or exited (refused): up to 60 s
+		err := testenv.Poll(60*time.Second, 100*time.Millisecond, func() error {
+			if st, body := c.readyz(B); st != http.StatusOK && !c.inst[B].proc.exited() {
+				return fmt.Errorf("/readyz %d %s", st, body)
 			}
-			if c.inst[B].proc.exited() {
-				break
-			}
-		}
-		if ok {
+			return nil
+		})
+		if err == nil && !c.inst[B].proc.exited() {
 			break
 		}
 		if !c.inst[B].proc.exited() {
-			t.Fatalf("instance B not ready after 60 s\n%s", logTail(c.inst[B].log, 30))
+			t.Fatalf("instance B not ready: %v\n%s", err, logTail(c.inst[B].log, 30))
 		}
 		if time.Since(pausedAt) > 20*time.Second {
 			t.Fatalf("instance B (its own embedded NATS) was refused %d times, the last %.1f s after A was stopped: A's registration or presence did not lapse\n%s",
@@ -224,16 +233,14 @@ func scenarioEmbeddedPause(t *testing.T, r *result) {
 	r.Durable = fmt.Sprintf("%.1fs after SIGCONT (%d orders A acknowledged, %d of them unwritten at SIGCONT)", time.Since(continuedAt).Seconds(), len(ackedByA), unwritten)
 	writtenAge := time.Since(oldestA)
 	aURL := c.embeddedURL(t, A)
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		n, err := backlogOf(aURL)
-		if err == nil && n == 0 {
-			break
+	if err := testenv.Poll(20*time.Second, 200*time.Millisecond, func() error {
+		if n, err := backlogOf(aURL); err != nil || n != 0 {
+			return fmt.Errorf("backlog %d (%v)", n, err)
 		}
-		if time.Now().After(deadline) {
-			r.Violations++
-			t.Errorf("A's queue not drained 20 s after its orders were written: backlog %d (%v)", n, err)
-			break
-		}
+		return nil
+	}); err != nil {
+		r.Violations++
+		t.Errorf("A's queue not drained after its orders were written: %v", err)
 	}
 	<-done
 	if st, body := c.readyz(A); st != http.StatusServiceUnavailable || !strings.Contains(body, "queue registration") {
@@ -320,24 +327,9 @@ func scenarioEmbeddedPauseCluster(t *testing.T, r *result) {
 	c.inst[0].proc.signal(syscall.SIGCONT)
 	stoppedFor := time.Since(stoppedAt)
 	continuedAt := time.Now()
-	var readyIn time.Duration
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if st, _ := c.readyz(0); st == http.StatusOK {
-			readyIn = time.Since(continuedAt)
-			break
-		}
-		if time.Now().After(deadline) {
-			st, body := c.readyz(0)
-			t.Fatalf("instance 0 not ready 30 s after SIGCONT: %d %s\n%s", st, body, logTail(c.inst[0].log, 20))
-		}
-	}
-	u := int64(900001)
-	st, ans := c.probeBuy(0, u, s.items[0], s.id)
-	for retryUntil := time.Now().Add(15 * time.Second); (st == http.StatusServiceUnavailable || st == 0) && time.Now().Before(retryUntil); {
-		time.Sleep(300 * time.Millisecond)
-		u++
-		st, ans = c.probeBuy(0, u, s.items[0], s.id)
-	}
+	c.waitReadyz(t, 0, 30*time.Second, "instance 0 ready after SIGCONT")
+	readyIn := time.Since(continuedAt)
+	st, ans, u := c.probeBuyWhile503(0, func(try int) int64 { return int64(900001 + try) }, s.items[0], s.id, 15*time.Second)
 	if st == http.StatusAccepted {
 		l.mu.Lock()
 		l.acked[ans.str("orderId")] = u

@@ -17,6 +17,7 @@ import (
 
 	"github.com/flashsale/flashsale/services"
 	"github.com/flashsale/flashsale/store"
+	"github.com/flashsale/flashsale/testenv"
 )
 
 // ledger is every answer the shoppers got: what the suite holds the system to.
@@ -333,16 +334,14 @@ func (c *cluster) orders(ctx context.Context, saleID int64) ([]pgOrder, error) {
 func (c *cluster) waitDurable(ids []string, d time.Duration) (time.Duration, error) {
 	ctx := context.Background()
 	start := time.Now()
-	for {
+	err := testenv.Poll(d, 100*time.Millisecond, func() error {
 		have, err := c.db.ExistingOrders(ctx, ids)
 		if err == nil && len(have) == len(ids) {
-			return time.Since(start), nil
+			return nil
 		}
-		if time.Since(start) > d {
-			return time.Since(start), fmt.Errorf("%d of %d acknowledged orders not in postgres after %v (err %v)", len(ids)-len(have), len(ids), d, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return fmt.Errorf("%d of %d acknowledged orders not in postgres (err %v)", len(ids)-len(have), len(ids), err)
+	})
+	return time.Since(start), err
 }
 
 // live reports whether an order status holds a unit.

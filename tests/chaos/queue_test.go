@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/flashsale/flashsale/testenv"
 )
 
 // Scenario 20a: Redis goes back a second while one instance is a fresh process that has taken no
@@ -142,13 +144,12 @@ func scenarioRewindRestart(t *testing.T, r *result) {
 		if _, err := c.waitDurable(all, 30*time.Second); err != nil {
 			t.Fatalf("the wave Redis will lose: %v", err)
 		}
-		deadline := time.Now().Add(20 * time.Second)
-		for n, err := c.undelivered(); err != nil || n > 0; n, err = c.undelivered() {
-			if time.Now().After(deadline) {
-				t.Fatalf("the queue did not drain: %d undelivered (%v)", n, err)
+		testenv.Eventually(t, 20*time.Second, "the queue drained", func() error {
+			if n, err := c.undelivered(); err != nil || n > 0 {
+				return fmt.Errorf("%d undelivered (%v)", n, err)
 			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			return nil
+		})
 		lostWave = all[before:]
 		if err := c.db.Gorm().Raw(`SELECT COALESCE(max(max_seq), 0) FROM items WHERE sale_id = ?`, s.id).Scan(&pgMaxAtLoss).Error; err != nil {
 			t.Fatal(err)
@@ -222,16 +223,7 @@ func scenarioRewindRestart(t *testing.T, r *result) {
 	c.inst[2].proc.signal(syscall.SIGCONT)
 	stoppedFor := time.Since(stoppedAt)
 	continuedAt := time.Now()
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		if e := c.saleField(s.id, "epoch"); e != "" && e != epochBefore && c.saleField(s.id, "lost") != "1" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the sale was not rebuilt within 90 s (epoch %q, %q before; lost=%q)", c.saleField(s.id, "epoch"), epochBefore, c.saleField(s.id, "lost"))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	c.waitRebuilt(t, s.id, epochBefore, 90*time.Second, "the sale rebuilt")
 	r.Durable = fmt.Sprintf("rebuilt %.1fs after instances 1 and 2 were continued", time.Since(continuedAt).Seconds())
 	for i := 1; i <= 2; i++ {
 		c.waitReady(i)

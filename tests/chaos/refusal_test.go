@@ -83,6 +83,38 @@ func (c *cluster) probeBuy(i int, user, item, saleID int64) (int, answer) {
 	return ans.status, ans
 }
 
+// probeBuyWhile503 is probeBuy asked again every 300 ms while it answers 503 (fail closed) or
+// nothing, up to within; user gives the shopper of each try (0, 1, …). It returns the last
+// answer and its shopper.
+func (c *cluster) probeBuyWhile503(i int, user func(try int) int64, item, saleID int64, within time.Duration) (int, answer, int64) {
+	var st int
+	var ans answer
+	var u int64
+	try := 0
+	_ = testenv.Poll(within, 300*time.Millisecond, func() error {
+		u = user(try)
+		try++
+		if st, ans = c.probeBuy(i, u, item, saleID); st == http.StatusServiceUnavailable || st == 0 {
+			return fmt.Errorf("answered %d", st)
+		}
+		return nil
+	})
+	return st, ans, u
+}
+
+// waitRebuilt waits up to within for the sale to be loaded again at an epoch other than
+// epochBefore and not marked lost; what names the awaited rebuild in the failure.
+func (c *cluster) waitRebuilt(t *testing.T, saleID int64, epochBefore string, within time.Duration, what string) {
+	t.Helper()
+	testenv.EventuallyEvery(t, within, 100*time.Millisecond, what, func() error {
+		e, lost := c.saleField(saleID, "epoch"), c.saleField(saleID, "lost")
+		if e != "" && e != epochBefore && lost != "1" {
+			return nil
+		}
+		return fmt.Errorf("epoch %q, %q before; lost=%q", e, epochBefore, lost)
+	})
+}
+
 // saleField reads one field of the sale's meta hash in Redis ("" when absent or unreadable).
 func (c *cluster) saleField(saleID int64, field string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -314,20 +346,19 @@ func (c *cluster) lockOrders(t *testing.T) (release func()) {
 // restarting under a wipe) or nothing, up to d; it returns the first other answer.
 func (c *cluster) merchantCall(i int, method, path string, body any, d time.Duration) (answer, error) {
 	bearer := c.merchantToken()
-	deadline := time.Now().Add(d)
-	for {
-		ans, err := c.do(i, method, path, bearer, body)
-		if err == nil && ans.status != http.StatusServiceUnavailable {
-			return ans, nil
+	var ans answer
+	err := testenv.Poll(d, 250*time.Millisecond, func() error {
+		var err error
+		ans, err = c.do(i, method, path, bearer, body)
+		if err == nil && ans.status == http.StatusServiceUnavailable {
+			err = fmt.Errorf("%d %s", ans.status, ans.raw)
 		}
-		if time.Now().After(deadline) {
-			if err == nil {
-				err = fmt.Errorf("%d %s", ans.status, ans.raw)
-			}
-			return ans, fmt.Errorf("%s %s: still no answer but 503 after %v: %v", method, path, d, err)
-		}
-		time.Sleep(250 * time.Millisecond)
+		return err
+	})
+	if err != nil {
+		return ans, fmt.Errorf("%s %s: still no answer but 503: %v", method, path, err)
 	}
+	return ans, nil
 }
 
 // scenarioWarmLost (19d): a rush of 1,200 shoppers for 2,000 units; a second in, the writers are
@@ -373,12 +404,12 @@ func scenarioWarmLost(t *testing.T, r *result) {
 		}
 		return n
 	}
-	for acked0()-pgSold0 < 40 {
-		if time.Since(heldAt) > 20*time.Second {
-			t.Fatalf("no backlog with the writers held back: %d orders of item 0 acknowledged, %d in postgres (answers %v)", acked0(), pgSold0, l.status)
+	testenv.Eventually(t, time.Until(heldAt.Add(20*time.Second)), "a backlog of 40 orders with the writers held back", func() error {
+		if a := acked0(); a-pgSold0 < 40 {
+			return fmt.Errorf("%d orders of item 0 acknowledged, %d in postgres (answers %v)", a, pgSold0, l.status)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	epochBefore := c.saleField(s.id, "epoch")
 	wiped := c.redis.wipe(t, s.id)
 	lostAt := time.Now()
@@ -445,16 +476,7 @@ func scenarioWarmLost(t *testing.T, r *result) {
 		releasedAt.Sub(heldAt).Seconds(), len(queuedAtLoss), wiped)
 
 	// The queue drains; the keeper rebuilds the sale by itself.
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		if e := c.saleField(s.id, "epoch"); e != "" && e != epochBefore && c.saleField(s.id, "lost") != "1" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the sale was not rebuilt within 90 s of the writers being let go (epoch %q, before the loss %q)", c.saleField(s.id, "epoch"), epochBefore)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	c.waitRebuilt(t, s.id, epochBefore, 90*time.Second, "the sale rebuilt after the writers were let go")
 	rebuiltIn := time.Since(releasedAt)
 	// rebuilt only once drained: every order queued at the loss is in Postgres now
 	if have, err := c.db.ExistingOrders(ctx, queuedAtLoss); err != nil || len(have) != len(queuedAtLoss) {
@@ -474,11 +496,7 @@ func scenarioWarmLost(t *testing.T, r *result) {
 	for k, id := range queuedAtLoss[:min(30, len(queuedAtLoss))] {
 		u := owner[id]
 		// 503 (an instance not caught up with the rebuild yet) is fail closed: asked again
-		st, ans := c.probeBuy(k%3, u, itemOf[u], s.id)
-		for retryUntil := time.Now().Add(15 * time.Second); (st == http.StatusServiceUnavailable || st == 0) && time.Now().Before(retryUntil); {
-			time.Sleep(300 * time.Millisecond)
-			st, ans = c.probeBuy(k%3, u, itemOf[u], s.id)
-		}
+		st, ans, _ := c.probeBuyWhile503(k%3, func(int) int64 { return u }, itemOf[u], s.id, 15*time.Second)
 		again[st]++
 		switch {
 		case st == http.StatusConflict && ans.str("error") == string(services.CodeAlreadyPurchased) && ans.str("orderId") == id:
