@@ -209,6 +209,32 @@ func (c *cluster) finish(t *testing.T, r *result, l *ledger, s sale) {
 	if err != nil {
 		t.Fatalf("orders: %v", err)
 	}
+	byID := indexOrders(orders, r, violation)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r.Accepted = len(l.acked)
+	checkLedger(l, orders, byID, violation)
+	// An order whose 202 never arrived must be findable by its shopper: in "my orders".
+	unacked := c.checkUnackedFindable(s, l, orders, violation)
+	r.redelivered = c.redelivered()
+	if r.Note == "" {
+		r.Note = fmt.Sprintf("purchase answers %v, %d without an answer", l.status, l.transport)
+	}
+	failed := 0
+	for _, o := range orders {
+		if o.status == store.StatusFailed {
+			failed++
+		}
+	}
+	r.Note += fmt.Sprintf("; writers found %d orders already written (redelivered); %d orders never acknowledged, each in its shopper's orders; %d FAILED records (released before written)", r.redelivered, unacked, failed)
+	// every unit given back leaves a tombstone (lua/release.lua)
+	if n, err := c.rdb.SCard(ctx, store.GoneKey(s.id)).Result(); err == nil {
+		r.Returned = int(n)
+	}
+}
+
+// indexOrders indexes the orders by id, a violation for an id twice, and counts the live ones.
+func indexOrders(orders []pgOrder, r *result, violation func(format string, args ...any)) map[string]pgOrder {
 	byID := map[string]pgOrder{}
 	for _, o := range orders {
 		if _, dup := byID[o.id]; dup {
@@ -219,9 +245,13 @@ func (c *cluster) finish(t *testing.T, r *result, l *ledger, s sale) {
 			r.Orders++
 		}
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	r.Accepted = len(l.acked)
+	return byID
+}
+
+// checkLedger checks every 202 against Postgres (there, for its shopper, not FAILED) and every
+// order in Postgres against the answers (a 202, a 409 naming it, or an unanswered request), with
+// the ledger locked by the caller.
+func checkLedger(l *ledger, orders []pgOrder, byID map[string]pgOrder, violation func(format string, args ...any)) {
 	for id, user := range l.acked {
 		o, ok := byID[id]
 		switch {
@@ -245,7 +275,11 @@ func (c *cluster) finish(t *testing.T, r *result, l *ledger, s sale) {
 	for _, odd := range l.odd {
 		violation("answer: %s", odd)
 	}
-	// An order whose 202 never arrived must be findable by its shopper: in "my orders".
+}
+
+// checkUnackedFindable checks that every live order whose 202 never arrived is in its shopper's
+// "my orders", and returns how many there are (the ledger locked by the caller).
+func (c *cluster) checkUnackedFindable(s sale, l *ledger, orders []pgOrder, violation func(format string, args ...any)) int {
 	unacked := 0
 	for _, o := range orders {
 		if _, ok := l.acked[o.id]; ok || !live(o.status) {
@@ -266,21 +300,7 @@ func (c *cluster) finish(t *testing.T, r *result, l *ledger, s sale) {
 			violation("order %s, never acknowledged to shopper %d, is not in their orders (%v %d %s)", o.id, o.user, err, ans.status, ans.raw)
 		}
 	}
-	r.redelivered = c.redelivered()
-	if r.Note == "" {
-		r.Note = fmt.Sprintf("purchase answers %v, %d without an answer", l.status, l.transport)
-	}
-	failed := 0
-	for _, o := range orders {
-		if o.status == store.StatusFailed {
-			failed++
-		}
-	}
-	r.Note += fmt.Sprintf("; writers found %d orders already written (redelivered); %d orders never acknowledged, each in its shopper's orders; %d FAILED records (released before written)", r.redelivered, unacked, failed)
-	// every unit given back leaves a tombstone (lua/release.lua)
-	if n, err := c.rdb.SCard(ctx, store.GoneKey(s.id)).Result(); err == nil {
-		r.Returned = int(n)
-	}
+	return unacked
 }
 
 // goRun runs the load in the background; the returned channel closes when it is done.

@@ -258,7 +258,7 @@ type clusterOpts struct {
 
 func newCluster(t *testing.T, o clusterOpts) *cluster {
 	t.Helper()
-	bin, natsBin := binaries.flashsale, binaries.nats
+	bin := binaries.flashsale
 	if bin == "" {
 		t.Fatal("the binaries are not built (TestChaos builds them)")
 	}
@@ -278,6 +278,64 @@ func newCluster(t *testing.T, o clusterOpts) *cluster {
 	} else {
 		c.dsn = testenv.Postgres(t)
 	}
+	c.startBackends(o)
+	c.env = map[string]string{
+		"FLASHSALE_DATABASE_URL":       c.dsn,
+		"FLASHSALE_REDIS_URL":          c.redis.url(),
+		"FLASHSALE_NATS_URL":           c.nats.url(),
+		"FLASHSALE_RATE_LIMITS":        "off",
+		"FLASHSALE_CAPTCHA":            "test",
+		"FLASHSALE_LOG_LEVEL":          "warn",
+		"FLASHSALE_PUBLISH_TIMEOUT":    "2s",
+		"FLASHSALE_ORPHAN_AGE":         "6s",
+		"FLASHSALE_KEEPER_INTERVAL":    "250ms",
+		"FLASHSALE_RECONCILE_INTERVAL": "1s",
+		"FLASHSALE_PURCHASE_TOKEN_TTL": "1m",
+		"FLASHSALE_DB_MAX_CONNS":       "8",
+		"FLASHSALE_REDIS_POOL":         "64",
+	}
+	for k, v := range c.nats.env() {
+		c.env[k] = v
+	}
+	for k, v := range o.env {
+		c.env[k] = v
+	}
+	c.addInstances(o)
+	c.cleanUpAtTheEnd()
+	c.startAll(o)
+	c.openClients()
+	return c
+}
+
+// addInstances makes the three instances (not started), each with its own ports, data directory,
+// log and settings; with clusterOpts.partition instance 2 reaches Redis through the cut.
+func (c *cluster) addInstances(o clusterOpts) {
+	t := c.t
+	cutURL := ""
+	if o.partition {
+		cutURL = c.redis.cutURL(t)
+	}
+	for i := range 3 {
+		in := &instance{idx: i, port: testenv.FreePort(t), metricsPort: testenv.FreePort(t), dataDir: filepath.Join(c.dir, fmt.Sprintf("i%d", i)),
+			log: filepath.Join(c.dir, fmt.Sprintf("i%d.log", i)), env: map[string]string{}}
+		if i < len(o.instEnv) {
+			for k, v := range o.instEnv[i] {
+				in.env[k] = v
+			}
+		}
+		if o.partition && i == 2 {
+			in.env["FLASHSALE_REDIS_URL"] = cutURL
+		}
+		c.inst = append(c.inst, in)
+	}
+}
+
+// startBackends starts the scenario's Redis and NATS: a Redis Cluster and a NATS cluster on the
+// clustered setup, else one redis-server and one nats-server of its own.
+func (c *cluster) startBackends(o clusterOpts) {
+	t := c.t
+	t.Helper()
+	natsBin := binaries.nats
 	if clusterMode() {
 		c.redis = &redisCluster{cl: testenv.NewRedisCluster(t, 3, 1)}
 		nc := &natsCluster{cl: testenv.NATS(t, 3)}
@@ -303,44 +361,12 @@ func newCluster(t *testing.T, o clusterOpts) *cluster {
 		ns.start(t)
 		c.nats = ns
 	}
-	c.env = map[string]string{
-		"FLASHSALE_DATABASE_URL":       c.dsn,
-		"FLASHSALE_REDIS_URL":          c.redis.url(),
-		"FLASHSALE_NATS_URL":           c.nats.url(),
-		"FLASHSALE_RATE_LIMITS":        "off",
-		"FLASHSALE_CAPTCHA":            "test",
-		"FLASHSALE_LOG_LEVEL":          "warn",
-		"FLASHSALE_PUBLISH_TIMEOUT":    "2s",
-		"FLASHSALE_ORPHAN_AGE":         "6s",
-		"FLASHSALE_KEEPER_INTERVAL":    "250ms",
-		"FLASHSALE_RECONCILE_INTERVAL": "1s",
-		"FLASHSALE_PURCHASE_TOKEN_TTL": "1m",
-		"FLASHSALE_DB_MAX_CONNS":       "8",
-		"FLASHSALE_REDIS_POOL":         "64",
-	}
-	for k, v := range c.nats.env() {
-		c.env[k] = v
-	}
-	for k, v := range o.env {
-		c.env[k] = v
-	}
-	cutURL := ""
-	if o.partition {
-		cutURL = c.redis.cutURL(t)
-	}
-	for i := range 3 {
-		in := &instance{idx: i, port: testenv.FreePort(t), metricsPort: testenv.FreePort(t), dataDir: filepath.Join(c.dir, fmt.Sprintf("i%d", i)),
-			log: filepath.Join(c.dir, fmt.Sprintf("i%d.log", i)), env: map[string]string{}}
-		if i < len(o.instEnv) {
-			for k, v := range o.instEnv[i] {
-				in.env[k] = v
-			}
-		}
-		if o.partition && i == 2 {
-			in.env["FLASHSALE_REDIS_URL"] = cutURL
-		}
-		c.inst = append(c.inst, in)
-	}
+}
+
+// cleanUpAtTheEnd kills the instances and closes the backends and clients when the test ends,
+// logging their last lines if it failed.
+func (c *cluster) cleanUpAtTheEnd() {
+	t := c.t
 	t.Cleanup(func() {
 		for _, in := range c.inst {
 			if in.proc != nil {
@@ -361,6 +387,13 @@ func newCluster(t *testing.T, o clusterOpts) *cluster {
 			t.Log(c.nats.logTails())
 		}
 	})
+}
+
+// startAll starts the three instances, each with its fault of clusterOpts for the first start:
+// the first alone (it applies the migrations), the others together, or one after another
+// (clusterOpts.serial).
+func (c *cluster) startAll(o clusterOpts) {
+	c.t.Helper()
 	// The first instance applies the migrations alone; the others start together.
 	first := func(i int) map[string]string {
 		if f, ok := o.faults[i]; ok {
@@ -381,6 +414,11 @@ func newCluster(t *testing.T, o clusterOpts) *cluster {
 		c.waitReady(1)
 		c.waitReady(2)
 	}
+}
+
+// openClients opens the scenario's own Redis and Postgres clients (c.rdb, c.db).
+func (c *cluster) openClients() {
+	t := c.t
 	var err error
 	ctx := context.Background()
 	if c.rdb, err = store.OpenRedis(ctx, c.redis.url(), 8); err != nil {
@@ -389,7 +427,6 @@ func newCluster(t *testing.T, o clusterOpts) *cluster {
 	if c.db, err = store.OpenDB(ctx, c.dsn, 4); err != nil {
 		t.Fatal(err)
 	}
-	return c
 }
 
 // environ is the process environment of instance i (nil: the cluster's tool commands) with
