@@ -97,7 +97,71 @@ func scenarioEmbeddedPause(t *testing.T, r *result) {
 	}
 	c := newCluster(t, clusterOpts{env: map[string]string{"FLASHSALE_ORPHAN_AGE": embeddedPauseOrphanAge.String()}})
 	s := c.createSale(time.Now().Add(-time.Second), 0, 800, 800)
-	ctx := context.Background()
+	killAllAtTheEnd(t, c)
+	leaveForEmbeddedNATS(t, c)
+	const A, B = 0, 1
+
+	// A's queue holds acknowledged orders: the writers are held back while shoppers buy on A
+	l := newLedger()
+	ackedByA, queued, oldestA, release := queueOrdersOnA(t, c, s, l)
+
+	c.inst[A].proc.signal(syscall.SIGSTOP)
+	pausedAt := time.Now()
+	release()
+
+	// B starts with its own embedded NATS once A's registration and presence lapsed
+	time.Sleep(time.Until(pausedAt.Add(6500 * time.Millisecond)))
+	tries := startBWhenALapsed(t, c, pausedAt)
+	bReadyAfter := time.Since(pausedAt)
+	c.env["FLASHSALE_NATS_URL"] = c.embeddedURL(t, B) // the reconcile tool's queue from now on
+
+	// B sells; A is continued meanwhile
+	done := c.goRun(l, s, pickOnly(shoppersFor(s, 10001, 200), B), loadOpts{attempts: 10, retryPause: 300 * time.Millisecond})
+	time.Sleep(500 * time.Millisecond)
+	unwritten := unwrittenOf(t, c, ackedByA)
+	c.inst[A].proc.signal(syscall.SIGCONT)
+	continuedAt := time.Now()
+	pausedFor := time.Since(pausedAt)
+	r.Faults = fmt.Sprintf("A (embedded NATS, %d acknowledged orders queued unwritten) SIGSTOP for %.1f s; B started with its own embedded NATS %.1f s into the pause (%d tries); SIGCONT A; orphan age %s",
+		queued, pausedFor.Seconds(), bReadyAfter.Seconds(), tries, embeddedPauseOrphanAge)
+	if st, body := c.readyz(A); st != http.StatusServiceUnavailable || !strings.Contains(body, "queue registration") {
+		r.Violations++
+		t.Errorf("A's /readyz at once after SIGCONT: %d %s, want 503 naming \"queue registration\"", st, body)
+	}
+	probesA := probeAYields(t, r, c, l, s)
+	writtenAge := checkADrains(t, r, c, ackedByA, unwritten, continuedAt, oldestA)
+	<-done
+	yielded := checkAYieldsToB(t, r, c, writtenAge)
+
+	// The operator stops A (its queue drained); B serves on.
+	c.inst[A].proc.signal(syscall.SIGTERM)
+	if !c.waitExit(A, 30*time.Second) {
+		t.Fatalf("A did not stop on SIGTERM")
+	}
+	c.inst = []*instance{c.inst[B]}
+	c.finish(t, r, l, s)
+	r.Note = fmt.Sprintf("purchases on A after SIGCONT %v; A's oldest acknowledged order %.1f s old when all were written; A's log: %q; ",
+		probesA, writtenAge.Seconds(), yielded) + r.Note
+}
+
+// unwrittenOf is how many of the orders A acknowledged are not in Postgres: what A's queue still
+// holds for its writer (nothing else reads that queue); none is a failure.
+func unwrittenOf(t *testing.T, c *cluster, ackedByA []string) int {
+	// what A's queue still holds for its writer (nothing else reads that queue)
+	have, err := c.db.ExistingOrders(context.Background(), ackedByA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unwritten := len(ackedByA) - len(have)
+	if unwritten == 0 {
+		t.Fatalf("every order A acknowledged was written while A was stopped: its writer has nothing left to drain")
+	}
+	return unwritten
+}
+
+// killAllAtTheEnd kills every instance of the cluster as it is now when the test ends, also those
+// the scenario drops from c.inst.
+func killAllAtTheEnd(t *testing.T, c *cluster) {
 	all := append([]*instance(nil), c.inst...)
 	t.Cleanup(func() {
 		for _, in := range all {
@@ -106,6 +170,13 @@ func scenarioEmbeddedPause(t *testing.T, r *result) {
 			}
 		}
 	})
+}
+
+// leaveForEmbeddedNATS stops the three external-NATS instances (SIGTERM: they leave the queue
+// presence), keeps two, A and B, each set to an embedded NATS of its own, and starts A.
+func leaveForEmbeddedNATS(t *testing.T, c *cluster) {
+	const A, B = 0, 1
+	ctx := context.Background()
 	// the external-NATS instances leave
 	for _, in := range c.inst {
 		in.proc.signal(syscall.SIGTERM)
@@ -122,7 +193,6 @@ func scenarioEmbeddedPause(t *testing.T, r *result) {
 		}
 		return nil
 	})
-	const A, B = 0, 1
 	for _, i := range []int{A, B} {
 		c.inst[i].env["FLASHSALE_NATS_URL"] = "" // unset: an embedded NATS
 		c.inst[i].env["FLASHSALE_NATS_PORT"] = strconv.Itoa(testenv.FreePort(t))
@@ -130,9 +200,14 @@ func scenarioEmbeddedPause(t *testing.T, r *result) {
 	c.inst = c.inst[:2]
 	c.start(A, nil)
 	c.waitReady(A)
+}
 
-	// A's queue holds acknowledged orders: the writers are held back while shoppers buy on A
-	l := newLedger()
+// queueOrdersOnA holds the writers back while 300 shoppers buy on A, so that A's queue holds at
+// least 50 acknowledged orders; it returns them, how many are unwritten, when the first was
+// acknowledged, and the release of the writers.
+func queueOrdersOnA(t *testing.T, c *cluster, s sale, l *ledger) ([]string, int, time.Time, func()) {
+	const A, B = 0, 1
+	ctx := context.Background()
 	release := c.lockOrders(t)
 	c.run(l, s, pickOnly(shoppersFor(s, 1, 300), A), loadOpts{attempts: 6, retryPause: 300 * time.Millisecond})
 	ackedByA := l.ackedIDs()
@@ -152,13 +227,13 @@ func scenarioEmbeddedPause(t *testing.T, r *result) {
 		}
 	}
 	l.mu.Unlock()
+	return ackedByA, queued, oldestA, release
+}
 
-	c.inst[A].proc.signal(syscall.SIGSTOP)
-	pausedAt := time.Now()
-	release()
-
-	// B starts with its own embedded NATS once A's registration and presence lapsed
-	time.Sleep(time.Until(pausedAt.Add(6500 * time.Millisecond)))
+// startBWhenALapsed starts B with its own embedded NATS, again while it is refused (A's
+// registration or presence not lapsed yet), up to 20 s after A was stopped; it returns the tries.
+func startBWhenALapsed(t *testing.T, c *cluster, pausedAt time.Time) int {
+	const A, B = 0, 1
 	tries := 0
 	for {
 		tries++
@@ -182,30 +257,13 @@ func scenarioEmbeddedPause(t *testing.T, r *result) {
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	bReadyAfter := time.Since(pausedAt)
-	c.env["FLASHSALE_NATS_URL"] = c.embeddedURL(t, B) // the reconcile tool's queue from now on
+	return tries
+}
 
-	// B sells; A is continued meanwhile
-	done := c.goRun(l, s, pickOnly(shoppersFor(s, 10001, 200), B), loadOpts{attempts: 10, retryPause: 300 * time.Millisecond})
-	time.Sleep(500 * time.Millisecond)
-	// what A's queue still holds for its writer (nothing else reads that queue)
-	have, err = c.db.ExistingOrders(ctx, ackedByA)
-	if err != nil {
-		t.Fatal(err)
-	}
-	unwritten := len(ackedByA) - len(have)
-	if unwritten == 0 {
-		t.Fatalf("every order A acknowledged was written while A was stopped: its writer has nothing left to drain")
-	}
-	c.inst[A].proc.signal(syscall.SIGCONT)
-	continuedAt := time.Now()
-	pausedFor := time.Since(pausedAt)
-	r.Faults = fmt.Sprintf("A (embedded NATS, %d acknowledged orders queued unwritten) SIGSTOP for %.1f s; B started with its own embedded NATS %.1f s into the pause (%d tries); SIGCONT A; orphan age %s",
-		queued, pausedFor.Seconds(), bReadyAfter.Seconds(), tries, embeddedPauseOrphanAge)
-	if st, body := c.readyz(A); st != http.StatusServiceUnavailable || !strings.Contains(body, "queue registration") {
-		r.Violations++
-		t.Errorf("A's /readyz at once after SIGCONT: %d %s, want 503 naming \"queue registration\"", st, body)
-	}
+// probeAYields has 10 shoppers buy on A while B runs its own embedded NATS: each must be answered
+// 503; it returns the answers by status.
+func probeAYields(t *testing.T, r *result, c *cluster, l *ledger, s sale) map[int]int {
+	const A, B = 0, 1
 	probesA := map[int]int{}
 	for k := range 10 {
 		u := int64(50001 + k)
@@ -225,6 +283,13 @@ func scenarioEmbeddedPause(t *testing.T, r *result) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	return probesA
+}
+
+// checkADrains checks that A's writer writes every order A acknowledged while A yields, and that
+// A's queue drains; it returns the age of A's oldest order once all were written.
+func checkADrains(t *testing.T, r *result, c *cluster, ackedByA []string, unwritten int, continuedAt, oldestA time.Time) time.Duration {
+	const A, B = 0, 1
 	// A's writer drains A's queue while A yields
 	if _, err := c.waitDurable(ackedByA, 30*time.Second); err != nil {
 		r.Violations++
@@ -242,7 +307,14 @@ func scenarioEmbeddedPause(t *testing.T, r *result) {
 		r.Violations++
 		t.Errorf("A's queue not drained after its orders were written: %v", err)
 	}
-	<-done
+	return writtenAge
+}
+
+// checkAYieldsToB checks, once B's shoppers are done, that A still yields (503 naming the queue
+// registration), that its log says so and that its queue-judging jobs wait, that A's orders were
+// written under the orphan age, and that B is ready; it returns A's log line saying it yields.
+func checkAYieldsToB(t *testing.T, r *result, c *cluster, writtenAge time.Duration) string {
+	const A, B = 0, 1
 	if st, body := c.readyz(A); st != http.StatusServiceUnavailable || !strings.Contains(body, "queue registration") {
 		r.Violations++
 		t.Errorf("A's /readyz with B live: %d %s, want 503 naming \"queue registration\"", st, body)
@@ -263,16 +335,7 @@ func scenarioEmbeddedPause(t *testing.T, r *result) {
 		r.Violations++
 		t.Errorf("B's /readyz: %d, want 200", st)
 	}
-
-	// The operator stops A (its queue drained); B serves on.
-	c.inst[A].proc.signal(syscall.SIGTERM)
-	if !c.waitExit(A, 30*time.Second) {
-		t.Fatalf("A did not stop on SIGTERM")
-	}
-	c.inst = []*instance{c.inst[B]}
-	c.finish(t, r, l, s)
-	r.Note = fmt.Sprintf("purchases on A after SIGCONT %v; A's oldest acknowledged order %.1f s old when all were written; A's log: %q; ",
-		probesA, writtenAge.Seconds(), yielded) + r.Note
+	return yielded
 }
 
 // scenarioEmbeddedPauseCluster (20b on the cluster, whose instances share an external NATS
@@ -285,7 +348,6 @@ func scenarioEmbeddedPause(t *testing.T, r *result) {
 func scenarioEmbeddedPauseCluster(t *testing.T, r *result) {
 	c := newCluster(t, clusterOpts{})
 	s := c.createSale(time.Now().Add(-time.Second), 0, 800, 800)
-	ctx := context.Background()
 	l := newLedger()
 	done := c.goRun(l, s, pickOnly(shoppersFor(s, 1, 1200), 1, 2), loadOpts{attempts: 20, retryPause: 300 * time.Millisecond})
 	time.Sleep(time.Second)
@@ -294,6 +356,39 @@ func scenarioEmbeddedPauseCluster(t *testing.T, r *result) {
 	defer c.inst[0].proc.signal(syscall.SIGCONT)
 	time.Sleep(time.Until(stoppedAt.Add(7 * time.Second)))
 
+	refusal, exitCode := startRefusedEmbedded(t, r, c)
+
+	// instance 0 continued: the same queue, it sells again
+	c.inst[0].proc.signal(syscall.SIGCONT)
+	stoppedFor := time.Since(stoppedAt)
+	continuedAt := time.Now()
+	c.waitReadyz(t, 0, 30*time.Second, "instance 0 ready after SIGCONT")
+	readyIn := time.Since(continuedAt)
+	st, ans, u := c.probeBuyWhile503(0, func(try int) int64 { return int64(900001 + try) }, s.items[0], s.id, 15*time.Second)
+	if st == http.StatusAccepted {
+		l.mu.Lock()
+		l.acked[ans.str("orderId")] = u
+		l.ackedAt[ans.str("orderId")] = time.Now()
+		l.mu.Unlock()
+	} else {
+		r.Violations++
+		t.Errorf("a purchase on instance 0 once continued: %d %s, want 202", st, ans.raw)
+	}
+	r.Faults = fmt.Sprintf("instance 0 SIGSTOP for %.1f s mid-rush; an instance with an embedded NATS started on the same Redis %.1f s into it; SIGCONT",
+		stoppedFor.Seconds(), 7.0)
+	<-done
+	last := c.waveBuys(t, r, l, s, shoppersFor(s, 100001, 300), "the last wave")
+	c.instancesAlive(t, r, "during the scenario")
+	c.finish(t, r, l, s)
+	r.Note = fmt.Sprintf("the embedded instance: %q (exit %d); instance 0 ready %.1f s after SIGCONT and sold (202); last wave %d answered 202; ",
+		refusal, exitCode, readyIn.Seconds(), last) + r.Note
+}
+
+// startRefusedEmbedded starts an instance with an embedded NATS on the same Redis as the
+// cluster's: it must be refused (ErrAnotherQueue naming FLASHSALE_NATS_URL) and leave no
+// embedded-NATS registration behind. It returns the refusal and the exit code.
+func startRefusedEmbedded(t *testing.T, r *result, c *cluster) (string, int) {
+	ctx := context.Background()
 	// an instance with an embedded NATS, on the same Redis
 	dir := filepath.Join(c.dir, "embedded")
 	extra := map[string]string{
@@ -322,29 +417,5 @@ func scenarioEmbeddedPauseCluster(t *testing.T, r *result) {
 		r.Violations++
 		t.Errorf("the refused instance left its embedded-NATS registration behind (%d, %v)", n, err)
 	}
-
-	// instance 0 continued: the same queue, it sells again
-	c.inst[0].proc.signal(syscall.SIGCONT)
-	stoppedFor := time.Since(stoppedAt)
-	continuedAt := time.Now()
-	c.waitReadyz(t, 0, 30*time.Second, "instance 0 ready after SIGCONT")
-	readyIn := time.Since(continuedAt)
-	st, ans, u := c.probeBuyWhile503(0, func(try int) int64 { return int64(900001 + try) }, s.items[0], s.id, 15*time.Second)
-	if st == http.StatusAccepted {
-		l.mu.Lock()
-		l.acked[ans.str("orderId")] = u
-		l.ackedAt[ans.str("orderId")] = time.Now()
-		l.mu.Unlock()
-	} else {
-		r.Violations++
-		t.Errorf("a purchase on instance 0 once continued: %d %s, want 202", st, ans.raw)
-	}
-	r.Faults = fmt.Sprintf("instance 0 SIGSTOP for %.1f s mid-rush; an instance with an embedded NATS started on the same Redis %.1f s into it; SIGCONT",
-		stoppedFor.Seconds(), 7.0)
-	<-done
-	last := c.waveBuys(t, r, l, s, shoppersFor(s, 100001, 300), "the last wave")
-	c.instancesAlive(t, r, "during the scenario")
-	c.finish(t, r, l, s)
-	r.Note = fmt.Sprintf("the embedded instance: %q (exit %d); instance 0 ready %.1f s after SIGCONT and sold (202); last wave %d answered 202; ",
-		refusal, p.state.ExitCode(), readyIn.Seconds(), last) + r.Note
+	return refusal, p.state.ExitCode()
 }
