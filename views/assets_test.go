@@ -109,3 +109,23 @@ func TestModulesReachable(t *testing.T) {
 		}
 	}
 }
+
+// maxScriptBytes is the most a module of static/js may weigh: past it, split it by concern.
+const maxScriptBytes = 40_000
+
+// No module of the script is over 40 kB.
+func TestScriptSizes(t *testing.T) {
+	entries, err := fs.ReadDir(static.FS, "js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		info, err := e.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Size() > maxScriptBytes {
+			t.Errorf("static/js/%s is %d bytes, over %d: split it into modules by concern", e.Name(), info.Size(), maxScriptBytes)
+		}
+	}
+}

@@ -6,9 +6,9 @@ import { byTestId, setText, show, el, enc, messenger } from './dom.js';
 import { formatClock, formatDate, formatDuration, parseTime } from './time.js';
 import { api, errorText } from './api.js';
 import { makePoller } from './poll.js';
-import { currentUser, sessionExpired, onSession, initSession } from './session.js';
 import { bindControls } from './admin_controls.js';
 import { drawChart } from './admin_chart.js';
+import { merchantPage, SALE_NOT_FOUND } from './admin_merchant.js';
 
 // The sale's state for a person, by the live view's status.
 const STATUS = {
@@ -67,7 +67,6 @@ export function initAdminLivePage(root) {
   var chartNote = byTestId('chart-note', root);
   var updated = byTestId('live-updated', root);
   var checks = byTestId('recon-checks', root);
-  var merchant = false;
   var last = null;
 
   function tile(key, value, note) {
@@ -79,30 +78,24 @@ export function initAdminLivePage(root) {
     }
   }
 
-  function notMerchant() {
-    merchant = false;
-    show(panel, false);
-    poller.stop();
-    say('Signed in, but this account is not a merchant. Log out and log in with a merchant account.', 'error');
-  }
-
-  function authProblem(r) {
-    if (r.status === 401 || r.code === 'UNAUTHENTICATED' || r.code === 'CSRF') {
-      say(errorText(r), 'error');
-      sessionExpired();
-      return true;
+  var gate = merchantPage(root, {
+    panel: panel,
+    say: say,
+    stop: function () {
+      poller.stop();
+    },
+    signedOut: function () {
+      say('Log in with a merchant account to watch this sale.', 'info');
+    },
+    start: function () {
+      poller.restart();
     }
-    if (r.status === 403) {
-      notMerchant();
-      return true;
-    }
-    return false;
-  }
+  });
 
   var controlsRoot = byTestId('sale-controls', root);
   var controls = controlsRoot ? bindControls(controlsRoot, {
     saleId: saleId,
-    authProblem: authProblem,
+    authProblem: gate.authProblem,
     after: function () {
       return load();
     }
@@ -275,21 +268,19 @@ export function initAdminLivePage(root) {
   async function load() {
     var r = await api('GET', '/api/admin/sales/' + enc(saleId) + '/live', undefined, undefined, 'no-store');
     if (r.ok && r.data && r.data.sale) {
-      if (!merchant) {
-        merchant = true;
-        show(panel, true);
+      if (gate.admit()) {
         say('', 'info');
       }
       last = r.data;
       render(r.data);
       return true;
     }
-    if (authProblem(r)) {
+    if (gate.authProblem(r)) {
       return false;
     }
     if (r.status === 404 || r.status === 400) {
       show(panel, false);
-      say('This sale was not found (it may belong to another merchant).', 'error');
+      say(SALE_NOT_FOUND, 'error');
       return false;
     }
     setText(updated, 'Could not refresh: ' + errorText(r) + ' Retrying\u2026');
@@ -308,23 +299,5 @@ export function initAdminLivePage(root) {
     }, 150);
   });
 
-  function sessionUpdate() {
-    var u = currentUser();
-    if (u === null) {
-      merchant = false;
-      show(panel, false);
-      poller.stop();
-      say('Log in with a merchant account to watch this sale.', 'info');
-      return;
-    }
-    if (u.role && u.role !== 'merchant') {
-      notMerchant();
-      return;
-    }
-    poller.restart();
-  }
-
-  onSession(sessionUpdate);
-  initSession(byTestId('session', root), say);
-  sessionUpdate();
+  gate.watch();
 }

@@ -6,7 +6,7 @@ import { byTestId, setText, show, el, enc, messenger } from './dom.js';
 import { formatDate, parseTime } from './time.js';
 import { api, errorText } from './api.js';
 import { formatMoney } from './money.js';
-import { currentUser, sessionExpired, onSession, initSession } from './session.js';
+import { merchantPage, SALE_NOT_FOUND } from './admin_merchant.js';
 
 const STATUS_WORDS = { QUEUED: 'Confirming', PENDING: 'Awaiting payment', PAID: 'Paid', EXPIRED: 'Expired', CANCELLED: 'Cancelled', FAILED: 'Failed' };
 
@@ -33,7 +33,6 @@ export function initAdminOrdersPage(root) {
   var nameEl = byTestId('orders-sale-name', root);
   var sale = null; // {name, items: {id: {name, priceCents}}, currency}
   var page = { cursor: '', next: '', number: 1, seq: 0 };
-  var merchant = false;
 
   var params = new URLSearchParams(window.location.search);
   statusSelect.value = params.get('status') || '';
@@ -42,20 +41,21 @@ export function initAdminOrdersPage(root) {
   }
   userInput.value = params.get('userId') || '';
 
-  function authProblem(r) {
-    if (r.status === 401 || r.code === 'UNAUTHENTICATED' || r.code === 'CSRF') {
-      say(errorText(r), 'error');
-      sessionExpired();
-      return true;
+  var gate = merchantPage(root, {
+    panel: panel,
+    say: say,
+    stop: function () {},
+    signedOut: function () {
+      say('Log in with a merchant account to see the orders of this sale.', 'info');
+    },
+    start: function () {
+      say('', 'info');
+      if (!userIdOK()) {
+        userInput.value = ''; // a shopper from the address that is not one: every order instead
+      }
+      loadPage(page.cursor, page.number);
     }
-    if (r.status === 403) {
-      merchant = false;
-      show(panel, false);
-      say('Signed in, but this account is not a merchant. Log out and log in with a merchant account.', 'error');
-      return true;
-    }
-    return false;
-  }
+  });
 
   // loadSale reads the sale's name and items (the public sale: the orders route below is the
   // one that checks it is the merchant's).
@@ -122,30 +122,27 @@ export function initAdminOrdersPage(root) {
         return;
       }
       if (!s.ok) {
-        if (authProblem(s)) {
+        if (gate.authProblem(s)) {
           return;
         }
         show(panel, s.status !== 404);
-        say(s.status === 404 ? 'This sale was not found (it may belong to another merchant).' : 'Could not load the sale: ' + errorText(s), 'error');
+        say(s.status === 404 ? SALE_NOT_FOUND : 'Could not load the sale: ' + errorText(s), 'error');
         setText(summary, '');
         return;
       }
-      if (!merchant) {
-        merchant = true;
-        show(panel, true);
-      }
+      gate.admit();
     }
     var r = await api('GET', '/api/admin/sales/' + enc(saleId) + '/orders?' + query(cursor), undefined, undefined, 'no-store');
     if (seq !== page.seq) {
       return;
     }
     if (!(r.ok && r.data && Array.isArray(r.data.orders))) {
-      if (authProblem(r)) {
+      if (gate.authProblem(r)) {
         return;
       }
       if (r.status === 404) {
         show(panel, false);
-        say('This sale was not found (it may belong to another merchant).', 'error');
+        say(SALE_NOT_FOUND, 'error');
         return;
       }
       setText(summary, 'Could not load the orders: ' + errorText(r));
@@ -177,9 +174,9 @@ export function initAdminOrdersPage(root) {
   }
 
   // userIdOK says whether the shopper field holds a user id (or nothing), and says so beside it.
+  // The field's pattern is the HTML's: the browser checks it.
   function userIdOK() {
-    var u = userId();
-    if (u && !/^[1-9]\d{0,18}$/.test(u)) {
+    if (userInput.validity.patternMismatch) {
       setText(userError, 'A shopper is named by their user id: a whole number like 42.');
       show(userError, true);
       userInput.setAttribute('aria-invalid', 'true');
@@ -220,26 +217,5 @@ export function initAdminOrdersPage(root) {
     }
   });
 
-  function sessionUpdate() {
-    var u = currentUser();
-    if (u === null) {
-      merchant = false;
-      show(panel, false);
-      say('Log in with a merchant account to see the orders of this sale.', 'info');
-      return;
-    }
-    if (u.role && u.role !== 'merchant') {
-      authProblem({ status: 403 });
-      return;
-    }
-    say('', 'info');
-    if (!userIdOK()) {
-      userInput.value = ''; // a shopper from the address that is not one: every order instead
-    }
-    loadPage(page.cursor, page.number);
-  }
-
-  onSession(sessionUpdate);
-  initSession(byTestId('session', root), say);
-  sessionUpdate();
+  gate.watch();
 }
