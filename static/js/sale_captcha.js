@@ -9,133 +9,155 @@ import { isOnline } from './network.js';
 import { loggedIn, sessionExpired } from './session.js';
 import { t } from './i18n.js';
 
+function want(C) {
+  var page = C.page;
+  if (!loggedIn() || !(page.phase === 'upcoming' || page.phase === 'live')) {
+    return false;
+  }
+  var h = page.orders.holdings();
+  if (page.info.limit === 'per-sale' && h.any !== null) {
+    return false;
+  }
+  return page.buttons.some(function (b) {
+    var id = b.getAttribute('data-item-id');
+    return !h.byItem[id] && !page.items.soldOut(id);
+  });
+}
+
+function hintText(C) {
+  return C.page.phase === 'upcoming'
+    ? t('Solve this now, before the sale starts; then press Buy the moment it opens.')
+    : t('Type the characters you see, then press Buy.');
+}
+
+// loaded shows a captcha the shop sent; false when the answer is not one.
+function loaded(C, r) {
+  var src = r.ok && r.data && typeof r.data.image === 'string' ? r.data.image : '';
+  if (!(r.ok && r.data && r.data.captchaId !== undefined && r.data.captchaId !== null && src.indexOf('data:image/') === 0)) {
+    return false;
+  }
+  C.id = String(r.data.captchaId);
+  C.retries = 0;
+  if (C.img) {
+    C.img.src = src;
+    C.img.hidden = false;
+  }
+  setText(C.hint, hintText(C));
+  return true;
+}
+
+async function load(C) {
+  if (C.loading || !want(C)) {
+    return;
+  }
+  C.id = null;
+  if (C.answerEl) {
+    C.answerEl.value = '';
+  }
+  if (!isOnline()) {
+    setText(C.hint, t('You are offline: a captcha loads once the connection is back.'));
+    return;
+  }
+  C.loading = true;
+  setText(C.hint, t('Loading a captcha\u2026'));
+  var r = await api('POST', '/api/flash-sales/' + enc(C.page.saleId) + '/captcha', {});
+  C.loading = false;
+  if (loaded(C, r)) {
+    return;
+  }
+  if (isUnauthenticated(r)) {
+    C.page.say(errorText(r), 'error');
+    sessionExpired();
+    return;
+  }
+  setText(C.hint, t('Could not load a captcha: {why} Use \u201cNew challenge\u201d to retry.', { why: r.ok ? t('the answer was not understood.') : errorText(r) }));
+  if ((r.network || r.status >= 500 || r.code === 'RATE_LIMITED') && C.retries < 3) {
+    window.setTimeout(function () {
+      load(C);
+    }, Math.max(backoff(C.retries++, 3000, 30000), (r.retryAfter || 0) * 1000));
+  }
+}
+
+function refreshArea(C) {
+  var wanted = want(C);
+  show(C.box, wanted);
+  if (wanted && !C.id && !C.loading) {
+    load(C);
+  } else if (wanted && C.id) {
+    setText(C.hint, hintText(C));
+  }
+  if (!wanted) {
+    C.id = null;
+  }
+}
+
+// captchaApi is what the other modules of the page ask of the captcha.
+function captchaApi(C) {
+  return {
+    // follow is checked on every render: the captcha shows while there is something to buy.
+    follow: function () {
+      var wanted = want(C);
+      if (wanted !== C.wanted) {
+        C.wanted = wanted;
+        refreshArea(C);
+      }
+    },
+    load: function () {
+      return load(C);
+    },
+    id: function () {
+      return C.id;
+    },
+    loading: function () {
+      return C.loading;
+    },
+    answer: function () {
+      return C.answerEl ? C.answerEl.value.trim() : '';
+    },
+    focus: function () {
+      if (C.answerEl) {
+        C.answerEl.focus();
+      }
+    },
+    spend: function () {
+      C.id = null;
+    },
+    reload: function () {
+      if (want(C) && !C.id && !C.loading) {
+        C.retries = 0;
+        load(C);
+      }
+    }
+  };
+}
+
 // initCaptcha returns follow() (shows or hides the captcha when that changes), load(), id()
 // (the captcha ready to be answered, or null), loading(), answer() (typed, trimmed), focus(),
 // spend() (it bought a purchase token, or cannot) and reload() (after the network came back).
 export function initCaptcha(page) {
-  var box = byTestId('captcha', page.section);
-  var img = byTestId('captcha-image', page.section);
-  var answerEl = byTestId('captcha-answer', page.section);
-  var hint = byTestId('captcha-hint', page.section);
+  var C = {
+    page: page,
+    box: byTestId('captcha', page.section),
+    img: byTestId('captcha-image', page.section),
+    answerEl: byTestId('captcha-answer', page.section),
+    hint: byTestId('captcha-hint', page.section),
+    id: null,
+    loading: false,
+    retries: 0,
+    wanted: null
+  };
   var refresh = byTestId('captcha-refresh', page.section);
-  var c = { id: null, loading: false, retries: 0, wanted: null };
-
-  function want() {
-    if (!loggedIn() || !(page.phase === 'upcoming' || page.phase === 'live')) {
-      return false;
-    }
-    var h = page.orders.holdings();
-    if (page.info.limit === 'per-sale' && h.any !== null) {
-      return false;
-    }
-    return page.buttons.some(function (b) {
-      var id = b.getAttribute('data-item-id');
-      return !h.byItem[id] && !page.items.soldOut(id);
-    });
-  }
-
-  function hintText() {
-    return page.phase === 'upcoming'
-      ? t('Solve this now, before the sale starts; then press Buy the moment it opens.')
-      : t('Type the characters you see, then press Buy.');
-  }
-
-  async function load() {
-    if (c.loading || !want()) {
-      return;
-    }
-    c.id = null;
-    if (answerEl) {
-      answerEl.value = '';
-    }
-    if (!isOnline()) {
-      setText(hint, t('You are offline: a captcha loads once the connection is back.'));
-      return;
-    }
-    c.loading = true;
-    setText(hint, t('Loading a captcha\u2026'));
-    var r = await api('POST', '/api/flash-sales/' + enc(page.saleId) + '/captcha', {});
-    c.loading = false;
-    var src = r.ok && r.data && typeof r.data.image === 'string' ? r.data.image : '';
-    if (r.ok && r.data && r.data.captchaId !== undefined && r.data.captchaId !== null && src.indexOf('data:image/') === 0) {
-      c.id = String(r.data.captchaId);
-      c.retries = 0;
-      if (img) {
-        img.src = src;
-        img.hidden = false;
-      }
-      setText(hint, hintText());
-      return;
-    }
-    if (isUnauthenticated(r)) {
-      page.say(errorText(r), 'error');
-      sessionExpired();
-      return;
-    }
-    setText(hint, t('Could not load a captcha: {why} Use \u201cNew challenge\u201d to retry.', { why: r.ok ? t('the answer was not understood.') : errorText(r) }));
-    if ((r.network || r.status >= 500 || r.code === 'RATE_LIMITED') && c.retries < 3) {
-      window.setTimeout(load, Math.max(backoff(c.retries++, 3000, 30000), (r.retryAfter || 0) * 1000));
-    }
-  }
-
-  function refreshArea() {
-    var wanted = want();
-    show(box, wanted);
-    if (wanted && !c.id && !c.loading) {
-      load();
-    } else if (wanted && c.id) {
-      setText(hint, hintText());
-    }
-    if (!wanted) {
-      c.id = null;
-    }
-  }
-
   if (refresh) {
     refresh.addEventListener('click', function (ev) {
       ev.preventDefault();
-      c.retries = 0;
-      load();
+      C.retries = 0;
+      load(C);
     });
   }
-  if (answerEl) {
-    enterSubmits(page, answerEl);
+  if (C.answerEl) {
+    enterSubmits(page, C.answerEl);
   }
-
-  return {
-    // follow is checked on every render: the captcha shows while there is something to buy.
-    follow: function () {
-      var wanted = want();
-      if (wanted !== c.wanted) {
-        c.wanted = wanted;
-        refreshArea();
-      }
-    },
-    load: load,
-    id: function () {
-      return c.id;
-    },
-    loading: function () {
-      return c.loading;
-    },
-    answer: function () {
-      return answerEl ? answerEl.value.trim() : '';
-    },
-    focus: function () {
-      if (answerEl) {
-        answerEl.focus();
-      }
-    },
-    spend: function () {
-      c.id = null;
-    },
-    reload: function () {
-      if (want() && !c.id && !c.loading) {
-        c.retries = 0;
-        load();
-      }
-    }
-  };
+  return captchaApi(C);
 }
 
 // enterSubmits makes Enter in the answer field submit it: it buys the one item there is to buy,
