@@ -39,6 +39,23 @@ func scenarioDoubleClicks(t *testing.T, r *result) {
 	s := c.createSale(time.Now().Add(-time.Second), 0, 100)
 	l := newLedger()
 	r.Faults = "12 concurrent clicks per shopper, 3 tokens, 3 instances"
+	seen := c.clickTwelveTimes(t, l, s)
+	for u, ids := range seen {
+		if len(ids) != 1 {
+			r.Violations++
+			t.Errorf("shopper %d: answers named %d different orders, want exactly 1: %v", u, len(ids), ids)
+		}
+	}
+	c.finish(t, r, l, s)
+	if r.Orders != 30 {
+		t.Errorf("30 shoppers clicking: %d live orders, want 30", r.Orders)
+	}
+}
+
+// clickTwelveTimes has each of 30 shoppers click buy 12 times at once, on the three instances in
+// turn, with one token per instance (each sent four times); it records the answers in the ledger
+// and returns, per shopper, the order ids any answer named.
+func (c *cluster) clickTwelveTimes(t *testing.T, l *ledger, s sale) map[int64]map[string]bool {
 	var wg sync.WaitGroup
 	seen := map[int64]map[string]bool{} // shopper → order ids named by any answer
 	var mu sync.Mutex
@@ -85,16 +102,15 @@ func scenarioDoubleClicks(t *testing.T, r *result) {
 		}
 	}
 	wg.Wait()
-	for u, ids := range seen {
-		if len(ids) != 1 {
-			r.Violations++
-			t.Errorf("shopper %d: answers named %d different orders, want exactly 1: %v", u, len(ids), ids)
-		}
-	}
-	c.finish(t, r, l, s)
-	if r.Orders != 30 {
-		t.Errorf("30 shoppers clicking: %d live orders, want 30", r.Orders)
-	}
+	return seen
+}
+
+// racedPayment is one payment of scenarioPayVsExpiry: its order, the answer's status, or why
+// it was not sent.
+type racedPayment struct {
+	id     string
+	status int
+	err    error
 }
 
 // scenarioPayVsExpiry: 1,000 orders with a 2-second payment window; each shopper pays at a
@@ -104,18 +120,13 @@ func scenarioPayVsExpiry(t *testing.T, r *result) {
 	c := newCluster(t, clusterOpts{})
 	s := c.createSale(time.Now().Add(-time.Second), 2*time.Second, 500, 500)
 	l := newLedger()
-	type payment struct {
-		id     string
-		status int
-		err    error
-	}
 	var mu sync.Mutex
-	var pays []*payment
+	var pays []*racedPayment
 	var wg sync.WaitGroup
 	var k atomic.Int64
 	pay := func(id string, user int64) {
 		defer wg.Done()
-		p := &payment{id: id}
+		p := &racedPayment{id: id}
 		mu.Lock()
 		pays = append(pays, p)
 		mu.Unlock()
@@ -144,6 +155,15 @@ func scenarioPayVsExpiry(t *testing.T, r *result) {
 	}})
 	wg.Wait()
 	r.Faults = "1,000 payments from 0.5 s before to 0.5 s after pay_by, vs the expiry job"
+	c.checkPaymentsAgreeWithPostgres(t, r, s, pays)
+	// let the expiry job give the last units back before the final check
+	time.Sleep(3 * time.Second)
+	c.finish(t, r, l, s)
+}
+
+// checkPaymentsAgreeWithPostgres checks that each payment's answer is what Postgres says of its
+// order (200 and PAID, or not 200 and not PAID), and that the race happened both ways.
+func (c *cluster) checkPaymentsAgreeWithPostgres(t *testing.T, r *result, s sale, pays []*racedPayment) {
 	orders, err := c.orders(context.Background(), s.id)
 	if err != nil {
 		t.Fatal(err)
@@ -173,9 +193,6 @@ func scenarioPayVsExpiry(t *testing.T, r *result) {
 	if counts["200→PAID"] == 0 || len(pays)-counts["200→PAID"] == 0 {
 		t.Errorf("no race happened: %v", counts)
 	}
-	// let the expiry job give the last units back before the final check
-	time.Sleep(3 * time.Second)
-	c.finish(t, r, l, s)
 }
 
 // scenarioDuplicates: a 1-second ack wait and instance 0 stopped (SIGSTOP) holding a claimed,
@@ -198,6 +215,9 @@ func scenarioDuplicates(t *testing.T, r *result) {
 	}
 }
 
+// botIP is the one address of scenario 14's bot.
+const botIP = "203.0.113.9"
+
 // scenarioBot: rate limits on; one shopper from one address sends purchase requests as fast as
 // the suite can to all three instances while 200 ordinary shoppers (each its own address) buy.
 func scenarioBot(t *testing.T, r *result) {
@@ -213,7 +233,6 @@ func scenarioBot(t *testing.T, r *result) {
 	}
 	bot := int64(99999)
 	botBearer := bearerOf(bot)
-	botIP := "203.0.113.9"
 	var botTok []string
 	for i := range 3 {
 		tok, err := c.purchaseToken(i, botBearer, s.id, "X-Forwarded-For", botIP)
@@ -224,6 +243,41 @@ func scenarioBot(t *testing.T, r *result) {
 	}
 	done := c.goRun(l, s, shoppers, loadOpts{attempts: 10, retryPause: 300 * time.Millisecond})
 	const burst = 6000
+	perInst, rate := c.botBurst(l, s, bot, botTok, burst)
+	<-done
+	r.Faults = fmt.Sprintf("%d bot requests at %.0f/s", burst, rate)
+	for i, m := range perInst {
+		if m[429] == 0 {
+			r.Violations++
+			t.Errorf("instance %d never limited the bot: %v", i, m)
+		}
+		if m[500] > 0 {
+			r.Violations++
+			t.Errorf("instance %d answered the bot 500: %v", i, m)
+		}
+	}
+	r.Note = fmt.Sprintf("bot answers per instance %v", perInst)
+	c.finish(t, r, l, s)
+	botOrders := 0
+	orders, _ := c.orders(context.Background(), s.id)
+	for _, o := range orders {
+		if o.user == bot && live(o.status) {
+			botOrders++
+		}
+	}
+	if botOrders > 1 {
+		t.Errorf("the bot holds %d orders, want at most 1", botOrders)
+	}
+	if r.Orders < 150 {
+		t.Errorf("the ordinary shoppers bought %d units of 300 with 200 shoppers: the bot crowded them out", r.Orders)
+	}
+}
+
+// botBurst sends the bot's burst requests, 64 at a time, to the three instances in turn, each with
+// that instance's token; it records a 202 in the ledger and returns the answers per instance and
+// the rate they were sent at.
+func (c *cluster) botBurst(l *ledger, s sale, bot int64, botTok []string, burst int) ([3]map[int]int, float64) {
+	botBearer := bearerOf(bot)
 	var mu sync.Mutex
 	perInst := [3]map[int]int{{}, {}, {}}
 	var wg sync.WaitGroup
@@ -255,33 +309,7 @@ func scenarioBot(t *testing.T, r *result) {
 	}
 	wg.Wait()
 	rate := float64(burst) / time.Since(start).Seconds()
-	<-done
-	r.Faults = fmt.Sprintf("%d bot requests at %.0f/s", burst, rate)
-	for i, m := range perInst {
-		if m[429] == 0 {
-			r.Violations++
-			t.Errorf("instance %d never limited the bot: %v", i, m)
-		}
-		if m[500] > 0 {
-			r.Violations++
-			t.Errorf("instance %d answered the bot 500: %v", i, m)
-		}
-	}
-	r.Note = fmt.Sprintf("bot answers per instance %v", perInst)
-	c.finish(t, r, l, s)
-	botOrders := 0
-	orders, _ := c.orders(context.Background(), s.id)
-	for _, o := range orders {
-		if o.user == bot && live(o.status) {
-			botOrders++
-		}
-	}
-	if botOrders > 1 {
-		t.Errorf("the bot holds %d orders, want at most 1", botOrders)
-	}
-	if r.Orders < 150 {
-		t.Errorf("the ordinary shoppers bought %d units of 300 with 200 shoppers: the bot crowded them out", r.Orders)
-	}
+	return perInst, rate
 }
 
 // scenarioSkew: instance 2's clock runs 2 s ahead; shoppers hammer all three from 3 s before

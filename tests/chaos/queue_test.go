@@ -116,7 +116,6 @@ func (c *cluster) loseWritesAround(t *testing.T, saleID int64, during func()) st
 func scenarioRewindRestart(t *testing.T, r *result) {
 	c := newCluster(t, clusterOpts{})
 	s := c.createSale(time.Now().Add(-time.Second), 0, 800, 800)
-	ctx := context.Background()
 	l := newLedger()
 	c.run(l, s, shoppersFor(s, 1, 600), loadOpts{attempts: 10, retryPause: 300 * time.Millisecond})
 	if _, err := c.waitDurable(l.ackedIDs(), 30*time.Second); err != nil {
@@ -135,29 +134,7 @@ func scenarioRewindRestart(t *testing.T, r *result) {
 	var pgMaxAtLoss int64
 	var stoppedAt time.Time
 	what := c.loseWritesAround(t, s.id, func() {
-		before := len(l.ackedIDs())
-		c.run(l, s, pickOnly(shoppersFor(s, 10001, 400), 1, 2), loadOpts{attempts: 10, retryPause: 300 * time.Millisecond})
-		all := l.ackedIDs()
-		if len(all)-before < 100 {
-			t.Fatalf("the wave Redis will lose sold %d units, want at least 100 (answers %v)", len(all)-before, l.status)
-		}
-		if _, err := c.waitDurable(all, 30*time.Second); err != nil {
-			t.Fatalf("the wave Redis will lose: %v", err)
-		}
-		testenv.Eventually(t, 20*time.Second, "the queue drained", func() error {
-			if n, err := c.undelivered(); err != nil || n > 0 {
-				return fmt.Errorf("%d undelivered (%v)", n, err)
-			}
-			return nil
-		})
-		lostWave = all[before:]
-		if err := c.db.Gorm().Raw(`SELECT COALESCE(max(max_seq), 0) FROM items WHERE sale_id = ?`, s.id).Scan(&pgMaxAtLoss).Error; err != nil {
-			t.Fatal(err)
-		}
-		// the instances that remember seqs stop, just before the loss
-		c.inst[1].proc.signal(syscall.SIGSTOP)
-		c.inst[2].proc.signal(syscall.SIGSTOP)
-		stoppedAt = time.Now()
+		lostWave, pgMaxAtLoss, stoppedAt = c.sellAWaveToLose(t, l, s)
 	})
 	defer func() { // whatever happens below, the end of the scenario finds them running
 		c.inst[1].proc.signal(syscall.SIGCONT)
@@ -171,6 +148,63 @@ func scenarioRewindRestart(t *testing.T, r *result) {
 	}
 
 	// the restarted instance takes the next purchases
+	third := c.buyOnTheRestarted(t, r, l, s)
+	byReserve := c.checkLossDetectedByReserve(t, r, s, pgMaxAtLoss)
+
+	// the others continue; the keeper rebuilds once the queue has drained
+	c.inst[1].proc.signal(syscall.SIGCONT)
+	c.inst[2].proc.signal(syscall.SIGCONT)
+	stoppedFor := time.Since(stoppedAt)
+	continuedAt := time.Now()
+	c.waitRebuilt(t, s.id, epochBefore, 90*time.Second, "the sale rebuilt")
+	r.Durable = fmt.Sprintf("rebuilt %.1fs after instances 1 and 2 were continued", time.Since(continuedAt).Seconds())
+	for i := 1; i <= 2; i++ {
+		c.waitReady(i)
+	}
+
+	// a last wave buys from the rebuilt sale, the restarted instance first
+	last := c.waveBuys(t, r, l, s, shoppersFor(s, 30001, 300), "the last wave, from the rebuilt sale")
+	c.instancesAlive(t, r, "during the scenario")
+	c.finish(t, r, l, s)
+
+	c.checkNoSeqTwice(t, r, s)
+	r.Note = fmt.Sprintf("counter %s before the loss wave, %s after the restore, Postgres up to %d; restarted instance's 40 purchases %v; detected_by=reserve %.0f on it; instances 1 and 2 stopped %.1f s; epoch %s → %s; last wave %d answered 202; ",
+		seqBefore, seqAfterLoss, pgMaxAtLoss, third, byReserve, stoppedFor.Seconds(), epochBefore, c.saleField(s.id, "epoch"), last) + r.Note
+}
+
+// sellAWaveToLose is the wave Redis will lose: 400 shoppers buy on instances 1 and 2, every order
+// written and the queue drained; then instances 1 and 2 (their floors in memory) stop, just before
+// the loss. It returns the wave's orders, Postgres's highest seq and when they stopped.
+func (c *cluster) sellAWaveToLose(t *testing.T, l *ledger, s sale) (lostWave []string, pgMaxAtLoss int64, stoppedAt time.Time) {
+	before := len(l.ackedIDs())
+	c.run(l, s, pickOnly(shoppersFor(s, 10001, 400), 1, 2), loadOpts{attempts: 10, retryPause: 300 * time.Millisecond})
+	all := l.ackedIDs()
+	if len(all)-before < 100 {
+		t.Fatalf("the wave Redis will lose sold %d units, want at least 100 (answers %v)", len(all)-before, l.status)
+	}
+	if _, err := c.waitDurable(all, 30*time.Second); err != nil {
+		t.Fatalf("the wave Redis will lose: %v", err)
+	}
+	testenv.Eventually(t, 20*time.Second, "the queue drained", func() error {
+		if n, err := c.undelivered(); err != nil || n > 0 {
+			return fmt.Errorf("%d undelivered (%v)", n, err)
+		}
+		return nil
+	})
+	lostWave = all[before:]
+	if err := c.db.Gorm().Raw(`SELECT COALESCE(max(max_seq), 0) FROM items WHERE sale_id = ?`, s.id).Scan(&pgMaxAtLoss).Error; err != nil {
+		t.Fatal(err)
+	}
+	// the instances that remember seqs stop, just before the loss
+	c.inst[1].proc.signal(syscall.SIGSTOP)
+	c.inst[2].proc.signal(syscall.SIGSTOP)
+	stoppedAt = time.Now()
+	return lostWave, pgMaxAtLoss, stoppedAt
+}
+
+// buyOnTheRestarted has 40 shoppers, 10 at a time, buy on the restarted instance: none may be
+// answered 202. It returns the answers by status.
+func (c *cluster) buyOnTheRestarted(t *testing.T, r *result, l *ledger, s sale) map[int]int {
 	third := map[int]int{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -207,6 +241,12 @@ func scenarioRewindRestart(t *testing.T, r *result) {
 		}()
 	}
 	wg.Wait()
+	return third
+}
+
+// checkLossDetectedByReserve checks that the sale is marked lost and that the restarted
+// instance's reserve script detected it; it returns that instance's detected_by="reserve" count.
+func (c *cluster) checkLossDetectedByReserve(t *testing.T, r *result, s sale, pgMaxAtLoss int64) float64 {
 	lost := c.saleField(s.id, "lost")
 	byReserve := c.metricOf(0, `flashsale_redis_data_loss_total{detected_by="reserve"}`)
 	if lost != "1" {
@@ -217,23 +257,13 @@ func scenarioRewindRestart(t *testing.T, r *result) {
 		r.Violations++
 		t.Errorf("the restarted instance's reserve did not detect the loss (flashsale_redis_data_loss_total{detected_by=\"reserve\"} 0)")
 	}
+	return byReserve
+}
 
-	// the others continue; the keeper rebuilds once the queue has drained
-	c.inst[1].proc.signal(syscall.SIGCONT)
-	c.inst[2].proc.signal(syscall.SIGCONT)
-	stoppedFor := time.Since(stoppedAt)
-	continuedAt := time.Now()
-	c.waitRebuilt(t, s.id, epochBefore, 90*time.Second, "the sale rebuilt")
-	r.Durable = fmt.Sprintf("rebuilt %.1fs after instances 1 and 2 were continued", time.Since(continuedAt).Seconds())
-	for i := 1; i <= 2; i++ {
-		c.waitReady(i)
-	}
-
-	// a last wave buys from the rebuilt sale, the restarted instance first
-	last := c.waveBuys(t, r, l, s, shoppersFor(s, 30001, 300), "the last wave, from the rebuilt sale")
-	c.instancesAlive(t, r, "during the scenario")
-	c.finish(t, r, l, s)
-
+// checkNoSeqTwice checks that no seq was issued twice: a reissued seq is a unit sold from a Redis
+// that forgot it.
+func (c *cluster) checkNoSeqTwice(t *testing.T, r *result, s sale) {
+	ctx := context.Background()
 	// no seq issued twice: a reissued seq is a unit sold from a Redis that forgot it
 	var dups []struct {
 		Seq int64
@@ -247,6 +277,4 @@ func scenarioRewindRestart(t *testing.T, r *result) {
 		r.Violations++
 		t.Errorf("%d seqs held by more than one order (reissued after the loss): %v", len(dups), dups[:min(5, len(dups))])
 	}
-	r.Note = fmt.Sprintf("counter %s before the loss wave, %s after the restore, Postgres up to %d; restarted instance's 40 purchases %v; detected_by=reserve %.0f on it; instances 1 and 2 stopped %.1f s; epoch %s → %s; last wave %d answered 202; ",
-		seqBefore, seqAfterLoss, pgMaxAtLoss, third, byReserve, stoppedFor.Seconds(), epochBefore, c.saleField(s.id, "epoch"), last) + r.Note
 }
