@@ -40,7 +40,7 @@ var pageModules = map[string][]string{
 	pageMyOrders: {"orders.js", "status.js", "clock.js", "money.js", "poll.js"},
 	pageAdmin: {"admin.js", "admin_merchant.js", "admin_sales.js", "admin_stock.js", "admin_form.js", "admin_form_fields.js",
 		"admin_form_errors.js", "admin_form_edit.js", "admin_controls.js", "clock.js", "money.js", "poll.js"},
-	pageAdminLive:   {"admin_live.js", "admin_merchant.js", "admin_controls.js", "admin_chart.js", "poll.js"},
+	pageAdminLive:   {"admin_live.js", "admin_live_view.js", "admin_merchant.js", "admin_controls.js", "admin_chart.js", "poll.js"},
 	pageAdminOrders: {"admin_orders.js", "admin_merchant.js", "money.js"},
 	pageNotFound:    nil,
 }
