@@ -25,6 +25,12 @@ export function backoff(n, base, cap) {
   return d / 2 + Math.random() * (d / 2);
 }
 
+// retryDelay is the wait before retry n after the answer r: backoff(n, base, cap), and never
+// sooner than the answer's Retry-After.
+export function retryDelay(r, n, base, cap) {
+  return Math.max(backoff(n, base, cap), (r.retryAfter || 0) * 1000);
+}
+
 // sleep resolves after ms milliseconds.
 export function sleep(ms) {
   return new Promise(function (resolve) {

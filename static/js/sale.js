@@ -8,7 +8,7 @@ import { byTestId, allByTestId, enc, messenger } from './dom.js';
 import { parseTime } from './time.js';
 import { onClock, startClock, syncClock } from './clock.js';
 import { api } from './api.js';
-import { backoff } from './poll.js';
+import { retryDelay } from './poll.js';
 import { onNetwork } from './network.js';
 import { onSession, initSession } from './session.js';
 import { initCountdown } from './sale_countdown.js';
@@ -82,7 +82,7 @@ async function loadSaleInfo(page, attempt) {
   if (attempt < 5 && r.status !== 404) {
     window.setTimeout(function () {
       loadSaleInfo(page, attempt + 1);
-    }, Math.max(backoff(attempt, 2000, 30000), (r.retryAfter || 0) * 1000));
+    }, retryDelay(r, attempt, 2000, 30000));
   }
 }
 

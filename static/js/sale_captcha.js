@@ -4,7 +4,7 @@
 
 import { byTestId, setText, show, enc } from './dom.js';
 import { api, errorText, isUnauthenticated } from './api.js';
-import { backoff } from './poll.js';
+import { retryDelay } from './poll.js';
 import { isOnline } from './network.js';
 import { loggedIn, sessionExpired } from './session.js';
 import { t } from './i18n.js';
@@ -74,7 +74,7 @@ async function load(C) {
   if ((r.network || r.status >= 500 || r.code === 'RATE_LIMITED') && C.retries < 3) {
     window.setTimeout(function () {
       load(C);
-    }, Math.max(backoff(C.retries++, 3000, 30000), (r.retryAfter || 0) * 1000));
+    }, retryDelay(r, C.retries++, 3000, 30000));
   }
 }
 

@@ -6,7 +6,7 @@ import { byTestId, show } from './dom.js';
 import { parseTime } from './time.js';
 import { serverNow } from './clock.js';
 import { api, isUnauthenticated } from './api.js';
-import { backoff } from './poll.js';
+import { retryDelay } from './poll.js';
 import { isOnline } from './network.js';
 import { loggedIn, sessionExpired } from './session.js';
 import { LIVE_STATUSES } from './status.js';
@@ -197,7 +197,7 @@ async function loadOrders(B) {
   }
   B.retry = window.setTimeout(function () {
     loadOrders(B);
-  }, Math.max(backoff(B.failures++, 2000, 30000), (r.retryAfter || 0) * 1000));
+  }, retryDelay(r, B.failures++, 2000, 30000));
 }
 
 // lookForLost loads the shopper's orders in the sale until the lost purchase's order turns up
