@@ -25,6 +25,23 @@ import (
 // to the start, enables the buy button at the server-synced start second and not before, a
 // purchase goes QUEUED → PENDING and is paid, and a second shopper is told "sold out" in words.
 
+// flashSaleRun is the state of TestE2EBrowserFlashSale: the harness, the two shoppers' tabs and
+// the sale (item 0 one unit, item 1 five), starting at startsAt.
+type flashSaleRun struct {
+	t               *testing.T
+	h               *harness
+	browserCtx      context.Context
+	one, two        *e2eTab
+	s               saleIDs
+	item, other     int64
+	itemJS, otherJS string // the item ids, for expressions
+	saleURL         string
+	startsAt        time.Time
+	startMs         int64
+	suffix          string // of the usernames
+	user1           int64
+}
+
 func TestE2EBrowserFlashSale(t *testing.T) {
 	t.Parallel()
 	began := time.Now()
@@ -44,7 +61,30 @@ func TestE2EBrowserFlashSale(t *testing.T) {
 	itemJS, otherJS := strconv.FormatInt(item, 10), strconv.FormatInt(other, 10) // for expressions
 	saleURL := fmt.Sprintf("%s/sales/%d", h.srv.URL, s.sale)
 	t.Logf("sale %d starts at %s (in %v)", s.sale, startsAt.Format("15:04:05.000"), time.Until(startsAt).Round(time.Millisecond))
+	c := &flashSaleRun{t: t, h: h, browserCtx: browserCtx, one: one, s: s, item: item, other: other, itemJS: itemJS, otherJS: otherJS,
+		saleURL: saleURL, startsAt: startsAt, startMs: startMs, suffix: strconv.FormatInt(time.Now().UnixNano()%1e9, 36)}
 
+	c.checkBeforeTheStart()
+	c.registerAndSolveCaptcha()
+	c.buyAtTheStart()
+	c.pendingThenPaid()
+	c.secondShopperToldSoldOut()
+	c.screenshots()
+
+	// 8. The invariants.
+	h.checkInvariants(s)
+	if got := h.sqlInt(`SELECT sold FROM items WHERE id = ?`, item); got != 1 {
+		t.Errorf("item 0 sold = %d, want 1", got)
+	}
+	t.Logf("end to end in %v", time.Since(began).Round(time.Millisecond))
+}
+
+// checkBeforeTheStart: the sale page before the start: its start time, no captcha for a visitor,
+// a running countdown and every buy button disabled. Checked live as soon as the page has synced
+// (before the slower steps, so that a loaded box cannot make the check race the start), and after
+// the start from the recorder, which saw every change.
+func (c *flashSaleRun) checkBeforeTheStart() {
+	one, saleURL, startsAt, startMs := c.one, c.saleURL, c.startsAt, c.startMs
 	one.openSalePage(saleURL)
 	if got := e2eEval[string](one, "data-starts-at", `e.q('sale').getAttribute('data-starts-at')`); got != startsAt.UTC().Format("2006-01-02T15:04:05Z") {
 		one.fatalf("data-starts-at = %q, want %s", got, startsAt.UTC().Format(time.RFC3339))
@@ -76,10 +116,15 @@ func TestE2EBrowserFlashSale(t *testing.T) {
 	if !regexp.MustCompile(`^Starts in \d+:\d\d$`).MatchString(before.Countdown) || !strings.Contains(before.Detail, "solve the captcha") {
 		one.fatalf("countdown %q (%q), want \"Starts in m:ss\" and the advice to solve the captcha now", before.Countdown, before.Detail)
 	}
+}
 
+// registerAndSolveCaptcha: register through the page's form; the captcha is shown to the signed-in
+// shopper during the countdown; type the answer.
+func (c *flashSaleRun) registerAndSolveCaptcha() {
+	t, one, startsAt, startMs, suffix := c.t, c.one, c.startsAt, c.startMs, c.suffix
+	t.Helper()
 	// 2. Register through the page's form.
-	suffix := strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
-	user1 := one.register("e2e_first_"+suffix, "correct horse battery")
+	c.user1 = one.register("e2e_first_"+suffix, "correct horse battery")
 
 	// 3. The captcha is shown to the signed-in shopper during the countdown; type the answer.
 	// (The disabled buttons and the running countdown: above, and from the recorder below.)
@@ -89,7 +134,13 @@ func TestE2EBrowserFlashSale(t *testing.T) {
 	if shownAt >= startMs {
 		t.Logf("note: the box was too slow to show the captcha before the start; the disabled buttons are checked from the recorder")
 	}
+}
 
+// buyAtTheStart: the buy button lights up at the start second, not before; click it. The
+// countdown ran down second by second, then said "Live now".
+func (c *flashSaleRun) buyAtTheStart() {
+	t, one, s, item, itemJS, startsAt, startMs := c.t, c.one, c.s, c.item, c.itemJS, c.startsAt, c.startMs
+	t.Helper()
 	// 4. The buy button lights up at the start second, not before; click it.
 	one.waitFor("the buy button of item 0 is enabled", time.Until(startsAt)+10*time.Second, `!e.buy(`+itemJS+`).disabled`)
 	one.do("click Buy", chromedp.Click(e2eBuyButton(item)))
@@ -116,7 +167,13 @@ func TestE2EBrowserFlashSale(t *testing.T) {
 	if err := checkCountdown(countdowns); err != nil {
 		one.errorf("countdown texts %q: %v", countdowns, err)
 	}
+}
 
+// pendingThenPaid: the order goes QUEUED, then PENDING with a pay-by time; paying makes it PAID;
+// the page then shows item 0 sold out and bought, and why item 1 is not for shopper 1.
+func (c *flashSaleRun) pendingThenPaid() {
+	t, h, one, item, itemJS, otherJS, user1 := c.t, c.h, c.one, c.item, c.itemJS, c.otherJS, c.user1
+	t.Helper()
 	// 5. QUEUED, then PENDING with a pay-by time; pay → PAID.
 	res := string(one.waitFor("the order is PENDING (or the page reports an error)", 20*time.Second,
 		`e.q('order-status') && e.q('order-status').getAttribute('data-status') === 'PENDING' ? 'PENDING' : (e.q('message').getAttribute('data-kind') === 'error' ? 'error: ' + e.text(e.q('message')) : '')`))
@@ -165,13 +222,22 @@ func TestE2EBrowserFlashSale(t *testing.T) {
 		`e.text(e.stock(`+itemJS+`)) === 'sold out' && e.buy(`+itemJS+`).disabled && e.text(e.buy(`+itemJS+`)) === 'Bought'
 		&& e.text(e.stock(`+otherJS+`)) === '5 left' && e.buy(`+otherJS+`).disabled
 		&& e.text(document.querySelector('[data-testid="item-note"][data-item-id="`+otherJS+`"]')) === 'One per shopper in this sale: you already have item 0.'`)
+}
 
+// secondShopperToldSoldOut: a second shopper in a fresh browser context (own cookies and
+// storage). Its page is kept from learning the stock (the stock endpoint is blocked, as if the
+// micro-cached snapshot were stale), so its Buy button is live and the refusal has to come from
+// the server: "sold out" in words, no order.
+func (c *flashSaleRun) secondShopperToldSoldOut() {
+	t, h, browserCtx, item, itemJS, saleURL, suffix, user1 := c.t, c.h, c.browserCtx, c.item, c.itemJS, c.saleURL, c.suffix, c.user1
+	t.Helper()
 	// 6. A second shopper in a fresh browser context (own cookies and storage). Its page is kept
 	// from learning the stock (the stock endpoint is blocked, as if the micro-cached snapshot
 	// were stale), so its Buy button is live and the refusal has to come from the server.
 	twoCtx, twoCancel := chromedp.NewContext(browserCtx, chromedp.WithNewBrowserContext())
-	defer twoCancel()
-	two := openE2ETab(t, twoCtx, "shopper 2")
+	t.Cleanup(twoCancel) // the tab serves the screenshots after this step
+	c.two = openE2ETab(t, twoCtx, "shopper 2")
+	two := c.two
 	if _, err := chromedp.Call(twoCtx, network.SetBlockedURLs, network.SetBlockedURLsParams{
 		URLPatterns: []*network.BlockPattern{{URLPattern: "*://*:*/api/flash-sales/*/stock", Block: true}},
 	}); err != nil {
@@ -189,7 +255,7 @@ func TestE2EBrowserFlashSale(t *testing.T) {
 		two.fatalf("item 0's stock badge = %q although the stock endpoint is blocked", st)
 	}
 	two.do("click Buy", chromedp.Click(e2eBuyButton(item)))
-	res = string(two.waitFor("the message area answers", 15*time.Second,
+	res := string(two.waitFor("the message area answers", 15*time.Second,
 		`e.q('message').getAttribute('data-kind') === 'error' || e.shown(e.q('order')) ? e.text(e.q('message')) : ''`))
 	if res != strconv.Quote("Sold out: every unit has been taken.") {
 		two.fatalf("message after buying a sold-out item = %s, want \"Sold out: every unit has been taken.\"", res)
@@ -199,7 +265,13 @@ func TestE2EBrowserFlashSale(t *testing.T) {
 	if got := h.sqlInt(`SELECT count(*) FROM orders WHERE user_id = ?`, user2); got != 0 {
 		t.Errorf("shopper 2 (user %d) has %d orders, want none", user2, got)
 	}
+}
 
+// screenshots: shopper 1's page (paid order, item 0 sold out) and shopper 2's (refused), and
+// neither console holds an error.
+func (c *flashSaleRun) screenshots() {
+	t, browserCtx, one, two := c.t, c.browserCtx, c.one, c.two
+	t.Helper()
 	// 7. Screenshots: shopper 1's page (paid order, item 0 sold out) and shopper 2's (refused).
 	if _, err := chromedp.CallBrowser(browserCtx, target.ActivateTarget, target.ActivateTargetParams{TargetID: chromedp.FromContext(browserCtx).Target.TargetID}); err != nil {
 		t.Fatalf("bring shopper 1's tab to the front: %v", err)
@@ -216,13 +288,6 @@ func TestE2EBrowserFlashSale(t *testing.T) {
 	two.screenshot(dir, "sale-page-second-shopper.png", shot2)
 	one.checkConsole()
 	two.checkConsole()
-
-	// 8. The invariants.
-	h.checkInvariants(s)
-	if got := h.sqlInt(`SELECT sold FROM items WHERE id = ?`, item); got != 1 {
-		t.Errorf("item 0 sold = %d, want 1", got)
-	}
-	t.Logf("end to end in %v", time.Since(began).Round(time.Millisecond))
 }
 
 // checkCountdown checks the successive texts of the countdown: "Syncing with the shop's clock…"
@@ -281,57 +346,9 @@ func TestSalePageSameForEveryVisitor(t *testing.T) {
 	s := h.createSale(time.Now().Add(time.Hour), 1, 5)
 	path := fmt.Sprintf("/sales/%d", s.sale)
 
-	type visitor struct {
-		name    string
-		headers http.Header
-		secrets []string // what must not appear in the page
-	}
-	suffix := strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
-	visitors := []visitor{{name: "anonymous", headers: http.Header{}}}
-	for _, who := range []string{"alice", "bob"} {
-		username := "page_" + who + "_" + suffix
-		r := h.do("POST", "/api/auth/register", "", map[string]string{"username": username, "password": "password for " + who, "captchaId": "c", "answer": "test"})
-		if r.Status != http.StatusCreated || r.str("token") == "" {
-			t.Fatalf("register %s: %d %s", username, r.Status, r.Raw)
-		}
-		var cookies []string
-		for _, c := range (&http.Response{Header: r.Header}).Cookies() {
-			cookies = append(cookies, c.Name+"="+c.Value)
-		}
-		if len(cookies) != 2 {
-			t.Fatalf("register %s: cookies %q, want fs_session and fs_csrf", username, cookies)
-		}
-		secrets := []string{username, r.str("token")}
-		visitors = append(visitors,
-			visitor{who + " by bearer token", http.Header{"Authorization": {"Bearer " + r.str("token")}}, secrets},
-			visitor{who + " by session cookie", http.Header{"Cookie": {strings.Join(cookies, "; ")}}, secrets})
-	}
+	visitors := pageVisitors(t, h)
 
-	get := func(v visitor, extra ...string) (*http.Response, []byte) {
-		t.Helper()
-		req, err := http.NewRequest("GET", h.srv.URL+path, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for k, vs := range v.headers {
-			req.Header[k] = vs
-		}
-		for i := 0; i+1 < len(extra); i += 2 {
-			req.Header.Set(extra[i], extra[i+1])
-		}
-		resp, err := h.client.Do(req)
-		if err != nil {
-			t.Fatalf("%s: GET %s: %v", v.name, path, err)
-		}
-		defer resp.Body.Close()
-		body, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp, body
-	}
-
-	ref, refBody := get(visitors[0])
+	ref, refBody := getPageAs(t, h, path, visitors[0])
 	etag := ref.Header.Get("ETag")
 	if ref.StatusCode != http.StatusOK || etag == "" || !bytes.Contains(refBody, []byte(`data-testid="sale"`)) {
 		t.Fatalf("anonymous GET %s: %d, ETag %q, %d bytes", path, ref.StatusCode, etag, len(refBody))
@@ -340,7 +357,7 @@ func TestSalePageSameForEveryVisitor(t *testing.T) {
 		t.Errorf("Cache-Control = %q, want public (the page is shared)", cc)
 	}
 	for _, v := range visitors {
-		resp, body := get(v)
+		resp, body := getPageAs(t, h, path, v)
 		if resp.StatusCode != http.StatusOK {
 			t.Errorf("%s: status %d", v.name, resp.StatusCode)
 			continue
@@ -365,7 +382,7 @@ func TestSalePageSameForEveryVisitor(t *testing.T) {
 
 		// Revalidation: the ETag (also weak, also in a list) gets 304 and no body.
 		for _, inm := range []string{etag, "W/" + etag, `"something-else", ` + etag} {
-			resp, body := get(v, "If-None-Match", inm)
+			resp, body := getPageAs(t, h, path, v, "If-None-Match", inm)
 			if resp.StatusCode != http.StatusNotModified || len(body) != 0 {
 				t.Errorf("%s: If-None-Match %s: %d with %d bytes, want 304 without a body", v.name, inm, resp.StatusCode, len(body))
 			}
@@ -373,8 +390,69 @@ func TestSalePageSameForEveryVisitor(t *testing.T) {
 				t.Errorf("%s: 304's ETag %q, want %q", v.name, got, etag)
 			}
 		}
-		if resp, _ := get(v, "If-None-Match", `"something-else"`); resp.StatusCode != http.StatusOK {
+		if resp, _ := getPageAs(t, h, path, v, "If-None-Match", `"something-else"`); resp.StatusCode != http.StatusOK {
 			t.Errorf("%s: a stale ETag: %d, want 200", v.name, resp.StatusCode)
 		}
 	}
+}
+
+// pageVisitor is one way to ask for the sale page: anonymous, by bearer token or by session
+// cookie, and what of the visitor's must not appear in the page.
+type pageVisitor struct {
+	name    string
+	headers http.Header
+	secrets []string // what must not appear in the page
+}
+
+// pageVisitors are the anonymous visitor and two registered shoppers, each by bearer token and
+// by session cookie.
+func pageVisitors(t *testing.T, h *harness) []pageVisitor {
+	t.Helper()
+	suffix := strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
+	visitors := []pageVisitor{{name: "anonymous", headers: http.Header{}}}
+	for _, who := range []string{"alice", "bob"} {
+		username := "page_" + who + "_" + suffix
+		r := h.do("POST", "/api/auth/register", "", map[string]string{"username": username, "password": "password for " + who, "captchaId": "c", "answer": "test"})
+		if r.Status != http.StatusCreated || r.str("token") == "" {
+			t.Fatalf("register %s: %d %s", username, r.Status, r.Raw)
+		}
+		var cookies []string
+		for _, c := range (&http.Response{Header: r.Header}).Cookies() {
+			cookies = append(cookies, c.Name+"="+c.Value)
+		}
+		if len(cookies) != 2 {
+			t.Fatalf("register %s: cookies %q, want fs_session and fs_csrf", username, cookies)
+		}
+		secrets := []string{username, r.str("token")}
+		visitors = append(visitors,
+			pageVisitor{who + " by bearer token", http.Header{"Authorization": {"Bearer " + r.str("token")}}, secrets},
+			pageVisitor{who + " by session cookie", http.Header{"Cookie": {strings.Join(cookies, "; ")}}, secrets})
+	}
+	return visitors
+}
+
+// getPageAs is GET path as the visitor, with extra headers (name, value, …): the answer and its
+// body.
+func getPageAs(t *testing.T, h *harness, path string, v pageVisitor, extra ...string) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequest("GET", h.srv.URL+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, vs := range v.headers {
+		req.Header[k] = vs
+	}
+	for i := 0; i+1 < len(extra); i += 2 {
+		req.Header.Set(extra[i], extra[i+1])
+	}
+	resp, err := h.client.Do(req)
+	if err != nil {
+		t.Fatalf("%s: GET %s: %v", v.name, path, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp, body
 }
