@@ -37,7 +37,7 @@ var pageModules = map[string][]string{
 	pageSale: {"sale.js", "sale_countdown.js", "sale_items.js", "sale_captcha.js", "sale_purchase.js", "sale_orders.js",
 		"order.js", "order_actions.js", "status.js", "clock.js", "money.js", "poll.js"},
 	pageOrder:    {"order.js", "order_actions.js", "status.js", "clock.js", "money.js", "poll.js"},
-	pageMyOrders: {"orders.js", "status.js", "clock.js", "money.js", "poll.js"},
+	pageMyOrders: {"orders.js", "orders_row.js", "status.js", "clock.js", "money.js", "poll.js"},
 	pageAdmin: {"admin.js", "admin_merchant.js", "admin_sales.js", "admin_stock.js", "admin_form.js", "admin_form_fields.js",
 		"admin_form_errors.js", "admin_form_edit.js", "admin_controls.js", "clock.js", "money.js", "poll.js"},
 	pageAdminLive:   {"admin_live.js", "admin_live_view.js", "admin_merchant.js", "admin_controls.js", "admin_chart.js", "poll.js"},
