@@ -1,6 +1,7 @@
 package views
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 
@@ -170,14 +171,7 @@ func TestAdminOrdersPage(t *testing.T) {
 	if got := strings.Join(texts(opts), ","); got != "All,Awaiting payment,Paid,Expired,Cancelled,Failed" {
 		t.Errorf("status filter words = %q", got)
 	}
-	user := root.Find("input" + byTestID("filter-user"))
-	errEl := root.Find("#" + user.AttrOr("aria-describedby", "-"))
-	if user.AttrOr("inputmode", "") != "numeric" || errEl.AttrOr("data-testid", "") != "filter-user-error" || !errEl.HasClass("field-error") {
-		t.Errorf("shopper filter: inputmode %q, described by %q; want numeric, tied to its error place", user.AttrOr("inputmode", ""), user.AttrOr("aria-describedby", ""))
-	}
-	if !strings.Contains(user.Closest("label").Text(), "user id") {
-		t.Errorf("shopper filter label = %q, want it to say it takes a user id", user.Closest("label").Text())
-	}
+	checkUserFilter(t, root)
 	csv := root.Find("a" + byTestID("orders-csv"))
 	if _, dl := csv.Attr("download"); csv.AttrOr("href", "") != "/api/admin/sales/7/orders.csv" || !dl || strings.TrimSpace(csv.Text()) != "Download CSV" {
 		t.Errorf("CSV link: href %q, download %v, text %q", csv.AttrOr("href", ""), dl, csv.Text())
@@ -232,4 +226,32 @@ func TestAdminPageEditAndControls(t *testing.T) {
 		t.Fatalf("sale controls templates = %d, want 1", tpl.Length())
 	}
 	checkSaleControls(t, tpl.Find(byTestID("sale-controls")))
+}
+
+// checkUserFilter: the shopper filter takes a user id, as its pattern says (the browser checks
+// it: the form is novalidate, and the script words the error beside the field).
+func checkUserFilter(t *testing.T, root *goquery.Selection) {
+	t.Helper()
+	user := root.Find("input" + byTestID("filter-user"))
+	errEl := root.Find("#" + user.AttrOr("aria-describedby", "-"))
+	if user.AttrOr("inputmode", "") != "numeric" || errEl.AttrOr("data-testid", "") != "filter-user-error" || !errEl.HasClass("field-error") {
+		t.Errorf("shopper filter: inputmode %q, described by %q; want numeric, tied to its error place", user.AttrOr("inputmode", ""), user.AttrOr("aria-describedby", ""))
+	}
+	if !strings.Contains(user.Closest("label").Text(), "user id") {
+		t.Errorf("shopper filter label = %q, want it to say it takes a user id", user.Closest("label").Text())
+	}
+	if _, ok := user.Closest("form").Attr("novalidate"); !ok {
+		t.Errorf("the orders filter lacks novalidate: the browser's own bubble would stand in for the page's words")
+	}
+	// The browser matches the whole value (a pattern is anchored) and skips an empty one.
+	pattern, err := regexp.Compile(`^(?:` + user.AttrOr("pattern", "") + `)$`)
+	if err != nil || user.AttrOr("pattern", "") == "" {
+		t.Fatalf("shopper filter pattern %q: %v", user.AttrOr("pattern", ""), err)
+	}
+	for v, ok := range map[string]bool{"42": true, " 42 ": true, "   ": true, "9223372036854775807": true,
+		"bob": false, "0": false, "042": false, "4 2": false, "-1": false, "12345678901234567890": false} {
+		if pattern.MatchString(v) != ok {
+			t.Errorf("shopper filter pattern on %q: match %v, want %v", v, !ok, ok)
+		}
+	}
 }
