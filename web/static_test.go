@@ -3,6 +3,8 @@ package web
 import (
 	"net/http"
 	"net/http/httptest"
+	"path"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -58,5 +60,52 @@ func TestStaticAssets(t *testing.T) {
 		if rec := get(path); rec.Code != http.StatusNotFound {
 			t.Errorf("GET %s: %d, want 404", path, rec.Code)
 		}
+	}
+}
+
+var (
+	// pageAsset is an asset a page names: its stylesheet, its entry module and its preloads.
+	pageAsset = regexp.MustCompile(`(?:href|src)="(/static/[^"]+)"`)
+	// moduleImport is a relative import of a served module, static or dynamic.
+	moduleImport = regexp.MustCompile(`\b(?:from|import)\s*\(?\s*'(\.\.?/[^']+)'`)
+)
+
+// A page, served by the router, names its assets by their hashed names; each is served for good,
+// and so is every module those modules import, by the hashed name the served module says.
+func TestPagesLoadOneBuild(t *testing.T) {
+	t.Parallel()
+	h := fuzzRouter(services.NewAuth(nil, []byte("static-secret-of-some-length"), time.Hour, time.Now))
+	get := func(path string) *httptest.ResponseRecorder {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		return rec
+	}
+	seen := map[string]bool{}
+	var fetch func(from, url string)
+	fetch = func(from, url string) {
+		if seen[url] {
+			return
+		}
+		seen[url] = true
+		rec := get(url)
+		if rec.Code != http.StatusOK || rec.Header().Get("Cache-Control") != "public, max-age=31536000, immutable" {
+			t.Errorf("%s names %s: %d, Cache-Control %q; want 200, immutable", from, url, rec.Code, rec.Header().Get("Cache-Control"))
+			return
+		}
+		for _, m := range moduleImport.FindAllStringSubmatch(rec.Body.String(), -1) {
+			fetch(url, path.Join(path.Dir(url), m[1]))
+		}
+	}
+	for _, page := range []string{"/admin", "/orders", "/no-such-page"} {
+		names := pageAsset.FindAllStringSubmatch(get(page).Body.String(), -1)
+		if len(names) < 3 {
+			t.Errorf("%s names %d assets, want its stylesheet, its entry and its preloads", page, len(names))
+		}
+		for _, m := range names {
+			fetch(page, m[1])
+		}
+	}
+	if len(seen) < 20 {
+		t.Errorf("fetched %d assets from the pages; want every module the merchant's page loads", len(seen))
 	}
 }
