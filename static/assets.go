@@ -52,6 +52,7 @@ type asset struct {
 	source  []byte   // the embedded bytes, served under name
 	body    []byte   // served under hashed: the imports rewritten to their hashed names
 	imports []string // the embedded names of its imports, in order of appearance
+	loads   []string // those of its static imports: what loading it loads (not import())
 	ctype   string
 	etag    string // of body
 	srcTag  string // of source
@@ -111,6 +112,9 @@ func (a *asset) findImports(all map[string]*asset) error {
 			return fmt.Errorf("static: %s imports %q, which is not embedded", a.name, m[1])
 		}
 		a.imports = append(a.imports, target)
+		if !strings.Contains(string(m[0]), "(") {
+			a.loads = append(a.loads, target)
+		}
 	}
 	return nil
 }
@@ -186,6 +190,29 @@ func (s *assetSet) path(name string) string {
 	return Prefix + name
 }
 
+// preloads returns the URLs of the modules roots and every module they import statically,
+// directly or not, each once, depth first in the order of the imports.
+func (s *assetSet) preloads(roots ...string) []string {
+	seen := map[string]bool{}
+	var urls []string
+	var visit func(string)
+	visit = func(n string) {
+		a := s.byName[n]
+		if a == nil || seen[n] {
+			return
+		}
+		seen[n] = true
+		urls = append(urls, Prefix+a.hashed)
+		for _, imp := range a.loads {
+			visit(imp)
+		}
+	}
+	for _, r := range roots {
+		visit(r)
+	}
+	return urls
+}
+
 // ServeHTTP serves the asset that r's path names under Prefix: a hashed name immutable, a plain
 // name to be revalidated, anything else 404.
 func (s *assetSet) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -226,6 +253,14 @@ var assets = func() *assetSet {
 // "/static/js/main.1a2b3c4d5e.js". Every page names its stylesheet and modules through it.
 func Path(name string) string {
 	return assets.path(name)
+}
+
+// Preloads returns the URLs of the modules ("js/sale.js") and of every module they import
+// statically, directly or not, by their hashed names: what a page loads with them, to be named
+// in its <link rel="modulepreload"> hints. A dynamic import() is left out: main.js loads only the
+// module of the page it is on.
+func Preloads(modules ...string) []string {
+	return assets.preloads(modules...)
 }
 
 // Handler serves the assets under Prefix (the request's whole path, /static/…).

@@ -160,3 +160,37 @@ func TestPlainAndUnknownNames(t *testing.T) {
 		}
 	}
 }
+
+// A page preloads what its modules import statically, not what main.js may import() for
+// another page.
+func TestPreloadsFollowStaticImports(t *testing.T) {
+	set, err := buildAssets(fstest.MapFS{
+		"js/main.js":  {Data: []byte("import { b } from './b.js';\nconst p = () => import('./page.js');\n")},
+		"js/b.js":     {Data: []byte("import { c } from './c.js';\nexport const b = c;\n")},
+		"js/c.js":     {Data: []byte("export const c = 1;\n")},
+		"js/page.js":  {Data: []byte("import './other.js';\nimport { c } from './c.js';\n")},
+		"js/other.js": {Data: []byte("export const other = 1;\n")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := func(urls []string) string {
+		var out []string
+		for _, u := range urls {
+			m := hashedPath.FindStringSubmatch(u)
+			out = append(out, strings.TrimPrefix(m[1], "js/")+m[2])
+		}
+		return strings.Join(out, ",")
+	}
+	for _, c := range []struct {
+		roots []string
+		want  string
+	}{
+		{[]string{"js/main.js"}, "main.js,b.js,c.js"},
+		{[]string{"js/page.js", "js/main.js"}, "page.js,other.js,c.js,main.js,b.js"},
+	} {
+		if got := names(set.preloads(c.roots...)); got != c.want {
+			t.Errorf("preloads(%v) = %s, want %s", c.roots, got, c.want)
+		}
+	}
+}

@@ -101,8 +101,8 @@ func TestModulesReachable(t *testing.T) {
 	}
 	for _, p := range pages {
 		found := false
-		for _, mods := range pageModules {
-			found = found || slices.Contains(mods, p[2])
+		for _, mod := range pageModules {
+			found = found || mod == p[2]
 		}
 		if !found {
 			t.Errorf("main.js loads %s for [data-testid=%q], but no page preloads it", p[2], p[1])
