@@ -30,7 +30,11 @@ import (
 //
 // A hashed name that is not this build's (an older or newer deploy's, or made up) is a 404 with
 // no-store: serving the current bytes under another version's immutable name would pin the wrong
-// bytes in caches for a year.
+// bytes in caches for a year. So a page rendered by the previous build (a CDN keeps a page up to
+// 35 s: max-age=5, stale-while-revalidate=30) finds its modules only where a cache still holds
+// them; while instances of two builds serve side by side, a page from one may ask the other for
+// its modules and get 404s. A deploy that must avoid that keeps the previous build's /static/
+// reachable for a minute (a CDN that caches for good does).
 
 // Prefix is where the assets are served.
 const Prefix = "/static/"
