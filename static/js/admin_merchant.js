@@ -6,7 +6,7 @@ import { byTestId, show } from './dom.js';
 import { errorText, isUnauthenticated } from './api.js';
 import { currentUser, sessionExpired, onSession, initSession } from './session.js';
 
-export const NOT_MERCHANT = 'Signed in, but this account is not a merchant. Log out and log in with a merchant account.';
+const NOT_MERCHANT = 'Signed in, but this account is not a merchant. Log out and log in with a merchant account.';
 export const SALE_NOT_FOUND = 'This sale was not found (it may belong to another merchant).';
 
 // merchantPage ties a merchant's page to who is signed in. opts:

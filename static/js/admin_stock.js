@@ -22,7 +22,7 @@ function numberText(v) {
 }
 
 // cssId escapes an id for a selector.
-export function cssId(id) {
+function cssId(id) {
   return window.CSS && CSS.escape ? CSS.escape(id) : id;
 }
 
