@@ -250,22 +250,7 @@ func newBadFixture(t *testing.T) *badFixture {
 	validMerchantJWT, badMerchant := badTokens(t, secret, rsaKey, "9000", services.RoleMerchant)
 
 	// A real browser session, from a real registration.
-	reg := h.send(t, badCase{method: "POST", path: "/api/auth/register", body: `{"username":"carol","password":"correct horse","captchaId":"c","answer":"test"}`})
-	if reg.status != http.StatusCreated {
-		t.Fatalf("register: %d %s", reg.status, reg.raw)
-	}
-	var session, csrf *http.Cookie
-	for _, ck := range (&http.Response{Header: reg.header}).Cookies() {
-		switch ck.Name {
-		case handlers.SessionCookie:
-			session = ck
-		case handlers.CSRFCookie:
-			csrf = ck
-		}
-	}
-	if session == nil || csrf == nil || session.Value == "" || csrf.Value == "" {
-		t.Fatalf("register set no session and csrf cookies: %v", reg.header.Values("Set-Cookie"))
-	}
+	session, csrf := registerForCookies(t, h)
 	sessionOnly := []*http.Cookie{{Name: session.Name, Value: session.Value}}
 	cookies := []*http.Cookie{{Name: session.Name, Value: session.Value}, {Name: csrf.Name, Value: csrf.Value}}
 
@@ -299,6 +284,28 @@ func newBadFixture(t *testing.T) *badFixture {
 		merchant: merchant, otherMerchant: otherMerchant, badShopper: badShopper, badMerchant: badMerchant,
 		session: session, csrf: csrf, sessionOnly: sessionOnly, cookies: cookies,
 		ptShopper: ptShopper, ptOtherUser: ptOtherUser, ptOtherSale: ptOtherSale, unknownOrder: unknownOrder}
+}
+
+// registerForCookies registers carol and returns the session and CSRF cookies the answer set: a
+// real browser session, from a real registration.
+func registerForCookies(t *testing.T, h *harness) (session, csrf *http.Cookie) {
+	t.Helper()
+	reg := h.send(t, badCase{method: "POST", path: "/api/auth/register", body: `{"username":"carol","password":"correct horse","captchaId":"c","answer":"test"}`})
+	if reg.status != http.StatusCreated {
+		t.Fatalf("register: %d %s", reg.status, reg.raw)
+	}
+	for _, ck := range (&http.Response{Header: reg.header}).Cookies() {
+		switch ck.Name {
+		case handlers.SessionCookie:
+			session = ck
+		case handlers.CSRFCookie:
+			csrf = ck
+		}
+	}
+	if session == nil || csrf == nil || session.Value == "" || csrf.Value == "" {
+		t.Fatalf("register set no session and csrf cookies: %v", reg.header.Values("Set-Cookie"))
+	}
+	return session, csrf
 }
 
 // badSnapshot is the state every refusal must leave alone.
