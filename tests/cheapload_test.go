@@ -24,23 +24,7 @@ func TestListingDoesNotQueryPostgresPerRequest(t *testing.T) {
 	h := newHarness(t, harnessOpts{env: map[string]string{"FLASHSALE_KEEPER_INTERVAL": "1h"}})
 	first := h.liveSale(1)
 
-	// Count the listing's queries: those of the sales table with the listing's page size (the
-	// keeper pages through the sales too, by 500).
-	var queries atomic.Int64
-	err := h.app.DB.Gorm().Callback().Query().After("gorm:query").Register("test:count_listing", func(db *gorm.DB) {
-		if db.Statement.Table != "sales" || !strings.Contains(db.Statement.SQL.String(), "ends_at >") {
-			return
-		}
-		for _, v := range db.Statement.Vars {
-			if v == any(services.SalesPage+1) {
-				queries.Add(1)
-				return
-			}
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	queries := countListingQueries(t, h)
 
 	get := func(path string) (int, string) {
 		resp, err := h.client.Get(h.srv.URL + path)
@@ -89,6 +73,30 @@ func TestListingDoesNotQueryPostgresPerRequest(t *testing.T) {
 		}
 		return fmt.Errorf("listing %s", body)
 	})
+}
+
+// countListingQueries counts the listing's queries from now on: those of the sales table with the
+// listing's page size (the keeper pages through the sales too, by 500).
+func countListingQueries(t *testing.T, h *harness) *atomic.Int64 {
+	t.Helper()
+	// Count the listing's queries: those of the sales table with the listing's page size (the
+	// keeper pages through the sales too, by 500).
+	var queries atomic.Int64
+	err := h.app.DB.Gorm().Callback().Query().After("gorm:query").Register("test:count_listing", func(db *gorm.DB) {
+		if db.Statement.Table != "sales" || !strings.Contains(db.Statement.SQL.String(), "ends_at >") {
+			return
+		}
+		for _, v := range db.Statement.Vars {
+			if v == any(services.SalesPage+1) {
+				queries.Add(1)
+				return
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &queries
 }
 
 // The writer has its own Postgres pool: with every connection of the public pool taken (a

@@ -106,8 +106,6 @@ func TestLiveViewFunnelAndStock(t *testing.T) {
 	h := newHarness(t, harnessOpts{noWriter: true})
 	merchant := h.token(9000, services.RoleMerchant)
 	s := h.liveSale(3)
-	item := s.items[0]
-	shopper := func(u int64) string { return h.token(u, services.RoleShopper) }
 
 	v, r := h.live(merchant, s.sale)
 	if r.Status != http.StatusOK {
@@ -121,6 +119,68 @@ func TestLiveViewFunnelAndStock(t *testing.T) {
 	}
 
 	// Known traffic, every outcome once (the writer is off: accepted orders stay in flight).
+	accepted := knownTraffic(t, h, merchant, s)
+
+	// The counts reach Redis within about a second; the reservations are in flight, unwritten.
+	v = h.liveUntil(merchant, s.sale, "8 requests", func(v liveBody) bool { return v.Funnel.Requests >= 8 })
+	checkFunnelBeforeTheWriter(t, v)
+	v = h.liveUntil(merchant, s.sale, "a writer lag", func(v liveBody) bool { return v.Writer.LagSeconds >= 0.5 })
+	if v.Reconciliation.State == services.ReconcileViolation {
+		t.Errorf("reconciliation with orders in flight: %+v", v.Reconciliation)
+	}
+
+	checkLiveViewIsTheMerchants(t, h, merchant, s)
+
+	// The writer writes them: frozen stays (pending now), nothing in flight, no lag, queue empty.
+	h.app.Start(context.Background(), true, false)
+	h.drain(s)
+	v = h.liveUntil(merchant, s.sale, "three written", func(v liveBody) bool { return v.Funnel.Written == 3 && v.Items[0].InFlight == 0 })
+	if it := v.Items[0]; it.Pending != 3 || it.Frozen != 3 || it.Paid != 0 || it.Real != 3 || v.Writer.LagSeconds != 0 ||
+		v.Writer.QueueDepth == nil || *v.Writer.QueueDepth != 0 {
+		t.Errorf("after the writer: item %+v, writer %+v", it, v.Writer)
+	}
+
+	payOneCancelOne(t, h, merchant, s, accepted)
+	v = h.liveUntil(merchant, s.sale, "reconciled", func(v liveBody) bool { return v.Reconciliation.State == services.ReconcileOK })
+	for _, c := range v.Reconciliation.Checks {
+		if !c.OK || c.Detail == "" {
+			t.Errorf("check %+v after the queue drained", c)
+		}
+	}
+	h.checkInvariants(s)
+}
+
+// payOneCancelOne: paid, the live view shows frozen one lower, paid one, real one lower;
+// cancelled, its unit goes back on display.
+func payOneCancelOne(t *testing.T, h *harness, merchant string, s saleIDs, accepted map[int64]string) {
+	t.Helper()
+	shopper := func(u int64) string { return h.token(u, services.RoleShopper) }
+	var v liveBody
+	// Paid: frozen one lower, paid one, real one lower.
+	if r := h.do("POST", "/api/flash-sales/orders/"+accepted[1]+"/pay", shopper(1), nil); r.Status != http.StatusOK {
+		t.Fatalf("pay: %d %s", r.Status, r.Raw)
+	}
+	v = h.liveUntil(merchant, s.sale, "one paid", func(v liveBody) bool { return v.Funnel.Paid == 1 })
+	if it := v.Items[0]; it.Frozen != 2 || it.Paid != 1 || it.Real != 2 || it.Pending != 2 {
+		t.Errorf("after one payment: %+v; want frozen 2, paid 1, real 2", it)
+	}
+	// Cancelled: its unit goes back on display.
+	if r := h.do("POST", "/api/flash-sales/orders/"+accepted[2]+"/cancel", shopper(2), nil); r.Status != http.StatusOK {
+		t.Fatalf("cancel: %d %s", r.Status, r.Raw)
+	}
+	v = h.liveUntil(merchant, s.sale, "one cancelled", func(v liveBody) bool { return v.Funnel.Cancelled == 1 && v.Items[0].Displayed == 1 })
+	if it := v.Items[0]; it.Frozen != 1 || it.Paid != 1 || it.Real != 2 || it.Cancelled != 1 || it.SoldOut || v.Funnel.Written != 3 {
+		t.Errorf("after a cancel: %+v, funnel %+v", it, v.Funnel)
+	}
+}
+
+// knownTraffic sends every outcome once (the writer is off: accepted orders stay in flight):
+// three accepted, a duplicate, a bad token, a wrong captcha, one while paused, one sold out. It
+// returns the accepted orders by shopper.
+func knownTraffic(t *testing.T, h *harness, merchant string, s saleIDs) map[int64]string {
+	t.Helper()
+	item := s.items[0]
+	shopper := func(u int64) string { return h.token(u, services.RoleShopper) }
 	accepted := map[int64]string{}
 	buyOK := func(u int64) {
 		t.Helper()
@@ -148,9 +208,14 @@ func TestLiveViewFunnelAndStock(t *testing.T) {
 	}
 	buyOK(3)
 	wantAdminCode(t, "sold out", h.buy(shopper(4), item, h.purchaseToken(shopper(4), s.sale)), http.StatusGone, services.CodeSoldOut)
+	return accepted
+}
 
-	// The counts reach Redis within about a second; the reservations are in flight, unwritten.
-	v = h.liveUntil(merchant, s.sale, "8 requests", func(v liveBody) bool { return v.Funnel.Requests >= 8 })
+// checkFunnelBeforeTheWriter checks the live view once the counts reached Redis, the
+// reservations in flight, unwritten: each outcome counted once, the series in time order within
+// the last minute, the item frozen and sold out, a queue depth.
+func checkFunnelBeforeTheWriter(t *testing.T, v liveBody) {
+	t.Helper()
 	wantRefused := map[string]int64{services.RefusedSoldOut: 1, services.RefusedDuplicate: 1, services.RefusedRateLimited: 0,
 		services.RefusedBadToken: 1, services.RefusedCaptcha: 1, services.RefusedPaused: 1, services.RefusedOther: 0}
 	if v.Funnel.Requests != 8 || v.Funnel.Accepted != 3 || v.Funnel.Written != 0 || v.Funnel.Paid != 0 {
@@ -181,11 +246,13 @@ func TestLiveViewFunnelAndStock(t *testing.T) {
 	if v.Writer.QueueDepth == nil || *v.Writer.QueueDepth == 0 {
 		t.Errorf("queue depth %v with three orders unwritten", v.Writer.QueueDepth)
 	}
-	v = h.liveUntil(merchant, s.sale, "a writer lag", func(v liveBody) bool { return v.Writer.LagSeconds >= 0.5 })
-	if v.Reconciliation.State == services.ReconcileViolation {
-		t.Errorf("reconciliation with orders in flight: %+v", v.Reconciliation)
-	}
+}
 
+// checkLiveViewIsTheMerchants: another merchant, a shopper, an unknown sale and a bad id get no
+// live view.
+func checkLiveViewIsTheMerchants(t *testing.T, h *harness, merchant string, s saleIDs) {
+	t.Helper()
+	shopper := func(u int64) string { return h.token(u, services.RoleShopper) }
 	// Another merchant, a shopper, an unknown sale, a bad id.
 	if _, r := h.live(h.token(9001, services.RoleMerchant), s.sale); r.Status != http.StatusNotFound || r.str("error") != string(services.CodeNotFound) {
 		t.Errorf("another merchant's live view: %d %s", r.Status, r.Raw)
@@ -199,39 +266,6 @@ func TestLiveViewFunnelAndStock(t *testing.T) {
 	if r := h.do("GET", "/api/admin/sales/x1/live", merchant, nil); r.Status != http.StatusBadRequest || r.str("error") != string(services.CodeInvalidInput) {
 		t.Errorf("a bad sale id: %d %s", r.Status, r.Raw)
 	}
-
-	// The writer writes them: frozen stays (pending now), nothing in flight, no lag, queue empty.
-	h.app.Start(context.Background(), true, false)
-	h.drain(s)
-	v = h.liveUntil(merchant, s.sale, "three written", func(v liveBody) bool { return v.Funnel.Written == 3 && v.Items[0].InFlight == 0 })
-	if it := v.Items[0]; it.Pending != 3 || it.Frozen != 3 || it.Paid != 0 || it.Real != 3 || v.Writer.LagSeconds != 0 ||
-		v.Writer.QueueDepth == nil || *v.Writer.QueueDepth != 0 {
-		t.Errorf("after the writer: item %+v, writer %+v", it, v.Writer)
-	}
-
-	// Paid: frozen one lower, paid one, real one lower.
-	if r := h.do("POST", "/api/flash-sales/orders/"+accepted[1]+"/pay", shopper(1), nil); r.Status != http.StatusOK {
-		t.Fatalf("pay: %d %s", r.Status, r.Raw)
-	}
-	v = h.liveUntil(merchant, s.sale, "one paid", func(v liveBody) bool { return v.Funnel.Paid == 1 })
-	if it := v.Items[0]; it.Frozen != 2 || it.Paid != 1 || it.Real != 2 || it.Pending != 2 {
-		t.Errorf("after one payment: %+v; want frozen 2, paid 1, real 2", it)
-	}
-	// Cancelled: its unit goes back on display.
-	if r := h.do("POST", "/api/flash-sales/orders/"+accepted[2]+"/cancel", shopper(2), nil); r.Status != http.StatusOK {
-		t.Fatalf("cancel: %d %s", r.Status, r.Raw)
-	}
-	v = h.liveUntil(merchant, s.sale, "one cancelled", func(v liveBody) bool { return v.Funnel.Cancelled == 1 && v.Items[0].Displayed == 1 })
-	if it := v.Items[0]; it.Frozen != 1 || it.Paid != 1 || it.Real != 2 || it.Cancelled != 1 || it.SoldOut || v.Funnel.Written != 3 {
-		t.Errorf("after a cancel: %+v, funnel %+v", it, v.Funnel)
-	}
-	v = h.liveUntil(merchant, s.sale, "reconciled", func(v liveBody) bool { return v.Reconciliation.State == services.ReconcileOK })
-	for _, c := range v.Reconciliation.Checks {
-		if !c.OK || c.Detail == "" {
-			t.Errorf("check %+v after the queue drained", c)
-		}
-	}
-	h.checkInvariants(s)
 }
 
 // Two instances count into one funnel: each counts in memory and flushes to the same hash.
