@@ -18,6 +18,7 @@ import (
 
 	"github.com/flashsale/flashsale/bench/internal/proc"
 	"github.com/flashsale/flashsale/bench/internal/refs"
+	"github.com/flashsale/flashsale/bench/internal/report"
 	"github.com/flashsale/flashsale/bench/internal/target"
 	"github.com/flashsale/flashsale/bench/internal/tokens"
 	"github.com/flashsale/flashsale/store"
@@ -54,11 +55,7 @@ type server struct {
 // `make bench` runs it.
 func startServer(t *testing.T) *server {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "flashsale")
-	build := exec.Command("go", "build", "-o", bin, "github.com/flashsale/flashsale")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build the server: %v\n%s", err, out)
-	}
+	bin := buildServer(t)
 	rs := testenv.Redis(t)
 	s := &server{databaseURL: testenv.Postgres(t), redisURL: rs.URL(), log: &bytes.Buffer{}}
 	addr := "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
@@ -78,12 +75,32 @@ func startServer(t *testing.T) *server {
 		"FLASHSALE_PURCHASE_TOKEN_TTL=2m",
 		"FLASHSALE_LOG_LEVEL=warn",
 	)
+	done := s.start(t)
+	s.waitReady(t, done)
+	return s
+}
+
+// buildServer builds the flashsale binary into the test's temporary directory.
+func buildServer(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "flashsale")
+	build := exec.Command("go", "build", "-o", bin, "github.com/flashsale/flashsale")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build the server: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// start starts the server with its output in s.log; the test's cleanup stops it (SIGTERM, then
+// SIGKILL after 15 s) and shows the log if the test failed. done is closed when it exits.
+func (s *server) start(t *testing.T) (done chan struct{}) {
+	t.Helper()
 	s.cmd.Stdout, s.cmd.Stderr = &lockedWriter{w: s.log}, &lockedWriter{w: s.log}
 	s.cmd.SysProcAttr = proc.ChildAttr()
 	if err := s.cmd.Start(); err != nil {
 		t.Fatalf("start the server: %v", err)
 	}
-	done := make(chan struct{})
+	done = make(chan struct{})
 	go func() {
 		s.cmd.Wait()
 		close(done)
@@ -100,6 +117,13 @@ func startServer(t *testing.T) *server {
 			t.Logf("server log:\n%s", s.log.String())
 		}
 	})
+	return done
+}
+
+// waitReady polls /readyz until the server answers 200, failing the test if it exits first or
+// is not ready within a minute.
+func (s *server) waitReady(t *testing.T, done chan struct{}) {
+	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		resp, err := http.Get(s.url + "/readyz")
@@ -107,7 +131,7 @@ func startServer(t *testing.T) *server {
 			io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
-				return s
+				return
 			}
 		}
 		select {
@@ -154,6 +178,21 @@ func TestRushSmall(t *testing.T) {
 	if p == nil {
 		t.Fatal("no flashsale rush phase")
 	}
+	checkRushCounts(t, res, p, shoppers, units)
+	if !res.Invariants.Checked || !res.Invariants.OK {
+		t.Fatalf("invariants: %+v", res.Invariants)
+	}
+	checkRushItems(t, ctx, o, res, units)
+	if !rep.OK {
+		t.Error("report not OK")
+	}
+	checkRushReplay(t, res, p, shoppers)
+	checkVerifyCatches(t, ctx, o, res.Sales)
+}
+
+// checkRushCounts: exactly one 202 per unit, every shopper answered 202, 409 or 410, no error.
+func checkRushCounts(t *testing.T, res *RunResult, p *report.PhaseReport, shoppers, units int64) {
+	t.Helper()
 	shopper := func(c string) int64 { return p.Outcome("shopper", c).Count }
 	if got := shopper("202"); got != units {
 		t.Errorf("shoppers answered 202: %d, want exactly %d", got, units)
@@ -172,9 +211,12 @@ func TestRushSmall(t *testing.T) {
 	if got := p.Outcome("dup", "202").Count + p.Outcome("purchase", "202").Count; got != units {
 		t.Errorf("purchase+dup 202s: %d, want %d", got, units)
 	}
-	if !res.Invariants.Checked || !res.Invariants.OK {
-		t.Fatalf("invariants: %+v", res.Invariants)
-	}
+}
+
+// checkRushItems: the sale has three items, each sold to its share of the units, and sold out
+// with its last unit.
+func checkRushItems(t *testing.T, ctx context.Context, o Options, res *RunResult, units int) {
+	t.Helper()
 	if ids := res.Sales[0].ItemIDs; len(ids) != 3 || res.Rush.Items != 3 {
 		t.Errorf("the rush's sale has items %v (report: %d), want 3", ids, res.Rush.Items)
 	} else {
@@ -196,10 +238,12 @@ func TestRushSmall(t *testing.T) {
 	if res.Rush.SoldOutAt < 0 || res.Rush.SoldOutAt != res.Rush.Last202At {
 		t.Errorf("sold out at %v, last 202 at %v: with three items, the sale sells out with its last unit", res.Rush.SoldOutAt, res.Rush.Last202At)
 	}
-	if !rep.OK {
-		t.Error("report not OK")
-	}
-	// the reference replays the same shoppers, each sending the requests it sent to flashsale
+}
+
+// checkRushReplay: the reference replays the same shoppers, each sending the requests it sent
+// to flashsale, and the ratio is reported.
+func checkRushReplay(t *testing.T, res *RunResult, p *report.PhaseReport, shoppers int64) {
+	t.Helper()
 	if ref := res.phase("rush", refs.Gin); ref == nil {
 		t.Error("no ref-gin rush phase")
 	} else {
@@ -213,8 +257,12 @@ func TestRushSmall(t *testing.T) {
 	if res.Metrics["ratio.rush_answered_vs_ref_gin"] <= 0 {
 		t.Errorf("no rush ratio: %v", res.Metrics["ratio.rush_answered_vs_ref_gin"])
 	}
+}
 
-	// The check must fail when the stores disagree: first a unit too many in Redis…
+// checkVerifyCatches: the check must fail when the stores disagree: first a unit too many in
+// Redis, then an acknowledged order lost from Postgres.
+func checkVerifyCatches(t *testing.T, ctx context.Context, o Options, sales []*target.Sale) {
+	t.Helper()
 	be, err := target.Open(ctx, o.DatabaseURL, o.RedisURL)
 	if err != nil {
 		t.Fatal(err)
@@ -222,7 +270,6 @@ func TestRushSmall(t *testing.T) {
 	defer be.Close()
 	merchant, _ := tokens.Minter{Secret: []byte(o.Secret), TTL: time.Hour}.Merchant(o.MerchantID)
 	a := target.NewAPI(o.URL, o.MetricsURL, merchant)
-	sales := res.Sales
 	item := sales[0].ItemIDs[0]
 	if err := be.Redis.IncrBy(ctx, store.StockKey(sales[0].SaleID, item), 1).Err(); err != nil {
 		t.Fatal(err)
@@ -237,7 +284,6 @@ func TestRushSmall(t *testing.T) {
 	if inv := target.Verify(ctx, be, a, sales, 2*time.Second); !inv.OK {
 		t.Fatalf("after repairing Redis: %q", inv.Violations)
 	}
-	// … then an acknowledged order lost from Postgres.
 	gone := sales[0].Acked[0]
 	if err := be.DB.Gorm().WithContext(ctx).Exec(`DELETE FROM orders WHERE id = ?::uuid`, gone).Error; err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"github.com/flashsale/flashsale/bench/internal/refs"
 	"github.com/flashsale/flashsale/bench/internal/report"
 	"github.com/flashsale/flashsale/bench/internal/target"
+	"github.com/flashsale/flashsale/bench/internal/tokens"
 )
 
 // rush: N distinct shoppers arrive within the window from the sale's start, for Units units
@@ -111,14 +112,8 @@ func (rush) Run(ctx context.Context, r *Runner, res *RunResult) error {
 	}
 	r.sales = append(r.sales, sale)
 	base := time.Now().Add(time.Until(starts)) // the start as a monotonic reading
-	// open the connections just before the start: the server drops a new connection that sends
-	// nothing for 5 s (the second connections of double-clickers are opened on first use)
-	time.Sleep(time.Until(base.Add(-time.Second)))
-	if err := pool.Warm(false); err != nil {
-		return fmt.Errorf("open connections: %w", err)
-	}
-	if time.Until(base) < 100*time.Millisecond {
-		return fmt.Errorf("the sale started before the generator was ready: raise -lead (now %v)", o.Lead)
+	if err := warmBeforeStart(pool, base, o.Lead); err != nil {
+		return err
 	}
 	pattern := make([]uint8, o.N)
 	ph := &load.Phase{Name: "rush", Base: base, Offsets: offsets, Deadline: o.Window + o.MaxWait,
@@ -126,21 +121,7 @@ func (rush) Run(ctx context.Context, r *Runner, res *RunResult) error {
 	r.prog.Note("bench: rush: sale %d starts at %s: %d shoppers within %v for %d units, %d workers",
 		sale.SaleID, starts.Format("15:04:05.000"), o.N, o.Window, o.Units, o.Workers)
 
-	var watch *target.PersistWatch
-	if r.be != nil {
-		// the watcher starts before the phase; it reads the phase's 202 count as it goes
-		var stp *load.Stats
-		ready := make(chan struct{})
-		watch = target.WatchPersistence(ctx, r.be, r.api, sale, base, func() int64 {
-			select {
-			case <-ready:
-				return stp.Accepted()
-			default:
-				return 0
-			}
-		}, o.DrainTimeout)
-		ph.OnStats = func(s *load.Stats) { stp = s; close(ready) }
-	}
+	watch := r.watchRush(ctx, sale, ph)
 	rep, st := r.measure(ctx, pool, ph, tFlashsale, r.procs, float64(o.N)/o.Window.Seconds(), o.Window)
 	sale.Acked = append(sale.Acked, pool.CollectAcked()...)
 	rr := &RushReport{SaleID: sale.SaleID, Shoppers: o.N, Units: o.Units, Items: len(sale.ItemIDs), Window: o.Window.Seconds(), DoubleClick: o.DoubleClick,
@@ -148,47 +129,92 @@ func (rush) Run(ctx context.Context, r *Runner, res *RunResult) error {
 		PersistedAllAt: -1, PersistAfterSellout: -1, ServerRSSPeak: rep.Procs["server"].RSSPeak}
 	if watch != nil {
 		r.prog.Note("bench: rush: waiting for every accepted order to reach Postgres")
-		w := watch.Finish()
-		rr.BacklogPeak, rr.GaugePeak, rr.Unaccounted = w.BacklogPeak, w.GaugePeak, w.Unaccounted
-		if w.Err != nil {
-			res.Notes = append(res.Notes, "persistence watch: "+w.Err.Error())
-		}
-		if w.AllAt >= 0 {
-			rr.PersistedAllAt = w.AllAt.Seconds()
-			ref := rr.SoldOutAt
-			if ref < 0 {
-				ref = rr.Last202At
-			}
-			rr.PersistAfterSellout = max(0, rr.PersistedAllAt-ref)
-			if span := w.AllAt - max(w.FirstAt, 0); span > 0 && rr.Accepted > 0 {
-				rr.PersistRate = float64(rr.Accepted) / span.Seconds()
-			}
-		}
+		rr.persisted(watch.Finish(), res)
 	}
 	res.Phases = append(res.Phases, rep)
 	res.Rush = rr
 
 	if !o.NoRef {
-		err := r.refRun(ctx, res, refs.Gin, func(pool *load.Pool, procs []proc.Watched) error {
-			if err := pool.Warm(false); err != nil {
-				return err
-			}
-			// the same shoppers at the same times, each sending the requests it sent to flashsale
-			ph := &load.Phase{Name: "rush", Base: time.Now().Add(500 * time.Millisecond), Offsets: offsets,
-				Deadline: o.Window + o.MaxWait, Do: load.ShopperFlow(users, load.TokenPath(sale.SaleID), load.PurchasePaths(sale.ItemIDs), o.DoubleClick, nil, pattern)}
-			refRep, _ := r.measure(ctx, pool, ph, refs.Gin, procs, float64(o.N)/o.Window.Seconds(), o.Window)
-			res.Phases = append(res.Phases, refRep)
-			rr.RefAllAnsweredAt = refRep.Elapsed
-			if refRep.Elapsed > 0 {
-				rr.AnsweredRatio = rr.AllAnsweredAt / refRep.Elapsed
-			}
-			return nil
-		})
-		if err != nil {
+		if err := r.refRush(ctx, res, rr, users, offsets, sale, pattern); err != nil {
 			return fmt.Errorf("ref-gin: %w", err)
 		}
 	}
 	return nil
+}
+
+// warmBeforeStart opens the connections just before the start: the server drops a new
+// connection that sends nothing for 5 s (the second connections of double-clickers are opened
+// on first use).
+func warmBeforeStart(pool *load.Pool, base time.Time, lead time.Duration) error {
+	time.Sleep(time.Until(base.Add(-time.Second)))
+	if err := pool.Warm(false); err != nil {
+		return fmt.Errorf("open connections: %w", err)
+	}
+	if time.Until(base) < 100*time.Millisecond {
+		return fmt.Errorf("the sale started before the generator was ready: raise -lead (now %v)", lead)
+	}
+	return nil
+}
+
+// watchRush starts watching the sale's orders reach Postgres before the phase (nil without
+// the backends); the watcher reads the phase's 202 count as it goes.
+func (r *Runner) watchRush(ctx context.Context, sale *target.Sale, ph *load.Phase) *target.PersistWatch {
+	if r.be == nil {
+		return nil
+	}
+	var stp *load.Stats
+	ready := make(chan struct{})
+	watch := target.WatchPersistence(ctx, r.be, r.api, sale, ph.Base, func() int64 {
+		select {
+		case <-ready:
+			return stp.Accepted()
+		default:
+			return 0
+		}
+	}, r.o.DrainTimeout)
+	ph.OnStats = func(s *load.Stats) { stp = s; close(ready) }
+	return watch
+}
+
+// persisted fills in the report from the persistence watch: backlog, when every accepted order
+// was written, and at what rate.
+func (rr *RushReport) persisted(w target.Persistence, res *RunResult) {
+	rr.BacklogPeak, rr.GaugePeak, rr.Unaccounted = w.BacklogPeak, w.GaugePeak, w.Unaccounted
+	if w.Err != nil {
+		res.Notes = append(res.Notes, "persistence watch: "+w.Err.Error())
+	}
+	if w.AllAt < 0 {
+		return
+	}
+	rr.PersistedAllAt = w.AllAt.Seconds()
+	ref := rr.SoldOutAt
+	if ref < 0 {
+		ref = rr.Last202At
+	}
+	rr.PersistAfterSellout = max(0, rr.PersistedAllAt-ref)
+	if span := w.AllAt - max(w.FirstAt, 0); span > 0 && rr.Accepted > 0 {
+		rr.PersistRate = float64(rr.Accepted) / span.Seconds()
+	}
+}
+
+// refRush runs the same shoppers at the same times against bare Gin, each sending the
+// requests it sent to flashsale (pattern), and divides flashsale's time by Gin's.
+func (r *Runner) refRush(ctx context.Context, res *RunResult, rr *RushReport, users *tokens.Arena, offsets []time.Duration, sale *target.Sale, pattern []uint8) error {
+	o := r.o
+	return r.refRun(ctx, res, refs.Gin, func(pool *load.Pool, procs []proc.Watched) error {
+		if err := pool.Warm(false); err != nil {
+			return err
+		}
+		ph := &load.Phase{Name: "rush", Base: time.Now().Add(500 * time.Millisecond), Offsets: offsets,
+			Deadline: o.Window + o.MaxWait, Do: load.ShopperFlow(users, load.TokenPath(sale.SaleID), load.PurchasePaths(sale.ItemIDs), o.DoubleClick, nil, pattern)}
+		refRep, _ := r.measure(ctx, pool, ph, refs.Gin, procs, float64(o.N)/o.Window.Seconds(), o.Window)
+		res.Phases = append(res.Phases, refRep)
+		rr.RefAllAnsweredAt = refRep.Elapsed
+		if refRep.Elapsed > 0 {
+			rr.AnsweredRatio = rr.AllAnsweredAt / refRep.Elapsed
+		}
+		return nil
+	})
 }
 
 // soldOutAt is when the sale sold out, in seconds after its start (-1: it did not). One item:

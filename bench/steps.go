@@ -24,57 +24,59 @@ type stepFunc func(rate float64) (report.PhaseReport, error)
 // arrivals above ErrorLimit), then bisects between the last stable and the first unstable rate
 // Refine times. The stable rate is the highest step that passed.
 func (r *Runner) ladder(ctx context.Context, tgt, flow string, step stepFunc) (*report.LadderReport, []report.PhaseReport, error) {
-	o := r.o
-	lr := &report.LadderReport{Target: tgt, Flow: flow}
-	var phases []report.PhaseReport
-	run := func(rate float64) (bool, error) {
-		for attempt := 1; ; attempt++ {
-			rep, err := step(rate)
-			if err != nil {
-				return false, err
-			}
-			phases = append(phases, rep)
-			lr.Steps = append(lr.Steps, report.Summarize(rep))
-			forked := ""
-			if rep.RedisForks > 0 {
-				forked = "  (Redis forked during the step)"
-			}
-			r.prog.Note("bench: %s %s ladder: %7.0f/s  %s  errors+dropped %.2f%%  p99 %.1f ms  server %.2f cores%s",
-				tgt, flow, rate, map[bool]string{true: "stable  ", false: "UNSTABLE"}[rep.Stable], 100*rep.ErrorRate,
-				rep.ArrivalLat().P99, rep.Procs["server"].Cores, forked)
-			if rep.Stable {
-				lr.Stable = max(lr.Stable, rate)
-				return true, nil
-			}
-			// An AOF rewrite (a forked child taking a core for a second or so) can stall Redis
-			// for hundreds of milliseconds: such a step gets one more try.
-			if rep.RedisForks == 0 || attempt == 2 {
-				return false, nil
-			}
-		}
+	l := &ladderRun{r: r, tgt: tgt, flow: flow, step: step, lr: &report.LadderReport{Target: tgt, Flow: flow}}
+	good, bad, err := l.climb()
+	if err == nil {
+		err = l.bisect(good, bad)
 	}
-	good, bad := 0.0, 0.0
+	if err != nil {
+		return l.lr, l.phases, err
+	}
+	if bad == 0 {
+		l.lr.Capped = true // never unstable up to -max-rate or -max-steps
+	}
+	return l.lr, l.phases, nil
+}
+
+// ladderRun is one capacity search: the steps it ran and what it found.
+type ladderRun struct {
+	r         *Runner
+	tgt, flow string
+	step      stepFunc
+	lr        *report.LadderReport
+	phases    []report.PhaseReport
+}
+
+// climb multiplies the rate by Step from StartRate until a step is unstable (bad, 0 if none
+// was within MaxSteps and MaxRate); good is the last stable rate.
+func (l *ladderRun) climb() (good, bad float64, err error) {
+	o := l.r.o
 	rate := o.StartRate
 	for i := 0; i < o.MaxSteps && rate <= o.MaxRate; i++ {
-		ok, err := run(rate)
+		ok, err := l.try(rate)
 		if err != nil {
-			return lr, phases, err
+			return good, bad, err
 		}
 		if !ok {
-			bad = rate
-			break
+			return good, rate, nil
 		}
 		good = rate
 		rate *= o.Step
 	}
-	for i := 0; i < o.Refine && bad > 0; i++ {
+	return good, bad, nil
+}
+
+// bisect narrows [good, bad] Refine times at the geometric middle (half of bad when nothing
+// was stable).
+func (l *ladderRun) bisect(good, bad float64) error {
+	for i := 0; i < l.r.o.Refine && bad > 0; i++ {
 		mid := bad / 2
 		if good > 0 {
 			mid = math.Sqrt(good * bad)
 		}
-		ok, err := run(mid)
+		ok, err := l.try(mid)
 		if err != nil {
-			return lr, phases, err
+			return err
 		}
 		if ok {
 			good = mid
@@ -82,10 +84,40 @@ func (r *Runner) ladder(ctx context.Context, tgt, flow string, step stepFunc) (*
 			bad = mid
 		}
 	}
-	if bad == 0 {
-		lr.Capped = true // never unstable up to -max-rate or -max-steps
+	return nil
+}
+
+// try runs one step at rate and tells whether it was stable. An AOF rewrite (a forked child
+// taking a core for a second or so) can stall Redis for hundreds of milliseconds: such a step
+// gets one more try.
+func (l *ladderRun) try(rate float64) (bool, error) {
+	for attempt := 1; ; attempt++ {
+		rep, err := l.step(rate)
+		if err != nil {
+			return false, err
+		}
+		l.phases = append(l.phases, rep)
+		l.lr.Steps = append(l.lr.Steps, report.Summarize(rep))
+		l.note(rate, rep)
+		if rep.Stable {
+			l.lr.Stable = max(l.lr.Stable, rate)
+			return true, nil
+		}
+		if rep.RedisForks == 0 || attempt == 2 {
+			return false, nil
+		}
 	}
-	return lr, phases, nil
+}
+
+// note prints one step's line of the ladder.
+func (l *ladderRun) note(rate float64, rep report.PhaseReport) {
+	forked := ""
+	if rep.RedisForks > 0 {
+		forked = "  (Redis forked during the step)"
+	}
+	l.r.prog.Note("bench: %s %s ladder: %7.0f/s  %s  errors+dropped %.2f%%  p99 %.1f ms  server %.2f cores%s",
+		l.tgt, l.flow, rate, map[bool]string{true: "stable  ", false: "UNSTABLE"}[rep.Stable], 100*rep.ErrorRate,
+		rep.ArrivalLat().P99, rep.Procs["server"].Cores, forked)
 }
 
 // stepSetup prepares one purchase-only step of n arrivals: the sale and item to buy, one

@@ -130,15 +130,18 @@ func phase(name, tgt string, p99 float64, serverCPU float64) report.PhaseReport 
 		Procs:    map[string]proc.Report{"server": {CPUPerRq: serverCPU}}}
 }
 
-// TestChecks judges hand-made runs of each scenario: the scenario's metrics and targets.
-func TestChecks(t *testing.T) {
-	checks := func(res *RunResult) map[string]bool {
-		m := map[string]bool{}
-		for _, c := range res.Checks {
-			m[c.Name] = c.OK
-		}
-		return m
+// checksOf is a judged run's checks by name: passed or not.
+func checksOf(res *RunResult) map[string]bool {
+	m := map[string]bool{}
+	for _, c := range res.Checks {
+		m[c.Name] = c.OK
 	}
+	return m
+}
+
+// TestChecks judges hand-made runs of each scenario: the scenario's metrics and targets.
+// Reserve and soldout here, rush in TestChecksRush.
+func TestChecks(t *testing.T) {
 	o := Options{Scenario: "reserve", LoadFactor: 0.8}
 	res := &RunResult{Metrics: map[string]float64{},
 		Ladders:    []*report.LadderReport{{Target: tFlashsale, Flow: "reserve", Stable: 1000}, {Target: refs.Redis, Flow: "reserve", Stable: 2000}},
@@ -154,7 +157,7 @@ func TestChecks(t *testing.T) {
 	if got := res.Metrics["flashsale.reserve.stable_rate"]; got != 1000 {
 		t.Errorf("stable rate metric %v", got)
 	}
-	if c := checks(res); len(c) != 3 || !c["invariants hold"] || !c["reserve stable rate ≥ 40% of Gin+EVALSHA"] || c["reserve p99 at 80% of the stable rate"] {
+	if c := checksOf(res); len(c) != 3 || !c["invariants hold"] || !c["reserve stable rate ≥ 40% of Gin+EVALSHA"] || c["reserve p99 at 80% of the stable rate"] {
 		t.Errorf("reserve checks %v: want invariants and rate passed, the 30 ms p99 failed", c)
 	}
 
@@ -162,20 +165,23 @@ func TestChecks(t *testing.T) {
 	res = &RunResult{Metrics: map[string]float64{},
 		Ladders: []*report.LadderReport{{Target: tFlashsale, Flow: "soldout", Stable: 600}, {Target: refs.Gin, Flow: "soldout", Stable: 1000}}}
 	res.evaluate(soldout{}, o)
-	if c := checks(res); len(c) != 1 || c["soldout stable rate ≥ 70% of bare Gin"] {
+	if c := checksOf(res); len(c) != 1 || c["soldout stable rate ≥ 70% of bare Gin"] {
 		t.Errorf("soldout checks %v: want the 0.6 rate failed", c)
 	}
+}
 
-	o = Options{Scenario: "rush"}
+// TestChecksRush judges a hand-made rush run, and prints it.
+func TestChecksRush(t *testing.T) {
+	o := Options{Scenario: "rush"}
 	rr := &RushReport{Shoppers: 100, Units: 10, Accepted: 10, SoldOutAt: 1.5, AllAnsweredAt: 3, RefAllAnsweredAt: 2, AnsweredRatio: 1.5,
 		PersistAfterSellout: 0.5, ServerRSSPeak: 400}
-	res = &RunResult{Metrics: map[string]float64{}, Rush: rr,
+	res := &RunResult{Metrics: map[string]float64{}, Rush: rr,
 		Phases: []report.PhaseReport{phase("rush", tFlashsale, 5, 60), phase("rush", refs.Gin, 5, 40)}}
 	res.evaluate(rush{}, o)
 	if res.Metrics["rush.accepted"] != 10 || res.Metrics["ratio.rush_answered_vs_ref_gin"] != 1.5 || res.Metrics["ratio.rush_server_cpu_per_request_vs_ref_gin"] != 1.5 {
 		t.Errorf("rush metrics %v", res.Metrics)
 	}
-	c := checks(res)
+	c := checksOf(res)
 	if !c["sold out within 2 s of the start"] || !c["every shopper answered within 2.5× bare Gin"] || !c["zero 5xx, zero timeouts"] ||
 		!c["every accepted order in Postgres within 3 s of the sell-out"] || c["server RSS under rush"] {
 		t.Errorf("rush checks %v: want all passed but the 400 MiB RSS", c)

@@ -140,24 +140,54 @@ func StartNATSCluster(dir string, n int, log io.Writer) (*NATSCluster, error) {
 		return nil, err
 	}
 	c := &NATSCluster{Name: "flashsale", bin: bin, log: log}
+	if err := c.layOut(dir, n); err != nil {
+		return nil, err
+	}
+	if err := c.writeConfigs(); err != nil {
+		return nil, err
+	}
+	for _, node := range c.Nodes {
+		if err := c.spawn(node); err != nil {
+			c.Stop()
+			return nil, err
+		}
+	}
+	leader, err := c.WaitReady(natsStartTimeout)
+	if err != nil {
+		c.Stop()
+		return nil, err
+	}
+	fmt.Fprintf(log, "nats cluster %s: %d nodes at %s, meta leader %s\n", c.Name, n, c.URLs(), leader)
+	return c, nil
+}
+
+// layOut gives each of n nodes its name, folder under dir, files and free ports.
+func (c *NATSCluster) layOut(dir string, n int) error {
+	var err error
 	for i := range n {
 		node := &NATSNode{Name: fmt.Sprintf("n%d", i+1), Dir: filepath.Join(dir, fmt.Sprintf("n%d", i+1))}
 		for _, p := range []*int{&node.Port, &node.ClusterPort, &node.HTTPPort} {
 			if *p, err = freePort(); err != nil {
-				return nil, fmt.Errorf("nats cluster: %w", err)
+				return fmt.Errorf("nats cluster: %w", err)
 			}
 		}
 		node.conf = filepath.Join(node.Dir, "nats.conf")
 		node.Log = filepath.Join(node.Dir, "nats.log")
 		c.Nodes = append(c.Nodes, node)
 	}
+	return nil
+}
+
+// writeConfigs writes each node's nats.conf: JetStream with fsync on every write, and a cluster
+// routed to every node.
+func (c *NATSCluster) writeConfigs() error {
 	var routes []string
 	for _, node := range c.Nodes {
 		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", node.ClusterPort))
 	}
 	for _, node := range c.Nodes {
 		if err := os.MkdirAll(node.Dir, 0o755); err != nil {
-			return nil, fmt.Errorf("nats cluster: %w", err)
+			return fmt.Errorf("nats cluster: %w", err)
 		}
 		conf := fmt.Sprintf(`server_name: %s
 listen: 127.0.0.1:%d
@@ -173,22 +203,10 @@ cluster {
 }
 `, node.Name, node.Port, node.HTTPPort, filepath.Join(node.Dir, "js"), c.Name, node.ClusterPort, strings.Join(routes, ", "))
 		if err := os.WriteFile(node.conf, []byte(conf), 0o644); err != nil {
-			return nil, fmt.Errorf("nats cluster: %w", err)
+			return fmt.Errorf("nats cluster: %w", err)
 		}
 	}
-	for _, node := range c.Nodes {
-		if err := c.spawn(node); err != nil {
-			c.Stop()
-			return nil, err
-		}
-	}
-	leader, err := c.WaitReady(natsStartTimeout)
-	if err != nil {
-		c.Stop()
-		return nil, err
-	}
-	fmt.Fprintf(log, "nats cluster %s: %d nodes at %s, meta leader %s\n", c.Name, n, c.URLs(), leader)
-	return c, nil
+	return nil
 }
 
 // spawn starts node's process and waits until its client port accepts connections.

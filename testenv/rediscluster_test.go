@@ -40,6 +40,14 @@ func TestRedisCluster(t *testing.T) {
 	if _, ok := rdb.(*redis.ClusterClient); !ok {
 		t.Fatalf("OpenRedis(%s) = %T, want a cluster client", c.URL(), rdb)
 	}
+	writeSpread(t, ctx, c, rdb)
+	checkFailover(t, ctx, c, rdb, "{sale:1}:meta")
+}
+
+// writeSpread writes 30 sales' keys through the client: each is on the node MasterOf names,
+// and they spread over the three masters.
+func writeSpread(t *testing.T, ctx context.Context, c *testenv.RedisCluster, rdb redis.UniversalClient) {
+	t.Helper()
 	masters := map[string]bool{}
 	for i := range 30 {
 		key := fmt.Sprintf("{sale:%d}:meta", i)
@@ -56,8 +64,12 @@ func TestRedisCluster(t *testing.T) {
 	if len(masters) != 3 {
 		t.Errorf("30 sales landed on %d masters, want 3", len(masters))
 	}
+}
 
-	key := "{sale:1}:meta"
+// checkFailover kills key's master, waits for its replica's promotion, reads key through the
+// client from the new master, and brings the old master back as its replica.
+func checkFailover(t *testing.T, ctx context.Context, c *testenv.RedisCluster, rdb redis.UniversalClient, key string) {
+	t.Helper()
 	old := c.MustMasterOf(t, key)
 	reps, err := c.ReplicasOf(ctx, old)
 	if err != nil || len(reps) != 1 {

@@ -42,63 +42,18 @@ func RedisRefuse(addr, dataDir string, kind Refusal) (lift func() error, err err
 func refuseAt(addr, dataDir string, kind Refusal, probe string) (lift func() error, err error) {
 	switch kind {
 	case RefuseOOM:
-		policy, err := configGet(addr, "maxmemory-policy")
-		if err != nil {
-			return nil, err
-		}
-		if err := redisDoAll(addr, []string{"CONFIG", "SET", "maxmemory-policy", "noeviction"}, []string{"CONFIG", "SET", "maxmemory", "1"}); err != nil {
-			return nil, err
-		}
-		lift = func() error {
-			return redisDoAll(addr, []string{"CONFIG", "SET", "maxmemory", "0"}, []string{"CONFIG", "SET", "maxmemory-policy", policy})
-		}
+		lift, err = refuseOOM(addr)
 	case RefuseMISCONF:
-		// The snapshot's final name (dump.rdb, dbfilename's default; the setting itself is
-		// protected) is a directory: the child writes its temporary file, fails to rename it into
-		// place, and Redis records the failed save; with a save point set, writes are refused
-		// until a save succeeds or the operator says so.
-		final := filepath.Join(dataDir, "dump.rdb")
-		if err := os.Mkdir(final, 0o755); err != nil {
-			return nil, fmt.Errorf("a directory in place of the snapshot: %w", err)
-		}
-		if err := redisDoAll(addr, []string{"CONFIG", "SET", "save", "3600 1"}); err != nil {
-			_ = os.Remove(final)
-			return nil, err
-		}
-		lift = func() error {
-			err := redisDoAll(addr, []string{"CONFIG", "SET", "save", ""})
-			_ = os.RemoveAll(final)
-			matches, _ := filepath.Glob(filepath.Join(dataDir, "temp-*.rdb"))
-			for _, m := range matches {
-				_ = os.Remove(m)
-			}
-			return err
-		}
-		if err := waitSnapshotFailed(addr); err != nil {
-			_ = lift()
-			return nil, err
-		}
+		lift, err = refuseMISCONF(addr, dataDir)
 	case RefuseReadOnly:
-		if err := redisDoAll(addr, []string{"REPLICAOF", "127.0.0.1", "1"}); err != nil {
-			return nil, err
-		}
-		lift = func() error { return redisDoAll(addr, []string{"REPLICAOF", "NO", "ONE"}) }
+		lift, err = refuseReadOnly(addr)
 	case RefuseNoReplicas:
-		old, err := configGet(addr, "min-replicas-to-write")
-		if err != nil {
-			return nil, err
-		}
-		info, err := redisDo(addr, "INFO", "replication")
-		if err != nil {
-			return nil, err
-		}
-		replicas, _ := strconv.Atoi(infoFields(info)["connected_slaves"])
-		if err := redisDoAll(addr, []string{"CONFIG", "SET", "min-replicas-to-write", strconv.Itoa(replicas + 1)}); err != nil {
-			return nil, err
-		}
-		lift = func() error { return redisDoAll(addr, []string{"CONFIG", "SET", "min-replicas-to-write", old}) }
+		lift, err = refuseNoReplicas(addr)
 	default:
 		return nil, fmt.Errorf("unknown refusal %q", kind)
+	}
+	if err != nil {
+		return nil, err
 	}
 	// Refused now? A plain write must answer with the refusal's kind.
 	_, err = redisDo(addr, "SET", probe, "1")
@@ -107,6 +62,77 @@ func refuseAt(addr, dataDir string, kind Refusal, probe string) (lift func() err
 		return nil, fmt.Errorf("redis %s: a write of %s after the %s refusal answered %v, want %s", addr, probe, kind, err, want)
 	}
 	return lift, nil
+}
+
+// refuseOOM cuts maxmemory to 1 byte under noeviction; lift restores no limit and the policy.
+func refuseOOM(addr string) (lift func() error, err error) {
+	policy, err := configGet(addr, "maxmemory-policy")
+	if err != nil {
+		return nil, err
+	}
+	if err := redisDoAll(addr, []string{"CONFIG", "SET", "maxmemory-policy", "noeviction"}, []string{"CONFIG", "SET", "maxmemory", "1"}); err != nil {
+		return nil, err
+	}
+	return func() error {
+		return redisDoAll(addr, []string{"CONFIG", "SET", "maxmemory", "0"}, []string{"CONFIG", "SET", "maxmemory-policy", policy})
+	}, nil
+}
+
+// refuseMISCONF makes a snapshot fail with a save point set. The snapshot's final name
+// (dump.rdb, dbfilename's default; the setting itself is protected) is a directory: the child
+// writes its temporary file, fails to rename it into place, and Redis records the failed save;
+// with a save point set, writes are refused until a save succeeds or the operator says so.
+// lift removes the save point, the directory and the temporary files.
+func refuseMISCONF(addr, dataDir string) (lift func() error, err error) {
+	final := filepath.Join(dataDir, "dump.rdb")
+	if err := os.Mkdir(final, 0o755); err != nil {
+		return nil, fmt.Errorf("a directory in place of the snapshot: %w", err)
+	}
+	if err := redisDoAll(addr, []string{"CONFIG", "SET", "save", "3600 1"}); err != nil {
+		_ = os.Remove(final)
+		return nil, err
+	}
+	lift = func() error {
+		err := redisDoAll(addr, []string{"CONFIG", "SET", "save", ""})
+		_ = os.RemoveAll(final)
+		matches, _ := filepath.Glob(filepath.Join(dataDir, "temp-*.rdb"))
+		for _, m := range matches {
+			_ = os.Remove(m)
+		}
+		return err
+	}
+	if err := waitSnapshotFailed(addr); err != nil {
+		_ = lift()
+		return nil, err
+	}
+	return lift, nil
+}
+
+// refuseReadOnly makes the node a replica of a master that does not answer; lift makes it a
+// master again.
+func refuseReadOnly(addr string) (lift func() error, err error) {
+	if err := redisDoAll(addr, []string{"REPLICAOF", "127.0.0.1", "1"}); err != nil {
+		return nil, err
+	}
+	return func() error { return redisDoAll(addr, []string{"REPLICAOF", "NO", "ONE"}) }, nil
+}
+
+// refuseNoReplicas asks for one replica more than are connected before a write is taken; lift
+// restores min-replicas-to-write.
+func refuseNoReplicas(addr string) (lift func() error, err error) {
+	old, err := configGet(addr, "min-replicas-to-write")
+	if err != nil {
+		return nil, err
+	}
+	info, err := redisDo(addr, "INFO", "replication")
+	if err != nil {
+		return nil, err
+	}
+	replicas, _ := strconv.Atoi(infoFields(info)["connected_slaves"])
+	if err := redisDoAll(addr, []string{"CONFIG", "SET", "min-replicas-to-write", strconv.Itoa(replicas + 1)}); err != nil {
+		return nil, err
+	}
+	return func() error { return redisDoAll(addr, []string{"CONFIG", "SET", "min-replicas-to-write", old}) }, nil
 }
 
 // waitSnapshotFailed asks the Redis at addr for a snapshot until one has failed (a save in

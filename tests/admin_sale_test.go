@@ -13,6 +13,7 @@ import (
 	"github.com/flashsale/flashsale/services/purchase"
 	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
+	"github.com/flashsale/flashsale/testenv"
 )
 
 // Issue 9's sale administration: PATCH, pause, resume, end and warm.
@@ -63,35 +64,7 @@ func TestAdminEditUpcomingSale(t *testing.T) {
 		t.Errorf("created sale = %s; want its description and image", got.Raw)
 	}
 
-	// Refusals change nothing, not even their valid fields.
-	bad := []map[string]any{
-		{"name": "x", "purchaseLimit": "per-shopper"},
-		{"name": "x", "endsAt": start.Add(-time.Minute).UTC().Format(time.RFC3339)},
-		{"name": "x", "endsAt": start.Add(31 * 24 * time.Hour).UTC().Format(time.RFC3339)},
-		{"name": "x", "paymentWindowSeconds": 0},
-		{"name": "x", "currency": "GBP"},
-		{"name": "  "},
-		{"name": "x", "description": strings.Repeat("d", 2001)},
-		{"name": "x", "items": []map[string]any{{"itemId": strconv.FormatInt(a, 10), "quantity": 0}}},
-		{"name": "x", "items": []map[string]any{{"itemId": strconv.FormatInt(a, 10), "priceCents": -1}}},
-		{"name": "x", "items": []map[string]any{{"itemId": strconv.FormatInt(a, 10), "imageUrl": "http://img.example/a.png"}}},
-		{"name": "x", "items": []map[string]any{{"itemId": "999999999", "quantity": 2}}},
-		{"name": "x", "items": []map[string]any{{"name": "no price", "quantity": 2}}},
-		{"name": "x", "startsAt": "tomorrow"},
-	}
-	for i, body := range bad {
-		wantAdminCode(t, fmt.Sprintf("bad edit %d", i), h.patchSale(merchant, s.sale, body), http.StatusBadRequest, shop.CodeInvalidInput)
-	}
-	var many []map[string]any
-	for i := 0; i < 49; i++ {
-		many = append(many, map[string]any{"name": fmt.Sprintf("n%d", i), "priceCents": 1, "quantity": 1})
-	}
-	wantAdminCode(t, "51 items", h.patchSale(merchant, s.sale, map[string]any{"items": many}), http.StatusBadRequest, shop.CodeInvalidInput)
-	wantAdminCode(t, "another merchant's sale", h.patchSale(h.token(9001, auth.RoleMerchant), s.sale, map[string]any{"name": "mine"}),
-		http.StatusNotFound, shop.CodeNotFound)
-	if got := h.do("GET", fmt.Sprintf("/api/flash-sales/%d", s.sale), "", nil); got.str("name") != "test sale" {
-		t.Errorf("after refusals the sale is %s", got.Raw)
-	}
+	checkRefusedEditsChangeNothing(t, h, merchant, s, start)
 
 	// Every field at once, before the start.
 	newStart := start.Add(time.Hour)
@@ -136,11 +109,47 @@ func TestAdminEditUpcomingSale(t *testing.T) {
 	h.checkInvariants(s)
 }
 
+// checkRefusedEditsChangeNothing: refusals change nothing, not even their valid fields (bad
+// values, 51 items, another merchant's sale).
+func checkRefusedEditsChangeNothing(t *testing.T, h *harness, merchant string, s saleIDs, start time.Time) {
+	t.Helper()
+	a := s.items[0]
+	// Refusals change nothing, not even their valid fields.
+	bad := []map[string]any{
+		{"name": "x", "purchaseLimit": "per-shopper"},
+		{"name": "x", "endsAt": start.Add(-time.Minute).UTC().Format(time.RFC3339)},
+		{"name": "x", "endsAt": start.Add(31 * 24 * time.Hour).UTC().Format(time.RFC3339)},
+		{"name": "x", "paymentWindowSeconds": 0},
+		{"name": "x", "currency": "GBP"},
+		{"name": "  "},
+		{"name": "x", "description": strings.Repeat("d", 2001)},
+		{"name": "x", "items": []map[string]any{{"itemId": strconv.FormatInt(a, 10), "quantity": 0}}},
+		{"name": "x", "items": []map[string]any{{"itemId": strconv.FormatInt(a, 10), "priceCents": -1}}},
+		{"name": "x", "items": []map[string]any{{"itemId": strconv.FormatInt(a, 10), "imageUrl": "http://img.example/a.png"}}},
+		{"name": "x", "items": []map[string]any{{"itemId": "999999999", "quantity": 2}}},
+		{"name": "x", "items": []map[string]any{{"name": "no price", "quantity": 2}}},
+		{"name": "x", "startsAt": "tomorrow"},
+	}
+	for i, body := range bad {
+		wantAdminCode(t, fmt.Sprintf("bad edit %d", i), h.patchSale(merchant, s.sale, body), http.StatusBadRequest, shop.CodeInvalidInput)
+	}
+	var many []map[string]any
+	for i := 0; i < 49; i++ {
+		many = append(many, map[string]any{"name": fmt.Sprintf("n%d", i), "priceCents": 1, "quantity": 1})
+	}
+	wantAdminCode(t, "51 items", h.patchSale(merchant, s.sale, map[string]any{"items": many}), http.StatusBadRequest, shop.CodeInvalidInput)
+	wantAdminCode(t, "another merchant's sale", h.patchSale(h.token(9001, auth.RoleMerchant), s.sale, map[string]any{"name": "mine"}),
+		http.StatusNotFound, shop.CodeNotFound)
+	if got := h.do("GET", fmt.Sprintf("/api/flash-sales/%d", s.sale), "", nil); got.str("name") != "test sale" {
+		t.Errorf("after refusals the sale is %s", got.Raw)
+	}
+}
+
 func TestAdminEditStartedSale(t *testing.T) {
 	h := newHarness(t, harnessOpts{})
 	merchant := h.token(9000, auth.RoleMerchant)
 	s := h.liveSale(3, 2)
-	a, b := s.items[0], s.items[1]
+	a := s.items[0]
 	id := func(n int64) string { return strconv.FormatInt(n, 10) }
 
 	wantAdminCode(t, "move a started sale's start", h.patchSale(merchant, s.sale, map[string]any{"startsAt": time.Now().Add(time.Hour).UTC().Format(time.RFC3339)}),
@@ -161,6 +170,34 @@ func TestAdminEditStartedSale(t *testing.T) {
 	wantAdminCode(t, "below units sold", h.patchSale(merchant, s.sale, map[string]any{"items": []map[string]any{{"itemId": id(a), "quantity": 1}}}),
 		http.StatusConflict, shop.CodeQuantityTooLow)
 
+	checkInFlightHoldsTheQuantity(t, h, merchant, s)
+
+	// Raising a sold-out item's quantity: Redis follows and a purchase works.
+	tok := h.token(5, auth.RoleShopper)
+	if r := h.buy(tok, a, h.purchaseToken(tok, s.sale)); r.Status != http.StatusAccepted {
+		t.Fatalf("third unit: %d %s", r.Status, r.Raw)
+	}
+	tok6 := h.token(6, auth.RoleShopper)
+	wantAdminCode(t, "sold out", h.buy(tok6, a, h.purchaseToken(tok6, s.sale)), http.StatusGone, shop.CodeSoldOut)
+	if r := h.patchSale(merchant, s.sale, map[string]any{"items": []map[string]any{{"itemId": id(a), "quantity": 5}}}); r.Status != http.StatusOK {
+		t.Fatalf("raise quantity: %d %s", r.Status, r.Raw)
+	}
+	if got := h.redisStock(s, a); got != 2 {
+		t.Errorf("redis stock a after raising to 5 with 3 sold = %d, want 2", got)
+	}
+	if r := h.buy(tok6, a, h.purchaseToken(tok6, s.sale)); r.Status != http.StatusAccepted {
+		t.Fatalf("buy after raising the quantity: %d %s", r.Status, r.Raw)
+	}
+	h.checkInvariants(s)
+}
+
+// checkInFlightHoldsTheQuantity: both units of item b held by reservations in flight (not in
+// Postgres yet): b cannot go to 1, and the refused edit changes nothing; the reservations are
+// released after.
+func checkInFlightHoldsTheQuantity(t *testing.T, h *harness, merchant string, s saleIDs) {
+	t.Helper()
+	b := s.items[1]
+	id := func(n int64) string { return strconv.FormatInt(n, 10) }
 	// Both units of b held by reservations in flight (not in Postgres yet): b cannot go to 1.
 	ctx := context.Background()
 	exp, _ := h.app.Stock.Now(ctx)
@@ -186,24 +223,6 @@ func TestAdminEditStartedSale(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-
-	// Raising a sold-out item's quantity: Redis follows and a purchase works.
-	tok := h.token(5, auth.RoleShopper)
-	if r := h.buy(tok, a, h.purchaseToken(tok, s.sale)); r.Status != http.StatusAccepted {
-		t.Fatalf("third unit: %d %s", r.Status, r.Raw)
-	}
-	tok6 := h.token(6, auth.RoleShopper)
-	wantAdminCode(t, "sold out", h.buy(tok6, a, h.purchaseToken(tok6, s.sale)), http.StatusGone, shop.CodeSoldOut)
-	if r := h.patchSale(merchant, s.sale, map[string]any{"items": []map[string]any{{"itemId": id(a), "quantity": 5}}}); r.Status != http.StatusOK {
-		t.Fatalf("raise quantity: %d %s", r.Status, r.Raw)
-	}
-	if got := h.redisStock(s, a); got != 2 {
-		t.Errorf("redis stock a after raising to 5 with 3 sold = %d, want 2", got)
-	}
-	if r := h.buy(tok6, a, h.purchaseToken(tok6, s.sale)); r.Status != http.StatusAccepted {
-		t.Fatalf("buy after raising the quantity: %d %s", r.Status, r.Raw)
-	}
-	h.checkInvariants(s)
 }
 
 func TestAdminPauseResumeOnTwoInstances(t *testing.T) {
@@ -293,13 +312,10 @@ func TestSaleChangeNoticeReachesOtherInstances(t *testing.T) {
 	if r := h1.patchSale(merchant, s.sale, map[string]any{"name": "Renamed on instance 1"}); r.Status != http.StatusOK {
 		t.Fatalf("rename: %d %s", r.Status, r.Raw)
 	}
+	// within waits for a notice between instances, which should take milliseconds
 	within := func(what string, d time.Duration, ok func() bool) {
 		t.Helper()
-		for deadline := time.Now().Add(d); !ok(); time.Sleep(10 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not within %v", what, d)
-			}
-		}
+		testenv.EventuallyEvery(t, d, 10*time.Millisecond, what, testenv.Until(ok, "not yet"))
 	}
 	within("the rename on instance 2", time.Second, func() bool { return h2.do("GET", path, "", nil).str("name") == "Renamed on instance 1" })
 

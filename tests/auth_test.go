@@ -71,38 +71,14 @@ func TestEdgeRefusesCrossSiteAndNonJSON(t *testing.T) {
 	wantCode(t, "empty text/plain logout", h.rawPost("/api/auth/logout", "", "Content-Type", "text/plain"), 415, "UNSUPPORTED_MEDIA_TYPE")
 	wantCode(t, "text/plain merchant POST", h.rawPost("/api/admin/sales", "{}", "Content-Type", "text/plain", "Authorization", "Bearer "+h.token(9000, auth.RoleMerchant)), 415, "UNSUPPORTED_MEDIA_TYPE")
 
-	// Another site, by Origin or by Sec-Fetch-Site, even with a JSON body.
-	for name, hdr := range map[string][]string{
-		"foreign Origin":           {"Origin", "https://evil.example"},
-		"Origin of another port":   {"Origin", "http://127.0.0.1:1"},
-		"Origin null":              {"Origin", "null"},
-		"Sec-Fetch-Site cross":     {"Sec-Fetch-Site", "cross-site"},
-		"Sec-Fetch-Site same-site": {"Sec-Fetch-Site", "same-site"},
-	} {
-		wantCode(t, name+" login", h.rawPost("/api/auth/login", login, append([]string{"Content-Type", "application/json"}, hdr...)...), 403, "CSRF")
-		wantCode(t, name+" register", h.rawPost("/api/auth/register", reg, append([]string{"Content-Type", "application/json"}, hdr...)...), 403, "CSRF")
-	}
-	if n := h.sqlInt(`SELECT count(*) FROM users WHERE username = 'mallory'`); n != 0 {
-		t.Errorf("a refused registration created the account")
-	}
+	checkCrossSiteRefused(t, h, login, reg)
 
 	// This site's own page: passes; the browser gets cookies, not the token in the body.
 	r := h.rawPost("/api/auth/login", login, "Content-Type", "application/json; charset=utf-8", "Origin", own, "Sec-Fetch-Site", "same-origin")
 	if r.Status != 200 || strings.Contains(r.Raw, `"token"`) || !strings.Contains(r.Raw, `"role":"shopper"`) || !strings.Contains(r.Raw, `"userId":"`) {
 		t.Fatalf("same-origin browser login: %d %s, want 200 with role and userId, no token", r.Status, r.Raw)
 	}
-	var session, csrf string
-	for _, ck := range (&http.Response{Header: r.Header}).Cookies() {
-		switch ck.Name {
-		case "fs_session":
-			session = ck.Value
-		case "fs_csrf":
-			csrf = ck.Value
-		}
-	}
-	if session == "" || csrf == "" {
-		t.Fatalf("browser login set no session cookies: %v", r.Header.Values("Set-Cookie"))
-	}
+	session, csrf := sessionCookiesOf(t, r)
 	// An API client (neither header) still gets {"token","role"}.
 	if r := h.do("POST", "/api/auth/login", "", map[string]string{"username": "victor", "password": "victor-pass"}); r.Status != 200 || r.str("token") == "" || r.str("role") != "shopper" {
 		t.Errorf("API login: %d %s, want the token", r.Status, r.Raw)
@@ -119,6 +95,43 @@ func TestEdgeRefusesCrossSiteAndNonJSON(t *testing.T) {
 		t.Errorf("same-origin cookie POST with X-CSRF-Token: %d %s", r.Status, r.Raw)
 	}
 	wantCode(t, "cross-site cookie POST with X-CSRF-Token", h.rawPost(captcha, "{}", "Content-Type", "application/json", "Origin", "https://evil.example", "Cookie", cookie, "X-CSRF-Token", csrf), 403, "CSRF")
+}
+
+// checkCrossSiteRefused: another site, by Origin or by Sec-Fetch-Site, even with a JSON body, is
+// refused (403 CSRF) on login and registration, and the refused registration creates nothing.
+func checkCrossSiteRefused(t *testing.T, h *harness, login, reg string) {
+	t.Helper()
+	// Another site, by Origin or by Sec-Fetch-Site, even with a JSON body.
+	for name, hdr := range map[string][]string{
+		"foreign Origin":           {"Origin", "https://evil.example"},
+		"Origin of another port":   {"Origin", "http://127.0.0.1:1"},
+		"Origin null":              {"Origin", "null"},
+		"Sec-Fetch-Site cross":     {"Sec-Fetch-Site", "cross-site"},
+		"Sec-Fetch-Site same-site": {"Sec-Fetch-Site", "same-site"},
+	} {
+		wantCode(t, name+" login", h.rawPost("/api/auth/login", login, append([]string{"Content-Type", "application/json"}, hdr...)...), 403, "CSRF")
+		wantCode(t, name+" register", h.rawPost("/api/auth/register", reg, append([]string{"Content-Type", "application/json"}, hdr...)...), 403, "CSRF")
+	}
+	if n := h.sqlInt(`SELECT count(*) FROM users WHERE username = 'mallory'`); n != 0 {
+		t.Errorf("a refused registration created the account")
+	}
+}
+
+// sessionCookiesOf is the session and CSRF cookies a browser login set; none is a failure.
+func sessionCookiesOf(t *testing.T, r response) (session, csrf string) {
+	t.Helper()
+	for _, ck := range (&http.Response{Header: r.Header}).Cookies() {
+		switch ck.Name {
+		case "fs_session":
+			session = ck.Value
+		case "fs_csrf":
+			csrf = ck.Value
+		}
+	}
+	if session == "" || csrf == "" {
+		t.Fatalf("browser login set no session cookies: %v", r.Header.Values("Set-Cookie"))
+	}
+	return session, csrf
 }
 
 // Issue 10, point 2: the registration captcha. Its challenge is bound to registration: answered
@@ -270,41 +283,24 @@ func TestAuthRateLimits(t *testing.T) {
 	login := func(user, ip string) response {
 		return h.do("POST", "/api/auth/login", "", map[string]string{"username": user, "password": "guess guess"}, "X-Forwarded-For", ip)
 	}
-	// Until limited, each failed guess is 401; then 429 with Retry-After.
-	limited := func(what string, n int, try func(i int) response) {
-		t.Helper()
-		for i := range n {
-			r := try(i)
-			if r.Status == 429 {
-				if r.str("error") != "RATE_LIMITED" || r.Header.Get("Retry-After") == "" {
-					t.Errorf("%s: 429 without RATE_LIMITED and Retry-After: %v %s", what, r.Header, r.Raw)
-				}
-				if i < 3 {
-					t.Errorf("%s: limited after %d requests already", what, i)
-				}
-				return
-			}
-		}
-		t.Errorf("%s: %d requests, never 429", what, n)
-	}
 	// One address guessing many accounts.
-	limited("one IPv4 address", 40, func(i int) response { return login(fmt.Sprintf("user%d", i), "198.51.100.7") })
+	wantLimited(t, "one IPv4 address", 40, func(i int) response { return login(fmt.Sprintf("user%d", i), "198.51.100.7") })
 	// One account guessed from many addresses: the username's global cap (issue 18, item 9:
 	// above what one address may spend on it, AuthUserClientLimit).
-	limited("one username", 2*limits.AuthUsernameLimit.Burst, func(i int) response { return login("Target", fmt.Sprintf("203.0.113.%d", i+1)) })
+	wantLimited(t, "one username", 2*limits.AuthUsernameLimit.Burst, func(i int) response { return login("Target", fmt.Sprintf("203.0.113.%d", i+1)) })
 	if r := login("target", "203.0.113.200"); r.Status != 429 {
 		t.Errorf("the username's bucket ignores case: %d %s", r.Status, r.Raw)
 	}
 	// Many addresses of one IPv6 /64 are one client; another /64 is another.
-	limited("one IPv6 /64", 40, func(i int) response { return login(fmt.Sprintf("six%d", i), fmt.Sprintf("2001:db8:1:2::%x", i+1)) })
+	wantLimited(t, "one IPv6 /64", 40, func(i int) response { return login(fmt.Sprintf("six%d", i), fmt.Sprintf("2001:db8:1:2::%x", i+1)) })
 	if r := login("someone", "2001:db8:1:3::1"); r.Status != 401 {
 		t.Errorf("another /64: %d %s, want 401", r.Status, r.Raw)
 	}
 	// Registration and its captcha, per address.
-	limited("registrations", 40, func(i int) response {
+	wantLimited(t, "registrations", 40, func(i int) response {
 		return h.do("POST", "/api/auth/register", "", map[string]string{"username": fmt.Sprintf("new%d", i), "password": "password 123", "captchaId": "c", "answer": "test"}, "X-Forwarded-For", "198.51.100.9")
 	})
-	limited("registration captchas", 60, func(int) response {
+	wantLimited(t, "registration captchas", 60, func(int) response {
 		return h.do("POST", "/api/auth/captcha", "", nil, "X-Forwarded-For", "198.51.100.10")
 	})
 
@@ -325,6 +321,25 @@ func TestAuthRateLimits(t *testing.T) {
 			t.Fatalf("FLASHSALE_RATE_LIMITS=off, login #%d: %d %s", i+1, r.Status, r.Raw)
 		}
 	}
+}
+
+// wantLimited calls try up to n times: until limited, each failed guess is 401; then 429 with
+// Retry-After, not before the fourth request. Never limited is a failure.
+func wantLimited(t *testing.T, what string, n int, try func(i int) response) {
+	t.Helper()
+	for i := range n {
+		r := try(i)
+		if r.Status == 429 {
+			if r.str("error") != "RATE_LIMITED" || r.Header.Get("Retry-After") == "" {
+				t.Errorf("%s: 429 without RATE_LIMITED and Retry-After: %v %s", what, r.Header, r.Raw)
+			}
+			if i < 3 {
+				t.Errorf("%s: limited after %d requests already", what, i)
+			}
+			return
+		}
+	}
+	t.Errorf("%s: %d requests, never 429", what, n)
 }
 
 // Issue 18, item 9: guessing an account's password from one address spends that address's
@@ -407,17 +422,12 @@ func TestLogoutEndsSession(t *testing.T) {
 	for i, inst := range []*harness{h, second} {
 		wantCode(t, fmt.Sprintf("the other spelling after logout, instance %d", i+1), inst.do("GET", "/api/auth/me", flipped, nil), 401, "UNAUTHENTICATED")
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		r := second.do("GET", "/api/auth/me", tok, nil)
-		if r.Status == 401 {
-			break
+	testenv.Eventually(t, 5*time.Second, "the other instance refuses the logged-out token", func() error {
+		if r := second.do("GET", "/api/auth/me", tok, nil); r.Status != 401 {
+			return fmt.Errorf("it still takes it: %d %s", r.Status, r.Raw)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the other instance still takes the logged-out token: %d %s", r.Status, r.Raw)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	// Another session of the same user lives on.
 	if r := second.do("GET", "/api/auth/me", other, nil); r.Status != 200 {
 		t.Errorf("another session of the user: %d %s", r.Status, r.Raw)

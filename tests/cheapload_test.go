@@ -17,6 +17,7 @@ import (
 	"github.com/flashsale/flashsale/services/catalog"
 	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
+	"github.com/flashsale/flashsale/testenv"
 )
 
 // The home page and GET /api/flash-sales share one read of the listing a second: a crowd on
@@ -25,23 +26,7 @@ func TestListingDoesNotQueryPostgresPerRequest(t *testing.T) {
 	h := newHarness(t, harnessOpts{env: map[string]string{"FLASHSALE_KEEPER_INTERVAL": "1h"}})
 	first := h.liveSale(1)
 
-	// Count the listing's queries: those of the sales table with the listing's page size (the
-	// keeper pages through the sales too, by 500).
-	var queries atomic.Int64
-	err := h.app.DB.Gorm().Callback().Query().After("gorm:query").Register("test:count_listing", func(db *gorm.DB) {
-		if db.Statement.Table != "sales" || !strings.Contains(db.Statement.SQL.String(), "ends_at >") {
-			return
-		}
-		for _, v := range db.Statement.Vars {
-			if v == any(catalog.SalesPage+1) {
-				queries.Add(1)
-				return
-			}
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	queries := countListingQueries(t, h)
 
 	get := func(path string) (int, string) {
 		resp, err := h.client.Get(h.srv.URL + path)
@@ -83,17 +68,37 @@ func TestListingDoesNotQueryPostgresPerRequest(t *testing.T) {
 
 	// The cache is short: a new sale shows within about a second.
 	second := h.liveSale(1)
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testenv.Eventually(t, 5*time.Second, fmt.Sprintf("sale %d listed after its creation", second.sale), func() error {
 		_, body := get("/api/flash-sales")
 		if strings.Contains(body, fmt.Sprintf(`"%d"`, second.sale)) && strings.Contains(body, fmt.Sprintf(`"%d"`, first.sale)) {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("sale %d not listed 5s after its creation: %s", second.sale, body)
+		return fmt.Errorf("listing %s", body)
+	})
+}
+
+// countListingQueries counts the listing's queries from now on: those of the sales table with the
+// listing's page size (the keeper pages through the sales too, by 500).
+func countListingQueries(t *testing.T, h *harness) *atomic.Int64 {
+	t.Helper()
+	// Count the listing's queries: those of the sales table with the listing's page size (the
+	// keeper pages through the sales too, by 500).
+	var queries atomic.Int64
+	err := h.app.DB.Gorm().Callback().Query().After("gorm:query").Register("test:count_listing", func(db *gorm.DB) {
+		if db.Statement.Table != "sales" || !strings.Contains(db.Statement.SQL.String(), "ends_at >") {
+			return
 		}
-		time.Sleep(100 * time.Millisecond)
+		for _, v := range db.Statement.Vars {
+			if v == any(catalog.SalesPage+1) {
+				queries.Add(1)
+				return
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
+	return &queries
 }
 
 // The writer has its own Postgres pool: with every connection of the public pool taken (a
@@ -142,18 +147,14 @@ func TestWriterKeepsItsOwnPoolWhenThePublicOneIsExhausted(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer check.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testenv.Eventually(t, 10*time.Second, fmt.Sprintf("order %s written after the writer started, with the public pool exhausted", orderID), func() error {
 		var status string
 		if err := check.Gorm().Raw(`SELECT status FROM orders WHERE id = ?`, orderID).Scan(&status).Error; err != nil {
 			t.Fatal(err)
 		}
-		if status == shop.StatusPending {
-			return
+		if status != shop.StatusPending {
+			return fmt.Errorf("status %q", status)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("order %s not written 10s after the writer started, with the public pool exhausted (status %q)", orderID, status)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 }

@@ -27,6 +27,17 @@ import (
 // e2eAdminShots is where the screenshots of the dashboard go (created if missing).
 const e2eAdminShots = "../docs/screenshots"
 
+// adminDashboard is the state of TestE2EAdminDashboard: the merchant's tab, the merchant, its
+// older USD sale (whose first item drifts) and where the screenshots go.
+type adminDashboard struct {
+	t          *testing.T
+	h          *harness
+	b          *e2eTab
+	merchantID int64
+	older      saleIDs
+	dir        string
+}
+
 func TestE2EAdminDashboard(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -39,12 +50,13 @@ func TestE2EAdminDashboard(t *testing.T) {
 	if err != nil {
 		t.Fatalf("add the merchant: %v", err)
 	}
+	merchantID := m.ID
 
 	// Two earlier sales of this merchant, so the list is long enough to scroll: an older one
 	// in USD whose first item drifts (a unit too many in Redis), and one in EUR.
-	older := e2eMerchantSale(h, m.ID, "Older USD sale", "USD", map[string]int64{"Mug": 1250})
+	older := e2eMerchantSale(h, merchantID, "Older USD sale", "USD", map[string]int64{"Mug": 1250})
 	h.app.Redis.IncrBy(ctx, store.StockKey(older.sale, older.items[0]), 1)
-	e2eMerchantSale(h, m.ID, "Euro sale", "EUR", map[string]int64{"Scarf": 4500})
+	e2eMerchantSale(h, merchantID, "Euro sale", "EUR", map[string]int64{"Scarf": 4500})
 
 	browserCtx := startE2EBrowser(t, ctx)
 	b := openE2ETab(t, browserCtx, "merchant")
@@ -63,6 +75,21 @@ func TestE2EAdminDashboard(t *testing.T) {
 		b.errorf("terms of the newest sale = %q", got)
 	}
 
+	c := &adminDashboard{t: t, h: h, b: b, merchantID: merchantID, older: older}
+
+	c.refusedInTheMerchantsWords()
+	c.createWithDecimalPrices()
+	c.stockOnTheDesktop()
+	c.stockOnAPhone()
+	b.checkConsole()
+}
+
+// refusedInTheMerchantsWords: a refusal in the merchant's words, next to its field: an end in the
+// past (checked here), then an item name too long for the server (checked there, on the second
+// item); nothing is created.
+func (c *adminDashboard) refusedInTheMerchantsWords() {
+	t, h, b, merchantID := c.t, c.h, c.b, c.merchantID
+	t.Helper()
 	// 10. A refusal in the merchant's words, next to its field: an end in the past (checked
 	// here), then an item name too long for the server (checked there, on the second item).
 	past := time.Now().Add(-2 * time.Hour)
@@ -98,10 +125,17 @@ func TestE2EAdminDashboard(t *testing.T) {
 		  return e.shown(err) && e.text(err) === 'The item name is too long: at most 200 characters.'
 		    && r.querySelector('[name="itemName"]').getAttribute('aria-invalid') === 'true'
 		    && e.text(r.querySelector('[data-testid="item-number"]')) === '2' && e.text(e.q('form-status')) === 'Check the fields marked in red.'; })()`)
-	if n := h.sqlInt(`SELECT count(*) FROM sales WHERE merchant_id = ?`, m.ID); n != 2 {
+	if n := h.sqlInt(`SELECT count(*) FROM sales WHERE merchant_id = ?`, merchantID); n != 2 {
 		t.Fatalf("sales of the merchant after two refusals = %d, want 2", n)
 	}
 
+}
+
+// createWithDecimalPrices: the decimal price round trip: 19.99 in CNY is stored as 1999 fen and
+// shown ¥19.99.
+func (c *adminDashboard) createWithDecimalPrices() {
+	t, h, b := c.t, c.h, c.b
+	t.Helper()
 	// 9. The decimal price round trip: 19.99 in CNY is stored as 1999 fen and shown ¥19.99.
 	b.do("shorten the second item's name and create the sale",
 		chromedp.Evaluate[chromedp.Void](`(() => { const i = document.querySelectorAll('[data-testid="item-rows"] [name="itemName"]')[1];
@@ -125,6 +159,13 @@ func TestE2EAdminDashboard(t *testing.T) {
 		b.errorf("message after creating = %q", msg)
 	}
 
+}
+
+// stockOnTheDesktop: at desktop width the panel opens where the merchant looks: the older sale, at
+// the bottom of the list, its entry's top in view and the panel inside it, a plain table.
+func (c *adminDashboard) stockOnTheDesktop() {
+	t, b, older := c.t, c.b, c.older
+	t.Helper()
 	// 11 at desktop width: the panel opens where the merchant looks. Pick the older sale, at
 	// the bottom of the list: its entry's top is in view and the panel is inside it.
 	b.do("open the older sale's live stock", chromedp.Click(fmt.Sprintf(`[data-testid="show-stock"][data-sale-id="%d"]`, older.sale)))
@@ -139,9 +180,16 @@ func TestE2EAdminDashboard(t *testing.T) {
 	if desktop.Table != "table" || desktop.Head != "table-header-group" || desktop.Overflow {
 		b.errorf("desktop stock table: display %q, head %q, page wider than the window %v; want a plain table", desktop.Table, desktop.Head, desktop.Overflow)
 	}
-	dir := e2eShotDir(t)
+	c.dir = e2eShotDir(t)
+	dir := c.dir
 	b.screenshot(dir, "admin-desktop.png", "")
 
+}
+
+// stockOnAPhone: on a 390-pixel phone the stock table stacks, every value on screen, the drift
+// in view; the form's items are boxes holding their own Remove button.
+func (c *adminDashboard) stockOnAPhone() {
+	b, older, dir := c.b, c.older, c.dir
 	// 11 on a 390-pixel phone: the stock table stacks, every value on screen; the form's items
 	// are boxes holding their own Remove button.
 	b.do("a 390-pixel phone", chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2)))
@@ -191,7 +239,6 @@ func TestE2EAdminDashboard(t *testing.T) {
 	}
 	b.do("add an item on the phone", chromedp.Click(e2eTestID("add-item")))
 	b.screenshot(dir, "admin-phone.png", "")
-	b.checkConsole()
 }
 
 // e2eStockInView is a JavaScript condition: the stock panel is open inside the given sale's

@@ -14,6 +14,7 @@ import (
 	"github.com/chromedp/cdproto/fetch"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
+	"github.com/flashsale/flashsale/testenv"
 )
 
 // The browser tests of the shopper's honest page (issue 9, items 5 and 6), on a desktop and on
@@ -125,7 +126,53 @@ func queueFlow(t *testing.T, browserCtx context.Context, v e2eViewport, dir stri
 	b.solveCaptcha()
 	b.do("click Buy", chromedp.Click(e2eBuyButton(item)))
 
-	// Third in line: two orders of the sale were reserved before it and none is recorded.
+	orderID := checkThirdInLine(t, h, b, item)
+	if v.name == "desktop" {
+		// Over three Retry-Afters the page asks about the order no sooner than it is told to.
+		b.do("let the page poll the queued order", chromedp.Sleep(3*e2eRetryAfter+500*time.Millisecond))
+		times := polls.of(orderID)
+		if len(times) < 3 {
+			b.fatalf("the sale page asked for the queued order's status %d times in %v, want it to keep polling", len(times), 3*e2eRetryAfter)
+		}
+		checkPollGaps(t, "sale page", times)
+	}
+	b.do("scroll to the top", chromedp.Evaluate[chromedp.Void](`window.scrollTo(0, 0)`))
+	b.screenshot(dir, "queue-sale-"+v.name+".png", "")
+
+	// The order page says the same.
+	salePolls := len(polls.of(orderID))
+	b.do("open the order page", chromedp.Navigate(h.srv.URL+"/orders/"+orderID))
+	b.waitFor("the order page shows the place in line", 10*time.Second,
+		`e.q('order-status').getAttribute('data-status') === 'QUEUED' && e.shown(e.q('order-queue')) && /^You are number 3 in line, about \d+ seconds?\.$/.test(e.text(e.q('order-queue')))`)
+	b.screenshot(dir, "queue-order-"+v.name+".png", "")
+
+	// The writer starts: the order is recorded, the place in line goes, and it can be paid.
+	h.app.Start(context.Background(), true, false)
+	b.waitFor("the order is recorded and the queue line is gone", 15*time.Second,
+		`e.q('order-status').getAttribute('data-status') === 'PENDING' && !e.shown(e.q('order-queue')) && e.shown(e.q('pay-button'))`)
+	if got := h.sqlInt(`SELECT count(*) FROM orders WHERE id = ? AND user_id = ? AND status = 'PENDING'`, orderID, uid); got != 1 {
+		t.Errorf("order %s of user %d PENDING in postgres: %d rows, want 1", orderID, uid, got)
+	}
+	if v.name == "desktop" {
+		checkPollGaps(t, "order page", polls.of(orderID)[salePolls:]) // a new document: its own polls
+	}
+
+	// The shopper pays: the order is PAID on the page and in Postgres.
+	b.do("pay", chromedp.Click(e2eTestID("pay-button")))
+	b.waitFor("the order is paid", 10*time.Second,
+		`e.q('order-status').getAttribute('data-status') === 'PAID' && !e.shown(e.q('pay-button'))`)
+	if got := h.sqlInt(`SELECT count(*) FROM orders WHERE id = ? AND status = 'PAID' AND paid_at IS NOT NULL`, orderID); got != 1 {
+		t.Errorf("order %s PAID in postgres: %d rows, want 1", orderID, got)
+	}
+	b.checkConsole()
+	h.checkInvariants(s)
+}
+
+// checkThirdInLine: the order box shows the order third in line (two orders of the sale were
+// reserved before it and none is recorded), Confirming, and the item Ordered. It returns the
+// order's id.
+func checkThirdInLine(t *testing.T, h *harness, b *e2eTab, item int64) string {
+	t.Helper()
 	queueRe := regexp.MustCompile(`^You are number 3 in line, about \d+ seconds?\.$`)
 	raw := b.waitFor("the order box shows the place in line", 15*time.Second,
 		`(() => { const o = document.querySelector('[data-testid="sale-order-list"] > [data-testid="order"]');
@@ -143,45 +190,7 @@ func queueFlow(t *testing.T, browserCtx context.Context, v e2eViewport, dir stri
 	if it := b.itemView(item); it.Button != "Ordered" || !it.Disabled {
 		b.fatalf("the item after buying it: %+v, want a disabled \"Ordered\"", it)
 	}
-	if v.name == "desktop" {
-		// Over three Retry-Afters the page asks about the order no sooner than it is told to.
-		b.do("let the page poll the queued order", chromedp.Sleep(3*e2eRetryAfter+500*time.Millisecond))
-		times := polls.of(boxed.ID)
-		if len(times) < 3 {
-			b.fatalf("the sale page asked for the queued order's status %d times in %v, want it to keep polling", len(times), 3*e2eRetryAfter)
-		}
-		checkPollGaps(t, "sale page", times)
-	}
-	b.do("scroll to the top", chromedp.Evaluate[chromedp.Void](`window.scrollTo(0, 0)`))
-	b.screenshot(dir, "queue-sale-"+v.name+".png", "")
-
-	// The order page says the same.
-	salePolls := len(polls.of(boxed.ID))
-	b.do("open the order page", chromedp.Navigate(h.srv.URL+"/orders/"+boxed.ID))
-	b.waitFor("the order page shows the place in line", 10*time.Second,
-		`e.q('order-status').getAttribute('data-status') === 'QUEUED' && e.shown(e.q('order-queue')) && /^You are number 3 in line, about \d+ seconds?\.$/.test(e.text(e.q('order-queue')))`)
-	b.screenshot(dir, "queue-order-"+v.name+".png", "")
-
-	// The writer starts: the order is recorded, the place in line goes, and it can be paid.
-	h.app.Start(context.Background(), true, false)
-	b.waitFor("the order is recorded and the queue line is gone", 15*time.Second,
-		`e.q('order-status').getAttribute('data-status') === 'PENDING' && !e.shown(e.q('order-queue')) && e.shown(e.q('pay-button'))`)
-	if got := h.sqlInt(`SELECT count(*) FROM orders WHERE id = ? AND user_id = ? AND status = 'PENDING'`, boxed.ID, uid); got != 1 {
-		t.Errorf("order %s of user %d PENDING in postgres: %d rows, want 1", boxed.ID, uid, got)
-	}
-	if v.name == "desktop" {
-		checkPollGaps(t, "order page", polls.of(boxed.ID)[salePolls:]) // a new document: its own polls
-	}
-
-	// The shopper pays: the order is PAID on the page and in Postgres.
-	b.do("pay", chromedp.Click(e2eTestID("pay-button")))
-	b.waitFor("the order is paid", 10*time.Second,
-		`e.q('order-status').getAttribute('data-status') === 'PAID' && !e.shown(e.q('pay-button'))`)
-	if got := h.sqlInt(`SELECT count(*) FROM orders WHERE id = ? AND status = 'PAID' AND paid_at IS NOT NULL`, boxed.ID); got != 1 {
-		t.Errorf("order %s PAID in postgres: %d rows, want 1", boxed.ID, got)
-	}
-	b.checkConsole()
-	h.checkInvariants(s)
+	return boxed.ID
 }
 
 func TestE2ELostAnswer(t *testing.T) {
@@ -275,15 +284,7 @@ func lostAnswerFlow(t *testing.T, h *harness, browserCtx context.Context, v e2eV
 	b.solveCaptcha()
 	b.waitFor("the stock is shown and Buy is live", 10*time.Second, `window.__shop.item('`+itemJS+`').stock === '5 left' && !e.buy(`+itemJS+`).disabled`)
 
-	// Offline, Buy waits, the stock shows faded with when it was known, and the page says why;
-	// online again, all is live again.
-	setOffline(t, b, true)
-	b.waitFor("offline: the notice shows, Buy waits, the stock is marked stale", 5*time.Second,
-		`e.shown(e.q('offline-notice')) && e.buy(`+itemJS+`).disabled && e.stock(`+itemJS+`).classList.contains('stock-stale')
-		&& /^Last known at \d\d:\d\d:\d\d; /.test(e.stock(`+itemJS+`).title)`)
-	setOffline(t, b, false)
-	b.waitFor("online: the notice goes, Buy is live, the stock fresh", 5*time.Second,
-		`!e.shown(e.q('offline-notice')) && !e.buy(`+itemJS+`).disabled && !e.stock(`+itemJS+`).classList.contains('stock-stale')`)
+	checkOfflineBuyWaits(t, b, itemJS)
 	b.do("click Buy", chromedp.Click(e2eBuyButton(item)))
 
 	// While the page is still waiting for an answer, the button stays disabled: a click then
@@ -320,33 +321,62 @@ func lostAnswerFlow(t *testing.T, h *harness, browserCtx context.Context, v e2eV
 	h.mu.Unlock()
 
 	if recovers {
-		// The page finds the order by itself and says it went through.
-		if _, err := chromedp.Call(b.ctx, fetch.Disable, struct{}{}); err != nil {
-			t.Fatalf("stop intercepting: %v", err)
-		}
-		b.waitFor("the order box shows the order that went through, and the message says so", 15*time.Second,
-			`window.__shop.orders().length === 1 && window.__shop.orders()[0].id === '`+orderID+`' && window.__shop.orders()[0].status === 'PENDING'
-			&& window.__shop.item('`+itemJS+`').button === 'Ordered'
-			&& e.text(e.q('message')) === 'Your purchase of item 0 went through after all: the order is below.' && e.q('message').getAttribute('data-kind') === 'ok'`)
-
-		// Offline: the notice shows, Pay waits, the order's status says how old it is.
-		const boxPart = `document.querySelector('[data-testid="sale-order-list"] [data-testid="%s"]')`
-		pay, note := fmt.Sprintf(boxPart, "pay-button"), fmt.Sprintf(boxPart, "order-note")
-		setOffline(t, b, true)
-		b.waitFor("the offline notice, a waiting Pay button and a dated status", 5*time.Second,
-			`e.shown(e.q('offline-notice')) && e.shown(`+pay+`) && `+pay+`.disabled
-			&& /^You are offline; the status shown is from \d\d:\d\d:\d\d\.$/.test(e.text(`+note+`))`)
-		b.do("scroll to the top and let the buttons' colours settle", chromedp.Evaluate[chromedp.Void](`window.scrollTo(0, 0)`), chromedp.Sleep(300*time.Millisecond))
-		b.screenshot(dir, "offline-"+v.name+".png", "")
-		setOffline(t, b, false)
-		b.waitFor("back online: the notice goes, the order can be paid", 10*time.Second,
-			`!e.shown(e.q('offline-notice')) && !`+pay+`.disabled
-			&& e.text(`+note+`) === 'Reserved for you. Pay before the deadline or the unit goes back on sale.'`)
-		b.checkConsole()
-		h.checkInvariants(s)
+		recoverAndFindTheOrder(t, h, b, s, v, dir, itemJS, orderID)
 		return
 	}
 
+	followTheLinkToMyOrders(t, h, b, s, v, dir, orderID, lost)
+}
+
+// checkOfflineBuyWaits: offline, Buy waits, the stock shows faded with when it was known, and the
+// page says why; online again, all is live again.
+func checkOfflineBuyWaits(t *testing.T, b *e2eTab, itemJS string) {
+	t.Helper()
+	// Offline, Buy waits, the stock shows faded with when it was known, and the page says why;
+	// online again, all is live again.
+	setOffline(t, b, true)
+	b.waitFor("offline: the notice shows, Buy waits, the stock is marked stale", 5*time.Second,
+		`e.shown(e.q('offline-notice')) && e.buy(`+itemJS+`).disabled && e.stock(`+itemJS+`).classList.contains('stock-stale')
+		&& /^Last known at \d\d:\d\d:\d\d; /.test(e.stock(`+itemJS+`).title)`)
+	setOffline(t, b, false)
+	b.waitFor("online: the notice goes, Buy is live, the stock fresh", 5*time.Second,
+		`!e.shown(e.q('offline-notice')) && !e.buy(`+itemJS+`).disabled && !e.stock(`+itemJS+`).classList.contains('stock-stale')`)
+}
+
+// recoverAndFindTheOrder: the network recovers; the page finds the order by itself and says it
+// went through; offline again, Pay waits and the order's status says how old it is.
+func recoverAndFindTheOrder(t *testing.T, h *harness, b *e2eTab, s saleIDs, v e2eViewport, dir, itemJS, orderID string) {
+	t.Helper()
+	// The page finds the order by itself and says it went through.
+	if _, err := chromedp.Call(b.ctx, fetch.Disable, struct{}{}); err != nil {
+		t.Fatalf("stop intercepting: %v", err)
+	}
+	b.waitFor("the order box shows the order that went through, and the message says so", 15*time.Second,
+		`window.__shop.orders().length === 1 && window.__shop.orders()[0].id === '`+orderID+`' && window.__shop.orders()[0].status === 'PENDING'
+		&& window.__shop.item('`+itemJS+`').button === 'Ordered'
+		&& e.text(e.q('message')) === 'Your purchase of item 0 went through after all: the order is below.' && e.q('message').getAttribute('data-kind') === 'ok'`)
+
+	// Offline: the notice shows, Pay waits, the order's status says how old it is.
+	const boxPart = `document.querySelector('[data-testid="sale-order-list"] [data-testid="%s"]')`
+	pay, note := fmt.Sprintf(boxPart, "pay-button"), fmt.Sprintf(boxPart, "order-note")
+	setOffline(t, b, true)
+	b.waitFor("the offline notice, a waiting Pay button and a dated status", 5*time.Second,
+		`e.shown(e.q('offline-notice')) && e.shown(`+pay+`) && `+pay+`.disabled
+		&& /^You are offline; the status shown is from \d\d:\d\d:\d\d\.$/.test(e.text(`+note+`))`)
+	b.do("scroll to the top and let the buttons' colours settle", chromedp.Evaluate[chromedp.Void](`window.scrollTo(0, 0)`), chromedp.Sleep(300*time.Millisecond))
+	b.screenshot(dir, "offline-"+v.name+".png", "")
+	setOffline(t, b, false)
+	b.waitFor("back online: the notice goes, the order can be paid", 10*time.Second,
+		`!e.shown(e.q('offline-notice')) && !`+pay+`.disabled
+		&& e.text(`+note+`) === 'Reserved for you. Pay before the deadline or the unit goes back on sale.'`)
+	b.checkConsole()
+	h.checkInvariants(s)
+}
+
+// followTheLinkToMyOrders: the sale page still cannot look: the message stays, and its link leads
+// to "My orders", which lists the order.
+func followTheLinkToMyOrders(t *testing.T, h *harness, b *e2eTab, s saleIDs, v e2eViewport, dir, orderID, lost string) {
+	t.Helper()
 	// The sale page still cannot look: the message stays, and its link leads to "My orders",
 	// which lists the order.
 	b.do("let the sale page look for the order", chromedp.Sleep(time.Second))
@@ -388,17 +418,16 @@ func setOffline(t *testing.T, b *e2eTab, offline bool) {
 // poll that runs while the page changes fails, so it asks again).
 func (b *e2eTab) waitNavigated(path string) {
 	b.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	err := testenv.Poll(10*time.Second, testenv.PollInterval, func() error {
 		ctx, cancel := context.WithTimeout(b.ctx, time.Second)
 		got, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.readyState === 'complete' && window.__e2e ? location.pathname : ''`))
 		cancel()
 		if err == nil && got == path {
-			return
+			return nil
 		}
-		if time.Now().After(deadline) {
-			b.fatalf("no document at %s after 10s (last: %q, %v)", path, got, err)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return fmt.Errorf("last: %q, %v", got, err)
+	})
+	if err != nil {
+		b.fatalf("no document at %s: %v", path, err)
 	}
 }

@@ -72,12 +72,7 @@ func myOrdersQueuedFlow(t *testing.T, browserCtx context.Context, v e2eViewport,
 	}
 	tok := reg.str("token")
 	b := openShopperTab(t, browserCtx, v, "my orders")
-	for _, c := range (&http.Response{Header: reg.Header}).Cookies() {
-		if _, err := chromedp.Call(b.ctx, network.SetCookie, network.SetCookieParams{
-			Name: c.Name, Value: c.Value, URL: h.srv.URL, Path: "/", HTTPOnly: &c.HttpOnly}); err != nil {
-			t.Fatalf("set cookie %s: %v", c.Name, err)
-		}
-	}
+	b.takeCookies(h, reg.Header)
 
 	// One order recorded (a writer runs for it, then stops), then one acknowledged while no
 	// writer runs: QUEUED.
@@ -90,16 +85,7 @@ func myOrdersQueuedFlow(t *testing.T, browserCtx context.Context, v e2eViewport,
 		return r.str("orderId")
 	}
 	recorded := buy(earlier)
-	wctx, stop := context.WithCancel(ctx)
-	w := pipeline.NewWriter(pipeline.WriterConfig{Workers: 1, MaxWait: 200 * time.Millisecond}, h.app.Queue, h.app.DB, h.app.Stock, h.app.SoldOut, h.app.Metrics, h.app.Log)
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		_ = w.Run(wctx)
-	}()
-	h.drain(earlier)
-	stop()
-	<-stopped
+	runWriterUntilDrained(h, earlier)
 	queued := buy(s)
 
 	rows := func() []e2eOrderRow { return e2eEval[[]e2eOrderRow](b, "the order rows", e2eOrderRowsJS) }
@@ -107,36 +93,14 @@ func myOrdersQueuedFlow(t *testing.T, browserCtx context.Context, v e2eViewport,
 	b.waitFor("the queued order is listed with its place in line", 15*time.Second,
 		`e.qa('order-row').length === 2 && e.qa('order-row')[0].getAttribute('data-status') === 'QUEUED'
 		&& /in line/.test(e.text(e.qa('order-row')[0].querySelector('[data-testid="order-row-note"]')))`)
-	got := rows()
-	q, p := got[0], got[1]
-	noteRe := regexp.MustCompile(`^Your unit is reserved; the order is being recorded\. You are number 1 in line, about \d+ seconds?\.$`)
-	if q.ID != queued || q.Words != "Confirming" || q.Item != "item 0" || !strings.Contains(q.Price, "10.00") || q.Sale != "Midnight sale" ||
-		q.Deadline != "" || !noteRe.MatchString(q.Note) || !strings.HasPrefix(q.Created, "Ordered ") || q.Link != "View order" || q.Href != "/orders/"+queued {
-		b.fatalf("the queued row: %+v; want %s, Confirming, item 0 at 10.00 of Midnight sale, no deadline, the note %q, Ordered …, View order", q, queued, noteRe)
-	}
-	if p.ID != recorded || p.Status != "PENDING" || p.Words != "Awaiting payment" || p.Deadline == "" || p.Price != q.Price || p.Sale != "Spring sale" {
-		b.fatalf("the recorded row: %+v; want %s, Awaiting payment with its deadline, in Spring sale", p, recorded)
-	}
+	checkQueuedAndRecordedRows(b, rows(), queued, recorded)
 	if e2eEval[bool](b, "sideways scrolling", `document.documentElement.scrollWidth > window.innerWidth`) {
 		b.fatalf("the page scrolls sideways at %d px", v.width)
 	}
 	b.screenshot(dir, "queue-orders-"+v.name+".png", "")
 
 	if v.mobile {
-		// The same words in Chinese.
-		b.do("open My orders in Chinese", chromedp.Navigate(h.srv.URL+"/orders?lang=zh"))
-		b.waitFor("the queued order in Chinese", 15*time.Second,
-			`document.documentElement.lang === 'zh-CN' && e.qa('order-row').length === 2
-			&& e.text(e.qa('order-row')[0].querySelector('[data-testid="order-row-status"]')) === '确认中'
-			&& /^已为你锁定商品，正在生成订单。你排在第 1 位，预计还需约 \d+ 秒。$/.test(e.text(e.qa('order-row')[0].querySelector('[data-testid="order-row-note"]')))
-			&& e.text(e.qa('order-row')[1].querySelector('[data-testid="order-row-status"]')) === '待支付'`)
-		if e2eEval[bool](b, "sideways scrolling", `document.documentElement.scrollWidth > window.innerWidth`) {
-			b.fatalf("the Chinese page scrolls sideways at %d px", v.width)
-		}
-		b.screenshot(dir, "queue-orders-zh-"+v.name+".png", "")
-		b.do("back to English", chromedp.Navigate(h.srv.URL+"/orders?lang=en"))
-		b.waitFor("the queued order in English again", 15*time.Second,
-			`document.documentElement.lang === 'en' && e.qa('order-row').length === 2 && e.qa('order-row')[0].getAttribute('data-status') === 'QUEUED'`)
+		checkQueuedInChinese(b, h, v, dir)
 	}
 
 	// The writer runs: the queued row turns PENDING by itself, with its deadline.
@@ -153,4 +117,65 @@ func myOrdersQueuedFlow(t *testing.T, browserCtx context.Context, v e2eViewport,
 	b.checkConsole()
 	h.checkInvariants(s)
 	h.checkInvariants(earlier)
+}
+
+// takeCookies sets the cookies of an answer's header (a session's) in the tab, for the harness's
+// site.
+func (b *e2eTab) takeCookies(h *harness, header http.Header) {
+	t := b.t
+	t.Helper()
+	for _, c := range (&http.Response{Header: header}).Cookies() {
+		if _, err := chromedp.Call(b.ctx, network.SetCookie, network.SetCookieParams{
+			Name: c.Name, Value: c.Value, URL: h.srv.URL, Path: "/", HTTPOnly: &c.HttpOnly}); err != nil {
+			t.Fatalf("set cookie %s: %v", c.Name, err)
+		}
+	}
+}
+
+// runWriterUntilDrained runs a writer of its own until the sale's queue is drained, then stops it.
+func runWriterUntilDrained(h *harness, s saleIDs) {
+	ctx := context.Background()
+	wctx, stop := context.WithCancel(ctx)
+	w := pipeline.NewWriter(pipeline.WriterConfig{Workers: 1, MaxWait: 200 * time.Millisecond}, h.app.Queue, h.app.DB, h.app.Stock, h.app.SoldOut, h.app.Metrics, h.app.Log)
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		_ = w.Run(wctx)
+	}()
+	h.drain(s)
+	stop()
+	<-stopped
+}
+
+// checkQueuedAndRecordedRows checks "My orders": the queued order first, Confirming, with its
+// place in line and no deadline; then the recorded one, awaiting payment with its deadline.
+func checkQueuedAndRecordedRows(b *e2eTab, got []e2eOrderRow, queued, recorded string) {
+	b.t.Helper()
+	q, p := got[0], got[1]
+	noteRe := regexp.MustCompile(`^Your unit is reserved; the order is being recorded\. You are number 1 in line, about \d+ seconds?\.$`)
+	if q.ID != queued || q.Words != "Confirming" || q.Item != "item 0" || !strings.Contains(q.Price, "10.00") || q.Sale != "Midnight sale" ||
+		q.Deadline != "" || !noteRe.MatchString(q.Note) || !strings.HasPrefix(q.Created, "Ordered ") || q.Link != "View order" || q.Href != "/orders/"+queued {
+		b.fatalf("the queued row: %+v; want %s, Confirming, item 0 at 10.00 of Midnight sale, no deadline, the note %q, Ordered …, View order", q, queued, noteRe)
+	}
+	if p.ID != recorded || p.Status != "PENDING" || p.Words != "Awaiting payment" || p.Deadline == "" || p.Price != q.Price || p.Sale != "Spring sale" {
+		b.fatalf("the recorded row: %+v; want %s, Awaiting payment with its deadline, in Spring sale", p, recorded)
+	}
+}
+
+// checkQueuedInChinese checks the same words in Chinese, then goes back to English.
+func checkQueuedInChinese(b *e2eTab, h *harness, v e2eViewport, dir string) {
+	b.t.Helper()
+	b.do("open My orders in Chinese", chromedp.Navigate(h.srv.URL+"/orders?lang=zh"))
+	b.waitFor("the queued order in Chinese", 15*time.Second,
+		`document.documentElement.lang === 'zh-CN' && e.qa('order-row').length === 2
+		&& e.text(e.qa('order-row')[0].querySelector('[data-testid="order-row-status"]')) === '确认中'
+		&& /^已为你锁定商品，正在生成订单。你排在第 1 位，预计还需约 \d+ 秒。$/.test(e.text(e.qa('order-row')[0].querySelector('[data-testid="order-row-note"]')))
+		&& e.text(e.qa('order-row')[1].querySelector('[data-testid="order-row-status"]')) === '待支付'`)
+	if e2eEval[bool](b, "sideways scrolling", `document.documentElement.scrollWidth > window.innerWidth`) {
+		b.fatalf("the Chinese page scrolls sideways at %d px", v.width)
+	}
+	b.screenshot(dir, "queue-orders-zh-"+v.name+".png", "")
+	b.do("back to English", chromedp.Navigate(h.srv.URL+"/orders?lang=en"))
+	b.waitFor("the queued order in English again", 15*time.Second,
+		`document.documentElement.lang === 'en' && e.qa('order-row').length === 2 && e.qa('order-row')[0].getAttribute('data-status') === 'QUEUED'`)
 }

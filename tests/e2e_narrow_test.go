@@ -80,7 +80,18 @@ func TestE2ENarrowPhone(t *testing.T) {
 	}
 	saleURL := fmt.Sprintf("%s/sales/%d", h.srv.URL, saleID)
 
-	// The shopper: the pages signed out, then signed in with an order, in English and in Chinese.
+	b := narrowShopper(t, h, browserCtx, phone, saleURL, suffix, item0)
+	mt := narrowMerchant(t, h, browserCtx, phone, saleID, mName, mPass)
+	b.checkConsole()
+	mt.checkConsole()
+	h.drain(sale)
+	h.checkInvariants(sale)
+}
+
+// narrowShopper: the shopper's pages on the phone, signed out, then signed in with an order, in
+// English and in Chinese; each must fit the screen. It returns the shopper's tab.
+func narrowShopper(t *testing.T, h *harness, browserCtx context.Context, phone e2eViewport, saleURL, suffix string, item0 int64) *e2eTab {
+	t.Helper()
 	b := openShopperTab(t, browserCtx, phone, "shopper")
 	b.openSalePage(saleURL + "?lang=en")
 	b.checkFits("the sale page, signed out")
@@ -108,7 +119,13 @@ func TestE2ENarrowPhone(t *testing.T) {
 		}
 	}
 
-	// The merchant: the sales, the live view and the orders of the sale.
+	return b
+}
+
+// narrowMerchant: the merchant's pages on the phone: the sales, the live view and the orders of
+// the sale; each must fit the screen. It returns the merchant's tab.
+func narrowMerchant(t *testing.T, h *harness, browserCtx context.Context, phone e2eViewport, saleID int64, mName, mPass string) *e2eTab {
+	t.Helper()
 	mt := openShopperTab(t, browserCtx, phone, "merchant")
 	mt.do("open the admin page", chromedp.Navigate(h.srv.URL+"/admin"))
 	mt.checkFits("the admin login")
@@ -123,8 +140,5 @@ func TestE2ENarrowPhone(t *testing.T) {
 		mt.waitFor(p.what+" filled in", 10*time.Second, p.ready)
 		mt.checkFits(p.what)
 	}
-	b.checkConsole()
-	mt.checkConsole()
-	h.drain(sale)
-	h.checkInvariants(sale)
+	return mt
 }

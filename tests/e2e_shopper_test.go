@@ -140,6 +140,24 @@ func TestE2EShopperPages(t *testing.T) {
 	t.Logf("shopper pages in %v", time.Since(began).Round(time.Millisecond))
 }
 
+// shopperRun is the state of one shopperFlow: the shopper's tab (b) and account, the two sales
+// (a per item, bSale per sale) and the orders placed in a (first: item 0, second: item 1).
+type shopperRun struct {
+	t                  *testing.T
+	h                  *harness
+	browserCtx         context.Context
+	v                  e2eViewport
+	dir                string
+	a, bSale           saleIDs
+	item0, item1       int64
+	js0, js1           string
+	saleURL            string
+	b                  *e2eTab
+	username, password string
+	uid                int64
+	first, second      e2eBoxOrder
+}
+
 func shopperFlow(t *testing.T, h *harness, browserCtx context.Context, v e2eViewport, dir string) {
 	// Two live sales: A allows one unit per item, B one unit in the whole sale.
 	a := h.createSaleWith(map[string]any{"purchaseLimit": "per-item"}, time.Now().Add(-time.Second), 5, 5)
@@ -161,12 +179,27 @@ func shopperFlow(t *testing.T, h *harness, browserCtx context.Context, v e2eView
 	b.do("press Enter in the captcha field", chromedp.SendKeys(e2eTestID("captcha-answer"), "\r"))
 	b.waitFor("Enter leads to the Buy buttons", 5*time.Second,
 		`e.text(e.q('message')) === 'Answer ready: now press Buy on the item you want.' && document.activeElement === e.buy(`+js0+`)`)
+	c := &shopperRun{t: t, h: h, browserCtx: browserCtx, v: v, dir: dir, a: a, bSale: bSale, item0: item0, item1: item1, js0: js0, js1: js1,
+		saleURL: saleURL, b: b, username: username, password: password, uid: uid}
 
+	c.firstPurchase()
+	c.secondPurchase()
+	c.payForItem1()
+	c.orderPageAndPayingTooLate()
+	c.perSaleSaleKnownWithoutCaptcha()
+	c.saleEndsWhileOpen()
+	c.orderPageLoggedOut()
+}
+
+// firstPurchase: item 0. The badge counts the unit at once and never goes back to 5.
+func (c *shopperRun) firstPurchase() {
+	h, item0, item1, js0, b := c.h, c.item0, c.item1, c.js0, c.b
 	// 1st purchase: item 0. The badge counts the unit at once and never goes back to 5.
 	b.do("click Buy on item 0", chromedp.Click(e2eBuyButton(item0)))
 	b.waitFor("item 0's order is confirmed in the order box", 20*time.Second,
 		`window.__shop.orders().length === 1 && window.__shop.orders()[0].status === 'PENDING'`)
-	first := b.boxOrders()[0]
+	c.first = b.boxOrders()[0]
+	first := c.first
 	h.mu.Lock()
 	h.acked = append(h.acked, first.ID)
 	h.mu.Unlock()
@@ -189,6 +222,11 @@ func shopperFlow(t *testing.T, h *harness, browserCtx context.Context, v e2eView
 		b.fatalf("item 1 in a per-item sale after buying item 0: %+v, want a live Buy", it)
 	}
 
+}
+
+// secondPurchase: item 1, by Enter in the captcha field (the only item left to buy).
+func (c *shopperRun) secondPurchase() {
+	h, item1, b, first := c.h, c.item1, c.b, c.first
 	// 2nd purchase: item 1, by Enter in the captcha field (the only item left to buy).
 	b.waitFor("a new captcha", 10*time.Second, `e.text(e.q('captcha-hint')) === 'Type the characters you see, then press Buy.'`)
 	b.solveCaptcha()
@@ -196,7 +234,8 @@ func shopperFlow(t *testing.T, h *harness, browserCtx context.Context, v e2eView
 	b.waitFor("both orders are in the order box, awaiting payment", 20*time.Second,
 		`window.__shop.orders().length === 2 && window.__shop.orders().every((o) => o.status === 'PENDING' && o.pay.startsWith('Pay now'))`)
 	orders := b.boxOrders()
-	second := orders[0]
+	c.second = orders[0]
+	second := c.second
 	h.mu.Lock()
 	h.acked = append(h.acked, second.ID)
 	h.mu.Unlock()
@@ -210,6 +249,12 @@ func shopperFlow(t *testing.T, h *harness, browserCtx context.Context, v e2eView
 		b.fatalf("the captcha is still offered although every item is held")
 	}
 
+}
+
+// payForItem1: pay for item 1: Paid and "Bought"; item 0 stays payable.
+func (c *shopperRun) payForItem1() {
+	t, h, v, dir, item1, js1, b, uid, second := c.t, c.h, c.v, c.dir, c.item1, c.js1, c.b, c.uid, c.second
+	t.Helper()
 	// Pay for item 1: Paid and "Bought"; item 0 stays payable.
 	b.do("pay for item 1", chromedp.Click(e2eOrderButton(second.ID, "pay-button")))
 	b.waitFor("item 1 is paid and bought; item 0 still payable", 10*time.Second,
@@ -221,6 +266,14 @@ func shopperFlow(t *testing.T, h *harness, browserCtx context.Context, v e2eView
 	b.do("scroll to the top", chromedp.Evaluate[chromedp.Void](`window.scrollTo(0, 0)`))
 	b.screenshot(dir, "sale-"+v.name+".png", "")
 
+}
+
+// orderPageAndPayingTooLate: the order page of item 0 (what was bought, in the sale's currency,
+// and what paying costs); then paying too late: the page's deadline is still ahead, the server's
+// has passed; the answer says expired, and that is what the server holds, also after a reload.
+func (c *shopperRun) orderPageAndPayingTooLate() {
+	t, h, v, dir, js0, js1, saleURL, b, first := c.t, c.h, c.v, c.dir, c.js0, c.js1, c.saleURL, c.b, c.first
+	t.Helper()
 	// The order page of item 0: what was bought, in the sale's currency, and what paying costs.
 	b.do("open item 0's order page", chromedp.Navigate(h.srv.URL+"/orders/"+first.ID))
 	b.waitFor("the order page shows item 0, awaiting payment", 10*time.Second,
@@ -248,6 +301,14 @@ func shopperFlow(t *testing.T, h *harness, browserCtx context.Context, v e2eView
 		&& window.__shop.item('`+js0+`').button === 'Buy' && window.__shop.item('`+js1+`').button === 'Bought'`)
 	b.checkConsole()
 
+}
+
+// perSaleSaleKnownWithoutCaptcha: a per-sale sale where the shopper holds item 0 (bought
+// elsewhere): known without a captcha, item 0 says "Ordered" and item 1 says why it cannot be
+// bought.
+func (c *shopperRun) perSaleSaleKnownWithoutCaptcha() {
+	t, h, bSale, b, uid := c.t, c.h, c.bSale, c.b, c.uid
+	t.Helper()
 	// A per-sale sale where the shopper holds item 0 (bought elsewhere): known without a
 	// captcha, item 0 says "Ordered" and item 1 says why it cannot be bought.
 	bearer := h.token(uid, "shopper")
@@ -265,6 +326,12 @@ func shopperFlow(t *testing.T, h *harness, browserCtx context.Context, v e2eView
 	}
 	b.checkConsole()
 
+}
+
+// saleEndsWhileOpen (desktop only): a sale that ends while the page is open: the stock badges
+// stop saying "N left".
+func (c *shopperRun) saleEndsWhileOpen() {
+	h, v, b := c.h, c.v, c.b
 	// A sale that ends while the page is open: the stock badges stop saying "N left".
 	if v.name == "desktop" {
 		ends := time.Now().Add(3 * time.Second).Truncate(time.Second).Add(time.Second)
@@ -281,6 +348,13 @@ func shopperFlow(t *testing.T, h *harness, browserCtx context.Context, v e2eView
 		}
 	}
 
+}
+
+// orderPageLoggedOut: the order page logged out: a login form, no endless "checking…", then the
+// order once logged in.
+func (c *shopperRun) orderPageLoggedOut() {
+	t, h, browserCtx, v, username, password, second := c.t, c.h, c.browserCtx, c.v, c.username, c.password, c.second
+	t.Helper()
 	// The order page logged out: a login form, no endless "checking…", then the order.
 	guest := openShopperTab(t, browserCtx, v, "logged out")
 	guest.do("open the paid order logged out", chromedp.Navigate(h.srv.URL+"/orders/"+second.ID))

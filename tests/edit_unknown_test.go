@@ -143,17 +143,13 @@ func TestEditWithUnknownRedisOutcomeFailsClosed(t *testing.T) {
 					t.Errorf("after an edit of unknown outcome: state %+v, %v; want the sale marked lost (or already rebuilt)", st, err)
 				}
 				// The keeper rebuilds it from Postgres: the old quantity's units, and it sells.
-				deadline := time.Now().Add(20 * time.Second)
-				for {
+				testenv.Eventually(t, 20*time.Second, "rebuilt after the edit of unknown outcome", func() error {
 					st, err := h.app.Stock.State(context.Background(), s.sale)
 					if err == nil && st.Loaded && !st.Lost && st.Epoch > st0.Epoch && levels() == 8 {
-						break
+						return nil
 					}
-					if time.Now().After(deadline) {
-						t.Fatalf("not rebuilt after the edit of unknown outcome: %+v %v, levels %v", st, err, h.shardLevels(s, k, item))
-					}
-					time.Sleep(50 * time.Millisecond)
-				}
+					return fmt.Errorf("state %+v %v, levels %v", st, err, h.shardLevels(s, k, item))
+				})
 			}
 			bob := h.token(2, auth.RoleShopper)
 			if r := h.buy(bob, item, h.purchaseToken(bob, s.sale)); r.Status != http.StatusAccepted {

@@ -16,6 +16,7 @@ import (
 	"github.com/flashsale/flashsale/internal/app"
 	"github.com/flashsale/flashsale/services/auth"
 	"github.com/flashsale/flashsale/store"
+	"github.com/flashsale/flashsale/testenv"
 )
 
 // Redis restored behind (it lost its last writes), then an instance restarted: the restarted
@@ -112,14 +113,13 @@ func TestFloorSeedFailsClosedWithoutPostgres(t *testing.T) {
 		t.Errorf("redis stock = %d, want 5 (nothing reserved)", got)
 	}
 	pg.cut(false)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		r = b.buy(alice, s.items[0], pt)
-		if r.Status != http.StatusServiceUnavailable || time.Now().After(deadline) {
-			break
+	// retried while 503 for up to 10 s; the check below says it if it never got through
+	_ = testenv.Poll(10*time.Second, 100*time.Millisecond, func() error {
+		if r = b.buy(alice, s.items[0], pt); r.Status == http.StatusServiceUnavailable {
+			return fmt.Errorf("%d %s", r.Status, r.Raw)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	if r.Status != http.StatusAccepted {
 		t.Fatalf("the same token once Postgres answers: %d %s, want 202", r.Status, r.Raw)
 	}

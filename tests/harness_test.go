@@ -246,20 +246,16 @@ func (h *harness) buy(bearer string, itemID int64, ptoken string) response {
 func (h *harness) drain(s saleIDs) {
 	h.t.Helper()
 	ctx := context.Background()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testenv.Eventually(h.t, 30*time.Second, "queue drained", func() error {
 		backlog, err := h.app.Queue.Backlog(ctx)
 		// every shard's register: right after a publish the queue's count may not show the
 		// message yet, but its reservation is in flight in Redis before the shopper hears 202
 		flight, ferr := h.app.Stock.InFlight(ctx, s.sale)
 		if err == nil && ferr == nil && backlog == 0 && len(flight) == 0 {
-			return
+			return nil
 		}
-		if time.Now().After(deadline) {
-			h.t.Fatalf("queue not drained after 30s: backlog %d (err %v), in flight %d (err %v)", backlog, err, len(flight), ferr)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return fmt.Errorf("backlog %d (err %v), in flight %d (err %v)", backlog, err, len(flight), ferr)
+	})
 }
 
 // checkInvariants drains and checks every invariant of ARCHITECTURE.md for the sale.

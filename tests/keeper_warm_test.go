@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -43,17 +44,13 @@ func TestKeeperWarmsTheOtherSalesWhenOneFails(t *testing.T) {
 	}
 
 	// B is rebuilt from Postgres (after the rebuild delay, about 2 s) while A's node stays down.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testenv.Eventually(t, 20*time.Second, "sale B rebuilt after Redis lost it, while sale A's master is down", func() error {
 		st, err := h.app.Stock.State(ctx, b.sale)
 		if err == nil && st.Loaded && !st.Lost {
-			break
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("sale B not rebuilt 20 s after Redis lost it, while sale A's master is down: %+v, %v", st, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return fmt.Errorf("state %+v, %v", st, err)
+	})
 	if n, err := h.app.Redis.Get(ctx, store.StockKey(b.sale, b.items[0])).Int64(); err != nil || n != 3 {
 		t.Errorf("sale B's stock after the rebuild: %d, %v; want 3", n, err)
 	}

@@ -28,6 +28,19 @@ import (
 // flight is listed once, as Postgres has it. The listing costs one pipelined Redis round trip
 // and no Postgres query per request beyond its page, and works while Redis lost its script
 // cache or refuses writes. Before, the list stayed empty until the writer wrote the orders.
+// queuedListing is the state of TestMyOrdersListsQueuedOrders: its sales, its shoppers' bearer
+// tokens and the orders they placed (alice's a1, b0, b1, c0, l0; bob's; carol's 21).
+type queuedListing struct {
+	t                                      *testing.T
+	h                                      *harness
+	ctx                                    context.Context
+	sales                                  []saleIDs
+	perSale, perItem, sharded, paged, late saleIDs
+	alice, bob, carol                      string
+	aliceWant, carols                      []string
+	bobs, a1, b0, b1, c0, l0               string
+}
+
 func TestMyOrdersListsQueuedOrders(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -45,15 +58,6 @@ func TestMyOrdersListsQueuedOrders(t *testing.T) {
 
 	aliceID := usersOfShard(k, 2, 1, 5000)[0] // in the sharded sale, her keys are shard 2's
 	alice, bob, carol := h.token(aliceID, auth.RoleShopper), h.token(4001, auth.RoleShopper), h.token(6001, auth.RoleShopper)
-	buy := func(tok string, s saleIDs, item int64) string {
-		t.Helper()
-		r := h.buy(tok, item, h.purchaseToken(tok, s.sale))
-		if r.Status != http.StatusAccepted {
-			t.Fatalf("buy item %d: %d %s", item, r.Status, r.Raw)
-		}
-		time.Sleep(3 * time.Millisecond) // each a reservation time of its own
-		return r.str("orderId")
-	}
 	// The list of sales that can hold a QUEUED order is read once a second; a sale created
 	// (and bought) on this instance since is looked at all the same.
 	if r := h.do("GET", "/api/flash-sales/orders", alice, nil); r.Status != http.StatusOK || !strings.Contains(r.Raw, `"orders":[]`) {
@@ -61,62 +65,65 @@ func TestMyOrdersListsQueuedOrders(t *testing.T) {
 	}
 	late := h.liveSale(3)
 	sales = append(sales, late)
-	l0 := buy(alice, late, late.items[0])
+	l0 := h.buyQueued(alice, late, late.items[0])
 	if r := h.do("GET", "/api/flash-sales/orders", alice, nil); !strings.Contains(r.Raw, l0) {
 		t.Errorf("alice's order in a sale created a moment ago is not listed: %s", r.Raw)
 	}
-	bobs := buy(bob, perSale, perSale.items[0])
-	a1 := buy(alice, perSale, perSale.items[1])
-	b0 := buy(alice, perItem, perItem.items[0])
-	b1 := buy(alice, perItem, perItem.items[1])
-	c0 := buy(alice, sharded, sharded.items[0])
+	bobs := h.buyQueued(bob, perSale, perSale.items[0])
+	a1 := h.buyQueued(alice, perSale, perSale.items[1])
+	b0 := h.buyQueued(alice, perItem, perItem.items[0])
+	b1 := h.buyQueued(alice, perItem, perItem.items[1])
+	c0 := h.buyQueued(alice, sharded, sharded.items[0])
 	var carols []string
 	for _, it := range paged.items[:21] {
-		carols = append(carols, buy(carol, paged, it))
+		carols = append(carols, h.buyQueued(carol, paged, it))
 	}
 	aliceWant := []string{c0, b1, b0, a1, l0} // newest first
+	c := &queuedListing{t: t, h: h, ctx: ctx, sales: sales, perSale: perSale, perItem: perItem, sharded: sharded, paged: paged, late: late,
+		alice: alice, bob: bob, carol: carol, aliceWant: aliceWant, carols: carols, bobs: bobs, a1: a1, b0: b0, b1: b1, c0: c0, l0: l0}
 
+	c.checkQueuedListed()
+
+	c.checkLookupCost()
+
+	c.lookupSurvivesLostScriptsAndRefusals()
+
+	c.writerWritesThem()
+
+	c.pageCarolsQueuedFirst()
+
+	h.app.Start(ctx, true, false)
+	for _, s := range c.sales {
+		h.checkInvariants(s)
+	}
+}
+
+// buyQueued buys the item with a fresh purchase token and returns the order id; each purchase
+// gets a reservation time of its own.
+func (h *harness) buyQueued(tok string, s saleIDs, item int64) string {
+	t := h.t
+	t.Helper()
+	r := h.buy(tok, item, h.purchaseToken(tok, s.sale))
+	if r.Status != http.StatusAccepted {
+		t.Fatalf("buy item %d: %d %s", item, r.Status, r.Raw)
+	}
+	time.Sleep(3 * time.Millisecond) // each a reservation time of its own
+	return r.str("orderId")
+}
+
+// checkQueuedListed: nothing is written (no writer): every order is QUEUED, listed at once,
+// newest first, by sale, and only the shopper's own.
+func (c *queuedListing) checkQueuedListed() {
+	t, h, perSale, perItem, sharded, late, alice, bob, carol, aliceWant, carols, bobs, a1, b0, b1, c0, l0 := c.t, c.h, c.perSale, c.perItem, c.sharded, c.late, c.alice, c.bob, c.carol, c.aliceWant, c.carols, c.bobs, c.a1, c.b0, c.b1, c.c0, c.l0
+	t.Helper()
 	// Nothing is written (no writer): every order is QUEUED, listed at once.
-	type entry struct {
-		OrderID, ItemID, SaleID, Status, ItemName, Currency, SaleName, CreatedAt string
-		PriceCents                                                               int64
-		PayBy                                                                    *string
-	}
-	list := func(tok, query string) ([]entry, string) {
-		t.Helper()
-		r := h.do("GET", "/api/flash-sales/orders"+query, tok, nil)
-		if r.Status != http.StatusOK {
-			t.Fatalf("my orders%s: %d %s", query, r.Status, r.Raw)
-		}
-		var out []entry
-		for _, o := range r.Body["orders"].([]any) {
-			m := o.(map[string]any)
-			e := entry{OrderID: jsonStr(m["orderId"]), ItemID: jsonStr(m["itemId"]), SaleID: jsonStr(m["saleId"]), Status: jsonStr(m["status"]),
-				ItemName: jsonStr(m["itemName"]), Currency: jsonStr(m["currency"]), SaleName: jsonStr(m["saleName"]), CreatedAt: jsonStr(m["createdAt"])}
-			if n, ok := m["priceCents"].(float64); ok {
-				e.PriceCents = int64(n)
-			}
-			if p, ok := m["payBy"].(string); ok {
-				e.PayBy = &p
-			}
-			out = append(out, e)
-		}
-		return out, r.str("next")
-	}
-	ids := func(es []entry) []string {
-		out := make([]string, len(es))
-		for i, e := range es {
-			out[i] = e.OrderID
-		}
-		return out
-	}
 	item := map[string]struct {
 		sale  saleIDs
 		index int
 	}{a1: {perSale, 1}, b0: {perItem, 0}, b1: {perItem, 1}, c0: {sharded, 0}, l0: {late, 0}}
-	got, next := list(alice, "")
-	if !slices.Equal(ids(got), aliceWant) || next != "" {
-		t.Fatalf("alice's orders before any is written: %v (next %q), want %v, newest first, on one page", ids(got), next, aliceWant)
+	got, next := h.listMyOrders(alice, "")
+	if !slices.Equal(orderIDsOf(got), aliceWant) || next != "" {
+		t.Fatalf("alice's orders before any is written: %v (next %q), want %v, newest first, on one page", orderIDsOf(got), next, aliceWant)
 	}
 	for _, e := range got {
 		w := item[e.OrderID]
@@ -128,22 +135,28 @@ func TestMyOrdersListsQueuedOrders(t *testing.T) {
 				e, w.sale.items[w.index], w.sale.sale, w.index, 1000+w.index)
 		}
 	}
-	if got, _ := list(alice, fmt.Sprintf("?saleId=%d", perItem.sale)); !slices.Equal(ids(got), []string{b1, b0}) {
-		t.Errorf("alice's orders of the per-item sale: %v, want %v", ids(got), []string{b1, b0})
+	if got, _ := h.listMyOrders(alice, fmt.Sprintf("?saleId=%d", perItem.sale)); !slices.Equal(orderIDsOf(got), []string{b1, b0}) {
+		t.Errorf("alice's orders of the per-item sale: %v, want %v", orderIDsOf(got), []string{b1, b0})
 	}
-	if got, _ := list(bob, ""); !slices.Equal(ids(got), []string{bobs}) {
-		t.Errorf("bob's orders: %v, want only his own %s", ids(got), bobs)
+	if got, _ := h.listMyOrders(bob, ""); !slices.Equal(orderIDsOf(got), []string{bobs}) {
+		t.Errorf("bob's orders: %v, want only his own %s", orderIDsOf(got), bobs)
 	}
-	if got, next := list(carol, ""); len(got) != 21 || got[0].OrderID != carols[20] || got[20].OrderID != carols[0] || next != "" {
+	if got, next := h.listMyOrders(carol, ""); len(got) != 21 || got[0].OrderID != carols[20] || got[20].OrderID != carols[0] || next != "" {
 		t.Errorf("carol's 21 queued orders: %d listed (next %q), want all 21, newest first", len(got), next)
 	}
+}
 
+// checkLookupCost: one pipeline of one script call per sale that can hold a QUEUED order, and no
+// Postgres query per request beyond the page (the sales are read once a second at most).
+func (c *queuedListing) checkLookupCost() {
+	t, h, sales, alice, aliceWant := c.t, c.h, c.sales, c.alice, c.aliceWant
+	t.Helper()
 	// The cost: one pipeline of one script call per sale that can hold a QUEUED order, and no
 	// Postgres query per request beyond the page (the sales are read once a second at most).
 	held := &heldCounter{}
 	h.app.Redis.AddHook(held)
-	if got, _ := list(alice, ""); len(got) != len(aliceWant) {
-		t.Fatalf("alice's orders with the counter on: %v", ids(got))
+	if got, _ := h.listMyOrders(alice, ""); len(got) != len(aliceWant) {
+		t.Fatalf("alice's orders with the counter on: %v", orderIDsOf(got))
 	}
 	if p, c, single := held.pipelines.Load(), held.calls.Load(), held.single.Load(); p != 1 || c != int64(len(sales)) || single != 0 {
 		t.Errorf("one listing sent %d pipelines with %d lookups (%d alone), want 1 pipeline of %d (one per sale)", p, c, single, len(sales))
@@ -160,31 +173,43 @@ func TestMyOrdersListsQueuedOrders(t *testing.T) {
 	const polls = 60
 	start := time.Now()
 	for range polls {
-		if got, _ := list(alice, ""); len(got) != len(aliceWant) {
-			t.Fatalf("a poll listed %v", ids(got))
+		if got, _ := h.listMyOrders(alice, ""); len(got) != len(aliceWant) {
+			t.Fatalf("a poll listed %v", orderIDsOf(got))
 		}
 	}
 	if n, most := queries.Load(), int64(polls)+int64(time.Since(start)/time.Second)+2; n > most {
 		t.Errorf("%d polls of my orders in %v cost %d Postgres queries, want at most %d (the page each, the sales once a second)",
 			polls, time.Since(start).Round(time.Millisecond), n, most)
 	}
+}
 
+// lookupSurvivesLostScriptsAndRefusals: Redis lost its scripts (a restart, a failover): the lookup
+// loads it again; a Redis that refuses writes still answers the lookup: it only reads.
+func (c *queuedListing) lookupSurvivesLostScriptsAndRefusals() {
+	t, h, ctx, alice, aliceWant := c.t, c.h, c.ctx, c.alice, c.aliceWant
+	t.Helper()
 	// Redis lost its scripts (a restart, a failover): the lookup loads it again.
 	if err := h.app.Redis.ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := list(alice, ""); !slices.Equal(ids(got), aliceWant) {
-		t.Errorf("after SCRIPT FLUSH: %v, want %v", ids(got), aliceWant)
+	if got, _ := h.listMyOrders(alice, ""); !slices.Equal(orderIDsOf(got), aliceWant) {
+		t.Errorf("after SCRIPT FLUSH: %v, want %v", orderIDsOf(got), aliceWant)
 	}
 	// A Redis that refuses writes still answers the lookup: it only reads.
 	for _, r := range []testenv.Refusal{testenv.RefuseOOM, testenv.RefuseReadOnly} {
 		lift := h.redis.Refuse(t, r)
-		if got, _ := list(alice, ""); !slices.Equal(ids(got), aliceWant) || got[0].Status != "QUEUED" {
-			t.Errorf("while Redis refuses writes (%s): %v, want %v QUEUED", r, ids(got), aliceWant)
+		if got, _ := h.listMyOrders(alice, ""); !slices.Equal(orderIDsOf(got), aliceWant) || got[0].Status != "QUEUED" {
+			t.Errorf("while Redis refuses writes (%s): %v, want %v QUEUED", r, orderIDsOf(got), aliceWant)
 		}
 		lift()
 	}
+}
 
+// writerWritesThem: the writer writes them: the same orders, now PENDING, each once; and written
+// but not settled yet, listed once, as Postgres has it.
+func (c *queuedListing) writerWritesThem() {
+	t, h, ctx, sales, sharded, alice, aliceWant, c0 := c.t, c.h, c.ctx, c.sales, c.sharded, c.alice, c.aliceWant, c.c0
+	t.Helper()
 	// The writer writes them: the same orders, now PENDING, each once.
 	wctx, stop := context.WithCancel(ctx)
 	w := pipeline.NewWriter(pipeline.WriterConfig{Workers: 1, Batch: 100, MaxWait: 200 * time.Millisecond}, h.app.Queue, h.app.DB, h.app.Stock, h.app.SoldOut, h.app.Metrics, h.app.Log)
@@ -204,9 +229,9 @@ func TestMyOrdersListsQueuedOrders(t *testing.T) {
 	}
 	stop()
 	<-stopped
-	got, _ = list(alice, "")
-	if !slices.Equal(ids(got), aliceWant) {
-		t.Fatalf("alice's orders once written: %v, want %v", ids(got), aliceWant)
+	got, _ := h.listMyOrders(alice, "")
+	if !slices.Equal(orderIDsOf(got), aliceWant) {
+		t.Fatalf("alice's orders once written: %v, want %v", orderIDsOf(got), aliceWant)
 	}
 	for _, e := range got {
 		if e.Status != "PENDING" || e.PayBy == nil {
@@ -218,18 +243,24 @@ func TestMyOrdersListsQueuedOrders(t *testing.T) {
 	if err := h.app.Redis.HSet(ctx, store.InFlightKeyOf(sharded.sale, 2), c0, strings.TrimSuffix(raw, ":c")+":c").Err(); err != nil {
 		t.Fatal(err)
 	}
-	got, _ = list(alice, "")
+	got, _ = h.listMyOrders(alice, "")
 	if err := h.app.Redis.HDel(ctx, store.InFlightKeyOf(sharded.sale, 2), c0).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(ids(got), aliceWant) || got[0].Status != "PENDING" {
-		t.Errorf("a written order still in flight: %v (first %s), want %v, each once, c0 PENDING", ids(got), got[0].Status, aliceWant)
+	if !slices.Equal(orderIDsOf(got), aliceWant) || got[0].Status != "PENDING" {
+		t.Errorf("a written order still in flight: %v (first %s), want %v, each once, c0 PENDING", orderIDsOf(got), got[0].Status, aliceWant)
 	}
+}
 
+// pageCarolsQueuedFirst: with the writer stopped, carol's 22nd order is QUEUED: the first page lists
+// it first and then Postgres's 20 newest; the next page has only Postgres's orders.
+func (c *queuedListing) pageCarolsQueuedFirst() {
+	t, h, paged, carol, carols := c.t, c.h, c.paged, c.carol, c.carols
+	t.Helper()
 	// With the writer stopped, carol's 22nd order is QUEUED: the first page lists it first and
 	// then Postgres's 20 newest; the next page has only Postgres's orders.
-	last := buy(carol, paged, paged.items[21])
-	page1, next := list(carol, "")
+	last := h.buyQueued(carol, paged, paged.items[21])
+	page1, next := h.listMyOrders(carol, "")
 	if len(page1) != 21 || page1[0].OrderID != last || page1[0].Status != "QUEUED" || next == "" {
 		t.Fatalf("carol's first page: %d orders, first %+v, next %q; want 21, the queued %s first, and a next page", len(page1), page1[0], next, last)
 	}
@@ -238,15 +269,51 @@ func TestMyOrdersListsQueuedOrders(t *testing.T) {
 			t.Errorf("carol's first page [%d] = %s %s, want %s PENDING", i+1, e.OrderID, e.Status, want)
 		}
 	}
-	page2, next2 := list(carol, "?cursor="+next)
-	if !slices.Equal(ids(page2), []string{carols[0]}) || page2[0].Status != "PENDING" || next2 != "" {
-		t.Errorf("carol's second page: %v (next %q), want only %s, PENDING, no QUEUED entry", ids(page2), next2, carols[0])
+	page2, next2 := h.listMyOrders(carol, "?cursor="+next)
+	if !slices.Equal(orderIDsOf(page2), []string{carols[0]}) || page2[0].Status != "PENDING" || next2 != "" {
+		t.Errorf("carol's second page: %v (next %q), want only %s, PENDING, no QUEUED entry", orderIDsOf(page2), next2, carols[0])
 	}
+}
 
-	h.app.Start(ctx, true, false)
-	for _, s := range sales {
-		h.checkInvariants(s)
+// myOrderEntry is one entry of "my orders", as the API answers it.
+type myOrderEntry struct {
+	OrderID, ItemID, SaleID, Status, ItemName, Currency, SaleName, CreatedAt string
+	PriceCents                                                               int64
+	PayBy                                                                    *string
+}
+
+// listMyOrders is one page of "my orders" of the shopper (query: "?saleId=…", "?cursor=…" or
+// ""), and the cursor of the next page.
+func (h *harness) listMyOrders(tok, query string) ([]myOrderEntry, string) {
+	t := h.t
+	t.Helper()
+	r := h.do("GET", "/api/flash-sales/orders"+query, tok, nil)
+	if r.Status != http.StatusOK {
+		t.Fatalf("my orders%s: %d %s", query, r.Status, r.Raw)
 	}
+	var out []myOrderEntry
+	for _, o := range r.Body["orders"].([]any) {
+		m := o.(map[string]any)
+		e := myOrderEntry{OrderID: jsonStr(m["orderId"]), ItemID: jsonStr(m["itemId"]), SaleID: jsonStr(m["saleId"]), Status: jsonStr(m["status"]),
+			ItemName: jsonStr(m["itemName"]), Currency: jsonStr(m["currency"]), SaleName: jsonStr(m["saleName"]), CreatedAt: jsonStr(m["createdAt"])}
+		if n, ok := m["priceCents"].(float64); ok {
+			e.PriceCents = int64(n)
+		}
+		if p, ok := m["payBy"].(string); ok {
+			e.PayBy = &p
+		}
+		out = append(out, e)
+	}
+	return out, r.str("next")
+}
+
+// orderIDsOf is the order ids of the entries, in order.
+func orderIDsOf(es []myOrderEntry) []string {
+	out := make([]string, len(es))
+	for i, e := range es {
+		out[i] = e.OrderID
+	}
+	return out
 }
 
 func jsonStr(v any) string { s, _ := v.(string); return s }
@@ -302,27 +369,7 @@ func TestMyOrdersQueuedOnRedisCluster(t *testing.T) {
 	h := newHarness(t, harnessOpts{noWriter: true, redisURL: c.URL(), env: map[string]string{"FLASHSALE_KEEPER_INTERVAL": "1h"}})
 	const k = 2
 	user := usersOfShard(k, 1, 1, 7000)[0]
-	master := func(s saleIDs, sh int) string { return c.MustMasterOf(t, store.MetaKeyOf(s.sale, sh)).Addr }
-	var sharded saleIDs
-	for i := 0; ; i++ {
-		if i == 40 {
-			t.Fatal("40 sharded sales: none had its shard 1 on another master than its shard 0")
-		}
-		if sharded = h.shardedSale(k, "", 4); master(sharded, 0) != master(sharded, 1) {
-			break
-		}
-	}
-	sales := []saleIDs{sharded}
-	on := map[string]bool{master(sharded, 1): true}
-	for i := 0; len(on) < 3; i++ {
-		if i == 40 {
-			t.Fatal("40 sales did not land on three masters")
-		}
-		if s := h.liveSale(4); !on[master(s, 0)] {
-			on[master(s, 0)] = true
-			sales = append(sales, s)
-		}
-	}
+	sales := salesOnThreeMasters(t, h, c, k)
 	tok := h.token(user, auth.RoleShopper)
 	var want []string
 	for _, s := range sales {
@@ -357,4 +404,31 @@ func TestMyOrdersQueuedOnRedisCluster(t *testing.T) {
 	for _, s := range sales {
 		h.checkInvariants(s)
 	}
+}
+
+// salesOnThreeMasters creates a sale of k shards with shard 1 on another master than shard 0, and
+// more sales until the first shard of each is on another of the three masters.
+func salesOnThreeMasters(t *testing.T, h *harness, c *testenv.RedisCluster, k int) []saleIDs {
+	master := func(s saleIDs, sh int) string { return c.MustMasterOf(t, store.MetaKeyOf(s.sale, sh)).Addr }
+	var sharded saleIDs
+	for i := 0; ; i++ {
+		if i == 40 {
+			t.Fatal("40 sharded sales: none had its shard 1 on another master than its shard 0")
+		}
+		if sharded = h.shardedSale(k, "", 4); master(sharded, 0) != master(sharded, 1) {
+			break
+		}
+	}
+	sales := []saleIDs{sharded}
+	on := map[string]bool{master(sharded, 1): true}
+	for i := 0; len(on) < 3; i++ {
+		if i == 40 {
+			t.Fatal("40 sales did not land on three masters")
+		}
+		if s := h.liveSale(4); !on[master(s, 0)] {
+			on[master(s, 0)] = true
+			sales = append(sales, s)
+		}
+	}
+	return sales
 }

@@ -42,7 +42,72 @@ func TestNATSClusterLosesANodeDuringARush(t *testing.T) {
 	a := newHarness(t, harnessOpts{env: env})
 	b := newHarness(t, harnessOpts{shared: a, env: env})
 
-	// Both streams and the writers' consumer are on all three servers.
+	checkNATSReplicas(t, ctx, cl)
+	victimName, victim := leadFromAsServer(t, ctx, cl, a, b)
+	const units = 150
+	s := a.liveSale(units, units)
+	r := rushKillingAServer(t, cl, a, b, s, victim)
+	t.Logf("answers: %v; slowest purchase %v; publishes retried: a %d, b %d", r.statuses, r.slowest.Round(time.Millisecond),
+		a.app.Queue.PublishRetries(), b.app.Queue.PublishRetries())
+	if r.killedAt.IsZero() {
+		t.Fatal("the rush ended before the kill")
+	}
+	accepted := checkNoPurchaseFailed(t, a, b, r.statuses, units)
+
+	// The stream has a new leader among the survivors.
+	waitNewStreamLeader(t, ctx, cl, victimName, r.killedAt)
+
+	acked := mergeAcked(t, a, b, accepted)
+	a.checkInvariants(s)
+	checkAckedLiveOnce(t, a, s, acked, accepted)
+	checkBothWritersWrote(t, a, b, accepted)
+
+	// The killed server comes back and catches up: the stream is on three current servers again.
+	cl.RestartT(t, victim)
+	waitStreamCurrentAgain(t, ctx, cl, victimName)
+}
+
+// waitNewStreamLeader waits for the order stream to have a leader other than the killed node.
+func waitNewStreamLeader(t *testing.T, ctx context.Context, cl *testenv.NATSCluster, victimName string, killedAt time.Time) {
+	t.Helper()
+	testenv.Eventually(t, 20*time.Second, fmt.Sprintf("a new leader of the order stream after %s was killed", victimName), func() error {
+		qctx, cancel := context.WithTimeout(ctx, time.Second)
+		leader, err := cl.StreamLeader(qctx, store.OrdersStream)
+		cancel()
+		if err == nil && leader != "" && leader != victimName {
+			t.Logf("new stream leader %s, %v after the kill", leader, time.Since(killedAt).Round(time.Millisecond))
+			return nil
+		}
+		return fmt.Errorf("leader %q, err %v", leader, err)
+	})
+}
+
+// waitStreamCurrentAgain waits for the order stream to be on three current servers again, the
+// restarted one caught up.
+func waitStreamCurrentAgain(t *testing.T, ctx context.Context, cl *testenv.NATSCluster, victimName string) {
+	t.Helper()
+	testenv.EventuallyEvery(t, 20*time.Second, 200*time.Millisecond, fmt.Sprintf("the order stream back on three current servers after %s restarted", victimName), func() error {
+		qctx, cancel := context.WithTimeout(ctx, time.Second)
+		info, err := cl.StreamInfo(qctx, store.OrdersStream)
+		cancel()
+		current := 0
+		if err == nil && info.Cluster != nil {
+			for _, p := range info.Cluster.Replicas {
+				if p.Current && !p.Offline {
+					current++
+				}
+			}
+		}
+		if current == 2 && info.State.Msgs > 0 {
+			return nil
+		}
+		return fmt.Errorf("%d followers current, err %v", current, err)
+	})
+}
+
+// checkNATSReplicas checks that both streams and the writers' consumer are on all three servers.
+func checkNATSReplicas(t *testing.T, ctx context.Context, cl *testenv.NATSCluster) {
+	t.Helper()
 	for _, name := range []string{store.OrdersStream, store.DeadStream} {
 		info, err := cl.StreamInfo(ctx, name)
 		if err != nil {
@@ -62,26 +127,25 @@ func TestNATSClusterLosesANodeDuringARush(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The writers create their consumer as they start; wait until it has elected its leader.
-	var ci *jetstream.ConsumerInfo
-	for deadline := time.Now().Add(20 * time.Second); ; {
+	ci := testenv.EventuallyValue(t, 20*time.Second, "a leader of the writers' consumer", func() (*jetstream.ConsumerInfo, error) {
 		qctx, cancel := context.WithTimeout(ctx, time.Second)
 		c, err := js.Consumer(qctx, store.OrdersStream, store.WriterConsumer)
 		cancel()
 		if err == nil && c.CachedInfo().Cluster != nil && c.CachedInfo().Cluster.Leader != "" {
-			ci = c.CachedInfo()
-			break
+			return c.CachedInfo(), nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the writers' consumer has no leader after 20 s (err %v)", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil, fmt.Errorf("no leader (err %v)", err)
+	})
 	if ci.Config.Replicas != 3 || len(ci.Cluster.Replicas) != 2 {
 		t.Fatalf("consumer %s: replicas %d, %d followers; want 3 replicas (a leader and 2 followers)", store.WriterConsumer, ci.Config.Replicas, len(ci.Cluster.Replicas))
 	}
+}
 
-	// The server instance a is connected to leads the order stream: killing it takes away both
-	// a's connection and the stream's leader.
+// leadFromAsServer makes the server instance a is connected to lead the order stream, so that
+// killing it takes away both a's connection and the stream's leader, and returns its name and
+// index.
+func leadFromAsServer(t *testing.T, ctx context.Context, cl *testenv.NATSCluster, a, b *harness) (string, int) {
+	t.Helper()
 	victimName := a.app.Queue.Conn().ConnectedServerName()
 	mctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	if err := cl.MoveStreamLeader(mctx, store.OrdersStream, victimName); err != nil {
@@ -94,8 +158,21 @@ func TestNATSClusterLosesANodeDuringARush(t *testing.T) {
 	}
 	t.Logf("stream leader and instance a's server: %s; instance b's server: %s", victimName, b.app.Queue.Conn().ConnectedServerName())
 
-	const units, shoppers, workers = 150, 400, 24
-	s := a.liveSale(units, units)
+	return victimName, victim
+}
+
+// natsRush is what rushKillingAServer saw: each answer's count, the slowest purchase and when
+// the server was killed.
+type natsRush struct {
+	statuses map[string]int
+	slowest  time.Duration
+	killedAt time.Time
+}
+
+// rushKillingAServer has 400 shoppers, 24 at a time, buy on a and b in turn, and kills the
+// cluster's node victim once a fifth of them are done.
+func rushKillingAServer(t *testing.T, cl *testenv.NATSCluster, a, b *harness, s saleIDs, victim int) natsRush {
+	const shoppers, workers = 400, 24
 	var (
 		done     atomic.Int64
 		killOnce sync.Once
@@ -142,12 +219,14 @@ func TestNATSClusterLosesANodeDuringARush(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	t.Logf("answers: %v; slowest purchase %v; publishes retried: a %d, b %d", statuses, slowest.Round(time.Millisecond),
-		a.app.Queue.PublishRetries(), b.app.Queue.PublishRetries())
-	if killedAt.IsZero() {
-		t.Fatal("the rush ended before the kill")
-	}
+	return natsRush{statuses: statuses, slowest: slowest, killedAt: killedAt}
+}
 
+// checkNoPurchaseFailed checks that every purchase was answered 202 or sold out (none failed
+// over the lost server), that every unit was sold and that the kill hit the rush; it returns the
+// number accepted.
+func checkNoPurchaseFailed(t *testing.T, a, b *harness, statuses map[string]int, units int) int {
+	t.Helper()
 	// Every purchase was answered 202 or sold out: none failed over the lost server.
 	accepted := statuses["202"]
 	for k, n := range statuses {
@@ -162,22 +241,13 @@ func TestNATSClusterLosesANodeDuringARush(t *testing.T) {
 		t.Errorf("no publish was retried: the kill did not hit the rush")
 	}
 
-	// The stream has a new leader among the survivors.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		qctx, cancel := context.WithTimeout(ctx, time.Second)
-		leader, err := cl.StreamLeader(qctx, store.OrdersStream)
-		cancel()
-		if err == nil && leader != "" && leader != victimName {
-			t.Logf("new stream leader %s, %v after the kill", leader, time.Since(killedAt).Round(time.Millisecond))
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no new leader of the order stream 20 s after %s was killed (leader %q, err %v)", victimName, leader, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	return accepted
+}
 
+// mergeAcked gathers the order ids both instances answered 202 into a's record, and checks there
+// is one for each answer.
+func mergeAcked(t *testing.T, a, b *harness, accepted int) []string {
+	t.Helper()
 	a.mu.Lock()
 	b.mu.Lock()
 	acked := append(append([]string(nil), a.acked...), b.acked...)
@@ -187,9 +257,13 @@ func TestNATSClusterLosesANodeDuringARush(t *testing.T) {
 	if len(acked) != accepted {
 		t.Fatalf("%d order ids recorded for %d answers 202", len(acked), accepted)
 	}
-	a.checkInvariants(s)
+	return acked
+}
 
-	// Every 202 is in Postgres exactly once, as a live order, and no other order is.
+// checkAckedLiveOnce checks that every 202 is in Postgres exactly once, as a live order, and
+// that no other order is.
+func checkAckedLiveOnce(t *testing.T, a *harness, s saleIDs, acked []string, accepted int) {
+	t.Helper()
 	var rows []struct {
 		ID     string
 		Status string
@@ -224,8 +298,12 @@ func TestNATSClusterLosesANodeDuringARush(t *testing.T) {
 	if sold := a.sqlInt(`SELECT coalesce(sum(sold), 0) FROM items WHERE sale_id = ?`, s.sale); sold != int64(accepted) {
 		t.Errorf("items sold = %d, want %d", sold, accepted)
 	}
+}
 
-	// Both instances' writers took orders off the one consumer.
+// checkBothWritersWrote checks that both instances' writers took orders off the one consumer,
+// each order once.
+func checkBothWritersWrote(t *testing.T, a, b *harness, accepted int) {
+	t.Helper()
 	written := func(h *harness, result string) int {
 		var m dto.Metric
 		if err := h.app.Metrics.Written.WithLabelValues(result).Write(&m); err != nil {
@@ -240,30 +318,6 @@ func TestNATSClusterLosesANodeDuringARush(t *testing.T) {
 	}
 	if wa+wb != accepted {
 		t.Errorf("the writers wrote %d orders, want %d (each once)", wa+wb, accepted)
-	}
-
-	// The killed server comes back and catches up: the stream is on three current servers again.
-	cl.RestartT(t, victim)
-	deadline = time.Now().Add(20 * time.Second)
-	for {
-		qctx, cancel := context.WithTimeout(ctx, time.Second)
-		info, err := cl.StreamInfo(qctx, store.OrdersStream)
-		cancel()
-		current := 0
-		if err == nil && info.Cluster != nil {
-			for _, p := range info.Cluster.Replicas {
-				if p.Current && !p.Offline {
-					current++
-				}
-			}
-		}
-		if current == 2 && info.State.Msgs > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the order stream is not back on three current servers 20 s after %s restarted (err %v)", victimName, err)
-		}
-		time.Sleep(200 * time.Millisecond)
 	}
 }
 
@@ -301,28 +355,8 @@ func TestNATSStreamReplicasRescaled(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	cl := testenv.NATS(t, 3)
-	replicas := func() (orders, dead int) {
-		t.Helper()
-		for _, name := range []string{store.OrdersStream, store.DeadStream} {
-			info, err := cl.StreamInfo(ctx, name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if name == store.OrdersStream {
-				orders = info.Config.Replicas
-			} else {
-				dead = info.Config.Replicas
-			}
-		}
-		return orders, dead
-	}
-	open := func(opts ...store.QueueOption) (*store.Queue, error) {
-		q, err := store.OpenQueue(ctx, cl.URLs(), "", opts...)
-		if err == nil {
-			t.Cleanup(q.Close)
-		}
-		return q, err
-	}
+	replicas := func() (orders, dead int) { t.Helper(); return streamReplicas(t, ctx, cl) }
+	open := func(opts ...store.QueueOption) (*store.Queue, error) { return openQueueOn(t, ctx, cl, opts...) }
 	if _, err := open(); err != nil {
 		t.Fatal(err)
 	}
@@ -339,16 +373,12 @@ func TestNATSStreamReplicasRescaled(t *testing.T) {
 	// The writers create their consumer on first use, and retry while the rescaled stream settles
 	// (JetStream answers "insufficient resources" until its new copies are placed).
 	var c jetstream.Consumer
-	for deadline := time.Now().Add(15 * time.Second); ; {
-		if c, err = q.WriterConsumer(ctx, 5*time.Second); err == nil {
-			break
+	testenv.EventuallyEvery(t, 15*time.Second, 200*time.Millisecond, "the writers' consumer after the rescale", func() error {
+		if c, err = q.WriterConsumer(ctx, 5*time.Second); err != nil {
+			t.Logf("the writers' consumer: %v", err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the writers' consumer 15 s after the rescale: %v", err)
-		}
-		t.Logf("the writers' consumer: %v", err)
-		time.Sleep(200 * time.Millisecond)
-	}
+		return err
+	})
 	if r := c.CachedInfo().Config.Replicas; r != 3 {
 		t.Errorf("the writers' consumer has %d replicas, want 3", r)
 	}
@@ -364,7 +394,39 @@ func TestNATSStreamReplicasRescaled(t *testing.T) {
 	if o, _ := replicas(); o != 3 {
 		t.Errorf("after the refused rescale: %d replicas, want 3", o)
 	}
-	// A single server (the embedded one) cannot keep three copies.
+	checkOneServerRefusesThreeReplicas(t, ctx)
+}
+
+// streamReplicas is the replica count of the order stream and of the dead-letter stream.
+func streamReplicas(t *testing.T, ctx context.Context, cl *testenv.NATSCluster) (orders, dead int) {
+	t.Helper()
+	for _, name := range []string{store.OrdersStream, store.DeadStream} {
+		info, err := cl.StreamInfo(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if name == store.OrdersStream {
+			orders = info.Config.Replicas
+		} else {
+			dead = info.Config.Replicas
+		}
+	}
+	return orders, dead
+}
+
+// openQueueOn opens a queue on the cluster, closed at the end of the test.
+func openQueueOn(t *testing.T, ctx context.Context, cl *testenv.NATSCluster, opts ...store.QueueOption) (*store.Queue, error) {
+	q, err := store.OpenQueue(ctx, cl.URLs(), "", opts...)
+	if err == nil {
+		t.Cleanup(q.Close)
+	}
+	return q, err
+}
+
+// checkOneServerRefusesThreeReplicas checks that a single server (the embedded one) cannot keep
+// three copies: the queue refuses, saying a cluster is needed.
+func checkOneServerRefusesThreeReplicas(t *testing.T, ctx context.Context) {
+	t.Helper()
 	dir := t.TempDir()
 	ns, err := store.StartNATS(dir, testenv.FreePort(t), true, "tok")
 	if err != nil {

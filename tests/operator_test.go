@@ -44,18 +44,10 @@ func TestMetricsOnTheirOwnAddress(t *testing.T) {
 		}
 	}()
 	get := func(url string) (int, string) {
-		for deadline := time.Now().Add(15 * time.Second); ; {
-			resp, err := http.Get(url)
-			if err == nil {
-				b, _ := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				return resp.StatusCode, string(b)
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("GET %s: %v", url, err)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		resp := testenv.EventuallyValue(t, 15*time.Second, "GET "+url, func() (*http.Response, error) { return http.Get(url) })
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, string(b)
 	}
 	if st, body := get("http://" + env["FLASHSALE_METRICS_ADDR"] + "/metrics"); st != http.StatusOK || !strings.Contains(body, "flashsale_queue_backlog_messages") {
 		t.Errorf("metrics address: %d, want 200 with the flashsale metrics", st)
@@ -116,6 +108,48 @@ func TestEmbeddedNATSRequiresItsCredential(t *testing.T) {
 // instance connects with FLASHSALE_NATS_CREDS, and sells.
 func TestExternalNATSWithCredentialsFile(t *testing.T) {
 	t.Parallel()
+	dir := t.TempDir()
+	k := operatorModeKeys(t, dir)
+	opClaims, sysPub, sysJWT, apub, ajwt, credsFile := k.opClaims, k.sysPub, k.sysJWT, k.apub, k.ajwt, k.credsFile
+	resolver := &server.MemAccResolver{}
+	_ = resolver.Store(sysPub, sysJWT)
+	_ = resolver.Store(apub, ajwt)
+	port := testenv.FreePort(t)
+	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, JetStream: true, StoreDir: filepath.Join(dir, "js"),
+		TrustedOperators: []*jwt.OperatorClaims{opClaims}, AccountResolver: resolver, SystemAccount: sysPub, NoSigs: true, NoLog: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats server not ready")
+	}
+	t.Cleanup(ns.Shutdown)
+	url := "nats://127.0.0.1:" + strconv.Itoa(port)
+	if _, err := store.OpenQueue(context.Background(), url, ""); err == nil {
+		t.Fatal("the external NATS let a client in without credentials")
+	}
+	h := newHarness(t, harnessOpts{env: map[string]string{"FLASHSALE_NATS_URL": url, "FLASHSALE_NATS_CREDS": credsFile}})
+	s := h.liveSale(3)
+	alice := h.token(1, "shopper")
+	if r := h.buy(alice, s.items[0], h.purchaseToken(alice, s.sale)); r.Status != http.StatusAccepted {
+		t.Fatalf("buy through the external NATS: %d %s", r.Status, r.Raw)
+	}
+	h.checkInvariants(s)
+}
+
+// operatorKeys are the keys of an operator-mode NATS: the operator, its system account, the
+// flashsale account and the credentials file of a user of it.
+type operatorKeys struct {
+	opClaims              *jwt.OperatorClaims
+	sysPub, sysJWT        string
+	apub, ajwt, credsFile string
+}
+
+// operatorModeKeys makes an operator, a system account, an account with JetStream and a user of
+// it, whose credentials file it writes in dir.
+func operatorModeKeys(t *testing.T, dir string) operatorKeys {
+	t.Helper()
 	okp, _ := nkeys.CreateOperator()
 	opub, _ := okp.PublicKey()
 	oc := jwt.NewOperatorClaims(opub)
@@ -146,7 +180,6 @@ func TestExternalNATSWithCredentialsFile(t *testing.T) {
 	}
 	seed, _ := ukp.Seed()
 	creds, _ := jwt.FormatUserConfig(ujwt, seed)
-	dir := t.TempDir()
 	credsFile := filepath.Join(dir, "flashsale.creds")
 	if err := os.WriteFile(credsFile, creds, 0o600); err != nil {
 		t.Fatal(err)
@@ -155,29 +188,5 @@ func TestExternalNATSWithCredentialsFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resolver := &server.MemAccResolver{}
-	_ = resolver.Store(sysPub, sysJWT)
-	_ = resolver.Store(apub, ajwt)
-	port := testenv.FreePort(t)
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, JetStream: true, StoreDir: filepath.Join(dir, "js"),
-		TrustedOperators: []*jwt.OperatorClaims{opClaims}, AccountResolver: resolver, SystemAccount: sysPub, NoSigs: true, NoLog: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats server not ready")
-	}
-	t.Cleanup(ns.Shutdown)
-	url := "nats://127.0.0.1:" + strconv.Itoa(port)
-	if _, err := store.OpenQueue(context.Background(), url, ""); err == nil {
-		t.Fatal("the external NATS let a client in without credentials")
-	}
-	h := newHarness(t, harnessOpts{env: map[string]string{"FLASHSALE_NATS_URL": url, "FLASHSALE_NATS_CREDS": credsFile}})
-	s := h.liveSale(3)
-	alice := h.token(1, "shopper")
-	if r := h.buy(alice, s.items[0], h.purchaseToken(alice, s.sale)); r.Status != http.StatusAccepted {
-		t.Fatalf("buy through the external NATS: %d %s", r.Status, r.Raw)
-	}
-	h.checkInvariants(s)
+	return operatorKeys{opClaims: opClaims, sysPub: sysPub, sysJWT: sysJWT, apub: apub, ajwt: ajwt, credsFile: credsFile}
 }

@@ -56,18 +56,7 @@ func TestAdminSaleOrders(t *testing.T) {
 	}
 	h.insertFailedOrders(s, 120, 1000)
 
-	list := func(query string) ([]map[string]any, string) {
-		t.Helper()
-		r := h.do("GET", base+query, merchant, nil)
-		if r.Status != http.StatusOK {
-			t.Fatalf("GET %s: %d %s", query, r.Status, r.Raw)
-		}
-		var out []map[string]any
-		for _, o := range r.Body["orders"].([]any) {
-			out = append(out, o.(map[string]any))
-		}
-		return out, r.str("next")
-	}
+	list := func(query string) ([]map[string]any, string) { return h.adminOrders(merchant, base, query) }
 	for _, c := range []struct {
 		query string
 		want  []string
@@ -88,6 +77,29 @@ func TestAdminSaleOrders(t *testing.T) {
 			t.Errorf("%s: got %v next %q, want %v next \"\"", c.query, ids, next, c.want)
 		}
 	}
+	checkPaidAndFailedEntries(t, list, s)
+
+	// Paging through all 123: 50 + 50 + 23, newest first, none twice.
+	seen, pages := pageAllOrders(t, list)
+	if got, want := len(seen), 123; got != want {
+		t.Errorf("orders paged: got %d, want %d", got, want)
+	}
+	if got, want := pages, 3; got != want {
+		t.Errorf("pages: got %d, want %d", got, want)
+	}
+	first, _ := list("")
+	if first[0]["orderId"] != pending {
+		t.Errorf("newest first: got %v first, want the last purchase %s", first[0]["orderId"], pending)
+	}
+
+	checkSaleOrdersRefused(t, h, merchant, base)
+	h.checkInvariants(s)
+}
+
+// checkPaidAndFailedEntries checks the fields of a paid order's entry, and that a failed order has
+// no payBy nor paidAt.
+func checkPaidAndFailedEntries(t *testing.T, list func(query string) ([]map[string]any, string), s saleIDs) {
+	t.Helper()
 	o, _ := list("?status=PAID")
 	if got := o[0]; got["userId"] != "1" || got["itemId"] != strconv.FormatInt(s.items[0], 10) || got["payBy"] == nil || got["paidAt"] == nil {
 		t.Errorf("paid order: got %v, want userId 1, the item, payBy and paidAt", got)
@@ -99,8 +111,28 @@ func TestAdminSaleOrders(t *testing.T) {
 	if len(f) != 1 || f[0]["payBy"] != nil || f[0]["paidAt"] != nil {
 		t.Errorf("failed order: got %v, want one with payBy and paidAt null", f)
 	}
+}
 
-	// Paging through all 123: 50 + 50 + 23, newest first, none twice.
+// adminOrders is one page of the merchant's orders of a sale (base: its orders path) with the
+// query, and the next page's cursor.
+func (h *harness) adminOrders(merchant, base, query string) ([]map[string]any, string) {
+	t := h.t
+	t.Helper()
+	r := h.do("GET", base+query, merchant, nil)
+	if r.Status != http.StatusOK {
+		t.Fatalf("GET %s: %d %s", query, r.Status, r.Raw)
+	}
+	var out []map[string]any
+	for _, o := range r.Body["orders"].([]any) {
+		out = append(out, o.(map[string]any))
+	}
+	return out, r.str("next")
+}
+
+// pageAllOrders follows the pages of a sale's orders from the first, checking each full page
+// and that no order is listed twice; it returns the orders seen and the number of pages.
+func pageAllOrders(t *testing.T, list func(query string) ([]map[string]any, string)) (map[string]bool, int) {
+	t.Helper()
 	seen, cursor, pages := map[string]bool{}, "", 0
 	var last string
 	for {
@@ -130,17 +162,13 @@ func TestAdminSaleOrders(t *testing.T) {
 		}
 		cursor = next
 	}
-	if got, want := len(seen), 123; got != want {
-		t.Errorf("orders paged: got %d, want %d", got, want)
-	}
-	if got, want := pages, 3; got != want {
-		t.Errorf("pages: got %d, want %d", got, want)
-	}
-	first, _ := list("")
-	if first[0]["orderId"] != pending {
-		t.Errorf("newest first: got %v first, want the last purchase %s", first[0]["orderId"], pending)
-	}
+	return seen, pages
+}
 
+// checkSaleOrdersRefused: bad filters and cursors are 400 INVALID_INPUT; another merchant's
+// orders and the CSV are 404 to it and 403 to a shopper; an unknown sale is 404.
+func checkSaleOrdersRefused(t *testing.T, h *harness, merchant, base string) {
+	t.Helper()
 	for _, q := range []string{"?status=QUEUED", "?status=paid", "?userId=abc", "?userId=0", "?userId=-1", "?cursor=nonsense"} {
 		if r := h.do("GET", base+q, merchant, nil); r.Status != http.StatusBadRequest || r.str("error") != "INVALID_INPUT" {
 			t.Errorf("%s: got %d %s, want 400 INVALID_INPUT", q, r.Status, r.Raw)
@@ -158,7 +186,6 @@ func TestAdminSaleOrders(t *testing.T) {
 	if r := h.do("GET", "/api/admin/sales/999999999/orders", merchant, nil); r.Status != http.StatusNotFound {
 		t.Errorf("unknown sale: got %d, want 404", r.Status)
 	}
-	h.checkInvariants(s)
 }
 
 func TestAdminSaleOrdersCSV(t *testing.T) {
@@ -197,10 +224,36 @@ func TestAdminSaleOrdersCSV(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("status: got %d, want 200", resp.StatusCode)
 	}
+	checkCSVHeaders(t, resp, s.sale)
+	rd := csv.NewReader(bufio.NewReader(resp.Body))
+	header, err := rd.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.Join(header, ","), "orderId,itemId,itemName,userId,status,priceCents,currency,createdAt,payBy,paidAt"; got != want {
+		t.Errorf("header: got %q, want %q", got, want)
+	}
+	rows, byID := readCSVRows(t, rd)
+	if got, want := rows, failed+2; got != want {
+		t.Errorf("rows: got %d, want %d", got, want)
+	}
+	if got, want := byID[comma], []string{comma, strconv.FormatInt(s.items[0], 10), `Phone, "Pro" edition`, "1", "PENDING", "99900", "CNY"}; got == nil || fmt.Sprint(got[:7]) != fmt.Sprint(want) {
+		t.Errorf("name with a comma: got %q, want %q", got, want)
+	}
+	if got := byID[formula]; got == nil || got[2] != `'=HYPERLINK("http://evil")` || got[8] == "" || got[9] != "" {
+		t.Errorf("formula-looking name: got %q, want it prefixed with ' (and payBy set, paidAt empty)", got)
+	}
+	h.checkInvariants(s)
+}
+
+// checkCSVHeaders checks the CSV answer's headers: its type, its file name, and streamed (no
+// Content-Length, chunked).
+func checkCSVHeaders(t *testing.T, resp *http.Response, sale int64) {
+	t.Helper()
 	if got, want := resp.Header.Get("Content-Type"), "text/csv; charset=utf-8"; got != want {
 		t.Errorf("Content-Type: got %q, want %q", got, want)
 	}
-	if got, want := resp.Header.Get("Content-Disposition"), fmt.Sprintf(`attachment; filename="sale-%d-orders.csv"`, s.sale); got != want {
+	if got, want := resp.Header.Get("Content-Disposition"), fmt.Sprintf(`attachment; filename="sale-%d-orders.csv"`, sale); got != want {
 		t.Errorf("Content-Disposition: got %q, want %q", got, want)
 	}
 	// Streamed: no Content-Length, sent in chunks as the rows are read.
@@ -210,14 +263,12 @@ func TestAdminSaleOrdersCSV(t *testing.T) {
 	if got := resp.TransferEncoding; len(got) == 0 || got[0] != "chunked" {
 		t.Errorf("Transfer-Encoding: got %v, want chunked", got)
 	}
-	rd := csv.NewReader(bufio.NewReader(resp.Body))
-	header, err := rd.Read()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, want := strings.Join(header, ","), "orderId,itemId,itemName,userId,status,priceCents,currency,createdAt,payBy,paidAt"; got != want {
-		t.Errorf("header: got %q, want %q", got, want)
-	}
+}
+
+// readCSVRows reads the CSV's rows to the end: their count and each by its order id; an order
+// exported twice is a failure.
+func readCSVRows(t *testing.T, rd *csv.Reader) (int, map[string][]string) {
+	t.Helper()
 	rows, byID := 0, map[string][]string{}
 	for {
 		rec, err := rd.Read()
@@ -233,16 +284,7 @@ func TestAdminSaleOrdersCSV(t *testing.T) {
 		}
 		byID[rec[0]] = rec
 	}
-	if got, want := rows, failed+2; got != want {
-		t.Errorf("rows: got %d, want %d", got, want)
-	}
-	if got, want := byID[comma], []string{comma, strconv.FormatInt(s.items[0], 10), `Phone, "Pro" edition`, "1", "PENDING", "99900", "CNY"}; got == nil || fmt.Sprint(got[:7]) != fmt.Sprint(want) {
-		t.Errorf("name with a comma: got %q, want %q", got, want)
-	}
-	if got := byID[formula]; got == nil || got[2] != `'=HYPERLINK("http://evil")` || got[8] == "" || got[9] != "" {
-		t.Errorf("formula-looking name: got %q, want it prefixed with ' (and payBy set, paidAt empty)", got)
-	}
-	h.checkInvariants(s)
+	return rows, byID
 }
 
 func TestQueuedOrderPosition(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale/store"
+	"github.com/flashsale/flashsale/testenv"
 )
 
 // The listing and the home page show every live or upcoming sale, a page at a time.
@@ -77,25 +78,21 @@ func TestKeeperPagesThroughEverySale(t *testing.T) {
 	s := h.createSale(time.Now().Add(5*time.Minute), 5) // starts after all of them, within FLASHSALE_WARM_AHEAD
 	ctx := context.Background()
 	deadline := time.Now().Add(60 * time.Second)
-	for {
+	// deleted, then looked at 300 ms later: out once deleted after the keeper's last look
+	testenv.EventuallyEvery(t, 60*time.Second, 0, "the sale taken out of redis", func() error {
 		h.app.Redis.Del(ctx, store.MetaKey(s.sale), store.StockKey(s.sale, s.items[0]))
 		time.Sleep(300 * time.Millisecond)
-		if st, err := h.app.Stock.State(ctx, s.sale); err == nil && !st.Loaded {
-			break // deleted after the keeper's last look
+		if st, err := h.app.Stock.State(ctx, s.sale); err != nil || st.Loaded {
+			return fmt.Errorf("state %+v, %v: the keeper loaded it again", st, err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("could not take the sale out of redis")
-		}
-	}
-	for {
+		return nil
+	})
+	testenv.EventuallyEvery(t, time.Until(deadline), 200*time.Millisecond, fmt.Sprintf("the keeper reloaded sale %d, 1,101st by start time", s.sale), func() error {
 		st, err := h.app.Stock.State(ctx, s.sale)
-		if err == nil && st.Loaded {
-			break
+		if err != nil || !st.Loaded {
+			return fmt.Errorf("state %+v, %v", st, err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal(fmt.Sprintf("the keeper never reloaded sale %d, 1,101st by start time", s.sale))
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return nil
+	})
 	h.checkInvariants(s)
 }

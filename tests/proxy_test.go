@@ -116,6 +116,20 @@ func send(t *testing.T, c *http.Client, method, url, bearer string, body any, he
 // and the stock JSON come from nginx's cache, purchases all reach an instance, the real client
 // address reaches flashsale through X-Forwarded-For, and a burst from one address beyond
 // limit_req's burst gets 429 in the contract's shape.
+// proxyScenario is the state of TestProxyCachesPagesNotPurchases: three counted instances
+// behind nginx (base), the sale and the crowd's client.
+type proxyScenario struct {
+	t                   *testing.T
+	h1                  *harness
+	insts               []*countedInstance
+	base                string
+	s                   saleIDs
+	item                int64
+	pagePath, stockPath string
+	crowd               *http.Client
+	total               func(kind string) int // requests of a kind that reached an instance
+}
+
 func TestProxyCachesPagesNotPurchases(t *testing.T) {
 	env := map[string]string{"FLASHSALE_RATE_LIMITS": "on", "FLASHSALE_TRUSTED_PROXIES": "127.0.0.1"}
 	h1 := newHarness(t, harnessOpts{env: env})
@@ -145,13 +159,45 @@ func TestProxyCachesPagesNotPurchases(t *testing.T) {
 	s := h1.createSaleWith(map[string]any{"rateLimits": map[string]int{"userPerSecond": 5, "ipPerSecond": 3}}, time.Now().Add(-time.Second), 100)
 	item := s.items[0]
 	pagePath, stockPath := fmt.Sprintf("/sales/%d", s.sale), fmt.Sprintf("/api/flash-sales/%d/stock", s.sale)
+	c := &proxyScenario{t: t, h1: h1, insts: insts, base: base, s: s, item: item, pagePath: pagePath, stockPath: stockPath,
+		crowd: clientFrom("127.0.0.1"), total: total}
 
+	c.crowdReadsFromTheCache()
+
+	c.conditionalGetOfThePage()
+
+	c.shoppersBuyThroughNginx()
+
+	c.stockCopyExpires()
+
+	c.burstFromOneAddress()
+
+	// Every instance served: round robin, no favourite.
+	for i, c := range insts {
+		if c.count("captcha")+c.count("token")+c.count("purchase") == 0 || c.count("") == 0 {
+			t.Errorf("instance %d got no purchase-path traffic: %v", i+1, c.seen)
+		}
+	}
+	if t.Failed() {
+		t.Logf("nginx error log:\n%s", tail(ngx.ErrorLog))
+	}
+	h1.checkInvariants(s)
+	if n := h1.sqlInt("SELECT count(*) FROM orders WHERE item_id = ? AND status = 'PENDING'", item); n != proxyShoppers {
+		t.Errorf("%d PENDING orders in Postgres, want %d", n, proxyShoppers)
+	}
+}
+
+// crowdReadsFromTheCache: 2,000 GETs from 50 shoppers, each from its own address (nginx limits
+// the public reads per address, hits included), half the sale page, half the stock JSON: mostly
+// cache hits, a few upstream requests per second of load.
+func (c *proxyScenario) crowdReadsFromTheCache() {
+	t, base, pagePath, stockPath, total := c.t, c.base, c.pagePath, c.stockPath, c.total
+	t.Helper()
 	// 1. The crowd: 2,000 GETs from 50 shoppers, each from its own address (nginx limits the
 	// public reads per address, hits included), half the sale page, half the stock JSON.
 	const workers, perWorker = 50, 40
 	var mu sync.Mutex
 	cacheStatus := map[string]map[string]int{pagePath: {}, stockPath: {}}
-	crowd := clientFrom("127.0.0.1")
 	var wg sync.WaitGroup
 	start := time.Now()
 	for w := range workers {
@@ -190,7 +236,13 @@ func TestProxyCachesPagesNotPurchases(t *testing.T) {
 	if limit := 5 + 3*int(elapsed/time.Second+1); upstreamGets > limit || upstreamGets < 2 {
 		t.Errorf("%d GETs of the page and the stock reached an instance in %v, want 2 to %d", upstreamGets, elapsed, limit)
 	}
+}
 
+// conditionalGetOfThePage: the page's ETag: a browser's conditional GET is answered 304 (from
+// the cache, or by flashsale on revalidation).
+func (c *proxyScenario) conditionalGetOfThePage() {
+	t, base, pagePath, crowd := c.t, c.base, c.pagePath, c.crowd
+	t.Helper()
 	// The page's ETag: a browser's conditional GET is answered 304 (from the cache, or by
 	// flashsale on revalidation).
 	page := send(t, crowd, "GET", base+pagePath, "", nil, "Accept-Encoding", "identity")
@@ -202,39 +254,24 @@ func TestProxyCachesPagesNotPurchases(t *testing.T) {
 	} else if r := send(t, crowd, "GET", base+pagePath, "", nil, "Accept-Encoding", "identity", "If-None-Match", etag); r.status != http.StatusNotModified {
 		t.Errorf("conditional GET of the sale page: %d, want 304", r.status)
 	}
+}
 
+// shoppersBuyThroughNginx: 30 shoppers, each from its own address, buy at once through nginx:
+// every purchase reaches an instance (never a cache), each gets its own order.
+func (c *proxyScenario) shoppersBuyThroughNginx() {
+	t, h1, base, s, item, total := c.t, c.h1, c.base, c.s, c.item, c.total
+	t.Helper()
 	// 2. 30 shoppers, each from its own address, buy at once through nginx: every purchase
 	// reaches an instance (never a cache), each gets its own order.
-	const shoppers = 30
+	const shoppers = proxyShoppers
+	var wg sync.WaitGroup
 	orders := make([]string, shoppers)
 	before := map[string]int{"captcha": total("captcha"), "token": total("token"), "purchase": total("purchase")}
 	for i := range shoppers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c := clientFrom(fmt.Sprintf("127.0.0.%d", 10+i))
-			bearer := h1.token(int64(5000+i), auth.RoleShopper)
-			chal := send(t, c, "POST", fmt.Sprintf("%s/api/flash-sales/%d/captcha", base, s.sale), bearer, nil)
-			if chal.status != http.StatusOK {
-				t.Errorf("shopper %d: captcha: %d %s", i, chal.status, chal.raw)
-				return
-			}
-			tok := send(t, c, "POST", fmt.Sprintf("%s/api/flash-sales/%d/purchase-token", base, s.sale), bearer,
-				map[string]any{"captchaId": chal.body["captchaId"], "answer": "test"})
-			if tok.status != http.StatusOK {
-				t.Errorf("shopper %d: purchase token: %d %s", i, tok.status, tok.raw)
-				return
-			}
-			ptoken, _ := tok.body["purchaseToken"].(string)
-			r := send(t, c, "POST", fmt.Sprintf("%s/api/flash-sales/items/%d/purchase", base, item), bearer, nil, "X-Purchase-Token", ptoken)
-			if r.status != http.StatusAccepted {
-				t.Errorf("shopper %d: purchase: %d %s", i, r.status, r.raw)
-				return
-			}
-			if cs := r.header.Get("X-Cache-Status"); cs != "" {
-				t.Errorf("shopper %d: purchase answer has X-Cache-Status %q: it must never touch the cache", i, cs)
-			}
-			orders[i], _ = r.body["orderId"].(string)
+			orders[i] = buyThroughNginx(t, h1, base, s, item, i)
 		}()
 	}
 	wg.Wait()
@@ -259,33 +296,45 @@ func TestProxyCachesPagesNotPurchases(t *testing.T) {
 			t.Errorf("%d %s requests reached an instance, want exactly %d (one per shopper)", got, kind, shoppers)
 		}
 	}
+}
 
+// stockCopyExpires: the stock JSON's copy lives its max-age (1 s), not longer: the crowd soon sees
+// the 30 units gone.
+func (c *proxyScenario) stockCopyExpires() {
+	t, base, stockPath, crowd := c.t, c.base, c.stockPath, c.crowd
+	t.Helper()
 	// The stock JSON's copy lives its max-age (1 s), not longer: the crowd soon sees the 30 units
 	// gone.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	const shoppers = proxyShoppers
+	err := testenv.Poll(10*time.Second, 100*time.Millisecond, func() error {
 		r := send(t, crowd, "GET", base+stockPath, "", nil)
 		items, _ := r.body["items"].([]any)
 		if len(items) == 1 {
 			if st, _ := items[0].(map[string]any)["stock"].(float64); st == 100-shoppers {
-				break
+				return nil
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Errorf("the stock through nginx still says %s 10 s after %d purchases", r.raw, shoppers)
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
+		return fmt.Errorf("it still says %s", r.raw)
+	})
+	if err != nil {
+		t.Errorf("the stock through nginx %d purchases later: %v", shoppers, err)
 	}
+}
 
+// burstFromOneAddress: a burst from one address beyond limit_req's burst (10, then 2 a second):
+// nginx answers 429 RATE_LIMITED itself; what it lets through reaches an instance (401: no login).
+func (c *proxyScenario) burstFromOneAddress() {
+	t, base, item, total := c.t, c.base, c.item, c.total
+	t.Helper()
 	// 3. A burst from one address beyond limit_req's burst (10, then 2 a second): nginx answers
 	// 429 RATE_LIMITED itself; what it lets through reaches an instance (401: no login).
 	const burst = 40
+	var wg sync.WaitGroup
 	loud := clientFrom("127.0.0.250")
 	purchaseURL := fmt.Sprintf("%s/api/flash-sales/items/%d/purchase", base, item)
 	beforeBurst := total("purchase")
 	var limited, passed atomic.Int64
-	start = time.Now()
+	start := time.Now()
 	for range burst {
 		wg.Add(1)
 		go func() {
@@ -314,21 +363,40 @@ func TestProxyCachesPagesNotPurchases(t *testing.T) {
 	if got := total("purchase") - beforeBurst; got != int(passed.Load()) {
 		t.Errorf("%d purchase requests of the burst reached an instance, want the %d nginx let through", got, passed.Load())
 	}
-
-	// Every instance served: round robin, no favourite.
-	for i, c := range insts {
-		if c.count("captcha")+c.count("token")+c.count("purchase") == 0 || c.count("") == 0 {
-			t.Errorf("instance %d got no purchase-path traffic: %v", i+1, c.seen)
-		}
-	}
-	if t.Failed() {
-		t.Logf("nginx error log:\n%s", tail(ngx.ErrorLog))
-	}
-	h1.checkInvariants(s)
-	if n := h1.sqlInt("SELECT count(*) FROM orders WHERE item_id = ? AND status = 'PENDING'", item); n != shoppers {
-		t.Errorf("%d PENDING orders in Postgres, want %d", n, shoppers)
-	}
 }
+
+// buyThroughNginx is shopper i's purchase through nginx, from an address of its own: captcha,
+// purchase token, purchase; it returns the order id ("" on a failure, which it reports). The
+// purchase answer must never come from the cache.
+func buyThroughNginx(t *testing.T, h1 *harness, base string, s saleIDs, item int64, i int) string {
+	c := clientFrom(fmt.Sprintf("127.0.0.%d", 10+i))
+	bearer := h1.token(int64(5000+i), auth.RoleShopper)
+	chal := send(t, c, "POST", fmt.Sprintf("%s/api/flash-sales/%d/captcha", base, s.sale), bearer, nil)
+	if chal.status != http.StatusOK {
+		t.Errorf("shopper %d: captcha: %d %s", i, chal.status, chal.raw)
+		return ""
+	}
+	tok := send(t, c, "POST", fmt.Sprintf("%s/api/flash-sales/%d/purchase-token", base, s.sale), bearer,
+		map[string]any{"captchaId": chal.body["captchaId"], "answer": "test"})
+	if tok.status != http.StatusOK {
+		t.Errorf("shopper %d: purchase token: %d %s", i, tok.status, tok.raw)
+		return ""
+	}
+	ptoken, _ := tok.body["purchaseToken"].(string)
+	r := send(t, c, "POST", fmt.Sprintf("%s/api/flash-sales/items/%d/purchase", base, item), bearer, nil, "X-Purchase-Token", ptoken)
+	if r.status != http.StatusAccepted {
+		t.Errorf("shopper %d: purchase: %d %s", i, r.status, r.raw)
+		return ""
+	}
+	if cs := r.header.Get("X-Cache-Status"); cs != "" {
+		t.Errorf("shopper %d: purchase answer has X-Cache-Status %q: it must never touch the cache", i, cs)
+	}
+	id, _ := r.body["orderId"].(string)
+	return id
+}
+
+// proxyShoppers is how many shoppers buy through nginx in TestProxyCachesPagesNotPurchases.
+const proxyShoppers = 30
 
 // tail is the end of a log file, for a failure message.
 func tail(path string) string {

@@ -59,18 +59,7 @@ func TestLapsedRegistrationStopsSelling(t *testing.T) {
 	if flight, err := h.app.Stock.InFlight(ctx, s.sale); err != nil || len(flight) != 0 {
 		t.Errorf("reservations in flight after the refused purchase: %v (err %v), want none", flight, err)
 	}
-	// The merchant's Warm of a lost sale judges the queue: it waits too.
-	if _, err := h.app.Stock.MarkLost(ctx, s.sale, 0, ""); err != nil {
-		t.Fatal(err)
-	}
-	merchant := h.token(9000, auth.RoleMerchant)
-	if r := h.saleAction(merchant, s.sale, "warm"); r.Status != http.StatusServiceUnavailable {
-		t.Errorf("warm a lost sale while the registration is another's: %d %s, want 503", r.Status, r.Raw)
-	}
-	time.Sleep(1500 * time.Millisecond) // several keeper passes: none may rebuild
-	if st, err := h.app.Stock.State(ctx, s.sale); err != nil || !st.Lost {
-		t.Fatalf("the lost sale while the registration is another's: %+v (err %v), want it left lost (no rebuild)", st, err)
-	}
+	checkQueueJudgingJobsWait(t, h, s)
 
 	// The other instance is gone: ours takes the registration again, the keeper rebuilds, it sells.
 	if err := h.app.Redis.Del(ctx, "flashsale:embedded-nats").Err(); err != nil {
@@ -87,6 +76,25 @@ func TestLapsedRegistrationStopsSelling(t *testing.T) {
 	h.checkInvariants(s)
 }
 
+// checkQueueJudgingJobsWait: the merchant's Warm of a lost sale judges the queue: it waits too
+// (503), and the keeper does not rebuild the lost sale.
+func checkQueueJudgingJobsWait(t *testing.T, h *harness, s saleIDs) {
+	t.Helper()
+	ctx := context.Background()
+	// The merchant's Warm of a lost sale judges the queue: it waits too.
+	if _, err := h.app.Stock.MarkLost(ctx, s.sale, 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	merchant := h.token(9000, auth.RoleMerchant)
+	if r := h.saleAction(merchant, s.sale, "warm"); r.Status != http.StatusServiceUnavailable {
+		t.Errorf("warm a lost sale while the registration is another's: %d %s, want 503", r.Status, r.Raw)
+	}
+	time.Sleep(1500 * time.Millisecond) // several keeper passes: none may rebuild
+	if st, err := h.app.Stock.State(ctx, s.sale); err != nil || !st.Lost {
+		t.Fatalf("the lost sale while the registration is another's: %+v (err %v), want it left lost (no rebuild)", st, err)
+	}
+}
+
 // Instances sharing a Redis share one queue: one on an external NATS refuses to start beside a
 // live instance with its embedded NATS, and the reverse; one on the embedded NATS of another
 // instance (the same queue) starts. Before, an external instance started beside the embedded one:
@@ -98,18 +106,7 @@ func TestExternalAndEmbeddedNATSNeverMix(t *testing.T) {
 	a := newHarness(t, harnessOpts{})
 
 	// Another NATS server: an external one, with its own JetStream.
-	dir := t.TempDir()
-	token, err := store.EmbeddedNATSToken(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := testenv.FreePort(t)
-	ns, err := store.StartNATS(dir, port, false, token)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	external := store.EmbeddedNATSURL(port, token)
+	external := startExternalNATS(t)
 
 	config := func(extra map[string]string) app.Config {
 		env := mergeEnv(a.env, mergeEnv(map[string]string{"FLASHSALE_DATA_DIR": t.TempDir(), "FLASHSALE_NATS_PORT": strconv.Itoa(testenv.FreePort(t))}, extra))
@@ -153,4 +150,23 @@ func TestExternalAndEmbeddedNATSNeverMix(t *testing.T) {
 		t.Fatalf("a second instance on the external NATS: %v", err)
 	}
 	c.Close()
+}
+
+// startExternalNATS starts another NATS server, an external one with its own JetStream, stopped
+// when the test ends, and returns its URL.
+func startExternalNATS(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	token, err := store.EmbeddedNATSToken(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := testenv.FreePort(t)
+	ns, err := store.StartNATS(dir, port, false, token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
+	external := store.EmbeddedNATSURL(port, token)
+	return external
 }

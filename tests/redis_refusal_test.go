@@ -25,34 +25,7 @@ func TestWriterWaitsOutRedisRefusals(t *testing.T) {
 	for _, r := range testenv.Refusals {
 		t.Run(string(r), func(t *testing.T) {
 			t.Parallel()
-			ctx := context.Background()
-			h := newHarness(t, harnessOpts{noWriter: true})
-			s := h.liveSale(5)
-			// One order, so one message: every failed try of the writer is one of its deliveries.
-			ids := buyQueued(h, s, 1)
-			lift := h.redis.Refuse(t, r)
-			cause := "redis_" + string(r)
-			h.app.Start(ctx, true, false)
-			// More failed deliveries than a poison message is allowed (five).
-			waitUntil(t, 30*time.Second, "the writer to fail 7 times on "+cause, func() bool {
-				return counterValue(h.app.Metrics.WriterRetries.WithLabelValues(cause)) >= 7
-			})
-			if n, err := h.app.Queue.DeadCount(ctx); err != nil || n != 0 {
-				t.Fatalf("dead letters during the %s outage: %d (err %v), want 0", r, n, err)
-			}
-			if n := h.sqlInt(`SELECT count(*) FROM orders WHERE sale_id = ?`, s.sale); n != 0 {
-				t.Fatalf("%d orders written while Redis refused the claim", n)
-			}
-			lift()
-			h.checkInvariants(s)
-			for _, id := range ids {
-				if o := h.orderOf(id); o != "PENDING" {
-					t.Errorf("order %s after the %s outage: %s, want PENDING", id, r, o)
-				}
-			}
-			if n, _ := h.app.Queue.DeadCount(ctx); n != 0 {
-				t.Errorf("dead letters after the %s outage: %d, want 0", r, n)
-			}
+			writerWaitsOutRefusal(t, r)
 		})
 	}
 	// A real script bug (the sale's counter corrupted, so the claim script fails comparing nil
@@ -60,41 +33,82 @@ func TestWriterWaitsOutRedisRefusals(t *testing.T) {
 	// its units given back, never retried forever.
 	t.Run("script bug", func(t *testing.T) {
 		t.Parallel()
-		ctx := context.Background()
-		h := newHarness(t, harnessOpts{noWriter: true})
-		s := h.liveSale(5)
-		buyQueued(h, s, 3)
-		seq, err := h.app.Redis.HGet(ctx, store.MetaKey(s.sale), "seq").Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := h.app.Redis.HSet(ctx, store.MetaKey(s.sale), "seq", "corrupt").Err(); err != nil {
-			t.Fatal(err)
-		}
-		h.app.Start(ctx, true, false)
-		// Every message dead-lettered (the queue empty: none can be written while the counter is
-		// corrupt) before the counter is put back, or a message still being retried would then
-		// be written.
-		waitUntil(t, 60*time.Second, "every poisoned message to be dead-lettered", func() bool {
-			n, err := h.app.Queue.DeadCount(ctx)
-			b, berr := h.app.Queue.Backlog(ctx)
-			return err == nil && berr == nil && n > 0 && b == 0
-		})
-		if got := counterValue(h.app.Metrics.WriterRetries.WithLabelValues("redis")); got < 5 {
-			t.Errorf("dead-lettered after %v failed tries, want at least 5", got)
-		}
-		if err := h.app.Redis.HSet(ctx, store.MetaKey(s.sale), "seq", seq).Err(); err != nil {
-			t.Fatal(err)
-		}
-		if n := h.sqlInt(`SELECT count(*) FROM orders WHERE sale_id = ? AND status IN ('PENDING','PAID')`, s.sale); n != 0 {
-			t.Errorf("%d live orders written from poisoned messages", n)
-		}
-		waitUntil(t, 10*time.Second, "the poisoned orders' units back", func() bool { return h.redisStock(s, s.items[0]) == 5 })
-		h.mu.Lock()
-		h.acked = nil // dead-lettered by design: the one case a 202 does not end in Postgres
-		h.mu.Unlock()
-		h.checkInvariants(s)
+		scriptBugIsDeadLettered(t)
 	})
+}
+
+// writerWaitsOutRefusal: with Redis refusing writes of kind r, the writer fails more often than a
+// poison message is allowed, dead-letters nothing and writes nothing; once lifted, every order is
+// written, none dead-lettered.
+func writerWaitsOutRefusal(t *testing.T, r testenv.Refusal) {
+	ctx := context.Background()
+	h := newHarness(t, harnessOpts{noWriter: true})
+	s := h.liveSale(5)
+	// One order, so one message: every failed try of the writer is one of its deliveries.
+	ids := buyQueued(h, s, 1)
+	lift := h.redis.Refuse(t, r)
+	cause := "redis_" + string(r)
+	h.app.Start(ctx, true, false)
+	// More failed deliveries than a poison message is allowed (five).
+	waitUntil(t, 30*time.Second, "the writer to fail 7 times on "+cause, func() bool {
+		return counterValue(h.app.Metrics.WriterRetries.WithLabelValues(cause)) >= 7
+	})
+	if n, err := h.app.Queue.DeadCount(ctx); err != nil || n != 0 {
+		t.Fatalf("dead letters during the %s outage: %d (err %v), want 0", r, n, err)
+	}
+	if n := h.sqlInt(`SELECT count(*) FROM orders WHERE sale_id = ?`, s.sale); n != 0 {
+		t.Fatalf("%d orders written while Redis refused the claim", n)
+	}
+	lift()
+	h.checkInvariants(s)
+	for _, id := range ids {
+		if o := h.orderOf(id); o != "PENDING" {
+			t.Errorf("order %s after the %s outage: %s, want PENDING", id, r, o)
+		}
+	}
+	if n, _ := h.app.Queue.DeadCount(ctx); n != 0 {
+		t.Errorf("dead letters after the %s outage: %d, want 0", r, n)
+	}
+}
+
+// scriptBugIsDeadLettered: a real script bug (the sale's counter corrupted, so the claim script
+// fails comparing nil with a number on every delivery) is the message's own: dead-lettered after
+// five deliveries, its units given back, never retried forever.
+func scriptBugIsDeadLettered(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t, harnessOpts{noWriter: true})
+	s := h.liveSale(5)
+	buyQueued(h, s, 3)
+	seq, err := h.app.Redis.HGet(ctx, store.MetaKey(s.sale), "seq").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.app.Redis.HSet(ctx, store.MetaKey(s.sale), "seq", "corrupt").Err(); err != nil {
+		t.Fatal(err)
+	}
+	h.app.Start(ctx, true, false)
+	// Every message dead-lettered (the queue empty: none can be written while the counter is
+	// corrupt) before the counter is put back, or a message still being retried would then
+	// be written.
+	waitUntil(t, 60*time.Second, "every poisoned message to be dead-lettered", func() bool {
+		n, err := h.app.Queue.DeadCount(ctx)
+		b, berr := h.app.Queue.Backlog(ctx)
+		return err == nil && berr == nil && n > 0 && b == 0
+	})
+	if got := counterValue(h.app.Metrics.WriterRetries.WithLabelValues("redis")); got < 5 {
+		t.Errorf("dead-lettered after %v failed tries, want at least 5", got)
+	}
+	if err := h.app.Redis.HSet(ctx, store.MetaKey(s.sale), "seq", seq).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n := h.sqlInt(`SELECT count(*) FROM orders WHERE sale_id = ? AND status IN ('PENDING','PAID')`, s.sale); n != 0 {
+		t.Errorf("%d live orders written from poisoned messages", n)
+	}
+	waitUntil(t, 10*time.Second, "the poisoned orders' units back", func() bool { return h.redisStock(s, s.items[0]) == 5 })
+	h.mu.Lock()
+	h.acked = nil // dead-lettered by design: the one case a 202 does not end in Postgres
+	h.mu.Unlock()
+	h.checkInvariants(s)
 }
 
 // buyQueued has n shoppers buy one unit each of the sale's first item and returns their order ids.
@@ -122,16 +136,11 @@ func (h *harness) orderOf(id string) string {
 	return st
 }
 
-// waitUntil polls cond every 50 ms until it holds, failing the test after d.
+// waitUntil is testenv.Eventually for a yes/no condition: it polls cond until it holds, failing
+// the test after d.
 func waitUntil(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %v for %s", d, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testenv.Eventually(t, d, what, testenv.Until(cond, "not yet"))
 }
 
 // counterValue reads a Prometheus counter.

@@ -18,7 +18,6 @@ import (
 // end exactly the units were sold, one per shopper, each 202 is one order in Postgres, and the
 // invariants hold.
 func TestRedisClusterShardedSale(t *testing.T) {
-	ctx := context.Background()
 	c := testenv.NewRedisCluster(t, 3, 1)
 	a := newHarness(t, harnessOpts{redisURL: c.URL()})
 	b := newHarness(t, harnessOpts{redisURL: c.URL(), shared: a})
@@ -26,6 +25,44 @@ func TestRedisClusterShardedSale(t *testing.T) {
 
 	// A sale whose three shards land on three different masters (the tags hash differently per
 	// sale id: try a few).
+	s := saleOnThreeMasters(t, a, c, k, units)
+	item := s.items[0]
+	if lv := a.shardLevels(s, k, item); sum(lv) != units || lv[2] == 0 {
+		t.Fatalf("loaded as %v, want %d units over 3 shards", lv, units)
+	}
+
+	// 60 shoppers, 30 pinned to each of shards 0 and 1, half through each instance.
+	users := append(usersOfShard(k, 0, 30, 50_000), usersOfShard(k, 1, 30, 50_000)...)
+	won, codes := rushOnTwoInstances(t, a, b, s, users)
+	t.Logf("answers by status: %v", codes)
+	a.drainShards(s, k)
+
+	if len(won) != units {
+		t.Errorf("%d shoppers acknowledged, want exactly the %d units", len(won), units)
+	}
+	if lv := a.shardLevels(s, k, item); sum(lv) != 0 {
+		t.Errorf("left in the shards: %v, want none", lv)
+	}
+	checkBorrowedAcrossMasters(t, a, s, k)
+	for u, id := range won {
+		if got := a.sqlInt(`SELECT count(*) FROM orders WHERE id = ?::uuid AND user_id = ? AND status IN ('PENDING','PAID')`, id, u); got != 1 {
+			t.Errorf("order %s of shopper %d: %d live rows in postgres, want 1", id, u, got)
+		}
+	}
+	if got := a.sqlInt(`SELECT count(*) FROM orders WHERE sale_id = ? AND status IN ('PENDING','PAID')`, s.sale); got != units {
+		t.Errorf("live orders = %d, want %d", got, units)
+	}
+	if !a.app.SoldOut.Is(item) {
+		t.Error("the item is not flagged sold out on the first instance")
+	}
+	a.checkInvariants(s)
+}
+
+// saleOnThreeMasters creates sharded sales until one has its three shards on three different
+// masters (the tags hash differently per sale id), with each shard's keys on its master.
+func saleOnThreeMasters(t *testing.T, a *harness, c *testenv.RedisCluster, k, units int) saleIDs {
+	t.Helper()
+	ctx := context.Background()
 	var s saleIDs
 	for i := 0; ; i++ {
 		if i == 60 {
@@ -47,13 +84,14 @@ func TestRedisClusterShardedSale(t *testing.T) {
 			t.Fatalf("shard %d's keys on its master %s: %v, %v; want both there", sh, m.Addr, n, err)
 		}
 	}
-	item := s.items[0]
-	if lv := a.shardLevels(s, k, item); sum(lv) != units || lv[2] == 0 {
-		t.Fatalf("loaded as %v, want %d units over 3 shards", lv, units)
-	}
+	return s
+}
 
-	// 60 shoppers, 30 pinned to each of shards 0 and 1, half through each instance.
-	users := append(usersOfShard(k, 0, 30, 50_000), usersOfShard(k, 1, 30, 50_000)...)
+// rushOnTwoInstances has the users buy the sale's item, 12 at a time, half through each instance;
+// it returns the order each acknowledged shopper got, and the answers by status (0: no token, sold
+// out already).
+func rushOnTwoInstances(t *testing.T, a, b *harness, s saleIDs, users []int64) (map[int64]string, map[int]int) {
+	item := s.items[0]
 	var mu sync.Mutex
 	won := map[int64]string{}
 	codes := map[int]int{}
@@ -87,15 +125,14 @@ func TestRedisClusterShardedSale(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	t.Logf("answers by status: %v", codes)
-	a.drainShards(s, k)
+	return won, codes
+}
 
-	if len(won) != units {
-		t.Errorf("%d shoppers acknowledged, want exactly the %d units", len(won), units)
-	}
-	if lv := a.shardLevels(s, k, item); sum(lv) != 0 {
-		t.Errorf("left in the shards: %v, want none", lv)
-	}
+// checkBorrowedAcrossMasters: shard 2 had no shopper: every unit it held was borrowed by shard 0
+// or 1, across masters, and no transfer is left in a log.
+func checkBorrowedAcrossMasters(t *testing.T, a *harness, s saleIDs, k int) {
+	t.Helper()
+	ctx := context.Background()
 	// Shard 2 had no shopper: every unit it held was borrowed by shard 0 or 1, across masters.
 	applied := int64(0)
 	for sh := range 2 {
@@ -113,16 +150,4 @@ func TestRedisClusterShardedSale(t *testing.T) {
 			t.Errorf("shard %d: %d transfers left in its log", sh, n)
 		}
 	}
-	for u, id := range won {
-		if got := a.sqlInt(`SELECT count(*) FROM orders WHERE id = ?::uuid AND user_id = ? AND status IN ('PENDING','PAID')`, id, u); got != 1 {
-			t.Errorf("order %s of shopper %d: %d live rows in postgres, want 1", id, u, got)
-		}
-	}
-	if got := a.sqlInt(`SELECT count(*) FROM orders WHERE sale_id = ? AND status IN ('PENDING','PAID')`, s.sale); got != units {
-		t.Errorf("live orders = %d, want %d", got, units)
-	}
-	if !a.app.SoldOut.Is(item) {
-		t.Error("the item is not flagged sold out on the first instance")
-	}
-	a.checkInvariants(s)
 }

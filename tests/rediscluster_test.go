@@ -39,18 +39,7 @@ func TestRedisClusterPurchasePath(t *testing.T) {
 	limits := map[string]any{"rateLimits": map[string]int{"userPerSecond": 50, "ipPerSecond": 10000}}
 
 	// Sales whose hash tags land on three different masters.
-	var sales []saleIDs
-	masters := map[*testenv.RedisClusterNode]bool{}
-	for i := 0; len(sales) < 3 && i < 40; i++ {
-		s := a.createSaleWith(limits, time.Now().Add(-time.Second), 2, 1)
-		if m := c.MustMasterOf(t, store.MetaKey(s.sale)); !masters[m] {
-			masters[m] = true
-			sales = append(sales, s)
-		}
-	}
-	if len(sales) < 3 {
-		t.Fatalf("40 sales landed on %d masters, want 3", len(masters))
-	}
+	sales := salesOnThreeMastersOf(t, a, c, limits)
 	for i, s := range sales {
 		// Every key of the sale is on its master itself (one slot: no redirection, no CROSSSLOT).
 		m := c.MustMasterOf(t, store.MetaKey(s.sale))
@@ -70,6 +59,37 @@ func TestRedisClusterPurchasePath(t *testing.T) {
 		t.Errorf("live view of sale %d: funnel %+v, reconciliation %s; want 5 accepted, 1 duplicate", sales[1].sale, v.Funnel, v.Reconciliation.State)
 	}
 
+	checkRateLimitsShared(t, a, b, merchant)
+
+	for _, s := range sales {
+		a.checkInvariants(s)
+	}
+}
+
+// salesOnThreeMastersOf creates sales (with the given settings) until three have their hash tags
+// on three different masters, and returns those three.
+func salesOnThreeMastersOf(t *testing.T, a *harness, c *testenv.RedisCluster, limits map[string]any) []saleIDs {
+	t.Helper()
+	var sales []saleIDs
+	masters := map[*testenv.RedisClusterNode]bool{}
+	for i := 0; len(sales) < 3 && i < 40; i++ {
+		s := a.createSaleWith(limits, time.Now().Add(-time.Second), 2, 1)
+		if m := c.MustMasterOf(t, store.MetaKey(s.sale)); !masters[m] {
+			masters[m] = true
+			sales = append(sales, s)
+		}
+	}
+	if len(sales) < 3 {
+		t.Fatalf("40 sales landed on %d masters, want 3", len(masters))
+	}
+	return sales
+}
+
+// checkRateLimitsShared: the rate limits are shared through the cluster: a burst of twice the rate
+// split over the two instances passes each one's local bucket, and Redis refuses the next.
+func checkRateLimitsShared(t *testing.T, a, b *harness, merchant string) {
+	t.Helper()
+	ctx := context.Background()
 	// The rate limits are shared through the cluster: a burst of twice the rate split over the two
 	// instances passes each one's local bucket, and Redis refuses the next.
 	r := a.do("POST", "/api/admin/sales", merchant, map[string]any{
@@ -92,10 +112,6 @@ func TestRedisClusterPurchasePath(t *testing.T) {
 	wantAdminCode(t, "over the limit", r, http.StatusTooManyRequests, shop.CodeRateLimited)
 	if n, err := a.app.Redis.Exists(ctx, "rate:rl:u:"+limited+":1").Result(); err != nil || n != 1 {
 		t.Errorf("the shopper's bucket in the cluster: %d, %v", n, err)
-	}
-
-	for _, s := range sales {
-		a.checkInvariants(s)
 	}
 }
 
@@ -136,26 +152,27 @@ func rcSaleFlow(t *testing.T, a, b *harness, s saleIDs, base int64) {
 	}
 	a.app.DB.Gorm().Exec(`UPDATE orders SET pay_by = now() - interval '1 second' WHERE id = ?`, daveOrder)
 	// The cancel and the expiry (the keeper's) give each unit back to the sale's master.
-	deadline := time.Now().Add(10 * time.Second)
-	for a.redisStock(s, s.items[0]) != 1 || a.redisStock(s, s.items[1]) != 1 {
-		if time.Now().After(deadline) {
-			t.Fatalf("sale %d: units not back after a cancel and an expiry: stock %d and %d, want 1 and 1",
-				s.sale, a.redisStock(s, s.items[0]), a.redisStock(s, s.items[1]))
+	testenv.Eventually(t, 10*time.Second, fmt.Sprintf("sale %d: units back after a cancel and an expiry", s.sale), func() error {
+		if s0, s1 := a.redisStock(s, s.items[0]), a.redisStock(s, s.items[1]); s0 != 1 || s1 != 1 {
+			return fmt.Errorf("stock %d and %d, want 1 and 1", s0, s1)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	if o := a.do("GET", "/api/flash-sales/orders/"+daveOrder, dave, nil); o.str("status") != "EXPIRED" {
 		t.Errorf("sale %d: dave's order %s, want EXPIRED", s.sale, o.Raw)
 	}
 	// The returned units sell again: to carol (refused earlier as sold out; the instances' flag
 	// clears when a unit goes back) and to bob, free to buy again after his cancel.
-	deadline = time.Now().Add(5 * time.Second)
-	for r := buy(carol, s.items[0]); r.Status != http.StatusAccepted; r = buy(carol, s.items[0]) {
-		if r.Status != http.StatusGone || time.Now().After(deadline) {
+	testenv.Eventually(t, 5*time.Second, fmt.Sprintf("sale %d: carol buys a returned unit", s.sale), func() error {
+		r := buy(carol, s.items[0])
+		if r.Status != http.StatusAccepted && r.Status != http.StatusGone {
 			t.Fatalf("sale %d: carol buys a returned unit: %d %s", s.sale, r.Status, r.Raw)
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		if r.Status != http.StatusAccepted {
+			return fmt.Errorf("%d %s", r.Status, r.Raw)
+		}
+		return nil
+	})
 	want("bob buys again after his cancel", buy(bob, s.items[1]), http.StatusAccepted)
 	a.drain(s)
 }
@@ -193,11 +210,62 @@ func rcImageToken(t *testing.T, h *harness, bearer string, saleID int64) string 
 // detected, the sale fails closed, is rebuilt from Postgres, and selling resumes; at the end every
 // 202 is in Postgres once, nothing is oversold, nobody holds two units, no unit is stranded, and
 // `flashsale reconcile` is clean.
+// failoverPerItem is the units of each of the two items of the failover's sale.
+const failoverPerItem = 100
+
+// failoverRush is the state of TestRedisClusterMasterFailoverDuringARush: the cluster, the sale
+// on the master that dies, its replica, the filler key that blocks replication, and what the
+// waves of shoppers were answered.
+type failoverRush struct {
+	t                     *testing.T
+	h                     *harness
+	c                     *testenv.RedisCluster
+	ctx                   context.Context
+	s                     saleIDs
+	meta, filler          string
+	master, replica, heir *testenv.RedisClusterNode
+	mu                    sync.Mutex
+	outcome, again        map[int64]string // shopper -> final answer ("202 order", "409", "410")
+	unavailable           atomic.Int64     // 503s met on the way
+	second                []int64          // the second wave, whose writes Redis loses
+	seqBefore, seqAtKill  int64
+}
+
+// rush has the users buy until answered, 12 at a time, and records their final answers in into.
+func (fr *failoverRush) rush(users []int64, into map[int64]string) {
+	var wg sync.WaitGroup
+	work := make(chan int64)
+	for range 12 {
+		wg.Go(func() {
+			for u := range work {
+				res := rcBuyUntilAnswered(fr.h, u, fr.s, &fr.unavailable)
+				fr.mu.Lock()
+				into[u] = res
+				fr.mu.Unlock()
+			}
+		})
+	}
+	for _, u := range users {
+		work <- u
+	}
+	close(work)
+	wg.Wait()
+}
+
+// userRange is n shopper ids from from on.
+func userRange(from, n int) []int64 {
+	out := make([]int64, n)
+	for i := range out {
+		out[i] = int64(from + i)
+	}
+	return out
+}
+
 func TestRedisClusterMasterFailoverDuringARush(t *testing.T) {
 	ctx := context.Background()
 	c := testenv.NewRedisCluster(t, 3, 1)
 	h := newHarness(t, harnessOpts{redisURL: c.URL()})
-	const perItem = 100
+	const perItem = failoverPerItem
 	s := h.liveSale(perItem, perItem)
 	meta := store.MetaKey(s.sale)
 	master := c.MustMasterOf(t, meta)
@@ -213,44 +281,42 @@ func TestRedisClusterMasterFailoverDuringARush(t *testing.T) {
 		}
 	}
 
-	var mu sync.Mutex
 	outcome := map[int64]string{} // shopper -> final answer ("202 order", "409", "410")
 	again := map[int64]string{}   // the second wave's shoppers trying again after the failover
-	var unavailable atomic.Int64  // 503s met on the way
-	rush := func(users []int64, into map[int64]string) {
-		var wg sync.WaitGroup
-		work := make(chan int64)
-		for range 12 {
-			wg.Go(func() {
-				for u := range work {
-					res := rcBuyUntilAnswered(h, u, s, &unavailable)
-					mu.Lock()
-					into[u] = res
-					mu.Unlock()
-				}
-			})
-		}
-		for _, u := range users {
-			work <- u
-		}
-		close(work)
-		wg.Wait()
-	}
-	users := func(from, n int) []int64 {
-		out := make([]int64, n)
-		for i := range out {
-			out[i] = int64(from + i)
-		}
-		return out
-	}
+	fr := &failoverRush{t: t, h: h, c: c, ctx: ctx, s: s, meta: meta, master: master, replica: replica, filler: filler,
+		outcome: outcome, again: again}
 
+	fr.firstWave()
+	fr.secondWaveReplicatedNowhere()
+	fr.killTheMasterDuringAThirdWave()
+	fr.checkLossCaught()
+	fr.checkSoldExactlyOut()
+
+	// The old master comes back as the replica of its successor.
+	c.MustRestart(t, master)
+	if reps, err := c.ReplicasOf(ctx, fr.heir); err != nil || len(reps) != 1 || reps[0] != master {
+		t.Errorf("replicas of %s after the old master's restart: %v, %v", fr.heir.Addr, reps, err)
+	}
+}
+
+// firstWave: a first wave buys 60 units; the replica catches up.
+func (fr *failoverRush) firstWave() {
+	t, h, c, ctx, meta, outcome := fr.t, fr.h, fr.c, fr.ctx, fr.meta, fr.outcome
+	t.Helper()
 	// 1. A first wave buys 60 units; the replica catches up.
-	rush(users(1, 60), outcome)
+	fr.rush(userRange(1, 60), outcome)
 	if err := c.WaitHealthy(ctx); err != nil {
 		t.Fatal(err)
 	}
-	seqBefore, _ := h.app.Redis.HGet(ctx, meta, "seq").Int64()
+	fr.seqBefore, _ = h.app.Redis.HGet(ctx, meta, "seq").Int64()
 
+}
+
+// secondWaveReplicatedNowhere: the replica stops reading; the filler fills the sockets; a second
+// wave buys 40 units, acknowledged by the queue, replicated nowhere.
+func (fr *failoverRush) secondWaveReplicatedNowhere() {
+	t, h, c, ctx, meta, filler, replica, outcome := fr.t, fr.h, fr.c, fr.ctx, fr.meta, fr.filler, fr.replica, fr.outcome
+	t.Helper()
 	// 2. The replica stops reading; the filler fills the sockets; a second wave buys 40 units,
 	// acknowledged by the queue, replicated nowhere.
 	if err := c.Pause(replica); err != nil {
@@ -260,27 +326,36 @@ func TestRedisClusterMasterFailoverDuringARush(t *testing.T) {
 		c.Resume(replica)
 		t.Fatal(err)
 	}
-	second := users(1001, 40)
-	rush(second, outcome)
-	seqAtKill, _ := h.app.Redis.HGet(ctx, meta, "seq").Int64()
+	fr.second = userRange(1001, 40)
+	second := fr.second
+	fr.rush(second, outcome)
+	fr.seqAtKill, _ = h.app.Redis.HGet(ctx, meta, "seq").Int64()
 
+}
+
+// killTheMasterDuringAThirdWave: the master dies; the replica wakes up and is promoted without the
+// second wave, while a third wave (more shoppers than units left) and the second wave again rush.
+func (fr *failoverRush) killTheMasterDuringAThirdWave() {
+	t, h, c, ctx, filler, master, replica, outcome, again, second := fr.t, fr.h, fr.c, fr.ctx, fr.filler, fr.master, fr.replica, fr.outcome, fr.again, fr.second
+	t.Helper()
 	// 3. The master dies; the replica wakes up and is promoted without the second wave.
 	c.MustKill(t, master)
 	if err := c.Resume(replica); err != nil {
 		t.Fatal(err)
 	}
-	third := users(2001, 150) // more shoppers than the 100 units left
+	third := userRange(2001, 150) // more shoppers than the 100 units left
 	done := make(chan struct{})
 	go func() { // they rush while the cluster fails over and the sale is rebuilt
 		defer close(done)
 		var wg sync.WaitGroup
-		wg.Go(func() { rush(third, outcome) })
+		wg.Go(func() { fr.rush(third, outcome) })
 		// The second wave's shoppers try again (a new token each): their buyer entries are gone
 		// from Redis with the lost writes, and only the rebuild from Postgres brings them back.
-		wg.Go(func() { rush(second, again) })
+		wg.Go(func() { fr.rush(second, again) })
 		wg.Wait()
 	}()
-	heir := c.MustWaitFailover(t, master)
+	fr.heir = c.MustWaitFailover(t, master)
+	heir := fr.heir
 	if heir != replica {
 		t.Fatalf("%s took over the sale's slot, want its replica %s", heir.Addr, replica.Addr)
 	}
@@ -295,7 +370,13 @@ func TestRedisClusterMasterFailoverDuringARush(t *testing.T) {
 	if n, err := h.app.Redis.StrLen(ctx, filler).Result(); err != nil || n != 0 {
 		t.Errorf("the filler on the promoted replica: %d bytes (%v); want none, the write was lost", n, err)
 	}
+}
 
+// checkLossCaught: the loss was caught: counted by a detector, and the sale rebuilt from Postgres
+// (epoch > 1).
+func (fr *failoverRush) checkLossCaught() {
+	t, h, s, seqBefore, seqAtKill := fr.t, fr.h, fr.s, fr.seqBefore, fr.seqAtKill
+	t.Helper()
 	// The loss was caught: counted by a detector, and the sale rebuilt from Postgres (epoch > 1).
 	detected := map[string]float64{}
 	for _, by := range []string{"reserve", "unknown_order", "keeper"} {
@@ -306,7 +387,7 @@ func TestRedisClusterMasterFailoverDuringARush(t *testing.T) {
 	}
 	epoch := h.sqlInt(`SELECT redis_epoch FROM sales WHERE id = ?`, s.sale)
 	t.Logf("counter %d before the pause, %d at the kill; loss detected by %v; sale epoch %d; %d answers 503 on the way",
-		seqBefore, seqAtKill, detected, epoch, unavailable.Load())
+		seqBefore, seqAtKill, detected, epoch, fr.unavailable.Load())
 	if seqAtKill <= seqBefore {
 		t.Fatalf("the second wave reserved nothing (counter %d -> %d): no write could be lost", seqBefore, seqAtKill)
 	}
@@ -314,6 +395,14 @@ func TestRedisClusterMasterFailoverDuringARush(t *testing.T) {
 		t.Errorf("the lost writes went unnoticed: detectors %v, epoch %d", detected, epoch)
 	}
 
+}
+
+// checkSoldExactlyOut: every shopper got a final answer, no one two units, and the sale sold exactly
+// out; a second-wave shopper trying again never gets a second unit, its buyer entry given back by
+// the rebuild from Postgres; every 202 is a PENDING order, once.
+func (fr *failoverRush) checkSoldExactlyOut() {
+	t, h, ctx, s, outcome, again, second := fr.t, fr.h, fr.ctx, fr.s, fr.outcome, fr.again, fr.second
+	t.Helper()
 	// Every shopper got a final answer, no one two units, and the sale sold exactly out.
 	acked := 0
 	for u, res := range outcome {
@@ -336,22 +425,17 @@ func TestRedisClusterMasterFailoverDuringARush(t *testing.T) {
 			t.Errorf("second-wave shopper %d is no buyer in Redis after the rebuild (%q, %v): their lost entry was not restored", u, held, err)
 		}
 	}
-	if acked != 2*perItem {
-		t.Errorf("%d shoppers hold a unit, want all %d units sold", acked, 2*perItem)
+	if acked != 2*failoverPerItem {
+		t.Errorf("%d shoppers hold a unit, want all %d units sold", acked, 2*failoverPerItem)
 	}
 	h.checkInvariants(s)
 	h.mu.Lock()
 	ids := append([]string(nil), h.acked...)
 	h.mu.Unlock()
-	if n := h.sqlInt(`SELECT count(*) FROM orders WHERE id IN ? AND status = 'PENDING'`, ids); n != int64(len(ids)) || len(ids) != 2*perItem {
-		t.Errorf("%d answers 202, %d of them PENDING orders in Postgres; want %d, each once", len(ids), n, 2*perItem)
+	if n := h.sqlInt(`SELECT count(*) FROM orders WHERE id IN ? AND status = 'PENDING'`, ids); n != int64(len(ids)) || len(ids) != 2*failoverPerItem {
+		t.Errorf("%d answers 202, %d of them PENDING orders in Postgres; want %d, each once", len(ids), n, 2*failoverPerItem)
 	}
 
-	// The old master comes back as the replica of its successor.
-	c.MustRestart(t, master)
-	if reps, err := c.ReplicasOf(ctx, heir); err != nil || len(reps) != 1 || reps[0] != master {
-		t.Errorf("replicas of %s after the old master's restart: %v, %v", heir.Addr, reps, err)
-	}
 }
 
 // rcBuyUntilAnswered has shopper u buy one unit of the sale (the first item, the second when the

@@ -131,10 +131,8 @@ func TestResendOfAReleasedAttempt(t *testing.T) {
 		t.Fatalf("restart nats: %v", err)
 	}
 	h.app.NATSServer = ns
-	deadline := time.Now().Add(10 * time.Second)
-	for !h.app.Queue.Conn().IsConnected() && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
+	// up to 10 s to reconnect; the checks below say it if the queue never came back
+	_ = testenv.Poll(10*time.Second, testenv.PollInterval, testenv.Until(h.app.Queue.Conn().IsConnected, "not reconnected"))
 
 	r := h.buy(alice, s.items[0], pt)
 	if r.Status != http.StatusForbidden || r.str("error") != "INVALID_PURCHASE_TOKEN" {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/flashsale/flashsale/services/auth"
 	"github.com/flashsale/flashsale/store"
+	"github.com/flashsale/flashsale/testenv"
 )
 
 // A transfer between shards one of whose steps a Redis Cluster failover lost (the shard's master
@@ -76,17 +77,13 @@ func TestShardTransferStepLostByAFailoverRebuildsTheSale(t *testing.T) {
 		if lv := h.shardLevels(s, k, item); sum(lv) == int64(units-sold) {
 			t.Fatalf("%s: levels %v: the lost step changed nothing", c.name, lv)
 		}
-		deadline := time.Now().Add(20 * time.Second)
-		for {
+		testenv.Eventually(t, 20*time.Second, c.name+": the sale rebuilt after the lost step", func() error {
 			st, err := h.app.Stock.State(ctx, s.sale)
 			if err == nil && st.Loaded && !st.Lost && st.Epoch > epoch {
-				break
+				return nil
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: the sale was not rebuilt after the lost step: %+v %v (levels %v)", c.name, st, err, h.shardLevels(s, k, item))
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return fmt.Errorf("state %+v %v (levels %v)", st, err, h.shardLevels(s, k, item))
+		})
 		if lv := h.shardLevels(s, k, item); sum(lv) != int64(units-sold) {
 			t.Errorf("%s: after the rebuild: %v, want %d in all", c.name, lv, units-sold)
 		}

@@ -73,8 +73,7 @@ func sum(v []int64) int64 {
 func (h *harness) drainShards(s saleIDs, k int) {
 	h.t.Helper()
 	ctx := context.Background()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testenv.Eventually(h.t, 30*time.Second, "the queue and every shard drained", func() error {
 		backlog, err := h.app.Queue.Backlog(ctx)
 		var flight int64
 		for sh := range k {
@@ -82,13 +81,10 @@ func (h *harness) drainShards(s saleIDs, k int) {
 			flight += n
 		}
 		if err == nil && backlog == 0 && flight == 0 {
-			return
+			return nil
 		}
-		if time.Now().After(deadline) {
-			h.t.Fatalf("not drained after 30s: backlog %d (err %v), in flight %d", backlog, err, flight)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return fmt.Errorf("backlog %d (err %v), in flight %d", backlog, err, flight)
+	})
 }
 
 func TestClusterSlotOfKnownKeys(t *testing.T) {
@@ -122,8 +118,26 @@ func TestShardedSaleRush(t *testing.T) {
 	h := newHarness(t, harnessOpts{})
 	const k = 4
 	s := h.shardedSale(k, "", 40, 24)
-	ctx := context.Background()
+	checkShardSlotsAndLevels(t, h, s, k)
 
+	// 128 shoppers: 2 pinned to shard 3, the rest spread over shards 0 to 2.
+	var users []int64
+	users = append(users, usersOfShard(k, 3, 2, 10_000)...)
+	for sh := range 3 {
+		users = append(users, usersOfShard(k, sh, 42, 10_000)...)
+	}
+	r := rushShards(h, s, k, users)
+	t.Logf("answers: %v", r.codes)
+	h.drainShards(s, k)
+	checkShardedRushSold(t, h, s, k, r, users[:2])
+	checkShardSeqs(t, h, s, k, r.won)
+	h.checkInvariants(s)
+}
+
+// checkShardSlotsAndLevels checks that every key of one shard is in one cluster slot, each
+// shard in a slot of its own, and that each item's units were split evenly over the shards.
+func checkShardSlotsAndLevels(t *testing.T, h *harness, s saleIDs, k int) {
+	t.Helper()
 	slots := map[int]int{}
 	for sh := range k {
 		slot := testenv.KeySlot(store.MetaKeyOf(s.sale, sh))
@@ -144,13 +158,18 @@ func TestShardedSaleRush(t *testing.T) {
 			t.Errorf("item %d loaded as %v, want %v", item, levels, want)
 		}
 	}
+}
 
-	// 128 shoppers: 2 pinned to shard 3, the rest spread over shards 0 to 2.
-	var users []int64
-	users = append(users, usersOfShard(k, 3, 2, 10_000)...)
-	for sh := range 3 {
-		users = append(users, usersOfShard(k, sh, 42, 10_000)...)
-	}
+// shardRush is what a rush of rushShards saw.
+type shardRush struct {
+	won          map[int64][]string // shopper -> orders acknowledged
+	codes        map[string]int     // answer -> count
+	soldOutEarly int                // times the local sold-out flag was up while a shard held units
+}
+
+// rushShards has the users buy, 16 at a time, each trying both items of the sale in turn (up to
+// four attempts) until it holds a unit or the sale is sold out.
+func rushShards(h *harness, s saleIDs, k int, users []int64) shardRush {
 	var mu sync.Mutex
 	won := map[int64][]string{} // shopper -> orders acknowledged
 	codes := map[string]int{}
@@ -190,9 +209,15 @@ func TestShardedSaleRush(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	t.Logf("answers: %v", codes)
-	h.drainShards(s, k)
+	return shardRush{won: won, codes: codes, soldOutEarly: soldOutEarly}
+}
 
+// checkShardedRushSold checks that the rush sold exactly the units, at most one per shopper,
+// that the lonely shoppers' shard lent its units out, and that no transfer is left in a log.
+func checkShardedRushSold(t *testing.T, h *harness, s saleIDs, k int, r shardRush, lonelyUsers []int64) {
+	t.Helper()
+	ctx := context.Background()
+	won, soldOutEarly := r.won, r.soldOutEarly
 	total := 0
 	for u, ids := range won {
 		total += len(ids)
@@ -207,7 +232,7 @@ func TestShardedSaleRush(t *testing.T) {
 		t.Errorf("live orders = %d, want 64", got)
 	}
 	lonely := 0
-	for _, u := range users[:2] {
+	for _, u := range lonelyUsers {
 		lonely += len(won[u])
 	}
 	for _, item := range s.items {
@@ -238,7 +263,12 @@ func TestShardedSaleRush(t *testing.T) {
 	if soldOutEarly != 0 {
 		t.Errorf("the local sold-out flag was up %d times while a shard still held units", soldOutEarly)
 	}
-	// The shards' counters and Postgres's highest seq per shard agree.
+}
+
+// checkShardSeqs checks that the shards' counters and Postgres's highest seq per shard agree.
+func checkShardSeqs(t *testing.T, h *harness, s saleIDs, k int, won map[int64][]string) {
+	t.Helper()
+	ctx := context.Background()
 	st, err := h.app.Stock.State(ctx, s.sale)
 	if err != nil || !st.Loaded || st.Lost || st.Shards != k {
 		t.Fatalf("state = %+v, %v", st, err)
@@ -261,7 +291,6 @@ func TestShardedSaleRush(t *testing.T) {
 			t.Errorf("shard %d: counter %d behind postgres %d", sh, seq, pgs[sh])
 		}
 	}
-	h.checkInvariants(s)
 }
 
 // Borrowing, one shopper at a time: four units, one per shard, all bought by shoppers of shard 0.
@@ -296,215 +325,6 @@ func TestShardedBorrowAndSoldOutFlag(t *testing.T) {
 	}
 	// the sold-out answer used the token: sent again it is refused, not borrowed for
 	h.drainShards(s, k)
-	h.checkInvariants(s)
-}
-
-// A process killed between a transfer's two steps (the donor's only, as tests/chaos's kill would
-// leave it): the units are in the donor's log, not in any stock; the reconciliation counts them
-// in transit and the keeper adds them to the receiver, once.
-func TestShardTransferInterruptedIsCompletedByKeeper(t *testing.T) {
-	t.Parallel()
-	h := newHarness(t, harnessOpts{})
-	const k = 4
-	s := h.shardedSale(k, "", 8)
-	item := s.items[0]
-	ctx := context.Background()
-	tr, err := h.app.Stock.TransferOut(ctx, s.sale, 1, 0, item, 2)
-	if err != nil || tr.N != 2 {
-		t.Fatalf("transfer out: %+v %v", tr, err)
-	}
-	// Whether or not the keeper has completed it yet, every unit is accounted for.
-	v, err := h.app.Stock.View(ctx, s.sale, []int64{item}, nil)
-	if err != nil || v.Levels[item] != 8 {
-		t.Errorf("view levels = %v (in transit %v), %v; want 8 in all", v.Levels, v.InTransit, err)
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		n, _ := h.app.Redis.HLen(ctx, store.XferKeyOf(s.sale, 1)).Result()
-		if n == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the keeper did not complete the transfer: %d records left", n)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if lv := h.shardLevels(s, k, item); fmt.Sprint(lv) != "[4 0 2 2]" {
-		t.Errorf("after the keeper: %v, want [4 0 2 2]", lv)
-	}
-	// Completing it again (a second keeper, the killed process's retry) adds nothing.
-	if r, err := h.app.Stock.CompleteTransfer(ctx, s.sale, tr); err != nil || r != store.TransferAgain {
-		t.Errorf("second completion = %d, %v; want TransferAgain", r, err)
-	}
-	if lv := h.shardLevels(s, k, item); sum(lv) != 8 {
-		t.Errorf("after a second completion: %v, want 8 in all", lv)
-	}
-	// A transfer from an earlier load is stale once the sale was rebuilt: never added.
-	stale := store.Transfer{ID: "stale", From: 2, To: 3, ItemID: item, N: 2, Epoch: tr.Epoch - 1}
-	if r, err := h.app.Stock.CompleteTransfer(ctx, s.sale, stale); err != nil || r != store.TransferStale {
-		t.Errorf("stale transfer = %d, %v; want TransferStale", r, err)
-	}
-	if lv := h.shardLevels(s, k, item); sum(lv) != 8 {
-		t.Errorf("after a stale transfer: %v, want 8 in all", lv)
-	}
-	h.checkInvariants(s)
-}
-
-// An expired and a cancelled order of a sharded sale give their unit back to their shopper's
-// shard, and free the shopper there.
-func TestShardedExpiryAndCancelReturnToTheShard(t *testing.T) {
-	t.Parallel()
-	h := newHarness(t, harnessOpts{})
-	const k = 4
-	s := h.createSaleWith(map[string]any{"stockShards": k, "paymentWindowSeconds": 1}, time.Now().Add(-time.Second), 8)
-	item := s.items[0]
-	ctx := context.Background()
-	expirer := usersOfShard(k, 2, 1, 30_000)[0]
-	canceller := usersOfShard(k, 1, 1, 30_000)[0]
-
-	et := h.token(expirer, auth.RoleShopper)
-	if r := h.buy(et, item, h.purchaseToken(et, s.sale)); r.Status != http.StatusAccepted {
-		t.Fatalf("buy: %d %s", r.Status, r.Raw)
-	}
-	if lv := h.shardLevels(s, k, item); fmt.Sprint(lv) != "[2 2 1 2]" {
-		t.Errorf("after shard 2's purchase: %v, want [2 2 1 2]", lv)
-	}
-	h.drainShards(s, k)
-	deadline := time.Now().Add(15 * time.Second)
-	for h.sqlInt(`SELECT count(*) FROM orders WHERE sale_id = ? AND status = 'EXPIRED'`, s.sale) == 0 || h.shardLevels(s, k, item)[2] != 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the order did not expire back into shard 2: %v", h.shardLevels(s, k, item))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if n, _ := h.app.Redis.HLen(ctx, store.BuyersKeyOf(s.sale, 2)).Result(); n != 0 {
-		t.Errorf("shard 2 still lists %d buyers after the expiry", n)
-	}
-
-	ct := h.token(canceller, auth.RoleShopper)
-	r := h.buy(ct, item, h.purchaseToken(ct, s.sale))
-	if r.Status != http.StatusAccepted {
-		t.Fatalf("buy: %d %s", r.Status, r.Raw)
-	}
-	h.drainShards(s, k)
-	if c := h.do("POST", "/api/flash-sales/orders/"+r.str("orderId")+"/cancel", ct, nil); c.Status != http.StatusOK {
-		t.Fatalf("cancel: %d %s", c.Status, c.Raw)
-	}
-	if lv := h.shardLevels(s, k, item); fmt.Sprint(lv) != "[2 2 2 2]" {
-		t.Errorf("after the cancel: %v, want [2 2 2 2]", lv)
-	}
-	gone, err := h.app.Redis.SIsMember(ctx, store.GoneKeyOf(s.sale, 1), r.str("orderId")).Result()
-	if err != nil || !gone {
-		t.Errorf("the cancelled order is not a tombstone in shard 1: %v %v", gone, err)
-	}
-	// Both shoppers may buy again.
-	for _, tok := range []string{et, ct} {
-		if r := h.buy(tok, item, h.purchaseToken(tok, s.sale)); r.Status != http.StatusAccepted {
-			t.Errorf("buy again: %d %s", r.Status, r.Raw)
-		}
-	}
-	h.drainShards(s, k)
-	h.checkInvariants(s)
-}
-
-// One shard of a sharded sale loses its last writes (a failover to a replica that lacked them,
-// played by restoring that shard's keys as they were earlier): the loss is detected, the whole
-// sale fails closed, and the rebuild from Postgres restores every shard at one epoch; the
-// shoppers whose orders the shard forgot are still buyers, and the rest sells out exactly.
-func TestShardedPartialLossRebuildsEveryShard(t *testing.T) {
-	t.Parallel()
-	h := newHarness(t, harnessOpts{})
-	const k = 4
-	const units = 40
-	s := h.shardedSale(k, "", units)
-	item := s.items[0]
-	ctx := context.Background()
-	rdb := h.app.Redis
-
-	buy := func(users []int64) int {
-		n := 0
-		for _, u := range users {
-			tok := h.token(u, auth.RoleShopper)
-			if pt := h.tryToken(tok, s.sale); pt != "" && h.buy(tok, item, pt).Status == http.StatusAccepted {
-				n++
-			}
-		}
-		return n
-	}
-	if n := buy(usersOfShard(k, 2, 3, 40_000)); n != 3 {
-		t.Fatalf("first purchases: %d accepted, want 3", n)
-	}
-	h.drainShards(s, k)
-	// What shard 2 holds now is what survives the "failover".
-	keys, err := rdb.Keys(ctx, store.ShardTag(s.sale, 2)+"*").Result()
-	if err != nil || len(keys) == 0 {
-		t.Fatalf("shard 2's keys: %v %v", keys, err)
-	}
-	dumps := map[string]string{}
-	for _, key := range keys {
-		d, err := rdb.Dump(ctx, key).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		dumps[key] = d
-	}
-	forgotten := usersOfShard(k, 2, 4, 50_000)
-	if n := buy(forgotten); n != 4 {
-		t.Fatalf("purchases the shard will forget: %d accepted, want 4", n)
-	}
-	h.drainShards(s, k)
-	epoch := h.sqlInt(`SELECT redis_epoch FROM sales WHERE id = ?`, s.sale)
-	now, _ := rdb.Keys(ctx, store.ShardTag(s.sale, 2)+"*").Result()
-	rdb.Del(ctx, now...)
-	for key, d := range dumps {
-		if err := rdb.Restore(ctx, key, 0, d).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// The keeper finds shard 2's counter behind the highest seq Postgres holds for it (or a
-	// shard-2 purchase finds it below this instance's floor): the sale fails closed, then it is
-	// rebuilt once the queue has drained.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		st, err := h.app.Stock.State(ctx, s.sale)
-		if err == nil && st.Loaded && !st.Lost && st.Epoch > epoch {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the sale was not rebuilt after shard 2's loss: %+v %v", st, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	var epochs []string
-	for sh := range k {
-		e, _ := rdb.HGet(ctx, store.MetaKeyOf(s.sale, sh), "epoch").Result()
-		epochs = append(epochs, e)
-	}
-	for _, e := range epochs[1:] {
-		if e != epochs[0] {
-			t.Errorf("shards at epochs %v after the rebuild, want one", epochs)
-		}
-	}
-	if lv := h.shardLevels(s, k, item); sum(lv) != units-7 {
-		t.Errorf("after the rebuild: %v, want %d in all", lv, units-7)
-	}
-	// A shopper whose order shard 2 forgot is a buyer again (from Postgres): 409, not a second unit.
-	tok := h.token(forgotten[0], auth.RoleShopper)
-	if r := h.buy(tok, item, h.purchaseToken(tok, s.sale)); r.Status != http.StatusConflict {
-		t.Errorf("a shopper shard 2 forgot buys again: %d %s, want 409", r.Status, r.Raw)
-	}
-	// The rest sells out exactly.
-	var rest []int64
-	for sh := range k {
-		rest = append(rest, usersOfShard(k, sh, 12, 60_000)...)
-	}
-	if n := buy(rest); n != units-7 {
-		t.Errorf("after the rebuild: %d accepted, want the %d units left", n, units-7)
-	}
-	h.drainShards(s, k)
-	if got := h.sqlInt(`SELECT count(*) FROM orders WHERE sale_id = ? AND status IN ('PENDING','PAID')`, s.sale); got != units {
-		t.Errorf("live orders = %d, want %d", got, units)
-	}
 	h.checkInvariants(s)
 }
 

@@ -339,7 +339,7 @@ func funnelStep(key, label, class string) templ.Component {
 	})
 }
 
-// refusalReasons are the reasons the funnel names, in the server's order (services.RefusalReasons).
+// refusalReasons are the reasons the funnel names, in the server's order (catalog.RefusalReasons).
 var refusalReasons = []struct{ Key, Label string }{
 	{"soldOut", "sold out"},
 	{"duplicate", "already bought (duplicate)"},
@@ -652,7 +652,7 @@ func AdminOrdersPage(s AdminSale) templ.Component {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 41, "</select></label> <label class=\"field\" data-field=\"userId\"><span>Shopper (user id)</span> <input type=\"text\" name=\"userId\" inputmode=\"numeric\" autocomplete=\"off\" data-testid=\"filter-user\" aria-describedby=\"error-filter-user\"> <small class=\"field-error\" id=\"error-filter-user\" data-testid=\"filter-user-error\" hidden></small></label><div class=\"orders-filter-actions\"><button type=\"submit\" class=\"button\" data-testid=\"filter-apply\">Show</button> <button type=\"button\" class=\"button button-secondary\" data-testid=\"filter-clear\">Clear</button></div></form><p class=\"orders-csv\"><a class=\"button button-secondary\" data-testid=\"orders-csv\" href=\"")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 41, "</select></label> <label class=\"field\" data-field=\"userId\"><span>Shopper (user id)</span> <input type=\"text\" name=\"userId\" inputmode=\"numeric\" pattern=\"\\s*([1-9][0-9]{0,18})?\\s*\" autocomplete=\"off\" data-testid=\"filter-user\" aria-describedby=\"error-filter-user\"> <small class=\"field-error\" id=\"error-filter-user\" data-testid=\"filter-user-error\" hidden></small></label><div class=\"orders-filter-actions\"><button type=\"submit\" class=\"button\" data-testid=\"filter-apply\">Show</button> <button type=\"button\" class=\"button button-secondary\" data-testid=\"filter-clear\">Clear</button></div></form><p class=\"orders-csv\"><a class=\"button button-secondary\" data-testid=\"orders-csv\" href=\"")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

@@ -1,6 +1,7 @@
 package views
 
 import (
+	"regexp"
 	"strings"
 	"testing"
 
@@ -70,8 +71,19 @@ func TestAdminLivePage(t *testing.T) {
 		}
 	}
 	checkSaleControls(t, root.Find(byTestID("sale-controls")))
+	checkLiveTiles(t, root, html)
+	checkLiveItemsAndChart(t, root, html)
+	checkLiveFunnel(t, root)
+	for _, id := range []string{"recon-state", "recon-explain", "recon-redis-counter", "recon-pg-seq", "recon-loaded", "recon-checks", "live-lag", "live-updated"} {
+		if root.Find(byTestID(id)).Length() != 1 {
+			t.Errorf("the live view lacks %s", id)
+		}
+	}
+}
 
-	// Headline numbers first: the tiles come before the controls and every other section.
+// checkLiveTiles: headline numbers first, the tiles before the controls and every other section.
+func checkLiveTiles(t *testing.T, root *goquery.Selection, html string) {
+	t.Helper()
 	tiles := root.Find(byTestID("live-tiles") + " > .live-tile")
 	keys := tiles.Map(func(_ int, s *goquery.Selection) string {
 		return strings.TrimPrefix(s.AttrOr("data-testid", ""), "tile-")
@@ -89,7 +101,11 @@ func TestAdminLivePage(t *testing.T) {
 		strings.Index(html, `data-testid="sale-controls"`) > strings.Index(html, `data-testid="live-items"`) {
 		t.Errorf("order on the page: want the headline numbers, then the controls, then the items")
 	}
+}
 
+// checkLiveItemsAndChart: the items' table and the chart, drawn here with nothing from elsewhere.
+func checkLiveItemsAndChart(t *testing.T, root *goquery.Selection, html string) {
+	t.Helper()
 	cols := texts(root.Find("table" + byTestID("live-items") + " thead th"))
 	if got, want := strings.Join(cols, ","), "Item,Quantity,Displayed,Frozen,Real,Paid,Expired,Sold out"; got != want {
 		t.Errorf("items columns = %q, want %q", got, want)
@@ -97,7 +113,6 @@ func TestAdminLivePage(t *testing.T) {
 	if root.Find("tbody"+byTestID("live-item-rows")).Length() != 1 {
 		t.Errorf("no body for the item rows")
 	}
-
 	chart := root.Find(byTestID("live-chart"))
 	if chart.AttrOr("role", "") != "img" || !strings.Contains(chart.AttrOr("aria-label", ""), "per second") {
 		t.Errorf("chart: role %q label %q, want an img with a label", chart.AttrOr("role", ""), chart.AttrOr("aria-label", ""))
@@ -108,9 +123,12 @@ func TestAdminLivePage(t *testing.T) {
 	if root.Find("script, img[src^=http], link[href^=http]").Length() != 0 || strings.Contains(html, "https://") {
 		t.Errorf("the live view loads something from elsewhere (no library, nothing from the internet)")
 	}
+}
 
-	// The funnel: requests, refused by every reason the server counts, then what became of the
-	// accepted ones.
+// checkLiveFunnel: requests, refused by every reason the server counts, then what became of the
+// accepted ones.
+func checkLiveFunnel(t *testing.T, root *goquery.Selection) {
+	t.Helper()
 	steps := root.Find(byTestID("funnel") + " [data-step]").Map(func(_ int, s *goquery.Selection) string { return s.AttrOr("data-step", "") })
 	want := []string{"requests", "refused"}
 	for _, r := range catalog.RefusalReasons {
@@ -126,15 +144,6 @@ func TestAdminLivePage(t *testing.T) {
 			t.Errorf("funnel step %s: want a label and a value", step)
 		}
 	})
-
-	for _, id := range []string{"recon-state", "recon-explain", "recon-redis-counter", "recon-pg-seq", "recon-loaded", "recon-checks", "writer-lag", "live-updated"} {
-		if id == "writer-lag" {
-			id = "live-lag"
-		}
-		if root.Find(byTestID(id)).Length() != 1 {
-			t.Errorf("the live view lacks %s", id)
-		}
-	}
 }
 
 func TestAdminOrdersPage(t *testing.T) {
@@ -161,14 +170,7 @@ func TestAdminOrdersPage(t *testing.T) {
 	if got := strings.Join(texts(opts), ","); got != "All,Awaiting payment,Paid,Expired,Cancelled,Failed" {
 		t.Errorf("status filter words = %q", got)
 	}
-	user := root.Find("input" + byTestID("filter-user"))
-	errEl := root.Find("#" + user.AttrOr("aria-describedby", "-"))
-	if user.AttrOr("inputmode", "") != "numeric" || errEl.AttrOr("data-testid", "") != "filter-user-error" || !errEl.HasClass("field-error") {
-		t.Errorf("shopper filter: inputmode %q, described by %q; want numeric, tied to its error place", user.AttrOr("inputmode", ""), user.AttrOr("aria-describedby", ""))
-	}
-	if !strings.Contains(user.Closest("label").Text(), "user id") {
-		t.Errorf("shopper filter label = %q, want it to say it takes a user id", user.Closest("label").Text())
-	}
+	checkUserFilter(t, root)
 	csv := root.Find("a" + byTestID("orders-csv"))
 	if _, dl := csv.Attr("download"); csv.AttrOr("href", "") != "/api/admin/sales/7/orders.csv" || !dl || strings.TrimSpace(csv.Text()) != "Download CSV" {
 		t.Errorf("CSV link: href %q, download %v, text %q", csv.AttrOr("href", ""), dl, csv.Text())
@@ -223,4 +225,32 @@ func TestAdminPageEditAndControls(t *testing.T) {
 		t.Fatalf("sale controls templates = %d, want 1", tpl.Length())
 	}
 	checkSaleControls(t, tpl.Find(byTestID("sale-controls")))
+}
+
+// checkUserFilter: the shopper filter takes a user id, as its pattern says (the browser checks
+// it: the form is novalidate, and the script words the error beside the field).
+func checkUserFilter(t *testing.T, root *goquery.Selection) {
+	t.Helper()
+	user := root.Find("input" + byTestID("filter-user"))
+	errEl := root.Find("#" + user.AttrOr("aria-describedby", "-"))
+	if user.AttrOr("inputmode", "") != "numeric" || errEl.AttrOr("data-testid", "") != "filter-user-error" || !errEl.HasClass("field-error") {
+		t.Errorf("shopper filter: inputmode %q, described by %q; want numeric, tied to its error place", user.AttrOr("inputmode", ""), user.AttrOr("aria-describedby", ""))
+	}
+	if !strings.Contains(user.Closest("label").Text(), "user id") {
+		t.Errorf("shopper filter label = %q, want it to say it takes a user id", user.Closest("label").Text())
+	}
+	if _, ok := user.Closest("form").Attr("novalidate"); !ok {
+		t.Errorf("the orders filter lacks novalidate: the browser's own bubble would stand in for the page's words")
+	}
+	// The browser matches the whole value (a pattern is anchored) and skips an empty one.
+	pattern, err := regexp.Compile(`^(?:` + user.AttrOr("pattern", "") + `)$`)
+	if err != nil || user.AttrOr("pattern", "") == "" {
+		t.Fatalf("shopper filter pattern %q: %v", user.AttrOr("pattern", ""), err)
+	}
+	for v, ok := range map[string]bool{"42": true, " 42 ": true, "   ": true, "9223372036854775807": true,
+		"bob": false, "0": false, "042": false, "4 2": false, "-1": false, "12345678901234567890": false} {
+		if pattern.MatchString(v) != ok {
+			t.Errorf("shopper filter pattern on %q: match %v, want %v", v, !ok, ok)
+		}
+	}
 }

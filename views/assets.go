@@ -1,16 +1,20 @@
 package views
 
+import "github.com/flashsale/flashsale/static"
+
 // The script is native ES modules under /static/js/ (no build step): js/main.js is the entry, and
 // it imports the module of the page it finds (see PAGES in static/js/main.js). Each page names
 // every module it will load in <link rel="modulepreload"> hints, so that the browser fetches them
-// side by side with main.js instead of discovering them one import after another.
-// TestModulePreloads checks these lists against the modules' imports.
+// side by side with main.js instead of discovering them one import after another: static.Preloads
+// follows the modules' imports from main.js and the page's module. checkModulePreloads checks the
+// hints against the imports as the test reads them. Every URL of an asset is static's: its
+// content-hashed name, cached for good (static/assets.go).
 
-// scriptEntry is the module the layout loads with <script type="module">.
-const scriptEntry = "/static/js/main.js"
+// scriptEntry is the URL of the module the layout loads with <script type="module">.
+func scriptEntry() string { return static.Path("js/main.js") }
 
-// commonModules are what main.js imports on every page.
-var commonModules = []string{"dom.js", "i18n.js", "time.js", "storage.js", "api.js", "session.js", "nav.js", "network.js"}
+// stylesheet is the URL of the pages' stylesheet.
+func stylesheet() string { return static.Path("style.css") }
 
 // Page keys for layout: which page's modules to preload.
 const (
@@ -25,24 +29,31 @@ const (
 	pageNotFound    = "notfound"
 )
 
-// pageModules are the modules a page needs besides commonModules: its own and what it imports.
-var pageModules = map[string][]string{
-	pageHome:        {"home.js", "clock.js", "poll.js"},
-	pageSale:        {"sale.js", "order.js", "status.js", "clock.js", "money.js", "poll.js"},
-	pageOrder:       {"order.js", "status.js", "clock.js", "money.js", "poll.js"},
-	pageMyOrders:    {"orders.js", "status.js", "clock.js", "money.js", "poll.js"},
-	pageAdmin:       {"admin.js", "admin_controls.js", "clock.js", "money.js", "poll.js"},
-	pageAdminLive:   {"admin_live.js", "admin_controls.js", "admin_chart.js", "poll.js"},
-	pageAdminOrders: {"admin_orders.js", "money.js"},
-	pageNotFound:    nil,
+// pageModules are the module main.js loads for each page (none for the 404 page).
+var pageModules = map[string]string{
+	pageHome:        "home.js",
+	pageSale:        "sale.js",
+	pageOrder:       "order.js",
+	pageMyOrders:    "orders.js",
+	pageAdmin:       "admin.js",
+	pageAdminLive:   "admin_live.js",
+	pageAdminOrders: "admin_orders.js",
+	pageNotFound:    "",
 }
 
-// modulePreloads returns the URLs of the modules page needs besides the entry: its own first.
+// modulePreloads returns the URLs of the modules page loads besides the entry: its own and what
+// it imports first, then what main.js imports.
 func modulePreloads(page string) []string {
-	mods := append(append([]string(nil), pageModules[page]...), commonModules...)
-	urls := make([]string, len(mods))
-	for i, m := range mods {
-		urls[i] = "/static/js/" + m
+	roots := []string{"js/main.js"}
+	if m := pageModules[page]; m != "" {
+		roots = []string{"js/" + m, "js/main.js"}
+	}
+	entry := scriptEntry()
+	var urls []string
+	for _, u := range static.Preloads(roots...) {
+		if u != entry { // the script element loads it
+			urls = append(urls, u)
+		}
 	}
 	return urls
 }

@@ -17,6 +17,8 @@ var (
 	staticImport = regexp.MustCompile(`(?m)^import (?:[^'"]*? from )?'\./([\w.-]+\.js)';`)
 	// pageImport matches an entry of PAGES in main.js: { testid: 'sale', load: () => import('./sale.js'), …
 	pageImport = regexp.MustCompile(`testid: '([\w-]+)', load: \(\) => import\('\./([\w.-]+\.js)'\)`)
+	// hashedAsset is the URL of an asset by its content-hashed name (static.Path).
+	hashedAsset = regexp.MustCompile(`^/static/[\w/.-]+\.[0-9a-f]{10}\.(?:js|css)$`)
 )
 
 func readModule(t *testing.T, name string) string {
@@ -62,7 +64,7 @@ func checkModulePreloads(t *testing.T, doc *goquery.Document) {
 	want := []string{}
 	for m := range moduleClosure(t, roots...) {
 		if m != "main.js" { // the script element fetches it
-			want = append(want, "/static/js/"+m)
+			want = append(want, static.Path("js/"+m))
 		}
 	}
 	got := []string{}
@@ -99,11 +101,31 @@ func TestModulesReachable(t *testing.T) {
 	}
 	for _, p := range pages {
 		found := false
-		for _, mods := range pageModules {
-			found = found || slices.Contains(mods, p[2])
+		for _, mod := range pageModules {
+			found = found || mod == p[2]
 		}
 		if !found {
 			t.Errorf("main.js loads %s for [data-testid=%q], but no page preloads it", p[2], p[1])
+		}
+	}
+}
+
+// maxScriptBytes is the most a module of static/js may weigh: past it, split it by concern.
+const maxScriptBytes = 40_000
+
+// No module of the script is over 40 kB.
+func TestScriptSizes(t *testing.T) {
+	entries, err := fs.ReadDir(static.FS, "js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		info, err := e.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Size() > maxScriptBytes {
+			t.Errorf("static/js/%s is %d bytes, over %d: split it into modules by concern", e.Name(), info.Size(), maxScriptBytes)
 		}
 	}
 }

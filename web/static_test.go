@@ -3,16 +3,21 @@ package web
 import (
 	"net/http"
 	"net/http/httptest"
+	"path"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/flashsale/flashsale/services/auth"
+	"github.com/flashsale/flashsale/static"
 )
 
 // The script's modules and the stylesheet are served from the embedded files with their
 // JavaScript or CSS content type (a module script with another type is refused by the browser
-// under nosniff), the static cache header and the strict CSP; the old single script is gone.
+// under nosniff) and the strict CSP: under their hashed names (static.Path) cached for good,
+// under their plain names revalidated; the old single script is gone. static/assets_test.go
+// tests the names themselves.
 func TestStaticAssets(t *testing.T) {
 	t.Parallel()
 	h := fuzzRouter(auth.NewAuth(nil, []byte("static-secret-of-some-length"), time.Hour, time.Now))
@@ -21,11 +26,14 @@ func TestStaticAssets(t *testing.T) {
 		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
 		return rec
 	}
-	for _, c := range []struct{ path, ctype, body string }{
-		{"/static/js/main.js", "text/javascript; charset=utf-8", "import("},
-		{"/static/js/sale.js", "text/javascript; charset=utf-8", "export function initSalePage"},
-		{"/static/js/dom.js", "text/javascript; charset=utf-8", "export function byTestId"},
-		{"/static/style.css", "text/css; charset=utf-8", "{"},
+	const immutable, plain = "public, max-age=31536000, immutable", "no-cache"
+	for _, c := range []struct{ path, ctype, cache, body string }{
+		{static.Path("js/main.js"), "text/javascript; charset=utf-8", immutable, "import("},
+		{static.Path("js/sale.js"), "text/javascript; charset=utf-8", immutable, "export function initSalePage"},
+		{static.Path("js/dom.js"), "text/javascript; charset=utf-8", immutable, "export function byTestId"},
+		{static.Path("style.css"), "text/css; charset=utf-8", immutable, "{"},
+		{"/static/js/main.js", "text/javascript; charset=utf-8", plain, "import("},
+		{"/static/style.css", "text/css; charset=utf-8", plain, "{"},
 	} {
 		rec := get(c.path)
 		if rec.Code != http.StatusOK {
@@ -35,8 +43,8 @@ func TestStaticAssets(t *testing.T) {
 		if got := rec.Header().Get("Content-Type"); got != c.ctype {
 			t.Errorf("GET %s: Content-Type %q, want %q", c.path, got, c.ctype)
 		}
-		if got := rec.Header().Get("Cache-Control"); got != "public, max-age=300" {
-			t.Errorf("GET %s: Cache-Control %q, want public, max-age=300", c.path, got)
+		if got := rec.Header().Get("Cache-Control"); got != c.cache {
+			t.Errorf("GET %s: Cache-Control %q, want %s", c.path, got, c.cache)
 		}
 		if got := rec.Header().Get("X-Content-Type-Options"); got != "nosniff" {
 			t.Errorf("GET %s: X-Content-Type-Options %q, want nosniff", c.path, got)
@@ -48,9 +56,56 @@ func TestStaticAssets(t *testing.T) {
 			t.Errorf("GET %s: the body does not contain %q", c.path, c.body)
 		}
 	}
-	for _, path := range []string{"/static/app.js", "/static/js/nope.js", "/static/", "/static/js/", "/static/js//"} {
+	for _, path := range []string{"/static/app.js", "/static/js/nope.js", "/static/js/main.0123456789.js", "/static/", "/static/js/", "/static/js//"} {
 		if rec := get(path); rec.Code != http.StatusNotFound {
 			t.Errorf("GET %s: %d, want 404", path, rec.Code)
 		}
+	}
+}
+
+var (
+	// pageAsset is an asset a page names: its stylesheet, its entry module and its preloads.
+	pageAsset = regexp.MustCompile(`(?:href|src)="(/static/[^"]+)"`)
+	// moduleImport is a relative import of a served module, static or dynamic.
+	moduleImport = regexp.MustCompile(`\b(?:from|import)\s*\(?\s*'(\.\.?/[^']+)'`)
+)
+
+// A page, served by the router, names its assets by their hashed names; each is served for good,
+// and so is every module those modules import, by the hashed name the served module says.
+func TestPagesLoadOneBuild(t *testing.T) {
+	t.Parallel()
+	h := fuzzRouter(auth.NewAuth(nil, []byte("static-secret-of-some-length"), time.Hour, time.Now))
+	get := func(path string) *httptest.ResponseRecorder {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		return rec
+	}
+	seen := map[string]bool{}
+	var fetch func(from, url string)
+	fetch = func(from, url string) {
+		if seen[url] {
+			return
+		}
+		seen[url] = true
+		rec := get(url)
+		if rec.Code != http.StatusOK || rec.Header().Get("Cache-Control") != "public, max-age=31536000, immutable" {
+			t.Errorf("%s names %s: %d, Cache-Control %q; want 200, immutable", from, url, rec.Code, rec.Header().Get("Cache-Control"))
+			return
+		}
+		for _, m := range moduleImport.FindAllStringSubmatch(rec.Body.String(), -1) {
+			fetch(url, path.Join(path.Dir(url), m[1]))
+		}
+	}
+	for _, page := range []string{"/admin", "/orders", "/no-such-page"} {
+		names := pageAsset.FindAllStringSubmatch(get(page).Body.String(), -1)
+		if len(names) < 3 {
+			t.Errorf("%s names %d assets, want its stylesheet, its entry and its preloads", page, len(names))
+		}
+		for _, m := range names {
+			fetch(page, m[1])
+		}
+	}
+	if len(seen) < 20 {
+		t.Errorf("fetched %d assets from the pages; want every module the merchant's page loads", len(seen))
 	}
 }

@@ -21,114 +21,119 @@ export function loadedText(loadedAt) {
   return isNaN(ms) ? 'not loaded' : 'loaded at ' + formatClock(ms);
 }
 
+function render(K) {
+  var state = K.state;
+  var ended = state.status === 'ended';
+  var loaded = state.loadedAt !== undefined && state.loadedAt !== null;
+  if (ended) {
+    setText(K.loadedValue, 'the sale has ended');
+    K.loadedLine.setAttribute('data-loaded', 'ended');
+  } else if (state.loadedAt === undefined) {
+    setText(K.loadedValue, 'checking\u2026');
+    K.loadedLine.setAttribute('data-loaded', 'unknown');
+  } else {
+    setText(K.loadedValue, loadedText(state.loadedAt));
+    K.loadedLine.setAttribute('data-loaded', loaded ? 'yes' : 'no');
+  }
+  var b = K.buttons;
+  b.warm.disabled = K.busy || ended || loaded || state.loadedAt === undefined;
+  b.pause.disabled = K.busy || ended || state.paused;
+  b.resume.disabled = K.busy || ended || !state.paused;
+  b.end.disabled = K.busy || ended;
+  b.warm.title = loaded ? 'Redis already holds the stock' : ended ? 'The sale has ended' : '';
+  b.pause.title = state.paused ? 'The sale is paused' : ended ? 'The sale has ended' : '';
+  b.resume.title = !state.paused && !ended ? 'The sale is not paused' : ended ? 'The sale has ended' : '';
+  if (ended || K.busy) {
+    show(K.confirmBox, false);
+  }
+}
+
+async function run(K, name) {
+  var a = ACTIONS[name];
+  K.busy = true;
+  render(K);
+  K.say(a.busy, 'info');
+  var r = await api('POST', '/api/admin/sales/' + enc(K.opts.saleId) + '/' + a.path, {});
+  K.busy = false;
+  if (r.ok && r.data) {
+    K.state.paused = r.data.paused === true;
+    if (typeof r.data.status === 'string') {
+      K.state.status = r.data.status;
+    }
+    render(K);
+    K.say(a.done, 'ok');
+    if (K.opts.after) {
+      await K.opts.after(name, r.data);
+    }
+    return;
+  }
+  render(K);
+  if (K.opts.authProblem && K.opts.authProblem(r)) {
+    K.say('', 'info');
+    return;
+  }
+  K.say((name === 'warm' ? 'Could not warm up: ' : 'Could not ' + name + ' the sale: ') + errorText(r), 'error');
+}
+
+// bindButtons runs each action on its button; End early asks first.
+function bindButtons(K, root) {
+  var b = K.buttons;
+  ['warm', 'pause', 'resume'].forEach(function (name) {
+    b[name].addEventListener('click', function () {
+      run(K, name);
+    });
+  });
+  var confirmYes = byTestId('end-confirm-button', root);
+  var confirmNo = byTestId('end-keep-button', root);
+  b.end.addEventListener('click', function () {
+    show(K.confirmBox, true);
+    confirmNo.focus();
+  });
+  confirmNo.addEventListener('click', function () {
+    show(K.confirmBox, false);
+    b.end.focus();
+  });
+  confirmYes.addEventListener('click', function () {
+    show(K.confirmBox, false);
+    run(K, 'end');
+  });
+}
+
 // bindControls wires one saleControls block. opts: saleId, name (for the sentences), after
 // (called with the action's name and the sale the server answered, once an action succeeded),
 // authProblem (called with a refusal; true when it handled it). It returns update(state), where
 // state is {status: 'upcoming' | 'live' | 'ended', paused, loadedAt (a time, null: not loaded,
-// undefined: not known)}.
+// undefined: not known)}, and say (the block's messenger).
 export function bindControls(root, opts) {
-  var buttons = {
-    warm: byTestId('warm-button', root),
-    pause: byTestId('pause-button', root),
-    resume: byTestId('resume-button', root),
-    end: byTestId('end-button', root)
+  var K = {
+    opts: opts,
+    buttons: {
+      warm: byTestId('warm-button', root),
+      pause: byTestId('pause-button', root),
+      resume: byTestId('resume-button', root),
+      end: byTestId('end-button', root)
+    },
+    confirmBox: byTestId('end-confirm', root),
+    loadedLine: byTestId('sale-loaded', root),
+    loadedValue: byTestId('sale-loaded-text', root),
+    say: messenger(byTestId('control-status', root)),
+    state: { status: '', paused: false, loadedAt: undefined },
+    busy: false
   };
-  var confirmBox = byTestId('end-confirm', root);
-  var confirmYes = byTestId('end-confirm-button', root);
-  var confirmNo = byTestId('end-keep-button', root);
-  var loadedLine = byTestId('sale-loaded', root);
-  var loadedValue = byTestId('sale-loaded-text', root);
-  var say = messenger(byTestId('control-status', root));
-  var state = { status: '', paused: false, loadedAt: undefined };
-  var busy = false;
-
-  function render() {
-    var ended = state.status === 'ended';
-    var loaded = state.loadedAt !== undefined && state.loadedAt !== null;
-    if (ended) {
-      setText(loadedValue, 'the sale has ended');
-      loadedLine.setAttribute('data-loaded', 'ended');
-    } else if (state.loadedAt === undefined) {
-      setText(loadedValue, 'checking\u2026');
-      loadedLine.setAttribute('data-loaded', 'unknown');
-    } else {
-      setText(loadedValue, loadedText(state.loadedAt));
-      loadedLine.setAttribute('data-loaded', loaded ? 'yes' : 'no');
-    }
-    buttons.warm.disabled = busy || ended || loaded || state.loadedAt === undefined;
-    buttons.pause.disabled = busy || ended || state.paused;
-    buttons.resume.disabled = busy || ended || !state.paused;
-    buttons.end.disabled = busy || ended;
-    buttons.warm.title = loaded ? 'Redis already holds the stock' : ended ? 'The sale has ended' : '';
-    buttons.pause.title = state.paused ? 'The sale is paused' : ended ? 'The sale has ended' : '';
-    buttons.resume.title = !state.paused && !ended ? 'The sale is not paused' : ended ? 'The sale has ended' : '';
-    if (ended || busy) {
-      show(confirmBox, false);
-    }
-  }
-
-  async function run(name) {
-    var a = ACTIONS[name];
-    busy = true;
-    render();
-    say(a.busy, 'info');
-    var r = await api('POST', '/api/admin/sales/' + enc(opts.saleId) + '/' + a.path, {});
-    busy = false;
-    if (r.ok && r.data) {
-      state.paused = r.data.paused === true;
-      if (typeof r.data.status === 'string') {
-        state.status = r.data.status;
-      }
-      render();
-      say(a.done, 'ok');
-      if (opts.after) {
-        await opts.after(name, r.data);
-      }
-      return;
-    }
-    render();
-    if (opts.authProblem && opts.authProblem(r)) {
-      say('', 'info');
-      return;
-    }
-    say((name === 'warm' ? 'Could not warm up: ' : 'Could not ' + name + ' the sale: ') + errorText(r), 'error');
-  }
-
-  buttons.warm.addEventListener('click', function () {
-    run('warm');
-  });
-  buttons.pause.addEventListener('click', function () {
-    run('pause');
-  });
-  buttons.resume.addEventListener('click', function () {
-    run('resume');
-  });
-  buttons.end.addEventListener('click', function () {
-    show(confirmBox, true);
-    confirmNo.focus();
-  });
-  confirmNo.addEventListener('click', function () {
-    show(confirmBox, false);
-    buttons.end.focus();
-  });
-  confirmYes.addEventListener('click', function () {
-    show(confirmBox, false);
-    run('end');
-  });
-
+  bindButtons(K, root);
   return {
     update: function (next) {
       if (next.status !== undefined) {
-        state.status = next.status;
+        K.state.status = next.status;
       }
       if (next.paused !== undefined) {
-        state.paused = next.paused === true;
+        K.state.paused = next.paused === true;
       }
       if (next.loadedAt !== undefined || next.status === 'ended') {
-        state.loadedAt = next.loadedAt;
+        K.state.loadedAt = next.loadedAt;
       }
-      render();
+      render(K);
     },
-    say: say
+    say: K.say
   };
 }

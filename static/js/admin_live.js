@@ -1,14 +1,14 @@
 // The live view of one sale (/admin/sales/{id}): GET /api/admin/sales/{id}/live every second,
 // drawn as headline numbers, the stock per item, a chart of requests per second, the funnel and
-// the reconciliation; and the sale's controls (admin_controls.js).
+// the reconciliation (admin_live_view.js); and the sale's controls (admin_controls.js).
 
-import { byTestId, setText, show, el, enc, messenger } from './dom.js';
+import { byTestId, setText, show, enc, messenger } from './dom.js';
 import { formatClock, formatDate, formatDuration, parseTime } from './time.js';
 import { api, errorText } from './api.js';
 import { makePoller } from './poll.js';
-import { currentUser, sessionExpired, onSession, initSession } from './session.js';
 import { bindControls } from './admin_controls.js';
-import { drawChart } from './admin_chart.js';
+import { merchantPage, SALE_NOT_FOUND } from './admin_merchant.js';
+import { renderLive, renderChart } from './admin_live_view.js';
 
 // The sale's state for a person, by the live view's status.
 const STATUS = {
@@ -18,313 +18,103 @@ const STATUS = {
   ended: { word: 'ended', badge: 'ended', controls: 'ended' }
 };
 
-// The reconciliation's state for a person.
-const BOOKS = {
-  ok: { word: 'Balanced', explain: 'Redis and Postgres agree on every unit.' },
-  settling: { word: 'Settling', explain: 'Units are on their way between Redis and Postgres; the two sides meet once the queue has drained.' },
-  violation: { word: 'Not balanced', explain: 'Redis and Postgres disagree with nothing on its way: see the failed checks below. Purchases fail closed while Redis is rebuilt.' }
-};
-
-const REASONS = { soldOut: 'sold out', duplicate: 'already bought', rateLimited: 'rate limited', badToken: 'bad purchase token',
-  captcha: 'captcha failed', paused: 'sale paused', other: 'other' };
-
-function num(v) {
-  var n = Number(v);
-  return isFinite(n) ? n : 0;
-}
-
-function count(v) {
-  return num(v).toLocaleString('en-US');
-}
-
-function sum(items, key) {
-  return items.reduce(function (a, it) {
-    return a + num(it[key]);
-  }, 0);
-}
-
-// lagText writes the writer's lag: "0 s", "1.4 s", "2 min 5 s".
-function lagText(s) {
-  var v = num(s);
-  if (v < 0.05) {
-    return '0 s';
+// windowText writes when the sale starts and ends, and how long until it starts or ends by the
+// server's clock of this answer.
+function windowText(sale, asOf) {
+  var starts = parseTime(sale.startsAt);
+  var ends = parseTime(sale.endsAt);
+  var left = '';
+  if (!isNaN(asOf) && sale.status === 'scheduled' && starts > asOf) {
+    left = ' \u00b7 starts in ' + formatDuration(starts - asOf);
+  } else if (!isNaN(asOf) && (sale.status === 'running' || sale.status === 'paused') && ends > asOf) {
+    left = ' \u00b7 ends in ' + formatDuration(ends - asOf);
   }
-  if (v < 60) {
-    return (v < 10 ? v.toFixed(1) : String(Math.round(v))) + ' s';
+  return (isNaN(starts) ? '' : 'Starts ' + formatDate(starts)) + (isNaN(ends) ? '' : ' \u00b7 Ends ' + formatDate(ends)) + left;
+}
+
+// renderHead draws the sale's name, status, window and controls.
+function renderHead(V, d) {
+  var sale = d.sale || {};
+  var name = sale.name || 'sale ' + V.saleId;
+  setText(byTestId('live-sale-name', V.root), name);
+  document.title = 'Live view \u00b7 ' + name + ' \u00b7 flashsale';
+  var st = STATUS[sale.status] || { word: String(sale.status || '?'), badge: '', controls: '' };
+  var statusEl = byTestId('live-status', V.root);
+  statusEl.className = 'badge badge-' + st.badge;
+  statusEl.setAttribute('data-status', String(sale.status || ''));
+  setText(statusEl, st.word);
+  setText(byTestId('live-window', V.root), windowText(sale, parseTime(d.asOf)));
+  if (V.controls) {
+    V.controls.update({ status: st.controls, paused: sale.paused === true, loadedAt: typeof sale.loadedAt === 'string' ? sale.loadedAt : null });
   }
-  return Math.floor(v / 60) + ' min ' + Math.round(v % 60) + ' s';
+}
+
+async function load(V) {
+  var r = await api('GET', '/api/admin/sales/' + enc(V.saleId) + '/live', undefined, undefined, 'no-store');
+  if (r.ok && r.data && r.data.sale) {
+    if (V.gate.admit()) {
+      V.say('', 'info');
+    }
+    V.last = r.data;
+    renderHead(V, r.data);
+    renderLive(V.root, r.data);
+    setText(V.updated, 'Updated ' + formatClock(Date.now()) + ', every second.');
+    return true;
+  }
+  if (V.gate.authProblem(r)) {
+    return false;
+  }
+  if (r.status === 404 || r.status === 400) {
+    show(V.panel, false);
+    V.say(SALE_NOT_FOUND, 'error');
+    return false;
+  }
+  setText(V.updated, 'Could not refresh: ' + errorText(r) + ' Retrying\u2026');
+  return true;
 }
 
 export function initAdminLivePage(root) {
-  var saleId = root.getAttribute('data-sale-id') || '';
-  var say = messenger(byTestId('message', root));
-  var panel = byTestId('live-panel', root);
-  var nameEl = byTestId('live-sale-name', root);
-  var statusEl = byTestId('live-status', root);
-  var windowEl = byTestId('live-window', root);
-  var itemRows = byTestId('live-item-rows', root);
-  var chartBox = byTestId('live-chart', root);
-  var chartNote = byTestId('chart-note', root);
-  var updated = byTestId('live-updated', root);
-  var checks = byTestId('recon-checks', root);
-  var merchant = false;
-  var last = null;
-
-  function tile(key, value, note) {
-    var v = byTestId('live-' + key, root);
-    setText(v, value);
-    v.classList.toggle('zero', value === '0');
-    if (note !== undefined) {
-      setText(byTestId('live-' + key + '-note', root), note);
+  var V = {
+    root: root,
+    saleId: root.getAttribute('data-sale-id') || '',
+    say: messenger(byTestId('message', root)),
+    panel: byTestId('live-panel', root),
+    updated: byTestId('live-updated', root),
+    last: null, // the last answer, redrawn at a new width
+    controls: null
+  };
+  var poller = makePoller(function () {
+    return load(V);
+  }, 1000);
+  V.gate = merchantPage(root, {
+    panel: V.panel,
+    say: V.say,
+    stop: function () {
+      poller.stop();
+    },
+    signedOut: function () {
+      V.say('Log in with a merchant account to watch this sale.', 'info');
+    },
+    start: function () {
+      poller.restart();
     }
-  }
-
-  function notMerchant() {
-    merchant = false;
-    show(panel, false);
-    poller.stop();
-    say('Signed in, but this account is not a merchant. Log out and log in with a merchant account.', 'error');
-  }
-
-  function authProblem(r) {
-    if (r.status === 401 || r.code === 'UNAUTHENTICATED' || r.code === 'CSRF') {
-      say(errorText(r), 'error');
-      sessionExpired();
-      return true;
-    }
-    if (r.status === 403) {
-      notMerchant();
-      return true;
-    }
-    return false;
-  }
-
+  });
   var controlsRoot = byTestId('sale-controls', root);
-  var controls = controlsRoot ? bindControls(controlsRoot, {
-    saleId: saleId,
-    authProblem: authProblem,
+  V.controls = controlsRoot ? bindControls(controlsRoot, {
+    saleId: V.saleId,
+    authProblem: V.gate.authProblem,
     after: function () {
-      return load();
+      return load(V);
     }
   }) : null;
-
-  function renderItems(items) {
-    var trs = items.map(function (it) {
-      var tr = el('tr', { class: 'stack-row', 'data-testid': 'live-item-row', 'data-item-id': String(it.itemId) });
-      if (it.soldOut) {
-        tr.classList.add('sold-out');
-      }
-      tr.appendChild(el('th', { scope: 'row', 'data-col': 'name' }, it.name || 'item #' + it.itemId));
-      [['quantity', 'Quantity'], ['displayed', 'Displayed'], ['frozen', 'Frozen'], ['real', 'Real'], ['paid', 'Paid'], ['expired', 'Expired']].forEach(function (c) {
-        var td = el('td', { 'data-col': c[0], 'data-label': c[1] }, count(it[c[0]]));
-        if (num(it[c[0]]) === 0) {
-          td.classList.add('zero');
-        }
-        if (c[0] === 'frozen') {
-          td.title = count(it.inFlight) + ' on the way to Postgres, ' + count(it.pending) + ' awaiting payment';
-        }
-        tr.appendChild(td);
-      });
-      tr.appendChild(el('td', { 'data-col': 'soldOut', 'data-label': 'Sold out', class: it.soldOut ? 'sold-out-yes' : '' }, it.soldOut ? 'sold out' : 'no'));
-      return tr;
-    });
-    itemRows.replaceChildren.apply(itemRows, trs);
-  }
-
-  function renderFunnel(f) {
-    var requests = Math.max(1, num(f.requests));
-    var refused = f.refused && typeof f.refused === 'object' ? f.refused : {};
-    var refusedTotal = Object.keys(refused).reduce(function (a, k) {
-      return a + num(refused[k]);
-    }, 0);
-    var values = { requests: num(f.requests), refused: refusedTotal, accepted: num(f.accepted), written: num(f.written),
-      paid: num(f.paid), expired: num(f.expired), cancelled: num(f.cancelled) };
-    Object.keys(REASONS).forEach(function (k) {
-      values['refused-' + k] = num(refused[k]);
-    });
-    Object.keys(values).forEach(function (k) {
-      var step = byTestId('funnel-' + k, root);
-      if (!step) {
-        return;
-      }
-      setText(byTestId('funnel-' + k + '-value', root), count(values[k]));
-      step.classList.toggle('funnel-zero', values[k] === 0);
-      var fill = step.querySelector('.funnel-fill');
-      if (fill) {
-        fill.style.width = (values[k] > 0 ? Math.max(0.5, Math.min(100, values[k] / requests * 100)) : 0).toFixed(1) + '%';
-      }
-    });
-    return { refused: refusedTotal, refusedBy: refused };
-  }
-
-  function renderBooks(rec, items) {
-    var state = BOOKS[rec.state] ? rec.state : 'violation';
-    var b = BOOKS[state];
-    var stateEl = byTestId('recon-state', root);
-    stateEl.setAttribute('data-state', state);
-    setText(stateEl, b.word);
-    var explain = b.explain;
-    if (!rec.loaded) {
-      explain = 'Redis does not hold the sale yet: it is loaded ten minutes before the start, or now with Warm up now.';
-    }
-    if (typeof rec.rebuildWaitsFor === 'number') {
-      explain = rec.rebuildWaitsFor > 0
-        ? 'Redis lost data for this sale: purchases fail closed. It is rebuilt from Postgres by itself once the ' +
-          count(rec.rebuildWaitsFor) + ' queued messages still waiting for the writer are written; Warm up now cannot skip that wait (their units would be sold twice).'
-        : 'Redis lost data for this sale: purchases fail closed. The queue has drained; it is being rebuilt from Postgres now.';
-    } else if (rec.loaded && rec.lost) {
-      explain = 'Redis lost data for this sale: purchases fail closed until it is rebuilt from Postgres.';
-    }
-    setText(byTestId('recon-explain', root), explain);
-    setText(byTestId('recon-redis-counter', root), count(rec.redisCounter));
-    setText(byTestId('recon-pg-seq', root), count(rec.postgresMaxSeq));
-    setText(byTestId('recon-loaded', root), rec.loaded ? (rec.lost ? 'loaded, lost data' : 'loaded') : 'not loaded');
-    var names = {};
-    items.forEach(function (it) {
-      names[String(it.itemId)] = it.name;
-    });
-    var list = Array.isArray(rec.checks) ? rec.checks : [];
-    var failed = list.filter(function (c) {
-      return !c.ok;
-    });
-    var lis = failed.map(function (c) {
-      var where = c.itemId ? (names[String(c.itemId)] || 'item #' + c.itemId) : 'whole sale';
-      var li = el('li', { class: 'recon-check recon-failed', 'data-testid': 'recon-failed' });
-      li.appendChild(el('strong', null, '\u2717 ' + c.name));
-      li.appendChild(document.createTextNode(' (' + where + ')' + (c.detail ? ': ' + c.detail : '')));
-      return li;
-    });
-    var held = list.length - failed.length;
-    if (held > 0) {
-      lis.push(el('li', { class: 'recon-check recon-ok', 'data-testid': 'recon-held' }, '\u2713 ' + held + (held === 1 ? ' check holds' : ' checks hold') +
-        (failed.length === 0 ? ' (every one)' : '')));
-    }
-    checks.replaceChildren.apply(checks, lis);
-    return b;
-  }
-
-  function renderChart(d) {
-    var now = Math.floor(parseTime(d.asOf) / 1000);
-    var start = Math.floor(parseTime(d.sale.startsAt) / 1000);
-    var end = Math.floor(parseTime(d.sale.endsAt) / 1000);
-    if (!isFinite(now) || !isFinite(start)) {
-      return;
-    }
-    var from = Math.max(start, now - 3600);
-    var to = Math.min(now, isFinite(end) ? end : now);
-    if (now < start) {
-      drawChart(chartBox, [], start, start + 60);
-      setText(chartNote, 'The chart fills in from the start, ' + formatClock(start * 1000) + '.');
-      return;
-    }
-    var t = drawChart(chartBox, d.series, from, to);
-    setText(chartNote, (from > start ? 'The last hour. ' : 'Since the start. ') + 'Each bar is ' +
-      (t.bucket === 1 ? 'one second' : t.bucket + ' seconds (their mean per second)') + '; ' +
-      count(t.accepted) + ' accepted and ' + count(t.refused) + ' refused drawn.');
-  }
-
-  function render(d) {
-    var sale = d.sale || {};
-    var items = Array.isArray(d.items) ? d.items : [];
-    var name = sale.name || 'sale ' + saleId;
-    setText(nameEl, name);
-    document.title = 'Live view \u00b7 ' + name + ' \u00b7 flashsale';
-    var st = STATUS[sale.status] || { word: String(sale.status || '?'), badge: '', controls: '' };
-    statusEl.className = 'badge badge-' + st.badge;
-    statusEl.setAttribute('data-status', String(sale.status || ''));
-    setText(statusEl, st.word);
-    var starts = parseTime(sale.startsAt);
-    var ends = parseTime(sale.endsAt);
-    // how long until it starts or ends, by the server's clock of this answer
-    var asOf = parseTime(d.asOf);
-    var left = '';
-    if (!isNaN(asOf) && sale.status === 'scheduled' && starts > asOf) {
-      left = ' \u00b7 starts in ' + formatDuration(starts - asOf);
-    } else if (!isNaN(asOf) && (sale.status === 'running' || sale.status === 'paused') && ends > asOf) {
-      left = ' \u00b7 ends in ' + formatDuration(ends - asOf);
-    }
-    setText(windowEl, (isNaN(starts) ? '' : 'Starts ' + formatDate(starts)) + (isNaN(ends) ? '' : ' \u00b7 Ends ' + formatDate(ends)) + left);
-    if (controls) {
-      controls.update({ status: st.controls, paused: sale.paused === true, loadedAt: typeof sale.loadedAt === 'string' ? sale.loadedAt : null });
-    }
-    var quantity = sum(items, 'quantity');
-    tile('paid', count(sum(items, 'paid')), 'units paid, of ' + count(quantity));
-    tile('frozen', count(sum(items, 'frozen')), count(sum(items, 'inFlight')) + ' on the way \u00b7 ' + count(sum(items, 'pending')) + ' awaiting payment');
-    tile('displayed', count(sum(items, 'displayed')), 'left for shoppers, real ' + count(sum(items, 'real')));
-    var f = d.funnel || {};
-    var fr = renderFunnel(f);
-    tile('accepted', count(f.accepted), 'of ' + count(f.requests) + (num(f.requests) === 1 ? ' request' : ' requests'));
-    var top = Object.keys(fr.refusedBy).sort(function (a, b) {
-      return num(fr.refusedBy[b]) - num(fr.refusedBy[a]);
-    })[0];
-    tile('refused', count(fr.refused), fr.refused > 0 && top ? 'mostly ' + (REASONS[top] || top) : 'none so far');
-    var rec = d.reconciliation || {};
-    var b = renderBooks(rec, items);
-    tile('books', b.word, typeof rec.rebuildWaitsFor === 'number' ? 'Redis lost the stock: rebuild waits for the queue'
-      : rec.loaded ? 'Redis against Postgres' : 'stock not in Redis yet');
-    byTestId('tile-books', root).setAttribute('data-state', String(rec.state || ''));
-    var w = d.writer || {};
-    tile('lag', lagText(w.lagSeconds), 'oldest order not yet written');
-    tile('queue', w.queueDepth === null || w.queueDepth === undefined ? 'unknown' : count(w.queueDepth),
-      w.queueDepth === null || w.queueDepth === undefined ? 'NATS did not answer' : 'messages waiting for the writer');
-    renderItems(items);
-    renderChart(d);
-    setText(updated, 'Updated ' + formatClock(Date.now()) + ', every second.');
-  }
-
-  async function load() {
-    var r = await api('GET', '/api/admin/sales/' + enc(saleId) + '/live', undefined, undefined, 'no-store');
-    if (r.ok && r.data && r.data.sale) {
-      if (!merchant) {
-        merchant = true;
-        show(panel, true);
-        say('', 'info');
-      }
-      last = r.data;
-      render(r.data);
-      return true;
-    }
-    if (authProblem(r)) {
-      return false;
-    }
-    if (r.status === 404 || r.status === 400) {
-      show(panel, false);
-      say('This sale was not found (it may belong to another merchant).', 'error');
-      return false;
-    }
-    setText(updated, 'Could not refresh: ' + errorText(r) + ' Retrying\u2026');
-    return true;
-  }
-
-  var poller = makePoller(load, 1000);
-
   var resizeTimer = null;
   window.addEventListener('resize', function () {
     window.clearTimeout(resizeTimer);
     resizeTimer = window.setTimeout(function () {
-      if (last) {
-        renderChart(last);
+      if (V.last) {
+        renderChart(root, V.last);
       }
     }, 150);
   });
-
-  function sessionUpdate() {
-    var u = currentUser();
-    if (u === null) {
-      merchant = false;
-      show(panel, false);
-      poller.stop();
-      say('Log in with a merchant account to watch this sale.', 'info');
-      return;
-    }
-    if (u.role && u.role !== 'merchant') {
-      notMerchant();
-      return;
-    }
-    poller.restart();
-  }
-
-  onSession(sessionUpdate);
-  initSession(byTestId('session', root), say);
-  sessionUpdate();
+  V.gate.watch();
 }

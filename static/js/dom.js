@@ -1,4 +1,10 @@
 // DOM helpers. Server data only ever reaches the page through textContent, never innerHTML.
+//
+// No template library: the pages are rendered on the server (views/*.templ) with a data-testid
+// on everything the script fills in, the script writes text and attributes into those, and copies
+// a <template> of the page for what repeats (an order of the box, an item row, a sale's
+// controls). What it still builds itself is a few table rows and list items with el(); a library
+// such as lit-html would replace those few lines with a vendored dependency.
 
 export function byTestId(id, root) {
   return (root || document).querySelector('[data-testid="' + id + '"]');

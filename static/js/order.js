@@ -11,378 +11,319 @@ import { isOnline, onNetwork } from './network.js';
 import { loggedIn, sessionExpired, onSession, initSession, loginPrompt } from './session.js';
 import { FINAL_STATUSES, ORDER_NOTES, STATUS_WORDS, queueOf, queueText } from './status.js';
 import { t, href, lang } from './i18n.js';
+import { bindActions } from './order_actions.js';
 
-// orderController shows one order in an order panel, polls it every second until it reaches
-// a final state (while it is QUEUED no sooner than the server's Retry-After, showing its place in
-// the queue), and pays or cancels it while it is pending. After every action it fetches the
-// order again, so that what the panel says is what the server holds. While the shop cannot be
-// reached the note says so and since when the status is known, and the buttons wait while the
-// browser is offline.
-export function orderController(panel, say, hooks) {
-  hooks = hooks || {};
-  var statusEl = byTestId('order-status', panel);
-  var payByRow = byTestId('pay-by-row', panel);
-  var payByEl = byTestId('pay-by', panel);
-  var payLeftEl = byTestId('pay-left', panel);
-  var payBtn = byTestId('pay-button', panel);
-  var cancelBtn = byTestId('cancel-button', panel);
-  var actions = byTestId('order-actions', panel);
-  var confirmBox = byTestId('cancel-confirm', panel);
-  var confirmYes = byTestId('cancel-confirm-button', panel);
-  var confirmNo = byTestId('cancel-keep-button', panel);
-  var note = byTestId('order-note', panel);
-  var queueEl = byTestId('order-queue', panel);
-  var link = byTestId('order-link', panel);
-  var idEl = byTestId('order-id', panel);
-  var itemRow = byTestId('order-item-row', panel);
-  var itemEl = byTestId('order-item', panel);
-  var priceRow = byTestId('order-price-row', panel);
-  var priceEl = byTestId('order-price', panel);
-  var saleRow = byTestId('order-sale-row', panel);
-  var saleEl = byTestId('order-sale', panel);
-  var orderId = null;
-  var status = null;
-  var payBy = NaN;
-  var detail = null; // item, price and sale, once the API has told them
-  var queue = null; // {position, waitSeconds} while QUEUED, from the last answer
-  var knownAt = 0; // Date.now() of the last answer about the order
-  var stale = ''; // the note while the status cannot be refreshed ('' once it is)
-  var paying = false;
-  var cancelling = false;
-  var confirming = false;
-  // epoch changes when an action starts and ends: a status fetched before is stale.
-  var epoch = 0;
-  var notified = null; // the status hooks.onStatus was last told
+// PARTS are the panel's elements, by their data-testid.
+const PARTS = {
+  statusEl: 'order-status', payByRow: 'pay-by-row', payByEl: 'pay-by', payLeftEl: 'pay-left', payBtn: 'pay-button',
+  cancelBtn: 'cancel-button', actions: 'order-actions', confirmBox: 'cancel-confirm', confirmYes: 'cancel-confirm-button',
+  confirmNo: 'cancel-keep-button', note: 'order-note', queueEl: 'order-queue', link: 'order-link', idEl: 'order-id',
+  itemRow: 'order-item-row', itemEl: 'order-item', priceRow: 'order-price-row', priceEl: 'order-price',
+  saleRow: 'order-sale-row', saleEl: 'order-sale'
+};
 
-  function renderDetail() {
-    var d = detail || {};
-    setText(itemEl, d.itemName || '');
-    show(itemRow, !!d.itemName);
-    setText(priceEl, d.price || '');
-    show(priceRow, !!d.price);
-    setText(saleEl, d.saleName || '');
-    if (saleEl) {
-      if (d.saleId) {
-        saleEl.setAttribute('href', href('/sales/' + enc(d.saleId)));
-      } else {
-        saleEl.removeAttribute('href');
-      }
-    }
-    show(saleRow, !!d.saleName);
-  }
-
-  function renderStatus() {
-    // The order page shows the status's code (PENDING) in English, its words in Chinese.
-    var words = hooks.words || lang !== 'en';
-    var s = status ? (words ? STATUS_WORDS[status] || status : status) : (hooks.words ? t('Checking…') : t('checking…'));
-    setText(statusEl, s);
-    if (statusEl) {
-      statusEl.setAttribute('data-status', status || '');
-    }
-    setText(note, stale || (status ? ORDER_NOTES[status] || '' : ''));
-    var queued = status === 'QUEUED' && queue !== null;
-    setText(queueEl, queued ? queueText(queue.position, queue.waitSeconds) : '');
-    show(queueEl, queued);
-    var pending = status === 'PENDING';
-    if (!pending) {
-      confirming = false;
-    }
-    var busy = paying || cancelling || !isOnline();
-    show(actions, pending && !confirming);
-    show(payBtn, pending && !confirming);
-    show(cancelBtn, pending && !confirming);
-    show(confirmBox, pending && confirming);
-    if (payBtn) {
-      payBtn.disabled = busy;
-      setText(payBtn, paying ? t('Paying…') : detail && detail.price ? t('Pay now · {price}', { price: detail.price }) : t('Pay now'));
-    }
-    if (cancelBtn) {
-      cancelBtn.disabled = busy;
-    }
-    if (confirmYes) {
-      confirmYes.disabled = busy;
-      setText(confirmYes, cancelling ? t('Cancelling…') : t('Yes, cancel the order'));
-    }
-    if (confirmNo) {
-      confirmNo.disabled = busy;
-    }
-    if (pending && !isNaN(payBy)) {
-      var now = serverNow();
-      setText(payByEl, t(hooks.words ? 'Pay by {time}' : 'pay by {time}', { time: formatDeadline(payBy, now) }));
-      var left = payBy - now;
-      setText(payLeftEl, left > 0 ? t('({d} left)', { d: formatDuration(left) }) : t('(time is up)'));
-      show(payByRow, true);
-    } else {
-      show(payByRow, false);
-    }
-    if (hooks.onStatus && orderId && status !== notified) {
-      notified = status;
-      hooks.onStatus(orderId, status, detail);
-    }
-  }
-
-  function learn(data) {
-    status = typeof data.status === 'string' ? data.status : status;
-    payBy = parseTime(data.payBy);
-    queue = queueOf(data);
-    if (typeof data.itemName === 'string' || data.priceCents !== undefined) {
-      detail = {
-        itemName: typeof data.itemName === 'string' ? data.itemName : '',
-        price: formatMoney(data.priceCents, data.currency),
-        saleName: typeof data.saleName === 'string' && data.saleName
-          ? data.saleName
-          : data.saleId !== undefined && data.saleId !== null && data.saleId !== '' ? t('Sale {id}', { id: data.saleId }) : '',
-        saleId: data.saleId !== undefined && data.saleId !== null ? String(data.saleId) : ''
-      };
-    }
-    renderDetail();
-    renderStatus();
-  }
-
-  async function pollOnce() {
-    if (!orderId) {
-      return false;
-    }
-    var id = orderId;
-    var asked = epoch;
-    var r = await api('GET', '/api/flash-sales/orders/' + enc(id), undefined, undefined, 'no-store');
-    if (id !== orderId) {
-      return false;
-    }
-    if (asked !== epoch || paying || cancelling) {
-      return true; // an action ran meanwhile: this answer may predate it, ask again
-    }
-    if (r.ok && r.data) {
-      knownAt = Date.now();
-      stale = isOnline() ? '' : offlineNote(); // an answer that came in as the network went
-      learn(r.data);
-      // A QUEUED answer says when to ask again (Retry-After): not sooner.
-      return FINAL_STATUSES[status] ? false : after(r.retryAfter === null ? 0 : r.retryAfter * 1000);
-    }
-    if (r.status === 404) {
-      status = null;
-      detail = null;
-      renderDetail();
-      setText(statusEl, t('not found'));
-      setText(note, t('This order does not exist, or it belongs to another account.'));
-      show(actions, false);
-      show(payBtn, false);
-      show(cancelBtn, false);
-      show(confirmBox, false);
-      show(payByRow, false);
-      if (hooks.onMissing) {
-        hooks.onMissing(id);
-      }
-      return false;
-    }
-    if (isUnauthenticated(r)) {
-      setText(note, t('Please log in first to see this order.'));
-      show(actions, false);
-      show(payBtn, false);
-      show(cancelBtn, false);
-      show(confirmBox, false);
-      sessionExpired();
-      return false;
-    }
-    stale = (r.network ? t('Could not reach the shop') : t('Could not refresh the status ({why})', { why: errorText(r) })) + staleSince() + t(' Trying again…');
-    renderStatus();
-    return failed(r.retryAfter === null ? 0 : r.retryAfter * 1000);
-  }
-
-  function offlineNote() {
-    return t('You are offline') + staleSince();
-  }
-
-  // staleSince says how old the status shown is, when it is not fresh.
-  function staleSince() {
-    return status && knownAt ? t('; the status shown is from {time}.', { time: formatClock(knownAt) }) : t('.');
-  }
-
-  // Offline, the buttons wait and the note says why; back online, the poller asks at once.
-  onNetwork(function (online) {
-    if (!orderId) {
-      return;
-    }
-    if (!online) {
-      stale = offlineNote();
-    } else if (stale) {
-      stale = t('Back online; checking the status…');
-    }
-    renderStatus();
+function parts(panel) {
+  var el = {};
+  Object.keys(PARTS).forEach(function (k) {
+    el[k] = byTestId(PARTS[k], panel);
   });
+  return el;
+}
 
-  var poller = makePoller(pollOnce, 1000);
-
-  // refresh fetches the order now, and keeps polling while it is not final.
-  function refresh() {
-    if (orderId) {
-      poller.restart();
+function renderDetail(O) {
+  var el = O.el;
+  var d = O.detail || {};
+  setText(el.itemEl, d.itemName || '');
+  show(el.itemRow, !!d.itemName);
+  setText(el.priceEl, d.price || '');
+  show(el.priceRow, !!d.price);
+  setText(el.saleEl, d.saleName || '');
+  if (el.saleEl) {
+    if (d.saleId) {
+      el.saleEl.setAttribute('href', href('/sales/' + enc(d.saleId)));
+    } else {
+      el.saleEl.removeAttribute('href');
     }
   }
+  show(el.saleRow, !!d.saleName);
+}
 
-  if (payBtn) {
-    payBtn.addEventListener('click', async function () {
-      if (paying || cancelling || !orderId) {
-        return;
-      }
-      paying = true;
-      epoch++;
-      renderStatus();
-      say(t('Paying…'), 'info');
-      var r = await api('POST', '/api/flash-sales/orders/' + enc(orderId) + '/pay', {});
-      paying = false;
-      epoch++;
-      if (r.ok) {
-        status = r.data && typeof r.data.status === 'string' ? r.data.status : 'PAID';
-        renderStatus();
-        say(t('Payment received: the order is paid.'), 'ok');
-        refresh();
-        return;
-      }
-      if (r.network) {
-        // Sent, perhaps, but no answer came back: the status (asked again) tells what happened.
-        say(t('The shop\u2019s answer to the payment was lost (the network dropped): it may or may not have gone through. The status below says which once the shop answers.'), 'error');
-        renderStatus();
-        refresh();
-        return;
-      }
-      say(errorText(r), 'error');
-      if (r.code === 'EXPIRED') {
-        // The server expired the order there and then: no Pay button, and ask what it holds.
-        status = 'EXPIRED';
-        renderStatus();
-        refresh();
-        return;
-      }
-      if (isUnauthenticated(r)) {
-        renderStatus();
-        sessionExpired();
-        return;
-      }
-      renderStatus();
-      refresh();
-    });
+// renderButtons shows Pay and Cancel (or the cancel's confirm step) while the order is
+// pending, waiting while an action runs or the browser is offline.
+function renderButtons(O, pending) {
+  var el = O.el;
+  var busy = O.paying || O.cancelling || !isOnline();
+  show(el.actions, pending && !O.confirming);
+  show(el.payBtn, pending && !O.confirming);
+  show(el.cancelBtn, pending && !O.confirming);
+  show(el.confirmBox, pending && O.confirming);
+  if (el.payBtn) {
+    el.payBtn.disabled = busy;
+    setText(el.payBtn, O.paying ? t('Paying…') : O.detail && O.detail.price ? t('Pay now · {price}', { price: O.detail.price }) : t('Pay now'));
   }
-
-  if (cancelBtn) {
-    cancelBtn.addEventListener('click', function () {
-      if (paying || cancelling || status !== 'PENDING') {
-        return;
-      }
-      confirming = true;
-      renderStatus();
-      if (confirmNo) {
-        confirmNo.focus();
-      }
-    });
+  if (el.cancelBtn) {
+    el.cancelBtn.disabled = busy;
   }
-
-  if (confirmNo) {
-    confirmNo.addEventListener('click', function () {
-      confirming = false;
-      renderStatus();
-      if (cancelBtn) {
-        cancelBtn.focus();
-      }
-    });
+  if (el.confirmYes) {
+    el.confirmYes.disabled = busy;
+    setText(el.confirmYes, O.cancelling ? t('Cancelling…') : t('Yes, cancel the order'));
   }
-
-  if (confirmYes) {
-    confirmYes.addEventListener('click', async function () {
-      if (paying || cancelling || !orderId) {
-        return;
-      }
-      cancelling = true;
-      epoch++;
-      renderStatus();
-      say(t('Cancelling the order…'), 'info');
-      var r = await api('POST', '/api/flash-sales/orders/' + enc(orderId) + '/cancel', {});
-      cancelling = false;
-      confirming = false;
-      epoch++;
-      if (r.ok) {
-        status = r.data && typeof r.data.status === 'string' ? r.data.status : 'CANCELLED';
-        renderStatus();
-        say(t('Order cancelled. Its unit went back on sale; nothing was charged.'), 'ok');
-        if (hooks.onCancelled) {
-          hooks.onCancelled(orderId);
-        }
-        refresh();
-        return;
-      }
-      if (r.network) {
-        say(t('The shop\u2019s answer to the cancellation was lost (the network dropped): the status below says whether the order was cancelled once the shop answers.'), 'error');
-      } else {
-        say(errorText(r), 'error');
-      }
-      renderStatus();
-      if (isUnauthenticated(r)) {
-        sessionExpired();
-        return;
-      }
-      refresh();
-    });
+  if (el.confirmNo) {
+    el.confirmNo.disabled = busy;
   }
+}
 
+// renderPayBy shows the payment deadline of a pending order and the time left.
+function renderPayBy(O, pending) {
+  var el = O.el;
+  if (pending && !isNaN(O.payBy)) {
+    var now = serverNow();
+    setText(el.payByEl, t(O.hooks.words ? 'Pay by {time}' : 'pay by {time}', { time: formatDeadline(O.payBy, now) }));
+    var left = O.payBy - now;
+    setText(el.payLeftEl, left > 0 ? t('({d} left)', { d: formatDuration(left) }) : t('(time is up)'));
+    show(el.payByRow, true);
+  } else {
+    show(el.payByRow, false);
+  }
+}
+
+function renderStatus(O) {
+  var el = O.el;
+  var status = O.status;
+  // The order page shows the status's code (PENDING) in English, its words in Chinese.
+  var words = O.hooks.words || lang !== 'en';
+  var s = status ? (words ? STATUS_WORDS[status] || status : status) : (O.hooks.words ? t('Checking…') : t('checking…'));
+  setText(el.statusEl, s);
+  if (el.statusEl) {
+    el.statusEl.setAttribute('data-status', status || '');
+  }
+  setText(el.note, O.stale || (status ? ORDER_NOTES[status] || '' : ''));
+  var queued = status === 'QUEUED' && O.queue !== null;
+  setText(el.queueEl, queued ? queueText(O.queue.position, O.queue.waitSeconds) : '');
+  show(el.queueEl, queued);
+  var pending = status === 'PENDING';
+  if (!pending) {
+    O.confirming = false;
+  }
+  renderButtons(O, pending);
+  renderPayBy(O, pending);
+  if (O.hooks.onStatus && O.orderId && status !== O.notified) {
+    O.notified = status;
+    O.hooks.onStatus(O.orderId, status, O.detail);
+  }
+}
+
+function learn(O, data) {
+  O.status = typeof data.status === 'string' ? data.status : O.status;
+  O.payBy = parseTime(data.payBy);
+  O.queue = queueOf(data);
+  if (typeof data.itemName === 'string' || data.priceCents !== undefined) {
+    O.detail = {
+      itemName: typeof data.itemName === 'string' ? data.itemName : '',
+      price: formatMoney(data.priceCents, data.currency),
+      saleName: typeof data.saleName === 'string' && data.saleName
+        ? data.saleName
+        : data.saleId !== undefined && data.saleId !== null && data.saleId !== '' ? t('Sale {id}', { id: data.saleId }) : '',
+      saleId: data.saleId !== undefined && data.saleId !== null ? String(data.saleId) : ''
+    };
+  }
+  renderDetail(O);
+  renderStatus(O);
+}
+
+// hideActions takes the order's buttons away: the panel cannot act on it.
+function hideActions(O) {
+  show(O.el.actions, false);
+  show(O.el.payBtn, false);
+  show(O.el.cancelBtn, false);
+  show(O.el.confirmBox, false);
+}
+
+function notFound(O, id) {
+  O.status = null;
+  O.detail = null;
+  renderDetail(O);
+  setText(O.el.statusEl, t('not found'));
+  setText(O.el.note, t('This order does not exist, or it belongs to another account.'));
+  hideActions(O);
+  show(O.el.payByRow, false);
+  if (O.hooks.onMissing) {
+    O.hooks.onMissing(id);
+  }
+}
+
+// staleSince says how old the status shown is, when it is not fresh.
+function staleSince(O) {
+  return O.status && O.knownAt ? t('; the status shown is from {time}.', { time: formatClock(O.knownAt) }) : t('.');
+}
+
+function offlineNote(O) {
+  return t('You are offline') + staleSince(O);
+}
+
+async function pollOnce(O) {
+  if (!O.orderId) {
+    return false;
+  }
+  var id = O.orderId;
+  var asked = O.epoch;
+  var r = await api('GET', '/api/flash-sales/orders/' + enc(id), undefined, undefined, 'no-store');
+  if (id !== O.orderId) {
+    return false;
+  }
+  if (asked !== O.epoch || O.paying || O.cancelling) {
+    return true; // an action ran meanwhile: this answer may predate it, ask again
+  }
+  if (r.ok && r.data) {
+    O.knownAt = Date.now();
+    O.stale = isOnline() ? '' : offlineNote(O); // an answer that came in as the network went
+    learn(O, r.data);
+    // A QUEUED answer says when to ask again (Retry-After): not sooner.
+    return FINAL_STATUSES[O.status] ? false : after(r.retryAfter === null ? 0 : r.retryAfter * 1000);
+  }
+  if (r.status === 404) {
+    notFound(O, id);
+    return false;
+  }
+  if (isUnauthenticated(r)) {
+    setText(O.el.note, t('Please log in first to see this order.'));
+    hideActions(O);
+    sessionExpired();
+    return false;
+  }
+  O.stale = (r.network ? t('Could not reach the shop') : t('Could not refresh the status ({why})', { why: errorText(r) })) + staleSince(O) + t(' Trying again…');
+  renderStatus(O);
+  return failed(r.retryAfter === null ? 0 : r.retryAfter * 1000);
+}
+
+// showId shows the panel for the order O.orderId, with its id and link.
+function showId(O) {
+  O.panel.setAttribute('data-order-id', O.orderId);
+  setText(O.el.idEl, O.orderId);
+  if (O.el.link) {
+    O.el.link.setAttribute('href', href('/orders/' + enc(O.orderId)));
+  }
+  show(O.panel, true);
+}
+
+function track(O, id, initialStatus) {
+  var same = O.orderId === String(id);
+  O.orderId = String(id);
+  O.status = initialStatus || (same ? O.status : null);
+  O.payBy = same ? O.payBy : NaN;
+  O.detail = same ? O.detail : null;
+  O.queue = same ? O.queue : null;
+  O.knownAt = same ? O.knownAt : 0;
+  O.stale = '';
+  O.confirming = false;
+  showId(O);
+  renderDetail(O);
+  renderStatus(O);
+  O.poller.restart();
+}
+
+// follow shows an order already fetched (an entry of the orders list), and keeps polling it
+// while it is not final.
+function follow(O, data) {
+  O.orderId = String(data.orderId);
+  showId(O);
+  O.knownAt = Date.now();
+  O.stale = '';
+  learn(O, data);
+  if (FINAL_STATUSES[O.status]) {
+    O.poller.stop();
+  } else if (!O.poller.isRunning()) {
+    O.poller.start();
+  }
+}
+
+function clear(O) {
+  O.orderId = null;
+  O.status = null;
+  O.detail = null;
+  O.queue = null;
+  O.stale = '';
+  O.confirming = false;
+  O.poller.stop();
+  show(O.panel, false);
+}
+
+// controllerApi is what a page asks of an order's panel: track(id, status) (fetch and follow
+// it), follow(order) (an order already fetched), stop(), clear() (nobody is signed in) and tick()
+// (the time left to pay).
+function controllerApi(O) {
   return {
     track: function (id, initialStatus) {
-      var same = orderId === String(id);
-      orderId = String(id);
-      status = initialStatus || (same ? status : null);
-      payBy = same ? payBy : NaN;
-      detail = same ? detail : null;
-      queue = same ? queue : null;
-      knownAt = same ? knownAt : 0;
-      stale = '';
-      confirming = false;
-      panel.setAttribute('data-order-id', orderId);
-      setText(idEl, orderId);
-      if (link) {
-        link.setAttribute('href', href('/orders/' + enc(orderId)));
-      }
-      show(panel, true);
-      renderDetail();
-      renderStatus();
-      poller.restart();
+      track(O, id, initialStatus);
     },
-    // follow shows an order already fetched (an entry of the orders list), and keeps polling
-    // it while it is not final.
     follow: function (data) {
-      orderId = String(data.orderId);
-      panel.setAttribute('data-order-id', orderId);
-      setText(idEl, orderId);
-      if (link) {
-        link.setAttribute('href', href('/orders/' + enc(orderId)));
-      }
-      show(panel, true);
-      knownAt = Date.now();
-      stale = '';
-      learn(data);
-      if (FINAL_STATUSES[status]) {
-        poller.stop();
-      } else if (!poller.isRunning()) {
-        poller.start();
-      }
+      follow(O, data);
     },
     stop: function () {
-      poller.stop();
+      O.poller.stop();
     },
     clear: function () {
-      orderId = null;
-      status = null;
-      detail = null;
-      queue = null;
-      stale = '';
-      confirming = false;
-      poller.stop();
-      show(panel, false);
+      clear(O);
     },
     tick: function () {
-      if (orderId && status === 'PENDING') {
-        renderStatus();
+      if (O.orderId && O.status === 'PENDING') {
+        renderStatus(O);
       }
     }
   };
+}
+
+// orderController shows one order in an order panel, polls it every second until it reaches
+// a final state (while it is QUEUED no sooner than the server's Retry-After, showing its place in
+// the queue), and pays or cancels it while it is pending (order_actions.js). After every action
+// it fetches the order again, so that what the panel says is what the server holds. While the
+// shop cannot be reached the note says so and since when the status is known, and the buttons
+// wait while the browser is offline.
+export function orderController(panel, say, hooks) {
+  var O = {
+    panel: panel,
+    say: say,
+    hooks: hooks || {},
+    el: parts(panel),
+    orderId: null,
+    status: null,
+    payBy: NaN,
+    detail: null, // item, price and sale, once the API has told them
+    queue: null, // {position, waitSeconds} while QUEUED, from the last answer
+    knownAt: 0, // Date.now() of the last answer about the order
+    stale: '', // the note while the status cannot be refreshed ('' once it is)
+    paying: false,
+    cancelling: false,
+    confirming: false,
+    epoch: 0, // changes when an action starts and ends: a status fetched before is stale
+    notified: null // the status hooks.onStatus was last told
+  };
+  O.renderStatus = function () {
+    renderStatus(O);
+  };
+  // refresh fetches the order now, and keeps polling while it is not final.
+  O.refresh = function () {
+    if (O.orderId) {
+      O.poller.restart();
+    }
+  };
+  // Offline, the buttons wait and the note says why; back online, the poller asks at once.
+  onNetwork(function (online) {
+    if (!O.orderId) {
+      return;
+    }
+    if (!online) {
+      O.stale = offlineNote(O);
+    } else if (O.stale) {
+      O.stale = t('Back online; checking the status…');
+    }
+    renderStatus(O);
+  });
+  O.poller = makePoller(function () {
+    return pollOnce(O);
+  }, 1000);
+  bindActions(O);
+  return controllerApi(O);
 }
 
 export function initOrderPage(page) {

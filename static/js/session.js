@@ -107,197 +107,234 @@ function userName(u) {
   return u && u.id ? t('{role} #{id}', { role: who, id: u.id }) : who;
 }
 
-// initSession wires the login/register form and the "signed in as" line of a session area.
-export function initSession(area, say) {
-  if (!area) {
-    return;
+// loadRegCaptcha shows a fresh registration challenge (each one takes a single answer).
+async function loadRegCaptcha(S) {
+  S.captchaId = '';
+  if (S.regAnswer) {
+    S.regAnswer.value = '';
   }
-  var form = byTestId('login-form', area);
-  var userLine = byTestId('session-user', area);
-  var nameEl = byTestId('session-name', area);
-  var logout = byTestId('logout-button', area);
-  var regBox = byTestId('register-captcha', area);
-  var regImage = byTestId('register-captcha-image', area);
-  var regAnswer = byTestId('register-captcha-answer', area);
-  var regRefresh = byTestId('register-captcha-refresh', area);
-  var regButton = byTestId('register-button', area);
-  var note = byTestId('login-note', area);
-  var captchaId = '';
-  // Errors of the form also show in the form itself: on a phone the page's message area is
-  // below the items, out of sight.
-  var pageSay = say;
-  say = function (text, kind) {
-    pageSay(text, kind);
-    if (note) {
-      setText(note, kind === 'error' ? text : '');
-      show(note, kind === 'error' && !!text);
-    }
-  };
-  var lastAction = 'login';
-  var busy = false;
-
-  // loadCaptcha shows a fresh registration challenge (each one takes a single answer).
-  async function loadCaptcha() {
-    captchaId = '';
-    if (regAnswer) {
-      regAnswer.value = '';
-    }
-    var r = await api('POST', '/api/auth/captcha', {}, undefined, 'no-store');
-    if (!r.ok || !r.data || typeof r.data.captchaId !== 'string') {
-      say(errorText(r), 'error');
-      return false;
-    }
-    captchaId = r.data.captchaId;
-    regImage.src = typeof r.data.image === 'string' ? r.data.image : '';
-    show(regBox, true);
-    return true;
+  var r = await api('POST', '/api/auth/captcha', {}, undefined, 'no-store');
+  if (!r.ok || !r.data || typeof r.data.captchaId !== 'string') {
+    S.say(errorText(r), 'error');
+    return false;
   }
+  S.captchaId = r.data.captchaId;
+  S.regImage.src = typeof r.data.image === 'string' ? r.data.image : '';
+  show(S.regBox, true);
+  return true;
+}
 
-  if (regRefresh) {
-    regRefresh.addEventListener('click', function () {
-      loadCaptcha().then(function (ok) {
+function bindRegisterCaptcha(S) {
+  if (S.regRefresh) {
+    S.regRefresh.addEventListener('click', function () {
+      loadRegCaptcha(S).then(function (ok) {
         if (ok) {
-          regAnswer.focus();
+          S.regAnswer.focus();
         }
       });
     });
   }
   // Enter while the registration captcha is shown registers (the default button logs in).
-  if (form && regBox) {
-    form.addEventListener('keydown', function (ev) {
-      if (ev.key !== 'Enter' || regBox.hidden || ev.target.tagName !== 'INPUT') {
+  if (S.form && S.regBox) {
+    S.form.addEventListener('keydown', function (ev) {
+      if (ev.key !== 'Enter' || S.regBox.hidden || ev.target.tagName !== 'INPUT') {
         return;
       }
       ev.preventDefault();
-      lastAction = 'register';
-      if (form.requestSubmit) {
-        form.requestSubmit(regButton);
+      S.lastAction = 'register';
+      if (S.form.requestSubmit) {
+        S.form.requestSubmit(S.regButton);
       } else {
-        regButton.click();
+        S.regButton.click();
       }
     });
   }
+}
 
-  function render() {
-    var u = currentUser();
-    show(form, u === null);
-    show(userLine, u !== null);
-    if (u !== null) {
-      setText(nameEl, userName(u));
-      if (userLine) {
-        userLine.setAttribute('data-user-id', u.id ? String(u.id) : '');
-        userLine.setAttribute('data-role', u.role ? String(u.role) : '');
-      }
+function renderArea(S) {
+  var u = currentUser();
+  show(S.form, u === null);
+  show(S.userLine, u !== null);
+  if (u !== null) {
+    setText(S.nameEl, userName(u));
+    if (S.userLine) {
+      S.userLine.setAttribute('data-user-id', u.id ? String(u.id) : '');
+      S.userLine.setAttribute('data-role', u.role ? String(u.role) : '');
     }
   }
+}
 
-  if (form) {
-    Array.prototype.forEach.call(form.querySelectorAll('button[type="submit"]'), function (b) {
-      b.addEventListener('click', function () {
-        lastAction = b.value || 'login';
-      });
+// credentials reads the form into the request's body, or says what is missing and returns
+// null. A registration takes a captcha: the first press shows one, the next sends its answer.
+async function credentials(S, action) {
+  var username = S.form.elements.username.value.trim();
+  var password = S.form.elements.password.value;
+  if (!username || !password) {
+    S.say(t('Type a username and a password.'), 'error');
+    return null;
+  }
+  var body = { username: username, password: password };
+  if (action !== 'register') {
+    return body;
+  }
+  if (!S.captchaId) {
+    S.busy = true;
+    var shown = await loadRegCaptcha(S);
+    S.busy = false;
+    if (shown) {
+      S.say(t('Type what the picture shows, then press Register.'), 'info');
+      S.regAnswer.focus();
+    }
+    return null;
+  }
+  var answer = S.regAnswer.value.trim();
+  if (!answer) {
+    S.say(t('Type what the picture shows, then press Register.'), 'error');
+    S.regAnswer.focus();
+    return null;
+  }
+  body.captchaId = S.captchaId;
+  body.answer = answer;
+  return body;
+}
+
+// refused says why the shop did not sign the user in.
+async function refused(S, action, r) {
+  if (action === 'register' && !r.network) {
+    // The challenge was used up (one answer each): show a fresh one.
+    await loadRegCaptcha(S);
+  }
+  // The server's message in English; in Chinese, errorText says what it means.
+  var text = lang === 'en' && r.message && !r.network && r.code !== 'RATE_LIMITED' ? sentence(r.message) : errorText(r);
+  if (r.code === 'CAPTCHA_FAILED') {
+    text = t('The captcha answer was wrong or expired; try the new picture.');
+  } else if (r.code === 'UNAVAILABLE') {
+    text = t('The shop is busy; try again in a moment.');
+  }
+  S.say(text, 'error');
+}
+
+// signedIn keeps who signed in, clears the form and tells the pages.
+function signedIn(S, action, data, username) {
+  var claims = tokenClaims(data.token);
+  var role = typeof data.role === 'string' ? data.role : String(claims.role || '');
+  var uid = data.userId !== undefined && data.userId !== null ? String(data.userId) : claims.sub ? String(claims.sub) : '';
+  show(S.note, false);
+  // The name as typed until the server says how the account spells it (usernames are
+  // case-insensitive).
+  var user = { id: uid, role: role, username: typeof data.username === 'string' ? data.username : username };
+  store.set('fs_user', JSON.stringify(user));
+  S.form.elements.password.value = '';
+  S.captchaId = '';
+  if (S.regBox) {
+    S.regAnswer.value = '';
+    show(S.regBox, false);
+  }
+  S.say(t(action === 'register' ? 'Account created; signed in as {name}.' : 'Signed in as {name}.', { name: userName(user) }), 'ok');
+  sessionChanged();
+  if (action === 'login') {
+    learnUser(true);
+  }
+}
+
+function setButtons(S, disabled) {
+  Array.prototype.forEach.call(S.form.querySelectorAll('button'), function (b) {
+    b.disabled = disabled;
+  });
+}
+
+async function submit(S, ev) {
+  if (S.busy) {
+    return;
+  }
+  var action = ev.submitter && ev.submitter.value ? ev.submitter.value : S.lastAction;
+  if (action !== 'register') {
+    action = 'login';
+  }
+  var body = await credentials(S, action);
+  if (!body) {
+    return;
+  }
+  S.busy = true;
+  setButtons(S, true);
+  S.say(action === 'register' ? t('Creating your account…') : t('Logging in…'), 'info');
+  var r = await api('POST', '/api/auth/' + action, body);
+  S.busy = false;
+  setButtons(S, false);
+  if (!r.ok || !r.data) {
+    await refused(S, action, r);
+    return;
+  }
+  signedIn(S, action, r.data, body.username);
+}
+
+function bindForm(S) {
+  Array.prototype.forEach.call(S.form.querySelectorAll('button[type="submit"]'), function (b) {
+    b.addEventListener('click', function () {
+      S.lastAction = b.value || 'login';
     });
-    form.addEventListener('submit', async function (ev) {
-      ev.preventDefault();
-      if (busy) {
-        return;
-      }
-      var action = ev.submitter && ev.submitter.value ? ev.submitter.value : lastAction;
-      if (action !== 'register') {
-        action = 'login';
-      }
-      var username = form.elements.username.value.trim();
-      var password = form.elements.password.value;
-      if (!username || !password) {
-        say(t('Type a username and a password.'), 'error');
-        return;
-      }
-      var body = { username: username, password: password };
-      if (action === 'register') {
-        // Registration takes a captcha: show one first, then send its answer.
-        if (!captchaId) {
-          busy = true;
-          var shown = await loadCaptcha();
-          busy = false;
-          if (shown) {
-            say(t('Type what the picture shows, then press Register.'), 'info');
-            regAnswer.focus();
-          }
-          return;
-        }
-        var answer = regAnswer.value.trim();
-        if (!answer) {
-          say(t('Type what the picture shows, then press Register.'), 'error');
-          regAnswer.focus();
-          return;
-        }
-        body.captchaId = captchaId;
-        body.answer = answer;
-      }
-      busy = true;
-      Array.prototype.forEach.call(form.querySelectorAll('button'), function (b) {
-        b.disabled = true;
-      });
-      say(action === 'register' ? t('Creating your account…') : t('Logging in…'), 'info');
-      var r = await api('POST', '/api/auth/' + action, body);
-      busy = false;
-      Array.prototype.forEach.call(form.querySelectorAll('button'), function (b) {
-        b.disabled = false;
-      });
-      if (!r.ok || !r.data) {
-        if (action === 'register' && !r.network) {
-          // The challenge was used up (one answer each): show a fresh one.
-          await loadCaptcha();
-        }
-        // The server's message in English; in Chinese, errorText says what it means.
-        var text = lang === 'en' && r.message && !r.network && r.code !== 'RATE_LIMITED' ? sentence(r.message) : errorText(r);
-        if (r.code === 'CAPTCHA_FAILED') {
-          text = t('The captcha answer was wrong or expired; try the new picture.');
-        } else if (r.code === 'UNAVAILABLE') {
-          text = t('The shop is busy; try again in a moment.');
-        }
-        say(text, 'error');
-        return;
-      }
-      var claims = tokenClaims(r.data.token);
-      var role = typeof r.data.role === 'string' ? r.data.role : String(claims.role || '');
-      var uid = r.data.userId !== undefined && r.data.userId !== null ? String(r.data.userId) : claims.sub ? String(claims.sub) : '';
-      show(note, false);
-      // The name as typed until the server says how the account spells it (usernames are
-      // case-insensitive).
-      var user = { id: uid, role: role, username: typeof r.data.username === 'string' ? r.data.username : username };
-      store.set('fs_user', JSON.stringify(user));
-      form.elements.password.value = '';
-      captchaId = '';
-      if (regBox) {
-        regAnswer.value = '';
-        show(regBox, false);
-      }
-      say(t(action === 'register' ? 'Account created; signed in as {name}.' : 'Signed in as {name}.', { name: userName(user) }), 'ok');
+  });
+  S.form.addEventListener('submit', function (ev) {
+    ev.preventDefault();
+    submit(S, ev);
+  });
+}
+
+function bindLogout(S, logout) {
+  logout.addEventListener('click', async function () {
+    logout.disabled = true;
+    var r = await api('POST', '/api/auth/logout', {});
+    logout.disabled = false;
+    if (r.ok || r.status === 401) {
+      forgetSession();
+      S.say(t('Logged out.'), 'info');
       sessionChanged();
-      if (action === 'login') {
-        learnUser(true);
-      }
-    });
-  }
+    } else {
+      S.say(errorText(r), 'error');
+    }
+  });
+}
 
+// initSession wires the login/register form and the "signed in as" line of a session area.
+export function initSession(area, say) {
+  if (!area) {
+    return;
+  }
+  var S = {
+    form: byTestId('login-form', area),
+    userLine: byTestId('session-user', area),
+    nameEl: byTestId('session-name', area),
+    regBox: byTestId('register-captcha', area),
+    regImage: byTestId('register-captcha-image', area),
+    regAnswer: byTestId('register-captcha-answer', area),
+    regRefresh: byTestId('register-captcha-refresh', area),
+    regButton: byTestId('register-button', area),
+    note: byTestId('login-note', area),
+    captchaId: '',
+    lastAction: 'login',
+    busy: false
+  };
+  // Errors of the form also show in the form itself: on a phone the page's message area is
+  // below the items, out of sight.
+  S.say = function (text, kind) {
+    say(text, kind);
+    if (S.note) {
+      setText(S.note, kind === 'error' ? text : '');
+      show(S.note, kind === 'error' && !!text);
+    }
+  };
+  bindRegisterCaptcha(S);
+  if (S.form) {
+    bindForm(S);
+  }
+  var logout = byTestId('logout-button', area);
   if (logout) {
-    logout.addEventListener('click', async function () {
-      logout.disabled = true;
-      var r = await api('POST', '/api/auth/logout', {});
-      logout.disabled = false;
-      if (r.ok || r.status === 401) {
-        forgetSession();
-        say(t('Logged out.'), 'info');
-        sessionChanged();
-      } else {
-        say(errorText(r), 'error');
-      }
-    });
+    bindLogout(S, logout);
   }
-
-  onSession(render);
-  render();
+  onSession(function () {
+    renderArea(S);
+  });
+  renderArea(S);
 }
 
 // loginPrompt shows a page's "You are not signed in. Log in …" sentence while nobody is, and

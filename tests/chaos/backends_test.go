@@ -355,19 +355,18 @@ func (n *natsCluster) env() map[string]string {
 // leader is the index of the node leading the orders stream (asked until one leads, up to 15 s).
 func (n *natsCluster) leader(t *testing.T) (int, string) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	var name string
+	i := testenv.EventuallyValue(t, 15*time.Second, "a leader of the orders stream", func() (int, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		name, err := n.cl.StreamLeader(ctx, store.OrdersStream)
+		var err error
+		name, err = n.cl.StreamLeader(ctx, store.OrdersStream)
 		cancel()
 		if node, i := n.cl.Node(name); err == nil && node != nil {
-			return i, name
+			return i, nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the orders stream has no leader: %q %v", name, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return 0, fmt.Errorf("leader %q %v", name, err)
+	})
+	return i, name
 }
 
 func (n *natsCluster) kill(t *testing.T) string {

@@ -11,7 +11,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -50,165 +49,6 @@ func buildBinaries(t *testing.T, dir string) {
 		if err != nil {
 			t.Fatalf("go build %s: %v\n%s", b[1], err, out)
 		}
-	}
-}
-
-// proc is one child process the suite started, its exit awaited in the background.
-type proc struct {
-	name   string
-	cmd    *exec.Cmd
-	log    string
-	done   chan struct{}
-	state  *os.ProcessState
-	exitAt time.Time
-}
-
-func startProc(t *testing.T, name, logPath string, env []string, bin string, args ...string) *proc {
-	t.Helper()
-	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logf.Close()
-	cmd := exec.Command(bin, args...)
-	cmd.Env = env
-	cmd.Stdout = logf
-	cmd.Stderr = logf
-	if err := testenv.StartCmd(cmd); err != nil {
-		t.Fatalf("start %s: %v", name, err)
-	}
-	p := &proc{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
-	go func() {
-		_ = cmd.Wait()
-		p.state = cmd.ProcessState
-		p.exitAt = time.Now()
-		close(p.done)
-	}()
-	return p
-}
-
-func (p *proc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// killedBy reports whether the process has exited by signal sig.
-func (p *proc) killedBy(sig syscall.Signal) bool {
-	if !p.exited() {
-		return false
-	}
-	ws, ok := p.state.Sys().(syscall.WaitStatus)
-	return ok && ws.Signaled() && ws.Signal() == sig
-}
-
-// stopped reports whether the process is in the stopped state (SIGSTOP).
-func (p *proc) stopped() bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndex(s, ")")
-	return i >= 0 && i+2 < len(s) && s[i+2] == 'T'
-}
-
-func (p *proc) signal(sig syscall.Signal) { _ = p.cmd.Process.Signal(sig) }
-
-// kill sends SIGKILL (a stopped process dies too) and waits for the exit.
-func (p *proc) kill() {
-	if p.exited() {
-		return
-	}
-	p.signal(syscall.SIGKILL)
-	<-p.done
-}
-
-func logTail(path string, n int) string {
-	b, _ := os.ReadFile(path)
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return "--- " + path + "\n" + strings.Join(lines, "\n")
-}
-
-// natsServer is a standalone nats-server with JetStream, fsync on every write.
-type natsServer struct {
-	port    int
-	dir     string
-	conf    string
-	proc    *proc
-	bin     string
-	maxFile string // JetStream max_file_store ("" = unlimited)
-	tmpfs   string // the store's directory when it is a tmpfs of its own (mountTmpfs), else ""
-}
-
-// storeDir is the JetStream store directory.
-func (n *natsServer) storeDir() string { return filepath.Join(n.dir, "js") }
-
-// mountTmpfs puts the JetStream store on a tmpfs of the given size (a real, small disk that
-// fills), unmounted in t.Cleanup after the server is killed. It needs root (mount(2)); it
-// reports whether the mount succeeded, and the caller falls back to a store limit otherwise.
-func (n *natsServer) mountTmpfs(t *testing.T, size string) bool {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Logf("nats store: not root, no tmpfs")
-		return false
-	}
-	dir := n.storeDir()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, "size="+size); err != nil {
-		t.Logf("nats store: mount tmpfs: %v", err)
-		return false
-	}
-	n.tmpfs = dir
-	t.Cleanup(func() {
-		if n.proc != nil {
-			n.proc.kill()
-		}
-		if err := syscall.Unmount(dir, 0); err != nil {
-			t.Errorf("nats store: umount %s: %v", dir, err)
-			_ = syscall.Unmount(dir, syscall.MNT_DETACH)
-		}
-	})
-	return true
-}
-
-// growTmpfs resizes the store's tmpfs (frees space) without touching its files.
-func (n *natsServer) growTmpfs(size string) error {
-	return syscall.Mount("tmpfs", n.tmpfs, "tmpfs", syscall.MS_REMOUNT|syscall.MS_NOSUID|syscall.MS_NODEV, "size="+size)
-}
-
-func (n *natsServer) url() string { return "nats://127.0.0.1:" + strconv.Itoa(n.port) }
-
-func (n *natsServer) start(t *testing.T) {
-	t.Helper()
-	limit := ""
-	if n.maxFile != "" {
-		limit = "\n  max_file_store: " + n.maxFile
-	}
-	conf := fmt.Sprintf("listen: 127.0.0.1:%d\nserver_name: chaos\njetstream {\n  store_dir: %q\n  sync_interval: always%s\n}\n",
-		n.port, n.storeDir(), limit)
-	if err := os.WriteFile(n.conf, []byte(conf), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	n.proc = startProc(t, "nats-server", filepath.Join(n.dir, "nats.log"), os.Environ(), n.bin, "-c", n.conf)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", n.port), 200*time.Millisecond); err == nil {
-			c.Close()
-			return
-		}
-		if n.proc.exited() || time.Now().After(deadline) {
-			t.Fatalf("nats-server did not start\n%s", logTail(filepath.Join(n.dir, "nats.log"), 20))
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }
 
@@ -255,7 +95,7 @@ type clusterOpts struct {
 
 func newCluster(t *testing.T, o clusterOpts) *cluster {
 	t.Helper()
-	bin, natsBin := binaries.flashsale, binaries.nats
+	bin := binaries.flashsale
 	if bin == "" {
 		t.Fatal("the binaries are not built (TestChaos builds them)")
 	}
@@ -275,6 +115,64 @@ func newCluster(t *testing.T, o clusterOpts) *cluster {
 	} else {
 		c.dsn = testenv.Postgres(t)
 	}
+	c.startBackends(o)
+	c.env = map[string]string{
+		"FLASHSALE_DATABASE_URL":       c.dsn,
+		"FLASHSALE_REDIS_URL":          c.redis.url(),
+		"FLASHSALE_NATS_URL":           c.nats.url(),
+		"FLASHSALE_RATE_LIMITS":        "off",
+		"FLASHSALE_CAPTCHA":            "test",
+		"FLASHSALE_LOG_LEVEL":          "warn",
+		"FLASHSALE_PUBLISH_TIMEOUT":    "2s",
+		"FLASHSALE_ORPHAN_AGE":         "6s",
+		"FLASHSALE_KEEPER_INTERVAL":    "250ms",
+		"FLASHSALE_RECONCILE_INTERVAL": "1s",
+		"FLASHSALE_PURCHASE_TOKEN_TTL": "1m",
+		"FLASHSALE_DB_MAX_CONNS":       "8",
+		"FLASHSALE_REDIS_POOL":         "64",
+	}
+	for k, v := range c.nats.env() {
+		c.env[k] = v
+	}
+	for k, v := range o.env {
+		c.env[k] = v
+	}
+	c.addInstances(o)
+	c.cleanUpAtTheEnd()
+	c.startAll(o)
+	c.openClients()
+	return c
+}
+
+// addInstances makes the three instances (not started), each with its own ports, data directory,
+// log and settings; with clusterOpts.partition instance 2 reaches Redis through the cut.
+func (c *cluster) addInstances(o clusterOpts) {
+	t := c.t
+	cutURL := ""
+	if o.partition {
+		cutURL = c.redis.cutURL(t)
+	}
+	for i := range 3 {
+		in := &instance{idx: i, port: testenv.FreePort(t), metricsPort: testenv.FreePort(t), dataDir: filepath.Join(c.dir, fmt.Sprintf("i%d", i)),
+			log: filepath.Join(c.dir, fmt.Sprintf("i%d.log", i)), env: map[string]string{}}
+		if i < len(o.instEnv) {
+			for k, v := range o.instEnv[i] {
+				in.env[k] = v
+			}
+		}
+		if o.partition && i == 2 {
+			in.env["FLASHSALE_REDIS_URL"] = cutURL
+		}
+		c.inst = append(c.inst, in)
+	}
+}
+
+// startBackends starts the scenario's Redis and NATS: a Redis Cluster and a NATS cluster on the
+// clustered setup, else one redis-server and one nats-server of its own.
+func (c *cluster) startBackends(o clusterOpts) {
+	t := c.t
+	t.Helper()
+	natsBin := binaries.nats
 	if clusterMode() {
 		c.redis = &redisCluster{cl: testenv.NewRedisCluster(t, 3, 1)}
 		nc := &natsCluster{cl: testenv.NATS(t, 3)}
@@ -300,44 +198,12 @@ func newCluster(t *testing.T, o clusterOpts) *cluster {
 		ns.start(t)
 		c.nats = ns
 	}
-	c.env = map[string]string{
-		"FLASHSALE_DATABASE_URL":       c.dsn,
-		"FLASHSALE_REDIS_URL":          c.redis.url(),
-		"FLASHSALE_NATS_URL":           c.nats.url(),
-		"FLASHSALE_RATE_LIMITS":        "off",
-		"FLASHSALE_CAPTCHA":            "test",
-		"FLASHSALE_LOG_LEVEL":          "warn",
-		"FLASHSALE_PUBLISH_TIMEOUT":    "2s",
-		"FLASHSALE_ORPHAN_AGE":         "6s",
-		"FLASHSALE_KEEPER_INTERVAL":    "250ms",
-		"FLASHSALE_RECONCILE_INTERVAL": "1s",
-		"FLASHSALE_PURCHASE_TOKEN_TTL": "1m",
-		"FLASHSALE_DB_MAX_CONNS":       "8",
-		"FLASHSALE_REDIS_POOL":         "64",
-	}
-	for k, v := range c.nats.env() {
-		c.env[k] = v
-	}
-	for k, v := range o.env {
-		c.env[k] = v
-	}
-	cutURL := ""
-	if o.partition {
-		cutURL = c.redis.cutURL(t)
-	}
-	for i := range 3 {
-		in := &instance{idx: i, port: testenv.FreePort(t), metricsPort: testenv.FreePort(t), dataDir: filepath.Join(c.dir, fmt.Sprintf("i%d", i)),
-			log: filepath.Join(c.dir, fmt.Sprintf("i%d.log", i)), env: map[string]string{}}
-		if i < len(o.instEnv) {
-			for k, v := range o.instEnv[i] {
-				in.env[k] = v
-			}
-		}
-		if o.partition && i == 2 {
-			in.env["FLASHSALE_REDIS_URL"] = cutURL
-		}
-		c.inst = append(c.inst, in)
-	}
+}
+
+// cleanUpAtTheEnd kills the instances and closes the backends and clients when the test ends,
+// logging their last lines if it failed.
+func (c *cluster) cleanUpAtTheEnd() {
+	t := c.t
 	t.Cleanup(func() {
 		for _, in := range c.inst {
 			if in.proc != nil {
@@ -358,6 +224,13 @@ func newCluster(t *testing.T, o clusterOpts) *cluster {
 			t.Log(c.nats.logTails())
 		}
 	})
+}
+
+// startAll starts the three instances, each with its fault of clusterOpts for the first start:
+// the first alone (it applies the migrations), the others together, or one after another
+// (clusterOpts.serial).
+func (c *cluster) startAll(o clusterOpts) {
+	c.t.Helper()
 	// The first instance applies the migrations alone; the others start together.
 	first := func(i int) map[string]string {
 		if f, ok := o.faults[i]; ok {
@@ -378,6 +251,11 @@ func newCluster(t *testing.T, o clusterOpts) *cluster {
 		c.waitReady(1)
 		c.waitReady(2)
 	}
+}
+
+// openClients opens the scenario's own Redis and Postgres clients (c.rdb, c.db).
+func (c *cluster) openClients() {
+	t := c.t
 	var err error
 	ctx := context.Background()
 	if c.rdb, err = store.OpenRedis(ctx, c.redis.url(), 8); err != nil {
@@ -386,7 +264,6 @@ func newCluster(t *testing.T, o clusterOpts) *cluster {
 	if c.db, err = store.OpenDB(ctx, c.dsn, 4); err != nil {
 		t.Fatal(err)
 	}
-	return c
 }
 
 // environ is the process environment of instance i (nil: the cluster's tool commands) with
@@ -430,26 +307,39 @@ func (c *cluster) start(i int, extra map[string]string) {
 	in.proc = startProc(c.t, fmt.Sprintf("flashsale-%d", i), in.log, c.environ(i, extra), c.bin, "serve")
 }
 
+// waitStopped waits up to 30 s, looking every interval, for instance i to stop itself (SIGSTOP,
+// as a ":stop@n" fault does); what names the awaited state in the failure.
+func (c *cluster) waitStopped(t *testing.T, i int, interval time.Duration, what string) {
+	t.Helper()
+	p := c.inst[i].proc
+	testenv.EventuallyEvery(t, 30*time.Second, interval, what, func() error {
+		if p.exited() {
+			t.Fatalf("%s: it exited instead", what)
+		}
+		return testenv.Until(p.stopped, "still running")()
+	})
+}
+
 // waitReady waits for GET /readyz to answer 200.
 func (c *cluster) waitReady(i int) {
 	c.t.Helper()
 	in := c.inst[i]
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	err := testenv.Poll(60*time.Second, 100*time.Millisecond, func() error {
 		resp, err := c.client.Get(in.url() + "/readyz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return
+				return nil
 			}
+			err = fmt.Errorf("/readyz answers %d", resp.StatusCode)
 		}
 		if in.proc.exited() {
 			c.t.Fatalf("instance %d exited at start (%v)\n%s", i, in.proc.state, logTail(in.log, 30))
 		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("instance %d not ready after 60s\n%s", i, logTail(in.log, 30))
-		}
-		time.Sleep(100 * time.Millisecond)
+		return err
+	})
+	if err != nil {
+		c.t.Fatalf("instance %d not ready: %v\n%s", i, err, logTail(in.log, 30))
 	}
 }
 
@@ -505,19 +395,15 @@ func (c *cluster) tool(args ...string) (string, error) {
 // after FLASHSALE_ORPHAN_AGE), up to d.
 func (c *cluster) waitSettled(saleID int64, d time.Duration) error {
 	ctx := context.Background()
-	deadline := time.Now().Add(d)
-	for {
+	return testenv.Poll(d, 200*time.Millisecond, func() error {
 		meta, merr := c.rdb.HGetAll(ctx, store.MetaKey(saleID)).Result()
 		n, err := c.rdb.HLen(ctx, store.InFlightKey(saleID)).Result()
 		loaded := merr == nil && len(meta) > 0 && meta["lost"] != "1"
 		if err == nil && n == 0 && loaded {
 			return nil
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("after %v: %d reservations still in flight (err %v), sale loaded in redis: %v", d, n, err, loaded)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return fmt.Errorf("%d reservations still in flight (err %v), sale loaded in redis: %v", n, err, loaded)
+	})
 }
 
 // merchantToken makes a merchant's identity token with the binary's own command.

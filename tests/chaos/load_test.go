@@ -17,6 +17,7 @@ import (
 
 	"github.com/flashsale/flashsale/services/auth"
 	"github.com/flashsale/flashsale/shop"
+	"github.com/flashsale/flashsale/testenv"
 )
 
 // ledger is every answer the shoppers got: what the suite holds the system to.
@@ -212,6 +213,9 @@ func (c *cluster) run(l *ledger, s sale, shoppers []shopper, o loadOpts) {
 	wg.Wait()
 }
 
+// shop is one shopper buying: a purchase token, then the purchase, on the instance its pick
+// names for each attempt, tried again (after o.retryPause) while the answer allows, up to
+// o.attempts; every answer goes to the ledger.
 func (c *cluster) shop(l *ledger, s sale, sh shopper, o loadOpts) {
 	bearer := bearerOf(sh.user)
 	pick := sh.pick
@@ -255,44 +259,53 @@ func (c *cluster) shop(l *ledger, s sale, sh shopper, o loadOpts) {
 			continue // no answer, nothing tried: the next attempt asks again
 		}
 		ans, err := c.do(i, "POST", fmt.Sprintf("/api/flash-sales/items/%d/purchase", sh.item), bearer, nil, append([]string{"X-Purchase-Token", ptok}, hdr...)...)
-		l.mu.Lock()
-		if err != nil {
-			l.transport++
-			l.noAnswer[sh.user] = true
-			l.mu.Unlock()
-			continue
-		}
-		l.status[ans.status]++
-		switch ans.status {
-		case http.StatusAccepted:
-			id := ans.str("orderId")
-			if prev, dup := l.acked[id]; dup {
-				l.odd = append(l.odd, fmt.Sprintf("order %s answered 202 twice (users %d, %d)", id, prev, sh.user))
-			}
-			l.acked[id] = sh.user
-			l.ackedAt[id] = time.Now()
-			l.mu.Unlock()
-			if o.accepted != nil {
-				go o.accepted(id, sh.user)
-			}
-			return
-		case http.StatusConflict:
-			if ans.str("error") == "ALREADY_PURCHASED" {
-				l.named[ans.str("orderId")] = true
-			}
-			l.mu.Unlock()
-			return
-		case http.StatusGone, http.StatusForbidden:
-			l.mu.Unlock()
-			return
-		case http.StatusServiceUnavailable, http.StatusTooEarly, http.StatusTooManyRequests:
-			l.mu.Unlock()
-			continue
-		default:
-			l.odd = append(l.odd, fmt.Sprintf("purchase on instance %d: %d %s", i, ans.status, strings.TrimSpace(ans.raw)))
-			l.mu.Unlock()
+		if l.recordPurchase(i, sh.user, ans, err, o.accepted) {
 			return
 		}
+	}
+}
+
+// recordPurchase records the answer to shopper user's purchase on instance i in the ledger (a
+// 202 also goes to accepted, if set) and reports whether the shopper is done: false when the
+// purchase is to be tried again (no answer, 503, 425, 429).
+func (l *ledger) recordPurchase(i int, user int64, ans answer, err error, accepted func(id string, user int64)) bool {
+	l.mu.Lock()
+	if err != nil {
+		l.transport++
+		l.noAnswer[user] = true
+		l.mu.Unlock()
+		return false
+	}
+	l.status[ans.status]++
+	switch ans.status {
+	case http.StatusAccepted:
+		id := ans.str("orderId")
+		if prev, dup := l.acked[id]; dup {
+			l.odd = append(l.odd, fmt.Sprintf("order %s answered 202 twice (users %d, %d)", id, prev, user))
+		}
+		l.acked[id] = user
+		l.ackedAt[id] = time.Now()
+		l.mu.Unlock()
+		if accepted != nil {
+			go accepted(id, user)
+		}
+		return true
+	case http.StatusConflict:
+		if ans.str("error") == "ALREADY_PURCHASED" {
+			l.named[ans.str("orderId")] = true
+		}
+		l.mu.Unlock()
+		return true
+	case http.StatusGone, http.StatusForbidden:
+		l.mu.Unlock()
+		return true
+	case http.StatusServiceUnavailable, http.StatusTooEarly, http.StatusTooManyRequests:
+		l.mu.Unlock()
+		return false
+	default:
+		l.odd = append(l.odd, fmt.Sprintf("purchase on instance %d: %d %s", i, ans.status, strings.TrimSpace(ans.raw)))
+		l.mu.Unlock()
+		return true
 	}
 }
 
@@ -333,16 +346,14 @@ func (c *cluster) orders(ctx context.Context, saleID int64) ([]pgOrder, error) {
 func (c *cluster) waitDurable(ids []string, d time.Duration) (time.Duration, error) {
 	ctx := context.Background()
 	start := time.Now()
-	for {
+	err := testenv.Poll(d, 100*time.Millisecond, func() error {
 		have, err := c.db.ExistingOrders(ctx, ids)
 		if err == nil && len(have) == len(ids) {
-			return time.Since(start), nil
+			return nil
 		}
-		if time.Since(start) > d {
-			return time.Since(start), fmt.Errorf("%d of %d acknowledged orders not in postgres after %v (err %v)", len(ids)-len(have), len(ids), d, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return fmt.Errorf("%d of %d acknowledged orders not in postgres (err %v)", len(ids)-len(have), len(ids), err)
+	})
+	return time.Since(start), err
 }
 
 // live reports whether an order status holds a unit.

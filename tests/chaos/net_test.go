@@ -41,19 +41,21 @@ func newProxy(t *testing.T, target string) *tcpProxy {
 func (p *tcpProxy) url() string { return "redis://127.0.0.1:" + strconv.Itoa(p.port) + "/0" }
 
 func (p *tcpProxy) heal() error {
-	var err error
-	for range 50 { // the port may linger a moment after a cut
-		var ln net.Listener
-		if ln, err = net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p.port)); err == nil {
-			p.mu.Lock()
-			p.ln = ln
-			p.mu.Unlock()
-			go p.accept(ln)
-			return nil
-		}
-		time.Sleep(100 * time.Millisecond)
+	// the port may linger a moment after a cut: up to 5 s
+	var ln net.Listener
+	err := testenv.Poll(5*time.Second, 100*time.Millisecond, func() error {
+		var err error
+		ln, err = net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p.port))
+		return err
+	})
+	if err != nil {
+		return err
 	}
-	return err
+	p.mu.Lock()
+	p.ln = ln
+	p.mu.Unlock()
+	go p.accept(ln)
+	return nil
 }
 
 func (p *tcpProxy) accept(ln net.Listener) {

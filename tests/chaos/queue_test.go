@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,22 +14,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
-	"github.com/flashsale/flashsale/store"
 	"github.com/flashsale/flashsale/testenv"
 )
 
 // Scenario 20a: Redis goes back a second while one instance is a fresh process that has taken no
 // purchase of the sale (issue 18.3): its floors must come from Postgres, so that its first
 // purchase finds Redis's counter behind instead of reissuing the lost seqs.
-//
-// Scenario 20b: an instance with the embedded NATS stopped past its registration while another
-// instance starts with its own embedded NATS (issue 18.4): the second may start, the first,
-// continued, yields (503, /readyz naming "queue registration", its queue-judging jobs wait) and its
-// writer drains its own queue. On the cluster (an external NATS) the counterpart: an embedded
-// instance started while one instance is stopped past its lease and others are live is refused,
-// and the stopped one, continued, sells again on the same queue.
 
 // pickOnly makes the shoppers buy on the given instances only (their retries too).
 func pickOnly(shoppers []shopper, idx ...int) []shopper {
@@ -127,7 +116,6 @@ func (c *cluster) loseWritesAround(t *testing.T, saleID int64, during func()) st
 func scenarioRewindRestart(t *testing.T, r *result) {
 	c := newCluster(t, clusterOpts{})
 	s := c.createSale(time.Now().Add(-time.Second), 0, 800, 800)
-	ctx := context.Background()
 	l := newLedger()
 	c.run(l, s, shoppersFor(s, 1, 600), loadOpts{attempts: 10, retryPause: 300 * time.Millisecond})
 	if _, err := c.waitDurable(l.ackedIDs(), 30*time.Second); err != nil {
@@ -146,30 +134,7 @@ func scenarioRewindRestart(t *testing.T, r *result) {
 	var pgMaxAtLoss int64
 	var stoppedAt time.Time
 	what := c.loseWritesAround(t, s.id, func() {
-		before := len(l.ackedIDs())
-		c.run(l, s, pickOnly(shoppersFor(s, 10001, 400), 1, 2), loadOpts{attempts: 10, retryPause: 300 * time.Millisecond})
-		all := l.ackedIDs()
-		if len(all)-before < 100 {
-			t.Fatalf("the wave Redis will lose sold %d units, want at least 100 (answers %v)", len(all)-before, l.status)
-		}
-		if _, err := c.waitDurable(all, 30*time.Second); err != nil {
-			t.Fatalf("the wave Redis will lose: %v", err)
-		}
-		deadline := time.Now().Add(20 * time.Second)
-		for n, err := c.undelivered(); err != nil || n > 0; n, err = c.undelivered() {
-			if time.Now().After(deadline) {
-				t.Fatalf("the queue did not drain: %d undelivered (%v)", n, err)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		lostWave = all[before:]
-		if err := c.db.Gorm().Raw(`SELECT COALESCE(max(max_seq), 0) FROM items WHERE sale_id = ?`, s.id).Scan(&pgMaxAtLoss).Error; err != nil {
-			t.Fatal(err)
-		}
-		// the instances that remember seqs stop, just before the loss
-		c.inst[1].proc.signal(syscall.SIGSTOP)
-		c.inst[2].proc.signal(syscall.SIGSTOP)
-		stoppedAt = time.Now()
+		lostWave, pgMaxAtLoss, stoppedAt = c.sellAWaveToLose(t, l, s)
 	})
 	defer func() { // whatever happens below, the end of the scenario finds them running
 		c.inst[1].proc.signal(syscall.SIGCONT)
@@ -183,6 +148,63 @@ func scenarioRewindRestart(t *testing.T, r *result) {
 	}
 
 	// the restarted instance takes the next purchases
+	third := c.buyOnTheRestarted(t, r, l, s)
+	byReserve := c.checkLossDetectedByReserve(t, r, s, pgMaxAtLoss)
+
+	// the others continue; the keeper rebuilds once the queue has drained
+	c.inst[1].proc.signal(syscall.SIGCONT)
+	c.inst[2].proc.signal(syscall.SIGCONT)
+	stoppedFor := time.Since(stoppedAt)
+	continuedAt := time.Now()
+	c.waitRebuilt(t, s.id, epochBefore, 90*time.Second, "the sale rebuilt")
+	r.Durable = fmt.Sprintf("rebuilt %.1fs after instances 1 and 2 were continued", time.Since(continuedAt).Seconds())
+	for i := 1; i <= 2; i++ {
+		c.waitReady(i)
+	}
+
+	// a last wave buys from the rebuilt sale, the restarted instance first
+	last := c.waveBuys(t, r, l, s, shoppersFor(s, 30001, 300), "the last wave, from the rebuilt sale")
+	c.instancesAlive(t, r, "during the scenario")
+	c.finish(t, r, l, s)
+
+	c.checkNoSeqTwice(t, r, s)
+	r.Note = fmt.Sprintf("counter %s before the loss wave, %s after the restore, Postgres up to %d; restarted instance's 40 purchases %v; detected_by=reserve %.0f on it; instances 1 and 2 stopped %.1f s; epoch %s → %s; last wave %d answered 202; ",
+		seqBefore, seqAfterLoss, pgMaxAtLoss, third, byReserve, stoppedFor.Seconds(), epochBefore, c.saleField(s.id, "epoch"), last) + r.Note
+}
+
+// sellAWaveToLose is the wave Redis will lose: 400 shoppers buy on instances 1 and 2, every order
+// written and the queue drained; then instances 1 and 2 (their floors in memory) stop, just before
+// the loss. It returns the wave's orders, Postgres's highest seq and when they stopped.
+func (c *cluster) sellAWaveToLose(t *testing.T, l *ledger, s sale) (lostWave []string, pgMaxAtLoss int64, stoppedAt time.Time) {
+	before := len(l.ackedIDs())
+	c.run(l, s, pickOnly(shoppersFor(s, 10001, 400), 1, 2), loadOpts{attempts: 10, retryPause: 300 * time.Millisecond})
+	all := l.ackedIDs()
+	if len(all)-before < 100 {
+		t.Fatalf("the wave Redis will lose sold %d units, want at least 100 (answers %v)", len(all)-before, l.status)
+	}
+	if _, err := c.waitDurable(all, 30*time.Second); err != nil {
+		t.Fatalf("the wave Redis will lose: %v", err)
+	}
+	testenv.Eventually(t, 20*time.Second, "the queue drained", func() error {
+		if n, err := c.undelivered(); err != nil || n > 0 {
+			return fmt.Errorf("%d undelivered (%v)", n, err)
+		}
+		return nil
+	})
+	lostWave = all[before:]
+	if err := c.db.Gorm().Raw(`SELECT COALESCE(max(max_seq), 0) FROM items WHERE sale_id = ?`, s.id).Scan(&pgMaxAtLoss).Error; err != nil {
+		t.Fatal(err)
+	}
+	// the instances that remember seqs stop, just before the loss
+	c.inst[1].proc.signal(syscall.SIGSTOP)
+	c.inst[2].proc.signal(syscall.SIGSTOP)
+	stoppedAt = time.Now()
+	return lostWave, pgMaxAtLoss, stoppedAt
+}
+
+// buyOnTheRestarted has 40 shoppers, 10 at a time, buy on the restarted instance: none may be
+// answered 202. It returns the answers by status.
+func (c *cluster) buyOnTheRestarted(t *testing.T, r *result, l *ledger, s sale) map[int]int {
 	third := map[int]int{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -219,6 +241,12 @@ func scenarioRewindRestart(t *testing.T, r *result) {
 		}()
 	}
 	wg.Wait()
+	return third
+}
+
+// checkLossDetectedByReserve checks that the sale is marked lost and that the restarted
+// instance's reserve script detected it; it returns that instance's detected_by="reserve" count.
+func (c *cluster) checkLossDetectedByReserve(t *testing.T, r *result, s sale, pgMaxAtLoss int64) float64 {
 	lost := c.saleField(s.id, "lost")
 	byReserve := c.metricOf(0, `flashsale_redis_data_loss_total{detected_by="reserve"}`)
 	if lost != "1" {
@@ -229,32 +257,13 @@ func scenarioRewindRestart(t *testing.T, r *result) {
 		r.Violations++
 		t.Errorf("the restarted instance's reserve did not detect the loss (flashsale_redis_data_loss_total{detected_by=\"reserve\"} 0)")
 	}
+	return byReserve
+}
 
-	// the others continue; the keeper rebuilds once the queue has drained
-	c.inst[1].proc.signal(syscall.SIGCONT)
-	c.inst[2].proc.signal(syscall.SIGCONT)
-	stoppedFor := time.Since(stoppedAt)
-	continuedAt := time.Now()
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		if e := c.saleField(s.id, "epoch"); e != "" && e != epochBefore && c.saleField(s.id, "lost") != "1" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the sale was not rebuilt within 90 s (epoch %q, %q before; lost=%q)", c.saleField(s.id, "epoch"), epochBefore, c.saleField(s.id, "lost"))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	r.Durable = fmt.Sprintf("rebuilt %.1fs after instances 1 and 2 were continued", time.Since(continuedAt).Seconds())
-	for i := 1; i <= 2; i++ {
-		c.waitReady(i)
-	}
-
-	// a last wave buys from the rebuilt sale, the restarted instance first
-	last := c.waveBuys(t, r, l, s, shoppersFor(s, 30001, 300), "the last wave, from the rebuilt sale")
-	c.instancesAlive(t, r, "during the scenario")
-	c.finish(t, r, l, s)
-
+// checkNoSeqTwice checks that no seq was issued twice: a reissued seq is a unit sold from a Redis
+// that forgot it.
+func (c *cluster) checkNoSeqTwice(t *testing.T, r *result, s sale) {
+	ctx := context.Background()
 	// no seq issued twice: a reissued seq is a unit sold from a Redis that forgot it
 	var dups []struct {
 		Seq int64
@@ -268,336 +277,4 @@ func scenarioRewindRestart(t *testing.T, r *result) {
 		r.Violations++
 		t.Errorf("%d seqs held by more than one order (reissued after the loss): %v", len(dups), dups[:min(5, len(dups))])
 	}
-	r.Note = fmt.Sprintf("counter %s before the loss wave, %s after the restore, Postgres up to %d; restarted instance's 40 purchases %v; detected_by=reserve %.0f on it; instances 1 and 2 stopped %.1f s; epoch %s → %s; last wave %d answered 202; ",
-		seqBefore, seqAfterLoss, pgMaxAtLoss, third, byReserve, stoppedFor.Seconds(), epochBefore, c.saleField(s.id, "epoch"), last) + r.Note
-}
-
-// readyz is instance i's GET /readyz: its status and body (0 without an answer).
-func (c *cluster) readyz(i int) (int, string) {
-	resp, err := c.client.Get(c.inst[i].url() + "/readyz")
-	if err != nil {
-		return 0, err.Error()
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
-}
-
-// embeddedURL is the URL of instance i's embedded NATS (its credential from its data folder).
-func (c *cluster) embeddedURL(t *testing.T, i int) string {
-	t.Helper()
-	tok, err := store.ReadEmbeddedNATSToken(c.inst[i].dataDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	port, _ := strconv.Atoi(c.inst[i].env["FLASHSALE_NATS_PORT"])
-	return store.EmbeddedNATSURL(port, tok)
-}
-
-// backlogOf is the backlog of the queue at url (messages not yet acknowledged by a writer).
-func backlogOf(url string) (uint64, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	q, err := store.OpenQueue(ctx, url, "")
-	if err != nil {
-		return 0, err
-	}
-	defer q.Close()
-	return q.Backlog(ctx)
-}
-
-// embeddedPauseOrphanAge is the orphan age of scenario 20b: the pause must stay well under it
-// (RELIABILITY.md says why).
-const embeddedPauseOrphanAge = 45 * time.Second
-
-// scenarioEmbeddedPause (20b) on one server. The sale is created by the usual three instances,
-// which are then stopped (SIGTERM: they leave the queue presence); instance A (slot 0) starts
-// with an embedded NATS of its own. The writers are held back (orders locked), 300 shoppers buy
-// on A, so A's queue holds acknowledged orders; A is stopped (SIGSTOP) and the writers let go.
-// 6.5 s later (past the 6 s lease) instance B (slot 1) starts with its own embedded NATS: it must
-// start. 200 shoppers buy on B; A is continued: at once /readyz answers 503 naming "queue
-// registration" and purchases on A answer 503; A's writer writes every order A acknowledged
-// while A keeps yielding (its keeper logs the queue depth as unknown: rebuilds, orphan recovery
-// and repairs wait). A is then stopped (SIGTERM) with its queue drained, and the end of every
-// scenario holds on B. The orphan age is 45 s (the default), the pause about 10 s.
-func scenarioEmbeddedPause(t *testing.T, r *result) {
-	if clusterMode() {
-		scenarioEmbeddedPauseCluster(t, r)
-		return
-	}
-	c := newCluster(t, clusterOpts{env: map[string]string{"FLASHSALE_ORPHAN_AGE": embeddedPauseOrphanAge.String()}})
-	s := c.createSale(time.Now().Add(-time.Second), 0, 800, 800)
-	ctx := context.Background()
-	all := append([]*instance(nil), c.inst...)
-	t.Cleanup(func() {
-		for _, in := range all {
-			if in.proc != nil {
-				in.proc.kill()
-			}
-		}
-	})
-	// the external-NATS instances leave
-	for _, in := range c.inst {
-		in.proc.signal(syscall.SIGTERM)
-	}
-	for i := range c.inst {
-		if !c.waitExit(i, 30*time.Second) {
-			t.Fatalf("instance %d did not stop on SIGTERM", i)
-		}
-	}
-	for deadline := time.Now().Add(15 * time.Second); ; {
-		live, err := c.rdb.ZRangeByScore(ctx, "flashsale:queues", &redis.ZRangeBy{Min: strconv.FormatInt(time.Now().UnixMilli(), 10), Max: "+inf"}).Result()
-		if err == nil && len(live) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("queue presences still live after the instances stopped: %v (%v)", live, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	const A, B = 0, 1
-	for _, i := range []int{A, B} {
-		c.inst[i].env["FLASHSALE_NATS_URL"] = "" // unset: an embedded NATS
-		c.inst[i].env["FLASHSALE_NATS_PORT"] = strconv.Itoa(testenv.FreePort(t))
-	}
-	c.inst = c.inst[:2]
-	c.start(A, nil)
-	c.waitReady(A)
-
-	// A's queue holds acknowledged orders: the writers are held back while shoppers buy on A
-	l := newLedger()
-	release := c.lockOrders(t)
-	c.run(l, s, pickOnly(shoppersFor(s, 1, 300), A), loadOpts{attempts: 6, retryPause: 300 * time.Millisecond})
-	ackedByA := l.ackedIDs()
-	have, err := c.db.ExistingOrders(ctx, ackedByA)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(ackedByA)-len(have) < 50 {
-		t.Fatalf("A's queue holds %d unwritten orders of %d acknowledged, want at least 50", len(ackedByA)-len(have), len(ackedByA))
-	}
-	queued := len(ackedByA) - len(have)
-	oldestA := time.Now()
-	l.mu.Lock()
-	for _, at := range l.ackedAt {
-		if at.Before(oldestA) {
-			oldestA = at
-		}
-	}
-	l.mu.Unlock()
-
-	c.inst[A].proc.signal(syscall.SIGSTOP)
-	pausedAt := time.Now()
-	release()
-
-	// B starts with its own embedded NATS once A's registration and presence lapsed
-	time.Sleep(time.Until(pausedAt.Add(6500 * time.Millisecond)))
-	tries := 0
-	for {
-		tries++
-		c.start(B, nil)
-		ok := false
-		for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-			if st, _ := c.readyz(B); st == http.StatusOK {
-				ok = true
-				break
-			}
-			if c.inst[B].proc.exited() {
-				break
-			}
-		}
-		if ok {
-			break
-		}
-		if !c.inst[B].proc.exited() {
-			t.Fatalf("instance B not ready after 60 s\n%s", logTail(c.inst[B].log, 30))
-		}
-		if time.Since(pausedAt) > 20*time.Second {
-			t.Fatalf("instance B (its own embedded NATS) was refused %d times, the last %.1f s after A was stopped: A's registration or presence did not lapse\n%s",
-				tries, time.Since(pausedAt).Seconds(), logTail(c.inst[B].log, 20))
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
-	bReadyAfter := time.Since(pausedAt)
-	c.env["FLASHSALE_NATS_URL"] = c.embeddedURL(t, B) // the reconcile tool's queue from now on
-
-	// B sells; A is continued meanwhile
-	done := c.goRun(l, s, pickOnly(shoppersFor(s, 10001, 200), B), loadOpts{attempts: 10, retryPause: 300 * time.Millisecond})
-	time.Sleep(500 * time.Millisecond)
-	// what A's queue still holds for its writer (nothing else reads that queue)
-	have, err = c.db.ExistingOrders(ctx, ackedByA)
-	if err != nil {
-		t.Fatal(err)
-	}
-	unwritten := len(ackedByA) - len(have)
-	if unwritten == 0 {
-		t.Fatalf("every order A acknowledged was written while A was stopped: its writer has nothing left to drain")
-	}
-	c.inst[A].proc.signal(syscall.SIGCONT)
-	continuedAt := time.Now()
-	pausedFor := time.Since(pausedAt)
-	r.Faults = fmt.Sprintf("A (embedded NATS, %d acknowledged orders queued unwritten) SIGSTOP for %.1f s; B started with its own embedded NATS %.1f s into the pause (%d tries); SIGCONT A; orphan age %s",
-		queued, pausedFor.Seconds(), bReadyAfter.Seconds(), tries, embeddedPauseOrphanAge)
-	if st, body := c.readyz(A); st != http.StatusServiceUnavailable || !strings.Contains(body, "queue registration") {
-		r.Violations++
-		t.Errorf("A's /readyz at once after SIGCONT: %d %s, want 503 naming \"queue registration\"", st, body)
-	}
-	probesA := map[int]int{}
-	for k := range 10 {
-		u := int64(50001 + k)
-		st, ans := c.probeBuy(A, u, s.items[k%2], s.id)
-		probesA[st]++
-		switch st {
-		case http.StatusServiceUnavailable:
-		case http.StatusAccepted:
-			l.mu.Lock()
-			l.acked[ans.str("orderId")] = u
-			l.ackedAt[ans.str("orderId")] = time.Now()
-			l.mu.Unlock()
-			fallthrough
-		default:
-			r.Violations++
-			t.Errorf("purchase on A while B runs its own embedded NATS: %d %s, want 503", st, ans.raw)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	// A's writer drains A's queue while A yields
-	if _, err := c.waitDurable(ackedByA, 30*time.Second); err != nil {
-		r.Violations++
-		t.Errorf("A's acknowledged orders after SIGCONT: %v", err)
-	}
-	r.Durable = fmt.Sprintf("%.1fs after SIGCONT (%d orders A acknowledged, %d of them unwritten at SIGCONT)", time.Since(continuedAt).Seconds(), len(ackedByA), unwritten)
-	writtenAge := time.Since(oldestA)
-	aURL := c.embeddedURL(t, A)
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		n, err := backlogOf(aURL)
-		if err == nil && n == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			r.Violations++
-			t.Errorf("A's queue not drained 20 s after its orders were written: backlog %d (%v)", n, err)
-			break
-		}
-	}
-	<-done
-	if st, body := c.readyz(A); st != http.StatusServiceUnavailable || !strings.Contains(body, "queue registration") {
-		r.Violations++
-		t.Errorf("A's /readyz with B live: %d %s, want 503 naming \"queue registration\"", st, body)
-	}
-	yielded := firstLine(c.inst[A].log, "another instance took the embedded NATS registration")
-	if yielded == "" {
-		yielded = firstLine(c.inst[A].log, "queue registration lapsed")
-	}
-	waited := firstLine(c.inst[A].log, "queue depth unknown")
-	if yielded == "" || waited == "" {
-		r.Violations++
-		t.Errorf("A's log does not say it yields (%q) and that its queue-judging jobs wait (%q)", yielded, waited)
-	}
-	if writtenAge >= embeddedPauseOrphanAge {
-		t.Errorf("A's oldest order was %.1f s old when A's queue was written, not under the orphan age %s: the scenario proves nothing about the yield", writtenAge.Seconds(), embeddedPauseOrphanAge)
-	}
-	if st, _ := c.readyz(B); st != http.StatusOK {
-		r.Violations++
-		t.Errorf("B's /readyz: %d, want 200", st)
-	}
-
-	// The operator stops A (its queue drained); B serves on.
-	c.inst[A].proc.signal(syscall.SIGTERM)
-	if !c.waitExit(A, 30*time.Second) {
-		t.Fatalf("A did not stop on SIGTERM")
-	}
-	c.inst = []*instance{c.inst[B]}
-	c.finish(t, r, l, s)
-	r.Note = fmt.Sprintf("purchases on A after SIGCONT %v; A's oldest acknowledged order %.1f s old when all were written; A's log: %q; ",
-		probesA, writtenAge.Seconds(), yielded) + r.Note
-}
-
-// scenarioEmbeddedPauseCluster (20b on the cluster, whose instances share an external NATS
-// cluster). 1,200 shoppers buy on instances 1 and 2; a second in, instance 0 is stopped (SIGSTOP)
-// for 7 s, past its queue presence's 6 s lease, and an instance with an embedded NATS is started
-// on the same Redis: it must be refused (ErrAnotherQueue: instances 1 and 2 are live on another
-// queue) and exit naming FLASHSALE_NATS_URL, leaving no embedded-NATS registration behind. Then
-// instance 0 is continued: it must be ready again (the same queue, no other live) and sell. A
-// last wave buys on all three; the end of every scenario holds.
-func scenarioEmbeddedPauseCluster(t *testing.T, r *result) {
-	c := newCluster(t, clusterOpts{})
-	s := c.createSale(time.Now().Add(-time.Second), 0, 800, 800)
-	ctx := context.Background()
-	l := newLedger()
-	done := c.goRun(l, s, pickOnly(shoppersFor(s, 1, 1200), 1, 2), loadOpts{attempts: 20, retryPause: 300 * time.Millisecond})
-	time.Sleep(time.Second)
-	c.inst[0].proc.signal(syscall.SIGSTOP)
-	stoppedAt := time.Now()
-	defer c.inst[0].proc.signal(syscall.SIGCONT)
-	time.Sleep(time.Until(stoppedAt.Add(7 * time.Second)))
-
-	// an instance with an embedded NATS, on the same Redis
-	dir := filepath.Join(c.dir, "embedded")
-	extra := map[string]string{
-		"FLASHSALE_NATS_URL":      "", // unset: an embedded NATS
-		"FLASHSALE_NATS_REPLICAS": "1",
-		"FLASHSALE_NATS_PORT":     strconv.Itoa(testenv.FreePort(t)),
-		"FLASHSALE_DATA_DIR":      dir,
-		"FLASHSALE_ADDR":          "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t)),
-		"FLASHSALE_METRICS_ADDR":  "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t)),
-	}
-	logPath := filepath.Join(c.dir, "embedded.log")
-	p := startProc(t, "flashsale-embedded", logPath, c.environ(-1, extra), c.bin, "serve")
-	t.Cleanup(p.kill)
-	select {
-	case <-p.done:
-	case <-time.After(60 * time.Second):
-		t.Fatalf("the embedded-NATS instance was not refused within 60 s\n%s", logTail(logPath, 20))
-	}
-	refusal := firstLine(logPath, store.ErrAnotherQueue.Error())
-	if p.state.ExitCode() == 0 || refusal == "" || !strings.Contains(refusal, "FLASHSALE_NATS_URL") {
-		r.Violations++
-		t.Errorf("the embedded-NATS instance beside live instances on the NATS cluster: exit %v, %q; want refused with ErrAnotherQueue naming FLASHSALE_NATS_URL\n%s",
-			p.state, refusal, logTail(logPath, 20))
-	}
-	if n, err := c.rdb.Exists(ctx, "flashsale:embedded-nats").Result(); err != nil || n != 0 {
-		r.Violations++
-		t.Errorf("the refused instance left its embedded-NATS registration behind (%d, %v)", n, err)
-	}
-
-	// instance 0 continued: the same queue, it sells again
-	c.inst[0].proc.signal(syscall.SIGCONT)
-	stoppedFor := time.Since(stoppedAt)
-	continuedAt := time.Now()
-	var readyIn time.Duration
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		if st, _ := c.readyz(0); st == http.StatusOK {
-			readyIn = time.Since(continuedAt)
-			break
-		}
-		if time.Now().After(deadline) {
-			st, body := c.readyz(0)
-			t.Fatalf("instance 0 not ready 30 s after SIGCONT: %d %s\n%s", st, body, logTail(c.inst[0].log, 20))
-		}
-	}
-	u := int64(900001)
-	st, ans := c.probeBuy(0, u, s.items[0], s.id)
-	for retryUntil := time.Now().Add(15 * time.Second); (st == http.StatusServiceUnavailable || st == 0) && time.Now().Before(retryUntil); {
-		time.Sleep(300 * time.Millisecond)
-		u++
-		st, ans = c.probeBuy(0, u, s.items[0], s.id)
-	}
-	if st == http.StatusAccepted {
-		l.mu.Lock()
-		l.acked[ans.str("orderId")] = u
-		l.ackedAt[ans.str("orderId")] = time.Now()
-		l.mu.Unlock()
-	} else {
-		r.Violations++
-		t.Errorf("a purchase on instance 0 once continued: %d %s, want 202", st, ans.raw)
-	}
-	r.Faults = fmt.Sprintf("instance 0 SIGSTOP for %.1f s mid-rush; an instance with an embedded NATS started on the same Redis %.1f s into it; SIGCONT",
-		stoppedFor.Seconds(), 7.0)
-	<-done
-	last := c.waveBuys(t, r, l, s, shoppersFor(s, 100001, 300), "the last wave")
-	c.instancesAlive(t, r, "during the scenario")
-	c.finish(t, r, l, s)
-	r.Note = fmt.Sprintf("the embedded instance: %q (exit %d); instance 0 ready %.1f s after SIGCONT and sold (202); last wave %d answered 202; ",
-		refusal, p.state.ExitCode(), readyIn.Seconds(), last) + r.Note
 }

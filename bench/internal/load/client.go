@@ -186,43 +186,89 @@ func (rc *rawConn) Recv() (int, []byte, error) {
 	return status, rc.body, nil
 }
 
+// readResponse reads one answer into rc.body: its status line (past any 1xx), its headers and
+// its body as they frame it; a Connection: close answer, or one whose body runs to the end,
+// closes the connection.
 func (rc *rawConn) readResponse() (int, error) {
-	var status int
+	status, err := rc.readStatus()
+	if err != nil {
+		return 0, err
+	}
+	length, chunked, closing, err := rc.readHeaders()
+	if err != nil {
+		return 0, err
+	}
+	rc.body = rc.body[:0]
+	switch {
+	case status == 204 || status == 304:
+	case chunked:
+		err = rc.readChunked()
+	case length >= 0:
+		rc.body = grow(rc.body, length)
+		_, err = io.ReadFull(rc.br, rc.body)
+	default: // no length: the body runs to the end of the connection
+		err = rc.readToEnd()
+		closing = true
+	}
+	if err != nil {
+		return 0, err
+	}
+	if closing {
+		rc.Close()
+	}
+	return status, nil
+}
+
+// readStatus reads status lines until a final one (>= 200), skipping the headers of any 1xx.
+func (rc *rawConn) readStatus() (int, error) {
 	for {
 		line, err := rc.br.ReadSlice('\n')
 		if err != nil {
 			return 0, err
 		}
-		if len(line) < 12 || !bytes.HasPrefix(line, []byte("HTTP/1.")) {
+		status, ok := parseStatus(line)
+		if !ok {
 			return 0, errProtocol
 		}
-		s := line[9:12]
-		if s[0] < '0' || s[0] > '9' || s[1] < '0' || s[1] > '9' || s[2] < '0' || s[2] > '9' {
-			return 0, errProtocol
-		}
-		status = int(s[0]-'0')*100 + int(s[1]-'0')*10 + int(s[2]-'0')
 		if status >= 200 {
-			break
+			return status, nil
 		}
 		// 1xx: skip its headers, the real answer follows
 		if err := rc.skipHeaders(); err != nil {
 			return 0, err
 		}
 	}
-	length, chunked, closing := -1, false, false
+}
+
+// parseStatus reads the code of a status line "HTTP/1.x NNN ...".
+func parseStatus(line []byte) (int, bool) {
+	if len(line) < 12 || string(line[:7]) != "HTTP/1." {
+		return 0, false
+	}
+	d0, d1, d2 := line[9]-'0', line[10]-'0', line[11]-'0' // a byte below '0' wraps past 9
+	if d0 > 9 || d1 > 9 || d2 > 9 {
+		return 0, false
+	}
+	return int(d0)*100 + int(d1)*10 + int(d2), true
+}
+
+// readHeaders reads the header lines up to the blank one and keeps the three that frame the
+// body: Content-Length (-1 if absent), chunked Transfer-Encoding and Connection: close.
+func (rc *rawConn) readHeaders() (length int, chunked, closing bool, err error) {
+	length = -1
 	for {
 		line, err := rc.br.ReadSlice('\n')
 		if err != nil {
-			return 0, err
+			return 0, false, false, err
 		}
 		if len(line) <= 2 {
-			break
+			return length, chunked, closing, nil
 		}
 		switch {
 		case hasPrefixFold(line, "content-length:"):
 			n, ok := parseUint(bytes.TrimSpace(line[len("content-length:"):]))
 			if !ok {
-				return 0, errProtocol
+				return 0, false, false, errProtocol
 			}
 			length = n
 		case hasPrefixFold(line, "transfer-encoding:"):
@@ -231,55 +277,45 @@ func (rc *rawConn) readResponse() (int, error) {
 			closing = bytes.Contains(bytes.ToLower(line), []byte("close"))
 		}
 	}
-	rc.body = rc.body[:0]
-	switch {
-	case status == 204 || status == 304:
-	case chunked:
-		for {
-			line, err := rc.br.ReadSlice('\n')
-			if err != nil {
-				return 0, err
-			}
-			line = bytes.TrimSpace(line)
-			if i := bytes.IndexByte(line, ';'); i >= 0 {
-				line = line[:i]
-			}
-			n, err := strconv.ParseUint(string(line), 16, 32)
-			if err != nil {
-				return 0, errProtocol
-			}
-			if n == 0 {
-				if err := rc.skipHeaders(); err != nil { // trailers
-					return 0, err
-				}
-				break
-			}
-			start := len(rc.body)
-			rc.body = grow(rc.body, int(n))
-			if _, err := io.ReadFull(rc.br, rc.body[start:]); err != nil {
-				return 0, err
-			}
-			if _, err := rc.br.Discard(2); err != nil {
-				return 0, err
-			}
-		}
-	case length >= 0:
-		rc.body = grow(rc.body, length)
-		if _, err := io.ReadFull(rc.br, rc.body); err != nil {
-			return 0, err
-		}
-	default: // no length: the body runs to the end of the connection
-		b, err := io.ReadAll(rc.br)
+}
+
+// readChunked appends a chunked body to rc.body, chunk by chunk, and skips its trailers.
+func (rc *rawConn) readChunked() error {
+	for {
+		line, err := rc.br.ReadSlice('\n')
 		if err != nil {
-			return 0, err
+			return err
 		}
-		rc.body = append(rc.body, b...)
-		closing = true
+		line = bytes.TrimSpace(line)
+		if i := bytes.IndexByte(line, ';'); i >= 0 {
+			line = line[:i]
+		}
+		n, err := strconv.ParseUint(string(line), 16, 32)
+		if err != nil {
+			return errProtocol
+		}
+		if n == 0 {
+			return rc.skipHeaders() // trailers
+		}
+		start := len(rc.body)
+		rc.body = grow(rc.body, int(n))
+		if _, err := io.ReadFull(rc.br, rc.body[start:]); err != nil {
+			return err
+		}
+		if _, err := rc.br.Discard(2); err != nil {
+			return err
+		}
 	}
-	if closing {
-		rc.Close()
+}
+
+// readToEnd appends everything up to the end of the connection to rc.body.
+func (rc *rawConn) readToEnd() error {
+	b, err := io.ReadAll(rc.br)
+	if err != nil {
+		return err
 	}
-	return status, nil
+	rc.body = append(rc.body, b...)
+	return nil
 }
 
 func (rc *rawConn) skipHeaders() error {

@@ -71,32 +71,36 @@ func TestLoopbackOnly(t *testing.T) {
 	}
 }
 
+// rawConnHandler answers TestRawConn's requests: /echo (202 with the token and the body),
+// /chunked (two flushed halves), /empty (204) and /close (410 with Connection: close).
+func rawConnHandler(w http.ResponseWriter, r *http.Request) {
+	if got := r.Header.Get("X-Purchase-Token"); r.URL.Path == "/echo" && got != "tok" {
+		http.Error(w, "missing token "+got, 400)
+		return
+	}
+	switch r.URL.Path {
+	case "/echo":
+		b := make([]byte, r.ContentLength)
+		r.Body.Read(b)
+		w.WriteHeader(202)
+		w.Write([]byte(`{"orderId":"` + r.Header.Get("Authorization") + `","body":` + string(b) + `}`))
+	case "/chunked":
+		w.Write([]byte(strings.Repeat("a", 5000)))
+		w.(http.Flusher).Flush()
+		w.Write([]byte(strings.Repeat("b", 5000)))
+	case "/empty":
+		w.WriteHeader(204)
+	case "/close":
+		w.Header().Set("Connection", "close")
+		w.WriteHeader(410)
+		w.Write([]byte(`{"error":"SOLD_OUT"}`))
+	}
+}
+
 // TestRawConn checks the lean client against net/http's server: Content-Length, chunked
 // bodies, an empty 204, keep-alive across requests and Connection: close.
 func TestRawConn(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if got := r.Header.Get("X-Purchase-Token"); r.URL.Path == "/echo" && got != "tok" {
-			http.Error(w, "missing token "+got, 400)
-			return
-		}
-		switch r.URL.Path {
-		case "/echo":
-			b := make([]byte, r.ContentLength)
-			r.Body.Read(b)
-			w.WriteHeader(202)
-			w.Write([]byte(`{"orderId":"` + r.Header.Get("Authorization") + `","body":` + string(b) + `}`))
-		case "/chunked":
-			w.Write([]byte(strings.Repeat("a", 5000)))
-			w.(http.Flusher).Flush()
-			w.Write([]byte(strings.Repeat("b", 5000)))
-		case "/empty":
-			w.WriteHeader(204)
-		case "/close":
-			w.Header().Set("Connection", "close")
-			w.WriteHeader(410)
-			w.Write([]byte(`{"error":"SOLD_OUT"}`))
-		}
-	}))
+	srv := httptest.NewServer(http.HandlerFunc(rawConnHandler))
 	defer srv.Close()
 	addr := strings.TrimPrefix(srv.URL, "http://")
 	c := &rawConn{addr: addr}
@@ -157,6 +161,28 @@ func TestClassOf(t *testing.T) {
 	for _, c := range []Class{Class425, Class429, Class4xx, Class5xx, ClassTimeout, ClassNetErr} {
 		if !IsError(c) {
 			t.Errorf("IsError(%s) = false", ClassNames[c])
+		}
+	}
+}
+
+func TestParseStatus(t *testing.T) {
+	tests := []struct {
+		line string
+		want int
+		ok   bool
+	}{
+		{"HTTP/1.1 202 Accepted\r\n", 202, true},
+		{"HTTP/1.0 100 Continue\r\n", 100, true},
+		{"HTTP/1.1 999\r\n", 999, true},
+		{"HTTP/1.1 20\r\n", 0, false},
+		{"HTTP/2.0 200 OK\r\n", 0, false},
+		{"HTTP/1.1 2/0 OK\r\n", 0, false},
+		{"HTTP/1.1 20: OK\r\n", 0, false},
+		{"http/1.1 200 OK\r\n", 0, false},
+	}
+	for _, tt := range tests {
+		if got, ok := parseStatus([]byte(tt.line)); got != tt.want || ok != tt.ok {
+			t.Errorf("parseStatus(%q) = %d, %v; want %d, %v", tt.line, got, ok, tt.want, tt.ok)
 		}
 	}
 }

@@ -145,28 +145,42 @@ func (p *Pool) Run(ctx context.Context, ph *Phase, prog *Progress) *Stats {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			wk, q := work, queue
-			for wk != nil || q != nil {
-				var i int
-				var ok bool
-				select {
-				case i, ok = <-wk:
-					if !ok {
-						wk = nil
-						continue
-					}
-				case i, ok = <-q:
-					if !ok {
-						q = nil
-						continue
-					}
-				}
-				p.serve(w, s, ph, i, hard)
-			}
+			p.work(w, s, ph, work, queue, hard)
 		}()
 	}
+	release(ctx, ph, s, work, queue)
+	close(work)
+	close(queue)
+	wg.Wait()
+	return s
+}
 
-	// the scheduler
+// work is one worker's loop: it serves arrivals handed to it directly or queued late, until
+// both channels are closed and drained.
+func (p *Pool) work(w *Worker, s *Stats, ph *Phase, work, queue chan int, hard time.Time) {
+	wk, q := work, queue
+	for wk != nil || q != nil {
+		var i int
+		var ok bool
+		select {
+		case i, ok = <-wk:
+			if !ok {
+				wk = nil
+				continue
+			}
+		case i, ok = <-q:
+			if !ok {
+				q = nil
+				continue
+			}
+		}
+		p.serve(w, s, ph, i, hard)
+	}
+}
+
+// release is the scheduler: it hands each arrival, at its time, to a waiting worker, or else
+// queues it late (or drops it, with DropLate), until the offsets run out or ctx ends.
+func release(ctx context.Context, ph *Phase, s *Stats, work, queue chan int) {
 	for i, off := range ph.Offsets {
 		if d := off - time.Since(ph.Base); d > 50*time.Millisecond {
 			select { // a long wait (the rush's countdown): stay interruptible
@@ -197,10 +211,6 @@ func (p *Pool) Run(ctx context.Context, ph *Phase, prog *Progress) *Stats {
 			queue <- i
 		}
 	}
-	close(work)
-	close(queue)
-	wg.Wait()
-	return s
 }
 
 func (p *Pool) serve(w *Worker, s *Stats, ph *Phase, i int, hard time.Time) {

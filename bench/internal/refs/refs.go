@@ -83,40 +83,15 @@ func IsChild() bool { return os.Getenv(ChildEnv) == "1" }
 
 // Serve runs "ref-gin" or "ref-redis" with its flags until ctx is done (SIGINT or SIGTERM).
 func Serve(ctx context.Context, name string, args []string, stderr io.Writer) error {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	addr := fs.String("addr", "127.0.0.1:0", "listen address (loopback only)")
-	redisURL := fs.String("redis-url", cmp.Or(os.Getenv("FLASHSALE_REDIS_URL"), target.DefaultRedisURL), "Redis (ref-redis)")
-	if err := fs.Parse(args); err != nil {
+	addr, redisURL, err := serveFlags(name, args, stderr)
+	if err != nil {
 		return err
 	}
-	host, _, err := net.SplitHostPort(*addr)
-	if err != nil || !load.IsLoopbackHost(host) {
-		return fmt.Errorf("%s: -addr %q: only a loopback address is allowed", name, *addr)
+	r, cleanup, err := router(ctx, name, redisURL)
+	if err != nil {
+		return err
 	}
-	gin.SetMode(gin.ReleaseMode)
-	r := gin.New()
-	r.GET("/readyz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ready"}) })
-	r.POST("/api/flash-sales/:saleId/purchase-token", func(c *gin.Context) {
-		c.JSON(http.StatusOK, gin.H{"purchaseToken": Token, "expiresAt": time.Now().Add(30 * time.Second).UTC().Format(time.RFC3339Nano)})
-	})
-	var cleanup func()
-	switch name {
-	case Gin:
-		r.POST("/api/flash-sales/items/:itemId/purchase", func(c *gin.Context) {
-			c.JSON(http.StatusGone, gin.H{"error": "SOLD_OUT", "message": "sold out: every unit has been taken"})
-		})
-	case Redis:
-		h, err := newRefReserve(ctx, *redisURL)
-		if err != nil {
-			return err
-		}
-		cleanup = h.close
-		r.POST("/api/flash-sales/items/:itemId/purchase", h.purchase)
-	default:
-		return fmt.Errorf("unknown reference server %q", name)
-	}
-	ln, err := net.Listen("tcp", *addr)
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
 	}
@@ -127,8 +102,62 @@ func Serve(ctx context.Context, name string, args []string, stderr io.Writer) er
 			return fmt.Errorf("%s: %s: %w", name, PprofEnv, err)
 		}
 	}
+	err = serveUntil(ctx, srv, ln)
+	if cleanup != nil {
+		cleanup()
+	}
+	return err
+}
+
+// serveFlags parses a reference server's flags: its listen address, which must be loopback,
+// and ref-redis's Redis.
+func serveFlags(name string, args []string, stderr io.Writer) (addr, redisURL string, err error) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	a := fs.String("addr", "127.0.0.1:0", "listen address (loopback only)")
+	ru := fs.String("redis-url", cmp.Or(os.Getenv("FLASHSALE_REDIS_URL"), target.DefaultRedisURL), "Redis (ref-redis)")
+	if err := fs.Parse(args); err != nil {
+		return "", "", err
+	}
+	host, _, err := net.SplitHostPort(*a)
+	if err != nil || !load.IsLoopbackHost(host) {
+		return "", "", fmt.Errorf("%s: -addr %q: only a loopback address is allowed", name, *a)
+	}
+	return *a, *ru, nil
+}
+
+// router is the reference's routes: readiness, a constant purchase token, and the purchase
+// (ref-gin: always sold out; ref-redis: a reservation in Redis, whose client cleanup closes).
+func router(ctx context.Context, name, redisURL string) (r *gin.Engine, cleanup func(), err error) {
+	gin.SetMode(gin.ReleaseMode)
+	r = gin.New()
+	r.GET("/readyz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ready"}) })
+	r.POST("/api/flash-sales/:saleId/purchase-token", func(c *gin.Context) {
+		c.JSON(http.StatusOK, gin.H{"purchaseToken": Token, "expiresAt": time.Now().Add(30 * time.Second).UTC().Format(time.RFC3339Nano)})
+	})
+	switch name {
+	case Gin:
+		r.POST("/api/flash-sales/items/:itemId/purchase", func(c *gin.Context) {
+			c.JSON(http.StatusGone, gin.H{"error": "SOLD_OUT", "message": "sold out: every unit has been taken"})
+		})
+	case Redis:
+		h, err := newRefReserve(ctx, redisURL)
+		if err != nil {
+			return nil, nil, err
+		}
+		cleanup = h.close
+		r.POST("/api/flash-sales/items/:itemId/purchase", h.purchase)
+	default:
+		return nil, nil, fmt.Errorf("unknown reference server %q", name)
+	}
+	return r, cleanup, nil
+}
+
+// serveUntil serves on ln until the server fails or ctx is done, then shuts it down within 2 s.
+func serveUntil(ctx context.Context, srv *http.Server, ln net.Listener) error {
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
+	var err error
 	select {
 	case err = <-errc:
 	case <-ctx.Done():
@@ -136,9 +165,6 @@ func Serve(ctx context.Context, name string, args []string, stderr io.Writer) er
 		srv.Shutdown(sctx)
 		cancel()
 		err = nil
-	}
-	if cleanup != nil {
-		cleanup()
 	}
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil

@@ -86,9 +86,10 @@ func TestCompareMetrics(t *testing.T) {
 	}
 }
 
-// TestBuild measures a small phase of purchases against a stand-in server (every other one
-// accepted, the rest SOLD_OUT, one 500) and checks the report adds up.
-func TestBuild(t *testing.T) {
+// standInPhase measures a phase of purchases against a stand-in server that answers the
+// first one 500, then alternately 202 and SOLD_OUT, and builds its report.
+func standInPhase(t *testing.T, arrivals int) PhaseReport {
+	t.Helper()
 	var n int
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n++
@@ -110,12 +111,18 @@ func TestBuild(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	const arrivals = 20
 	users := tokens.Of(make([]string, arrivals)...)
 	ph := &load.Phase{Name: "buy", Base: time.Now(), Offsets: load.Schedule(arrivals, 100*time.Millisecond, "uniform", 1), Deadline: 10 * time.Second,
 		Do: load.PurchaseOnly(users, tokens.Of("tok"), load.PurchasePath(8))}
 	st := pool.Run(context.Background(), ph, nil)
-	p := Build("buy", "flashsale", st, arrivals, 200, 100*time.Millisecond, 0.01)
+	return Build("buy", "flashsale", st, arrivals, 200, 100*time.Millisecond, 0.01)
+}
+
+// TestBuild measures a small phase of purchases against a stand-in server (every other one
+// accepted, the rest SOLD_OUT, one 500) and checks the report adds up.
+func TestBuild(t *testing.T) {
+	const arrivals = 20
+	p := standInPhase(t, arrivals)
 	if got := p.Outcome("purchase", "202").Count; got != 10 {
 		t.Errorf("purchase 202: %d, want 10", got)
 	}

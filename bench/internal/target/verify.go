@@ -130,55 +130,76 @@ func Verify(ctx context.Context, b *Backends, a *API, sales []*Sale, drainTimeou
 		rep.Violations = append(rep.Violations, "drain: "+derr.Error())
 	}
 	for _, s := range sales {
-		acked := s.Acked
-		if len(acked) > ackChunk {
-			acked = nil // checked below in chunks
-		}
-		for _, err := range invariants.Check(ctx, b.DB, b.Redis, s.SaleID, acked) {
-			rep.Violations = append(rep.Violations, fmt.Sprintf("sale %d: %v", s.SaleID, err))
-		}
-		if len(s.Acked) > ackChunk {
-			missing := 0
-			for i := 0; i < len(s.Acked); i += ackChunk {
-				chunk := s.Acked[i:min(i+ackChunk, len(s.Acked))]
-				have, err := b.DB.ExistingOrders(ctx, chunk)
-				if err != nil {
-					rep.Violations = append(rep.Violations, fmt.Sprintf("sale %d: %v", s.SaleID, err))
-					break
-				}
-				missing += len(chunk) - len(have)
-			}
-			if missing > 0 {
-				rep.Violations = append(rep.Violations, fmt.Sprintf("sale %d: acknowledged means durable: %d of %d acknowledged orders are not in postgres", s.SaleID, missing, len(s.Acked)))
-			}
-		}
-		items, err := a.AdminStock(ctx, s.SaleID)
-		if err != nil {
-			rep.Violations = append(rep.Violations, fmt.Sprintf("sale %d: merchant view: %v", s.SaleID, err))
-			continue
-		}
-		var live int64
-		for _, it := range items {
-			live += it.Pending + it.Paid
-			if !it.Reconciled {
-				rep.Violations = append(rep.Violations, fmt.Sprintf("sale %d item %s: merchant view: not reconciled (displayed %d, pending %d, paid %d, in flight %d, quantity %d)",
-					s.SaleID, it.ItemID, it.Displayed, it.Pending, it.Paid, it.InFlight, it.Quantity))
-			}
-			if it.InFlight != 0 {
-				rep.Violations = append(rep.Violations, fmt.Sprintf("sale %d item %s: merchant view: %d reservations in flight after the drain", s.SaleID, it.ItemID, it.InFlight))
-			}
-			if want := it.Quantity - it.Pending - it.Paid; it.Displayed != want {
-				rep.Violations = append(rep.Violations, fmt.Sprintf("sale %d item %s: merchant view: displayed %d, want quantity - live = %d", s.SaleID, it.ItemID, it.Displayed, want))
-			}
-		}
-		// Orders a timed-out request created are live but unknown to the tool: more is possible,
-		// fewer is a lost acknowledged order.
-		if live < int64(len(s.Acked)) {
-			rep.Violations = append(rep.Violations, fmt.Sprintf("sale %d: merchant view: %d live orders, but %d were answered 202", s.SaleID, live, len(s.Acked)))
-		}
+		rep.Violations = append(rep.Violations, checkSale(ctx, b, a, s)...)
 	}
 	rep.OK = len(rep.Violations) == 0
 	return rep
+}
+
+// checkSale returns one sale's violations: of pipeline.Invariants, of "acknowledged means
+// durable" (in chunks when there are many acknowledged orders) and of the merchant's view.
+func checkSale(ctx context.Context, b *Backends, a *API, s *Sale) []string {
+	var v []string
+	acked := s.Acked
+	if len(acked) > ackChunk {
+		acked = nil // checked below in chunks
+	}
+	for _, err := range invariants.Check(ctx, b.DB, b.Redis, s.SaleID, acked) {
+		v = append(v, fmt.Sprintf("sale %d: %v", s.SaleID, err))
+	}
+	if len(s.Acked) > ackChunk {
+		v = append(v, checkAckedChunks(ctx, b, s)...)
+	}
+	items, err := a.AdminStock(ctx, s.SaleID)
+	if err != nil {
+		return append(v, fmt.Sprintf("sale %d: merchant view: %v", s.SaleID, err))
+	}
+	return append(v, checkMerchantView(s, items)...)
+}
+
+// checkAckedChunks checks that every acknowledged order of s is in Postgres, ackChunk ids a query.
+func checkAckedChunks(ctx context.Context, b *Backends, s *Sale) []string {
+	var v []string
+	missing := 0
+	for i := 0; i < len(s.Acked); i += ackChunk {
+		chunk := s.Acked[i:min(i+ackChunk, len(s.Acked))]
+		have, err := b.DB.ExistingOrders(ctx, chunk)
+		if err != nil {
+			v = append(v, fmt.Sprintf("sale %d: %v", s.SaleID, err))
+			break
+		}
+		missing += len(chunk) - len(have)
+	}
+	if missing > 0 {
+		v = append(v, fmt.Sprintf("sale %d: acknowledged means durable: %d of %d acknowledged orders are not in postgres", s.SaleID, missing, len(s.Acked)))
+	}
+	return v
+}
+
+// checkMerchantView checks the merchant's stock view after the drain: every item reconciled,
+// nothing in flight, displayed = quantity - live, and at least as many live orders as 202s.
+func checkMerchantView(s *Sale, items []AdminItem) []string {
+	var v []string
+	var live int64
+	for _, it := range items {
+		live += it.Pending + it.Paid
+		if !it.Reconciled {
+			v = append(v, fmt.Sprintf("sale %d item %s: merchant view: not reconciled (displayed %d, pending %d, paid %d, in flight %d, quantity %d)",
+				s.SaleID, it.ItemID, it.Displayed, it.Pending, it.Paid, it.InFlight, it.Quantity))
+		}
+		if it.InFlight != 0 {
+			v = append(v, fmt.Sprintf("sale %d item %s: merchant view: %d reservations in flight after the drain", s.SaleID, it.ItemID, it.InFlight))
+		}
+		if want := it.Quantity - it.Pending - it.Paid; it.Displayed != want {
+			v = append(v, fmt.Sprintf("sale %d item %s: merchant view: displayed %d, want quantity - live = %d", s.SaleID, it.ItemID, it.Displayed, want))
+		}
+	}
+	// Orders a timed-out request created are live but unknown to the tool: more is possible,
+	// fewer is a lost acknowledged order.
+	if live < int64(len(s.Acked)) {
+		v = append(v, fmt.Sprintf("sale %d: merchant view: %d live orders, but %d were answered 202", s.SaleID, live, len(s.Acked)))
+	}
+	return v
 }
 
 // PersistWatch follows a phase's accepted orders into Postgres: the backlog (accepted, not yet
@@ -202,27 +223,31 @@ type PersistWatch struct {
 	phaseDone   chan struct{}
 	done        chan struct{}
 	unaccounted int64 // Persisted beyond what was answered 202 (timeouts that were accepted)
+
+	// the loop's own, unguarded
+	last   int64         // the persisted count at the last sample (-1 before the first)
+	grewAt time.Duration // when the persisted count last grew: once every accepted order is
+	// in, that is when the last one arrived, even if the phase (the crowd) was still running
 }
 
 // WatchPersistence starts following sale's orders from time zero base; accepted reads the
 // phase's 202 count as it goes.
 func WatchPersistence(ctx context.Context, b *Backends, a *API, sale *Sale, base time.Time, accepted func() int64, timeout time.Duration) *PersistWatch {
 	w := &PersistWatch{b: b, a: a, sale: sale, base: base, accepted: accepted, firstAt: -1, allAt: -1,
-		phaseDone: make(chan struct{}), done: make(chan struct{})}
+		phaseDone: make(chan struct{}), done: make(chan struct{}), last: -1}
 	w.sold0, _, w.err = b.Persisted(ctx, sale)
 	go w.loop(ctx, timeout)
 	return w
 }
 
+// loop samples every 20 ms until, after the phase, every accepted order is written and none is
+// in flight, or the timeout passes, or a query fails, or ctx ends.
 func (w *PersistWatch) loop(ctx context.Context, timeout time.Duration) {
 	defer close(w.done)
 	if w.err != nil {
 		return
 	}
 	var deadline time.Time
-	var grewAt time.Duration // when the persisted count last grew: once every accepted order is
-	// in, that is when the last one arrived, even if the phase (the crowd) was still running
-	var last int64 = -1
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for i := 0; ; i++ {
@@ -241,40 +266,14 @@ func (w *PersistWatch) loop(ctx context.Context, timeout time.Duration) {
 		default:
 		}
 		if i%25 == 0 { // the gauge moves every keeper pass (2 s): twice a second is plenty
-			if m, err := w.a.Scrape(ctx); err == nil {
-				w.mu.Lock()
-				w.gaugePeak = max(w.gaugePeak, m["flashsale_queue_backlog_messages"])
-				w.mu.Unlock()
-			}
+			w.scrapeGauge(ctx)
 		}
-		sold, _, err := w.b.Persisted(ctx, w.sale)
-		now := time.Since(w.base)
-		acc := w.accepted()
-		w.mu.Lock()
-		if err != nil {
-			w.err = err
-			w.mu.Unlock()
+		p, acc, ok := w.sample(ctx)
+		if !ok {
 			return
 		}
-		p := sold - w.sold0
-		if p != last {
-			last, grewAt = p, now
-		}
-		w.persisted = p
-		w.peak = max(w.peak, acc-p)
-		if p > 0 && w.firstAt < 0 {
-			w.firstAt = now
-		}
-		w.mu.Unlock()
-		if ended && p >= acc {
-			_, flight, err := w.b.Persisted(ctx, w.sale)
-			if err == nil && flight == 0 {
-				w.mu.Lock()
-				w.allAt = grewAt
-				w.unaccounted = p - acc
-				w.mu.Unlock()
-				return
-			}
+		if ended && p >= acc && w.allIn(ctx, p, acc) {
+			return
 		}
 		if ended && time.Now().After(deadline) {
 			w.mu.Lock()
@@ -283,6 +282,53 @@ func (w *PersistWatch) loop(ctx context.Context, timeout time.Duration) {
 			return
 		}
 	}
+}
+
+// scrapeGauge keeps the peak of the server's queue backlog gauge.
+func (w *PersistWatch) scrapeGauge(ctx context.Context) {
+	if m, err := w.a.Scrape(ctx); err == nil {
+		w.mu.Lock()
+		w.gaugePeak = max(w.gaugePeak, m["flashsale_queue_backlog_messages"])
+		w.mu.Unlock()
+	}
+}
+
+// sample reads the orders persisted so far (p) against the 202s so far (acc) and updates the
+// backlog's peak and the first and the last growth; false when the query failed (w.err).
+func (w *PersistWatch) sample(ctx context.Context) (p, acc int64, ok bool) {
+	sold, _, err := w.b.Persisted(ctx, w.sale)
+	now := time.Since(w.base)
+	acc = w.accepted()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err != nil {
+		w.err = err
+		return 0, 0, false
+	}
+	p = sold - w.sold0
+	if p != w.last {
+		w.last, w.grewAt = p, now
+	}
+	w.persisted = p
+	w.peak = max(w.peak, acc-p)
+	if p > 0 && w.firstAt < 0 {
+		w.firstAt = now
+	}
+	return p, acc, true
+}
+
+// allIn tells whether, with every accepted order persisted, none is still in flight; then the
+// last one was written when the count last grew.
+func (w *PersistWatch) allIn(ctx context.Context, p, acc int64) bool {
+	_, flight, err := w.b.Persisted(ctx, w.sale)
+	if err != nil || flight != 0 {
+		return false
+	}
+	w.mu.Lock()
+	w.allAt = w.grewAt
+	w.unaccounted = p - acc
+	w.mu.Unlock()
+	return true
 }
 
 // Persistence is what a PersistWatch saw.

@@ -43,10 +43,7 @@ func startClusterAfter(t *testing.T, localFirst bool, extra []string, env ...str
 	if _, err := testenv.PGBinDir("15"); err != nil {
 		t.Fatalf("%v", err)
 	}
-	bin := filepath.Join(t.TempDir(), "devenv")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build devenv: %v\n%s", err, out)
-	}
+	bin := buildDevenv(t)
 	data := filepath.Join(t.TempDir(), ".data")
 	if os.Geteuid() == 0 {
 		os.Chmod(filepath.Dir(data), 0o755) // the postgres OS user must reach it
@@ -61,14 +58,41 @@ func startClusterAfter(t *testing.T, localFirst bool, extra []string, env ...str
 		path:   filepath.Join(data, "cluster", "state.json"),
 	}
 	if localFirst {
-		local := []string{"-data", data, "-pg-port", strconv.Itoa(pgPort), "-pg-version", "15", "-db", "devdb",
-			"-redis-port", strconv.Itoa(testenv.FreePort(t))}
-		if out, err := exec.Command(bin, append(slices.Clone(local), "up")...).CombinedOutput(); err != nil {
-			t.Fatalf("devenv up (local set): %v\n%s", err, out)
-		}
-		t.Cleanup(func() { exec.Command(bin, append(local, "down")...).Run() })
-		rc.localFlags = local
+		rc.localFlags = upLocalSet(t, bin, data, pgPort)
 	}
+	rc.start(t, bin, env)
+	rc.waitState(t)
+	waitFor(t.Context(), 5*time.Second, func() bool { return strings.Contains(rc.out.String(), "serving on "+rc.base) })
+	return rc
+}
+
+// buildDevenv builds devenv into the test's temporary directory.
+func buildDevenv(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "devenv")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build devenv: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// upLocalSet brings the local set up on data and the Postgres port, stops it in the test's
+// cleanup, and returns its flags.
+func upLocalSet(t *testing.T, bin, data string, pgPort int) []string {
+	t.Helper()
+	local := []string{"-data", data, "-pg-port", strconv.Itoa(pgPort), "-pg-version", "15", "-db", "devdb",
+		"-redis-port", strconv.Itoa(testenv.FreePort(t))}
+	if out, err := exec.Command(bin, append(slices.Clone(local), "up")...).CombinedOutput(); err != nil {
+		t.Fatalf("devenv up (local set): %v\n%s", err, out)
+	}
+	t.Cleanup(func() { exec.Command(bin, append(local, "down")...).Run() })
+	return local
+}
+
+// start runs `devenv FLAGS up` with env added; the test's cleanup takes the set down unless it
+// has exited, and shows its output if the test failed.
+func (rc *runningCluster) start(t *testing.T, bin string, env []string) {
+	t.Helper()
 	rc.cmd = exec.Command(bin, append(slices.Clone(rc.flags), "up")...)
 	rc.cmd.Env = append(os.Environ(), env...)
 	rc.cmd.Stdout, rc.cmd.Stderr = rc.out, rc.out
@@ -91,12 +115,17 @@ func startClusterAfter(t *testing.T, localFirst bool, extra []string, env ...str
 			t.Logf("devenv output:\n%s", rc.out.String())
 		}
 	})
+}
+
+// waitState waits until the running devenv has written its state file (the set is up).
+func (rc *runningCluster) waitState(t *testing.T) {
+	t.Helper()
 	// builds (nats-server, flashsale) and six Redis nodes: on two cores shared with the other
 	// packages' tests this has taken two minutes
 	deadline := time.Now().Add(4 * time.Minute)
 	for {
 		if b, err := os.ReadFile(rc.path); err == nil && json.Unmarshal(b, &rc.state) == nil && rc.state.PID == rc.cmd.Process.Pid {
-			break
+			return
 		}
 		select {
 		case err := <-rc.exited:
@@ -108,8 +137,6 @@ func startClusterAfter(t *testing.T, localFirst bool, extra []string, env ...str
 			t.Fatalf("devenv up: no state after 4 minutes\n%s", rc.out.String())
 		}
 	}
-	waitFor(t.Context(), 5*time.Second, func() bool { return strings.Contains(rc.out.String(), "serving on "+rc.base) })
-	return rc
 }
 
 // checkRows checks the table: want rows of each kind, each with a live pid shown in the output.
@@ -188,34 +215,60 @@ func TestClusterSetUpBuyDown(t *testing.T) {
 		t.Errorf("env: %s", env)
 	}
 
-	// A shopper buys through nginx: login, purchase token, purchase, and the order is written.
-	c := &http.Client{Timeout: 15 * time.Second}
-	do := func(method, path, bearer string, body any, hdr ...string) (int, http.Header, map[string]any) {
-		t.Helper()
-		var rd io.Reader
-		if body != nil {
-			b, _ := json.Marshal(body)
-			rd = bytes.NewReader(b)
+	api := &apiClient{t: t, c: &http.Client{Timeout: 15 * time.Second}, base: base}
+	buyThroughNginx(t, api)
+	checkStockCached(t, api)
+
+	// down, from another process: the foreground devenv stops, and every process it listed.
+	rc.down(t)
+	for _, w := range []string{"nginx: stopped", "flashsale: instances stopped", "nats cluster: stopped", "redis cluster: stopped", "postgres: stopped"} {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("devenv up's output lacks %q", w)
 		}
-		req, _ := http.NewRequest(method, base+path, rd)
-		if body != nil {
-			req.Header.Set("Content-Type", "application/json")
-		}
-		if bearer != "" {
-			req.Header.Set("Authorization", "Bearer "+bearer)
-		}
-		for i := 0; i+1 < len(hdr); i += 2 {
-			req.Header.Set(hdr[i], hdr[i+1])
-		}
-		resp, err := c.Do(req)
-		if err != nil {
-			t.Fatalf("%s %s: %v", method, path, err)
-		}
-		defer resp.Body.Close()
-		var m map[string]any
-		json.NewDecoder(resp.Body).Decode(&m)
-		return resp.StatusCode, resp.Header, m
 	}
+}
+
+// apiClient calls the API through nginx for a test, failing it on a transport error.
+type apiClient struct {
+	t    *testing.T
+	c    *http.Client
+	base string
+}
+
+// do sends method path with the bearer token (if any), body as JSON (if any) and the header
+// pairs hdr, and returns the status, the headers and the JSON answer.
+func (a *apiClient) do(method, path, bearer string, body any, hdr ...string) (int, http.Header, map[string]any) {
+	a.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, a.base+path, rd)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+bearer)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := a.c.Do(req)
+	if err != nil {
+		a.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	var m map[string]any
+	json.NewDecoder(resp.Body).Decode(&m)
+	return resp.StatusCode, resp.Header, m
+}
+
+// buyThroughNginx: a shopper buys through nginx: login, purchase token, purchase, and the order
+// is written.
+func buyThroughNginx(t *testing.T, api *apiClient) {
+	t.Helper()
+	do := api.do
 	code, _, m := do("POST", "/api/auth/login", "", map[string]string{"username": "alice", "password": "alice-pass"})
 	token, _ := m["token"].(string)
 	if code != 200 || token == "" {
@@ -252,12 +305,16 @@ func TestClusterSetUpBuyDown(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
 
-	// The stock JSON carries X-Cache-Status, and a second request within its max-age=1 is a HIT.
+// checkStockCached: the stock JSON carries X-Cache-Status, and a second request within its
+// max-age=1 is a HIT.
+func checkStockCached(t *testing.T, api *apiClient) {
+	t.Helper()
 	hits := 0
 	for range 5 {
-		_, h1, m1 := do("GET", "/api/flash-sales/1/stock", "", nil)
-		_, h2, _ := do("GET", "/api/flash-sales/1/stock", "", nil)
+		_, h1, m1 := api.do("GET", "/api/flash-sales/1/stock", "", nil)
+		_, h2, _ := api.do("GET", "/api/flash-sales/1/stock", "", nil)
 		if h1.Get("X-Cache-Status") == "" || m1["items"] == nil {
 			t.Fatalf("stock JSON through nginx: no X-Cache-Status (%v) or no items (%v)", h1, m1)
 		}
@@ -267,14 +324,6 @@ func TestClusterSetUpBuyDown(t *testing.T) {
 	}
 	if hits == 0 {
 		t.Errorf("the stock JSON was never a cache HIT")
-	}
-
-	// down, from another process: the foreground devenv stops, and every process it listed.
-	rc.down(t)
-	for _, w := range []string{"nginx: stopped", "flashsale: instances stopped", "nats cluster: stopped", "redis cluster: stopped", "postgres: stopped"} {
-		if !strings.Contains(out.String(), w) {
-			t.Errorf("devenv up's output lacks %q", w)
-		}
 	}
 }
 

@@ -324,6 +324,23 @@ func with(s *set, argv []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "devenv:", err)
 		}
 	}()
+	if code := upUnlessInterrupted(s, sigs, stdout, stderr); code != 0 {
+		return code
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = s.environ()
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintln(stderr, "devenv:", err)
+		return 127
+	}
+	return exitStatus(waitForwarding(cmd, sigs), stderr)
+}
+
+// upUnlessInterrupted starts the set, a signal cancelling the start: 0 when it is up, 1 when
+// it failed, 130 when a signal came meanwhile.
+func upUnlessInterrupted(s *set, sigs chan os.Signal, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		select {
@@ -343,14 +360,12 @@ func with(s *set, argv []string, stdout, stderr io.Writer) int {
 		return 130
 	default:
 	}
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = s.environ()
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		fmt.Fprintln(stderr, "devenv:", err)
-		return 127
-	}
+	return 0
+}
+
+// waitForwarding waits for cmd, sending its process group SIGINT for each signal this process
+// gets meanwhile.
+func waitForwarding(cmd *exec.Cmd, sigs chan os.Signal) error {
 	done := make(chan struct{})
 	go func() {
 		for {
@@ -364,6 +379,12 @@ func with(s *set, argv []string, stdout, stderr io.Writer) int {
 	}()
 	err := cmd.Wait()
 	close(done)
+	return err
+}
+
+// exitStatus is the exit code for a command that ended with err: its own, or 128+N when
+// signal N killed it.
+func exitStatus(err error, stderr io.Writer) int {
 	if err == nil {
 		return 0
 	}

@@ -46,75 +46,21 @@ func TestLocalSetUpDown(t *testing.T) {
 		os.Chmod(filepath.Dir(data), 0o755)
 	}
 
-	if code, out := cmd("status"); code != 3 || !strings.Contains(out, "stopped") {
-		t.Fatalf("status before up: %d %q, want 3 and stopped", code, out)
-	}
-	code, out := cmd("up")
-	if code != 0 || !strings.Contains(out, "postgres: created the cluster") || !strings.Contains(out, "created database devdb") ||
-		!strings.Contains(out, "redis: ready on 127.0.0.1:"+strconv.Itoa(redisPort)) {
-		t.Fatalf("up: %d\n%s", code, out)
-	}
-	if code, out = cmd("up"); code != 0 || !strings.Contains(out, "redis: running (pid") || !strings.Contains(out, "postgres: running (pid") ||
-		strings.Contains(out, "created") {
-		t.Fatalf("up again: %d\n%s\nwant both running, nothing created", code, out)
-	}
-	if code, out = cmd("status"); code != 0 || strings.Count(out, "running (pid") != 2 {
-		t.Fatalf("status: %d %q", code, out)
-	}
+	checkUpTwice(t, cmd, redisPort)
 	_, env := cmd("env")
 	wantDSN := "postgres://postgres@127.0.0.1:" + strconv.Itoa(pgPort) + "/devdb?sslmode=disable"
 	if !strings.Contains(env, "FLASHSALE_DATABASE_URL='"+wantDSN+"'") {
 		t.Fatalf("env: %s", env)
 	}
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, wantDSN)
-	if err != nil {
-		t.Fatalf("connect to the database up created: %v", err)
-	}
-	var fsync string
-	conn.QueryRow(ctx, "SHOW fsync").Scan(&fsync)
-	conn.Close(ctx)
-	if fsync != "on" {
-		t.Errorf("fsync = %q, want on", fsync)
-	}
-	if err := testenv.RedisCommand("127.0.0.1:"+strconv.Itoa(redisPort), "PING"); err != nil {
-		t.Fatalf("redis: %v", err)
-	}
-
-	// Leftover test databases go; others stay.
+	checkLocalEngines(t, ctx, wantDSN, redisPort)
 	admin := "postgres://postgres@127.0.0.1:" + strconv.Itoa(pgPort) + "/postgres?sslmode=disable"
-	for _, db := range []string{"t_0123456789abcdef", "t_keep", "tkeep"} {
-		if _, err := testenv.CreateDatabase(ctx, admin, db); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if code, out = cmd("dropdbs"); code != 0 || !strings.Contains(out, "t_0123456789abcdef") || strings.Contains(out, "keep") {
-		t.Fatalf("dropdbs: %d %q", code, out)
-	}
-	for db, want := range map[string]bool{"t_0123456789abcdef": false, "t_keep": true, "tkeep": true, "devdb": true, "template0": true} {
-		created, err := testenv.CreateDatabase(ctx, admin, db)
-		if err != nil && db != "template0" {
-			t.Fatal(err)
-		}
-		if exists := !created; exists != want {
-			t.Errorf("after dropdbs, %s exists = %v, want %v", db, exists, want)
-		}
-	}
+	checkDropDBs(t, ctx, cmd, admin)
 
 	// kill -9 both: their pid files are stale; up starts them again on the same data.
-	for _, pidFile := range []string{filepath.Join(data, "redis", "redis.pid"), filepath.Join(data, "pg", "postmaster.pid")} {
-		b, err := os.ReadFile(pidFile)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pid, _ := strconv.Atoi(strings.SplitN(string(b), "\n", 2)[0])
-		syscall.Kill(pid, syscall.SIGKILL)
-		deadline := time.Now().Add(10 * time.Second)
-		for testenv.PIDAlive(pid) && time.Now().Before(deadline) {
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
-	if code, out = cmd("status"); code != 3 {
+	killLocalSet(t, data)
+	code, out := cmd("status")
+	if code != 3 {
 		t.Fatalf("status after kill -9: %d %q, want 3", code, out)
 	}
 	if code, out = cmd("up"); code != 0 || strings.Contains(out, "running") || strings.Contains(out, "created") {
@@ -132,6 +78,85 @@ func TestLocalSetUpDown(t *testing.T) {
 	}
 	if code, _ = cmd("status"); code != 3 {
 		t.Fatalf("status after down: %d, want 3", code)
+	}
+}
+
+// checkUpTwice: stopped before up; up creates the cluster, the database and Redis; up again
+// finds both running and creates nothing; status says both run.
+func checkUpTwice(t *testing.T, cmd func(verb ...string) (int, string), redisPort int) {
+	t.Helper()
+	if code, out := cmd("status"); code != 3 || !strings.Contains(out, "stopped") {
+		t.Fatalf("status before up: %d %q, want 3 and stopped", code, out)
+	}
+	code, out := cmd("up")
+	if code != 0 || !strings.Contains(out, "postgres: created the cluster") || !strings.Contains(out, "created database devdb") ||
+		!strings.Contains(out, "redis: ready on 127.0.0.1:"+strconv.Itoa(redisPort)) {
+		t.Fatalf("up: %d\n%s", code, out)
+	}
+	if code, out = cmd("up"); code != 0 || !strings.Contains(out, "redis: running (pid") || !strings.Contains(out, "postgres: running (pid") ||
+		strings.Contains(out, "created") {
+		t.Fatalf("up again: %d\n%s\nwant both running, nothing created", code, out)
+	}
+	if code, out = cmd("status"); code != 0 || strings.Count(out, "running (pid") != 2 {
+		t.Fatalf("status: %d %q", code, out)
+	}
+}
+
+// checkLocalEngines: the database up created runs with fsync on, and Redis answers.
+func checkLocalEngines(t *testing.T, ctx context.Context, dsn string, redisPort int) {
+	t.Helper()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatalf("connect to the database up created: %v", err)
+	}
+	var fsync string
+	conn.QueryRow(ctx, "SHOW fsync").Scan(&fsync)
+	conn.Close(ctx)
+	if fsync != "on" {
+		t.Errorf("fsync = %q, want on", fsync)
+	}
+	if err := testenv.RedisCommand("127.0.0.1:"+strconv.Itoa(redisPort), "PING"); err != nil {
+		t.Fatalf("redis: %v", err)
+	}
+}
+
+// checkDropDBs: leftover test databases go; others stay.
+func checkDropDBs(t *testing.T, ctx context.Context, cmd func(verb ...string) (int, string), admin string) {
+	t.Helper()
+	for _, db := range []string{"t_0123456789abcdef", "t_keep", "tkeep"} {
+		if _, err := testenv.CreateDatabase(ctx, admin, db); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if code, out := cmd("dropdbs"); code != 0 || !strings.Contains(out, "t_0123456789abcdef") || strings.Contains(out, "keep") {
+		t.Fatalf("dropdbs: %d %q", code, out)
+	}
+	for db, want := range map[string]bool{"t_0123456789abcdef": false, "t_keep": true, "tkeep": true, "devdb": true, "template0": true} {
+		created, err := testenv.CreateDatabase(ctx, admin, db)
+		if err != nil && db != "template0" {
+			t.Fatal(err)
+		}
+		if exists := !created; exists != want {
+			t.Errorf("after dropdbs, %s exists = %v, want %v", db, exists, want)
+		}
+	}
+}
+
+// killLocalSet kills Redis and Postgres with -9, leaving their pid files stale, and waits up to
+// 10 s each for them to be gone.
+func killLocalSet(t *testing.T, data string) {
+	t.Helper()
+	for _, pidFile := range []string{filepath.Join(data, "redis", "redis.pid"), filepath.Join(data, "pg", "postmaster.pid")} {
+		b, err := os.ReadFile(pidFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pid, _ := strconv.Atoi(strings.SplitN(string(b), "\n", 2)[0])
+		syscall.Kill(pid, syscall.SIGKILL)
+		deadline := time.Now().Add(10 * time.Second)
+		for testenv.PIDAlive(pid) && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
 	}
 }
 

@@ -308,41 +308,14 @@ func dockerCheck(stdout io.Writer) error {
 	if !bytes.Contains(df, []byte(dockerBuild)) {
 		return fmt.Errorf("docker-check: the Dockerfile no longer runs: %s", dockerBuild)
 	}
-	var ignored []string
-	if b, err := os.ReadFile(".dockerignore"); err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
-			l = strings.TrimSpace(l)
-			if l == "" || strings.HasPrefix(l, "#") {
-				continue
-			}
-			ignored = append(ignored, strings.TrimSuffix(strings.TrimPrefix(l, "/"), "/"))
-		}
-	}
 	tmp, err := os.MkdirTemp("", "docker-check-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(tmp)
 	src := filepath.Join(tmp, "src")
-	if err := os.Mkdir(src, 0o755); err != nil {
+	if err := copyBuildContext(src, dockerIgnored()); err != nil {
 		return err
-	}
-	entries, err := os.ReadDir(".")
-	if err != nil {
-		return err
-	}
-	cp := []string{"-a"}
-next:
-	for _, e := range entries {
-		for _, pat := range ignored {
-			if ok, _ := filepath.Match(pat, e.Name()); ok {
-				continue next
-			}
-		}
-		cp = append(cp, e.Name())
-	}
-	if out, err := exec.Command("cp", append(cp, src+"/")...).CombinedOutput(); err != nil {
-		return fmt.Errorf("docker-check: copy the build context: %v\n%s", err, out)
 	}
 	bin := filepath.Join(tmp, "flashsale")
 	build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, ".")
@@ -364,5 +337,46 @@ next:
 		return err
 	}
 	fmt.Fprintf(stdout, "docker-check: static binary built as in the Dockerfile (%.1f MiB)\n", float64(fi.Size())/(1<<20))
+	return nil
+}
+
+// dockerIgnored is the patterns of .dockerignore (none without one), without their slashes.
+func dockerIgnored() []string {
+	var ignored []string
+	if b, err := os.ReadFile(".dockerignore"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			l = strings.TrimSpace(l)
+			if l == "" || strings.HasPrefix(l, "#") {
+				continue
+			}
+			ignored = append(ignored, strings.TrimSuffix(strings.TrimPrefix(l, "/"), "/"))
+		}
+	}
+	return ignored
+}
+
+// copyBuildContext copies the working directory's top-level entries that no ignored pattern
+// matches into a new folder src (cp -a).
+func copyBuildContext(src string, ignored []string) error {
+	if err := os.Mkdir(src, 0o755); err != nil {
+		return err
+	}
+	entries, err := os.ReadDir(".")
+	if err != nil {
+		return err
+	}
+	cp := []string{"-a"}
+next:
+	for _, e := range entries {
+		for _, pat := range ignored {
+			if ok, _ := filepath.Match(pat, e.Name()); ok {
+				continue next
+			}
+		}
+		cp = append(cp, e.Name())
+	}
+	if out, err := exec.Command("cp", append(cp, src+"/")...).CombinedOutput(); err != nil {
+		return fmt.Errorf("docker-check: copy the build context: %v\n%s", err, out)
+	}
 	return nil
 }

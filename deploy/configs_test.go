@@ -1,0 +1,175 @@
+package deploy_test
+
+import (
+	"context"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/flashsale/flashsale/deploy"
+	"github.com/flashsale/flashsale/testenv"
+)
+
+// TestNginxConfigIsValid runs `nginx -t` on nginx/flashsale.conf with the compose names of the
+// upstream servers swapped for loopback addresses (they resolve only inside compose).
+func TestNginxConfigIsValid(t *testing.T) {
+	out, err := testenv.CheckNginx(testenv.NginxOptions{Dir: t.TempDir(),
+		Upstreams: []string{"127.0.0.1:18081", "127.0.0.1:18082", "127.0.0.1:18083"}})
+	if err != nil {
+		t.Fatalf("nginx -t: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "test is successful") {
+		t.Errorf("nginx -t: %s", out)
+	}
+}
+
+// The routes nginx caches cannot be driven past its cache: every cacheable location but the
+// static files is limited per client address (zone flashsale_read, keyed by the address), and
+// none keys its cache by the whole query string (a made-up argument would be a copy of its own);
+// the routes of the purchase path keep their own zone; everything else is not cached.
+func TestNginxLimitsTheCacheableReads(t *testing.T) {
+	conf := deploy.NginxConf
+	zone := regexp.MustCompile(`(?m)^limit_req_zone \$binary_remote_addr zone=flashsale_read:\S+ rate=(\d+)r/s;`).FindStringSubmatch(conf)
+	if zone == nil {
+		t.Fatal("nginx/flashsale.conf: no `limit_req_zone $binary_remote_addr zone=flashsale_read:... rate=N r/s`")
+	}
+	if n, _ := strconv.Atoi(zone[1]); n < 10 || n > 1000 {
+		t.Errorf("flashsale_read allows %s a second per address: want a shopper's polling and an office through (>= 10), a script not (<= 1000)", zone[1])
+	}
+	locations := regexp.MustCompile(`(?ms)^    location ([^{\n]+?) \{\n(.*?)^    \}`).FindAllStringSubmatch(conf, -1)
+	if len(locations) < 8 {
+		t.Fatalf("found %d location blocks, want the config's (at least 8)", len(locations))
+	}
+	// The public reads, by a path each: which location serves it is checked below.
+	reads := map[string]bool{"= /": false, "^~ /sales/": false, "~ ^/api/flash-sales/[0-9]+/stock$": false, "~ ^/api/flash-sales(/[0-9]+)?$": false}
+	for _, loc := range locations {
+		name, body := loc[1], loc[2]
+		if strings.HasPrefix(name, "@") {
+			continue
+		}
+		cached := !strings.Contains(body, "proxy_cache off;")
+		key := regexp.MustCompile(`proxy_cache_key ([^;]+);`).FindStringSubmatch(body)
+		limited := regexp.MustCompile(`limit_req zone=(\w+)`).FindStringSubmatch(body)
+		if _, ok := reads[name]; ok {
+			reads[name] = true
+			if !cached {
+				t.Errorf("location %s: a public read, not cached", name)
+			}
+			if limited == nil || limited[1] != "flashsale_read" {
+				t.Errorf("location %s: a cacheable read without `limit_req zone=flashsale_read`", name)
+			}
+			if key == nil || strings.Contains(key[1], "$request_uri") || strings.Contains(key[1], "$args") || strings.Contains(key[1], "$query_string") || strings.Contains(key[1], "$is_args") {
+				t.Errorf("location %s: cache key %v: want one naming only the arguments the route reads ($arg_…), not the whole query string", name, key)
+			}
+			continue
+		}
+		switch {
+		case name == "^~ /static/":
+			// the embedded files: a made-up path is a 404 from memory, no lookup
+		case !cached:
+		default:
+			t.Errorf("location %s: cached, but not one of the public reads this test knows: add it, limited, with its key", name)
+		}
+		if strings.Contains(name, "purchase") && (limited == nil || limited[1] != "flashsale_buy") {
+			t.Errorf("location %s: the purchase path without its own zone", name)
+		}
+	}
+	for name, seen := range reads {
+		if !seen {
+			t.Errorf("no location %s in nginx/flashsale.conf", name)
+		}
+	}
+}
+
+// TestNATSConfig reads nats/nats.conf as nats-server does (the same module flashsale embeds):
+// JetStream with fsync on every write, a cluster routed to every NATS service, clients
+// authenticated.
+func TestNATSConfig(t *testing.T) {
+	t.Setenv("NATS_SERVER_NAME", "nats-2")
+	t.Setenv("NATS_PASSWORD", "a-password")
+	opts, err := server.ProcessConfigFile("nats/nats.conf")
+	if err != nil {
+		t.Fatalf("nats/nats.conf: %v", err)
+	}
+	if opts.ServerName != "nats-2" || !opts.JetStream || !opts.SyncAlways || opts.StoreDir != "/data/jetstream" {
+		t.Errorf("nats.conf: server %q, JetStream %v, sync always %v, store %q", opts.ServerName, opts.JetStream, opts.SyncAlways, opts.StoreDir)
+	}
+	if opts.Username != "flashsale" || opts.Password != "a-password" {
+		t.Errorf("nats.conf: clients authenticate as %q/%q, want flashsale and $NATS_PASSWORD", opts.Username, opts.Password)
+	}
+	var routes []string
+	for _, r := range opts.Routes {
+		routes = append(routes, r.Hostname())
+	}
+	slices.Sort(routes)
+	if want := loadCompose(t).servicesNamed("nats-"); !slices.Equal(routes, want) || opts.Cluster.Name == "" {
+		t.Errorf("nats.conf: cluster %q routes %v, want every NATS service %v", opts.Cluster.Name, routes, want)
+	}
+}
+
+// TestRedisConfig starts redis-server with redis/redis.conf (on a free loopback port and a
+// temporary dir instead of compose's) and reads back the settings that matter.
+func TestRedisConfig(t *testing.T) {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Fatalf("redis-server not found (%v): run `make deps`", err)
+	}
+	conf, err := filepath.Abs("redis/redis.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	// The cluster bus gets a free port of its own: the default, port+10000, may be taken.
+	port, busPort := testenv.FreePort(t), testenv.FreePort(t)
+	cmd := exec.Command(bin, conf, "--port", strconv.Itoa(port), "--cluster-port", strconv.Itoa(busPort),
+		"--bind", "127.0.0.1", "--dir", dir, "--cluster-announce-hostname", "redis-1")
+	logf, err := os.Create(filepath.Join(dir, "redis.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := testenv.StartCmd(cmd); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	t.Cleanup(func() { cmd.Process.Kill(); <-exited })
+	rdb := redis.NewClient(&redis.Options{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), MaxRetries: -1})
+	defer rdb.Close()
+	ctx := context.Background()
+	deadline := time.Now().Add(15 * time.Second)
+	for rdb.Ping(ctx).Err() != nil {
+		select {
+		case <-exited:
+			deadline = time.Time{}
+		default:
+		}
+		if time.Now().After(deadline) {
+			log, _ := os.ReadFile(filepath.Join(dir, "redis.log"))
+			t.Fatalf("redis-server with redis/redis.conf does not answer:\n%s", log)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for k, want := range map[string]string{"appendonly": "yes", "appendfsync": "everysec", "maxmemory-policy": "noeviction",
+		"cluster-preferred-endpoint-type": "hostname", "cluster-announce-hostname": "redis-1", "cluster-require-full-coverage": "yes"} {
+		got, err := rdb.ConfigGet(ctx, k).Result()
+		if err != nil || got[k] != want {
+			t.Errorf("CONFIG GET %s: %v (%v), want %q", k, got, err, want)
+		}
+	}
+	info, err := rdb.Info(ctx, "cluster").Result()
+	if err != nil || !strings.Contains(info, "cluster_enabled:1") {
+		t.Errorf("INFO cluster: %q (%v), want cluster_enabled:1", info, err)
+	}
+}

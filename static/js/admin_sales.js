@@ -1,0 +1,251 @@
+// The merchant's sales on /admin, refreshed every 15 s: each one an entry with its status, times
+// and terms, its controls (admin_controls.js), and links to its live stock, live view, orders,
+// edit form and sale page. An entry is built once and then updated in place, so that a poll
+// never takes the focus, an open confirm step or a sentence away from the merchant.
+
+import { byTestId, setText, show, el, enc } from './dom.js';
+import { timeElement } from './time.js';
+import { api, errorText } from './api.js';
+import { makePoller, failed } from './poll.js';
+import { bindControls } from './admin_controls.js';
+import { loadedOf } from './admin_stock.js';
+
+function limitText(limit) {
+  return limit === 'per-item' ? 'one unit per shopper of each item' : 'one unit per shopper in the sale';
+}
+
+// formatWindow writes a payment window given in seconds: "10 min", "1 h 30 min", "45 s".
+function formatWindow(seconds) {
+  var s = Number(seconds);
+  if (!isFinite(s) || s <= 0) {
+    return '';
+  }
+  if (s % 60 !== 0) {
+    return s < 60 ? s + ' s' : Math.floor(s / 60) + ' min ' + (s % 60) + ' s';
+  }
+  var min = s / 60;
+  if (min < 60) {
+    return min + ' min';
+  }
+  return Math.floor(min / 60) + ' h' + (min % 60 ? ' ' + (min % 60) + ' min' : '');
+}
+
+// entryActions are an entry's buttons and links; it returns the Edit button.
+function entryActions(L, id, li) {
+  var page = L.page;
+  var actions = el('div', { class: 'admin-sale-actions' });
+  var pick = el('button', { type: 'button', class: 'button button-small', 'data-testid': 'show-stock', 'data-sale-id': id }, 'Live stock');
+  pick.setAttribute('aria-pressed', 'false');
+  pick.setAttribute('aria-controls', 'stock-panel');
+  pick.addEventListener('click', function () {
+    var selected = page.stock.selected();
+    if (selected && selected.id === id) {
+      page.stock.close();
+      return;
+    }
+    var s = L.byId[id];
+    page.stock.select(id, s && s.name ? s.name : 'sale ' + id, s || null);
+  });
+  actions.appendChild(pick);
+  actions.appendChild(el('a', { href: '/admin/sales/' + enc(id), class: 'button button-small button-secondary', 'data-testid': 'open-live' }, 'Live view'));
+  actions.appendChild(el('a', { href: '/admin/sales/' + enc(id) + '/orders', class: 'button button-small button-secondary', 'data-testid': 'open-orders' }, 'Orders'));
+  var edit = el('button', { type: 'button', class: 'button button-small button-secondary', 'data-testid': 'edit-sale', 'data-sale-id': id }, 'Edit');
+  edit.addEventListener('click', function () {
+    if (L.byId[id]) {
+      page.form.startEdit(L.byId[id]);
+    }
+  });
+  actions.appendChild(edit);
+  actions.appendChild(el('a', { href: '/sales/' + enc(id), class: 'button button-small button-secondary', 'data-testid': 'open-sale' }, 'Open sale page'));
+  li.appendChild(actions);
+  return edit;
+}
+
+function buildEntry(L, id) {
+  var li = el('li', { class: 'admin-sale', 'data-testid': 'admin-sale', 'data-sale-id': id });
+  var head = el('div', { class: 'admin-sale-head' });
+  var entry = {
+    li: li,
+    nameEl: el('strong', { 'data-testid': 'admin-sale-name' }),
+    statusEl: el('span', { 'data-testid': 'admin-sale-status' }),
+    pausedEl: el('span', { class: 'badge badge-paused', 'data-testid': 'admin-sale-paused' }, 'paused'),
+    times: el('p', { class: 'admin-sale-times' }),
+    terms: el('p', { class: 'admin-sale-terms', 'data-testid': 'admin-sale-terms' }),
+    key: '',
+    controls: null
+  };
+  var badges = el('span', { class: 'admin-sale-badges' });
+  badges.appendChild(entry.pausedEl);
+  badges.appendChild(entry.statusEl);
+  head.appendChild(entry.nameEl);
+  head.appendChild(badges);
+  li.appendChild(head);
+  li.appendChild(entry.times);
+  li.appendChild(entry.terms);
+  var controlsRoot = null;
+  if (L.controlsTemplate && L.controlsTemplate.content) {
+    li.appendChild(L.controlsTemplate.content.cloneNode(true));
+    controlsRoot = byTestId('sale-controls', li);
+  }
+  entry.edit = entryActions(L, id, li);
+  entry.controls = controlsRoot ? bindControls(controlsRoot, {
+    saleId: id,
+    authProblem: L.page.gate.authProblem,
+    after: function (action) {
+      if (action === 'end' && L.page.form.editing() === id) {
+        L.page.form.stopEdit();
+      }
+      return refreshSale(L, id);
+    }
+  }) : null;
+  return entry;
+}
+
+function updateEntry(entry, s) {
+  var id = String(s.saleId);
+  var status = typeof s.status === 'string' ? s.status : '';
+  setText(entry.nameEl, s.name || 'sale ' + id);
+  entry.statusEl.className = 'badge badge-' + status.replace(/[^a-z]/gi, '');
+  setText(entry.statusEl, status || '?');
+  show(entry.pausedEl, s.paused === true && status !== 'ended');
+  var key = String(s.startsAt) + '|' + String(s.endsAt);
+  if (entry.key !== key) {
+    entry.key = key;
+    entry.times.replaceChildren(document.createTextNode('Starts '), timeElement(s.startsAt),
+      document.createTextNode(' \u00b7 Ends '), timeElement(s.endsAt));
+  }
+  var terms = [];
+  if (s.currency) {
+    terms.push('Prices in ' + s.currency);
+  }
+  if (s.paymentWindowSeconds) {
+    terms.push('pay within ' + formatWindow(s.paymentWindowSeconds));
+  }
+  terms.push(limitText(s.purchaseLimit));
+  setText(entry.terms, terms.join(' \u00b7 '));
+  entry.edit.disabled = status === 'ended';
+  entry.edit.title = status === 'ended' ? 'The sale has ended' : '';
+  if (entry.controls) {
+    entry.controls.update({ status: status, paused: s.paused === true });
+  }
+}
+
+// openPendingEdit: /admin?edit=ID, the live view's Edit link, opens that sale's form once, if
+// it can change.
+function openPendingEdit(L) {
+  var id = L.pendingEdit;
+  var s = L.byId[id];
+  if (!s) {
+    L.page.say('Sale ' + id + ' is not one of your sales: there is nothing to edit.', 'error');
+  } else if (s.status === 'ended') {
+    L.page.say('\u201c' + (s.name || 'Sale ' + id) + '\u201d has ended: it can no longer be edited.', 'info');
+  } else {
+    L.page.form.startEdit(s);
+  }
+  L.pendingEdit = null;
+}
+
+function renderSales(L, sales) {
+  show(L.empty, sales.length === 0);
+  var ids = [];
+  L.byId = {};
+  sales.forEach(function (s) {
+    var id = String(s.saleId);
+    ids.push(id);
+    L.byId[id] = s;
+    if (!L.entries[id]) {
+      L.entries[id] = buildEntry(L, id);
+    }
+    updateEntry(L.entries[id], s);
+    L.page.stock.saleListed(s);
+  });
+  Object.keys(L.entries).forEach(function (id) {
+    if (!L.byId[id]) {
+      L.entries[id].li.remove();
+      delete L.entries[id];
+    }
+  });
+  // Re-append only when the order changed (moving an entry would drop the focus inside it).
+  var current = Array.prototype.map.call(L.list.children, function (li) {
+    return li.getAttribute('data-sale-id');
+  });
+  if (current.join(',') !== ids.join(',')) {
+    ids.forEach(function (id) {
+      L.list.appendChild(L.entries[id].li);
+    });
+  }
+  L.page.stock.place();
+  if (L.pendingEdit) {
+    openPendingEdit(L);
+  }
+}
+
+// refreshLoaded asks whether Redis holds each sale's stock (sales not ended, the first 20).
+async function refreshLoaded(L, ids) {
+  await Promise.all(ids.slice(0, 20).map(async function (id) {
+    var r = await api('GET', '/api/admin/sales/' + enc(id) + '/stock', undefined, undefined, 'no-store');
+    if (r.ok && r.data && L.entries[id] && L.entries[id].controls) {
+      L.entries[id].controls.update({ loadedAt: loadedOf(r.data), paused: r.data.paused === true });
+    }
+  }));
+}
+
+// refreshSale reloads the list and the stock state of one sale, after an action on it.
+async function refreshSale(L, id) {
+  await loadSales(L, true);
+  await refreshLoaded(L, [id]);
+}
+
+async function loadSales(L, skipLoaded) {
+  var page = L.page;
+  var r = await api('GET', '/api/admin/sales', undefined, undefined, 'no-store');
+  if (r.ok && r.data) {
+    if (page.gate.admit()) {
+      page.form.prefillTimes();
+    }
+    var sales = Array.isArray(r.data.sales) ? r.data.sales : [];
+    renderSales(L, sales);
+    if (skipLoaded !== true) {
+      await refreshLoaded(L, sales.filter(function (s) {
+        return s.status !== 'ended';
+      }).map(function (s) {
+        return String(s.saleId);
+      }));
+    }
+    return true;
+  }
+  if (page.gate.authProblem(r)) {
+    return false;
+  }
+  page.say('Could not load your sales: ' + errorText(r), 'error');
+  return failed((r.retryAfter || 0) * 1000);
+}
+
+// initSales returns list (the element), entry(id), load() (the list now), refresh(id) (after
+// an action on the sale) and its poller (start, stop, restart).
+export function initSales(page) {
+  var L = {
+    page: page,
+    list: byTestId('admin-sales', page.root),
+    empty: byTestId('admin-sales-empty', page.root),
+    controlsTemplate: byTestId('sale-controls-template', page.root),
+    entries: {}, // sale id -> {li, parts…, controls}
+    byId: {}, // sale id -> the sale as last listed
+    pendingEdit: new URLSearchParams(window.location.search).get('edit')
+  };
+  return {
+    list: L.list,
+    entry: function (id) {
+      return L.entries[id] || null;
+    },
+    load: function () {
+      return loadSales(L);
+    },
+    refresh: function (id) {
+      return refreshSale(L, id);
+    },
+    poller: makePoller(function () {
+      return loadSales(L);
+    }, 15000)
+  };
+}

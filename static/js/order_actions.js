@@ -1,0 +1,132 @@
+// Paying and cancelling one order (order.js's panel): Pay at once, Cancel after a confirm
+// step. After either the panel fetches the order again, so that it says what the server holds;
+// an answer lost on the way is said as lost, and the status tells what happened.
+
+import { enc } from './dom.js';
+import { api, errorText, isUnauthenticated } from './api.js';
+import { sessionExpired } from './session.js';
+import { t } from './i18n.js';
+
+// paid takes in the answer to a payment.
+function paid(O, r) {
+  var say = O.say;
+  if (r.ok) {
+    O.status = r.data && typeof r.data.status === 'string' ? r.data.status : 'PAID';
+    O.renderStatus();
+    say(t('Payment received: the order is paid.'), 'ok');
+    O.refresh();
+    return;
+  }
+  if (r.network) {
+    // Sent, perhaps, but no answer came back: the status (asked again) tells what happened.
+    say(t('The shop\u2019s answer to the payment was lost (the network dropped): it may or may not have gone through. The status below says which once the shop answers.'), 'error');
+    O.renderStatus();
+    O.refresh();
+    return;
+  }
+  say(errorText(r), 'error');
+  if (r.code === 'EXPIRED') {
+    // The server expired the order there and then: no Pay button, and ask what it holds.
+    O.status = 'EXPIRED';
+    O.renderStatus();
+    O.refresh();
+    return;
+  }
+  O.renderStatus();
+  if (isUnauthenticated(r)) {
+    sessionExpired();
+    return;
+  }
+  O.refresh();
+}
+
+async function pay(O) {
+  if (O.paying || O.cancelling || !O.orderId) {
+    return;
+  }
+  O.paying = true;
+  O.epoch++;
+  O.renderStatus();
+  O.say(t('Paying…'), 'info');
+  var r = await api('POST', '/api/flash-sales/orders/' + enc(O.orderId) + '/pay', {});
+  O.paying = false;
+  O.epoch++;
+  paid(O, r);
+}
+
+// cancelled takes in the answer to a cancellation.
+function cancelled(O, r) {
+  if (r.ok) {
+    O.status = r.data && typeof r.data.status === 'string' ? r.data.status : 'CANCELLED';
+    O.renderStatus();
+    O.say(t('Order cancelled. Its unit went back on sale; nothing was charged.'), 'ok');
+    if (O.hooks.onCancelled) {
+      O.hooks.onCancelled(O.orderId);
+    }
+    O.refresh();
+    return;
+  }
+  if (r.network) {
+    O.say(t('The shop\u2019s answer to the cancellation was lost (the network dropped): the status below says whether the order was cancelled once the shop answers.'), 'error');
+  } else {
+    O.say(errorText(r), 'error');
+  }
+  O.renderStatus();
+  if (isUnauthenticated(r)) {
+    sessionExpired();
+    return;
+  }
+  O.refresh();
+}
+
+async function cancel(O) {
+  if (O.paying || O.cancelling || !O.orderId) {
+    return;
+  }
+  O.cancelling = true;
+  O.epoch++;
+  O.renderStatus();
+  O.say(t('Cancelling the order…'), 'info');
+  var r = await api('POST', '/api/flash-sales/orders/' + enc(O.orderId) + '/cancel', {});
+  O.cancelling = false;
+  O.confirming = false;
+  O.epoch++;
+  cancelled(O, r);
+}
+
+// bindActions wires the panel's Pay, Cancel and the cancel's confirm step. O is the panel's
+// state (order.js), with its renderStatus() and refresh().
+export function bindActions(O) {
+  var el = O.el;
+  if (el.payBtn) {
+    el.payBtn.addEventListener('click', function () {
+      pay(O);
+    });
+  }
+  if (el.cancelBtn) {
+    el.cancelBtn.addEventListener('click', function () {
+      if (O.paying || O.cancelling || O.status !== 'PENDING') {
+        return;
+      }
+      O.confirming = true;
+      O.renderStatus();
+      if (el.confirmNo) {
+        el.confirmNo.focus();
+      }
+    });
+  }
+  if (el.confirmNo) {
+    el.confirmNo.addEventListener('click', function () {
+      O.confirming = false;
+      O.renderStatus();
+      if (el.cancelBtn) {
+        el.cancelBtn.focus();
+      }
+    });
+  }
+  if (el.confirmYes) {
+    el.confirmYes.addEventListener('click', function () {
+      cancel(O);
+    });
+  }
+}
