@@ -62,13 +62,17 @@ func SaleStatus(startsAt, endsAt, now time.Time) string {
 	return SaleEnded
 }
 
-// Limits on what a merchant may create.
+// Limits on what a merchant may create: the validation (services/catalog) and the create form's
+// fields (views) both read them here.
 const (
-	MaxItemsPerSale = 50
-	MaxQuantity     = 1_000_000
-	MaxPriceCents   = 100_000_000_00
-	MaxNameRunes    = 200
-	MaxSaleLength   = 30 * 24 * time.Hour
+	MaxItemsPerSale         = 50
+	MaxQuantity             = 1_000_000
+	MaxPriceCents           = 100_000_000_00
+	MaxNameRunes            = 200 // a sale's or an item's name
+	MaxDescriptionRunes     = 2000
+	MaxImageURLBytes        = 2000
+	MaxPaymentWindowSeconds = 86400 // a day
+	MaxSaleLength           = 30 * 24 * time.Hour
 )
 
 // Currency is one currency a sale may be priced in (ISO 4217); prices are integers in its minor

@@ -9,6 +9,8 @@ package views
 import "github.com/a-h/templ"
 import templruntime "github.com/a-h/templ/runtime"
 
+import "github.com/flashsale/flashsale/shop"
+
 // AdminPage is the merchant's UI: login, then a sale creation form, the merchant's sales and
 // a live stock table, all loaded and refreshed by the script. The stock panel opens inside the
 // selected sale's entry (the script moves it there), where the merchant clicked.
@@ -53,7 +55,20 @@ func AdminPage(a Admin) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 2, "<div class=\"admin-panel\" data-testid=\"admin-panel\" hidden><section class=\"card sale-form-card\" id=\"sale-form\" aria-labelledby=\"create-heading\" tabindex=\"-1\"><h2 id=\"create-heading\" data-testid=\"form-heading\">Create a sale</h2><p class=\"edit-note\" data-testid=\"edit-note\" hidden></p><form class=\"create-sale\" data-testid=\"create-sale-form\" data-mode=\"create\" method=\"post\" novalidate><label class=\"field\" data-field=\"name\"><span>Name</span> <input type=\"text\" name=\"name\" required maxlength=\"200\" data-testid=\"create-name\" aria-describedby=\"error-name\">")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 2, "<div class=\"admin-panel\" data-testid=\"admin-panel\" hidden><section class=\"card sale-form-card\" id=\"sale-form\" aria-labelledby=\"create-heading\" tabindex=\"-1\"><h2 id=\"create-heading\" data-testid=\"form-heading\">Create a sale</h2><p class=\"edit-note\" data-testid=\"edit-note\" hidden></p><form class=\"create-sale\" data-testid=\"create-sale-form\" data-mode=\"create\" method=\"post\" novalidate><label class=\"field\" data-field=\"name\"><span>Name</span> <input type=\"text\" name=\"name\" required maxlength=\"")
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			var templ_7745c5c3_Var3 string
+			templ_7745c5c3_Var3, templ_7745c5c3_Err = templruntime.NewAttributeExpression(maxNameAttr).Resolve(ctx)
+			if templ_7745c5c3_Err != nil {
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/admin.templ`, Line: 21, Col: 70}
+			}
+			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var3)
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 3, "\" data-testid=\"create-name\" aria-describedby=\"error-name\">")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -61,7 +76,20 @@ func AdminPage(a Admin) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 3, "</label> <label class=\"field\" data-field=\"description\"><span>Description (optional)</span> <textarea name=\"description\" rows=\"2\" maxlength=\"2000\" data-testid=\"create-description\" aria-describedby=\"error-description\"></textarea>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 4, "</label> <label class=\"field\" data-field=\"description\"><span>Description (optional)</span> <textarea name=\"description\" rows=\"2\" maxlength=\"")
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			var templ_7745c5c3_Var4 string
+			templ_7745c5c3_Var4, templ_7745c5c3_Err = templruntime.NewAttributeExpression(maxDescriptionAttr).Resolve(ctx)
+			if templ_7745c5c3_Err != nil {
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/admin.templ`, Line: 26, Col: 75}
+			}
+			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var4)
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 5, "\" data-testid=\"create-description\" aria-describedby=\"error-description\"></textarea>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -69,7 +97,7 @@ func AdminPage(a Admin) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 4, "</label><p class=\"field-hint zone-hint\" data-testid=\"zone-hint\">Times are in your time zone.</p><div class=\"field-row\"><label class=\"field\" data-field=\"startsAt\"><span>Starts at</span> <input type=\"datetime-local\" name=\"startsAt\" required data-testid=\"create-starts-at\" aria-describedby=\"error-starts-at\"> <small class=\"field-hint\" id=\"hint-starts-at-locked\" data-testid=\"starts-at-locked\" hidden>The sale has started: its start can no longer move.</small>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 6, "</label><p class=\"field-hint zone-hint\" data-testid=\"zone-hint\">Times are in your time zone.</p><div class=\"field-row\"><label class=\"field\" data-field=\"startsAt\"><span>Starts at</span> <input type=\"datetime-local\" name=\"startsAt\" required data-testid=\"create-starts-at\" aria-describedby=\"error-starts-at\"> <small class=\"field-hint\" id=\"hint-starts-at-locked\" data-testid=\"starts-at-locked\" hidden>The sale has started: its start can no longer move.</small>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -77,7 +105,7 @@ func AdminPage(a Admin) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 5, "</label> <label class=\"field\" data-field=\"endsAt\"><span>Ends at</span> <input type=\"datetime-local\" name=\"endsAt\" required data-testid=\"create-ends-at\" aria-describedby=\"error-ends-at\">")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 7, "</label> <label class=\"field\" data-field=\"endsAt\"><span>Ends at</span> <input type=\"datetime-local\" name=\"endsAt\" required data-testid=\"create-ends-at\" aria-describedby=\"error-ends-at\">")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -85,7 +113,53 @@ func AdminPage(a Admin) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 6, "</label></div><div class=\"field-row\"><label class=\"field\" data-field=\"currency\"><span>Currency</span> <select name=\"currency\" data-testid=\"create-currency\" aria-describedby=\"error-currency\"><option value=\"CNY\" selected>CNY (¥, yuan)</option> <option value=\"USD\">USD ($, dollar)</option> <option value=\"EUR\">EUR (€, euro)</option></select>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 8, "</label></div><div class=\"field-row\"><label class=\"field\" data-field=\"currency\"><span>Currency</span> <select name=\"currency\" data-testid=\"create-currency\" aria-describedby=\"error-currency\">")
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			for _, c := range shop.Currencies {
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 9, "<option value=\"")
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+				var templ_7745c5c3_Var5 string
+				templ_7745c5c3_Var5, templ_7745c5c3_Err = templruntime.NewAttributeExpression(c.Code).Resolve(ctx)
+				if templ_7745c5c3_Err != nil {
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/admin.templ`, Line: 48, Col: 32}
+				}
+				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var5)
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 10, "\"")
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+				if c.Code == defaultCurrency {
+					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 11, " selected")
+					if templ_7745c5c3_Err != nil {
+						return templ_7745c5c3_Err
+					}
+				}
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 12, ">")
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+				var templ_7745c5c3_Var6 string
+				templ_7745c5c3_Var6, templ_7745c5c3_Err = templ.JoinStringErrs(currencyLabel(c))
+				if templ_7745c5c3_Err != nil {
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/admin.templ`, Line: 48, Col: 93}
+				}
+				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var6))
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 13, "</option>")
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+			}
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 14, "</select>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -93,7 +167,33 @@ func AdminPage(a Admin) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 7, "</label> <label class=\"field\" data-field=\"paymentWindow\"><span>Payment window (minutes)</span> <input type=\"number\" name=\"paymentWindowMinutes\" value=\"10\" min=\"1\" max=\"1440\" step=\"1\" inputmode=\"numeric\" required data-testid=\"create-payment-window\" aria-describedby=\"hint-payment-window error-payment-window\"> <small class=\"field-hint\" id=\"hint-payment-window\">A winner has this long to pay before the unit goes back on sale (1 to 1440).</small>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 15, "</label> <label class=\"field\" data-field=\"paymentWindow\"><span>Payment window (minutes)</span> <input type=\"number\" name=\"paymentWindowMinutes\" value=\"10\" min=\"1\" max=\"")
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			var templ_7745c5c3_Var7 string
+			templ_7745c5c3_Var7, templ_7745c5c3_Err = templruntime.NewAttributeExpression(maxPayWindowMinutes).Resolve(ctx)
+			if templ_7745c5c3_Err != nil {
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/admin.templ`, Line: 55, Col: 101}
+			}
+			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var7)
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 16, "\" step=\"1\" inputmode=\"numeric\" required data-testid=\"create-payment-window\" aria-describedby=\"hint-payment-window error-payment-window\"> <small class=\"field-hint\" id=\"hint-payment-window\">A winner has this long to pay before the unit goes back on sale (1 to ")
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			var templ_7745c5c3_Var8 string
+			templ_7745c5c3_Var8, templ_7745c5c3_Err = templ.JoinStringErrs(maxPayWindowMinutes)
+			if templ_7745c5c3_Err != nil {
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/admin.templ`, Line: 56, Col: 150}
+			}
+			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var8))
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 17, ").</small>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -101,7 +201,7 @@ func AdminPage(a Admin) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 8, "</label></div><fieldset class=\"choice-set\" data-field=\"purchaseLimit\" data-testid=\"create-purchase-limit\" aria-describedby=\"error-purchase-limit\"><legend>Purchase limit</legend> <label class=\"choice\"><input type=\"radio\" name=\"purchaseLimit\" value=\"per-sale\" checked data-testid=\"limit-per-sale\"> <span>One unit per shopper in the whole sale</span></label> <label class=\"choice\"><input type=\"radio\" name=\"purchaseLimit\" value=\"per-item\" data-testid=\"limit-per-item\"> <span>One unit per shopper of each item</span></label>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 18, "</label></div><fieldset class=\"choice-set\" data-field=\"purchaseLimit\" data-testid=\"create-purchase-limit\" aria-describedby=\"error-purchase-limit\"><legend>Purchase limit</legend> <label class=\"choice\"><input type=\"radio\" name=\"purchaseLimit\" value=\"per-sale\" checked data-testid=\"limit-per-sale\"> <span>One unit per shopper in the whole sale</span></label> <label class=\"choice\"><input type=\"radio\" name=\"purchaseLimit\" value=\"per-item\" data-testid=\"limit-per-item\"> <span>One unit per shopper of each item</span></label>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -109,7 +209,7 @@ func AdminPage(a Admin) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 9, "</fieldset><fieldset class=\"item-rows-set\" data-field=\"items\"><legend>Items</legend><div class=\"item-rows\" data-testid=\"item-rows\">")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 19, "</fieldset><fieldset class=\"item-rows-set\" data-field=\"items\"><legend>Items</legend><div class=\"item-rows\" data-testid=\"item-rows\">")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -117,7 +217,7 @@ func AdminPage(a Admin) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 10, "</div><template data-testid=\"item-row-template\">")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 20, "</div><template data-testid=\"item-row-template\">")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -125,7 +225,7 @@ func AdminPage(a Admin) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 11, "</template>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 21, "</template>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -133,7 +233,7 @@ func AdminPage(a Admin) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 12, "<small class=\"field-hint\" data-testid=\"add-item-locked\" hidden>The sale has started: items can no longer be added.</small> <button type=\"button\" class=\"button button-secondary\" data-testid=\"add-item\">Add item</button></fieldset><p class=\"message form-status\" data-testid=\"form-status\" role=\"status\"></p><div class=\"form-actions\"><button type=\"submit\" class=\"button\" data-testid=\"create-sale-button\">Create sale</button> <button type=\"button\" class=\"button button-secondary\" data-testid=\"edit-cancel\" hidden>Stop editing</button></div></form></section><section class=\"card\" aria-labelledby=\"sales-heading\"><h2 id=\"sales-heading\">Your sales</h2><p class=\"empty-state\" data-testid=\"admin-sales-empty\" hidden>You have no sales yet.</p><ul class=\"admin-sales\" data-testid=\"admin-sales\"></ul><template data-testid=\"sale-controls-template\">")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 22, "<small class=\"field-hint\" data-testid=\"add-item-locked\" hidden>The sale has started: items can no longer be added.</small> <button type=\"button\" class=\"button button-secondary\" data-testid=\"add-item\">Add item</button></fieldset><p class=\"message form-status\" data-testid=\"form-status\" role=\"status\"></p><div class=\"form-actions\"><button type=\"submit\" class=\"button\" data-testid=\"create-sale-button\">Create sale</button> <button type=\"button\" class=\"button button-secondary\" data-testid=\"edit-cancel\" hidden>Stop editing</button></div></form></section><section class=\"card\" aria-labelledby=\"sales-heading\"><h2 id=\"sales-heading\">Your sales</h2><p class=\"empty-state\" data-testid=\"admin-sales-empty\" hidden>You have no sales yet.</p><ul class=\"admin-sales\" data-testid=\"admin-sales\"></ul><template data-testid=\"sale-controls-template\">")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -141,7 +241,7 @@ func AdminPage(a Admin) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 13, "</template></section><section class=\"stock-panel\" id=\"stock-panel\" data-testid=\"stock-panel\" aria-labelledby=\"stock-heading\" tabindex=\"-1\" hidden><div class=\"stock-panel-head\"><h3 id=\"stock-heading\">Live stock: <span data-testid=\"stock-sale-name\"></span></h3><button type=\"button\" class=\"link-button\" data-testid=\"stock-close\">Close</button></div><p class=\"hint\">Refreshed every second. Displayed is what shoppers see; frozen is reserved and not yet paid; real is quantity − paid.</p><div class=\"table-wrap\"><table class=\"stock-table\" data-testid=\"stock-table\"><thead><tr><th scope=\"col\">Item</th><th scope=\"col\">Price</th><th scope=\"col\">Quantity</th><th scope=\"col\">Displayed</th><th scope=\"col\">Frozen</th><th scope=\"col\">Real</th><th scope=\"col\">Paid</th><th scope=\"col\">Reconciled</th></tr></thead> <tbody data-testid=\"stock-rows\"></tbody></table></div><p class=\"hint\" data-testid=\"stock-updated\"></p></section></div></section>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 23, "</template></section><section class=\"stock-panel\" id=\"stock-panel\" data-testid=\"stock-panel\" aria-labelledby=\"stock-heading\" tabindex=\"-1\" hidden><div class=\"stock-panel-head\"><h3 id=\"stock-heading\">Live stock: <span data-testid=\"stock-sale-name\"></span></h3><button type=\"button\" class=\"link-button\" data-testid=\"stock-close\">Close</button></div><p class=\"hint\">Refreshed every second. Displayed is what shoppers see; frozen is reserved and not yet paid; real is quantity − paid.</p><div class=\"table-wrap\"><table class=\"stock-table\" data-testid=\"stock-table\"><thead><tr><th scope=\"col\">Item</th><th scope=\"col\">Price</th><th scope=\"col\">Quantity</th><th scope=\"col\">Displayed</th><th scope=\"col\">Frozen</th><th scope=\"col\">Real</th><th scope=\"col\">Paid</th><th scope=\"col\">Reconciled</th></tr></thead> <tbody data-testid=\"stock-rows\"></tbody></table></div><p class=\"hint\" data-testid=\"stock-updated\"></p></section></div></section>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -173,33 +273,33 @@ func fieldError(id, testID string) templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 14, "<small class=\"field-error\" id=\"")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 24, "<small class=\"field-error\" id=\"")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		var templ_7745c5c3_Var4 string
-		templ_7745c5c3_Var4, templ_7745c5c3_Err = templruntime.NewAttributeExpression(id).Resolve(ctx)
+		var templ_7745c5c3_Var10 string
+		templ_7745c5c3_Var10, templ_7745c5c3_Err = templruntime.NewAttributeExpression(id).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/admin.templ`, Line: 129, Col: 35}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/admin.templ`, Line: 131, Col: 35}
 		}
-		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var4)
-		if templ_7745c5c3_Err != nil {
-			return templ_7745c5c3_Err
-		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 15, "\" data-testid=\"")
+		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var10)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		var templ_7745c5c3_Var5 string
-		templ_7745c5c3_Var5, templ_7745c5c3_Err = templruntime.NewAttributeExpression(testID).Resolve(ctx)
-		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/admin.templ`, Line: 129, Col: 58}
-		}
-		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var5)
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 25, "\" data-testid=\"")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 16, "\" hidden></small>")
+		var templ_7745c5c3_Var11 string
+		templ_7745c5c3_Var11, templ_7745c5c3_Err = templruntime.NewAttributeExpression(testID).Resolve(ctx)
+		if templ_7745c5c3_Err != nil {
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/admin.templ`, Line: 131, Col: 58}
+		}
+		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var11)
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 26, "\" hidden></small>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -226,7 +326,46 @@ func adminItemRow() templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 17, "<fieldset class=\"item-row\" data-testid=\"item-row\"><legend class=\"item-row-legend\">Item <span data-testid=\"item-number\">1</span></legend> <label class=\"field item-name-field\" data-field=\"itemName\"><span>Item name</span> <input type=\"text\" name=\"itemName\" required maxlength=\"200\" data-testid=\"item-name-input\"> <small class=\"field-error\" data-testid=\"item-name-error\" hidden></small></label> <label class=\"field\" data-field=\"price\"><span>Price</span> <span class=\"money-input\"><span class=\"money-symbol\" data-testid=\"item-price-symbol\" aria-hidden=\"true\">¥</span> <input type=\"text\" name=\"price\" required inputmode=\"decimal\" autocomplete=\"off\" placeholder=\"19.99\" data-testid=\"item-price-input\"></span> <small class=\"field-error\" data-testid=\"item-price-error\" hidden></small></label> <label class=\"field\" data-field=\"quantity\"><span>Quantity</span> <input type=\"number\" name=\"quantity\" required min=\"1\" max=\"1000000\" step=\"1\" inputmode=\"numeric\" data-testid=\"item-quantity-input\"> <small class=\"field-error\" data-testid=\"item-quantity-error\" hidden></small></label> <label class=\"field item-image-field\" data-field=\"imageUrl\"><span>Image URL (optional)</span> <input type=\"url\" name=\"imageUrl\" maxlength=\"2000\" inputmode=\"url\" autocomplete=\"off\" placeholder=\"https://…\" data-testid=\"item-image-input\"> <small class=\"field-error\" data-testid=\"item-image-error\" hidden></small></label> <button type=\"button\" class=\"link-button remove-item\" data-testid=\"remove-item\" aria-label=\"Remove item 1\">Remove</button></fieldset>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 27, "<fieldset class=\"item-row\" data-testid=\"item-row\"><legend class=\"item-row-legend\">Item <span data-testid=\"item-number\">1</span></legend> <label class=\"field item-name-field\" data-field=\"itemName\"><span>Item name</span> <input type=\"text\" name=\"itemName\" required maxlength=\"")
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		var templ_7745c5c3_Var13 string
+		templ_7745c5c3_Var13, templ_7745c5c3_Err = templruntime.NewAttributeExpression(maxNameAttr).Resolve(ctx)
+		if templ_7745c5c3_Err != nil {
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/admin.templ`, Line: 141, Col: 70}
+		}
+		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var13)
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 28, "\" data-testid=\"item-name-input\"> <small class=\"field-error\" data-testid=\"item-name-error\" hidden></small></label> <label class=\"field\" data-field=\"price\"><span>Price</span> <span class=\"money-input\"><span class=\"money-symbol\" data-testid=\"item-price-symbol\" aria-hidden=\"true\">¥</span> <input type=\"text\" name=\"price\" required inputmode=\"decimal\" autocomplete=\"off\" placeholder=\"19.99\" data-testid=\"item-price-input\"></span> <small class=\"field-error\" data-testid=\"item-price-error\" hidden></small></label> <label class=\"field\" data-field=\"quantity\"><span>Quantity</span> <input type=\"number\" name=\"quantity\" required min=\"1\" max=\"")
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		var templ_7745c5c3_Var14 string
+		templ_7745c5c3_Var14, templ_7745c5c3_Err = templruntime.NewAttributeExpression(maxQuantityAttr).Resolve(ctx)
+		if templ_7745c5c3_Err != nil {
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/admin.templ`, Line: 154, Col: 78}
+		}
+		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var14)
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 29, "\" step=\"1\" inputmode=\"numeric\" data-testid=\"item-quantity-input\"> <small class=\"field-error\" data-testid=\"item-quantity-error\" hidden></small></label> <label class=\"field item-image-field\" data-field=\"imageUrl\"><span>Image URL (optional)</span> <input type=\"url\" name=\"imageUrl\" maxlength=\"")
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		var templ_7745c5c3_Var15 string
+		templ_7745c5c3_Var15, templ_7745c5c3_Err = templruntime.NewAttributeExpression(maxImageURLAttr).Resolve(ctx)
+		if templ_7745c5c3_Err != nil {
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/admin.templ`, Line: 159, Col: 64}
+		}
+		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var15)
+		if templ_7745c5c3_Err != nil {
+			return templ_7745c5c3_Err
+		}
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 30, "\" inputmode=\"url\" autocomplete=\"off\" placeholder=\"https://…\" data-testid=\"item-image-input\"> <small class=\"field-error\" data-testid=\"item-image-error\" hidden></small></label> <button type=\"button\" class=\"link-button remove-item\" data-testid=\"remove-item\" aria-label=\"Remove item 1\">Remove</button></fieldset>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

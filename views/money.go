@@ -3,6 +3,8 @@ package views
 import (
 	"strconv"
 	"strings"
+
+	"github.com/flashsale/flashsale/shop"
 )
 
 // currencyFormat is how a currency's amounts are written: the same table as formatMoney in
@@ -12,15 +14,15 @@ type currencyFormat struct {
 	digits int
 }
 
-var currencyFormats = map[string]currencyFormat{
-	"CNY": {"¥", 2},
-	"JPY": {"¥", 0},
-	"USD": {"$", 2},
-	"EUR": {"€", 2},
-	"GBP": {"£", 2},
-	"HKD": {"HK$", 2},
-	"KRW": {"₩", 0},
-}
+// currencyFormats are the currencies a sale may be priced in (shop.Currencies), and a few more
+// that are only ever written.
+var currencyFormats = func() map[string]currencyFormat {
+	m := map[string]currencyFormat{"JPY": {"¥", 0}, "GBP": {"£", 2}, "HKD": {"HK$", 2}, "KRW": {"₩", 0}}
+	for _, c := range shop.Currencies {
+		m[c.Code] = currencyFormat{c.Symbol, c.Digits}
+	}
+	return m
+}()
 
 // moneyText writes an amount in minor units in its currency: "¥19.99" (CNY, also for ""),
 // "$1,999.00", "€19.99"; an unknown currency is written "19.99 XYZ". The thousands are grouped

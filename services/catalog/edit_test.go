@@ -114,7 +114,7 @@ func TestCreateAndEditShareTheValidation(t *testing.T) {
 		{"payment window", func(n *NewSale) { n.PaymentWindowSeconds = ptr(0) }, SaleEdit{PaymentWindowSeconds: ptr(0)}},
 		{"currency", func(n *NewSale) { n.Currency = "GBP" }, SaleEdit{Currency: ptr("GBP")}},
 		{"purchase limit", func(n *NewSale) { n.PurchaseLimit = "per-day" }, SaleEdit{PurchaseLimit: ptr("per-day")}},
-		{"description", func(n *NewSale) { n.Description = strings.Repeat("x", maxDescriptionRunes+1) }, SaleEdit{Description: ptr(strings.Repeat("x", maxDescriptionRunes+1))}},
+		{"description", func(n *NewSale) { n.Description = strings.Repeat("x", shop.MaxDescriptionRunes+1) }, SaleEdit{Description: ptr(strings.Repeat("x", shop.MaxDescriptionRunes+1))}},
 		{"price", func(n *NewSale) { n.Items[0].PriceCents = -1 }, SaleEdit{Items: []ItemEdit{{ItemID: 70, PriceCents: ptr[int64](-1)}}}},
 		{"quantity", func(n *NewSale) { n.Items[0].Quantity = shop.MaxQuantity + 1 }, SaleEdit{Items: []ItemEdit{{ItemID: 70, Quantity: ptr[int64](shop.MaxQuantity + 1)}}}},
 		{"item name", func(n *NewSale) { n.Items[0].Name = "a\x00b" }, SaleEdit{Items: []ItemEdit{{ItemID: 70, Name: ptr("a\x00b")}}}},

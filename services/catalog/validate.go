@@ -11,12 +11,6 @@ import (
 	"github.com/flashsale/flashsale/shop"
 )
 
-// The limits of a sale's description and of an item's image address.
-const (
-	maxDescriptionRunes = 2000
-	maxImageURLBytes    = 2000
-)
-
 // saleInput is what a merchant sends to create a sale or to edit one, each field nil when not sent.
 // Creating and editing check what was sent with one function, validate: the rules of a sale's
 // fields live there and nowhere else. What only a change can break (a started sale's start, a
@@ -110,24 +104,24 @@ func validDescription(s string) error {
 	if !utf8.ValidString(s) {
 		return shop.Errorf(shop.CodeInvalidInput, "description must be valid UTF-8")
 	}
-	if utf8.RuneCountInString(s) > maxDescriptionRunes {
-		return shop.Errorf(shop.CodeInvalidInput, "description must be at most %d characters", maxDescriptionRunes)
+	if utf8.RuneCountInString(s) > shop.MaxDescriptionRunes {
+		return shop.Errorf(shop.CodeInvalidInput, "description must be at most %d characters", shop.MaxDescriptionRunes)
 	}
 	return nil
 }
 
 func validImageURL(field, s string) error {
 	u, err := url.Parse(s)
-	if err != nil || u.Scheme != "https" || u.Host == "" || len(s) > maxImageURLBytes || u.User != nil ||
+	if err != nil || u.Scheme != "https" || u.Host == "" || len(s) > shop.MaxImageURLBytes || u.User != nil ||
 		strings.ContainsAny(s, " \t\r\n\"'<>") {
-		return shop.Errorf(shop.CodeInvalidInput, "%s must be an https:// address of at most %d characters", field, maxImageURLBytes)
+		return shop.Errorf(shop.CodeInvalidInput, "%s must be an https:// address of at most %d characters", field, shop.MaxImageURLBytes)
 	}
 	return nil
 }
 
 func validPaymentWindow(w int) error {
-	if w < 1 || w > 86400 {
-		return shop.Errorf(shop.CodeInvalidInput, "paymentWindowSeconds must be between 1 and 86400 (a day)")
+	if w < 1 || w > shop.MaxPaymentWindowSeconds {
+		return shop.Errorf(shop.CodeInvalidInput, "paymentWindowSeconds must be between 1 and %d (a day)", shop.MaxPaymentWindowSeconds)
 	}
 	return nil
 }
