@@ -78,7 +78,17 @@ func NewRouter(cfg Config) *gin.Engine {
 	m := newHTTPMetrics(cfg.Registry)
 	r.Use(recovery(cfg.Log), m.middleware, securityHeaders, edge(cfg.Production))
 
-	api, pages := cfg.API, cfg.Pages
+	routeAPI(r, cfg)
+	routePages(r, cfg.Pages)
+	routeHealth(r, cfg.Ready)
+	r.NoRoute(cfg.Pages.NotFound)
+	return r
+}
+
+// routeAPI serves the JSON API: the accounts, the shopper's routes (a signed-in identity), the
+// merchant's (a merchant's).
+func routeAPI(r *gin.Engine, cfg Config) {
+	api := cfg.API
 	authed := authenticate(cfg.Verifier, api, "")
 	merchant := authenticate(cfg.Verifier, api, auth.RoleMerchant)
 
@@ -113,6 +123,10 @@ func NewRouter(cfg Config) *gin.Engine {
 	r.GET("/api/admin/sales/:saleId/orders", merchant, api.AdminOrders)
 	r.GET("/api/admin/sales/:saleId/orders.csv", merchant, api.AdminOrdersCSV)
 
+}
+
+// routePages serves the HTML pages and the static assets.
+func routePages(r *gin.Engine, pages *handlers.Pages) {
 	r.GET("/", pages.Home)
 	r.GET("/sales/:saleId", pages.Sale)
 	r.GET("/orders", pages.MyOrders)
@@ -130,12 +144,16 @@ func NewRouter(cfg Config) *gin.Engine {
 		assets.ServeHTTP(c.Writer, c.Request)
 	})
 
+}
+
+// routeHealth serves liveness and readiness (ready names the dependencies that do not answer).
+func routeHealth(r *gin.Engine, ready func() []string) {
 	r.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
 	r.GET("/readyz", func(c *gin.Context) {
 		c.Header("Cache-Control", "no-store")
-		if cfg.Ready != nil {
+		if ready != nil {
 			// Names only: no address, no error text (the logs have those).
-			if down := cfg.Ready(); len(down) > 0 {
+			if down := ready(); len(down) > 0 {
 				c.Header("Retry-After", "1")
 				c.JSON(http.StatusServiceUnavailable, gin.H{"error": shop.CodeUnavailable, "message": "not ready: " + strings.Join(down, ", ") + " down",
 					"status": "unavailable", "down": down})
@@ -144,8 +162,6 @@ func NewRouter(cfg Config) *gin.Engine {
 		}
 		c.JSON(http.StatusOK, gin.H{"status": "ready", "down": []string{}})
 	})
-	r.NoRoute(pages.NotFound)
-	return r
 }
 
 // MetricsHandler serves the Prometheus metrics of reg at /metrics and Go's profiles under
