@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/flashsale/flashsale/services/pipeline"
 	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 )
@@ -29,4 +30,17 @@ type Stock interface {
 	MarkLost(ctx context.Context, saleID int64, fence int64, atSeq string) (bool, error)
 	Paused(ctx context.Context, saleID int64) (bool, error)
 	RememberShards(saleID int64, k int)
+}
+
+// Loader loads a sale's stock into Redis (pipeline.Loader): the first time, and after a loss only
+// under the keeper's rule; and clears a sold-out flag when an edit raised an item's stock.
+type Loader interface {
+	LoadFirst(ctx context.Context, saleID int64) (bool, error)
+	Rebuild(ctx context.Context, saleID int64, q pipeline.Backlogger) error
+	Returned(itemID int64)
+}
+
+// Reconciler compares a sale's Redis with its Postgres for the live view (pipeline.Reconciler).
+type Reconciler interface {
+	Report(ctx context.Context, saleID int64) (pipeline.SaleReport, error)
 }

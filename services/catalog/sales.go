@@ -73,8 +73,8 @@ type AdminItemStock struct {
 type Sales struct {
 	db        DB
 	stock     Stock
-	loader    *pipeline.Loader
-	reconcile *pipeline.Reconciler
+	loader    Loader
+	reconcile Reconciler
 	log       *slog.Logger
 	now       func() time.Time
 	payWindow time.Duration // default payment window of a new sale
@@ -132,8 +132,8 @@ type Config struct {
 type Deps struct {
 	DB        DB
 	Stock     Stock
-	Loader    *pipeline.Loader
-	Reconcile *pipeline.Reconciler
+	Loader    Loader
+	Reconcile Reconciler
 	Queue     pipeline.Backlogger // the queue whose depth the live view shows, and rebuilds wait for
 	Notices   shop.Notices        // tells the other instances when a merchant changes a sale
 	Log       *slog.Logger
