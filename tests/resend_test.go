@@ -29,55 +29,62 @@ func TestResendAfterLostAnswer(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			h := newHarness(t, harnessOpts{noWriter: true})
-			s := h.createSaleWith(c.extra, time.Now().Add(-time.Second), 3, 3)
-			alice := h.token(1, auth.RoleShopper)
-			pt := h.purchaseToken(alice, s.sale)
-			first := h.buy(alice, s.items[0], pt) // its answer is lost on the way to the shopper
-			if first.Status != http.StatusAccepted {
-				t.Fatalf("first send: %d %s", first.Status, first.Raw)
-			}
-			id := first.str("orderId")
-
-			// In flight, not written yet (no writer runs): the resend answers the same.
-			for i := range 2 {
-				r := h.buy(alice, s.items[0], pt)
-				if r.Status != http.StatusAccepted || r.str("orderId") != id || r.str("status") != "QUEUED" {
-					t.Fatalf("resend %d while in flight: %d %s, want 202 QUEUED with order %s", i+1, r.Status, r.Raw, id)
-				}
-			}
-			flight, err := h.app.Stock.InFlight(context.Background(), s.sale)
-			if err != nil || len(flight) != 1 || flight[0].OrderID != id || !flight[0].Claimed {
-				t.Errorf("in flight after the resends: %+v, %v; want only %s, claimed (no release can take it)", flight, err, id)
-			}
-			if got := shardStock(t, h, s, s.items[0]); got != 2 {
-				t.Errorf("units left of the item = %d, want 2 (one unit, however often the attempt is sent)", got)
-			}
-			// The same token on another item: a used token, as before.
-			if r := h.buy(alice, s.items[1], pt); r.Status != http.StatusForbidden || r.str("error") != "INVALID_PURCHASE_TOKEN" {
-				t.Errorf("the token on another item: %d %s, want 403 INVALID_PURCHASE_TOKEN", r.Status, r.Raw)
-			}
-
-			// Written (the queue carried the order twice or more): one order, PENDING, and the
-			// resend still answers the same.
-			h.app.Start(context.Background(), true, false)
-			h.drain(s)
-			if r := h.buy(alice, s.items[0], pt); r.Status != http.StatusAccepted || r.str("orderId") != id {
-				t.Errorf("resend once written: %d %s, want 202 with order %s", r.Status, r.Raw, id)
-			}
-			if got := h.sqlInt(`SELECT count(*) FROM orders WHERE user_id = 1`); got != 1 {
-				t.Errorf("orders of the shopper = %d, want 1", got)
-			}
-			if got := h.sqlInt(`SELECT count(*) FROM orders WHERE id = ? AND status = 'PENDING'`, id); got != 1 {
-				t.Errorf("order %s PENDING in postgres: %d rows, want 1", id, got)
-			}
-			if o := h.do("GET", "/api/flash-sales/orders/"+id, alice, nil); o.Status != http.StatusOK || o.str("status") != "PENDING" {
-				t.Errorf("the order's status: %d %s, want PENDING", o.Status, o.Raw)
-			}
-			uniqueAcked(h)
-			h.checkInvariants(s)
+			resendAfterLostAnswer(t, c.extra)
 		})
 	}
+}
+
+// resendAfterLostAnswer: a purchase whose answer was lost is sent again with the same token, while
+// in flight and once written, on a sale made with the extra settings: the same order each time,
+// one unit, one order.
+func resendAfterLostAnswer(t *testing.T, extra map[string]any) {
+	h := newHarness(t, harnessOpts{noWriter: true})
+	s := h.createSaleWith(extra, time.Now().Add(-time.Second), 3, 3)
+	alice := h.token(1, auth.RoleShopper)
+	pt := h.purchaseToken(alice, s.sale)
+	first := h.buy(alice, s.items[0], pt) // its answer is lost on the way to the shopper
+	if first.Status != http.StatusAccepted {
+		t.Fatalf("first send: %d %s", first.Status, first.Raw)
+	}
+	id := first.str("orderId")
+
+	// In flight, not written yet (no writer runs): the resend answers the same.
+	for i := range 2 {
+		r := h.buy(alice, s.items[0], pt)
+		if r.Status != http.StatusAccepted || r.str("orderId") != id || r.str("status") != "QUEUED" {
+			t.Fatalf("resend %d while in flight: %d %s, want 202 QUEUED with order %s", i+1, r.Status, r.Raw, id)
+		}
+	}
+	flight, err := h.app.Stock.InFlight(context.Background(), s.sale)
+	if err != nil || len(flight) != 1 || flight[0].OrderID != id || !flight[0].Claimed {
+		t.Errorf("in flight after the resends: %+v, %v; want only %s, claimed (no release can take it)", flight, err, id)
+	}
+	if got := shardStock(t, h, s, s.items[0]); got != 2 {
+		t.Errorf("units left of the item = %d, want 2 (one unit, however often the attempt is sent)", got)
+	}
+	// The same token on another item: a used token, as before.
+	if r := h.buy(alice, s.items[1], pt); r.Status != http.StatusForbidden || r.str("error") != "INVALID_PURCHASE_TOKEN" {
+		t.Errorf("the token on another item: %d %s, want 403 INVALID_PURCHASE_TOKEN", r.Status, r.Raw)
+	}
+
+	// Written (the queue carried the order twice or more): one order, PENDING, and the
+	// resend still answers the same.
+	h.app.Start(context.Background(), true, false)
+	h.drain(s)
+	if r := h.buy(alice, s.items[0], pt); r.Status != http.StatusAccepted || r.str("orderId") != id {
+		t.Errorf("resend once written: %d %s, want 202 with order %s", r.Status, r.Raw, id)
+	}
+	if got := h.sqlInt(`SELECT count(*) FROM orders WHERE user_id = 1`); got != 1 {
+		t.Errorf("orders of the shopper = %d, want 1", got)
+	}
+	if got := h.sqlInt(`SELECT count(*) FROM orders WHERE id = ? AND status = 'PENDING'`, id); got != 1 {
+		t.Errorf("order %s PENDING in postgres: %d rows, want 1", id, got)
+	}
+	if o := h.do("GET", "/api/flash-sales/orders/"+id, alice, nil); o.Status != http.StatusOK || o.str("status") != "PENDING" {
+		t.Errorf("the order's status: %d %s, want PENDING", o.Status, o.Raw)
+	}
+	uniqueAcked(h)
+	h.checkInvariants(s)
 }
 
 // uniqueAcked keeps each acknowledged order id once: a resend answered 202 with the id of the

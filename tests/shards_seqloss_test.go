@@ -26,7 +26,6 @@ func TestShardTransferStepLostByAFailoverRebuildsTheSale(t *testing.T) {
 	const k = 4
 	const units = 16
 	ctx := context.Background()
-	rdb := h.app.Redis
 	for _, c := range []struct {
 		name     string
 		from, to int
@@ -47,19 +46,7 @@ func TestShardTransferStepLostByAFailoverRebuildsTheSale(t *testing.T) {
 		h.drainShards(s, k)
 		epoch := h.sqlInt(`SELECT redis_epoch FROM sales WHERE id = ?`, s.sale)
 
-		tag := store.ShardTag(s.sale, c.lost)
-		keys, err := rdb.Keys(ctx, tag+"*").Result()
-		if err != nil || len(keys) == 0 {
-			t.Fatalf("%s: keys of %s: %v %v", c.name, tag, keys, err)
-		}
-		dumps := map[string]string{}
-		for _, key := range keys {
-			d, err := rdb.Dump(ctx, key).Result()
-			if err != nil {
-				t.Fatal(err)
-			}
-			dumps[key] = d
-		}
+		dumps := dumpShard(t, h, s.sale, c.lost) // the shard as the failover's replica has it
 		tr, err := h.app.Stock.TransferOut(ctx, s.sale, c.from, c.to, item, 2)
 		if err != nil || tr.N != 2 {
 			t.Fatalf("%s: transfer out = %+v, %v", c.name, tr, err)
@@ -67,13 +54,7 @@ func TestShardTransferStepLostByAFailoverRebuildsTheSale(t *testing.T) {
 		if r, err := h.app.Stock.CompleteTransfer(ctx, s.sale, tr); err != nil || r != store.TransferApplied {
 			t.Fatalf("%s: complete = %d, %v", c.name, r, err)
 		}
-		now, _ := rdb.Keys(ctx, tag+"*").Result()
-		rdb.Del(ctx, now...)
-		for key, d := range dumps {
-			if err := rdb.Restore(ctx, key, 0, d).Err(); err != nil {
-				t.Fatal(err)
-			}
-		}
+		restoreShard(t, h, s.sale, c.lost, dumps)
 		if lv := h.shardLevels(s, k, item); sum(lv) == int64(units-sold) {
 			t.Fatalf("%s: levels %v: the lost step changed nothing", c.name, lv)
 		}

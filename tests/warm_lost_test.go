@@ -46,19 +46,7 @@ func TestWarmAndEditOnALostSaleWaitForTheQueue(t *testing.T) {
 	if q := h.sqlInt(`SELECT quantity FROM items WHERE id = ?`, s.items[0]); q != 4 {
 		t.Fatalf("quantity after the refused edit: %d, want 4", q)
 	}
-	// The live view says what the rebuild waits for.
-	lr := h.do("GET", fmt.Sprintf("/api/admin/sales/%d/live", s.sale), merchant, nil)
-	var live struct {
-		Reconciliation struct {
-			RebuildWaitsFor *uint64 `json:"rebuildWaitsFor"`
-		} `json:"reconciliation"`
-	}
-	if err := json.Unmarshal([]byte(lr.Raw), &live); err != nil || lr.Status != http.StatusOK {
-		t.Fatalf("live view: %d %s", lr.Status, lr.Raw)
-	}
-	if w := live.Reconciliation.RebuildWaitsFor; w == nil || *w == 0 {
-		t.Errorf("live view's rebuildWaitsFor = %v, want the queued messages (> 0): %s", w, lr.Raw)
-	}
+	checkLiveViewSaysRebuildWaits(t, h, merchant, s)
 
 	// The writer drains the queue; the keeper rebuilds the sale by itself, counting the orders.
 	h.app.Start(ctx, true, false)
@@ -78,6 +66,20 @@ func TestWarmAndEditOnALostSaleWaitForTheQueue(t *testing.T) {
 			t.Errorf("buyer %d buys again after the rebuild: %d %s, want 409 ALREADY_PURCHASED", i, r.Status, r.Raw)
 		}
 	}
+	warmChangesNothingAndTheLastUnitSellsOnce(t, h, merchant, s)
+	// With the queue drained, the cut is judged on a complete Postgres: 4 units sold, 3 is too low.
+	h.drain(s)
+	r = h.patchSale(merchant, s.sale, map[string]any{"items": []map[string]any{{"itemId": strconv.FormatInt(s.items[0], 10), "quantity": 3}}})
+	if r.Status != http.StatusConflict || r.str("error") != string(shop.CodeQuantityTooLow) {
+		t.Errorf("lower below what is sold: %d %s, want 409 QUANTITY_TOO_LOW", r.Status, r.Raw)
+	}
+	h.checkInvariants(s)
+}
+
+// warmChangesNothingAndTheLastUnitSellsOnce: Warm on the rebuilt sale changes nothing; the last
+// unit sells once.
+func warmChangesNothingAndTheLastUnitSellsOnce(t *testing.T, h *harness, merchant string, s saleIDs) {
+	t.Helper()
 	// Warm on the rebuilt sale changes nothing; the last unit sells once.
 	if r := h.saleAction(merchant, s.sale, "warm"); r.Status != http.StatusOK {
 		t.Errorf("warm a healthy sale: %d %s", r.Status, r.Raw)
@@ -89,13 +91,25 @@ func TestWarmAndEditOnALostSaleWaitForTheQueue(t *testing.T) {
 	if r := h.buy(b, s.items[0], h.purchaseToken(b, s.sale)); r.Status != http.StatusGone {
 		t.Errorf("buy past the last unit: %d %s, want 410", r.Status, r.Raw)
 	}
-	// With the queue drained, the cut is judged on a complete Postgres: 4 units sold, 3 is too low.
-	h.drain(s)
-	r = h.patchSale(merchant, s.sale, map[string]any{"items": []map[string]any{{"itemId": strconv.FormatInt(s.items[0], 10), "quantity": 3}}})
-	if r.Status != http.StatusConflict || r.str("error") != string(shop.CodeQuantityTooLow) {
-		t.Errorf("lower below what is sold: %d %s, want 409 QUANTITY_TOO_LOW", r.Status, r.Raw)
+}
+
+// checkLiveViewSaysRebuildWaits: the live view says what the rebuild waits for: the queued
+// messages (rebuildWaitsFor > 0).
+func checkLiveViewSaysRebuildWaits(t *testing.T, h *harness, merchant string, s saleIDs) {
+	t.Helper()
+	// The live view says what the rebuild waits for.
+	lr := h.do("GET", fmt.Sprintf("/api/admin/sales/%d/live", s.sale), merchant, nil)
+	var live struct {
+		Reconciliation struct {
+			RebuildWaitsFor *uint64 `json:"rebuildWaitsFor"`
+		} `json:"reconciliation"`
 	}
-	h.checkInvariants(s)
+	if err := json.Unmarshal([]byte(lr.Raw), &live); err != nil || lr.Status != http.StatusOK {
+		t.Fatalf("live view: %d %s", lr.Status, lr.Raw)
+	}
+	if w := live.Reconciliation.RebuildWaitsFor; w == nil || *w == 0 {
+		t.Errorf("live view's rebuildWaitsFor = %v, want the queued messages (> 0): %s", w, lr.Raw)
+	}
 }
 
 // A first load that fails on Redis (the sale created while Redis refused writes) is retried at

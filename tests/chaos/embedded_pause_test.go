@@ -235,28 +235,26 @@ func queueOrdersOnA(t *testing.T, c *cluster, s sale, l *ledger) ([]string, int,
 func startBWhenALapsed(t *testing.T, c *cluster, pausedAt time.Time) int {
 	const A, B = 0, 1
 	tries := 0
-	for {
-		tries++
-		c.start(B, nil)
-		// ready, or exited (refused): up to 60 s
-		err := testenv.Poll(60*time.Second, 100*time.Millisecond, func() error {
-			if st, body := c.readyz(B); st != http.StatusOK && !c.inst[B].proc.exited() {
-				return fmt.Errorf("/readyz %d %s", st, body)
+	testenv.EventuallyEvery(t, time.Until(pausedAt.Add(20*time.Second)), 500*time.Millisecond,
+		"instance B (its own embedded NATS) started: A's registration and presence lapsed", func() error {
+			tries++
+			c.start(B, nil)
+			// ready, or exited (refused): up to 60 s
+			err := testenv.Poll(60*time.Second, 100*time.Millisecond, func() error {
+				if st, body := c.readyz(B); st != http.StatusOK && !c.inst[B].proc.exited() {
+					return fmt.Errorf("/readyz %d %s", st, body)
+				}
+				return nil
+			})
+			if err == nil && !c.inst[B].proc.exited() {
+				return nil
 			}
-			return nil
-		})
-		if err == nil && !c.inst[B].proc.exited() {
-			break
-		}
-		if !c.inst[B].proc.exited() {
-			t.Fatalf("instance B not ready: %v\n%s", err, logTail(c.inst[B].log, 30))
-		}
-		if time.Since(pausedAt) > 20*time.Second {
-			t.Fatalf("instance B (its own embedded NATS) was refused %d times, the last %.1f s after A was stopped: A's registration or presence did not lapse\n%s",
+			if !c.inst[B].proc.exited() {
+				t.Fatalf("instance B not ready: %v\n%s", err, logTail(c.inst[B].log, 30))
+			}
+			return fmt.Errorf("refused %d times, the last %.1f s after A was stopped\n%s",
 				tries, time.Since(pausedAt).Seconds(), logTail(c.inst[B].log, 20))
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+		})
 	return tries
 }
 
