@@ -28,11 +28,14 @@ func (n Notices) Subscribe(subject string, handle func(subject string, data []by
 
 // Connected reports whether the queue's connection to NATS is up (the readiness check).
 func (q *Queue) Connected() error {
-	if !q.nc.IsConnected() {
+	if !q.IsConnected() {
 		return errors.New("disconnected")
 	}
 	return nil
 }
+
+// IsConnected reports whether the queue's connection to NATS is up.
+func (q *Queue) IsConnected() bool { return q.nc.IsConnected() }
 
 // Ping checks that Postgres answers (the readiness check).
 func (d *DB) Ping(ctx context.Context) error {

@@ -103,7 +103,8 @@ func (d *DB) Close() error {
 	return sqlDB.Close()
 }
 
-// Gorm exposes the connection for tests and tools that check the source of truth directly.
+// Gorm exposes the connection to the integration tests, which check the source of truth directly
+// and watch the statements the program sends; no program code outside this package uses it.
 func (d *DB) Gorm() *gorm.DB { return d.g }
 
 func isUniqueViolation(err error) bool {

@@ -329,8 +329,8 @@ func redactURL(u string) string {
 // Close drains nothing: it closes the connection.
 func (q *Queue) Close() { q.nc.Close() }
 
-// Conn exposes the NATS connection (broadcasts, health).
-func (q *Queue) Conn() *nats.Conn { return q.nc }
+// ServerName names the NATS server the queue is connected to now.
+func (q *Queue) ServerName() string { return q.nc.ConnectedServerName() }
 
 // Publish writes one envelope durably and waits for JetStream's acknowledgement, until ctx ends.
 // msgID deduplicates a retried publish.

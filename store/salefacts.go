@@ -91,3 +91,13 @@ func (d *DB) SaleFacts(ctx context.Context, saleID int64) (SaleFacts, error) {
 	}
 	return f, nil
 }
+
+// SoldOfSale is how many units of a sale's items Postgres counts as sold (live orders).
+func (d *DB) SoldOfSale(ctx context.Context, saleID int64) (int64, error) {
+	var sold int64
+	err := d.g.WithContext(ctx).Raw(`SELECT COALESCE(sum(sold), 0) FROM items WHERE sale_id = ?`, saleID).Scan(&sold).Error
+	if err != nil {
+		return 0, fmt.Errorf("sold of sale %d: %w", saleID, err)
+	}
+	return sold, nil
+}

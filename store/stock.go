@@ -65,9 +65,6 @@ func (s *Stock) Now(ctx context.Context) (time.Time, error) {
 	return t, nil
 }
 
-// Client exposes the Redis client (registrations, leases, health).
-func (s *Stock) Client() redis.UniversalClient { return s.rdb }
-
 // ReconcileLease takes or renews the reconciliation lease for owner (AcquireReconcileLease) on
 // the stock's Redis.
 func (s *Stock) ReconcileLease(ctx context.Context, owner string, ttl time.Duration) (*Lease, error) {

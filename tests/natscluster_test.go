@@ -146,7 +146,7 @@ func checkNATSReplicas(t *testing.T, ctx context.Context, cl *testenv.NATSCluste
 // index.
 func leadFromAsServer(t *testing.T, ctx context.Context, cl *testenv.NATSCluster, a, b *harness) (string, int) {
 	t.Helper()
-	victimName := a.app.Queue.Conn().ConnectedServerName()
+	victimName := a.app.Queue.ServerName()
 	mctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	if err := cl.MoveStreamLeader(mctx, store.OrdersStream, victimName); err != nil {
 		t.Fatal(err)
@@ -156,7 +156,7 @@ func leadFromAsServer(t *testing.T, ctx context.Context, cl *testenv.NATSCluster
 	if victim < 0 {
 		t.Fatalf("instance a is connected to %q, not a node of the cluster", victimName)
 	}
-	t.Logf("stream leader and instance a's server: %s; instance b's server: %s", victimName, b.app.Queue.Conn().ConnectedServerName())
+	t.Logf("stream leader and instance a's server: %s; instance b's server: %s", victimName, b.app.Queue.ServerName())
 
 	return victimName, victim
 }

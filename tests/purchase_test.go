@@ -312,7 +312,7 @@ func TestNATSUnavailable(t *testing.T) {
 	}
 	h.app.NATSServer = ns
 	// up to 10 s to reconnect; the drain below says it if the queue never came back
-	_ = testenv.Poll(10*time.Second, testenv.PollInterval, testenv.Until(h.app.Queue.Conn().IsConnected, "not reconnected"))
+	_ = testenv.Poll(10*time.Second, testenv.PollInterval, testenv.Until(h.app.Queue.IsConnected, "not reconnected"))
 	time.Sleep(time.Second) // anything buffered during the outage reaches the writer
 	h.drain(s)
 	if got := h.sqlInt(`SELECT count(*) FROM orders WHERE item_id = ? AND status <> 'FAILED'`, s.items[0]); got != 0 {

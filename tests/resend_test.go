@@ -139,7 +139,7 @@ func TestResendOfAReleasedAttempt(t *testing.T) {
 	}
 	h.app.NATSServer = ns
 	// up to 10 s to reconnect; the checks below say it if the queue never came back
-	_ = testenv.Poll(10*time.Second, testenv.PollInterval, testenv.Until(h.app.Queue.Conn().IsConnected, "not reconnected"))
+	_ = testenv.Poll(10*time.Second, testenv.PollInterval, testenv.Until(h.app.Queue.IsConnected, "not reconnected"))
 
 	r := h.buy(alice, s.items[0], pt)
 	if r.Status != http.StatusForbidden || r.str("error") != "INVALID_PURCHASE_TOKEN" {

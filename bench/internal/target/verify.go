@@ -48,8 +48,7 @@ func (b *Backends) Close() {
 // updates sold in the same transaction that inserts the orders) and how many reservations Redis
 // still has in flight.
 func (b *Backends) Persisted(ctx context.Context, s *Sale) (sold, inFlight int64, err error) {
-	err = b.DB.Gorm().WithContext(ctx).Raw(`SELECT COALESCE(sum(sold), 0) FROM items WHERE sale_id = ?`, s.SaleID).Scan(&sold).Error
-	if err != nil {
+	if sold, err = b.DB.SoldOfSale(ctx, s.SaleID); err != nil {
 		return 0, 0, err
 	}
 	k, err := b.DB.StockShardsCached(ctx, s.SaleID)
