@@ -215,9 +215,7 @@ func (r *envReader) read() Config {
 	if c.ClockSkew, err = time.ParseDuration(r.get("FLASHSALE_CLOCK_SKEW")); err != nil {
 		r.fail(fmt.Errorf("FLASHSALE_CLOCK_SKEW=%q: want a duration such as 2s or -2s", r.get("FLASHSALE_CLOCK_SKEW")))
 	}
-	if c.WriterLinger, err = time.ParseDuration(r.get("FLASHSALE_WRITER_LINGER")); err != nil || c.WriterLinger < 0 || c.WriterLinger > time.Second {
-		r.fail(fmt.Errorf("FLASHSALE_WRITER_LINGER=%q: want a duration from 0s to 1s, such as 5ms", r.get("FLASHSALE_WRITER_LINGER")))
-	}
+	c.WriterLinger, _ = time.ParseDuration(r.get("FLASHSALE_WRITER_LINGER")) // checked by checkQueue
 	return c
 }
 
@@ -234,6 +232,9 @@ func checkQueue(r *envReader, c Config) {
 	}
 	if c.PublishTimeout >= store.DedupeWindow {
 		r.fail(fmt.Errorf("FLASHSALE_PUBLISH_TIMEOUT=%q: want under %s, the order stream's duplicate window (a publish resent later could be stored twice)", r.get("FLASHSALE_PUBLISH_TIMEOUT"), store.DedupeWindow))
+	}
+	if _, err := time.ParseDuration(r.get("FLASHSALE_WRITER_LINGER")); err != nil || c.WriterLinger < 0 || c.WriterLinger > time.Second {
+		r.fail(fmt.Errorf("FLASHSALE_WRITER_LINGER=%q: want a duration from 0s to 1s, such as 5ms", r.get("FLASHSALE_WRITER_LINGER")))
 	}
 	if c.WriterAckWait < time.Second {
 		r.fail(fmt.Errorf("FLASHSALE_WRITER_ACK_WAIT=%q: want at least 1s", r.get("FLASHSALE_WRITER_ACK_WAIT")))

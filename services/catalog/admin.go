@@ -246,22 +246,12 @@ func lowersQuantity(a store.Adjustment) bool {
 	return false
 }
 
-// input is the edit as the validation reads it (validate.go).
-func (in SaleEdit) input() saleInput {
-	out := saleInput{Name: in.Name, Description: in.Description, PaymentWindowSeconds: in.PaymentWindowSeconds,
-		PurchaseLimit: in.PurchaseLimit, Currency: in.Currency, Items: make([]itemInput, len(in.Items))}
-	for i, e := range in.Items {
-		out.Items[i] = itemInput{Name: e.Name, PriceCents: e.PriceCents, Quantity: e.Quantity, ImageURL: e.ImageURL}
-	}
-	return out
-}
-
 // applyEdit checks an edit against the sale as it is and returns the sale as it must be: the
 // fields by the one validation of a sale (saleInput.validate), then what a change may not do.
 func applyEdit(cur shop.Sale, in SaleEdit, now time.Time) (shop.Sale, error) {
 	next := cur
 	next.Items = append([]shop.Item(nil), cur.Items...)
-	if err := in.input().validate(); err != nil {
+	if err := (saleInput{Name: in.Name, Description: in.Description}).validate(); err != nil {
 		return next, err
 	}
 	started := !now.Before(cur.StartsAt)
@@ -271,11 +261,19 @@ func applyEdit(cur shop.Sale, in SaleEdit, now time.Time) (shop.Sale, error) {
 	if in.Description != nil {
 		next.Description = strings.TrimSpace(*in.Description)
 	}
-	if w := in.PaymentWindowSeconds; w != nil {
-		next.PaymentWindowSeconds = *w
-	}
+	// Each field is checked where it is applied, in this order, so a client sees the same
+	// refusal for the same edit whatever else it holds.
 	steps := []func(*shop.Sale) error{
 		func(next *shop.Sale) error { return editWindow(next, in, started, now) },
+		func(next *shop.Sale) error {
+			if err := optional(in.PaymentWindowSeconds, validPaymentWindow); err != nil {
+				return err
+			}
+			if w := in.PaymentWindowSeconds; w != nil {
+				next.PaymentWindowSeconds = *w
+			}
+			return nil
+		},
 		func(next *shop.Sale) error { return editTerms(next, in, started) },
 		func(next *shop.Sale) error { return editItems(next, in.Items, started) },
 	}
@@ -311,12 +309,18 @@ func editWindow(next *shop.Sale, in SaleEdit, started bool, now time.Time) error
 // has started.
 func editTerms(next *shop.Sale, in SaleEdit, started bool) error {
 	if l := in.PurchaseLimit; l != nil && *l != next.PurchaseLimit {
+		if err := validPurchaseLimit(*l); err != nil {
+			return err
+		}
 		if started {
 			return shop.Errorf(shop.CodeSaleStarted, "the sale has started: its purchase limit cannot change")
 		}
 		next.PurchaseLimit = *l
 	}
 	if c := in.Currency; c != nil && *c != next.Currency {
+		if err := validCurrency(*c); err != nil {
+			return err
+		}
 		if started {
 			return shop.Errorf(shop.CodeSaleStarted, "the sale has started: its currency cannot change")
 		}
@@ -354,8 +358,14 @@ func editItems(next *shop.Sale, edits []ItemEdit, started bool) error {
 			seen[e.ItemID] = true
 			it = next.Items[j]
 		}
+		if err := (itemInput{Name: e.Name, PriceCents: e.PriceCents, Quantity: e.Quantity}).validate(field); err != nil {
+			return err
+		}
 		if q := e.Quantity; q != nil && *q < int64(it.Sold) {
 			return shop.Errorf(shop.CodeQuantityTooLow, "%s.quantity cannot go below the %d units already sold", field, it.Sold)
+		}
+		if err := (itemInput{ImageURL: e.ImageURL}).validate(field); err != nil {
+			return err
 		}
 		it = editedItem(it, e)
 		if e.ItemID == 0 {

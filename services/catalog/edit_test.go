@@ -45,6 +45,12 @@ func TestApplyEditRules(t *testing.T) {
 		{"item of another sale", before, SaleEdit{Items: []ItemEdit{{ItemID: 99, Name: ptr("x")}}}, shop.CodeInvalidInput, "not an item of this sale"},
 		{"item named twice", before, SaleEdit{Items: []ItemEdit{{ItemID: 71, Name: ptr("a")}, {ItemID: 71, Name: ptr("b")}}}, shop.CodeInvalidInput, "named twice"},
 		{"empty name", after, SaleEdit{Name: ptr("  ")}, shop.CodeInvalidInput, "name must not be empty"},
+		// Refused in the order the edit applies its changes: the first refusal is the one a
+		// client sees, whatever else the edit holds.
+		{"new item with a bad price once started", after, SaleEdit{Items: []ItemEdit{{Name: ptr("Pot"), PriceCents: ptr[int64](-1), Quantity: ptr[int64](1)}}}, shop.CodeSaleStarted, "items cannot be added"},
+		{"start moved once started, bad window too", after, SaleEdit{StartsAt: ptr(now.Add(time.Minute)), PaymentWindowSeconds: ptr(0)}, shop.CodeSaleStarted, "its start cannot move"},
+		{"unknown item with a bad name", before, SaleEdit{Items: []ItemEdit{{ItemID: 99, Name: ptr("")}}}, shop.CodeInvalidInput, "not an item of this sale"},
+		{"below sold with a bad image", after, SaleEdit{Items: []ItemEdit{{ItemID: 70, Quantity: ptr[int64](1), ImageURL: ptr("ftp://x")}}}, shop.CodeQuantityTooLow, "below the 3 units"},
 		{"http image", after, SaleEdit{Items: []ItemEdit{{ItemID: 71, ImageURL: ptr("http://x.example/a.png")}}}, shop.CodeInvalidInput, "items[0].imageUrl must be an https://"},
 	}
 	for _, c := range cases {

@@ -14,7 +14,7 @@ import (
 // fakeDB holds one sale in memory; EditSale runs the edit and the Redis step as the real one
 // does, keeping the sale as it was when either refuses.
 type fakeDB struct {
-	DB // the methods these tests do not reach
+	DB   // the methods these tests do not reach
 	sale shop.Sale
 }
 

@@ -12,10 +12,11 @@ import (
 )
 
 // saleInput is what a merchant sends to create a sale or to edit one, each field nil when not sent.
-// Creating and editing check what was sent with one function, validate: the rules of a sale's
-// fields live there and nowhere else. What only a change can break (a started sale's start, a
-// quantity below the units sold) is the edit's own (applyEdit); what a new sale must have (a
-// window, items) the creation's (create).
+// The rules of a sale's fields live here and nowhere else: creating checks the whole input with
+// validate; editing checks each field with the same functions where it applies it, so that an
+// edit is refused in the order its changes are applied (applyEdit). What only a change can break
+// (a started sale's start, a quantity below the units sold) is the edit's own; what a new sale
+// must have (a window, items) the creation's (checkNew).
 type saleInput struct {
 	Name                 *string
 	Description          *string
@@ -41,8 +42,8 @@ func (in saleInput) validate() error {
 		func() error { return optional(in.Name, func(v string) error { return validName("name", v) }) },
 		func() error { return optional(in.Description, validDescription) },
 		func() error { return optional(in.PaymentWindowSeconds, validPaymentWindow) },
-		func() error { return optional(in.PurchaseLimit, validPurchaseLimit) },
 		func() error { return optional(in.Currency, validCurrency) },
+		func() error { return optional(in.PurchaseLimit, validPurchaseLimit) },
 		func() error { return optional(in.StockShards, validStockShards) },
 		func() error { return optional(in.Limits, validRateLimits) },
 	}

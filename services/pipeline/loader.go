@@ -84,6 +84,9 @@ func (l *Loader) Rebuild(ctx context.Context, saleID int64, q Backlogger) error 
 // QueueDrained answers QUEUE_NOT_DRAINED while the writer has messages left to write: until
 // then, Postgres does not hold every order Redis had counted.
 func QueueDrained(ctx context.Context, q Backlogger) error {
+	if q == nil {
+		q = NoQueue{}
+	}
 	n, err := q.Backlog(ctx)
 	if err != nil {
 		return shop.Unavailable(err)

@@ -14,6 +14,11 @@ type SoldOutFlags interface {
 	Returned(itemID int64)
 }
 
+// noFlags are the flags of a writer given none.
+type noFlags struct{}
+
+func (noFlags) Returned(int64) {}
+
 // Backlogger tells how many messages the writer has not acknowledged yet (store.Queue).
 type Backlogger interface {
 	Backlog(ctx context.Context) (uint64, error)

@@ -66,6 +66,9 @@ func NewWriter(cfg WriterConfig, q OrderQueue, db DB, stock Stock, soldOut SoldO
 	if cfg.Workers <= 0 {
 		cfg.Workers = 1
 	}
+	if soldOut == nil {
+		soldOut = noFlags{} // no local flags to clear
+	}
 	return &Writer{cfg: cfg, q: q, db: db, stock: stock, soldOut: soldOut, metrics: metrics.Or(m), log: log,
 		rate: NewThroughput(cfg.Workers, nil)}
 }
@@ -538,7 +541,7 @@ func (w *Writer) releaseRefused(ctx context.Context, o store.NewOrder, reason st
 		ref.HeldBy = held // the buyer entry names the order the shopper really holds
 	}
 	out, err := w.stock.Release(ctx, ref, op)
-	if err == nil && out == store.Released && op != shop.ReleaseNoRoom && w.soldOut != nil {
+	if err == nil && out == store.Released && op != shop.ReleaseNoRoom {
 		w.soldOut.Returned(o.ItemID)
 	}
 	return out, err

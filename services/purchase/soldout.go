@@ -30,6 +30,9 @@ type SoldOut struct {
 
 // NewSoldOut returns the flags, telling and hearing the other instances through notices.
 func NewSoldOut(notices shop.Notices, ttl time.Duration, log *slog.Logger, now func() time.Time) (*SoldOut, error) {
+	if notices == nil {
+		notices = shop.NoNotices{} // an instance of its own: nothing to tell, nothing to hear
+	}
 	s := &SoldOut{ttl: ttl, notices: notices, log: log, now: now}
 	stop, err := notices.Subscribe(soldOutSubject+"*", s.onNotice)
 	if err != nil {
