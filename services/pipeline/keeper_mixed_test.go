@@ -7,24 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 	"github.com/flashsale/flashsale/testenv"
 )
-
-// testRedis is a redis-server of the test's own (testenv.Redis) and a client of it.
-func testRedis(t *testing.T) redis.UniversalClient {
-	t.Helper()
-	opt, err := redis.ParseURL(testenv.Redis(t).URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	rdb := redis.NewClient(opt)
-	t.Cleanup(func() { rdb.Close() })
-	return rdb
-}
 
 // While another instance's rebuild is under way, some shards hold the new epoch (healthy) and
 // the others are still lost at the old one: the keeper waits a pass before marking them (a load
@@ -33,7 +19,13 @@ func testRedis(t *testing.T) redis.UniversalClient {
 // others still marks them all at once.
 func TestKeeperLeavesALoadUnderWayAlone(t *testing.T) {
 	const k, sale = 3, int64(5)
-	rdb := testRedis(t)
+	// A redis-server of the test's own; the store's client of it, as the program opens one (this
+	// package imports no engine client, even in its tests).
+	rdb, err := store.OpenRedis(t.Context(), testenv.Redis(t).URL(), 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rdb.Close() })
 	s := store.NewStock(rdb)
 	s.SetShardCounter(func(context.Context, int64) (int, error) { return k, nil })
 	ctx := context.Background()
