@@ -139,7 +139,7 @@ func fuzzRouter(auth *auth.Auth) http.Handler {
 // FuzzRouter sends arbitrary methods, paths, bodies and headers through the real router and
 // middleware: never a panic, never a 5xx, and every API error is the contract's JSON.
 func FuzzRouter(f *testing.F) {
-	accounts := auth.NewAuth(nil, []byte("fuzz-secret-of-some-length"), time.Hour, time.Now)
+	accounts := auth.New(auth.Config{Secret: []byte("fuzz-secret-of-some-length"), TTL: time.Hour}, auth.Deps{Now: time.Now})
 	shopper, _ := accounts.Issue(auth.Identity{UserID: 3, Role: auth.RoleShopper})
 	merchant, _ := accounts.Issue(auth.Identity{UserID: 4, Role: auth.RoleMerchant})
 	h := fuzzRouter(accounts)

@@ -20,7 +20,7 @@ import (
 // tests the names themselves.
 func TestStaticAssets(t *testing.T) {
 	t.Parallel()
-	h := fuzzRouter(auth.NewAuth(nil, []byte("static-secret-of-some-length"), time.Hour, time.Now))
+	h := fuzzRouter(auth.New(auth.Config{Secret: []byte("static-secret-of-some-length"), TTL: time.Hour}, auth.Deps{Now: time.Now}))
 	get := func(path string) *httptest.ResponseRecorder {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
@@ -74,7 +74,7 @@ var (
 // and so is every module those modules import, by the hashed name the served module says.
 func TestPagesLoadOneBuild(t *testing.T) {
 	t.Parallel()
-	h := fuzzRouter(auth.NewAuth(nil, []byte("static-secret-of-some-length"), time.Hour, time.Now))
+	h := fuzzRouter(auth.New(auth.Config{Secret: []byte("static-secret-of-some-length"), TTL: time.Hour}, auth.Deps{Now: time.Now}))
 	get := func(path string) *httptest.ResponseRecorder {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))

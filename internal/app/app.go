@@ -187,7 +187,7 @@ func (a *App) build(instance string) error {
 	a.funnel = catalog.NewFunnel(a.Stock, log, a.now)
 	limiter := limits.NewLimiter(store.NewRateLimiter(a.Redis), limits.Config{On: cfg.RateLimits, Log: log, Now: a.now})
 	challenges := a.captcha()
-	a.Auth = auth.NewAuth(a.DB, []byte(cfg.JWTSecret), cfg.JWTTTL, a.now).With(auth.AuthOptions{
+	a.Auth = auth.New(auth.Config{Secret: []byte(cfg.JWTSecret), TTL: cfg.JWTTTL}, auth.Deps{DB: a.DB, Now: a.now,
 		Revoked: store.NewRevocations(a.Redis), Limiter: limiter, Captcha: challenges, Log: log})
 	a.purchases = purchase.NewPurchases(purchase.PurchaseConfig{
 		TokenTTL: cfg.TokenTTL, SlowPublish: cfg.OrphanAge / 3, SigningSecret: []byte(cfg.JWTSecret),

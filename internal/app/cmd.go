@@ -164,7 +164,7 @@ func merchantCmd(ctx context.Context, cfg Config, log *slog.Logger, args []strin
 		return err
 	}
 	defer db.Close()
-	u, err := auth.NewAuth(db, []byte(cfg.JWTSecret), cfg.JWTTTL, time.Now).AddUser(ctx, name, *password, auth.RoleMerchant)
+	u, err := auth.New(auth.Config{Secret: []byte(cfg.JWTSecret), TTL: cfg.JWTTTL}, auth.Deps{DB: db, Now: time.Now}).AddUser(ctx, name, *password, auth.RoleMerchant)
 	if err != nil {
 		return err
 	}
@@ -227,7 +227,7 @@ func tokenCmd(cfg Config, args []string, stdout io.Writer) error {
 	if err != nil || id <= 0 || (*role != auth.RoleShopper && *role != auth.RoleMerchant) {
 		return errors.New("usage: flashsale token -user ID [-role shopper|merchant]")
 	}
-	tok, err := auth.NewAuth(nil, []byte(cfg.JWTSecret), cfg.JWTTTL, time.Now).Issue(auth.Identity{UserID: id, Role: *role})
+	tok, err := auth.New(auth.Config{Secret: []byte(cfg.JWTSecret), TTL: cfg.JWTTTL}, auth.Deps{Now: time.Now}).Issue(auth.Identity{UserID: id, Role: *role})
 	if err != nil {
 		return err
 	}

@@ -50,31 +50,23 @@ type Auth struct {
 	log     *slog.Logger
 }
 
-// AuthOptions are what Auth needs besides tokens: the limits, the registration captcha, the
-// bound on bcrypt work and Redis, where logouts are shared between instances.
-type AuthOptions struct {
-	Revoked   RevocationLog // the logouts every instance shares (store.Revocations); nil: this instance's own only
-	Limiter   *limits.Limiter
-	Captcha   captcha.Captcha
-	HashSlots int // bcrypt hashes or compares at once; 0: defaultHashSlots
-	Log       *slog.Logger
+// Config are the sessions' settings.
+type Config struct {
+	Secret    []byte        // signs the session tokens (HS256)
+	TTL       time.Duration // how long a session token lives
+	HashSlots int           // bcrypt hashes or compares at once; 0: half the CPUs, at least 2
 }
 
-// With sets the options and, with Redis, loads the sessions already ended; it returns a.
-func (a *Auth) With(o AuthOptions) *Auth {
-	a.limiter, a.captcha = o.Limiter, o.Captcha
-	if o.HashSlots > 0 {
-		a.hashing = make(chan struct{}, o.HashSlots)
-	}
-	if o.Log != nil {
-		a.log = o.Log
-	}
-	if o.Revoked != nil {
-		a.revoked.shared, a.revoked.log = o.Revoked, a.log
-		a.revoked.refresh()
-	}
-	go dummyHash() // computed before the first unknown username needs it
-	return a
+// Deps are what accounts work with. A tool that only issues or checks tokens gives none but Now;
+// without Revoked, a logout ends the session on this instance only; without Captcha,
+// registration is refused; without Limiter, the account routes are not limited.
+type Deps struct {
+	DB      DB
+	Now     func() time.Time
+	Revoked RevocationLog   // the logouts every instance shares (store.Revocations)
+	Limiter *limits.Limiter // per-IP and per-username limits of the account routes
+	Captcha captcha.Captcha // the registration captcha
+	Log     *slog.Logger
 }
 
 // verifiedSlots is the size of the cache of verified tokens (about 80 MiB at the very worst).
@@ -97,10 +89,26 @@ type verified struct {
 // flight never refuses another.
 func defaultHashSlots() int { return max(2, runtime.NumCPU()/2) }
 
-// NewAuth returns an Auth signing with secret; tokens live for ttl.
-func NewAuth(db DB, secret []byte, ttl time.Duration, now func() time.Time) *Auth {
-	return &Auth{db: db, secret: secret, ttl: ttl, now: now, hashing: make(chan struct{}, defaultHashSlots()),
-		seen: new([verifiedSlots]atomic.Pointer[verified]), seed: maphash.MakeSeed(), macs: mac.NewPool(secret), log: slog.Default()}
+// New returns the accounts service, complete: with Revoked, the sessions other instances ended
+// are read before it returns.
+func New(cfg Config, d Deps) *Auth {
+	slots := cfg.HashSlots
+	if slots <= 0 {
+		slots = defaultHashSlots()
+	}
+	log := d.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	a := &Auth{db: d.DB, secret: cfg.Secret, ttl: cfg.TTL, now: d.Now, hashing: make(chan struct{}, slots),
+		seen: new([verifiedSlots]atomic.Pointer[verified]), seed: maphash.MakeSeed(), macs: mac.NewPool(cfg.Secret), log: log,
+		limiter: d.Limiter, captcha: d.Captcha}
+	if d.Revoked != nil {
+		a.revoked.shared, a.revoked.log = d.Revoked, log
+		a.revoked.refresh()
+	}
+	go dummyHash() // computed before the first unknown username needs it
+	return a
 }
 
 // slot is the cache slot of token.

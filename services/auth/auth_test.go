@@ -24,7 +24,7 @@ func fixedNow(t time.Time) func() time.Time { return func() time.Time { return t
 func TestAuthIssueVerify(t *testing.T) {
 	t.Parallel()
 	now := time.Unix(1_800_000_000, 0)
-	a := NewAuth(nil, testSecret, time.Hour, fixedNow(now))
+	a := New(Config{Secret: testSecret, TTL: time.Hour}, Deps{Now: fixedNow(now)})
 	for _, id := range []Identity{{UserID: 1, Role: RoleShopper}, {UserID: 9000, Role: RoleMerchant}, {UserID: 1<<63 - 1, Role: RoleShopper}} {
 		tok, err := a.Issue(id)
 		if err != nil {
@@ -49,10 +49,10 @@ func TestAuthIssueVerify(t *testing.T) {
 	}
 	// Within the leeway of a few seconds a just-expired token still passes; after, it does not.
 	tok, _ := a.Issue(Identity{UserID: 3, Role: RoleShopper})
-	if _, err := NewAuth(nil, testSecret, time.Hour, fixedNow(now.Add(time.Hour+3*time.Second))).Verify(tok); err != nil {
+	if _, err := New(Config{Secret: testSecret, TTL: time.Hour}, Deps{Now: fixedNow(now.Add(time.Hour + 3*time.Second))}).Verify(tok); err != nil {
 		t.Errorf("3 s after exp (within leeway): %v", err)
 	}
-	_, err := NewAuth(nil, testSecret, time.Hour, fixedNow(now.Add(time.Hour+10*time.Second))).Verify(tok)
+	_, err := New(Config{Secret: testSecret, TTL: time.Hour}, Deps{Now: fixedNow(now.Add(time.Hour + 10*time.Second))}).Verify(tok)
 	var e *shop.Error
 	if !errors.As(err, &e) || e.Code != shop.CodeUnauthenticated || !strings.Contains(e.Message, "expired") {
 		t.Errorf("10 s after exp: %v, want UNAUTHENTICATED saying expired", err)
@@ -62,7 +62,7 @@ func TestAuthIssueVerify(t *testing.T) {
 func TestAuthVerifyRejects(t *testing.T) {
 	t.Parallel()
 	now := time.Unix(1_800_000_000, 0)
-	a := NewAuth(nil, testSecret, time.Hour, fixedNow(now))
+	a := New(Config{Secret: testSecret, TTL: time.Hour}, Deps{Now: fixedNow(now)})
 	f := tokenForge{t: t, now: now}
 
 	// The control: a hand-built HS256 token of the same shape passes.
@@ -200,7 +200,7 @@ func TestValidCredentials(t *testing.T) {
 // verification is not cached yet): what every shopper of a rush pays once.
 func BenchmarkVerifyFirstSight(b *testing.B) {
 	now := time.Now()
-	a := NewAuth(nil, []byte("a secret of a sensible length, 32+"), time.Hour, func() time.Time { return now })
+	a := New(Config{Secret: []byte("a secret of a sensible length, 32+"), TTL: time.Hour}, Deps{Now: func() time.Time { return now }})
 	toks := make([]string, 4096)
 	for i := range toks {
 		var err error
@@ -223,7 +223,7 @@ func BenchmarkVerifyFirstSight(b *testing.B) {
 func TestVerifyOwnAgreesWithTheLibrary(t *testing.T) {
 	now := time.Now()
 	secret := []byte("a secret of a sensible length, 32+")
-	a := NewAuth(nil, secret, time.Hour, func() time.Time { return now })
+	a := New(Config{Secret: secret, TTL: time.Hour}, Deps{Now: func() time.Time { return now }})
 	for name, c := range fastPathCases(t, a, tokenForge{t: t, now: now}, secret) {
 		t.Run(name, func(t *testing.T) { checkAgreesWithLibrary(t, a, c) })
 	}
@@ -329,7 +329,7 @@ func FuzzFlatClaimsAgreesWithJSON(f *testing.F) {
 
 func TestFlatClaimsReadsIssuedTokens(t *testing.T) {
 	now := time.Now()
-	a := NewAuth(nil, []byte("a secret of a sensible length, 32+"), time.Hour, func() time.Time { return now })
+	a := New(Config{Secret: []byte("a secret of a sensible length, 32+"), TTL: time.Hour}, Deps{Now: func() time.Time { return now }})
 	tok, err := a.Issue(Identity{UserID: 42, Role: RoleMerchant})
 	if err != nil {
 		t.Fatal(err)
@@ -374,7 +374,7 @@ func flipUnusedBits(t testing.TB, token string, bits byte) string {
 func TestTokenWithUnusedBitsSetRefused(t *testing.T) {
 	t.Parallel()
 	now := time.Unix(1_800_000_000, 0)
-	a := NewAuth(nil, testSecret, time.Hour, fixedNow(now))
+	a := New(Config{Secret: testSecret, TTL: time.Hour}, Deps{Now: fixedNow(now)})
 	tok, err := a.Issue(Identity{UserID: 7, Role: RoleShopper})
 	if err != nil {
 		t.Fatal(err)
@@ -401,7 +401,7 @@ func TestTokenWithUnusedBitsSetRefused(t *testing.T) {
 // spelling of one signed token is ended by it, whichever spelling was logged out.
 func TestLogoutCoversEverySpellingOfTheToken(t *testing.T) {
 	t.Parallel()
-	a := NewAuth(nil, testSecret, time.Hour, time.Now)
+	a := New(Config{Secret: testSecret, TTL: time.Hour}, Deps{Now: time.Now})
 	tok, _ := a.Issue(Identity{UserID: 8, Role: RoleShopper})
 	flipped := flipUnusedBits(t, tok, 3)
 	if err := a.Logout(context.Background(), tok); err != nil {

@@ -10,7 +10,7 @@ import (
 // A token verified once is remembered, but never past its expiry (plus the parser's leeway).
 func TestVerifiedTokenCacheHonoursExpiry(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
-	a := NewAuth(nil, []byte("cache-secret-of-some-length"), time.Minute, func() time.Time { return now })
+	a := New(Config{Secret: []byte("cache-secret-of-some-length"), TTL: time.Minute}, Deps{Now: func() time.Time { return now }})
 	tok, err := a.Issue(Identity{UserID: 9, Role: RoleShopper})
 	if err != nil {
 		t.Fatal(err)

@@ -9,7 +9,7 @@ import (
 )
 
 func FuzzVerifyJWT(f *testing.F) {
-	a := NewAuth(nil, []byte("fuzz-secret-of-some-length"), time.Hour, time.Now)
+	a := New(Config{Secret: []byte("fuzz-secret-of-some-length"), TTL: time.Hour}, Deps{Now: time.Now})
 	good, _ := a.Issue(Identity{UserID: 5, Role: RoleShopper})
 	for _, seed := range []string{good, "", "a.b.c", "eyJhbGciOiJub25lIn0.eyJzdWIiOiIxIn0.", good + "x", strings.Repeat(".", 5000)} {
 		f.Add(seed)

@@ -14,7 +14,7 @@ import (
 // Excess bcrypt work is refused at once with 503 and Retry-After, never queued.
 func TestBcryptSlotsRefuseExcess(t *testing.T) {
 	t.Parallel()
-	a := NewAuth(nil, testSecret, time.Hour, time.Now).With(AuthOptions{HashSlots: 1, Captcha: captcha.Test{}})
+	a := New(Config{Secret: testSecret, TTL: time.Hour, HashSlots: 1}, Deps{Now: time.Now, Captcha: captcha.Test{}})
 	a.hashing <- struct{}{} // one login in flight takes the only slot
 	start := time.Now()
 	_, _, err := a.Login(context.Background(), "someone", "some password", "1.2.3.4")
@@ -29,7 +29,7 @@ func TestBcryptSlotsRefuseExcess(t *testing.T) {
 	if d := time.Since(start); d > 50*time.Millisecond {
 		t.Errorf("refusals took %v: they must not wait for a slot", d)
 	}
-	if cap(NewAuth(nil, testSecret, time.Hour, time.Now).hashing) < 2 {
+	if cap(New(Config{Secret: testSecret, TTL: time.Hour}, Deps{Now: time.Now}).hashing) < 2 {
 		t.Errorf("the default bound is below 2")
 	}
 }
@@ -37,7 +37,7 @@ func TestBcryptSlotsRefuseExcess(t *testing.T) {
 // A logged-out token is refused at once, even from the verified-token cache.
 func TestLogoutRevokesCachedToken(t *testing.T) {
 	t.Parallel()
-	a := NewAuth(nil, testSecret, time.Hour, time.Now)
+	a := New(Config{Secret: testSecret, TTL: time.Hour}, Deps{Now: time.Now})
 	tok, _ := a.Issue(Identity{UserID: 4, Role: RoleShopper})
 	if _, err := a.Verify(tok); err != nil {
 		t.Fatal(err)
@@ -55,8 +55,8 @@ func TestLogoutRevokesCachedToken(t *testing.T) {
 // client still gets one. Beyond its share the client gets 429; with every slot taken, 503.
 func TestBcryptSlotsShareOfOneClient(t *testing.T) {
 	t.Parallel()
-	a := NewAuth(nil, testSecret, time.Hour, time.Now).With(AuthOptions{HashSlots: 2,
-		Limiter: limits.NewLimiter(nil, limits.Config{On: true, Now: time.Now})})
+	a := New(Config{Secret: testSecret, TTL: time.Hour, HashSlots: 2},
+		Deps{Now: time.Now, Limiter: limits.NewLimiter(nil, limits.Config{On: true, Now: time.Now})})
 	first, err := a.hashSlot("198.51.100.7")
 	if err != nil {
 		t.Fatalf("the client's first bcrypt: %v", err)
@@ -89,7 +89,7 @@ func TestBcryptSlotsShareOfOneClient(t *testing.T) {
 		t.Errorf("%d clients counted with nothing in flight", n)
 	}
 	// The command line (no address) and the limits off have no share.
-	off := NewAuth(nil, testSecret, time.Hour, time.Now).With(AuthOptions{HashSlots: 2, Limiter: limits.NewLimiter(nil, limits.Config{Now: time.Now})})
+	off := New(Config{Secret: testSecret, TTL: time.Hour, HashSlots: 2}, Deps{Now: time.Now, Limiter: limits.NewLimiter(nil, limits.Config{Now: time.Now})})
 	for _, ip := range []string{"198.51.100.7", "198.51.100.7"} {
 		if _, err := off.hashSlot(ip); err != nil {
 			t.Fatalf("limits off: %v", err)

@@ -126,7 +126,7 @@ func (c *cluster) createSale(startsAt time.Time, payWindow time.Duration, quanti
 	return s
 }
 
-var shopperAuth = auth.NewAuth(nil, secret, 24*time.Hour, time.Now)
+var shopperAuth = auth.New(auth.Config{Secret: secret, TTL: 24 * time.Hour}, auth.Deps{Now: time.Now})
 
 func bearerOf(user int64) string {
 	tok, err := shopperAuth.Issue(auth.Identity{UserID: user, Role: auth.RoleShopper})
