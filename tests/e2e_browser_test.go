@@ -253,6 +253,24 @@ func (b *e2eTab) waitFor(what string, timeout time.Duration, expr string) []byte
 	return v
 }
 
+// clickUntil clicks sel like a person and waits up to 3 s for took (a JavaScript expression, the
+// recorder as e) to say the page acted on it; if it did not, it clicks once more. A click sent while
+// the page is still laying itself out after a navigation (boxes appearing above the button) can
+// land where the button was a moment before, and a person simply clicks again: seen once in a
+// full run, where the test then waited in vain.
+func (b *e2eTab) clickUntil(what string, sel chromedp.CSS, took string) {
+	b.t.Helper()
+	for try := 1; ; try++ {
+		b.do(what, chromedp.Click(sel))
+		_, err := chromedp.Run(b.ctx, chromedp.Poll[bool](`((e) => (`+took+`))(window.__e2e)`,
+			chromedp.WithPollingInterval(20*time.Millisecond), chromedp.WithPollingTimeout(3*time.Second)))
+		if err == nil || try == 2 {
+			return
+		}
+		b.t.Logf("%s: %s: the page did not act on the click within 3 s; clicking again", b.name, what)
+	}
+}
+
 // e2eEval evaluates a JavaScript expression (with the recorder as e) and decodes its value.
 func e2eEval[T any](b *e2eTab, what, expr string) T {
 	b.t.Helper()
