@@ -26,11 +26,6 @@ const (
 	ReconcileViolation = "violation" // a check fails with nothing on its way (or Postgres itself, or Redis lost data)
 )
 
-// Backlogger tells how many messages the writer has not acknowledged yet (store.Queue).
-type Backlogger interface {
-	Backlog(ctx context.Context) (uint64, error)
-}
-
 // LiveSale is the sale in the merchant's live view.
 type LiveSale struct {
 	ID       int64

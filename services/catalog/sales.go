@@ -177,7 +177,8 @@ func (s *Sales) WarmAhead() time.Duration { return s.warmAhead }
 // input is the new sale as the validation reads it (validate.go): "" for the currency and the
 // limit means the default, so they are not checked.
 func (in NewSale) input() saleInput {
-	out := saleInput{Name: &in.Name, Description: &in.Description, PaymentWindowSeconds: in.PaymentWindowSeconds,
+	// The name is checked apart, first (create); the rest together.
+	out := saleInput{Description: &in.Description, PaymentWindowSeconds: in.PaymentWindowSeconds,
 		StockShards: in.StockShards, Limits: in.Limits, Items: make([]itemInput, len(in.Items))}
 	if in.PurchaseLimit != "" {
 		out.PurchaseLimit = &in.PurchaseLimit
@@ -244,7 +245,7 @@ func (s *Sales) newSale(merchantID int64, in NewSale) shop.Sale {
 // create validates and stores a new sale of merchantID, then loads its stock into Redis.
 func (s *Sales) create(ctx context.Context, merchantID int64, in NewSale) (shop.Sale, error) {
 	now := s.now()
-	if err := validName("name", in.Name); err != nil {
+	if err := (saleInput{Name: &in.Name}).validate(); err != nil { // the name first, as ever
 		return shop.Sale{}, err
 	}
 	if err := checkNew(in, now); err != nil {
