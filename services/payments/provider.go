@@ -1,0 +1,69 @@
+package payments
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Provider is a payment provider as flashsale uses it: a hosted checkout page per order, the
+// expiry of a checkout that may no longer be paid, and the refund of a payment that came too late.
+// Each call is idempotent for the same order (a retry after a lost answer changes nothing more).
+type Provider interface {
+	// Name is the provider's name as stored on a payment ("simulated", "stripe").
+	Name() string
+	// Checkout opens a hosted checkout for one order and answers where to send the browser.
+	Checkout(ctx context.Context, r CheckoutRequest) (Session, error)
+	// ExpireSession closes an open checkout so that it can no longer be paid. A session that is
+	// already expired answers nil; one that was completed (paid) answers ErrSessionComplete.
+	ExpireSession(ctx context.Context, sessionID string) error
+	// Refund returns the whole of a payment; the same order asks once however often it is retried.
+	Refund(ctx context.Context, r RefundRequest) (refundID string, err error)
+}
+
+// CheckoutRequest is one order's checkout.
+type CheckoutRequest struct {
+	OrderID     string // also the provider's client reference and the idempotency key's root
+	ItemName    string
+	AmountCents int64
+	Currency    string // ISO 4217, lower or upper case
+	SuccessURL  string // where the provider sends the browser after paying (the order page)
+	CancelURL   string // where it sends the browser on giving up (the order page)
+	ExpiresAt   time.Time
+}
+
+// Session is an open hosted checkout.
+type Session struct {
+	ID  string
+	URL string
+}
+
+// RefundRequest names the payment to give back.
+type RefundRequest struct {
+	OrderID   string
+	PaymentID string // the provider's payment (Stripe: the PaymentIntent)
+}
+
+// ErrSessionComplete is ExpireSession's answer for a checkout that was paid: the payment's own
+// confirmation (a webhook) decides what becomes of it.
+var ErrSessionComplete = errors.New("payments: the checkout session was completed")
+
+// Event is a provider's notification, verified, in flashsale's words.
+type Event struct {
+	ID          string    // the provider's event id: each is applied once
+	Kind        EventKind // what happened
+	OrderID     string    // the order (the checkout's client reference)
+	SessionID   string
+	PaymentID   string // the provider's payment, set when Kind is Paid
+	AmountCents int64
+	Currency    string
+}
+
+// EventKind is what a provider's event says happened to a checkout.
+type EventKind int
+
+const (
+	EventIgnored EventKind = iota // an event flashsale does not act on (it is acknowledged)
+	EventPaid                     // the checkout's payment is confirmed (money taken)
+	EventExpired                  // the checkout expired or its asynchronous payment failed: nothing taken
+)
