@@ -37,7 +37,7 @@ $(DEVENV): FORCE
 deps: $(DEVENV) ## install with apt-get what serving needs and is missing (redis, postgresql-15)
 	@$(DEV) deps
 
-deps-test: $(DEVENV) ## also what the tests need: chromium, chromium-driver, nginx-light, a Chinese font
+deps-test: $(DEVENV) ## also what the tests need: chromium, chromium-driver, nginx-light, a Chinese font, stripe-mock
 	@$(DEV) deps -test
 
 services: $(DEVENV) ## start Redis and Postgres under .data/ (idempotent, keeps data)

@@ -29,11 +29,11 @@ import (
 	"time"
 )
 
-// Main wraps testing.M: it runs the tests, then stops the Postgres cluster this process started
-// (if any). Use it in TestMain: func TestMain(m *testing.M) { testenv.Main(m) }
+// Main wraps testing.M: it runs the tests, then stops the Postgres cluster and the stripe-mock
+// this process started (if any). Use it in TestMain: func TestMain(m *testing.M) { testenv.Main(m) }
 func Main(m *testing.M) {
 	code := m.Run()
-	if err := stopCluster(); err != nil {
+	if err := errors.Join(stopCluster(), stopStripeMock()); err != nil {
 		fmt.Fprintf(os.Stderr, "testenv: %v\n", err)
 		if code == 0 {
 			code = 1

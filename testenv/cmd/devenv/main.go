@@ -51,7 +51,8 @@ verbs:
                 install with apt-get what is missing: what serving needs (redis-server,
                 redis-tools, postgresql-PG_VERSION), with -cluster also nginx-light, and with
                 -test what the tests also need (chromium, chromium-driver, nginx-light;
-                fonts-noto-cjk as best effort)
+                fonts-noto-cjk as best effort) and stripe-mock (go install, into the
+                user's cache folder)
   checkviews    fail when views/*_templ.go differ from what go tool templ generate wrote, or are
                 not committed (in a git checkout only)
   chaos [-cluster] [WHICH]

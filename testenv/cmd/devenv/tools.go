@@ -15,6 +15,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/flashsale/flashsale/testenv"
 )
 
 // A debPackage is a Debian package and how to tell it is installed.
@@ -68,6 +70,15 @@ func deps(cfg *config, test, cluster bool, stdout, stderr io.Writer) error {
 		if err := aptInstall(stdout, stderr, missing...); err != nil {
 			return fmt.Errorf("deps: apt-get install %s: %w", strings.Join(missing, " "), err)
 		}
+	}
+	if test {
+		// stripe-mock, the Stripe API of the payment tests: built with go install into the cache
+		// folder the tests look in (testenv.StripeMock), so that the tests do not build it.
+		bin, err := testenv.BuildStripeMock("")
+		if err != nil {
+			return fmt.Errorf("deps: stripe-mock: %w", err)
+		}
+		fmt.Fprintf(stdout, "deps: stripe-mock %s at %s\n", testenv.StripeMockVersion, bin)
 	}
 	if test && !hasChineseFont() {
 		// A Chinese font makes the Chinese pages' screenshots readable; the tests pass without
