@@ -1,0 +1,249 @@
+// Package stripepay is the Stripe side of payments.Provider: a Stripe Checkout Session per order,
+// its expiry, the refund of its PaymentIntent, and the verification and translation of Stripe's
+// webhook events into payments.Event.
+//
+// It is an adapter: the only package of flashsale that imports stripe-go. Every call carries an
+// idempotency key derived from the order ("flashsale-checkout-"+OrderID,
+// "flashsale-refund-"+OrderID), so a retry after a lost answer, or two clicks at once, reach one
+// Stripe object.
+//
+// Errors: what Checkout, ExpireSession and Refund answer is an *Error. Transient(err) (or
+// errors.Is(err, ErrTransient), or the error's Transient method, for a caller that does not
+// import this package) tells the ones worth retrying: no answer from Stripe (a network error, a
+// timeout), a Stripe 5xx, a 409 (a concurrent request with the same idempotency key), a 429 (rate
+// limit, lock_timeout). Everything else (a 4xx invalid request, a wrong key) is permanent.
+package stripepay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/stripe/stripe-go/v82"
+
+	"github.com/flashsale/flashsale/services/payments"
+)
+
+// The settings New refuses to start without, named in its errors.
+const (
+	EnvSecretKey     = "FLASHSALE_STRIPE_SECRET_KEY"
+	EnvWebhookSecret = "FLASHSALE_STRIPE_WEBHOOK_SECRET"
+)
+
+// Config is what the Stripe provider needs.
+type Config struct {
+	SecretKey     string // the API key (sk_live_…, sk_test_… or rk_…); FLASHSALE_STRIPE_SECRET_KEY
+	WebhookSecret string // the webhook endpoint's signing secret (whsec_…); FLASHSALE_STRIPE_WEBHOOK_SECRET
+	// APIBase is the API's base URL without /v1 ("http://127.0.0.1:12111" for stripe-mock);
+	// empty is Stripe's (https://api.stripe.com).
+	APIBase string
+	// HTTPClient makes the API calls; nil is stripe-go's default (80 s timeout).
+	HTTPClient *http.Client
+	// Tolerance is how old a webhook's signed timestamp may be; 0 is stripe-go's default (300 s).
+	Tolerance time.Duration
+}
+
+// Provider is payments.Provider on Stripe Checkout, and the parser of Stripe's webhook events.
+type Provider struct {
+	client        *stripe.Client
+	webhookSecret string
+	tolerance     time.Duration
+	now           func() time.Time
+}
+
+var _ payments.Provider = (*Provider)(nil)
+
+// New returns the Stripe provider. It refuses an empty secret key or webhook secret.
+func New(cfg Config) (*Provider, error) {
+	if strings.TrimSpace(cfg.SecretKey) == "" {
+		return nil, fmt.Errorf("stripepay: no Stripe secret key: set %s", EnvSecretKey)
+	}
+	if strings.TrimSpace(cfg.WebhookSecret) == "" {
+		return nil, fmt.Errorf("stripepay: no Stripe webhook signing secret: set %s", EnvWebhookSecret)
+	}
+	if cfg.Tolerance < 0 {
+		return nil, fmt.Errorf("stripepay: negative webhook tolerance %v", cfg.Tolerance)
+	}
+	bc := &stripe.BackendConfig{
+		HTTPClient: cfg.HTTPClient,
+		// Errors are returned to the caller, who logs them with the order: stripe-go's own
+		// logger would print each one a second time on stderr.
+		LeveledLogger: &stripe.LeveledLogger{Level: stripe.LevelNull},
+	}
+	if cfg.APIBase != "" {
+		bc.URL = stripe.String(strings.TrimRight(cfg.APIBase, "/"))
+	}
+	return &Provider{
+		client:        stripe.NewClient(cfg.SecretKey, stripe.WithBackends(stripe.NewBackendsWithConfig(bc))),
+		webhookSecret: cfg.WebhookSecret,
+		tolerance:     cfg.Tolerance,
+		now:           time.Now,
+	}, nil
+}
+
+// Name is "stripe".
+func (p *Provider) Name() string { return "stripe" }
+
+// The idempotency keys' roots; the order id follows.
+const (
+	checkoutKeyPrefix = "flashsale-checkout-"
+	refundKeyPrefix   = "flashsale-refund-"
+)
+
+// Stripe accepts a Checkout Session's expires_at between 30 minutes and 24 hours after its
+// creation; the margins cover the clocks' difference and the request's time in flight.
+const (
+	minSessionLife = 30*time.Minute + time.Minute
+	maxSessionLife = 24*time.Hour - time.Minute
+	// sessionLifeStep is how far an expiry too soon for Stripe is pushed, in whole steps from
+	// the order's own expiry (see sessionExpiry). At least minSessionLife, so that one step
+	// covers the whole of an order's payment window when that is shorter.
+	sessionLifeStep = 40 * time.Minute
+)
+
+// sessionExpiry is the expires_at sent for an order expiring at expiresAt, the call made at now;
+// ok false: send none (Stripe's default, 24 hours).
+//
+// Stripe refuses an expires_at sooner than 30 minutes ahead, and a flash sale's orders expire
+// sooner than that: such an expiry is pushed by whole steps of sessionLifeStep from the order's
+// own expiry, not to now+31m. The value then depends on the order alone, not on the moment of
+// the call, for the whole of a payment window shorter than 31 minutes: a retry, or a second
+// click, sends the same parameters under the same idempotency key, which Stripe answers with the
+// first session (different parameters under one key are a 400 idempotency_error). The session
+// outlives the order by up to sessionLifeStep: flashsale expires it (ExpireSession) when the
+// order expires, and Stripe's expiry is only the safety net.
+func sessionExpiry(expiresAt, now time.Time) (time.Time, bool) {
+	if expiresAt.IsZero() {
+		return time.Time{}, false
+	}
+	at := expiresAt
+	if short := now.Add(minSessionLife).Sub(at); short > 0 {
+		at = at.Add((short + sessionLifeStep - 1) / sessionLifeStep * sessionLifeStep)
+	}
+	if at.Sub(now) > maxSessionLife {
+		return time.Time{}, false
+	}
+	return at, true
+}
+
+// Checkout creates a Checkout Session (mode payment) of one line item for the order.
+func (p *Provider) Checkout(ctx context.Context, r payments.CheckoutRequest) (payments.Session, error) {
+	switch {
+	case r.OrderID == "":
+		return payments.Session{}, permanent("checkout", errors.New("no order id"))
+	case r.AmountCents <= 0:
+		return payments.Session{}, permanent("checkout", fmt.Errorf("order %s: amount %d is not positive", r.OrderID, r.AmountCents))
+	case len(r.Currency) != 3:
+		return payments.Session{}, permanent("checkout", fmt.Errorf("order %s: currency %q is not an ISO 4217 code", r.OrderID, r.Currency))
+	case strings.TrimSpace(r.ItemName) == "":
+		return payments.Session{}, permanent("checkout", fmt.Errorf("order %s: no item name", r.OrderID))
+	case r.SuccessURL == "" || r.CancelURL == "":
+		return payments.Session{}, permanent("checkout", fmt.Errorf("order %s: no success or cancel URL", r.OrderID))
+	}
+	params := &stripe.CheckoutSessionCreateParams{
+		Mode:              stripe.String(string(stripe.CheckoutSessionModePayment)),
+		ClientReferenceID: stripe.String(r.OrderID),
+		SuccessURL:        stripe.String(r.SuccessURL),
+		CancelURL:         stripe.String(r.CancelURL),
+		LineItems: []*stripe.CheckoutSessionCreateLineItemParams{{
+			PriceData: &stripe.CheckoutSessionCreateLineItemPriceDataParams{
+				Currency:   stripe.String(strings.ToLower(r.Currency)),
+				UnitAmount: stripe.Int64(r.AmountCents),
+				ProductData: &stripe.CheckoutSessionCreateLineItemPriceDataProductDataParams{
+					Name: stripe.String(r.ItemName),
+				},
+			},
+			Quantity: stripe.Int64(1),
+		}},
+		PaymentIntentData: &stripe.CheckoutSessionCreatePaymentIntentDataParams{
+			Metadata: map[string]string{"order_id": r.OrderID},
+		},
+	}
+	params.AddMetadata("order_id", r.OrderID)
+	if at, ok := sessionExpiry(r.ExpiresAt, p.now()); ok {
+		params.ExpiresAt = stripe.Int64(at.Unix())
+	}
+	params.SetIdempotencyKey(checkoutKeyPrefix + r.OrderID)
+	s, err := p.client.V1CheckoutSessions.Create(ctx, params)
+	if err != nil {
+		return payments.Session{}, classify("checkout", err)
+	}
+	if s.ID == "" || s.URL == "" {
+		return payments.Session{}, permanent("checkout", fmt.Errorf("order %s: Stripe answered a session without id or URL (%q, %q)", r.OrderID, s.ID, s.URL))
+	}
+	return payments.Session{ID: s.ID, URL: s.URL}, nil
+}
+
+// ExpireSession expires an open Checkout Session. A session already expired answers nil, one
+// completed answers payments.ErrSessionComplete: Stripe refuses to expire a session that is not
+// open with a 400, and the session's status, retrieved then, decides.
+func (p *Provider) ExpireSession(ctx context.Context, sessionID string) error {
+	if sessionID == "" {
+		return permanent("expire", errors.New("no session id"))
+	}
+	_, err := p.client.V1CheckoutSessions.Expire(ctx, sessionID, nil)
+	if err == nil {
+		return nil
+	}
+	var se *stripe.Error
+	if !errors.As(err, &se) || se.HTTPStatusCode != http.StatusBadRequest {
+		return classify("expire", err)
+	}
+	s, rerr := p.client.V1CheckoutSessions.Retrieve(ctx, sessionID, nil)
+	if rerr != nil {
+		return classify("expire", fmt.Errorf("%w (and retrieving the session to see why: %w)", err, rerr))
+	}
+	return expireOutcome(s.Status, err)
+}
+
+// expireOutcome decides what a refused expiry means from the session's status.
+func expireOutcome(status stripe.CheckoutSessionStatus, expireErr error) error {
+	switch status {
+	case stripe.CheckoutSessionStatusExpired:
+		return nil
+	case stripe.CheckoutSessionStatusComplete:
+		return payments.ErrSessionComplete
+	default:
+		return classify("expire", expireErr)
+	}
+}
+
+// Refund refunds the whole of the order's PaymentIntent and answers the refund's id. A payment
+// already refunded (the idempotency key forgotten after Stripe's 24 hours) answers the refund
+// that exists.
+func (p *Provider) Refund(ctx context.Context, r payments.RefundRequest) (string, error) {
+	if r.OrderID == "" || r.PaymentID == "" {
+		return "", permanent("refund", fmt.Errorf("order %q, payment %q: both are needed", r.OrderID, r.PaymentID))
+	}
+	params := &stripe.RefundCreateParams{PaymentIntent: stripe.String(r.PaymentID)}
+	params.AddMetadata("order_id", r.OrderID)
+	params.SetIdempotencyKey(refundKeyPrefix + r.OrderID)
+	ref, err := p.client.V1Refunds.Create(ctx, params)
+	if err == nil {
+		return ref.ID, nil
+	}
+	var se *stripe.Error
+	if errors.As(err, &se) && se.Code == stripe.ErrorCodeChargeAlreadyRefunded {
+		if id, lerr := p.existingRefund(ctx, r.PaymentID); lerr == nil && id != "" {
+			return id, nil
+		}
+	}
+	return "", classify("refund", err)
+}
+
+// existingRefund answers the id of a refund of the PaymentIntent that is not failed or canceled.
+func (p *Provider) existingRefund(ctx context.Context, paymentIntent string) (string, error) {
+	params := &stripe.RefundListParams{PaymentIntent: stripe.String(paymentIntent)}
+	for ref, err := range p.client.V1Refunds.List(ctx, params) {
+		if err != nil {
+			return "", err
+		}
+		if ref.Status != stripe.RefundStatusFailed && ref.Status != stripe.RefundStatusCanceled {
+			return ref.ID, nil
+		}
+	}
+	return "", nil
+}
