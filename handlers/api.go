@@ -68,6 +68,7 @@ type API struct {
 	Orders       SaleOrders    // the merchant's order list and export (handlers/orders_admin.go)
 	Live         SaleLive      // the merchant's live view of a sale (handlers/live.go)
 	Reads        ReadLimiter   // the public reads' per-address limit; nil: none
+	Payments     Payments      // checkouts, the provider's webhook, the simulated provider (handlers/payments.go)
 }
 
 // ReadLimiter limits, per client address, the public reads that take an id or a cursor: a sale,

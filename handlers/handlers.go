@@ -59,6 +59,8 @@ var statusOf = map[shop.Code]int{
 	shop.CodeRateLimited:          http.StatusTooManyRequests,
 	shop.CodeUnavailable:          http.StatusServiceUnavailable,
 	shop.CodeInternal:             http.StatusInternalServerError,
+	shop.CodeUseCheckout:          http.StatusConflict,
+	shop.CodeBadSignature:         http.StatusBadRequest,
 }
 
 // errorBody is the contract's error JSON.

@@ -29,6 +29,8 @@ type Pages struct {
 	SecureCookie bool
 	// Reads limits the home and sale pages per client address, before any lookup; nil: no limit.
 	Reads ReadLimiter
+	// Payments serves the simulated provider's page.
+	Payments Payments
 }
 
 // render writes a component with an ETag; a matching If-None-Match gets 304. The pages of a

@@ -99,6 +99,11 @@ type orderJSON struct {
 	SaleName   string  `json:"saleName,omitempty"`
 	Failure    string  `json:"failure,omitempty"`
 	CreatedAt  string  `json:"createdAt"`
+	// The payment: none, awaiting (a checkout is open), paid, refunded (it came after the order
+	// expired or was cancelled; refunded is true once the provider accepted the refund).
+	PaymentStatus string `json:"paymentStatus"`
+	Refunded      bool   `json:"refunded"`
+	Message       string `json:"message,omitempty"` // a sentence for the shopper where the status alone does not tell
 	// QUEUED only (handlers/orders_admin.go): the place in the queue and the estimated wait.
 	QueuePosition        *int64 `json:"queuePosition,omitempty"`
 	EstimatedWaitSeconds *int64 `json:"estimatedWaitSeconds,omitempty"`
@@ -106,7 +111,14 @@ type orderJSON struct {
 
 func toOrderJSON(v shop.OrderView) orderJSON {
 	o := orderJSON{OrderID: v.OrderID, ItemID: idString(v.ItemID), SaleID: idString(v.SaleID), Status: v.Status,
-		ItemName: v.ItemName, PriceCents: v.PriceCents, Currency: v.Currency, SaleName: v.SaleName, Failure: v.Failure}
+		ItemName: v.ItemName, PriceCents: v.PriceCents, Currency: v.Currency, SaleName: v.SaleName, Failure: v.Failure,
+		PaymentStatus: v.PaymentStatus, Refunded: v.Refunded}
+	if o.PaymentStatus == "" {
+		o.PaymentStatus = shop.PaymentNone
+	}
+	if o.PaymentStatus == shop.PaymentRefunded {
+		o.Message = shop.RefundMessage(v.Refunded)
+	}
 	if v.PayBy != nil {
 		s := rfc3339(*v.PayBy)
 		o.PayBy = &s
@@ -166,6 +178,10 @@ func (a *API) MyOrders(c *gin.Context) {
 
 // Pay handles the "POST /api/flash-sales/orders/:orderId/pay" route (simulated payment).
 func (a *API) Pay(c *gin.Context) {
+	if err := a.Payments.DirectPay(); err != nil {
+		Error(c, a.Log, err) // 409 USE_CHECKOUT: a real provider takes money only through its checkout
+		return
+	}
 	v, err := a.Shop.Pay(c.Request.Context(), caller(c).UserID, c.Param("orderId"))
 	if err != nil {
 		Error(c, a.Log, err)

@@ -35,6 +35,8 @@ const (
 	CodeRateLimited          Code = "RATE_LIMITED"
 	CodeUnavailable          Code = "UNAVAILABLE"
 	CodeInternal             Code = "INTERNAL"
+	CodeUseCheckout          Code = "USE_CHECKOUT"  // direct pay with a real payment provider: pay through its checkout
+	CodeBadSignature         Code = "BAD_SIGNATURE" // a provider webhook that does not verify
 )
 
 // Error is a failure the client is told about: a code from the contract, a message for people,

@@ -30,6 +30,9 @@ type OrderView struct {
 	Failure    string
 	CreatedAt  time.Time
 	Queue      *QueueEstimate // QUEUED only: its place in the queue (services/queue_wait.go)
+
+	PaymentStatus string // PaymentNone … (none while QUEUED)
+	Refunded      bool   // the provider accepted the refund of a payment that came too late
 }
 
 // ReleaseOp names why a unit goes back (see release.lua).
@@ -110,4 +113,27 @@ type Order struct {
 	PayBy      time.Time
 	PaidAt     *time.Time
 	Failure    *string
+
+	PaymentStatus string  // none, awaiting, paid, refunded (PaymentNone …)
+	PaymentID     *string // the provider's payment, once one arrived
+	PaidCents     *int64  // what that payment took
+	RefundID      *string // the provider's refund of a payment that came too late
+}
+
+// Payment statuses of an order: none taken; a checkout open (awaiting the provider's
+// confirmation); paid; refunded (a payment that arrived after the order had expired or been
+// cancelled goes back: its unit may be someone else's).
+const (
+	PaymentNone     = "none"
+	PaymentAwaiting = "awaiting"
+	PaymentPaid     = "paid"
+	PaymentRefunded = "refunded"
+)
+
+// RefundMessage is what an order whose payment came too late tells its shopper.
+func RefundMessage(done bool) string {
+	if done {
+		return "Your payment arrived after this order's payment window had closed and its unit had gone back on sale, so it has been refunded in full."
+	}
+	return "Your payment arrived after this order's payment window had closed and its unit had gone back on sale; it is being refunded in full."
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"gorm.io/gorm"
+
 	"github.com/flashsale/flashsale/shop"
 )
 
@@ -91,14 +93,28 @@ func (d *DB) OrdersOfUser(ctx context.Context, userID, saleID int64, after *Orde
 	return out, &OrderCursor{ReservedAt: last.ReservedAt, ID: last.ID}, nil
 }
 
-// PayOrder marks a PENDING order of userID as PAID if its payment window is still open by
+// PayOrder marks a PENDING order of userID as PAID through the simulated provider (the API's
+// direct pay, kept for API clients and tests where no real provider is set up) if its payment window is still open by
 // Postgres's clock (the clock expiry uses, so pay and expire agree). It reports whether this call
 // changed it; the caller reads the order to tell why not.
 func (d *DB) PayOrder(ctx context.Context, id string, userID int64) (bool, error) {
-	res := d.g.WithContext(ctx).Exec(`UPDATE orders SET status = 'PAID', paid_at = now()
-		WHERE id = ?::uuid AND user_id = ? AND status = 'PENDING' AND pay_by > now()`, id, userID)
-	if res.Error != nil {
-		return false, fmt.Errorf("pay order %s: %w", id, res.Error)
+	var paid bool
+	err := d.g.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		res := tx.Exec(`UPDATE orders SET status = 'PAID', paid_at = now(), payment_status = 'paid',
+				payment_provider = 'simulated', payment_id = 'sim_pi_' || id::text,
+				paid_cents = (SELECT price_cents FROM items i WHERE i.id = orders.item_id)
+			WHERE id = ?::uuid AND user_id = ? AND status = 'PENDING' AND pay_by > now()`, id, userID)
+		if res.Error != nil {
+			return res.Error
+		}
+		paid = res.RowsAffected == 1
+		if !paid {
+			return nil
+		}
+		return closeCheckout(tx, id, CheckoutComplete) // an open checkout of the order can no longer be paid
+	})
+	if err != nil {
+		return false, fmt.Errorf("pay order %s: %w", id, err)
 	}
-	return res.RowsAffected == 1, nil
+	return paid, nil
 }

@@ -33,7 +33,8 @@ func (d *DB) endOrders(ctx context.Context, status string, items []int64, where 
 		all := append([]any{status}, args...)
 		all = append(all, status)
 		return tx.Raw(`WITH ended AS (
-				UPDATE orders SET status = ? WHERE id IN (`+where+`) AND status = 'PENDING'
+				UPDATE orders SET status = ?, payment_status = CASE WHEN payment_status = 'awaiting' THEN 'none' ELSE payment_status END
+				WHERE id IN (`+where+`) AND status = 'PENDING'
 				RETURNING id, sale_id, item_id, user_id
 			), ret AS (
 				INSERT INTO stock_returns (order_id, sale_id, item_id, user_id, reason)

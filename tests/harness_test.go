@@ -42,6 +42,7 @@ type harness struct {
 
 type harnessOpts struct {
 	noWriter bool
+	noKeeper bool // no background keeper (nor payments keeper): the test runs their passes
 	env      map[string]string
 	shared   *harness      // run as a second instance on the same Redis, Postgres and NATS
 	skew     time.Duration // this instance's clock runs ahead (or behind) by this much
@@ -86,7 +87,7 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 	if err != nil {
 		t.Fatalf("newApp: %v", err)
 	}
-	a.Start(context.Background(), !o.noWriter, true)
+	a.Start(context.Background(), !o.noWriter, !o.noKeeper)
 	srv := httptest.NewServer(a.Handler)
 	h := &harness{t: t, cfg: cfg, env: env, app: a, srv: srv, redis: rs, natsDir: dir,
 		client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256}}}

@@ -27,6 +27,7 @@ const (
 	pageAdminLive   = "admin-live"
 	pageAdminOrders = "admin-orders"
 	pageNotFound    = "notfound"
+	pageSimPay      = "simpay" // the simulated payment provider's page
 )
 
 // pageModules are the module main.js loads for each page (none for the 404 page).
@@ -39,6 +40,7 @@ var pageModules = map[string]string{
 	pageAdminLive:   "admin_live.js",
 	pageAdminOrders: "admin_orders.js",
 	pageNotFound:    "",
+	pageSimPay:      "simpay.js",
 }
 
 // modulePreloads returns the URLs of the modules page loads besides the entry: its own and what

@@ -59,6 +59,15 @@ type Order struct {
 	ID string
 }
 
+// SimulatedCheckout is the simulated payment provider's page of one order.
+type SimulatedCheckout struct {
+	SessionID, OrderID, ItemName, SaleName string
+	AmountCents                            int64
+	Currency                               string
+	Open, Paid                             bool
+	PayBy                                  time.Time
+}
+
 // Admin is the merchant page; everything on it is loaded by the script after login.
 type Admin struct{}
 

@@ -110,6 +110,10 @@ func routeAPI(r *gin.Engine, cfg Config) {
 	r.GET("/api/flash-sales/orders/:orderId", authed, api.Order)
 	r.POST("/api/flash-sales/orders/:orderId/pay", authed, api.Pay)
 	r.POST("/api/flash-sales/orders/:orderId/cancel", authed, api.Cancel)
+	r.POST("/api/flash-sales/orders/:orderId/checkout", authed, api.Checkout)
+	// The payment provider's side: Stripe's signed webhook, and the simulated provider's Pay.
+	r.POST("/api/payments/stripe/webhook", api.StripeWebhook)
+	r.POST("/api/payments/simulated/:sessionId/pay", api.SimulatedPay)
 
 	r.POST("/api/admin/sales", merchant, api.CreateSale)
 	r.GET("/api/admin/sales", merchant, api.AdminSales)
@@ -134,6 +138,7 @@ func routePages(r *gin.Engine, pages *handlers.Pages) {
 	r.GET("/admin", pages.Admin)
 	r.GET("/admin/sales/:saleId", pages.AdminSale)
 	r.GET("/admin/sales/:saleId/orders", pages.AdminSaleOrders)
+	r.GET("/pay/simulated/:sessionId", pages.SimulatedCheckout) // the simulated payment provider's page
 
 	assets := static.Handler() // hashed names immutable, plain ones revalidated, their types set
 	r.GET("/static/*path", func(c *gin.Context) {

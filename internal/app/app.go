@@ -26,6 +26,8 @@ import (
 	"github.com/flashsale/flashsale/services/catalog"
 	"github.com/flashsale/flashsale/services/limits"
 	"github.com/flashsale/flashsale/services/metrics"
+	"github.com/flashsale/flashsale/services/payments"
+	"github.com/flashsale/flashsale/services/payments/stripepay"
 	"github.com/flashsale/flashsale/services/pipeline"
 	"github.com/flashsale/flashsale/services/purchase"
 	"github.com/flashsale/flashsale/store"
@@ -60,6 +62,7 @@ type App struct {
 	reconcile *pipeline.Reconciler
 	Writer    *pipeline.Writer
 	keeper    *pipeline.Keeper
+	Payments  *payments.Payments
 	funnel    *catalog.Funnel
 	Handler   http.Handler
 
@@ -194,8 +197,29 @@ func (a *App) build(instance string) error {
 	}, purchase.Deps{Catalog: a.sales, Stock: a.Stock, DB: a.DB, Publisher: guardedPublisher{Publisher: a.pub, guard: a.guard},
 		Captcha: challenges, SoldOut: a.SoldOut, Limiter: limiter, Returns: a.returns, Funnel: a.funnel,
 		WriterRate: a.Writer.Throughput(), Metrics: a.Metrics, Log: log, Now: a.now})
+	if a.Payments, err = a.buildPayments(); err != nil {
+		return err
+	}
 	a.Handler = a.router(limiter)
 	return nil
+}
+
+// buildPayments makes the payment side on the configured provider: Stripe Checkout, or the
+// simulated provider (development and tests).
+func (a *App) buildPayments() (*payments.Payments, error) {
+	cfg := a.cfg
+	d := payments.Deps{DB: a.DB, Returns: a.returns, Metrics: a.Metrics, Log: a.Log, Now: a.now}
+	switch cfg.Payments {
+	case "stripe":
+		p, err := stripepay.New(stripepay.Config{SecretKey: cfg.StripeSecretKey, WebhookSecret: cfg.StripeWebhookSecret, APIBase: cfg.StripeAPIURL})
+		if err != nil {
+			return nil, err
+		}
+		d.Provider, d.Webhooks = p, p
+	default:
+		d.Provider = payments.NewSimulated([]byte(cfg.JWTSecret))
+	}
+	return payments.New(payments.Config{PublicURL: cfg.PublicURL, Interval: cfg.KeeperInterval}, d), nil
 }
 
 // captcha is the purchase path's and the registration's captcha: images kept in Redis, or the
@@ -225,9 +249,9 @@ func (a *App) buildPipeline(instance string) {
 // router is the HTTP side: the API, the pages, metrics and the health checks.
 func (a *App) router(reads *limits.Limiter) http.Handler {
 	cfg, log := a.cfg, a.Log
-	api := &handlers.API{Accounts: a.Auth, Catalog: a.sales, Shop: a.purchases, Orders: a.sales, Admin: a.sales, Live: a.sales, Log: log, Now: a.now,
+	api := &handlers.API{Accounts: a.Auth, Catalog: a.sales, Shop: a.purchases, Orders: a.sales, Admin: a.sales, Live: a.sales, Payments: a.Payments, Log: log, Now: a.now,
 		SecureCookie: cfg.Env == "production", SessionTTL: cfg.JWTTTL, Reads: reads}
-	pages := &handlers.Pages{Catalog: a.sales, Log: log, Now: a.now, SecureCookie: cfg.Env == "production", Reads: reads}
+	pages := &handlers.Pages{Catalog: a.sales, Payments: a.Payments, Log: log, Now: a.now, SecureCookie: cfg.Env == "production", Reads: reads}
 	return web.NewRouter(web.Config{Log: log, Verifier: a.Auth, API: api, Pages: pages, Registry: a.reg,
 		Ready: a.ready, TrustedProxies: cfg.TrustedProxies, Production: cfg.Env == "production"})
 }
@@ -344,13 +368,21 @@ func (a *App) Start(ctx context.Context, writer, keeper bool) {
 		}()
 	}
 	if keeper {
-		a.wg.Add(1)
+		a.wg.Add(2)
 		go func() {
 			defer a.wg.Done()
 			a.keeper.Run(ctx)
 		}()
+		go func() {
+			defer a.wg.Done()
+			a.Payments.Run(ctx) // checkouts of ended orders expired, late payments refunded
+		}()
 	}
 }
+
+// KeeperPass runs one pass of the keeper (warm-up, payment expiry, unit returns, orphans,
+// reconciliation) now: for tests of an instance started without its keeper.
+func (a *App) KeeperPass(ctx context.Context) error { return a.keeper.Once(ctx) }
 
 // close stops the background work and closes every connection, in reverse order of creation.
 func (a *App) Close() { a.closeOnce.Do(a.closeAll) }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -69,6 +70,12 @@ type Config struct {
 	TrustedProxies []string
 	// Fault is FLASHSALE_FAULT (tests only, refused in production): see services/faults.go.
 	Fault *faults.Spec
+
+	Payments            string // simulated or stripe
+	StripeSecretKey     string
+	StripeWebhookSecret string
+	StripeAPIURL        string // "" is Stripe's; tests point it at stripe-mock
+	PublicURL           string // where shoppers reach the shop; "" is each request's own address
 }
 
 // ConfigVar documents one variable; the README's table is checked against this list.
@@ -116,6 +123,11 @@ var ConfigVars = []ConfigVar{
 	{"FLASHSALE_STOCK_SHARDS", "1", "a new sale's stock is split into this many Redis shards (1–64; fixed per sale at its creation, the admin API's `stockShards` overrides it): more than 1 spreads a hot sale over several Redis Cluster slots"},
 	{"FLASHSALE_TRUSTED_PROXIES", "", "comma-separated IP addresses or CIDR ranges of the proxies whose X-Forwarded-For is believed; an entry that is neither (a host name, an address with a port) is refused at start"},
 	{"FLASHSALE_FAULT", "", "test only, refused in production: `STEP:kill` or `STEP:stop`, optionally `@N` (the N-th time), makes the process SIGKILL or SIGSTOP itself at a named step (`after-reserve`, `after-puback`, `writer-before-commit`, `writer-after-commit`, `lease-held`); see RELIABILITY.md"},
+	{"FLASHSALE_PAYMENTS", "simulated", "payment provider: `simulated` (a page of the shop stands in for the provider's; no money moves; refused in production) or `stripe` (Stripe Checkout, see DEPLOYMENT.md)"},
+	{"FLASHSALE_STRIPE_SECRET_KEY", "", "with `PAYMENTS=stripe`: the Stripe secret key (`sk_live_…`, or `sk_test_…` in test mode); required"},
+	{"FLASHSALE_STRIPE_WEBHOOK_SECRET", "", "with `PAYMENTS=stripe`: the signing secret (`whsec_…`) of the webhook endpoint `/api/payments/stripe/webhook`; required"},
+	{"FLASHSALE_STRIPE_API_URL", "", "with `PAYMENTS=stripe`: Stripe's API address; empty is Stripe's own (tests point it at stripe-mock)"},
+	{"FLASHSALE_PUBLIC_URL", "", "the shop's address as shoppers reach it (`https://shop.example.com`): the payment provider sends them back to their order page there; empty uses each request's own address; required in production with `PAYMENTS=stripe`"},
 	{"FLASHSALE_CLOCK_SKEW", "0s", "test only, refused in production: this instance's clock runs ahead (or behind, negative) by this much"},
 }
 
@@ -126,6 +138,7 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	c := r.read()
 	checkQueue(r, c)
 	checkValues(r, c)
+	checkPayments(r, c)
 	checkSecret(r, c)
 	if c.Env == "production" {
 		checkProduction(r, c)
@@ -216,6 +229,8 @@ func (r *envReader) read() Config {
 		r.fail(fmt.Errorf("FLASHSALE_CLOCK_SKEW=%q: want a duration such as 2s or -2s", r.get("FLASHSALE_CLOCK_SKEW")))
 	}
 	c.WriterLinger, _ = time.ParseDuration(r.get("FLASHSALE_WRITER_LINGER")) // checked by checkQueue
+	c.Payments, c.StripeSecretKey, c.StripeWebhookSecret = r.get("FLASHSALE_PAYMENTS"), r.get("FLASHSALE_STRIPE_SECRET_KEY"), r.get("FLASHSALE_STRIPE_WEBHOOK_SECRET")
+	c.StripeAPIURL, c.PublicURL = r.get("FLASHSALE_STRIPE_API_URL"), r.get("FLASHSALE_PUBLIC_URL")
 	return c
 }
 
@@ -260,6 +275,36 @@ func checkValues(r *envReader, c Config) {
 	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		r.fail(fmt.Errorf("FLASHSALE_LOG_FORMAT=%q: want text or json", c.LogFormat))
+	}
+}
+
+// checkPayments checks the payment provider's settings.
+func checkPayments(r *envReader, c Config) {
+	switch c.Payments {
+	case "simulated":
+		if c.Env == "production" {
+			r.fail(errors.New("FLASHSALE_PAYMENTS=simulated is refused when FLASHSALE_ENV=production: anyone could mark an order paid without paying; set FLASHSALE_PAYMENTS=stripe (DEPLOYMENT.md)"))
+		}
+	case "stripe":
+		if c.StripeSecretKey == "" {
+			r.fail(errors.New("FLASHSALE_PAYMENTS=stripe needs FLASHSALE_STRIPE_SECRET_KEY (the secret key from the Stripe dashboard, Developers → API keys)"))
+		}
+		if c.StripeWebhookSecret == "" {
+			r.fail(errors.New("FLASHSALE_PAYMENTS=stripe needs FLASHSALE_STRIPE_WEBHOOK_SECRET (the signing secret of the webhook endpoint /api/payments/stripe/webhook)"))
+		}
+		if c.Env == "production" && c.PublicURL == "" {
+			r.fail(errors.New("FLASHSALE_PAYMENTS=stripe in production needs FLASHSALE_PUBLIC_URL (https://your-shop): Stripe sends shoppers back to their order page there"))
+		}
+	default:
+		r.fail(fmt.Errorf("FLASHSALE_PAYMENTS=%q: want simulated or stripe", c.Payments))
+	}
+	if c.PublicURL != "" {
+		u, err := url.Parse(c.PublicURL)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+			r.fail(fmt.Errorf("FLASHSALE_PUBLIC_URL=%q: want the shop's scheme and host, such as https://shop.example.com", c.PublicURL))
+		} else if c.Env == "production" && u.Scheme != "https" {
+			r.fail(fmt.Errorf("FLASHSALE_PUBLIC_URL=%q: want https in production", c.PublicURL))
+		}
 	}
 }
 
@@ -326,7 +371,7 @@ func (c Config) logValues() []any {
 	return []any{"env", c.Env, "addr", c.Addr, "database", maskURL(c.DatabaseURL), "redis", maskURL(c.RedisURL),
 		"nats", map[bool]string{true: "embedded", false: maskURL(c.NATSURL)}[c.NATSURL == ""], "nats_sync", c.NATSSync, "nats_replicas", c.NATSReplicas,
 		"data_dir", c.DataDir, "jwt_secret", mask(c.JWTSecret), "captcha", c.Captcha, "rate_limits", c.RateLimits,
-		"pay_window", c.PayWindow, "token_ttl", c.TokenTTL, "demo", c.Demo}
+		"pay_window", c.PayWindow, "token_ttl", c.TokenTTL, "demo", c.Demo, "payments", c.Payments, "public_url", c.PublicURL}
 }
 
 // maskURL hides a password in a URL, or in each URL of a comma-separated NATS server list.

@@ -45,7 +45,8 @@ func checkConfigCases(t *testing.T, cases []configCase) {
 }
 
 // prodOK is a production environment LoadConfig takes.
-var prodOK = map[string]string{"FLASHSALE_ENV": "production", "FLASHSALE_JWT_SECRET": "a-production-secret-of-some-length"}
+var prodOK = map[string]string{"FLASHSALE_ENV": "production", "FLASHSALE_JWT_SECRET": "a-production-secret-of-some-length",
+	"FLASHSALE_PAYMENTS": "stripe", "FLASHSALE_STRIPE_SECRET_KEY": "sk_test_x", "FLASHSALE_STRIPE_WEBHOOK_SECRET": "whsec_x", "FLASHSALE_PUBLIC_URL": "https://shop.example.com"}
 
 // withEnv is base with the pairs of kv set.
 func withEnv(base map[string]string, kv ...string) map[string]string {
@@ -67,6 +68,14 @@ var productionConfigCases = []configCase{
 	{"production refuses rate limits off", withEnv(prodOK, "FLASHSALE_RATE_LIMITS", "off"), "FLASHSALE_RATE_LIMITS=off is refused"},
 	{"production refuses the development secret", map[string]string{"FLASHSALE_ENV": "production"}, "development secret is refused"},
 	{"production refuses the demo seed", withEnv(prodOK, "FLASHSALE_DEMO", "1"), "FLASHSALE_DEMO=1 is refused"},
+	{"production refuses the simulated payments", withEnv(prodOK, "FLASHSALE_PAYMENTS", "simulated"), "FLASHSALE_PAYMENTS=simulated is refused"},
+	{"stripe needs its secret key", withEnv(prodOK, "FLASHSALE_STRIPE_SECRET_KEY", ""), "needs FLASHSALE_STRIPE_SECRET_KEY"},
+	{"stripe needs its webhook secret", withEnv(prodOK, "FLASHSALE_STRIPE_WEBHOOK_SECRET", ""), "needs FLASHSALE_STRIPE_WEBHOOK_SECRET"},
+	{"stripe in production needs the public address", withEnv(prodOK, "FLASHSALE_PUBLIC_URL", ""), "needs FLASHSALE_PUBLIC_URL"},
+	{"the public address is https in production", withEnv(prodOK, "FLASHSALE_PUBLIC_URL", "http://shop.example.com"), "want https in production"},
+	{"the public address is a scheme and host", withEnv(nil, "FLASHSALE_PUBLIC_URL", "shop.example.com/x"), "want the shop's scheme and host"},
+	{"an unknown provider", withEnv(nil, "FLASHSALE_PAYMENTS", "paypal"), "want simulated or stripe"},
+	{"stripe in development without a public address", withEnv(nil, "FLASHSALE_PAYMENTS", "stripe", "FLASHSALE_STRIPE_SECRET_KEY", "sk_test_x", "FLASHSALE_STRIPE_WEBHOOK_SECRET", "whsec_x"), ""},
 	{"production refuses interval fsync", withEnv(prodOK, "FLASHSALE_NATS_SYNC", "interval"), "FLASHSALE_NATS_SYNC=interval is refused"},
 	{"production refuses a fault hook", withEnv(prodOK, "FLASHSALE_FAULT", "after-reserve:kill"), "FLASHSALE_FAULT is refused"},
 	{"production refuses a clock skew", withEnv(prodOK, "FLASHSALE_CLOCK_SKEW", "2s"), "FLASHSALE_CLOCK_SKEW is refused"},

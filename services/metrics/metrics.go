@@ -27,6 +27,7 @@ type Metrics struct {
 	WriterRetries  *prometheus.CounterVec
 	Borrows        prometheus.Counter
 	Transfers      prometheus.Counter
+	Payments       *prometheus.CounterVec
 }
 
 // New registers the collectors on reg.
@@ -90,7 +91,10 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "flashsale_stock_transfers_completed_total", Help: "Transfers between stock shards left half-done (a process died) that the keeper completed.",
 		}),
 	}
-	reg.MustRegister(m.Borrows, m.Transfers, m.WriterRetries, m.Purchases, m.PublishBatch, m.PublishSeconds, m.Written, m.WriteBatch, m.Released, m.Backlog,
+	m.Payments = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "flashsale_payments_total", Help: "Payment events and provider calls by what came of them (paid, refund_due, duplicate, refunded, session_expired, provider_error …).",
+	}, []string{"outcome"})
+	reg.MustRegister(m.Payments, m.Borrows, m.Transfers, m.WriterRetries, m.Purchases, m.PublishBatch, m.PublishSeconds, m.Written, m.WriteBatch, m.Released, m.Backlog,
 		m.RedisLoss, m.Expired, m.Cancelled, m.Returned, m.PendingReturns, m.Rebuilds, m.Mismatches, m.Repairs)
 	return m
 }

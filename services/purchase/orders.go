@@ -17,7 +17,11 @@ func (p *Purchases) written(ctx context.Context, orderID string) bool {
 
 func orderView(o store.OrderDetail) shop.OrderView {
 	v := shop.OrderView{OrderID: o.ID, ItemID: o.ItemID, SaleID: o.SaleID, Status: o.Status, ItemName: o.ItemName,
-		PriceCents: o.PriceCents, Currency: o.Currency, SaleName: o.SaleName, CreatedAt: o.CreatedAt}
+		PriceCents: o.PriceCents, Currency: o.Currency, SaleName: o.SaleName, CreatedAt: o.CreatedAt,
+		PaymentStatus: o.PaymentStatus, Refunded: o.RefundID != nil}
+	if v.PaymentStatus == "" {
+		v.PaymentStatus = shop.PaymentNone
+	}
 	if o.Status == shop.StatusPending || o.Status == shop.StatusPaid {
 		payBy := o.PayBy.UTC()
 		v.PayBy = &payBy
@@ -52,7 +56,8 @@ func (p *Purchases) Order(ctx context.Context, userID int64, orderID string) (sh
 		}
 	}
 	if inFlight && r.UserID == userID {
-		v := shop.OrderView{OrderID: id, ItemID: itemID, SaleID: info.SaleID, Status: shop.StatusQueued, CreatedAt: r.ReservedAt}
+		v := shop.OrderView{OrderID: id, ItemID: itemID, SaleID: info.SaleID, Status: shop.StatusQueued, CreatedAt: r.ReservedAt,
+			PaymentStatus: shop.PaymentNone}
 		p.sales.Describe(ctx, &v)
 		p.queueEstimate(ctx, &v, r)
 		return v, nil

@@ -18,6 +18,16 @@ export const locale = lang === 'zh' ? 'zh-CN' : 'en';
 const ZH = {
   // time.js
   '{d} d {hms}': '{d}天 {hms}',
+  // order.js, order_actions.js, simpay.js: payments
+  'Taking you to the payment page…': '正在前往支付页面…',
+  'The shop could not be reached to start the payment: nothing was charged. Try again.': '无法连接商城以发起支付：未产生任何扣款。请重试。',
+  'Opening the payment page…': '正在打开支付页面…',
+  'Your payment arrived after the payment window had closed and the unit had gone back on sale, so it has been refunded in full.': '你的付款在支付期限结束、商品已重新开放抢购之后才到账，因此已全额退款。',
+  'Your payment arrived after the payment window had closed and the unit had gone back on sale; it is being refunded in full.': '你的付款在支付期限结束、商品已重新开放抢购之后才到账，正在全额退款。',
+  'Payment sent: waiting for the payment provider to confirm it. This page updates by itself.': '付款已提交：正在等待支付服务商确认。本页面会自动更新。',
+  'A payment page is open for this order: finish paying there, or press Pay to go back to it.': '此订单的支付页面已打开：请在那里完成付款，或点击“支付”回到该页面。',
+  'Payment not made: the order is still yours until its deadline.': '未付款：在截止时间前，此订单仍为你保留。',
+  'The payment could not be sent (the network dropped): nothing was charged. Try again.': '付款未能发送（网络中断）：未产生任何扣款。请重试。',
   // status.js
   'Your unit is reserved; the order is being recorded. This takes a moment.': '已为你锁定商品，正在生成订单，请稍候。',
   'Reserved for you. Pay before the deadline or the unit goes back on sale.': '商品已为你保留。请在截止时间前支付，否则商品将重新开放抢购。',

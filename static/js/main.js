@@ -26,7 +26,8 @@ const PAGES = [
   { testid: 'admin', load: () => import('./admin.js'), init: 'initAdminPage', user: true },
   { testid: 'admin-live', load: () => import('./admin_live.js'), init: 'initAdminLivePage', user: true },
   { testid: 'admin-orders', load: () => import('./admin_orders.js'), init: 'initAdminOrdersPage', user: true },
-  { testid: 'home', load: () => import('./home.js'), init: 'initHomePage', user: false }
+  { testid: 'home', load: () => import('./home.js'), init: 'initHomePage', user: false },
+  { testid: 'simpay', load: () => import('./simpay.js'), init: 'initSimPayPage', user: false }
 ];
 
 async function main() {

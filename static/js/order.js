@@ -10,7 +10,7 @@ import { makePoller, after, failed } from './poll.js';
 import { isOnline, onNetwork } from './network.js';
 import { loggedIn, sessionExpired, onSession, initSession, loginPrompt } from './session.js';
 import { FINAL_STATUSES, ORDER_NOTES, STATUS_WORDS, queueOf, queueText } from './status.js';
-import { t, href, lang } from './i18n.js';
+import { t, href } from './i18n.js';
 import { bindActions } from './order_actions.js';
 
 // PARTS are the panel's elements, by their data-testid.
@@ -78,7 +78,7 @@ function renderPayBy(O, pending) {
   var el = O.el;
   if (pending && !isNaN(O.payBy)) {
     var now = serverNow();
-    setText(el.payByEl, t(O.hooks.words ? 'Pay by {time}' : 'pay by {time}', { time: formatDeadline(O.payBy, now) }));
+    setText(el.payByEl, t('Pay by {time}', { time: formatDeadline(O.payBy, now) }));
     var left = O.payBy - now;
     setText(el.payLeftEl, left > 0 ? t('({d} left)', { d: formatDuration(left) }) : t('(time is up)'));
     show(el.payByRow, true);
@@ -87,17 +87,42 @@ function renderPayBy(O, pending) {
   }
 }
 
+// paymentNote says what became of the order's payment where its status alone does not: a
+// payment sent from the provider's page and not confirmed yet, a checkout still open, or a payment
+// that came after the order had ended and goes back.
+function paymentNote(O) {
+  if (O.payment === 'refunded') {
+    return O.refunded
+      ? t('Your payment arrived after the payment window had closed and the unit had gone back on sale, so it has been refunded in full.')
+      : t('Your payment arrived after the payment window had closed and the unit had gone back on sale; it is being refunded in full.');
+  }
+  if (O.status !== 'PENDING') {
+    return '';
+  }
+  if (O.returned) {
+    return t('Payment sent: waiting for the payment provider to confirm it. This page updates by itself.');
+  }
+  if (O.payment === 'awaiting') {
+    return t('A payment page is open for this order: finish paying there, or press Pay to go back to it.');
+  }
+  return '';
+}
+
+// settled reports whether nothing more can change about the order: a final status, and no refund
+// still on its way.
+function settled(O) {
+  return !!FINAL_STATUSES[O.status] && !(O.payment === 'refunded' && !O.refunded);
+}
+
 function renderStatus(O) {
   var el = O.el;
   var status = O.status;
-  // The order page shows the status's code (PENDING) in English, its words in Chinese.
-  var words = O.hooks.words || lang !== 'en';
-  var s = status ? (words ? STATUS_WORDS[status] || status : status) : (O.hooks.words ? t('Checking…') : t('checking…'));
+  var s = status ? STATUS_WORDS[status] || status : t('Checking…');
   setText(el.statusEl, s);
   if (el.statusEl) {
     el.statusEl.setAttribute('data-status', status || '');
   }
-  setText(el.note, O.stale || (status ? ORDER_NOTES[status] || '' : ''));
+  setText(el.note, O.stale || paymentNote(O) || (status ? ORDER_NOTES[status] || '' : ''));
   var queued = status === 'QUEUED' && O.queue !== null;
   setText(el.queueEl, queued ? queueText(O.queue.position, O.queue.waitSeconds) : '');
   show(el.queueEl, queued);
@@ -117,6 +142,8 @@ function learn(O, data) {
   O.status = typeof data.status === 'string' ? data.status : O.status;
   O.payBy = parseTime(data.payBy);
   O.queue = queueOf(data);
+  O.payment = typeof data.paymentStatus === 'string' ? data.paymentStatus : 'none';
+  O.refunded = data.refunded === true;
   if (typeof data.itemName === 'string' || data.priceCents !== undefined) {
     O.detail = {
       itemName: typeof data.itemName === 'string' ? data.itemName : '',
@@ -179,7 +206,7 @@ async function pollOnce(O) {
     O.stale = isOnline() ? '' : offlineNote(O); // an answer that came in as the network went
     learn(O, r.data);
     // A QUEUED answer says when to ask again (Retry-After): not sooner.
-    return FINAL_STATUSES[O.status] ? false : after(r.retryAfter === null ? 0 : r.retryAfter * 1000);
+    return settled(O) ? false : after(r.retryAfter === null ? 0 : r.retryAfter * 1000);
   }
   if (r.status === 404) {
     notFound(O, id);
@@ -230,7 +257,7 @@ function follow(O, data) {
   O.knownAt = Date.now();
   O.stale = '';
   learn(O, data);
-  if (FINAL_STATUSES[O.status]) {
+  if (settled(O)) {
     O.poller.stop();
   } else if (!O.poller.isRunning()) {
     O.poller.start();
@@ -290,6 +317,9 @@ export function orderController(panel, say, hooks) {
     payBy: NaN,
     detail: null, // item, price and sale, once the API has told them
     queue: null, // {position, waitSeconds} while QUEUED, from the last answer
+    payment: 'none', // paymentStatus: none, awaiting, paid, refunded
+    refunded: false, // the refund of a payment that came too late was made
+    returned: !!(hooks && hooks.returned), // back from the provider's page after paying
     knownAt: 0, // Date.now() of the last answer about the order
     stale: '', // the note while the status cannot be refreshed ('' once it is)
     paying: false,
@@ -337,7 +367,12 @@ export function initOrderPage(page) {
     return;
   }
   var prompt = loginPrompt(page);
-  var orders = orderController(panel, say, {});
+  // Back from the payment provider's page: ?payment=done after paying, cancelled after giving up.
+  var payment = new URLSearchParams(window.location.search).get('payment');
+  var orders = orderController(panel, say, { returned: payment === 'done' });
+  if (payment === 'cancelled') {
+    say(t('Payment not made: the order is still yours until its deadline.'), 'info');
+  }
   var tracking = false;
 
   // Logged out, the page shows the sentence and the login form, not a status it cannot know.

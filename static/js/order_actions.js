@@ -1,25 +1,24 @@
-// Paying and cancelling one order (order.js's panel): Pay at once, Cancel after a confirm
-// step. After either the panel fetches the order again, so that it says what the server holds;
-// an answer lost on the way is said as lost, and the status tells what happened.
+// Paying and cancelling one order (order.js's panel): Pay opens the payment provider's checkout
+// and goes there (the provider's page returns to the order page); Cancel after a confirm step,
+// after which the panel fetches the order again, so that it says what the server holds; an answer
+// lost on the way is said as lost, and the status tells what happened.
 
 import { enc } from './dom.js';
 import { api, errorText, isUnauthenticated } from './api.js';
 import { sessionExpired } from './session.js';
 import { t } from './i18n.js';
 
-// paid takes in the answer to a payment.
-function paid(O, r) {
+// checkedOut takes in the answer to opening the provider's checkout: the browser goes there (the
+// provider sends it back to the order page, which polls until the provider's confirmation lands).
+function checkedOut(O, r) {
   var say = O.say;
-  if (r.ok) {
-    O.status = r.data && typeof r.data.status === 'string' ? r.data.status : 'PAID';
-    O.renderStatus();
-    say(t('Payment received: the order is paid.'), 'ok');
-    O.refresh();
+  if (r.ok && r.data && typeof r.data.checkoutUrl === 'string' && r.data.checkoutUrl) {
+    say(t('Taking you to the payment page…'), 'info');
+    window.location.assign(r.data.checkoutUrl);
     return;
   }
   if (r.network) {
-    // Sent, perhaps, but no answer came back: the status (asked again) tells what happened.
-    say(t('The shop\u2019s answer to the payment was lost (the network dropped): it may or may not have gone through. The status below says which once the shop answers.'), 'error');
+    say(t('The shop could not be reached to start the payment: nothing was charged. Try again.'), 'error');
     O.renderStatus();
     O.refresh();
     return;
@@ -40,6 +39,7 @@ function paid(O, r) {
   O.refresh();
 }
 
+// pay opens the order's checkout (one per order however often it is pressed) and goes there.
 async function pay(O) {
   if (O.paying || O.cancelling || !O.orderId) {
     return;
@@ -47,11 +47,11 @@ async function pay(O) {
   O.paying = true;
   O.epoch++;
   O.renderStatus();
-  O.say(t('Paying…'), 'info');
-  var r = await api('POST', '/api/flash-sales/orders/' + enc(O.orderId) + '/pay', {});
-  O.paying = false;
+  O.say(t('Opening the payment page…'), 'info');
+  var r = await api('POST', '/api/flash-sales/orders/' + enc(O.orderId) + '/checkout', {});
+  O.paying = !!(r.ok && r.data && r.data.checkoutUrl); // leaving: the button stays busy
   O.epoch++;
-  paid(O, r);
+  checkedOut(O, r);
 }
 
 // cancelled takes in the answer to a cancellation.

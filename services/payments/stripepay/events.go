@@ -16,7 +16,7 @@ import (
 // signed with the webhook secret within the tolerance: no or a malformed Stripe-Signature
 // header, no matching signature (a wrong secret, a changed body), or a timestamp too old (a
 // replay). The webhook answers it 400 and acts on nothing.
-var ErrBadSignature = errors.New("stripepay: webhook signature verification failed")
+var ErrBadSignature = payments.ErrBadSignature // the rule package's, so that it answers 400 BAD_SIGNATURE
 
 // ParseEvent verifies a webhook's payload against its Stripe-Signature header and translates it:
 //

@@ -1,0 +1,45 @@
+-- +goose Up
+-- Payments (issue 20). An order's payment: none, awaiting (a checkout is open), paid, or refunded
+-- (money that arrived for an order that was no longer PENDING: it goes back, refund_id is set once
+-- the provider accepted the refund). The provider's event ids are kept so each is applied once, and
+-- each order has at most one hosted checkout.
+ALTER TABLE orders
+    ADD COLUMN payment_status   TEXT NOT NULL DEFAULT 'none' CHECK (payment_status IN ('none', 'awaiting', 'paid', 'refunded')),
+    ADD COLUMN payment_provider TEXT,
+    ADD COLUMN payment_id       TEXT,
+    ADD COLUMN paid_cents       BIGINT CHECK (paid_cents >= 0),
+    ADD COLUMN refund_id        TEXT,
+    ADD COLUMN refunded_at      TIMESTAMPTZ;
+-- Orders paid before payments were recorded were paid through the simulated provider.
+UPDATE orders o SET payment_status = 'paid', payment_provider = 'simulated', payment_id = 'sim_pi_' || o.id::text,
+    paid_cents = (SELECT price_cents FROM items i WHERE i.id = o.item_id)
+    WHERE status = 'PAID';
+-- A paid order is PAID; a refunded one is not (the refund is the shop giving back a payment it
+-- could not honour).
+ALTER TABLE orders ADD CONSTRAINT orders_payment_matches_status
+    CHECK ((payment_status = 'paid') = (status = 'PAID'));
+-- The refunds still to be made.
+CREATE INDEX orders_refund_due ON orders (id) WHERE payment_status = 'refunded' AND refund_id IS NULL;
+
+CREATE TABLE checkouts (
+    order_id   UUID        PRIMARY KEY REFERENCES orders (id),
+    provider   TEXT        NOT NULL,
+    session_id TEXT        NOT NULL,
+    url        TEXT        NOT NULL,
+    state      TEXT        NOT NULL DEFAULT 'open' CHECK (state IN ('open', 'expired', 'complete')),
+    expires_at TIMESTAMPTZ NOT NULL,
+    created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+    closed_at  TIMESTAMPTZ
+);
+-- The checkouts still open: the ones of orders no longer PENDING are expired through the provider.
+CREATE INDEX checkouts_open ON checkouts (created_at) WHERE state = 'open';
+
+CREATE TABLE payment_events (
+    provider    TEXT        NOT NULL,
+    event_id    TEXT        NOT NULL,
+    order_id    UUID,
+    kind        TEXT        NOT NULL,
+    outcome     TEXT        NOT NULL,
+    received_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+    PRIMARY KEY (provider, event_id)
+);

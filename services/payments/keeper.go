@@ -1,0 +1,95 @@
+package payments
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/flashsale/flashsale/store"
+)
+
+// keeperBatch is how many checkouts and refunds one pass handles of each.
+const keeperBatch = 100
+
+// Run closes, until ctx ends, the checkouts of orders that can no longer be paid and makes the
+// refunds that are due: every Interval, and at once when kicked. A provider that does not answer
+// is asked again at the next pass, for as long as it takes. Any number of instances may run it:
+// each provider call is idempotent for its order.
+func (p *Payments) Run(ctx context.Context) {
+	t := time.NewTicker(p.cfg.Interval)
+	defer t.Stop()
+	for {
+		p.Pass(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-p.kick:
+		}
+	}
+}
+
+// Pass is one round of the keeper: it reports how many checkouts it closed and refunds it made.
+func (p *Payments) Pass(ctx context.Context) (closed, refunded int) {
+	return p.expireCheckouts(ctx), p.refund(ctx)
+}
+
+func (p *Payments) expireCheckouts(ctx context.Context) int {
+	due, err := p.db.CheckoutsToExpire(ctx, keeperBatch)
+	if err != nil {
+		p.log.Warn("payments: listing checkouts to expire failed", "err", err)
+		return 0
+	}
+	n := 0
+	for _, c := range due {
+		if c.Provider != p.provider.Name() {
+			continue // opened with another provider (the deployment changed provider): left for the operator
+		}
+		state := store.CheckoutExpired
+		err := p.provider.ExpireSession(ctx, c.SessionID)
+		if errors.Is(err, ErrSessionComplete) {
+			// Paid meanwhile: the provider's confirmation (already here, or on its way) refunds it.
+			state, err = store.CheckoutComplete, nil
+		}
+		if err != nil {
+			p.metrics.Payments.WithLabelValues("provider_error").Inc()
+			p.log.Warn("payments: expiring a checkout failed; retrying at the next pass", "order", c.OrderID, "session", c.SessionID, "err", err)
+			continue
+		}
+		if err := p.db.CloseCheckout(ctx, c.OrderID, state); err != nil {
+			p.log.Warn("payments: recording a closed checkout failed", "order", c.OrderID, "err", err)
+			continue
+		}
+		p.metrics.Payments.WithLabelValues("session_" + state).Inc()
+		n++
+	}
+	return n
+}
+
+func (p *Payments) refund(ctx context.Context) int {
+	due, err := p.db.RefundsDue(ctx, keeperBatch)
+	if err != nil {
+		p.log.Warn("payments: listing refunds due failed", "err", err)
+		return 0
+	}
+	n := 0
+	for _, r := range due {
+		if r.Provider != p.provider.Name() {
+			continue
+		}
+		id, err := p.provider.Refund(ctx, RefundRequest{OrderID: r.OrderID, PaymentID: r.PaymentID})
+		if err != nil {
+			p.metrics.Payments.WithLabelValues("provider_error").Inc()
+			p.log.Warn("payments: a refund failed; retrying at the next pass", "order", r.OrderID, "payment", r.PaymentID, "err", err)
+			continue
+		}
+		if err := p.db.RecordRefund(ctx, r.OrderID, id); err != nil {
+			p.log.Warn("payments: recording a refund failed", "order", r.OrderID, "refund", id, "err", err)
+			continue
+		}
+		p.metrics.Payments.WithLabelValues("refunded").Inc()
+		p.log.Info("payments: refunded a payment that came after its order ended", "order", r.OrderID, "refund", id)
+		n++
+	}
+	return n
+}

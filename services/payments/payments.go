@@ -1,0 +1,230 @@
+// Package payments decides what becomes of an order's money: a hosted checkout per PENDING order,
+// the provider's confirmation (the webhook, the only thing that marks an order PAID), and the
+// races at the payment deadline. A payment confirmed while the order is PENDING wins over an
+// expiry that has not committed (both are conditional updates of the one PENDING row); one
+// confirmed after the expiry committed is refunded, automatically and once; a checkout whose
+// order can no longer be paid is expired at the provider, retried until it is.
+package payments
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/flashsale/flashsale/services/metrics"
+	"github.com/flashsale/flashsale/shop"
+	"github.com/flashsale/flashsale/store"
+)
+
+// ErrBadSignature is a webhook that does not verify: answered 400 BAD_SIGNATURE, nothing applied.
+var ErrBadSignature = errors.New("payments: the webhook's signature does not verify")
+
+// Config are the payments' settings.
+type Config struct {
+	// PublicURL is where shoppers reach this deployment ("https://shop.example.com"): the
+	// provider sends the browser back to its order page there. Empty: the request's own address.
+	PublicURL string
+	// Interval is how often the keeper expires checkouts of ended orders and makes refunds due.
+	Interval time.Duration
+}
+
+// Deps are what payments work with. Webhooks may be left out: then no webhook is accepted (the
+// simulated provider confirms in-process).
+type Deps struct {
+	Provider Provider
+	Webhooks EventParser
+	DB       DB
+	Returns  Returner
+	Metrics  *metrics.Metrics
+	Log      *slog.Logger
+	Now      func() time.Time
+}
+
+// Payments is the payment side of the shop.
+type Payments struct {
+	cfg      Config
+	provider Provider
+	webhooks EventParser
+	db       DB
+	returns  Returner
+	metrics  *metrics.Metrics
+	log      *slog.Logger
+	now      func() time.Time
+	kick     chan struct{} // wakes the keeper: a refund became due
+}
+
+// New returns the payments service.
+func New(cfg Config, d Deps) *Payments {
+	if cfg.Interval <= 0 {
+		cfg.Interval = time.Second
+	}
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	if d.Log == nil {
+		d.Log = slog.Default()
+	}
+	if d.Webhooks == nil {
+		d.Webhooks = noWebhooks{}
+	}
+	cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
+	return &Payments{cfg: cfg, provider: d.Provider, webhooks: d.Webhooks, db: d.DB, returns: d.Returns,
+		metrics: metrics.Or(d.Metrics), log: d.Log, now: d.Now, kick: make(chan struct{}, 1)}
+}
+
+// ProviderName names the provider in use ("simulated", "stripe").
+func (p *Payments) ProviderName() string { return p.provider.Name() }
+
+// DirectPay reports whether the API's direct pay is allowed: only with the simulated provider; a
+// real one takes money only through its checkout (409 USE_CHECKOUT).
+func (p *Payments) DirectPay() error {
+	if p.provider.Name() == SimulatedName {
+		return nil
+	}
+	return shop.Errorf(shop.CodeUseCheckout, "payments go through the %s checkout: POST /api/flash-sales/orders/{orderId}/checkout", p.provider.Name())
+}
+
+// Checkout opens (or finds) the hosted checkout of a shopper's PENDING order and answers where to
+// send the browser. origin is the request's own scheme and host, used when no PublicURL is set.
+// One order has one checkout: a second click, on any instance, answers the same.
+func (p *Payments) Checkout(ctx context.Context, userID int64, orderID, origin string) (string, error) {
+	o, err := p.db.OrderDetailByID(ctx, orderID)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && o.UserID != userID) {
+		return "", shop.Errorf(shop.CodeNotFound, "no order %q", orderID)
+	}
+	if err != nil {
+		return "", shop.Unavailable(err)
+	}
+	if o.Status != shop.StatusPending {
+		if o.Status == shop.StatusPaid {
+			return "", shop.Errorf(shop.CodeNotPayable, "the order is paid already")
+		}
+		return "", shop.PaidAnswer(o.Status)
+	}
+	if !p.now().Before(o.PayBy) {
+		// Its window has closed: expire it now, so the answer and the state agree.
+		rets, err := p.db.ExpireOrder(ctx, o.Order)
+		if err != nil {
+			return "", shop.Unavailable(err)
+		}
+		p.returns.Apply(ctx, rets)
+		return "", shop.PaidAnswer(shop.StatusExpired)
+	}
+	if c, err := p.db.CheckoutOf(ctx, o.ID); err == nil {
+		if c.State != store.CheckoutOpen {
+			return "", shop.Errorf(shop.CodeNotPayable, "this order's checkout has %s", map[string]string{
+				store.CheckoutExpired: "expired", store.CheckoutComplete: "been completed; its payment is being confirmed"}[c.State])
+		}
+		return c.URL, nil
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return "", shop.Unavailable(err)
+	}
+	base := p.cfg.PublicURL
+	if base == "" {
+		base = strings.TrimRight(origin, "/")
+	}
+	back := base + "/orders/" + o.ID
+	s, err := p.provider.Checkout(ctx, CheckoutRequest{OrderID: o.ID, ItemName: o.ItemName, AmountCents: o.PriceCents,
+		Currency: o.Currency, SuccessURL: back + "?payment=done", CancelURL: back + "?payment=cancelled", ExpiresAt: o.PayBy})
+	if err != nil {
+		p.metrics.Payments.WithLabelValues("provider_error").Inc()
+		p.log.Warn("payments: opening a checkout failed", "order", o.ID, "provider", p.provider.Name(), "err", err)
+		return "", shop.Unavailable(fmt.Errorf("the payment provider did not answer: %w", err))
+	}
+	c, err := p.db.RecordCheckout(ctx, store.Checkout{OrderID: o.ID, Provider: p.provider.Name(), SessionID: s.ID, URL: s.URL,
+		ExpiresAt: o.PayBy})
+	if err != nil {
+		return "", shop.Unavailable(err)
+	}
+	p.metrics.Payments.WithLabelValues("checkout_opened").Inc()
+	return c.URL, nil
+}
+
+// Webhook verifies a provider's notification and applies it once. A payload that does not verify
+// answers BAD_SIGNATURE; an event flashsale does not act on is acknowledged and changes nothing.
+func (p *Payments) Webhook(ctx context.Context, payload []byte, signature string) error {
+	e, err := p.webhooks.ParseEvent(payload, signature)
+	if errors.Is(err, ErrBadSignature) {
+		p.metrics.Payments.WithLabelValues("bad_signature").Inc()
+		return shop.Errorf(shop.CodeBadSignature, "the webhook's signature does not verify")
+	}
+	if err != nil {
+		return shop.Errorf(shop.CodeInvalidInput, "the webhook cannot be read: %v", err)
+	}
+	return p.Apply(ctx, e)
+}
+
+// Apply applies a verified provider event once (by its id). It is the one way an order becomes
+// PAID through a provider.
+func (p *Payments) Apply(ctx context.Context, e Event) error {
+	kind := ""
+	switch e.Kind {
+	case EventPaid:
+		kind = store.PaymentPaid
+	case EventExpired:
+		kind = store.PaymentExpired
+	default:
+		p.metrics.Payments.WithLabelValues("ignored").Inc()
+		return nil
+	}
+	if e.ID == "" {
+		return shop.Errorf(shop.CodeInvalidInput, "the event has no id")
+	}
+	if e.OrderID != "" && !isUUID(e.OrderID) {
+		// Not one of ours (a checkout made outside flashsale on the same account): acknowledged.
+		p.log.Info("payments: an event about no flashsale order", "event", e.ID, "reference", e.OrderID)
+		e.OrderID = ""
+	}
+	out, err := p.db.ApplyPaymentEvent(ctx, store.PaymentEvent{Provider: p.provider.Name(), EventID: e.ID, Kind: kind,
+		OrderID: e.OrderID, SessionID: e.SessionID, PaymentID: e.PaymentID, AmountCents: e.AmountCents})
+	if err != nil {
+		return shop.Unavailable(err) // the provider sends it again
+	}
+	p.metrics.Payments.WithLabelValues(string(out)).Inc()
+	switch out {
+	case store.OutcomeRefund:
+		p.log.Warn("payments: a payment arrived after its order had ended; refunding it", "order", e.OrderID, "payment", e.PaymentID)
+		p.Kick()
+	case store.OutcomeConflict:
+		p.log.Error("payments: a second payment for an order that holds one; refund it by hand at the provider",
+			"order", e.OrderID, "payment", e.PaymentID)
+	case store.OutcomeUnknown:
+		p.log.Warn("payments: an event about an unknown order", "event", e.ID, "order", e.OrderID)
+	}
+	return nil
+}
+
+// Kick wakes the keeper at once (a refund became due, a checkout must close).
+func (p *Payments) Kick() {
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+func isUUID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i, c := range s {
+		switch {
+		case i == 8 || i == 13 || i == 18 || i == 23:
+			if c != '-' {
+				return false
+			}
+		case c >= '0' && c <= '9', c >= 'a' && c <= 'f', c >= 'A' && c <= 'F':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+type noWebhooks struct{}
+
+func (noWebhooks) ParseEvent([]byte, string) (Event, error) {
+	return Event{}, shop.Errorf(shop.CodeNotFound, "this deployment takes no provider webhooks")
+}

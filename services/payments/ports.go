@@ -1,0 +1,32 @@
+package payments
+
+import (
+	"context"
+
+	"github.com/flashsale/flashsale/shop"
+	"github.com/flashsale/flashsale/store"
+)
+
+// DB is what payments read and write in Postgres (store.DB).
+type DB interface {
+	OrderDetailByID(ctx context.Context, id string) (store.OrderDetail, error)
+	ExpireOrder(ctx context.Context, o shop.Order) ([]store.StockReturn, error)
+	CheckoutOf(ctx context.Context, orderID string) (store.Checkout, error)
+	RecordCheckout(ctx context.Context, c store.Checkout) (store.Checkout, error)
+	ApplyPaymentEvent(ctx context.Context, e store.PaymentEvent) (store.PaymentOutcome, error)
+	CheckoutsToExpire(ctx context.Context, limit int) ([]store.CheckoutToExpire, error)
+	CloseCheckout(ctx context.Context, orderID, state string) error
+	RefundsDue(ctx context.Context, limit int) ([]store.RefundDue, error)
+	RecordRefund(ctx context.Context, orderID, refundID string) error
+}
+
+// Returner gives a unit Postgres released back to Redis (pipeline.Returns).
+type Returner interface {
+	Apply(ctx context.Context, rets []store.StockReturn) int
+}
+
+// EventParser verifies a provider's webhook and reads it (stripepay.Provider). A payload that
+// fails verification answers an error wrapping ErrBadSignature.
+type EventParser interface {
+	ParseEvent(payload []byte, signature string) (Event, error)
+}

@@ -1,0 +1,254 @@
+package tests
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/flashsale/flashsale/services/auth"
+	"github.com/flashsale/flashsale/services/payments"
+	"github.com/flashsale/flashsale/testenv"
+)
+
+// pendingOrder buys one unit of item as user and waits until the order is PENDING.
+func (h *harness) pendingOrder(user int64, s saleIDs, item int64) (id, bearer string) {
+	h.t.Helper()
+	bearer = h.token(user, auth.RoleShopper)
+	r := h.buy(bearer, item, h.purchaseToken(bearer, s.sale))
+	if r.Status != http.StatusAccepted {
+		h.t.Fatalf("buy: %d %s", r.Status, r.Raw)
+	}
+	id = r.str("orderId")
+	testenv.Eventually(h.t, 15*time.Second, "order "+id+" PENDING", func() error {
+		if o := h.do("GET", "/api/flash-sales/orders/"+id, bearer, nil); o.str("status") != "PENDING" {
+			return fmt.Errorf("status %q", o.str("status"))
+		}
+		return nil
+	})
+	return id, bearer
+}
+
+func (h *harness) exec(query string, args ...any) {
+	h.t.Helper()
+	if err := h.app.DB.Gorm().Exec(query, args...).Error; err != nil {
+		h.t.Fatalf("%s: %v", query, err)
+	}
+}
+
+func (h *harness) sqlStr(query string, args ...any) string {
+	h.t.Helper()
+	var s *string
+	if err := h.app.DB.Gorm().Raw(query, args...).Scan(&s).Error; err != nil {
+		h.t.Fatalf("%s: %v", query, err)
+	}
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// TestSimulatedCheckoutRoundTrip: Pay opens the simulated provider's page (one per order however
+// often it is asked), paying there confirms through the same path as a provider's webhook, the
+// order answers paymentStatus paid; the same confirmation again changes nothing; the direct pay of
+// API clients still works with the simulated provider.
+func TestSimulatedCheckoutRoundTrip(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	s := h.liveSale(5)
+	id, bearer := h.pendingOrder(1, s, s.items[0])
+	if o := h.do("GET", "/api/flash-sales/orders/"+id, bearer, nil); o.str("paymentStatus") != "none" || o.Body["refunded"] != false {
+		t.Fatalf("a new order: %s, want paymentStatus none and refunded false", o.Raw)
+	}
+	c := h.do("POST", "/api/flash-sales/orders/"+id+"/checkout", bearer, nil)
+	url := c.str("checkoutUrl")
+	if c.Status != http.StatusOK || !strings.HasPrefix(url, "/pay/simulated/sim_cs_"+id+"_") {
+		t.Fatalf("checkout: %d %s, want 200 and the simulated provider's page", c.Status, c.Raw)
+	}
+	if again := h.do("POST", "/api/flash-sales/orders/"+id+"/checkout", bearer, nil); again.str("checkoutUrl") != url {
+		t.Fatalf("a second checkout: %s, want the same page %s", again.Raw, url)
+	}
+	if o := h.do("GET", "/api/flash-sales/orders/"+id, bearer, nil); o.str("paymentStatus") != "awaiting" {
+		t.Fatalf("with a checkout open: %s, want paymentStatus awaiting", o.Raw)
+	}
+	// Another shopper cannot open it; a made-up session is the not-found page.
+	if o := h.do("POST", "/api/flash-sales/orders/"+id+"/checkout", h.token(2, auth.RoleShopper), nil); o.Status != http.StatusNotFound {
+		t.Fatalf("another shopper's checkout: %d %s, want 404", o.Status, o.Raw)
+	}
+	page := h.do("GET", url, "", nil)
+	if page.Status != http.StatusOK || !strings.Contains(page.Raw, "¥10.00") || !strings.Contains(page.Raw, `data-testid="simpay-pay"`) {
+		t.Fatalf("the simulated page: %d, want 200 with the amount and Pay:\n%.2000s", page.Status, page.Raw)
+	}
+	session := strings.TrimPrefix(url, "/pay/simulated/")
+	forged := session[:len(session)-1] + map[bool]string{true: "0", false: "1"}[!strings.HasSuffix(session, "0")]
+	if r := h.do("GET", "/pay/simulated/"+forged, "", nil); r.Status != http.StatusNotFound {
+		t.Fatalf("a forged session's page: %d, want 404", r.Status)
+	}
+	if r := h.do("POST", "/api/payments/simulated/"+forged+"/pay", "", nil); r.Status != http.StatusNotFound || r.str("error") != "NOT_FOUND" {
+		t.Fatalf("paying a forged session: %d %s, want 404 NOT_FOUND", r.Status, r.Raw)
+	}
+	paid := h.do("POST", "/api/payments/simulated/"+session+"/pay", "", nil)
+	if paid.Status != http.StatusOK || paid.str("returnUrl") != "/orders/"+id+"?payment=done" {
+		t.Fatalf("paying on the simulated page: %d %s", paid.Status, paid.Raw)
+	}
+	o := h.do("GET", "/api/flash-sales/orders/"+id, bearer, nil)
+	if o.str("status") != "PAID" || o.str("paymentStatus") != "paid" {
+		t.Fatalf("after paying: %s, want PAID and paymentStatus paid", o.Raw)
+	}
+	paidAt := h.sqlStr(`SELECT paid_at::text FROM orders WHERE id = ?`, id)
+	// The same confirmation again (a resent webhook, a second click): nothing changes.
+	if again := h.do("POST", "/api/payments/simulated/"+session+"/pay", "", nil); again.Status != http.StatusOK {
+		t.Fatalf("paying twice: %d %s, want 200 (already paid)", again.Status, again.Raw)
+	}
+	if err := h.app.Payments.Apply(context.Background(), payments.Event{ID: "sim_evt_" + session, Kind: payments.EventPaid,
+		OrderID: id, PaymentID: "sim_pi_" + id, AmountCents: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.sqlStr(`SELECT paid_at::text FROM orders WHERE id = ?`, id); got != paidAt {
+		t.Fatalf("a replayed event changed paid_at %s → %s", paidAt, got)
+	}
+	if n := h.sqlInt(`SELECT count(*) FROM payment_events WHERE order_id = ?`, id); n != 1 {
+		t.Fatalf("payment events recorded: %d, want 1", n)
+	}
+	if r := h.do("POST", "/api/flash-sales/orders/"+id+"/checkout", bearer, nil); r.Status != http.StatusConflict || r.str("error") != "NOT_PAYABLE" {
+		t.Fatalf("checkout of a paid order: %d %s, want 409 NOT_PAYABLE", r.Status, r.Raw)
+	}
+	// The direct pay (API clients) with the simulated provider, and a checkout page it closed.
+	id2, bearer2 := h.pendingOrder(3, s, s.items[0])
+	c2 := h.do("POST", "/api/flash-sales/orders/"+id2+"/checkout", bearer2, nil)
+	if p := h.do("POST", "/api/flash-sales/orders/"+id2+"/pay", bearer2, nil); p.Status != http.StatusOK || p.str("status") != "PAID" {
+		t.Fatalf("direct pay: %d %s", p.Status, p.Raw)
+	}
+	late := h.do("POST", "/api/payments/simulated/"+strings.TrimPrefix(c2.str("checkoutUrl"), "/pay/simulated/")+"/pay", "", nil)
+	if late.Status != http.StatusOK || late.Body["paid"] != true {
+		t.Fatalf("the checkout of an order paid directly: %d %s, want 200 paid (nothing taken twice)", late.Status, late.Raw)
+	}
+	if n := h.sqlInt(`SELECT count(*) FROM payment_events WHERE order_id = ?`, id2); n != 0 {
+		t.Fatalf("a second payment was recorded for an order paid directly: %d events", n)
+	}
+	h.checkInvariants(s)
+}
+
+// TestPaymentDeadlineOrderings: the shopper pays at the last second; the provider's confirmation,
+// the expiry of the order and the expiry of its checkout come in every order, on real Postgres.
+// A confirmation that lands while the order is PENDING wins, its deadline past or not (the expiry
+// has not committed); one that lands after the expiry committed is refunded, once, and the order
+// says so; the unit goes back exactly once, and never for a paid order.
+func TestPaymentDeadlineOrderings(t *testing.T) {
+	h := newHarness(t, harnessOpts{noKeeper: true})
+	ctx := context.Background()
+	orderings := [][]string{
+		{"confirm", "expire", "session"}, {"confirm", "session", "expire"},
+		{"expire", "confirm", "session"}, {"expire", "session", "confirm"},
+		{"session", "confirm", "expire"}, {"session", "expire", "confirm"},
+	}
+	s := h.liveSale(len(orderings))
+	for i, steps := range orderings {
+		name := strings.Join(steps, ", ")
+		id, bearer := h.pendingOrder(int64(100+i), s, s.items[0])
+		if c := h.do("POST", "/api/flash-sales/orders/"+id+"/checkout", bearer, nil); c.Status != http.StatusOK {
+			t.Fatalf("%s: checkout %d %s", name, c.Status, c.Raw)
+		}
+		// Paid at second 599: the deadline passes before the confirmation arrives.
+		h.exec(`UPDATE orders SET pay_by = now() - interval '1 second' WHERE id = ?`, id)
+		expired := false
+		wantPaid := false
+		for _, step := range steps {
+			switch step {
+			case "confirm":
+				wantPaid = !expired
+				if err := h.app.Payments.Apply(ctx, payments.Event{ID: "evt_paid_" + id, Kind: payments.EventPaid, OrderID: id,
+					PaymentID: "pi_" + id, AmountCents: 1000, Currency: "CNY"}); err != nil {
+					t.Fatalf("%s: confirm: %v", name, err)
+				}
+			case "expire":
+				expired = !wantPaid
+				if err := h.app.KeeperPass(ctx); err != nil { // the expiry job (and the unit's return to Redis)
+					t.Logf("%s: keeper pass: %v", name, err)
+				}
+			case "session":
+				if h.sqlStr(`SELECT status FROM orders WHERE id = ?`, id) == "PENDING" {
+					// The provider expired the session itself: it tells so.
+					if err := h.app.Payments.Apply(ctx, payments.Event{ID: "evt_exp_" + id, Kind: payments.EventExpired, OrderID: id}); err != nil {
+						t.Fatalf("%s: session expired: %v", name, err)
+					}
+				} else {
+					h.app.Payments.Pass(ctx) // the shop expires the checkout of an ended order through the API
+				}
+			}
+		}
+		h.app.Payments.Pass(ctx) // refunds due
+		o := h.do("GET", "/api/flash-sales/orders/"+id, bearer, nil)
+		if wantPaid {
+			if o.str("status") != "PAID" || o.str("paymentStatus") != "paid" || o.Body["refunded"] != false {
+				t.Errorf("%s: %s, want PAID, paymentStatus paid, not refunded", name, o.Raw)
+			}
+		} else {
+			if o.str("status") != "EXPIRED" || o.str("paymentStatus") != "refunded" || o.Body["refunded"] != true || !strings.Contains(o.str("message"), "refunded") {
+				t.Errorf("%s: %s, want EXPIRED, paymentStatus refunded, refunded true and a sentence", name, o.Raw)
+			}
+			if got := h.sqlStr(`SELECT refund_id FROM orders WHERE id = ?`, id); got != "sim_re_"+id {
+				t.Errorf("%s: refund id %q", name, got)
+			}
+		}
+		if st := h.sqlStr(`SELECT state FROM checkouts WHERE order_id = ?`, id); st == "open" {
+			t.Errorf("%s: the checkout is still open", name)
+		}
+	}
+	_ = h.app.KeeperPass(ctx)
+	paid := h.sqlInt(`SELECT count(*) FROM orders WHERE item_id = ? AND status = 'PAID'`, s.items[0])
+	if sold := h.sqlInt(`SELECT sold FROM items WHERE id = ?`, s.items[0]); sold != paid || paid != 3 {
+		t.Errorf("sold %d, paid orders %d: want both 3 (the three confirmations before the expiry)", sold, paid)
+	}
+	h.checkInvariants(s)
+}
+
+// TestPaymentRacesExpiry: confirmations and expiries of the same orders at once, many times:
+// each order ends exactly one way (PAID, or EXPIRED with its payment refunded), its unit sold or
+// given back once.
+func TestPaymentRacesExpiry(t *testing.T) {
+	h := newHarness(t, harnessOpts{noKeeper: true})
+	ctx := context.Background()
+	const n = 16
+	s := h.liveSale(n)
+	ids := make([]string, n)
+	for i := range ids {
+		var bearer string
+		ids[i], bearer = h.pendingOrder(int64(200+i), s, s.items[0])
+		if c := h.do("POST", "/api/flash-sales/orders/"+ids[i]+"/checkout", bearer, nil); c.Status != http.StatusOK {
+			t.Fatalf("checkout %d %s", c.Status, c.Raw)
+		}
+	}
+	h.exec(`UPDATE orders SET pay_by = now() - interval '1 second' WHERE item_id = ?`, s.items[0])
+	var wg sync.WaitGroup
+	for _, id := range ids {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			if err := h.app.Payments.Apply(ctx, payments.Event{ID: "evt_" + id, Kind: payments.EventPaid, OrderID: id, PaymentID: "pi_" + id, AmountCents: 1000}); err != nil {
+				t.Error(err)
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			if _, err := h.app.DB.ExpireDue(ctx, 1); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	_ = h.app.KeeperPass(ctx)
+	h.app.Payments.Pass(ctx)
+	paid := h.sqlInt(`SELECT count(*) FROM orders WHERE item_id = ? AND status = 'PAID' AND payment_status = 'paid'`, s.items[0])
+	refunded := h.sqlInt(`SELECT count(*) FROM orders WHERE item_id = ? AND status = 'EXPIRED' AND payment_status = 'refunded' AND refund_id IS NOT NULL`, s.items[0])
+	if paid+refunded != n {
+		t.Errorf("paid %d + refunded %d, want every one of %d orders ending one way", paid, refunded, n)
+	}
+	if sold := h.sqlInt(`SELECT sold FROM items WHERE id = ?`, s.items[0]); sold != paid {
+		t.Errorf("sold %d, want the %d paid orders", sold, paid)
+	}
+	t.Logf("%d paid, %d expired and refunded", paid, refunded)
+	h.checkInvariants(s)
+}
