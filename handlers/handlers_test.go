@@ -193,6 +193,8 @@ var allCodes = map[shop.Code]int{
 	shop.CodeUnavailable:          503,
 	shop.CodeInternal:             500,
 	shop.CodeUnsupportedMediaType: 415,
+	shop.CodeUseCheckout:          409,
+	shop.CodeBadSignature:         400,
 }
 
 type answer struct {

@@ -17,6 +17,7 @@ import (
 	"github.com/flashsale/flashsale/services/auth"
 	"github.com/flashsale/flashsale/services/catalog"
 	"github.com/flashsale/flashsale/services/purchase"
+	"github.com/flashsale/flashsale/services/payments"
 	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 )
@@ -124,14 +125,31 @@ func (fakeAccounts) Login(_ context.Context, u, p, ip string) (string, auth.Iden
 func (fakeAccounts) Logout(context.Context, string) error            { return nil }
 func (fakeAccounts) Username(context.Context, int64) (string, error) { return "", nil }
 
+// fakePayments is a payment side with no orders: every checkout is NOT_FOUND, every webhook unsigned.
+type fakePayments struct{}
+
+func (fakePayments) DirectPay() error { return nil }
+func (fakePayments) Checkout(context.Context, int64, string, string) (string, error) {
+	return "", shop.Errorf(shop.CodeNotFound, "no order")
+}
+func (fakePayments) Webhook(context.Context, []byte, string) error {
+	return shop.Errorf(shop.CodeBadSignature, "unsigned")
+}
+func (fakePayments) Simulated(context.Context, string) (payments.SimulatedCheckout, error) {
+	return payments.SimulatedCheckout{}, shop.Errorf(shop.CodeNotFound, "no checkout")
+}
+func (fakePayments) SimulatedPay(context.Context, string) (payments.SimulatedCheckout, error) {
+	return payments.SimulatedCheckout{}, shop.Errorf(shop.CodeNotFound, "no checkout")
+}
+
 func fuzzRouter(auth *auth.Auth) http.Handler {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	now := time.Now
 	return NewRouter(Config{
 		Log:      log,
 		Verifier: auth,
-		API:      &handlers.API{Accounts: fakeAccounts{}, Catalog: fakeCatalog{}, Shop: fakeShop{}, Admin: fakeAdmin{}, Log: log, Now: now, SessionTTL: time.Hour},
-		Pages:    &handlers.Pages{Catalog: fakeCatalog{}, Log: log, Now: now},
+		API:      &handlers.API{Accounts: fakeAccounts{}, Catalog: fakeCatalog{}, Shop: fakeShop{}, Admin: fakeAdmin{}, Payments: fakePayments{}, Log: log, Now: now, SessionTTL: time.Hour},
+		Pages:    &handlers.Pages{Catalog: fakeCatalog{}, Payments: fakePayments{}, Log: log, Now: now},
 		Registry: prometheus.NewRegistry(),
 	})
 }

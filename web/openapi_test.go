@@ -141,7 +141,7 @@ var allCodes = []shop.Code{
 	shop.CodeAlreadyPurchased, shop.CodeExpired, shop.CodeNotPayable, shop.CodeNotCancellable,
 	shop.CodeSoldOut, shop.CodeSaleEnded, shop.CodeNotStarted,
 	shop.CodePaused, shop.CodeSaleStarted, shop.CodeQuantityTooLow, shop.CodeQueueNotDrained,
-	shop.CodeRateLimited, shop.CodeUnavailable, shop.CodeInternal,
+	shop.CodeRateLimited, shop.CodeUnavailable, shop.CodeInternal, shop.CodeUseCheckout, shop.CodeBadSignature,
 }
 
 // statusOfCode asks the real error writer which status a code gets.
