@@ -411,3 +411,18 @@ const (
 	// to register and the captcha to arrive on a loaded 2-core box.
 	e2eLead = 4 * time.Second
 )
+
+// payOnProvider pays an order as a shopper does: Pay (sel) opens the payment provider's page (the
+// simulated provider's, standing in for Stripe Checkout's), Pay there, and the provider sends the
+// browser back to the order page, which shows the order PAID once the confirmation is in (the
+// return itself marks nothing paid). It leaves the tab on the order page.
+func (b *e2eTab) payOnProvider(what string, sel chromedp.CSS, orderID string) {
+	b.t.Helper()
+	b.do(what+": Pay", chromedp.Click(sel))
+	b.waitAcross(what+": the provider's page", 10*time.Second,
+		`location.pathname.startsWith('/pay/simulated/sim_cs_`+orderID+`_') && !!document.querySelector('[data-testid="simpay"][data-ready]')`)
+	b.do(what+": Pay on the provider's page", chromedp.Click(e2eTestID("simpay-pay")))
+	b.waitAcross(what+": back on the order page, paid", 10*time.Second,
+		`location.pathname === '/orders/`+orderID+`' && location.search.includes('payment=done')
+		&& !!document.querySelector('[data-testid="order-status"][data-status="PAID"]')`)
+}

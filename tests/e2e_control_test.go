@@ -421,8 +421,7 @@ func (c *controlRoom) buyAndPay() {
 	b.shootBoth(dir, "dashboard-during")
 
 	// Pay: paid 1, real one lower.
-	s.do("Pay", chromedp.Click(e2eOrderButton(orderID, "pay-button")))
-	s.waitFor("paid", 10*time.Second, `window.__shop.orders()[0].status === 'PAID'`)
+	s.payOnProvider("pay for the Lamp", e2eOrderButton(orderID, "pay-button"), orderID)
 	b.waitFor("paid 1, real one lower", 10*time.Second, `e.text(e.q('live-paid')) === '1' && e.text(e.q('live-frozen')) === '0'`)
 	after := b.liveView()
 	if l := after.Items["Lamp"]; l.Frozen != "0" || l.Real != "5" || l.Paid != "1" || l.Displayed != "5" {

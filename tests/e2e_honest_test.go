@@ -158,7 +158,7 @@ func queueFlow(t *testing.T, browserCtx context.Context, v e2eViewport, dir stri
 	}
 
 	// The shopper pays: the order is PAID on the page and in Postgres.
-	b.do("pay", chromedp.Click(e2eTestID("pay-button")))
+	b.payOnProvider("pay", e2eTestID("pay-button"), orderID)
 	b.waitFor("the order is paid", 10*time.Second,
 		`e.q('order-status').getAttribute('data-status') === 'PAID' && !e.shown(e.q('pay-button'))`)
 	if got := h.sqlInt(`SELECT count(*) FROM orders WHERE id = ? AND status = 'PAID' AND paid_at IS NOT NULL`, orderID); got != 1 {

@@ -222,10 +222,13 @@ func (c *chineseSale) onAPhoneInChinese() {
 func (c *chineseSale) payAndMyOrdersInChinese() {
 	b, js0, saleURL, orderID := c.b, c.js0, c.saleURL, c.orderID
 	// Pay, in Chinese.
-	b.do("click 立即支付", chromedp.Click(e2eOrderButton(orderID, "pay-button")))
+	b.payOnProvider("click 立即支付", e2eOrderButton(orderID, "pay-button"), orderID)
+	b.waitFor("paid, said in Chinese on the order page", 10*time.Second,
+		`e.text(e.q('order-status')) === '已支付' && e.text(e.q('order-note')) === '支付成功，感谢你的购买！' && document.documentElement.lang === 'zh-CN'`)
+	b.openSalePage(saleURL)
 	b.waitFor("paid, said in Chinese", 10*time.Second,
-		`window.__shop.orders()[0].status === 'PAID' && window.__shop.orders()[0].words === '已支付'
-		&& window.__shop.item('`+js0+`').button === '已购买' && e.text(e.q('message')) === '已收到付款，订单支付成功。'`)
+		`window.__shop.orders().length === 1 && window.__shop.orders()[0].status === 'PAID' && window.__shop.orders()[0].words === '已支付'
+		&& window.__shop.item('`+js0+`').button === '已购买'`)
 
 	// My orders and the order page, in Chinese too (a plain link: Accept-Language still decides).
 	b.do("open 我的订单 from the header", chromedp.Click(e2eTestID("nav-orders")))

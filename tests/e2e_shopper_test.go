@@ -256,9 +256,10 @@ func (c *shopperRun) payForItem1() {
 	t, h, v, dir, item1, js1, b, uid, second := c.t, c.h, c.v, c.dir, c.item1, c.js1, c.b, c.uid, c.second
 	t.Helper()
 	// Pay for item 1: Paid and "Bought"; item 0 stays payable.
-	b.do("pay for item 1", chromedp.Click(e2eOrderButton(second.ID, "pay-button")))
+	b.payOnProvider("pay for item 1", e2eOrderButton(second.ID, "pay-button"), second.ID)
+	b.openSalePage(c.saleURL)
 	b.waitFor("item 1 is paid and bought; item 0 still payable", 10*time.Second,
-		`window.__shop.orders()[0].status === 'PAID' && window.__shop.orders()[0].words === 'Paid' && window.__shop.orders()[0].pay === ''
+		`window.__shop.orders().length === 2 && window.__shop.orders()[0].status === 'PAID' && window.__shop.orders()[0].words === 'Paid' && window.__shop.orders()[0].pay === ''
 		&& window.__shop.item('`+js1+`').button === 'Bought' && window.__shop.orders()[1].pay === 'Pay now · ¥10.00'`)
 	if got := h.sqlInt(`SELECT count(*) FROM orders WHERE user_id = ? AND status = 'PAID' AND item_id = ?`, uid, item1); got != 1 {
 		t.Errorf("item 1's order is not PAID in postgres (%d rows)", got)

@@ -210,12 +210,13 @@ func (c *flashSaleRun) pendingThenPaid() {
 	if got := h.sqlInt(`SELECT count(*) FROM orders WHERE id = ? AND user_id = ? AND item_id = ? AND status = 'PENDING'`, order.ID, user1, item); got != 1 {
 		t.Errorf("PENDING order %s of user %d for item %d in postgres: %d rows, want 1", order.ID, user1, item, got)
 	}
-	one.do("click Pay", chromedp.Click(e2eTestID("pay-button")))
+	one.payOnProvider("pay", e2eTestID("pay-button"), order.ID)
 	one.waitFor("the order is PAID", 10*time.Second,
-		`e.text(e.q('order-status')) === 'Paid' && e.text(e.q('message')) === 'Payment received: the order is paid.' && !e.shown(e.q('pay-button')) && !e.shown(e.q('pay-by-row'))`)
+		`e.text(e.q('order-status')) === 'Paid' && e.text(e.q('order-note')) === 'Paid. Thank you for your order!' && !e.shown(e.q('pay-button')) && !e.shown(e.q('pay-by-row'))`)
 	if got := h.sqlInt(`SELECT count(*) FROM orders WHERE id = ? AND status = 'PAID'`, order.ID); got != 1 {
 		t.Errorf("order %s is not PAID in postgres", order.ID)
 	}
+	one.openSalePage(c.saleURL) // back from the order page the provider returned to
 	// The shopper's own page learns from the stock badge that the single unit is gone.
 	// One per shopper in the sale: item 1 is still on sale, but not to shopper 1, who is told why.
 	one.waitFor("item 0 shows sold out and bought, item 1 stays on sale but says why shopper 1 cannot buy it", 10*time.Second,

@@ -163,7 +163,7 @@ type Messages struct {
 	// not found
 	NotFoundTitle, NotFoundHeading, NotFoundDefault, NothingAtAddress string
 	// the simulated payment provider's page
-	SimPayTitle, SimPayNotice, SimPayFor, SimPayAmount, SimPayButton, SimPayBack, SimPayClosed, SimPayDone string
+	SimPayTitle, SimPayHeading, SimPayNotice, SimPayAmount, SimPayButton, SimPayBack, SimPayToOrder, SimPayClosed, SimPayDone string
 }
 
 var enMessages = Messages{
@@ -261,14 +261,15 @@ var enMessages = Messages{
 	NotFoundDefault:  "The page you asked for does not exist, or the sale is over.",
 	NothingAtAddress: "There is nothing at this address.",
 
-	SimPayTitle:  "Simulated payment",
-	SimPayNotice: "This page stands in for a payment provider's: no money moves. With Stripe set up, the shopper pays on Stripe's page instead.",
-	SimPayFor:    "Order",
-	SimPayAmount: "Amount",
-	SimPayButton: "Pay",
-	SimPayBack:   "Cancel and return to the order",
-	SimPayClosed: "This checkout is closed: the order's payment window ended, so it can no longer be paid here.",
-	SimPayDone:   "This checkout is paid.",
+	SimPayTitle:   "Simulated payment",
+	SimPayNotice:  "This page stands in for a payment provider's: no money moves. With Stripe set up, the shopper pays on Stripe's page instead.",
+	SimPayHeading: "Payment",
+	SimPayToOrder: "Back to the order",
+	SimPayAmount:  "Amount",
+	SimPayButton:  "Pay",
+	SimPayBack:    "Cancel and return to the order",
+	SimPayClosed:  "This checkout is closed: the order's payment window ended, so it can no longer be paid here.",
+	SimPayDone:    "This checkout is paid.",
 }
 
 var zhMessages = Messages{
@@ -360,12 +361,13 @@ var zhMessages = Messages{
 	NotFoundDefault:  "你要找的页面不存在，或者活动已经结束。",
 	NothingAtAddress: "这个地址上什么也没有。",
 
-	SimPayTitle:  "模拟支付",
-	SimPayNotice: "此页面代替支付服务商的页面：不会真的扣款。配置 Stripe 后，顾客改在 Stripe 的页面上付款。",
-	SimPayFor:    "订单",
-	SimPayAmount: "金额",
-	SimPayButton: "支付",
-	SimPayBack:   "取消并返回订单",
-	SimPayClosed: "此收银台已关闭：订单的付款期限已过，不能再在这里付款。",
-	SimPayDone:   "此收银台已付款。",
+	SimPayTitle:   "模拟支付",
+	SimPayNotice:  "此页面代替支付服务商的页面：不会真的扣款。配置 Stripe 后，顾客改在 Stripe 的页面上付款。",
+	SimPayHeading: "付款",
+	SimPayToOrder: "返回订单",
+	SimPayAmount:  "金额",
+	SimPayButton:  "支付",
+	SimPayBack:    "取消并返回订单",
+	SimPayClosed:  "此收银台已关闭：订单的付款期限已过，不能再在这里付款。",
+	SimPayDone:    "此收银台已付款。",
 }

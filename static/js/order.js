@@ -99,6 +99,9 @@ function paymentNote(O) {
   if (O.status !== 'PENDING') {
     return '';
   }
+  if (O.gaveUp && O.payment !== 'awaiting') {
+    return t('Payment not made: the order is still yours until its deadline.');
+  }
   if (O.returned) {
     return t('Payment sent: waiting for the payment provider to confirm it. This page updates by itself.');
   }
@@ -320,6 +323,7 @@ export function orderController(panel, say, hooks) {
     payment: 'none', // paymentStatus: none, awaiting, paid, refunded
     refunded: false, // the refund of a payment that came too late was made
     returned: !!(hooks && hooks.returned), // back from the provider's page after paying
+    gaveUp: !!(hooks && hooks.gaveUp), // back from the provider's page without paying
     knownAt: 0, // Date.now() of the last answer about the order
     stale: '', // the note while the status cannot be refreshed ('' once it is)
     paying: false,
@@ -369,10 +373,7 @@ export function initOrderPage(page) {
   var prompt = loginPrompt(page);
   // Back from the payment provider's page: ?payment=done after paying, cancelled after giving up.
   var payment = new URLSearchParams(window.location.search).get('payment');
-  var orders = orderController(panel, say, { returned: payment === 'done' });
-  if (payment === 'cancelled') {
-    say(t('Payment not made: the order is still yours until its deadline.'), 'info');
-  }
+  var orders = orderController(panel, say, { returned: payment === 'done', gaveUp: payment === 'cancelled' });
   var tracking = false;
 
   // Logged out, the page shows the sentence and the login form, not a status it cannot know.

@@ -10,6 +10,7 @@ export function initSimPayPage(page) {
   var btn = byTestId('simpay-pay', page);
   var say = messenger(byTestId('message', page));
   var session = page.getAttribute('data-session-id');
+  page.setAttribute('data-ready', ''); // the page's script is running (the tests wait for it)
   if (!btn || !session) {
     return;
   }
