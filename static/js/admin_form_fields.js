@@ -150,25 +150,25 @@ function given(input) {
 // readTimes reads the start and the end, and checks them against each other and the clock.
 function readTimes(F, problem) {
   var el = F.form.elements;
-  var t = { startsRaw: el.startsAt.value, endsRaw: el.endsAt.value };
+  var tm = { startsRaw: el.startsAt.value, endsRaw: el.endsAt.value };
   // Missing or half typed is the browser's to tell; a time with seconds is one too, though the
   // field's step (a minute, so that the picker shows no seconds) calls it a mismatch.
-  t.startsAt = given(el.startsAt) ? localInputToRFC3339(t.startsRaw) : null;
-  t.endsAt = given(el.endsAt) ? localInputToRFC3339(t.endsRaw) : null;
+  tm.startsAt = given(el.startsAt) ? localInputToRFC3339(tm.startsRaw) : null;
+  tm.endsAt = given(el.endsAt) ? localInputToRFC3339(tm.endsRaw) : null;
   var editing = F.editing;
-  var startMoved = !editing || t.startsRaw !== editing.initial.startsAt;
-  var endMoved = !editing || t.endsRaw !== editing.initial.endsAt;
-  if (!t.startsAt) {
+  var startMoved = !editing || tm.startsRaw !== editing.initial.startsAt;
+  var endMoved = !editing || tm.endsRaw !== editing.initial.endsAt;
+  if (!tm.startsAt) {
     problem('startsAt', null, t('Give the start as a date and a time.'));
   }
-  if (!t.endsAt) {
+  if (!tm.endsAt) {
     problem('endsAt', null, t('Give the end as a date and a time.'));
   }
-  if (!t.startsAt || !t.endsAt) {
-    return t;
+  if (!tm.startsAt || !tm.endsAt) {
+    return tm;
   }
-  var s = Date.parse(t.startsAt);
-  var e = Date.parse(t.endsAt);
+  var s = Date.parse(tm.startsAt);
+  var e = Date.parse(tm.endsAt);
   if (editing && startMoved && editing.started) {
     problem('startsAt', null, t('The sale has started: its start can no longer move.'));
   } else if (editing && startMoved && s < serverNow() - 60000) {
@@ -181,7 +181,7 @@ function readTimes(F, problem) {
   } else if (e - s > 30 * 86400000) {
     problem('endsAt', null, t('A sale lasts at most 30 days: bring the end closer to the start.'));
   }
-  return t;
+  return tm;
 }
 
 // readItem reads one item row: null when it is a new row left empty, or has a problem (said).

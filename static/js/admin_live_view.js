@@ -70,7 +70,7 @@ function renderItems(root, items) {
     if (it.soldOut) {
       tr.classList.add('sold-out');
     }
-    tr.appendChild(el('th', { scope: 'row', 'data-col': 'name' }, it.name || t('item #{id}', { id: it.itemId }));
+    tr.appendChild(el('th', { scope: 'row', 'data-col': 'name' }, it.name || t('item #{id}', { id: it.itemId })));
     [['quantity', t('Quantity')], ['displayed', t('Displayed')], ['frozen', t('Frozen')], ['real', t('Real')], ['paid', t('Paid')], ['expired', t('Expired')]].forEach(function (c) {
       var td = el('td', { 'data-col': c[0], 'data-label': c[1] }, count(it[c[0]]));
       if (num(it[c[0]]) === 0) {
@@ -114,8 +114,11 @@ function renderFunnel(root, f) {
 }
 
 // booksExplain says in a sentence what the state of the books means.
-function booksExplain(rec, b) {
+function booksExplain(rec, b, started) {
   var explain = b.explain;
+  if (!started && rec.state === 'ok') {
+    explain = t('Nothing is sold yet: the books open at the start.');
+  }
   if (!rec.loaded) {
     explain = t('The stock is not loaded for the sale yet: it is loaded ten minutes before the start, or now with Warm up now.');
   }
@@ -163,7 +166,7 @@ function renderBooks(root, rec, items, started) {
   var stateEl = byTestId('recon-state', root);
   stateEl.setAttribute('data-state', state);
   setText(stateEl, b.word);
-  setText(byTestId('recon-explain', root), booksExplain(rec, b));
+  setText(byTestId('recon-explain', root), booksExplain(rec, b, started));
   setText(byTestId('recon-redis-counter', root), count(rec.redisCounter));
   setText(byTestId('recon-pg-seq', root), count(rec.postgresMaxSeq));
   setText(byTestId('recon-loaded', root), rec.loaded ? (rec.lost ? t('loaded, data lost') : t('loaded')) : t('not loaded yet'));

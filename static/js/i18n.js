@@ -17,6 +17,7 @@ export const locale = lang === 'zh' ? 'zh-CN' : 'en';
 
 const ZH = {
   // admin*.js: the merchant's pages
+  'Nothing is sold yet: the books open at the start.': '尚未售出任何商品：活动开始后开始记账。',
   '/s': '/秒',
   'Orders of this sale are still being recorded; the stock is rebuilt by itself once they are. Try again in a moment.': '本场活动仍有订单在记录中，记录完成后库存会自动重建。请稍后再试。',
   'The shop had an internal error; try again in a moment.': '商城内部出错，请稍后再试。',
