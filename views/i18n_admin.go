@@ -43,13 +43,13 @@ type AdminMessages struct {
 	ReasonSoldOut, ReasonDuplicate, ReasonRateLimited, ReasonBadToken string
 	ReasonCaptcha, ReasonPaused, ReasonOther                          string
 	// the orders page
-	OrdersTitle                                                     func(id string) string
-	OrdersHeading, SaleLower                                        string
-	StatusLabel, AllStatuses, Shopper, ShopperHint, Show, Clear     string
-	DownloadCSV, CSVHint, ColOrder, ColShopper, ColStatus           string
-	ColOrdered, ColPayBy, ColPaidAt, NoOrdersMatch, PagesOfOrders, FirstPage   string
-	NextPage, StatusPending, StatusPaid, StatusExpired, StatusCancl string
-	StatusFailed                                                    string
+	OrdersTitle                                                              func(id string) string
+	OrdersHeading, SaleLower                                                 string
+	StatusLabel, AllStatuses, Shopper, ShopperHint, Show, Clear              string
+	DownloadCSV, CSVHint, ColOrder, ColShopper, ColStatus                    string
+	ColOrdered, ColPayBy, ColPaidAt, NoOrdersMatch, PagesOfOrders, FirstPage string
+	NextPage, StatusPending, StatusPaid, StatusExpired, StatusCancl          string
+	StatusFailed                                                             string
 	// the currencies' units, by code
 	Units map[string]string
 }
