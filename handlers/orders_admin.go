@@ -16,7 +16,7 @@ import (
 
 // SaleOrders is what the API needs for a merchant's orders of a sale.
 type SaleOrders interface {
-	SaleOrders(ctx context.Context, merchantID, saleID int64, status string, userID int64, cursor string) ([]catalog.AdminOrder, string, error)
+	SaleOrders(ctx context.Context, merchantID, saleID int64, f catalog.SaleOrderFilter, cursor string) ([]catalog.AdminOrder, string, error)
 	CheckSaleOwner(ctx context.Context, merchantID, saleID int64) error
 	ExportOrders(ctx context.Context, saleID int64, fn func([]catalog.AdminOrder) error) error
 }
@@ -25,10 +25,19 @@ type adminOrderJSON struct {
 	OrderID   string  `json:"orderId"`
 	ItemID    string  `json:"itemId"`
 	UserID    string  `json:"userId"`
+	Username  *string `json:"username"` // null when this shop has no account of userId
 	Status    string  `json:"status"`
 	CreatedAt string  `json:"createdAt"`
 	PayBy     *string `json:"payBy"`
 	PaidAt    *string `json:"paidAt"`
+}
+
+// optString is s, or null when it is empty.
+func optString(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 func optTime(t *time.Time) *string {
@@ -49,7 +58,7 @@ func optTimeNano(t *time.Time) *string {
 }
 
 // AdminOrders handles the "GET /api/admin/sales/:saleId/orders" route: a page of the sale's
-// orders, newest first, filtered by ?status= and ?userId=.
+// orders, newest first, filtered by ?status=, ?userId= and ?username=.
 func (a *API) AdminOrders(c *gin.Context) {
 	saleID, err := pathID(c, "saleId")
 	if err != nil {
@@ -66,22 +75,31 @@ func (a *API) AdminOrders(c *gin.Context) {
 		}
 		userID = id
 	}
-	list, next, err := a.Orders.SaleOrders(c.Request.Context(), caller(c).UserID, saleID, c.Query("status"), userID, cursor)
+	username := c.Query("username")
+	if username != "" {
+		if err := shop.CheckUsername(username); err != nil {
+			Error(c, a.Log, err)
+			return
+		}
+	}
+	f := catalog.SaleOrderFilter{Status: c.Query("status"), UserID: userID, Username: username}
+	list, next, err := a.Orders.SaleOrders(c.Request.Context(), caller(c).UserID, saleID, f, cursor)
 	if err != nil {
 		Error(c, a.Log, err)
 		return
 	}
 	out := make([]adminOrderJSON, len(list))
 	for i, o := range list {
-		out[i] = adminOrderJSON{OrderID: o.OrderID, ItemID: idString(o.ItemID), UserID: idString(o.UserID), Status: o.Status,
+		out[i] = adminOrderJSON{OrderID: o.OrderID, ItemID: idString(o.ItemID), UserID: idString(o.UserID), Username: optString(o.Username), Status: o.Status,
 			CreatedAt: rfc3339(o.CreatedAt), PayBy: optTime(o.PayBy), PaidAt: optTime(o.PaidAt)}
 	}
 	c.Header("Cache-Control", "no-store")
 	c.JSON(http.StatusOK, gin.H{"orders": out, "next": next})
 }
 
-// csvHeader is the first row of the export.
-var csvHeader = []string{"orderId", "itemId", "itemName", "userId", "status", "priceCents", "currency", "createdAt", "payBy", "paidAt"}
+// csvHeader is the first row of the export. Columns are only ever added at the end, so a
+// reader that takes them by position keeps working.
+var csvHeader = []string{"orderId", "itemId", "itemName", "userId", "status", "priceCents", "currency", "createdAt", "payBy", "paidAt", "username"}
 
 // csvSafe defuses CSV formula injection: a spreadsheet runs a cell starting with = + - @ (or a
 // tab or carriage return before one) as a formula, so such a field gets a leading apostrophe.
@@ -183,7 +201,7 @@ func (e *csvExport) writeChunk(orders []catalog.AdminOrder) error {
 	for _, o := range orders {
 		row[0], row[1], row[2], row[3], row[4] = o.OrderID, idString(o.ItemID), csvSafe(o.ItemName), idString(o.UserID), o.Status
 		row[5], row[6], row[7] = strconv.FormatInt(o.PriceCents, 10), csvSafe(o.Currency), rfc3339(o.CreatedAt)
-		row[8], row[9] = csvTime(o.PayBy), csvTime(o.PaidAt)
+		row[8], row[9], row[10] = csvTime(o.PayBy), csvTime(o.PaidAt), csvSafe(o.Username)
 		if err := e.w.Write(row); err != nil {
 			return err
 		}

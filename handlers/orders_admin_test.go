@@ -26,7 +26,7 @@ type fakeExport struct {
 	ownErr       error
 }
 
-func (f *fakeExport) SaleOrders(context.Context, int64, int64, string, int64, string) ([]catalog.AdminOrder, string, error) {
+func (f *fakeExport) SaleOrders(context.Context, int64, int64, catalog.SaleOrderFilter, string) ([]catalog.AdminOrder, string, error) {
 	return nil, "", nil
 }
 
@@ -99,7 +99,7 @@ func TestAdminOrdersCSVStreams(t *testing.T) {
 	if got, want := len(rows), src.total+1; got != want {
 		t.Fatalf("rows: got %d, want %d", got, want)
 	}
-	if got, want := strings.Join(rows[0], ","), "orderId,itemId,itemName,userId,status,priceCents,currency,createdAt,payBy,paidAt"; got != want {
+	if got, want := strings.Join(rows[0], ","), "orderId,itemId,itemName,userId,status,priceCents,currency,createdAt,payBy,paidAt,username"; got != want {
 		t.Errorf("header: got %q, want %q", got, want)
 	}
 	if got, want := rows[1][2], "'=HYPERLINK(\"x\"), \"quoted\""; got != want {

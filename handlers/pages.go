@@ -179,7 +179,7 @@ func (p *Pages) MyOrders(c *gin.Context) {
 
 // Admin handles the "GET /admin" route: the merchant's dashboard.
 func (p *Pages) Admin(c *gin.Context) {
-	p.render(c, http.StatusOK, "no-store", views.AdminPage(views.Admin{}))
+	p.renderLocalized(c, http.StatusOK, "no-store", func(views.Locale) templ.Component { return views.AdminPage(views.Admin{}) })
 }
 
 // AdminSale handles the "GET /admin/sales/:saleId" route: the live view of one of the merchant's
@@ -191,7 +191,7 @@ func (p *Pages) AdminSale(c *gin.Context) {
 		p.NotFound(c)
 		return
 	}
-	p.render(c, http.StatusOK, "no-store", views.AdminLivePage(views.AdminSale{ID: idString(id)}))
+	p.renderLocalized(c, http.StatusOK, "no-store", func(views.Locale) templ.Component { return views.AdminLivePage(views.AdminSale{ID: idString(id)}) })
 }
 
 // AdminSaleOrders handles the "GET /admin/sales/:saleId/orders" route: the orders of one of the
@@ -202,7 +202,7 @@ func (p *Pages) AdminSaleOrders(c *gin.Context) {
 		p.NotFound(c)
 		return
 	}
-	p.render(c, http.StatusOK, "no-store", views.AdminOrdersPage(views.AdminSale{ID: idString(id)}))
+	p.renderLocalized(c, http.StatusOK, "no-store", func(views.Locale) templ.Component { return views.AdminOrdersPage(views.AdminSale{ID: idString(id)}) })
 }
 
 // NotFound answers unknown pages with a page, and unknown API routes with the contract's JSON.

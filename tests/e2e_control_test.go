@@ -335,6 +335,19 @@ func (c *controlRoom) openLiveViewBefore() {
 		`e.shown(e.q('live-panel')) && e.q('live-status').getAttribute('data-status') === 'scheduled' && e.qa('live-item-row').length === 3
 		&& /^loaded at \d\d:\d\d:\d\d$/.test(e.text(e.q('sale-loaded-text'))) && e.text(e.q('live-sale-name')) === 'Desk lamps, edited'
 		&& / · starts in 0:\d\d$/.test(e.text(e.q('live-window')))`)
+	// In the merchant's words: before the start no raw counter is shown, the stock is "loaded for
+	// the sale", and the books tile says nothing is sold yet.
+	before := e2eEval[map[string]any](b, "the live view's words before the start", `({
+		details: !e.q('recon-details').hidden, loaded: e.text(e.q('recon-loaded')), label: e.text(document.querySelector('[data-testid="recon-loaded"]').previousElementSibling),
+		books: e.text(e.q('live-books-note')), displayed: e.text(e.q('live-displayed-label')), text: e.q('live-panel').innerText })`)
+	if before["details"] != false || before["loaded"] != "loaded" || before["label"] != "Stock loaded for the sale" || before["books"] != "nothing sold yet" || before["displayed"] != "Displayed" {
+		t.Errorf("the live view before the start: %v; want the counters hidden, the stock \"loaded\" for the sale, nothing sold yet", before)
+	}
+	for _, word := range []string{"Redis", "Postgres", "counter", "writer"} {
+		if strings.Contains(before["text"].(string), word) {
+			t.Errorf("the live view before the start says %q: %s", word, before["text"])
+		}
+	}
 	c.dir = e2eShotDir(t)
 	dir := c.dir
 	b.shootBoth(dir, "dashboard-before")
@@ -496,6 +509,12 @@ func (c *controlRoom) endEarly() {
 	b.do("Yes, end it now", chromedp.Click(e2eTestID("end-confirm-button")))
 	b.waitFor("ended, every control off", 10*time.Second, `e.q('live-status').getAttribute('data-status') === 'ended'
 		&& ['warm-button', 'pause-button', 'resume-button', 'end-button'].every((id) => e.q(id).disabled) && e.text(e.q('control-status')).startsWith('Ended')`)
+	// An ended sale says how many units went unsold, not what is "left for shoppers"; the raw
+	// counters are under Technical details, closed.
+	unsold := h.sqlInt(`SELECT sum(quantity) FROM items WHERE sale_id = ?`, saleID) - h.sqlInt(`SELECT count(*) FROM orders WHERE sale_id = ? AND status IN ('PAID', 'PENDING')`, saleID)
+	b.waitFor("the unsold units", 10*time.Second, fmt.Sprintf(`e.text(e.q('live-displayed-label')) === 'Unsold' && e.text(e.q('live-displayed')) === %q
+		&& /^%d units? went unsold/.test(e.text(e.q('live-displayed-note'))) && !e.text(e.q('tile-displayed')).includes('left for shoppers')
+		&& !e.q('recon-details').hidden && !e.q('recon-details').open`, strconv.FormatInt(unsold, 10), unsold))
 	b.shootBoth(dir, "dashboard-after")
 
 }
@@ -510,13 +529,25 @@ func (c *controlRoom) checkOrdersPage() {
 		t.Errorf("orders link = %q", href)
 	}
 	b.do("open the orders", chromedp.Navigate(fmt.Sprintf("%s/admin/sales/%d/orders", h.srv.URL, saleID)))
-	b.waitFor("the three orders, newest first", 10*time.Second, `e.qa('order-row').length === 3 && e.text(e.q('orders-sale-name')) === 'Desk lamps, edited'
-		&& e.qa('order-row').map((r) => r.getAttribute('data-status')).join(' ') === 'PENDING PENDING PAID'`)
-	b.do("the shopper's orders", chromedp.SetValue(e2eTestID("filter-user"), strconv.FormatInt(shopperID, 10)), chromedp.Click(e2eTestID("filter-apply")))
+	// Who bought: the shopper with an account by username, the others (tokens of ids this shop
+	// has no account of) by #id.
+	b.waitFor("the three orders, newest first", 10*time.Second, fmt.Sprintf(`e.qa('order-row').length === 3 && e.text(e.q('orders-sale-name')) === 'Desk lamps, edited'
+		&& e.qa('order-row').map((r) => r.getAttribute('data-status')).join(' ') === 'PENDING PENDING PAID'
+		&& e.qa('order-user').map((u) => e.text(u)).filter((x) => x === %q).length === 1
+		&& e.qa('order-user').filter((u) => u.getAttribute('data-user-id') !== '%d').every((u) => e.text(u) === '#' + u.getAttribute('data-user-id'))`, c.sName, shopperID))
+	b.do("the shopper's orders, by username in capitals", chromedp.SetValue(e2eTestID("filter-user"), strings.ToUpper(c.sName)), chromedp.Click(e2eTestID("filter-apply")))
 	b.waitFor("the one order, paid, of the shopper", 10*time.Second, fmt.Sprintf(`e.qa('order-row').length === 1 && e.q('order-row').getAttribute('data-order-id') === %q
-		&& e.q('order-row').getAttribute('data-status') === 'PAID' && e.text(e.q('order-user')) === '#%d' && location.search === '?userId=%d'`, orderID, shopperID, shopperID))
+		&& e.q('order-row').getAttribute('data-status') === 'PAID' && e.text(e.q('order-user')) === %q && location.search === %q
+		&& e.text(e.q('orders-summary')).includes(%q)`, orderID, c.sName, "?username="+strings.ToUpper(c.sName), strings.ToUpper(c.sName)))
 	b.do("clear the filter", chromedp.Click(e2eTestID("filter-clear")))
 	b.waitFor("all three again", 10*time.Second, `e.qa('order-row').length === 3 && location.search === ''`)
+	other := e2eEval[string](b, "a shopper without an account", fmt.Sprintf(`e.qa('order-user').find((u) => u.getAttribute('data-user-id') !== '%d').getAttribute('data-user-id')`, shopperID))
+	b.do("that shopper's orders, from the row's link", chromedp.Click(fmt.Sprintf(`[data-testid="order-user"][data-user-id=%q] a`, other)))
+	b.waitFor("the orders of #id", 10*time.Second, fmt.Sprintf(`e.qa('order-row').length === 1 && e.text(e.q('order-user')) === '#%s'
+		&& location.search === '?userId=%s' && e.q('filter-user').value === '#%s'`, other, other, other))
+	b.do("clear the filter", chromedp.Click(e2eTestID("filter-clear")))
+	b.waitFor("all three again", 10*time.Second, `e.qa('order-row').length === 3 && location.search === ''`)
+	b.screenshot(dir, "admin-orders-desktop.png", "")
 	b.do("the orders on a 390-pixel phone", chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile))
 	b.waitFor("the phone", 5*time.Second, `innerWidth === 390`)
 	if over := e2eEval[int](b, "the orders page's width", `document.documentElement.scrollWidth`); over > 390 {
@@ -530,14 +561,14 @@ func (c *controlRoom) checkOrdersPage() {
 	b.do("only the expired ones", chromedp.SetValue(e2eTestID("filter-status"), "EXPIRED"),
 		chromedp.Evaluate[chromedp.Void](`document.querySelector('[data-testid="filter-status"]').dispatchEvent(new Event('change'))`))
 	b.waitFor("none", 10*time.Second, `e.shown(e.q('orders-empty')) && e.qa('order-row').length === 0 && location.search === '?status=EXPIRED'`)
-	b.do("a shopper id that is not one", chromedp.SetValue(e2eTestID("filter-user"), "bob"), chromedp.Click(e2eTestID("filter-apply")))
+	b.do("a shopper that is not one", chromedp.SetValue(e2eTestID("filter-user"), "b o b"), chromedp.Click(e2eTestID("filter-apply")))
 	b.waitFor("said beside the field", 5*time.Second, `e.shown(e.q('filter-user-error')) && e.q('filter-user').getAttribute('aria-invalid') === 'true'`)
 	csv := e2eEval[string](b, "the CSV", `(() => { const a = e.q('orders-csv'); return a.getAttribute('href'); })()`)
 	if csv != fmt.Sprintf("/api/admin/sales/%d/orders.csv", saleID) {
 		t.Errorf("CSV link = %q", csv)
 	}
 	body, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](`fetch(document.querySelector('[data-testid="orders-csv"]').href).then((r) => r.text())`, chromedp.EvalAwaitPromise))
-	if err != nil || !strings.Contains(body, orderID+","+strconv.FormatInt(items["Lamp"], 10)+",Lamp,"+strconv.FormatInt(shopperID, 10)+",PAID,4900,CNY,") {
+	if err != nil || !strings.Contains(body, orderID+","+strconv.FormatInt(items["Lamp"], 10)+",Lamp,"+strconv.FormatInt(shopperID, 10)+",PAID,4900,CNY,") || !strings.Contains(body, ","+c.sName+"\n") {
 		t.Errorf("the CSV (%v):\n%s\nwant the paid order", err, body)
 	}
 }

@@ -169,7 +169,7 @@ func pageAllOrders(t *testing.T, list func(query string) ([]map[string]any, stri
 // orders and the CSV are 404 to it and 403 to a shopper; an unknown sale is 404.
 func checkSaleOrdersRefused(t *testing.T, h *harness, merchant, base string) {
 	t.Helper()
-	for _, q := range []string{"?status=QUEUED", "?status=paid", "?userId=abc", "?userId=0", "?userId=-1", "?cursor=nonsense"} {
+	for _, q := range []string{"?status=QUEUED", "?status=paid", "?userId=abc", "?userId=0", "?userId=-1", "?cursor=nonsense", "?username=x"} {
 		if r := h.do("GET", base+q, merchant, nil); r.Status != http.StatusBadRequest || r.str("error") != "INVALID_INPUT" {
 			t.Errorf("%s: got %d %s, want 400 INVALID_INPUT", q, r.Status, r.Raw)
 		}
@@ -230,7 +230,7 @@ func TestAdminSaleOrdersCSV(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := strings.Join(header, ","), "orderId,itemId,itemName,userId,status,priceCents,currency,createdAt,payBy,paidAt"; got != want {
+	if got, want := strings.Join(header, ","), "orderId,itemId,itemName,userId,status,priceCents,currency,createdAt,payBy,paidAt,username"; got != want {
 		t.Errorf("header: got %q, want %q", got, want)
 	}
 	rows, byID := readCSVRows(t, rd)
@@ -349,4 +349,119 @@ func TestWriterThroughput(t *testing.T) {
 	if _, ok := tp.Rate(); ok {
 		t.Error("rate after the window: got one, want none")
 	}
+}
+
+// TestAdminSaleOrdersByUsername: the merchant's list and CSV name the shopper by username (null,
+// or empty in the CSV, for a user id this shop has no account of: the identity may be external);
+// ?username= filters by it case-insensitively, pages with its cursor under the same filter, and a
+// name no username could be is 400 INVALID_INPUT.
+func TestAdminSaleOrdersByUsername(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	g := h.app.DB.Gorm()
+	if err := g.Exec(`INSERT INTO users (id, username, password_hash, role) VALUES
+		(701, 'Alice.W', 'x', 'shopper'), (702, 'bob', 'x', 'shopper'), (703, 'alice', 'x', 'shopper')`).Error; err != nil {
+		t.Fatalf("insert users: %v", err)
+	}
+	s := h.liveSale(10)
+	merchant := h.token(9000, auth.RoleMerchant)
+	base := fmt.Sprintf("/api/admin/sales/%d/orders", s.sale)
+	alice, bob, external := h.buyOne(701, s, s.items[0]), h.buyOne(702, s, s.items[0]), h.buyOne(704, s, s.items[0])
+	h.drain(s)
+	// 120 more orders of Alice's (FAILED: they hold no unit), so that her orders take three pages.
+	if err := g.Exec(`INSERT INTO orders (id, item_id, sale_id, user_id, status, reserved_at, pay_by, seq, failure)
+		SELECT gen_random_uuid(), ?, ?, 701, 'FAILED', now() - interval '1 hour' + g * interval '1 millisecond', now(), 0, 'test'
+		FROM generate_series(1, 120) g`, s.items[0], s.sale).Error; err != nil {
+		t.Fatalf("insert orders: %v", err)
+	}
+	list := func(query string) ([]map[string]any, string) { return h.adminOrders(merchant, base, query) }
+
+	// Each order names its shopper; the one without an account has a null username.
+	all, _ := list("?status=PENDING")
+	names := map[string]any{}
+	for _, o := range all {
+		names[o["orderId"].(string)] = o["username"]
+	}
+	if names[alice] != "Alice.W" || names[bob] != "bob" || names[external] != nil {
+		t.Errorf("usernames: got alice %v, bob %v, external %v; want Alice.W, bob, null", names[alice], names[bob], names[external])
+	}
+
+	for _, c := range []struct {
+		query string
+		want  []string
+	}{
+		{"?username=bob", []string{bob}},
+		{"?username=BOB", []string{bob}},
+		{"?username=bob&status=PAID", nil},
+		{"?username=bob&userId=702", []string{bob}},
+		{"?username=bob&userId=701", nil},
+		{"?username=nobody", nil},
+		{"?username=alic", nil}, // exact, not a prefix: "alice" (703) has no order and Alice.W is another name
+		{"?username=alice", nil},
+	} {
+		got, next := list(c.query)
+		var ids []string
+		for _, o := range got {
+			ids = append(ids, o["orderId"].(string))
+		}
+		if fmt.Sprint(ids) != fmt.Sprint(c.want) || next != "" {
+			t.Errorf("%s: got %v next %q, want %v next \"\"", c.query, ids, next, c.want)
+		}
+	}
+
+	// Alice's 121 orders, paged under the filter: 50 + 50 + 21, all hers, none twice.
+	seen, pages, cursor := map[string]bool{}, 0, ""
+	for {
+		q := "?username=aLiCe.w"
+		if cursor != "" {
+			q += "&cursor=" + cursor
+		}
+		page, next := list(q)
+		pages++
+		for _, o := range page {
+			if o["userId"] != "701" || o["username"] != "Alice.W" || seen[o["orderId"].(string)] {
+				t.Fatalf("page %d: %v is not a new order of Alice's", pages, o)
+			}
+			seen[o["orderId"].(string)] = true
+		}
+		if next == "" {
+			break
+		}
+		if len(page) != catalog.SaleOrdersPage {
+			t.Fatalf("page %d: got %d orders, want %d", pages, len(page), catalog.SaleOrdersPage)
+		}
+		cursor = next
+	}
+	if len(seen) != 121 || pages != 3 || !seen[alice] {
+		t.Errorf("Alice's orders: got %d in %d pages (hers from the sale: %v), want 121 in 3", len(seen), pages, seen[alice])
+	}
+
+	for _, q := range []string{"?username=ab", "?username=" + strings.Repeat("a", 33), "?username=al%20ice", "?username=al%27ice",
+		"?username=%E5%BC%A0%E4%B8%89", "?username=bob%00"} {
+		if r := h.do("GET", base+q, merchant, nil); r.Status != http.StatusBadRequest || r.str("error") != "INVALID_INPUT" {
+			t.Errorf("%s: got %d %s, want 400 INVALID_INPUT", q, r.Status, r.Raw)
+		}
+	}
+
+	// The CSV carries the username as its last column; empty for the shopper without an account.
+	req, _ := http.NewRequest("GET", h.srv.URL+base+".csv", nil)
+	req.Header.Set("Authorization", "Bearer "+merchant)
+	resp, err := h.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	rd := csv.NewReader(bufio.NewReader(resp.Body))
+	header, err := rd.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := header[len(header)-1]; got != "username" || header[3] != "userId" {
+		t.Errorf("header: got %q, want userId 4th and username last", header)
+	}
+	rows, byID := readCSVRows(t, rd)
+	last := len(header) - 1
+	if rows != 123 || byID[alice][last] != "Alice.W" || byID[bob][last] != "bob" || byID[external][last] != "" || byID[external][3] != "704" {
+		t.Errorf("CSV: %d rows; alice %q, bob %q, external %q", rows, byID[alice], byID[bob], byID[external])
+	}
+	h.checkInvariants(s)
 }

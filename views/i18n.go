@@ -9,11 +9,12 @@ import (
 	"github.com/a-h/templ"
 )
 
-// The shopper pages (home, sale, order, my orders, not found) are written in English or in
+// The shopper pages (home, sale, order, my orders, not found) and the merchant's pages (/admin, a
+// sale's live view and orders; their words in i18n_admin.go) are written in English or in
 // Simplified Chinese. The handler picks the language (handlers/lang.go: ?lang=, else
 // Accept-Language) and puts a Locale in the request's context; the components read it from
 // there, so a component's signature does not change with the language. A page rendered without
-// a Locale (the merchant's page) is in English and shows no language switch.
+// a Locale (a test's) is in English and shows no language switch.
 //
 // The words the script writes are in static/js/i18n.js, which reads the page's <html lang>.
 

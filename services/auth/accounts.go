@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/flashsale/flashsale/services/captcha"
 	"github.com/flashsale/flashsale/services/limits"
@@ -18,13 +17,8 @@ import (
 )
 
 func validCredentials(username, password string) error {
-	if n := utf8.RuneCountInString(username); n < 3 || n > 32 {
-		return shop.Errorf(shop.CodeInvalidInput, "username must be 3 to 32 characters")
-	}
-	for _, r := range username {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.') {
-			return shop.Errorf(shop.CodeInvalidInput, "username may hold only letters, digits, '_', '-' and '.'")
-		}
+	if err := shop.CheckUsername(username); err != nil {
+		return err
 	}
 	if len(password) < 8 || len(password) > 72 || strings.ContainsRune(password, 0) {
 		return shop.Errorf(shop.CodeInvalidInput, "password must be 8 to 72 bytes")

@@ -20,6 +20,7 @@ type AdminOrder struct {
 	ItemID     int64
 	ItemName   string
 	UserID     int64
+	Username   string // "" when this shop has no account of UserID (the identity may be external)
 	Status     string
 	PriceCents int64
 	Currency   string
@@ -59,14 +60,29 @@ func (s *Sales) ownSale(ctx context.Context, merchantID, saleID int64) (shop.Sal
 	return sale, nil
 }
 
+// SaleOrderFilter narrows a sale's orders list: a status, a shopper by user id, a shopper by
+// username (case-insensitively); zero values take every order.
+type SaleOrderFilter struct {
+	Status   string
+	UserID   int64
+	Username string
+}
+
 // SaleOrders lists the orders Postgres holds for a merchant's sale, newest first, 50 a page,
-// optionally only those of one status and/or one shopper (userID > 0). next is "" on the last page.
-func (s *Sales) SaleOrders(ctx context.Context, merchantID, saleID int64, status string, userID int64, cursor string) ([]AdminOrder, string, error) {
+// optionally only those of one status and/or one shopper (by user id, by username or both).
+// next is "" on the last page; a cursor pages on under the same filter.
+func (s *Sales) SaleOrders(ctx context.Context, merchantID, saleID int64, f SaleOrderFilter, cursor string) ([]AdminOrder, string, error) {
+	status, userID := f.Status, f.UserID
 	if status != "" && !orderStatuses[status] {
 		return nil, "", shop.Errorf(shop.CodeInvalidInput, "status must be one of PENDING, PAID, EXPIRED, CANCELLED, FAILED")
 	}
 	if userID < 0 {
 		return nil, "", shop.Errorf(shop.CodeInvalidInput, "userId must be a user id (a positive integer)")
+	}
+	if f.Username != "" {
+		if err := shop.CheckUsername(f.Username); err != nil {
+			return nil, "", err
+		}
 	}
 	after, err := shop.CursorFrom(cursor, store.DecodeOrderCursor)
 	if err != nil {
@@ -75,13 +91,14 @@ func (s *Sales) SaleOrders(ctx context.Context, merchantID, saleID int64, status
 	if _, err := s.ownSale(ctx, merchantID, saleID); err != nil {
 		return nil, "", err
 	}
-	rows, next, err := s.db.OrdersOfSale(ctx, saleID, store.SaleOrderFilter{Status: status, UserID: userID}, after, SaleOrdersPage)
+	rows, next, err := s.db.OrdersOfSale(ctx, saleID, store.SaleOrderFilter{Status: status, UserID: userID, Username: f.Username}, after, SaleOrdersPage)
 	if err != nil {
 		return nil, "", shop.Unavailable(err)
 	}
 	out := make([]AdminOrder, len(rows))
 	for i, o := range rows {
-		out[i] = adminOrder(o)
+		out[i] = adminOrder(o.Order)
+		out[i].Username = o.Username
 	}
 	if next == nil {
 		return out, "", nil
@@ -106,7 +123,7 @@ func (s *Sales) ExportOrders(ctx context.Context, saleID int64, fn func([]AdminO
 		buf = buf[:0]
 		for _, r := range rows {
 			a := adminOrder(r.Order)
-			a.ItemName, a.PriceCents, a.Currency = r.ItemName, r.PriceCents, r.Currency
+			a.Username, a.ItemName, a.PriceCents, a.Currency = r.Username, r.ItemName, r.PriceCents, r.Currency
 			buf = append(buf, a)
 		}
 		fnErr = fn(buf)

@@ -16,7 +16,7 @@ type DB interface {
 	EditSale(ctx context.Context, saleID int64, edit func(cur shop.Sale) (shop.Sale, error), before func(old, next shop.Sale) error) (shop.Sale, error)
 	HighestIDs(ctx context.Context) (sale, item int64, err error)
 	ItemByID(ctx context.Context, id int64) (shop.Item, error)
-	OrdersOfSale(ctx context.Context, saleID int64, f store.SaleOrderFilter, after *store.OrderCursor, limit int) ([]shop.Order, *store.OrderCursor, error)
+	OrdersOfSale(ctx context.Context, saleID int64, f store.SaleOrderFilter, after *store.OrderCursor, limit int) ([]store.SaleOrder, *store.OrderCursor, error)
 	SaleByID(ctx context.Context, id int64) (shop.Sale, error)
 	SalesByMerchant(ctx context.Context, merchantID int64, limit int) ([]shop.Sale, error)
 	SalesEndingAfter(ctx context.Context, t time.Time, after *store.SaleCursor, limit int) ([]shop.Sale, *store.SaleCursor, error)

@@ -4,6 +4,7 @@
 // the style sheet (.chart-accepted, .chart-refused), so the legend and the dark theme match.
 
 import { formatClock } from './time.js';
+import { t, locale } from './i18n.js';
 
 const NS = 'http://www.w3.org/2000/svg';
 
@@ -34,7 +35,7 @@ function niceCeil(v) {
 }
 
 function rateText(v) {
-  return v >= 10 || v === Math.round(v) ? Math.round(v).toLocaleString('en-US') : v.toFixed(1);
+  return v >= 10 || v === Math.round(v) ? Math.round(v).toLocaleString(locale) : v.toFixed(1);
 }
 
 // drawChart draws series ([{t (Unix seconds), accepted, refused}]) from `from` to `to` (Unix
@@ -76,7 +77,7 @@ export function drawChart(box, series, from, to) {
     root.appendChild(svg('line', { x1: pad.l, x2: pad.l + plotW, y1: y, y2: y, class: f === 0 ? 'chart-base' : 'chart-grid' }));
     root.appendChild(svg('text', { x: pad.l - 6, y: y + 4, 'text-anchor': 'end', class: 'chart-axis' }, rateText(top * f)));
   });
-  root.appendChild(svg('text', { x: 4, y: pad.t - 2 + 8, class: 'chart-axis chart-unit' }, '/s'));
+  root.appendChild(svg('text', { x: 4, y: pad.t - 2 + 8, class: 'chart-axis chart-unit' }, t('/s')));
   var bw = plotW / n;
   var gap = bw >= 4 ? 1 : 0;
   for (var j = 0; j < n; j++) {

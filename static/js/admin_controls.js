@@ -5,20 +5,22 @@
 
 import { byTestId, setText, show, enc, messenger } from './dom.js';
 import { formatClock, parseTime } from './time.js';
-import { api, errorText } from './api.js';
+import { api } from './api.js';
+import { adminErrorText as errorText } from './admin_merchant.js';
+import { t } from './i18n.js';
 
 // ACTIONS: the route of each button and what it says once done.
 const ACTIONS = {
-  warm: { path: 'warm', busy: 'Loading the stock into Redis\u2026', done: 'Warmed up: the stock is in Redis, ready for the start.' },
-  pause: { path: 'pause', busy: 'Pausing\u2026', done: 'Paused: shoppers are told the sale is paused and nothing is sold until you resume.' },
-  resume: { path: 'resume', busy: 'Resuming\u2026', done: 'Resumed: shoppers can buy again.' },
-  end: { path: 'end', busy: 'Ending the sale\u2026', done: 'Ended: nothing more is sold. The orders already taken stay.' }
+  warm: { path: 'warm', busy: t('Loading the stock for the sale\u2026'), done: t('Warmed up: the stock is loaded, ready for the start.') },
+  pause: { path: 'pause', busy: t('Pausing\u2026'), done: t('Paused: shoppers are told the sale is paused and nothing is sold until you resume.') },
+  resume: { path: 'resume', busy: t('Resuming\u2026'), done: t('Resumed: shoppers can buy again.') },
+  end: { path: 'end', busy: t('Ending the sale\u2026'), done: t('Ended: nothing more is sold. The orders already taken stay.') }
 };
 
-// loadedText says whether Redis holds a sale's stock: "not loaded" or "loaded at HH:MM:SS".
+// loadedText says whether the sale's stock is loaded: "not loaded" or "loaded at HH:MM:SS".
 export function loadedText(loadedAt) {
   var ms = parseTime(loadedAt);
-  return isNaN(ms) ? 'not loaded' : 'loaded at ' + formatClock(ms);
+  return isNaN(ms) ? t('not loaded') : t('loaded at {time}', { time: formatClock(ms) });
 }
 
 function render(K) {
@@ -26,10 +28,10 @@ function render(K) {
   var ended = state.status === 'ended';
   var loaded = state.loadedAt !== undefined && state.loadedAt !== null;
   if (ended) {
-    setText(K.loadedValue, 'the sale has ended');
+    setText(K.loadedValue, t('the sale has ended'));
     K.loadedLine.setAttribute('data-loaded', 'ended');
   } else if (state.loadedAt === undefined) {
-    setText(K.loadedValue, 'checking\u2026');
+    setText(K.loadedValue, t('checking\u2026'));
     K.loadedLine.setAttribute('data-loaded', 'unknown');
   } else {
     setText(K.loadedValue, loadedText(state.loadedAt));
@@ -40,9 +42,9 @@ function render(K) {
   b.pause.disabled = K.busy || ended || state.paused;
   b.resume.disabled = K.busy || ended || !state.paused;
   b.end.disabled = K.busy || ended;
-  b.warm.title = loaded ? 'Redis already holds the stock' : ended ? 'The sale has ended' : '';
-  b.pause.title = state.paused ? 'The sale is paused' : ended ? 'The sale has ended' : '';
-  b.resume.title = !state.paused && !ended ? 'The sale is not paused' : ended ? 'The sale has ended' : '';
+  b.warm.title = loaded ? t('The stock is already loaded') : ended ? t('The sale has ended') : '';
+  b.pause.title = state.paused ? t('The sale is paused') : ended ? t('The sale has ended') : '';
+  b.resume.title = !state.paused && !ended ? t('The sale is not paused') : ended ? t('The sale has ended') : '';
   if (ended || K.busy) {
     show(K.confirmBox, false);
   }
@@ -72,7 +74,20 @@ async function run(K, name) {
     K.say('', 'info');
     return;
   }
-  K.say((name === 'warm' ? 'Could not warm up: ' : 'Could not ' + name + ' the sale: ') + errorText(r), 'error');
+  K.say(failedText(name, errorText(r)), 'error');
+}
+
+// failedText says that an action did not happen, and why.
+function failedText(name, why) {
+  switch (name) {
+    case 'warm':
+      return t('Could not warm up: {why}', { why: why });
+    case 'pause':
+      return t('Could not pause the sale: {why}', { why: why });
+    case 'resume':
+      return t('Could not resume the sale: {why}', { why: why });
+  }
+  return t('Could not end the sale: {why}', { why: why });
 }
 
 // bindButtons runs each action on its button; End early asks first.

@@ -4,10 +4,12 @@
 // the submit.
 
 import { byTestId, setText, enc, messenger } from './dom.js';
-import { api, errorText, sentence } from './api.js';
+import { api, sentence } from './api.js';
+import { adminErrorText as errorText } from './admin_merchant.js';
 import { readForm, createRequest, editRequest, itemRows, renumber, addRow, showSymbols, zoneName } from './admin_form_fields.js';
 import { clearError, clearAllErrors, showRefusal } from './admin_form_errors.js';
 import { startEdit, stopEdit, lockStarted, resetForm, prefillTimes } from './admin_form_edit.js';
+import { t, lang } from './i18n.js';
 
 // saleForm finds the form's parts: F, what the form's modules share.
 function saleForm(page) {
@@ -119,7 +121,7 @@ function onChange(F, ev) {
 async function saved(F, saleId, name, req) {
   var page = F.page;
   stopEdit(F);
-  var text = 'Saved \u201c' + name + '\u201d: ' + req.changed.join(', ') + ' changed.';
+  var text = t('Saved \u201c{name}\u201d: {what} changed.', { name: name, what: req.changed.join(t(', ')) });
   page.say(text, 'ok');
   F.banner = true;
   page.stock.pricesChanged(saleId);
@@ -141,7 +143,8 @@ async function created(F, saleId, name, req) {
   var n = req.body.items.length;
   resetForm(F);
   prefillTimes(F);
-  F.page.say('Created \u201c' + name + '\u201d (sale ' + saleId + ') with ' + n + (n === 1 ? ' item.' : ' items.'), 'ok');
+  F.page.say(n === 1 ? t('Created \u201c{name}\u201d (sale {id}) with 1 item.', { name: name, id: saleId })
+    : t('Created \u201c{name}\u201d (sale {id}) with {n} items.', { name: name, id: saleId, n: n }), 'ok');
   F.banner = true;
   await F.page.sales.load();
   F.page.stock.select(saleId, name, null);
@@ -156,14 +159,14 @@ function refused(F, edit, r, req) {
   if (showRefusal(F, r, req, function () {
     lockStarted(F);
   })) {
-    F.formStatus(edit ? 'Nothing was saved. Check the fields marked in red.' : 'Check the fields marked in red.', 'error');
+    F.formStatus(edit ? t('Nothing was saved. Check the fields marked in red.') : t('Check the fields marked in red.'), 'error');
     return;
   }
   if (edit && r.status === 404) {
-    F.formStatus('This sale was not found: it may have been removed.', 'error');
+    F.formStatus(t('This sale was not found: it may have been removed.'), 'error');
     return;
   }
-  F.formStatus(r.network ? errorText(r) : r.message ? sentence(r.message) : errorText(r), 'error');
+  F.formStatus(r.network || lang !== 'en' ? errorText(r) : r.message ? sentence(r.message) : errorText(r), 'error');
 }
 
 async function submit(F) {
@@ -171,17 +174,17 @@ async function submit(F) {
   F.clearBanners();
   var v = readForm(F);
   if (!v) {
-    F.formStatus('Check the fields marked in red.', 'error');
+    F.formStatus(t('Check the fields marked in red.'), 'error');
     return;
   }
   var edit = F.editing;
   var req = edit ? editRequest(edit.initial, v) : createRequest(v);
   if (edit && req.changed.length === 0) {
-    F.formStatus('Nothing changed: there is nothing to save.', 'info');
+    F.formStatus(t('Nothing changed: there is nothing to save.'), 'info');
     return;
   }
   F.submit.disabled = true;
-  F.formStatus(edit ? 'Saving\u2026' : 'Creating the sale\u2026', 'info');
+  F.formStatus(edit ? t('Saving\u2026') : t('Creating the sale\u2026'), 'info');
   var r = edit ? await api('PATCH', '/api/admin/sales/' + enc(edit.id), req.body) : await api('POST', '/api/admin/sales', req.body);
   F.submit.disabled = false;
   if (edit && F.editing !== edit) {
@@ -221,7 +224,7 @@ export function initSaleForm(page) {
       onChange(F, ev);
     });
     showSymbols(F);
-    setText(byTestId('zone-hint', page.root), 'Times are in your time zone, ' + zoneName() + '.');
+    setText(byTestId('zone-hint', page.root), t('Times are in your time zone, {zone}.', { zone: zoneName() }));
     F.form.addEventListener('submit', function (ev) {
       ev.preventDefault();
       submit(F);

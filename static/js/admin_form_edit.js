@@ -5,9 +5,11 @@
 import { byTestId, setText, show, enc } from './dom.js';
 import { parseTime } from './time.js';
 import { serverNow } from './clock.js';
-import { api, errorText } from './api.js';
+import { api } from './api.js';
+import { adminErrorText as errorText } from './admin_merchant.js';
 import { itemRows, renumber, addRow, showSymbols, toLocalInput, priceInput } from './admin_form_fields.js';
 import { clearAllErrors } from './admin_form_errors.js';
+import { t } from './i18n.js';
 
 function setLocked(control, hint, locked) {
   if (!control) {
@@ -116,7 +118,7 @@ export async function startEdit(F, listed) {
   var r = await api('GET', '/api/flash-sales/' + enc(id), undefined, undefined, 'no-store');
   if (!r.ok || !r.data || !Array.isArray(r.data.items)) {
     if (!F.page.gate.authProblem(r)) {
-      F.page.say('Could not open the sale for editing: ' + errorText(r), 'error');
+      F.page.say(t('Could not open the sale for editing: {why}', { why: errorText(r) }), 'error');
     }
     return;
   }
@@ -129,11 +131,12 @@ export async function startEdit(F, listed) {
   F.editing = { id: id, sale: sale, started: started, initial: fill(F, sale) };
   F.form.setAttribute('data-mode', 'edit');
   F.form.setAttribute('data-sale-id', id);
-  setText(F.heading, 'Edit \u201c' + (sale.name || 'sale ' + id) + '\u201d');
-  setText(F.editNote, 'Only what you change is saved, all at once or not at all.' +
-    (started ? ' The sale has started: its start, currency, purchase limit and items list are fixed; names, prices, quantities, the end and the payment window can still change.' : ''));
+  setText(F.heading, t('Edit \u201c{name}\u201d', { name: sale.name || t('sale {id}', { id: id }) }));
+  setText(F.editNote, started
+    ? t('Only what you change is saved, all at once or not at all. The sale has started: its start, currency, purchase limit and items list are fixed; names, prices, quantities, the end and the payment window can still change.')
+    : t('Only what you change is saved, all at once or not at all.'));
   show(F.editNote, true);
-  setText(F.submit, 'Save changes');
+  setText(F.submit, t('Save changes'));
   show(F.editCancel, true);
   lockFixed(F, started);
   if (F.card && F.card.scrollIntoView) {
@@ -173,9 +176,9 @@ export function stopEdit(F) {
   resetForm(F);
   F.form.setAttribute('data-mode', 'create');
   F.form.removeAttribute('data-sale-id');
-  setText(F.heading, 'Create a sale');
+  setText(F.heading, t('Create a sale'));
   show(F.editNote, false);
-  setText(F.submit, 'Create sale');
+  setText(F.submit, t('Create sale'));
   show(F.editCancel, false);
   lockFixed(F, false);
   prefillTimes(F);

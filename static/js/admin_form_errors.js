@@ -3,41 +3,42 @@
 
 import { byTestId, setText, show } from './dom.js';
 import { sentence } from './api.js';
+import { t, lang, locale } from './i18n.js';
 
 // ADMIN_MESSAGES turns the server's refusals of a new sale (services/sales.go and the JSON
 // decoding) into the merchant's words, next to the field they are about. A field of an item
 // carries its index in the request ($1); other numbers of the message fill in $2.
 const ADMIN_MESSAGES = [
-  [/^name must not be empty/, 'name', 'Give the sale a name.'],
-  [/^name must be at most (\d+)/, 'name', 'The name is too long: at most $1 characters.'],
-  [/^name must/, 'name', 'The name has characters that cannot be used.'],
-  [/^startsAt and endsAt are required/, 'startsAt', 'Give the start and the end as a date and a time.'],
-  [/^startsAt must be an RFC 3339/, 'startsAt', 'Give the start as a date and a time.'],
-  [/^endsAt must be an RFC 3339/, 'endsAt', 'Give the end as a date and a time.'],
-  [/^endsAt must be after startsAt/, 'endsAt', 'The end must be after the start.'],
-  [/^endsAt must be in the future/, 'endsAt', 'The end must be in the future.'],
-  [/^a sale lasts at most (\d+) days/, 'endsAt', 'A sale lasts at most $1 days: bring the end closer to the start.'],
-  [/^startsAt is out of range/, 'startsAt', 'The start must be a date between the years 2000 and 9999.'],
-  [/^a sale needs at least one item/, 'items', 'Add at least one item.'],
-  [/^a sale has at most (\d+) items/, 'items', 'A sale has at most $1 items: remove some.'],
-  [/^paymentWindowSeconds must/, 'paymentWindow', 'The payment window is 1 to 1440 minutes (a day).'],
-  [/^currency must/, 'currency', 'Choose CNY, USD or EUR.'],
-  [/^purchaseLimit must/, 'purchaseLimit', 'Choose one of the two purchase limits.'],
-  [/^items\[(\d+)\]\.name must not be empty/, 'itemName', 'Give the item a name.'],
-  [/^items\[(\d+)\]\.name must be at most (\d+)/, 'itemName', 'The item name is too long: at most $2 characters.'],
-  [/^items\[(\d+)\]\.name must/, 'itemName', 'The item name has characters that cannot be used.'],
-  [/^items\[(\d+)\]\.priceCents must/, 'price', 'The price must be between 0 and 100,000,000.'],
-  [/^items\[(\d+)\]\.quantity must be between 1 and (\d+)/, 'quantity', 'Quantity must be at least 1 and at most $2.'],
-  [/^items\[(\d+)\]\.quantity cannot go below the (\d+) units/, 'quantity', 'Quantity cannot go below the $2 units already sold.'],
-  [/^items\[(\d+)\]\.quantity/, 'quantity', 'Quantity must be at least 1.'],
-  [/^items\[(\d+)\]\.imageUrl/, 'imageUrl', 'The image address must start with https:// (at most 2,000 characters).'],
-  [/^items\[(\d+)\]: a new item needs/, 'itemName', 'A new item needs a name, a price and a quantity.'],
-  [/^description must be at most (\d+)/, 'description', 'The description is too long: at most $1 characters.'],
-  [/^description must/, 'description', 'The description has characters that cannot be used.'],
-  [/^the sale has started: its start cannot move/, 'startsAt', 'The sale has started: its start can no longer move.'],
-  [/^the sale has started: its purchase limit/, 'purchaseLimit', 'The sale has started: its purchase limit can no longer change.'],
-  [/^the sale has started: its currency/, 'currency', 'The sale has started: its currency can no longer change.'],
-  [/^the sale has started: items cannot be added/, 'items', 'The sale has started: items can no longer be added.']
+  [/^name must not be empty/, 'name', t('Give the sale a name.')],
+  [/^name must be at most (\d+)/, 'name', t('The name is too long: at most $1 characters.')],
+  [/^name must/, 'name', t('The name has characters that cannot be used.')],
+  [/^startsAt and endsAt are required/, 'startsAt', t('Give the start and the end as a date and a time.')],
+  [/^startsAt must be an RFC 3339/, 'startsAt', t('Give the start as a date and a time.')],
+  [/^endsAt must be an RFC 3339/, 'endsAt', t('Give the end as a date and a time.')],
+  [/^endsAt must be after startsAt/, 'endsAt', t('The end must be after the start.')],
+  [/^endsAt must be in the future/, 'endsAt', t('The end must be in the future.')],
+  [/^a sale lasts at most (\d+) days/, 'endsAt', t('A sale lasts at most $1 days: bring the end closer to the start.')],
+  [/^startsAt is out of range/, 'startsAt', t('The start must be a date between the years 2000 and 9999.')],
+  [/^a sale needs at least one item/, 'items', t('Add at least one item.')],
+  [/^a sale has at most (\d+) items/, 'items', t('A sale has at most $1 items: remove some.')],
+  [/^paymentWindowSeconds must/, 'paymentWindow', t('The payment window is 1 to 1440 minutes (a day).')],
+  [/^currency must/, 'currency', t('Choose CNY, USD or EUR.')],
+  [/^purchaseLimit must/, 'purchaseLimit', t('Choose one of the two purchase limits.')],
+  [/^items\[(\d+)\]\.name must not be empty/, 'itemName', t('Give the item a name.')],
+  [/^items\[(\d+)\]\.name must be at most (\d+)/, 'itemName', t('The item name is too long: at most $2 characters.')],
+  [/^items\[(\d+)\]\.name must/, 'itemName', t('The item name has characters that cannot be used.')],
+  [/^items\[(\d+)\]\.priceCents must/, 'price', t('The price must be between 0 and 100,000,000.')],
+  [/^items\[(\d+)\]\.quantity must be between 1 and (\d+)/, 'quantity', t('Quantity must be at least 1 and at most $2.')],
+  [/^items\[(\d+)\]\.quantity cannot go below the (\d+) units/, 'quantity', t('Quantity cannot go below the $2 units already sold.')],
+  [/^items\[(\d+)\]\.quantity/, 'quantity', t('Quantity must be at least 1.')],
+  [/^items\[(\d+)\]\.imageUrl/, 'imageUrl', t('The image address must start with https:// (at most 2,000 characters).')],
+  [/^items\[(\d+)\]: a new item needs/, 'itemName', t('A new item needs a name, a price and a quantity.')],
+  [/^description must be at most (\d+)/, 'description', t('The description is too long: at most $1 characters.')],
+  [/^description must/, 'description', t('The description has characters that cannot be used.')],
+  [/^the sale has started: its start cannot move/, 'startsAt', t('The sale has started: its start can no longer move.')],
+  [/^the sale has started: its purchase limit/, 'purchaseLimit', t('The sale has started: its purchase limit can no longer change.')],
+  [/^the sale has started: its currency/, 'currency', t('The sale has started: its currency can no longer change.')],
+  [/^the sale has started: items cannot be added/, 'items', t('The sale has started: items can no longer be added.')]
 ];
 
 // adminMessage finds the field of a server message: {field, index (of the item or -1), text}.
@@ -50,7 +51,7 @@ function adminMessage(message) {
     }
     var item = /^items\[/.test(msg);
     var text = ADMIN_MESSAGES[i][2].replace(/\$(\d)/g, function (_, n) {
-      return m[Number(n)] === undefined ? '' : Number(m[Number(n)]).toLocaleString('en-US');
+      return m[Number(n)] === undefined ? '' : Number(m[Number(n)]).toLocaleString(locale);
     });
     return { field: ADMIN_MESSAGES[i][1], index: item ? Number(m[1]) : -1, text: text };
   }
@@ -146,13 +147,13 @@ function refusalOf(F, r) {
     var m = /^item (\d+): (\d+) units/.exec(String(r.message || ''));
     var row = m ? F.rows.querySelector('[data-item-id="' + m[1] + '"]') : null;
     if (row) {
-      return { row: row, text: 'Too low: units are sold or held by shoppers. It can go down by at most ' +
-        Number(m[2]).toLocaleString('en-US') + ' from the quantity on sale.' };
+      return { row: row, text: t('Too low: units are sold or held by shoppers. It can go down by at most {n} from the quantity on sale.',
+        { n: Number(m[2]).toLocaleString(locale) }) };
     }
-    known = { field: 'items', index: -1, text: 'A quantity cannot go below what is sold or held.' };
+    known = { field: 'items', index: -1, text: t('A quantity cannot go below what is sold or held.') };
   }
   if (!known && r.code === 'SALE_STARTED') {
-    known = { field: 'startsAt', index: -1, text: sentence(r.message) || 'The sale has started.' };
+    known = { field: 'startsAt', index: -1, text: (lang === 'en' && sentence(r.message)) || t('The sale has started.') };
   }
   return known;
 }
@@ -179,7 +180,7 @@ export function showRefusal(F, r, req, onStarted) {
     // sale's own values and is locked, so that saving again keeps the other changes.
     onStarted();
     if (known.field === 'startsAt') {
-      known.text = 'The sale has started meanwhile: its start can no longer move, and is back as it was. Save again to keep your other changes.';
+      known.text = t('The sale has started meanwhile: its start can no longer move, and is back as it was. Save again to keep your other changes.');
     }
   }
   var target = known.index >= 0 ? req.rows[known.index] || null : null;

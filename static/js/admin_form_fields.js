@@ -9,6 +9,7 @@ import { pad2 } from './time.js';
 import { serverNow } from './clock.js';
 import { CURRENCIES, parseMoney } from './money.js';
 import { setFieldError } from './admin_form_errors.js';
+import { t, locale } from './i18n.js';
 
 // MAX_ITEMS is the most items a sale has (the server's limit).
 const MAX_ITEMS = 50;
@@ -68,13 +69,13 @@ export function priceInput(minor, currency) {
 function priceProblem(why) {
   switch (why) {
     case 'empty':
-      return 'Give the item a price, like 19.99.';
+      return t('Give the item a price, like 19.99.');
     case 'digits':
-      return 'Use at most two decimals, like 19.99.';
+      return t('Use at most two decimals, like 19.99.');
     case 'range':
-      return 'The price must be at most 100,000,000.';
+      return t('The price must be at most 100,000,000.');
     default:
-      return 'Type the price as a number, like 19.99.';
+      return t('Type the price as a number, like 19.99.');
   }
 }
 
@@ -83,16 +84,16 @@ function priceProblem(why) {
 function quantityProblem(input) {
   var v = input.validity;
   if (v.valueMissing || v.badInput) {
-    return 'Quantity must be at least 1.';
+    return t('Quantity must be at least 1.');
   }
   if (v.stepMismatch) {
-    return 'Quantity is a whole number, like 100.';
+    return t('Quantity is a whole number, like 100.');
   }
   if (v.rangeUnderflow) {
-    return 'Quantity must be at least ' + Number(input.min).toLocaleString('en-US') + '.';
+    return t('Quantity must be at least {n}.', { n: Number(input.min).toLocaleString(locale) });
   }
   if (v.rangeOverflow) {
-    return 'Quantity must be at most ' + Number(input.max).toLocaleString('en-US') + '.';
+    return t('Quantity must be at most {n}.', { n: Number(input.max).toLocaleString(locale) });
   }
   return '';
 }
@@ -125,7 +126,7 @@ export function renumber(F) {
     setText(byTestId('item-number', row), String(i + 1));
     var b = byTestId('remove-item', row);
     if (b) {
-      b.setAttribute('aria-label', 'Remove item ' + (i + 1));
+      b.setAttribute('aria-label', t('Remove item {n}', { n: i + 1 }));
     }
   });
 }
@@ -149,38 +150,38 @@ function given(input) {
 // readTimes reads the start and the end, and checks them against each other and the clock.
 function readTimes(F, problem) {
   var el = F.form.elements;
-  var t = { startsRaw: el.startsAt.value, endsRaw: el.endsAt.value };
+  var tm = { startsRaw: el.startsAt.value, endsRaw: el.endsAt.value };
   // Missing or half typed is the browser's to tell; a time with seconds is one too, though the
   // field's step (a minute, so that the picker shows no seconds) calls it a mismatch.
-  t.startsAt = given(el.startsAt) ? localInputToRFC3339(t.startsRaw) : null;
-  t.endsAt = given(el.endsAt) ? localInputToRFC3339(t.endsRaw) : null;
+  tm.startsAt = given(el.startsAt) ? localInputToRFC3339(tm.startsRaw) : null;
+  tm.endsAt = given(el.endsAt) ? localInputToRFC3339(tm.endsRaw) : null;
   var editing = F.editing;
-  var startMoved = !editing || t.startsRaw !== editing.initial.startsAt;
-  var endMoved = !editing || t.endsRaw !== editing.initial.endsAt;
-  if (!t.startsAt) {
-    problem('startsAt', null, 'Give the start as a date and a time.');
+  var startMoved = !editing || tm.startsRaw !== editing.initial.startsAt;
+  var endMoved = !editing || tm.endsRaw !== editing.initial.endsAt;
+  if (!tm.startsAt) {
+    problem('startsAt', null, t('Give the start as a date and a time.'));
   }
-  if (!t.endsAt) {
-    problem('endsAt', null, 'Give the end as a date and a time.');
+  if (!tm.endsAt) {
+    problem('endsAt', null, t('Give the end as a date and a time.'));
   }
-  if (!t.startsAt || !t.endsAt) {
-    return t;
+  if (!tm.startsAt || !tm.endsAt) {
+    return tm;
   }
-  var s = Date.parse(t.startsAt);
-  var e = Date.parse(t.endsAt);
+  var s = Date.parse(tm.startsAt);
+  var e = Date.parse(tm.endsAt);
   if (editing && startMoved && editing.started) {
-    problem('startsAt', null, 'The sale has started: its start can no longer move.');
+    problem('startsAt', null, t('The sale has started: its start can no longer move.'));
   } else if (editing && startMoved && s < serverNow() - 60000) {
-    problem('startsAt', null, 'The start is in the past: choose a time from now on.');
+    problem('startsAt', null, t('The start is in the past: choose a time from now on.'));
   }
   if (e <= s) {
-    problem('endsAt', null, 'The end must be after the start.');
+    problem('endsAt', null, t('The end must be after the start.'));
   } else if (endMoved && e <= serverNow()) {
-    problem('endsAt', null, editing ? 'The end must be in the future (to end the sale now, use End early).' : 'The end must be in the future.');
+    problem('endsAt', null, editing ? t('The end must be in the future (to end the sale now, use End early).') : t('The end must be in the future.'));
   } else if (e - s > 30 * 86400000) {
-    problem('endsAt', null, 'A sale lasts at most 30 days: bring the end closer to the start.');
+    problem('endsAt', null, t('A sale lasts at most 30 days: bring the end closer to the start.'));
   }
-  return t;
+  return tm;
 }
 
 // readItem reads one item row: null when it is a new row left empty, or has a problem (said).
@@ -197,7 +198,7 @@ function readItem(row, cur, problem) {
   }
   var ok = true;
   if (!name.validity.valid || !it.name) {
-    ok = problem('itemName', row, 'Give the item a name.');
+    ok = problem('itemName', row, t('Give the item a name.'));
   }
   var price = parseMoney(priceText, cur);
   if (price.error) {
@@ -209,7 +210,7 @@ function readItem(row, cur, problem) {
   }
   // type=url would take http:// and more: a sale's images are https only.
   if (it.imageUrl && !/^https:\/\/[^\s/]+/i.test(it.imageUrl)) {
-    ok = problem('imageUrl', row, 'The image address must start with https://.');
+    ok = problem('imageUrl', row, t('The image address must start with https://.'));
   }
   it.priceCents = price.minor;
   it.quantity = Number(qtyEl.value);
@@ -227,9 +228,9 @@ function readItems(F, cur, problem, hadProblem) {
     }
   });
   if (all.length > MAX_ITEMS) {
-    problem('items', null, 'A sale has at most ' + MAX_ITEMS + ' items: remove some.');
+    problem('items', null, t('A sale has at most {n} items: remove some.', { n: MAX_ITEMS }));
   } else if (items.length === 0 && !hadProblem()) {
-    problem('items', null, 'Add at least one item.');
+    problem('items', null, t('Add at least one item.'));
   }
   return items;
 }
@@ -248,16 +249,16 @@ export function readForm(F) {
   var el = F.form.elements;
   var name = el.name.value.trim();
   if (!el.name.validity.valid || !name) {
-    problem('name', null, 'Give the sale a name.');
+    problem('name', null, t('Give the sale a name.'));
   }
   var description = el.description ? el.description.value.trim() : '';
   if (el.description && el.description.validity.tooLong) {
-    problem('description', null, 'The description is too long: at most ' + Number(el.description.maxLength).toLocaleString('en-US') + ' characters.');
+    problem('description', null, t('The description is too long: at most {n} characters.', { n: Number(el.description.maxLength).toLocaleString(locale) }));
   }
   var times = readTimes(F, problem);
   var cur = currency(F);
   if (!el.paymentWindowMinutes.validity.valid) {
-    problem('paymentWindow', null, 'The payment window is 1 to 1440 minutes (a day), in whole minutes.');
+    problem('paymentWindow', null, t('The payment window is 1 to 1440 minutes (a day), in whole minutes.'));
   }
   var limitInput = F.form.querySelector('input[name="purchaseLimit"]:checked');
   var items = readItems(F, cur, problem, function () {
@@ -294,13 +295,13 @@ export function createRequest(v) {
 // saleChanges writes into body what changed of the sale itself, and names it in changed.
 function saleChanges(init, v, body, changed) {
   var fields = [
-    ['name', v.name !== init.name, 'name', v.name],
-    ['description', v.description !== init.description, 'description', v.description],
-    ['startsAt', v.startsRaw !== init.startsAt, 'start', v.startsAt],
-    ['endsAt', v.endsRaw !== init.endsAt, 'end', v.endsAt],
-    ['currency', v.currency !== init.currency, 'currency', v.currency],
-    ['paymentWindowSeconds', String(v.minutes) !== init.minutes, 'payment window', v.minutes * 60],
-    ['purchaseLimit', v.limit !== init.limit, 'purchase limit', v.limit]
+    ['name', v.name !== init.name, t('name'), v.name],
+    ['description', v.description !== init.description, t('description'), v.description],
+    ['startsAt', v.startsRaw !== init.startsAt, t('start'), v.startsAt],
+    ['endsAt', v.endsRaw !== init.endsAt, t('end'), v.endsAt],
+    ['currency', v.currency !== init.currency, t('currency'), v.currency],
+    ['paymentWindowSeconds', String(v.minutes) !== init.minutes, t('payment window'), v.minutes * 60],
+    ['purchaseLimit', v.limit !== init.limit, t('purchase limit'), v.limit]
   ];
   fields.forEach(function (f) {
     if (f[1]) {
@@ -337,7 +338,7 @@ export function editRequest(init, v) {
     if (!it.itemId) {
       items.push(newItem(it));
       rowsSent.push(it.row);
-      changed.push('new item \u201c' + it.name + '\u201d');
+      changed.push(t('new item \u201c{name}\u201d', { name: it.name }));
       return;
     }
     var was = init.items[it.itemId];
@@ -345,7 +346,7 @@ export function editRequest(init, v) {
     if (patch) {
       items.push(patch);
       rowsSent.push(it.row);
-      changed.push('\u201c' + it.name + '\u201d');
+      changed.push(t('\u201c{name}\u201d', { name: it.name }));
     }
   });
   if (items.length > 0) {

@@ -4,18 +4,19 @@
 
 import { byTestId, setText, show, enc, messenger } from './dom.js';
 import { formatClock, formatDate, formatDuration, parseTime } from './time.js';
-import { api, errorText } from './api.js';
+import { api } from './api.js';
 import { makePoller } from './poll.js';
 import { bindControls } from './admin_controls.js';
-import { merchantPage, SALE_NOT_FOUND } from './admin_merchant.js';
+import { merchantPage, SALE_NOT_FOUND, adminErrorText as errorText } from './admin_merchant.js';
 import { renderLive, renderChart } from './admin_live_view.js';
+import { t } from './i18n.js';
 
 // The sale's state for a person, by the live view's status.
 const STATUS = {
-  scheduled: { word: 'upcoming', badge: 'upcoming', controls: 'upcoming' },
-  running: { word: 'live', badge: 'live', controls: 'live' },
-  paused: { word: 'paused', badge: 'paused', controls: 'live' },
-  ended: { word: 'ended', badge: 'ended', controls: 'ended' }
+  scheduled: { word: function () { return t('upcoming'); }, badge: 'upcoming', controls: 'upcoming' },
+  running: { word: function () { return t('live'); }, badge: 'live', controls: 'live' },
+  paused: { word: function () { return t('paused'); }, badge: 'paused', controls: 'live' },
+  ended: { word: function () { return t('ended'); }, badge: 'ended', controls: 'ended' }
 };
 
 // windowText writes when the sale starts and ends, and how long until it starts or ends by the
@@ -25,24 +26,24 @@ function windowText(sale, asOf) {
   var ends = parseTime(sale.endsAt);
   var left = '';
   if (!isNaN(asOf) && sale.status === 'scheduled' && starts > asOf) {
-    left = ' \u00b7 starts in ' + formatDuration(starts - asOf);
+    left = t(' \u00b7 starts in {d}', { d: formatDuration(starts - asOf) });
   } else if (!isNaN(asOf) && (sale.status === 'running' || sale.status === 'paused') && ends > asOf) {
-    left = ' \u00b7 ends in ' + formatDuration(ends - asOf);
+    left = t(' \u00b7 ends in {d}', { d: formatDuration(ends - asOf) });
   }
-  return (isNaN(starts) ? '' : 'Starts ' + formatDate(starts)) + (isNaN(ends) ? '' : ' \u00b7 Ends ' + formatDate(ends)) + left;
+  return (isNaN(starts) ? '' : t('Starts {time}', { time: formatDate(starts) })) + (isNaN(ends) ? '' : ' \u00b7 ' + t('Ends {time}', { time: formatDate(ends) })) + left;
 }
 
 // renderHead draws the sale's name, status, window and controls.
 function renderHead(V, d) {
   var sale = d.sale || {};
-  var name = sale.name || 'sale ' + V.saleId;
+  var name = sale.name || t('sale {id}', { id: V.saleId });
   setText(byTestId('live-sale-name', V.root), name);
-  document.title = 'Live view \u00b7 ' + name + ' \u00b7 flashsale';
-  var st = STATUS[sale.status] || { word: String(sale.status || '?'), badge: '', controls: '' };
+  document.title = t('Live view \u00b7 {name}', { name: name }) + ' \u00b7 flashsale';
+  var st = STATUS[sale.status] || { word: function () { return String(sale.status || '?'); }, badge: '', controls: '' };
   var statusEl = byTestId('live-status', V.root);
   statusEl.className = 'badge badge-' + st.badge;
   statusEl.setAttribute('data-status', String(sale.status || ''));
-  setText(statusEl, st.word);
+  setText(statusEl, st.word());
   setText(byTestId('live-window', V.root), windowText(sale, parseTime(d.asOf)));
   if (V.controls) {
     V.controls.update({ status: st.controls, paused: sale.paused === true, loadedAt: typeof sale.loadedAt === 'string' ? sale.loadedAt : null });
@@ -58,7 +59,7 @@ async function load(V) {
     V.last = r.data;
     renderHead(V, r.data);
     renderLive(V.root, r.data);
-    setText(V.updated, 'Updated ' + formatClock(Date.now()) + ', every second.');
+    setText(V.updated, t('Updated {time}, every second.', { time: formatClock(Date.now()) }));
     return true;
   }
   if (V.gate.authProblem(r)) {
@@ -69,7 +70,7 @@ async function load(V) {
     V.say(SALE_NOT_FOUND, 'error');
     return false;
   }
-  setText(V.updated, 'Could not refresh: ' + errorText(r) + ' Retrying\u2026');
+  setText(V.updated, t('Could not refresh: {why} Retrying\u2026', { why: errorText(r) }));
   return true;
 }
 
@@ -93,7 +94,7 @@ export function initAdminLivePage(root) {
       poller.stop();
     },
     signedOut: function () {
-      V.say('Log in with a merchant account to watch this sale.', 'info');
+      V.say(t('Log in with a merchant account to watch this sale.'), 'info');
     },
     start: function () {
       poller.restart();

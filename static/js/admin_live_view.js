@@ -5,16 +5,36 @@
 import { byTestId, setText, el } from './dom.js';
 import { formatClock, parseTime } from './time.js';
 import { drawChart } from './admin_chart.js';
+import { t, locale } from './i18n.js';
 
 // The reconciliation's state for a person.
+// Functions, so that each word is looked up in the page's language (i18n.js).
 const BOOKS = {
-  ok: { word: 'Balanced', explain: 'Redis and Postgres agree on every unit.' },
-  settling: { word: 'Settling', explain: 'Units are on their way between Redis and Postgres; the two sides meet once the queue has drained.' },
-  violation: { word: 'Not balanced', explain: 'Redis and Postgres disagree with nothing on its way: see the failed checks below. Purchases fail closed while Redis is rebuilt.' }
+  ok: function () {
+    return { word: t('Balanced'), explain: t('Every unit sold is accounted for: the fast stock counter and the recorded orders agree.') };
+  },
+  settling: function () {
+    return { word: t('Settling'), explain: t('Some orders are still being recorded; the books balance once they are.') };
+  },
+  violation: function () {
+    return { word: t('Not balanced'), explain: t('The stock counter and the recorded orders disagree with nothing on its way: see the failed checks below. Purchases are refused until the stock is rebuilt.') };
+  }
 };
 
-const REASONS = { soldOut: 'sold out', duplicate: 'already bought', rateLimited: 'rate limited', badToken: 'bad purchase token',
-  captcha: 'captcha failed', paused: 'sale paused', other: 'other' };
+function reasonText(k) {
+  switch (k) {
+    case 'soldOut': return t('sold out');
+    case 'duplicate': return t('already bought');
+    case 'rateLimited': return t('rate limited');
+    case 'badToken': return t('bad purchase token');
+    case 'captcha': return t('captcha failed');
+    case 'paused': return t('sale paused');
+    case 'other': return t('other');
+  }
+  return k;
+}
+
+const REASONS = ['soldOut', 'duplicate', 'rateLimited', 'badToken', 'captcha', 'paused', 'other'];
 
 function num(v) {
   var n = Number(v);
@@ -22,7 +42,7 @@ function num(v) {
 }
 
 function count(v) {
-  return num(v).toLocaleString('en-US');
+  return num(v).toLocaleString(locale);
 }
 
 function sum(items, key) {
@@ -35,12 +55,12 @@ function sum(items, key) {
 function lagText(s) {
   var v = num(s);
   if (v < 0.05) {
-    return '0 s';
+    return t('{n} s', { n: 0 });
   }
   if (v < 60) {
-    return (v < 10 ? v.toFixed(1) : String(Math.round(v))) + ' s';
+    return t('{n} s', { n: v < 10 ? v.toFixed(1) : String(Math.round(v)) });
   }
-  return Math.floor(v / 60) + ' min ' + Math.round(v % 60) + ' s';
+  return t('{m} min {s} s', { m: Math.floor(v / 60), s: Math.round(v % 60) });
 }
 
 function renderItems(root, items) {
@@ -50,18 +70,18 @@ function renderItems(root, items) {
     if (it.soldOut) {
       tr.classList.add('sold-out');
     }
-    tr.appendChild(el('th', { scope: 'row', 'data-col': 'name' }, it.name || 'item #' + it.itemId));
-    [['quantity', 'Quantity'], ['displayed', 'Displayed'], ['frozen', 'Frozen'], ['real', 'Real'], ['paid', 'Paid'], ['expired', 'Expired']].forEach(function (c) {
+    tr.appendChild(el('th', { scope: 'row', 'data-col': 'name' }, it.name || t('item #{id}', { id: it.itemId })));
+    [['quantity', t('Quantity')], ['displayed', t('Displayed')], ['frozen', t('Frozen')], ['real', t('Real')], ['paid', t('Paid')], ['expired', t('Expired')]].forEach(function (c) {
       var td = el('td', { 'data-col': c[0], 'data-label': c[1] }, count(it[c[0]]));
       if (num(it[c[0]]) === 0) {
         td.classList.add('zero');
       }
       if (c[0] === 'frozen') {
-        td.title = count(it.inFlight) + ' on the way to Postgres, ' + count(it.pending) + ' awaiting payment';
+        td.title = t('{n} being recorded, {m} awaiting payment', { n: count(it.inFlight), m: count(it.pending) });
       }
       tr.appendChild(td);
     });
-    tr.appendChild(el('td', { 'data-col': 'soldOut', 'data-label': 'Sold out', class: it.soldOut ? 'sold-out-yes' : '' }, it.soldOut ? 'sold out' : 'no'));
+    tr.appendChild(el('td', { 'data-col': 'soldOut', 'data-label': t('Sold out'), class: it.soldOut ? 'sold-out-yes' : '' }, it.soldOut ? t('sold out') : t('no')));
     return tr;
   });
   itemRows.replaceChildren.apply(itemRows, trs);
@@ -75,7 +95,7 @@ function renderFunnel(root, f) {
   }, 0);
   var values = { requests: num(f.requests), refused: refusedTotal, accepted: num(f.accepted), written: num(f.written),
     paid: num(f.paid), expired: num(f.expired), cancelled: num(f.cancelled) };
-  Object.keys(REASONS).forEach(function (k) {
+  REASONS.forEach(function (k) {
     values['refused-' + k] = num(refused[k]);
   });
   Object.keys(values).forEach(function (k) {
@@ -94,18 +114,20 @@ function renderFunnel(root, f) {
 }
 
 // booksExplain says in a sentence what the state of the books means.
-function booksExplain(rec, b) {
+function booksExplain(rec, b, started) {
   var explain = b.explain;
+  if (!started && rec.state === 'ok') {
+    explain = t('Nothing is sold yet: the books open at the start.');
+  }
   if (!rec.loaded) {
-    explain = 'Redis does not hold the sale yet: it is loaded ten minutes before the start, or now with Warm up now.';
+    explain = t('The stock is not loaded for the sale yet: it is loaded ten minutes before the start, or now with Warm up now.');
   }
   if (typeof rec.rebuildWaitsFor === 'number') {
     explain = rec.rebuildWaitsFor > 0
-      ? 'Redis lost data for this sale: purchases fail closed. It is rebuilt from Postgres by itself once the ' +
-        count(rec.rebuildWaitsFor) + ' queued messages still waiting for the writer are written; Warm up now cannot skip that wait (their units would be sold twice).'
-      : 'Redis lost data for this sale: purchases fail closed. The queue has drained; it is being rebuilt from Postgres now.';
+      ? t('The fast stock counter lost data for this sale: purchases are refused. It is rebuilt from the recorded orders by itself once the {n} orders still waiting are recorded; Warm up now cannot skip that wait (their units would be sold twice).', { n: count(rec.rebuildWaitsFor) })
+      : t('The fast stock counter lost data for this sale: purchases are refused. Every order is recorded; the stock is being rebuilt from them now.');
   } else if (rec.loaded && rec.lost) {
-    explain = 'Redis lost data for this sale: purchases fail closed until it is rebuilt from Postgres.';
+    explain = t('The fast stock counter lost data for this sale: purchases are refused until the stock is rebuilt from the recorded orders.');
   }
   return explain;
 }
@@ -121,30 +143,37 @@ function checkItems(rec, items) {
     return !c.ok;
   });
   var lis = failed.map(function (c) {
-    var where = c.itemId ? (names[String(c.itemId)] || 'item #' + c.itemId) : 'whole sale';
+    var where = c.itemId ? (names[String(c.itemId)] || t('item #{id}', { id: c.itemId })) : t('whole sale');
     var li = el('li', { class: 'recon-check recon-failed', 'data-testid': 'recon-failed' });
     li.appendChild(el('strong', null, '\u2717 ' + c.name));
-    li.appendChild(document.createTextNode(' (' + where + ')' + (c.detail ? ': ' + c.detail : '')));
+    li.appendChild(document.createTextNode(t(' ({where})', { where: where }) + (c.detail ? ': ' + c.detail : '')));
     return li;
   });
   var held = list.length - failed.length;
   if (held > 0) {
-    lis.push(el('li', { class: 'recon-check recon-ok', 'data-testid': 'recon-held' }, '\u2713 ' + held + (held === 1 ? ' check holds' : ' checks hold') +
-      (failed.length === 0 ? ' (every one)' : '')));
+    var holds = held === 1 ? t('1 check holds') : t('{n} checks hold', { n: held });
+    lis.push(el('li', { class: 'recon-check recon-ok', 'data-testid': 'recon-held' }, '\u2713 ' + (failed.length === 0 ? t('{checks} (every one)', { checks: holds }) : holds)));
   }
   return lis;
 }
 
-function renderBooks(root, rec, items) {
+// renderBooks draws the reconciliation. Before the start nothing is sold: the raw counters (whose
+// starting values mean nothing to a merchant) stay hidden; after it they are under "Technical
+// details".
+function renderBooks(root, rec, items, started) {
   var state = BOOKS[rec.state] ? rec.state : 'violation';
-  var b = BOOKS[state];
+  var b = BOOKS[state]();
   var stateEl = byTestId('recon-state', root);
   stateEl.setAttribute('data-state', state);
   setText(stateEl, b.word);
-  setText(byTestId('recon-explain', root), booksExplain(rec, b));
+  setText(byTestId('recon-explain', root), booksExplain(rec, b, started));
   setText(byTestId('recon-redis-counter', root), count(rec.redisCounter));
   setText(byTestId('recon-pg-seq', root), count(rec.postgresMaxSeq));
-  setText(byTestId('recon-loaded', root), rec.loaded ? (rec.lost ? 'loaded, lost data' : 'loaded') : 'not loaded');
+  setText(byTestId('recon-loaded', root), rec.loaded ? (rec.lost ? t('loaded, data lost') : t('loaded')) : t('not loaded yet'));
+  var details = byTestId('recon-details', root);
+  if (details) {
+    details.hidden = !started;
+  }
   var checks = byTestId('recon-checks', root);
   checks.replaceChildren.apply(checks, checkItems(rec, items));
   return b;
@@ -163,13 +192,14 @@ export function renderChart(root, d) {
   var to = Math.min(now, isFinite(end) ? end : now);
   if (now < start) {
     drawChart(chartBox, [], start, start + 60);
-    setText(chartNote, 'The chart fills in from the start, ' + formatClock(start * 1000) + '.');
+    setText(chartNote, t('The chart fills in from the start, {time}.', { time: formatClock(start * 1000) }));
     return;
   }
-  var t = drawChart(chartBox, d.series, from, to);
-  setText(chartNote, (from > start ? 'The last hour. ' : 'Since the start. ') + 'Each bar is ' +
-    (t.bucket === 1 ? 'one second' : t.bucket + ' seconds (their mean per second)') + '; ' +
-    count(t.accepted) + ' accepted and ' + count(t.refused) + ' refused drawn.');
+  var tc = drawChart(chartBox, d.series, from, to);
+  var words = { bars: tc.bucket === 1 ? t('Each bar is one second') : t('Each bar is {n} seconds (their mean per second)', { n: tc.bucket }),
+    accepted: count(tc.accepted), refused: count(tc.refused) };
+  setText(chartNote, from > start ? t('The last hour. {bars}; {accepted} accepted and {refused} refused drawn.', words)
+    : t('Since the start. {bars}; {accepted} accepted and {refused} refused drawn.', words));
 }
 
 
@@ -186,30 +216,67 @@ function tile(root, key, value, note) {
 // flowTiles are the requests' tiles and the funnel they come from.
 function flowTiles(root, f) {
   var fr = renderFunnel(root, f);
-  tile(root, 'accepted', count(f.accepted), 'of ' + count(f.requests) + (num(f.requests) === 1 ? ' request' : ' requests'));
+  tile(root, 'accepted', count(f.accepted), num(f.requests) === 1 ? t('of 1 request') : t('of {n} requests', { n: count(f.requests) }));
   var top = Object.keys(fr.refusedBy).sort(function (a, b) {
     return num(fr.refusedBy[b]) - num(fr.refusedBy[a]);
   })[0];
-  tile(root, 'refused', count(fr.refused), fr.refused > 0 && top ? 'mostly ' + (REASONS[top] || top) : 'none so far');
+  tile(root, 'refused', count(fr.refused), fr.refused > 0 && top ? t('mostly {reason}', { reason: reasonText(top) }) : t('none so far'));
+}
+
+// label sets a tile's label.
+function label(root, key, text) {
+  var l = byTestId('live-' + key + '-label', root);
+  if (l) {
+    setText(l, text);
+  }
+}
+
+// stockTiles are the units' tiles. Once the sale has ended, what is left is what went unsold.
+function stockTiles(root, items, status) {
+  var quantity = sum(items, 'quantity');
+  var frozen = sum(items, 'frozen');
+  var left = sum(items, 'displayed');
+  tile(root, 'paid', count(sum(items, 'paid')), t('units paid, of {n}', { n: count(quantity) }));
+  tile(root, 'frozen', count(frozen), t('{n} being recorded \u00b7 {m} awaiting payment', { n: count(sum(items, 'inFlight')), m: count(sum(items, 'pending')) }));
+  byTestId('tile-displayed', root).setAttribute('data-ended', String(status === 'ended'));
+  if (status === 'ended') {
+    label(root, 'displayed', t('Unsold'));
+    tile(root, 'displayed', count(left), frozen > 0
+      ? (left === 1 ? t('1 unit went unsold; {m} still awaiting payment', { m: count(frozen) }) : t('{n} units went unsold; {m} still awaiting payment', { n: count(left), m: count(frozen) }))
+      : (left === 1 ? t('1 unit went unsold') : t('{n} units went unsold', { n: count(left) })));
+    return;
+  }
+  label(root, 'displayed', t('Displayed'));
+  tile(root, 'displayed', count(left), t('left for shoppers, real {n}', { n: count(sum(items, 'real')) }));
+}
+
+// booksTile says whether the books balance; before the start nothing is sold yet.
+function booksTile(root, rec, b, started) {
+  var note = t('sold units against recorded orders');
+  if (typeof rec.rebuildWaitsFor === 'number') {
+    note = t('stock lost: the rebuild waits for the orders still being recorded');
+  } else if (!rec.loaded) {
+    note = t('stock not loaded for the sale yet');
+  } else if (!started) {
+    note = t('nothing sold yet');
+  }
+  tile(root, 'books', b.word, note);
+  byTestId('tile-books', root).setAttribute('data-state', String(rec.state || ''));
 }
 
 // renderLive draws one answer of the live view but the sale's name, status and controls.
 export function renderLive(root, d) {
   var items = Array.isArray(d.items) ? d.items : [];
-  var quantity = sum(items, 'quantity');
-  tile(root, 'paid', count(sum(items, 'paid')), 'units paid, of ' + count(quantity));
-  tile(root, 'frozen', count(sum(items, 'frozen')), count(sum(items, 'inFlight')) + ' on the way \u00b7 ' + count(sum(items, 'pending')) + ' awaiting payment');
-  tile(root, 'displayed', count(sum(items, 'displayed')), 'left for shoppers, real ' + count(sum(items, 'real')));
+  var status = d.sale && d.sale.status;
+  var started = status !== undefined && status !== 'scheduled';
+  stockTiles(root, items, status);
   flowTiles(root, d.funnel || {});
   var rec = d.reconciliation || {};
-  var b = renderBooks(root, rec, items);
-  tile(root, 'books', b.word, typeof rec.rebuildWaitsFor === 'number' ? 'Redis lost the stock: rebuild waits for the queue'
-    : rec.loaded ? 'Redis against Postgres' : 'stock not in Redis yet');
-  byTestId('tile-books', root).setAttribute('data-state', String(rec.state || ''));
+  booksTile(root, rec, renderBooks(root, rec, items, started), started);
   var w = d.writer || {};
-  tile(root, 'lag', lagText(w.lagSeconds), 'oldest order not yet written');
-  tile(root, 'queue', w.queueDepth === null || w.queueDepth === undefined ? 'unknown' : count(w.queueDepth),
-    w.queueDepth === null || w.queueDepth === undefined ? 'NATS did not answer' : 'messages waiting for the writer');
+  var unknown = w.queueDepth === null || w.queueDepth === undefined;
+  tile(root, 'lag', lagText(w.lagSeconds), t('oldest order not yet recorded'));
+  tile(root, 'queue', unknown ? t('unknown') : count(w.queueDepth), unknown ? t('the order queue did not answer') : t('orders waiting to be recorded'));
   renderItems(root, items);
   renderChart(root, d);
 }

@@ -5,9 +5,34 @@
 import { byTestId, show } from './dom.js';
 import { errorText, isUnauthenticated } from './api.js';
 import { currentUser, sessionExpired, onSession, initSession } from './session.js';
+import { t, lang } from './i18n.js';
 
-const NOT_MERCHANT = 'Signed in, but this account is not a merchant. Log out and log in with a merchant account.';
-export const SALE_NOT_FOUND = 'This sale was not found (it may belong to another merchant).';
+// The words are the page's language's (i18n.js knows it as soon as it is imported).
+const NOT_MERCHANT = t('Signed in, but this account is not a merchant. Log out and log in with a merchant account.');
+export const SALE_NOT_FOUND = t('This sale was not found (it may belong to another merchant).');
+
+// adminErrorText is api.js's errorText with the refusals only a merchant meets, in the page's
+// language (the server's messages are English; an English page shows them as they are).
+export function adminErrorText(r) {
+  if (lang === 'en' || r.network) {
+    return errorText(r);
+  }
+  switch (r.code) {
+    case 'QUEUE_NOT_DRAINED':
+      return t('Orders of this sale are still being recorded; the stock is rebuilt by itself once they are. Try again in a moment.');
+    case 'SALE_STARTED':
+      return t('The sale has started.');
+    case 'QUANTITY_TOO_LOW':
+      return t('A quantity cannot go below what is sold or held.');
+    case 'NOT_FOUND':
+      return SALE_NOT_FOUND;
+    case 'FORBIDDEN':
+      return t('Signed in, but this account is not a merchant. Log out and log in with a merchant account.');
+    case 'INTERNAL':
+      return t('The shop had an internal error; try again in a moment.');
+  }
+  return errorText(r);
+}
 
 // merchantPage ties a merchant's page to who is signed in. opts:
 //   panel: what only a merchant sees (shown once the server answered as to a merchant);

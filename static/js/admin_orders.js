@@ -1,14 +1,16 @@
 // The orders of one sale (/admin/sales/{id}/orders): GET /api/admin/sales/{id}/orders, 50 a page,
-// newest first, filtered by status and shopper; the filter is kept in the address, so a reload
-// or a shared link shows the same list. The CSV link downloads every order of the sale.
+// newest first, filtered by status and shopper (a username, or #id for a shopper the shop has no
+// account of); the filter is kept in the address (?username= or ?userId=), so a reload or a
+// shared link shows the same list. The CSV link downloads every order of the sale.
 
 import { byTestId, setText, show, el, enc, messenger } from './dom.js';
 import { formatDate, parseTime } from './time.js';
-import { api, errorText } from './api.js';
+import { api } from './api.js';
 import { formatMoney } from './money.js';
-import { merchantPage, SALE_NOT_FOUND } from './admin_merchant.js';
+import { merchantPage, SALE_NOT_FOUND, adminErrorText as errorText } from './admin_merchant.js';
+import { t } from './i18n.js';
 
-const STATUS_WORDS = { QUEUED: 'Confirming', PENDING: 'Awaiting payment', PAID: 'Paid', EXPIRED: 'Expired', CANCELLED: 'Cancelled', FAILED: 'Failed' };
+const STATUS_WORDS = { QUEUED: t('Confirming'), PENDING: t('Awaiting payment'), PAID: t('Paid'), EXPIRED: t('Expired'), CANCELLED: t('Cancelled'), FAILED: t('Failed') };
 
 function when(v) {
   var ms = parseTime(v);
@@ -23,17 +25,28 @@ async function loadSale(O) {
     return r;
   }
   var s = r.data;
-  O.sale = { name: s.name || 'sale ' + O.saleId, currency: s.currency || 'CNY', items: {} };
+  O.sale = { name: s.name || t('sale {id}', { id: O.saleId }), currency: s.currency || 'CNY', items: {} };
   (Array.isArray(s.items) ? s.items : []).forEach(function (it) {
     O.sale.items[String(it.itemId)] = { name: it.name, priceCents: it.priceCents };
   });
   setText(byTestId('orders-sale-name', O.root), O.sale.name);
-  document.title = 'Orders \u00b7 ' + O.sale.name + ' \u00b7 flashsale';
+  document.title = t('Orders \u00b7 {name}', { name: O.sale.name }) + ' \u00b7 flashsale';
   return r;
 }
 
-function userId(O) {
-  return O.userInput.value.trim();
+// shopper is the shopper field read: {username} or {userId} (from "#42"), or {} when empty.
+function shopper(O) {
+  var v = O.userInput.value.trim();
+  if (v === '') {
+    return {};
+  }
+  return v.charAt(0) === '#' ? { userId: v.slice(1) } : { username: v };
+}
+
+// shopperText names the shopper of the filter as the rows do: the username, or #id.
+function shopperText(O) {
+  var who = shopper(O);
+  return who.userId ? '#' + who.userId : who.username || '';
 }
 
 function query(O, cursor) {
@@ -41,13 +54,38 @@ function query(O, cursor) {
   if (O.statusSelect.value) {
     q.set('status', O.statusSelect.value);
   }
-  if (userId(O)) {
-    q.set('userId', userId(O));
+  var who = shopper(O);
+  if (who.username) {
+    q.set('username', who.username);
+  } else if (who.userId) {
+    q.set('userId', who.userId);
   }
   if (cursor) {
     q.set('cursor', cursor);
   }
   return q.toString();
+}
+
+// shopperCell names the order's shopper by username; one the shop has no account of (the identity
+// may be external) by #id, as before. Either links to that shopper's orders.
+function shopperCell(O, o) {
+  var name = typeof o.username === 'string' && o.username !== '' ? o.username : '';
+  var td = el('td', { 'data-col': 'user', 'data-label': t('Shopper'), 'data-testid': 'order-user', 'data-user-id': String(o.userId) });
+  var q = name ? 'username=' + encodeURIComponent(name) : 'userId=' + encodeURIComponent(String(o.userId));
+  var a = el('a', { href: '?' + q + langParam(), 'data-testid': 'order-user-link', title: t('Only the orders of this shopper') }, name || '#' + o.userId);
+  a.addEventListener('click', function (ev) {
+    ev.preventDefault();
+    O.userInput.value = name || '#' + o.userId;
+    applyFilter(O);
+  });
+  td.appendChild(a);
+  return td;
+}
+
+// langParam keeps a ?lang= of the address in the links the page writes.
+function langParam() {
+  var l = new URLSearchParams(window.location.search).get('lang');
+  return l === 'zh' || l === 'en' ? '&lang=' + l : '';
 }
 
 function orderRow(O, o) {
@@ -56,15 +94,15 @@ function orderRow(O, o) {
   idCell.appendChild(el('code', null, String(o.orderId)));
   tr.appendChild(idCell);
   var item = O.sale && O.sale.items[String(o.itemId)];
-  var itemText = item ? item.name + ' \u00b7 ' + formatMoney(item.priceCents, O.sale.currency) : 'item #' + o.itemId;
-  tr.appendChild(el('td', { 'data-col': 'item', 'data-label': 'Item' }, itemText));
-  tr.appendChild(el('td', { 'data-col': 'user', 'data-label': 'Shopper', 'data-testid': 'order-user' }, '#' + o.userId));
-  var st = el('td', { 'data-col': 'status', 'data-label': 'Status', 'data-testid': 'order-status' });
+  var itemText = item ? item.name + ' \u00b7 ' + formatMoney(item.priceCents, O.sale.currency) : t('item #{id}', { id: o.itemId });
+  tr.appendChild(el('td', { 'data-col': 'item', 'data-label': t('Item') }, itemText));
+  tr.appendChild(shopperCell(O, o));
+  var st = el('td', { 'data-col': 'status', 'data-label': t('Status'), 'data-testid': 'order-status' });
   st.appendChild(el('span', { class: 'badge order-badge', 'data-status': String(o.status) }, STATUS_WORDS[o.status] || String(o.status)));
   tr.appendChild(st);
-  tr.appendChild(el('td', { 'data-col': 'created', 'data-label': 'Ordered' }, when(o.createdAt)));
-  tr.appendChild(el('td', { 'data-col': 'payBy', 'data-label': 'Pay by' }, when(o.payBy)));
-  tr.appendChild(el('td', { 'data-col': 'paidAt', 'data-label': 'Paid' }, when(o.paidAt)));
+  tr.appendChild(el('td', { 'data-col': 'created', 'data-label': t('Ordered') }, when(o.createdAt)));
+  tr.appendChild(el('td', { 'data-col': 'payBy', 'data-label': t('Pay by') }, when(o.payBy)));
+  tr.appendChild(el('td', { 'data-col': 'paidAt', 'data-label': t('Paid') }, when(o.paidAt)));
   return tr;
 }
 
@@ -74,15 +112,17 @@ function summaryText(O, orders, number) {
   if (O.statusSelect.value) {
     filters.push(STATUS_WORDS[O.statusSelect.value] || O.statusSelect.value);
   }
-  if (userId(O)) {
-    filters.push('shopper #' + userId(O));
+  if (shopperText(O)) {
+    filters.push(t('shopper {name}', { name: shopperText(O) }));
   }
-  var what = filters.length ? ' (' + filters.join(', ') + ')' : '';
+  var what = filters.length ? t(' ({filters})', { filters: filters.join(t(', ')) }) : '';
   if (orders.length === 0) {
-    return number > 1 ? 'No more orders' + what + '.' : 'No orders' + what + ' yet.';
+    return number > 1 ? t('No more orders{filter}.', { filter: what }) : t('No orders{filter} yet.', { filter: what });
   }
   var from = (number - 1) * 50 + 1;
-  return 'Orders ' + from + '\u2013' + (from + orders.length - 1) + what + ', newest first, page ' + number + (O.page.next ? '.' : ', the last.');
+  var words = { from: from, to: from + orders.length - 1, filter: what, page: number };
+  return O.page.next ? t('Orders {from}\u2013{to}{filter}, newest first, page {page}.', words)
+    : t('Orders {from}\u2013{to}{filter}, newest first, page {page}, the last.', words);
 }
 
 function showPage(O, data, cursor, number) {
@@ -113,7 +153,7 @@ async function saleReady(O, seq) {
   if (!s.ok) {
     if (!O.gate.authProblem(s)) {
       show(O.panel, s.status !== 404);
-      O.say(s.status === 404 ? SALE_NOT_FOUND : 'Could not load the sale: ' + errorText(s), 'error');
+      O.say(s.status === 404 ? SALE_NOT_FOUND : t('Could not load the sale: {why}', { why: errorText(s) }), 'error');
       setText(O.summary, '');
     }
     return false;
@@ -124,7 +164,7 @@ async function saleReady(O, seq) {
 
 async function loadPage(O, cursor, number) {
   var seq = ++O.page.seq;
-  setText(O.summary, 'Loading\u2026');
+  setText(O.summary, t('Loading\u2026'));
   if (!(await saleReady(O, seq))) {
     return;
   }
@@ -140,16 +180,16 @@ async function loadPage(O, cursor, number) {
     show(O.panel, false);
     O.say(SALE_NOT_FOUND, 'error');
   } else {
-    setText(O.summary, 'Could not load the orders: ' + errorText(r));
+    setText(O.summary, t('Could not load the orders: {why}', { why: errorText(r) }));
   }
 }
 
-// userIdOK says whether the shopper field holds a user id (or nothing), and says so beside it.
-// The field's pattern is the HTML's: the browser checks it.
+// userIdOK says whether the shopper field holds a username or #id (or nothing), and says so
+// beside it. The field's pattern is the HTML's: the browser checks it.
 function userIdOK(O) {
   var error = byTestId('filter-user-error', O.root);
   if (O.userInput.validity.patternMismatch) {
-    setText(error, 'A shopper is named by their user id: a whole number like 42.');
+    setText(error, t('Type a username (3 to 32 letters, digits, _, - or .), or # and a user id, like #42.'));
     show(error, true);
     O.userInput.setAttribute('aria-invalid', 'true');
     return false;
@@ -165,7 +205,7 @@ function applyFilter(O) {
     O.userInput.focus();
     return;
   }
-  var q = query(O, '');
+  var q = (query(O, '') + langParam()).replace(/^&/, '');
   history.replaceState(null, '', window.location.pathname + (q ? '?' + q : ''));
   loadPage(O, '', 1);
 }
@@ -178,7 +218,7 @@ function bindFilter(O) {
   if (O.statusSelect.value !== (params.get('status') || '')) {
     O.statusSelect.value = '';
   }
-  O.userInput.value = params.get('userId') || '';
+  O.userInput.value = params.get('username') || (params.get('userId') ? '#' + params.get('userId') : '');
   var apply = function () {
     applyFilter(O);
   };
@@ -222,7 +262,7 @@ export function initAdminOrdersPage(root) {
     say: O.say,
     stop: function () {},
     signedOut: function () {
-      O.say('Log in with a merchant account to see the orders of this sale.', 'info');
+      O.say(t('Log in with a merchant account to see the orders of this sale.'), 'info');
     },
     start: function () {
       O.say('', 'info');

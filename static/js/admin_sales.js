@@ -5,13 +5,28 @@
 
 import { byTestId, setText, show, el, enc } from './dom.js';
 import { timeElement } from './time.js';
-import { api, errorText } from './api.js';
+import { api } from './api.js';
+import { adminErrorText as errorText } from './admin_merchant.js';
 import { makePoller, failed } from './poll.js';
 import { bindControls } from './admin_controls.js';
 import { loadedOf } from './admin_stock.js';
+import { t, href } from './i18n.js';
 
 function limitText(limit) {
-  return limit === 'per-item' ? 'one unit per shopper of each item' : 'one unit per shopper in the sale';
+  return limit === 'per-item' ? t('one unit per shopper of each item') : t('one unit per shopper in the sale');
+}
+
+// statusText is a sale's status in words.
+function statusText(status) {
+  switch (status) {
+    case 'upcoming':
+      return t('upcoming');
+    case 'live':
+      return t('live');
+    case 'ended':
+      return t('ended');
+  }
+  return status || '?';
 }
 
 // formatWindow writes a payment window given in seconds: "10 min", "1 h 30 min", "45 s".
@@ -21,20 +36,20 @@ function formatWindow(seconds) {
     return '';
   }
   if (s % 60 !== 0) {
-    return s < 60 ? s + ' s' : Math.floor(s / 60) + ' min ' + (s % 60) + ' s';
+    return s < 60 ? t('{n} s', { n: s }) : t('{m} min {s} s', { m: Math.floor(s / 60), s: s % 60 });
   }
   var min = s / 60;
   if (min < 60) {
-    return min + ' min';
+    return t('{n} min', { n: min });
   }
-  return Math.floor(min / 60) + ' h' + (min % 60 ? ' ' + (min % 60) + ' min' : '');
+  return min % 60 ? t('{h} h {m} min', { h: Math.floor(min / 60), m: min % 60 }) : t('{n} h', { n: Math.floor(min / 60) });
 }
 
 // entryActions are an entry's buttons and links; it returns the Edit button.
 function entryActions(L, id, li) {
   var page = L.page;
   var actions = el('div', { class: 'admin-sale-actions' });
-  var pick = el('button', { type: 'button', class: 'button button-small', 'data-testid': 'show-stock', 'data-sale-id': id }, 'Live stock');
+  var pick = el('button', { type: 'button', class: 'button button-small', 'data-testid': 'show-stock', 'data-sale-id': id }, t('Live stock'));
   pick.setAttribute('aria-pressed', 'false');
   pick.setAttribute('aria-controls', 'stock-panel');
   pick.addEventListener('click', function () {
@@ -44,19 +59,19 @@ function entryActions(L, id, li) {
       return;
     }
     var s = L.byId[id];
-    page.stock.select(id, s && s.name ? s.name : 'sale ' + id, s || null);
+    page.stock.select(id, s && s.name ? s.name : t('sale {id}', { id: id }), s || null);
   });
   actions.appendChild(pick);
-  actions.appendChild(el('a', { href: '/admin/sales/' + enc(id), class: 'button button-small button-secondary', 'data-testid': 'open-live' }, 'Live view'));
-  actions.appendChild(el('a', { href: '/admin/sales/' + enc(id) + '/orders', class: 'button button-small button-secondary', 'data-testid': 'open-orders' }, 'Orders'));
-  var edit = el('button', { type: 'button', class: 'button button-small button-secondary', 'data-testid': 'edit-sale', 'data-sale-id': id }, 'Edit');
+  actions.appendChild(el('a', { href: href('/admin/sales/' + enc(id)), class: 'button button-small button-secondary', 'data-testid': 'open-live' }, t('Live view')));
+  actions.appendChild(el('a', { href: href('/admin/sales/' + enc(id) + '/orders'), class: 'button button-small button-secondary', 'data-testid': 'open-orders' }, t('Orders')));
+  var edit = el('button', { type: 'button', class: 'button button-small button-secondary', 'data-testid': 'edit-sale', 'data-sale-id': id }, t('Edit'));
   edit.addEventListener('click', function () {
     if (L.byId[id]) {
       page.form.startEdit(L.byId[id]);
     }
   });
   actions.appendChild(edit);
-  actions.appendChild(el('a', { href: '/sales/' + enc(id), class: 'button button-small button-secondary', 'data-testid': 'open-sale' }, 'Open sale page'));
+  actions.appendChild(el('a', { href: href('/sales/' + enc(id)), class: 'button button-small button-secondary', 'data-testid': 'open-sale' }, t('Open sale page')));
   li.appendChild(actions);
   return edit;
 }
@@ -68,7 +83,7 @@ function buildEntry(L, id) {
     li: li,
     nameEl: el('strong', { 'data-testid': 'admin-sale-name' }),
     statusEl: el('span', { 'data-testid': 'admin-sale-status' }),
-    pausedEl: el('span', { class: 'badge badge-paused', 'data-testid': 'admin-sale-paused' }, 'paused'),
+    pausedEl: el('span', { class: 'badge badge-paused', 'data-testid': 'admin-sale-paused' }, t('paused')),
     times: el('p', { class: 'admin-sale-times' }),
     terms: el('p', { class: 'admin-sale-terms', 'data-testid': 'admin-sale-terms' }),
     key: '',
@@ -104,27 +119,27 @@ function buildEntry(L, id) {
 function updateEntry(entry, s) {
   var id = String(s.saleId);
   var status = typeof s.status === 'string' ? s.status : '';
-  setText(entry.nameEl, s.name || 'sale ' + id);
+  setText(entry.nameEl, s.name || t('sale {id}', { id: id }));
   entry.statusEl.className = 'badge badge-' + status.replace(/[^a-z]/gi, '');
-  setText(entry.statusEl, status || '?');
+  setText(entry.statusEl, statusText(status));
   show(entry.pausedEl, s.paused === true && status !== 'ended');
   var key = String(s.startsAt) + '|' + String(s.endsAt);
   if (entry.key !== key) {
     entry.key = key;
-    entry.times.replaceChildren(document.createTextNode('Starts '), timeElement(s.startsAt),
-      document.createTextNode(' \u00b7 Ends '), timeElement(s.endsAt));
+    entry.times.replaceChildren(document.createTextNode(t('Starts ')), timeElement(s.startsAt),
+      document.createTextNode(' \u00b7 ' + t('Ends ')), timeElement(s.endsAt));
   }
   var terms = [];
   if (s.currency) {
-    terms.push('Prices in ' + s.currency);
+    terms.push(t('Prices in {currency}', { currency: s.currency }));
   }
   if (s.paymentWindowSeconds) {
-    terms.push('pay within ' + formatWindow(s.paymentWindowSeconds));
+    terms.push(t('pay within {d}', { d: formatWindow(s.paymentWindowSeconds) }));
   }
   terms.push(limitText(s.purchaseLimit));
   setText(entry.terms, terms.join(' \u00b7 '));
   entry.edit.disabled = status === 'ended';
-  entry.edit.title = status === 'ended' ? 'The sale has ended' : '';
+  entry.edit.title = status === 'ended' ? t('The sale has ended') : '';
   if (entry.controls) {
     entry.controls.update({ status: status, paused: s.paused === true });
   }
@@ -136,9 +151,9 @@ function openPendingEdit(L) {
   var id = L.pendingEdit;
   var s = L.byId[id];
   if (!s) {
-    L.page.say('Sale ' + id + ' is not one of your sales: there is nothing to edit.', 'error');
+    L.page.say(t('Sale {id} is not one of your sales: there is nothing to edit.', { id: id }), 'error');
   } else if (s.status === 'ended') {
-    L.page.say('\u201c' + (s.name || 'Sale ' + id) + '\u201d has ended: it can no longer be edited.', 'info');
+    L.page.say(t('\u201c{name}\u201d has ended: it can no longer be edited.', { name: s.name || t('Sale {id}', { id: id }) }), 'info');
   } else {
     L.page.form.startEdit(s);
   }
@@ -217,7 +232,7 @@ async function loadSales(L, skipLoaded) {
   if (page.gate.authProblem(r)) {
     return false;
   }
-  page.say('Could not load your sales: ' + errorText(r), 'error');
+  page.say(t('Could not load your sales: {why}', { why: errorText(r) }), 'error');
   return failed((r.retryAfter || 0) * 1000);
 }
 

@@ -5,16 +5,17 @@
 import { byTestId, setText, show, el, enc } from './dom.js';
 import { formatClock } from './time.js';
 import { formatMoney } from './money.js';
-import { api, errorText } from './api.js';
+import { api } from './api.js';
 import { makePoller, failed } from './poll.js';
-import { SALE_NOT_FOUND } from './admin_merchant.js';
+import { SALE_NOT_FOUND, adminErrorText as errorText } from './admin_merchant.js';
+import { t } from './i18n.js';
 
 const STOCK_COLUMNS = [
-  ['quantity', 'Quantity'],
-  ['displayed', 'Displayed'],
-  ['frozen', 'Frozen'],
-  ['real', 'Real'],
-  ['paid', 'Paid']
+  ['quantity', t('Quantity')],
+  ['displayed', t('Displayed')],
+  ['frozen', t('Frozen')],
+  ['real', t('Real')],
+  ['paid', t('Paid')]
 ];
 
 function numberText(v) {
@@ -61,7 +62,7 @@ function place(P) {
     var b = entry.querySelector('[data-testid="show-stock"]');
     if (b) {
       b.setAttribute('aria-pressed', on ? 'true' : 'false');
-      setText(b, on ? 'Hide live stock' : 'Live stock');
+      setText(b, on ? t('Hide live stock') : t('Live stock'));
     }
   });
   return li;
@@ -72,7 +73,7 @@ function select(P, id, name, sale) {
   setText(P.saleName, name);
   show(P.panel, true);
   P.rows.replaceChildren();
-  setText(P.updated, 'Loading\u2026');
+  setText(P.updated, t('Loading\u2026'));
   var li = place(P);
   // Open where the merchant is looking: the top of the sale's entry in view, focus on the panel.
   var target = li || P.panel;
@@ -129,7 +130,7 @@ function driftRow(itemId, mismatch, cell) {
     detail.appendChild(el('span', { class: 'drift-check' }, c + (i < checks.length - 1 ? ';' : '')));
   });
   var note = el('div', { class: 'drift-note' });
-  note.appendChild(el('strong', { class: 'drift-label' }, 'Not reconciled:'));
+  note.appendChild(el('strong', { class: 'drift-label' }, t('Not reconciled:')));
   note.appendChild(document.createTextNode(' '));
   note.appendChild(detail);
   var td = el('td', { colspan: String(STOCK_COLUMNS.length + 3) });
@@ -143,14 +144,14 @@ function driftRow(itemId, mismatch, cell) {
 function stockRows(P, sel, it) {
   var itemId = String(it.itemId);
   var tr = el('tr', { 'data-testid': 'stock-row', 'data-item-id': itemId });
-  tr.appendChild(el('th', { scope: 'row', 'data-col': 'name' }, it.name || P.page.itemNames[itemId] || 'item #' + itemId));
+  tr.appendChild(el('th', { scope: 'row', 'data-col': 'name' }, it.name || P.page.itemNames[itemId] || t('item #{id}', { id: itemId })));
   var price = sel.prices && Object.prototype.hasOwnProperty.call(sel.prices, itemId) ? formatMoney(sel.prices[itemId], sel.currency) : '';
-  tr.appendChild(el('td', { 'data-col': 'price', 'data-label': 'Price', 'data-testid': 'stock-price' }, price || '\u2013'));
+  tr.appendChild(el('td', { 'data-col': 'price', 'data-label': t('Price'), 'data-testid': 'stock-price' }, price || '\u2013'));
   STOCK_COLUMNS.forEach(function (c) {
     tr.appendChild(el('td', { 'data-col': c[0], 'data-label': c[1] }, numberText(it[c[0]])));
   });
   var ok = it.reconciled === true;
-  var cell = el('td', { 'data-col': 'reconciled', 'data-label': 'Reconciled', class: ok ? 'reconciled' : 'drift' }, ok ? '\u2713' : 'drift');
+  var cell = el('td', { 'data-col': 'reconciled', 'data-label': t('Reconciled'), class: ok ? 'reconciled' : 'drift' }, ok ? '\u2713' : t('drift'));
   tr.appendChild(cell);
   if (ok || !it.mismatch) {
     return [tr];
@@ -181,7 +182,7 @@ async function loadStock(P) {
     if (entry && entry.controls) {
       entry.controls.update({ loadedAt: loadedOf(r.data), paused: r.data.paused === true });
     }
-    setText(P.updated, 'Updated ' + formatClock(Date.now()) + '.');
+    setText(P.updated, t('Updated {time}.', { time: formatClock(Date.now()) }));
     return true;
   }
   if (r.status === 404) {
@@ -191,7 +192,7 @@ async function loadStock(P) {
   if (P.page.gate.authProblem(r)) {
     return false;
   }
-  setText(P.updated, 'Could not refresh: ' + errorText(r) + ' Retrying\u2026');
+  setText(P.updated, t('Could not refresh: {why} Retrying\u2026', { why: errorText(r) }));
   return failed((r.retryAfter || 0) * 1000);
 }
 

@@ -1,0 +1,270 @@
+package views
+
+import (
+	"context"
+
+	"github.com/flashsale/flashsale/shop"
+)
+
+// The merchant's pages (/admin, a sale's live view and its orders) are written in English and in
+// Simplified Chinese like the shopper pages: the handler puts a Locale in the context and the
+// components read their words here. Every field is set in both languages
+// (TestAdminMessagesComplete). The words their script writes are in static/js/i18n.js.
+
+// AdminMessages are the words of the server-rendered merchant pages in one language.
+type AdminMessages struct {
+	// /admin
+	Title, CreateHeading, Name, Description, ZoneHint, StartsAt, StartLocked, EndsAt  string
+	Currency, PayWindow, PurchaseLimit, LimitPerSale, LimitPerItem, Items             string
+	AddItemLocked, AddItem, CreateSale, StopEditing, YourSales, NoSalesYet, LiveStock string
+	Close, StockHint                                                                  string
+	PayWindowHint                                                                     func(max string) string
+	// the columns of the stock tables
+	ColItem, ColPrice, ColQuantity, ColDisplayed, ColFrozen, ColReal, ColPaid, ColReconciled string
+	ColExpired, ColSoldOut                                                                   string
+	// an item row of the form
+	ItemLegend, ItemName, ImageURL, Remove, RemoveItem1 string
+	// the controls of a sale
+	StockLoaded, Checking, ControlsLabel, WarmUp, Pause, Resume, EndEarly, EndConfirmLabel string
+	EndQuestion, EndYes, EndNo                                                             string
+	// the links between a sale's pages
+	ThisSale, BackToSales, Orders, LiveView, Edit, ShopperPage string
+	// the live view
+	LiveTitle, SaleN                                                  func(id string) string
+	AtAGlance, StockPerItem, StockPerItemHint, RequestsPerSecond      string
+	ChartLabel, FunnelHeading, Reconciliation, TechnicalDetails       string
+	ReservationsTaken, ReservationsRecorded, StockLoadedForSale       string
+	TilePaid, TilePaidNote, TileFrozen, TileFrozenNote                string
+	TileDisplayed, TileDisplayedNote, TileAccepted, TileAcceptedNote  string
+	TileRefused, TileRefusedNote, TileBooks, TileBooksNote            string
+	TileLag, TileLagNote, TileQueue, TileQueueNote                    string
+	FunnelRequests, FunnelRefused, FunnelAccepted, FunnelWritten      string
+	FunnelPaid, FunnelExpired, FunnelCancelled                        string
+	ReasonSoldOut, ReasonDuplicate, ReasonRateLimited, ReasonBadToken string
+	ReasonCaptcha, ReasonPaused, ReasonOther                          string
+	// the orders page
+	OrdersTitle                                                              func(id string) string
+	OrdersHeading, SaleLower                                                 string
+	StatusLabel, AllStatuses, Shopper, ShopperHint, Show, Clear              string
+	DownloadCSV, CSVHint, ColOrder, ColShopper, ColStatus                    string
+	ColOrdered, ColPayBy, ColPaidAt, NoOrdersMatch, PagesOfOrders, FirstPage string
+	NextPage, StatusPending, StatusPaid, StatusExpired, StatusCancl          string
+	StatusFailed                                                             string
+	// the currencies' units, by code
+	Units map[string]string
+}
+
+// am returns the merchant's words in the context's language.
+func am(ctx context.Context) *AdminMessages {
+	if LocaleOf(ctx).Lang == Chinese {
+		return &zhAdmin
+	}
+	return &enAdmin
+}
+
+// currencyLabelIn is a currency as the form's choice names it: "CNY (¥, yuan)", "CNY（¥，元）".
+func currencyLabelIn(ctx context.Context, c shop.Currency) string {
+	m := am(ctx)
+	unit := m.Units[c.Code]
+	if unit == "" {
+		unit = c.Unit
+	}
+	if LocaleOf(ctx).Lang == Chinese {
+		return c.Code + "（" + c.Symbol + "，" + unit + "）"
+	}
+	return c.Code + " (" + c.Symbol + ", " + unit + ")"
+}
+
+var enAdmin = AdminMessages{
+	Title:         "Merchant admin",
+	CreateHeading: "Create a sale",
+	Name:          "Name",
+	Description:   "Description (optional)",
+	ZoneHint:      "Times are in your time zone.",
+	StartsAt:      "Starts at",
+	StartLocked:   "The sale has started: its start can no longer move.",
+	EndsAt:        "Ends at",
+	Currency:      "Currency",
+	PayWindow:     "Payment window (minutes)",
+	PurchaseLimit: "Purchase limit",
+	LimitPerSale:  "One unit per shopper in the whole sale",
+	LimitPerItem:  "One unit per shopper of each item",
+	Items:         "Items",
+	AddItemLocked: "The sale has started: items can no longer be added.",
+	AddItem:       "Add item",
+	CreateSale:    "Create sale",
+	StopEditing:   "Stop editing",
+	YourSales:     "Your sales",
+	NoSalesYet:    "You have no sales yet.",
+	LiveStock:     "Live stock: ",
+	Close:         "Close",
+	StockHint:     "Refreshed every second. Displayed is what shoppers see; frozen is reserved and not yet paid; real is quantity − paid.",
+	PayWindowHint: func(max string) string {
+		return "A winner has this long to pay before the unit goes back on sale (1 to " + max + ")."
+	},
+
+	ColItem: "Item", ColPrice: "Price", ColQuantity: "Quantity", ColDisplayed: "Displayed", ColFrozen: "Frozen",
+	ColReal: "Real", ColPaid: "Paid", ColReconciled: "Reconciled", ColExpired: "Expired", ColSoldOut: "Sold out",
+
+	ItemLegend: "Item ", ItemName: "Item name", ImageURL: "Image URL (optional)", Remove: "Remove", RemoveItem1: "Remove item 1",
+
+	StockLoaded:     "Stock loaded for the sale:",
+	Checking:        "checking…",
+	ControlsLabel:   "Sale controls",
+	WarmUp:          "Warm up now",
+	Pause:           "Pause",
+	Resume:          "Resume",
+	EndEarly:        "End early",
+	EndConfirmLabel: "Confirm ending the sale",
+	EndQuestion:     "End this sale now? Shoppers can no longer buy; the orders already taken stay. This cannot be undone.",
+	EndYes:          "Yes, end it now",
+	EndNo:           "No, keep it",
+
+	ThisSale: "This sale", BackToSales: "← Your sales", Orders: "Orders", LiveView: "Live view", Edit: "Edit",
+	ShopperPage: "Shopper's page",
+
+	LiveTitle:            func(id string) string { return "Live view · sale " + id },
+	SaleN:                func(id string) string { return "Sale " + id },
+	AtAGlance:            "At a glance",
+	StockPerItem:         "Stock per item",
+	StockPerItemHint:     "Displayed is what shoppers see; frozen is reserved and not paid (on its way, queued or awaiting payment); real is quantity − paid.",
+	RequestsPerSecond:    "Requests per second",
+	ChartLabel:           "Accepted and refused requests per second over the sale",
+	FunnelHeading:        "Funnel since the start",
+	Reconciliation:       "Reconciliation",
+	TechnicalDetails:     "Technical details",
+	ReservationsTaken:    "Reservations taken (counter)",
+	ReservationsRecorded: "Reservations recorded (counter)",
+	StockLoadedForSale:   "Stock loaded for the sale",
+
+	TilePaid: "Paid", TilePaidNote: "units bought and paid",
+	TileFrozen: "Frozen", TileFrozenNote: "reserved, not paid yet",
+	TileDisplayed: "Displayed", TileDisplayedNote: "what shoppers see left",
+	TileAccepted: "Accepted", TileAcceptedNote: "purchases that won a unit",
+	TileRefused: "Refused", TileRefusedNote: "requests turned away",
+	TileBooks: "Books", TileBooksNote: "sold units against recorded orders",
+	TileLag: "Order recording delay", TileLagNote: "oldest order not yet recorded",
+	TileQueue: "Orders waiting", TileQueueNote: "orders waiting to be recorded",
+
+	FunnelRequests: "Requests", FunnelRefused: "Refused", FunnelAccepted: "Accepted", FunnelWritten: "Orders recorded",
+	FunnelPaid: "Paid", FunnelExpired: "Expired unpaid", FunnelCancelled: "Cancelled",
+	ReasonSoldOut: "sold out", ReasonDuplicate: "already bought (duplicate)", ReasonRateLimited: "rate limited",
+	ReasonBadToken: "bad purchase token", ReasonCaptcha: "captcha failed", ReasonPaused: "sale paused", ReasonOther: "other",
+
+	OrdersTitle:   func(id string) string { return "Orders · sale " + id },
+	OrdersHeading: "Orders: ",
+	SaleLower:     "sale ",
+	StatusLabel:   "Status",
+	AllStatuses:   "All",
+	Shopper:       "Shopper (username or #id)",
+	ShopperHint:   "A username, or # and the user id of a shopper without an account here.",
+	Show:          "Show",
+	Clear:         "Clear",
+	DownloadCSV:   "Download CSV",
+	CSVHint:       "every order of the sale, whatever the filter",
+	ColOrder:      "Order", ColShopper: "Shopper", ColStatus: "Status", ColOrdered: "Ordered", ColPayBy: "Pay by", ColPaidAt: "Paid",
+	NoOrdersMatch: "No orders match.",
+	PagesOfOrders: "Pages of orders",
+	FirstPage:     "First page",
+	NextPage:      "Next page",
+	StatusPending: "Awaiting payment", StatusPaid: "Paid", StatusExpired: "Expired", StatusCancl: "Cancelled", StatusFailed: "Failed",
+
+	Units: map[string]string{"CNY": "yuan", "USD": "dollar", "EUR": "euro"},
+}
+
+var zhAdmin = AdminMessages{
+	Title:         "商家后台",
+	CreateHeading: "创建秒杀活动",
+	Name:          "活动名称",
+	Description:   "活动描述（选填）",
+	ZoneHint:      "时间按你所在的时区填写。",
+	StartsAt:      "开始时间",
+	StartLocked:   "活动已开始，开始时间不能再修改。",
+	EndsAt:        "结束时间",
+	Currency:      "币种",
+	PayWindow:     "支付时限（分钟）",
+	PurchaseLimit: "限购规则",
+	LimitPerSale:  "整场活动每位顾客限购一件",
+	LimitPerItem:  "每件商品每位顾客限购一件",
+	Items:         "商品",
+	AddItemLocked: "活动已开始，不能再添加商品。",
+	AddItem:       "添加商品",
+	CreateSale:    "创建活动",
+	StopEditing:   "取消编辑",
+	YourSales:     "我的秒杀活动",
+	NoSalesYet:    "你还没有秒杀活动。",
+	LiveStock:     "实时库存：",
+	Close:         "关闭",
+	StockHint:     "每秒刷新。“显示库存”是顾客看到的剩余数量；“冻结”是已锁定但尚未支付的数量；“实际库存”是总量减去已支付。",
+	PayWindowHint: func(max string) string {
+		return "抢到的顾客须在此时间内支付，否则商品重新开放抢购（1 到 " + max + " 分钟）。"
+	},
+
+	ColItem: "商品", ColPrice: "价格", ColQuantity: "总量", ColDisplayed: "显示库存", ColFrozen: "冻结",
+	ColReal: "实际库存", ColPaid: "已支付", ColReconciled: "对账", ColExpired: "已过期", ColSoldOut: "售罄",
+
+	ItemLegend: "商品 ", ItemName: "商品名称", ImageURL: "图片链接（选填）", Remove: "删除", RemoveItem1: "删除商品 1",
+
+	StockLoaded:     "活动库存载入：",
+	Checking:        "查询中…",
+	ControlsLabel:   "活动操作",
+	WarmUp:          "立即预热",
+	Pause:           "暂停",
+	Resume:          "恢复",
+	EndEarly:        "提前结束",
+	EndConfirmLabel: "确认结束活动",
+	EndQuestion:     "现在就结束这场活动吗？顾客将无法再购买，已有的订单保留。此操作无法撤销。",
+	EndYes:          "确定，立即结束",
+	EndNo:           "不，继续活动",
+
+	ThisSale: "本场活动", BackToSales: "← 我的秒杀活动", Orders: "订单", LiveView: "实时看板", Edit: "编辑",
+	ShopperPage: "顾客页面",
+
+	LiveTitle:            func(id string) string { return "实时看板 · 活动 " + id },
+	SaleN:                func(id string) string { return "活动 " + id },
+	AtAGlance:            "概览",
+	StockPerItem:         "各商品库存",
+	StockPerItemHint:     "“显示库存”是顾客看到的剩余数量；“冻结”是已锁定但尚未支付的数量（处理中、排队中或待支付）；“实际库存”是总量减去已支付。",
+	RequestsPerSecond:    "每秒请求数",
+	ChartLabel:           "活动期间每秒抢到与被拒绝的请求数",
+	FunnelHeading:        "开始以来的转化漏斗",
+	Reconciliation:       "对账",
+	TechnicalDetails:     "技术细节",
+	ReservationsTaken:    "已锁定的购买（计数器）",
+	ReservationsRecorded: "已记录的购买（计数器）",
+	StockLoadedForSale:   "活动库存载入",
+
+	TilePaid: "已支付", TilePaidNote: "已购买并支付的件数",
+	TileFrozen: "冻结", TileFrozenNote: "已锁定，尚未支付",
+	TileDisplayed: "显示库存", TileDisplayedNote: "顾客看到的剩余数量",
+	TileAccepted: "抢到", TileAcceptedNote: "抢到商品的购买请求",
+	TileRefused: "被拒绝", TileRefusedNote: "被拒绝的请求",
+	TileBooks: "账目", TileBooksNote: "售出件数与已记录订单的核对",
+	TileLag: "订单记录延迟", TileLagNote: "最早一笔尚未记录的订单",
+	TileQueue: "待记录订单", TileQueueNote: "等待记录的订单",
+
+	FunnelRequests: "请求", FunnelRefused: "被拒绝", FunnelAccepted: "抢到", FunnelWritten: "已记录的订单",
+	FunnelPaid: "已支付", FunnelExpired: "超时未支付", FunnelCancelled: "已取消",
+	ReasonSoldOut: "已售罄", ReasonDuplicate: "重复购买", ReasonRateLimited: "请求过于频繁",
+	ReasonBadToken: "购买凭证无效", ReasonCaptcha: "验证码错误", ReasonPaused: "活动已暂停", ReasonOther: "其他",
+
+	OrdersTitle:   func(id string) string { return "订单 · 活动 " + id },
+	OrdersHeading: "订单：",
+	SaleLower:     "活动 ",
+	StatusLabel:   "状态",
+	AllStatuses:   "全部",
+	Shopper:       "顾客（用户名或 #编号）",
+	ShopperHint:   "填写用户名；本店没有账号的顾客，填写 # 加用户编号。",
+	Show:          "查询",
+	Clear:         "清除",
+	DownloadCSV:   "下载 CSV 表格",
+	CSVHint:       "包含本场活动的全部订单，不受筛选影响",
+	ColOrder:      "订单号", ColShopper: "顾客", ColStatus: "状态", ColOrdered: "下单时间", ColPayBy: "支付截止", ColPaidAt: "支付时间",
+	NoOrdersMatch: "没有符合条件的订单。",
+	PagesOfOrders: "订单分页",
+	FirstPage:     "第一页",
+	NextPage:      "下一页",
+	StatusPending: "待支付", StatusPaid: "已支付", StatusExpired: "已过期", StatusCancl: "已取消", StatusFailed: "失败",
+
+	Units: map[string]string{"CNY": "元", "USD": "美元", "EUR": "欧元"},
+}
