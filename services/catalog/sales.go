@@ -39,15 +39,21 @@ type NewItem struct {
 
 // ItemStock is the displayed stock of one item.
 type ItemStock struct {
-	ItemID int64
-	Stock  int64
+	ItemID   int64
+	Stock    int64
+	Quantity int // the units the sale offers of it (the merchant may change it while it runs)
 }
 
-// DisplayedStock is a snapshot of a sale's stock as shoppers see it.
+// DisplayedStock is a snapshot of a sale's stock as shoppers see it, with the state of the sale
+// the open sale pages follow (paused, its window, which the merchant may move or end early):
+// the page itself is cached, this snapshot is what tells it of a change within two seconds.
 type DisplayedStock struct {
-	SaleID int64
-	Items  []ItemStock
-	AsOf   time.Time
+	SaleID   int64
+	Items    []ItemStock
+	AsOf     time.Time
+	StartsAt time.Time
+	EndsAt   time.Time
+	Paused   bool
 }
 
 // AdminItemStock is the merchant's view of one item's three kinds of stock.
@@ -424,13 +430,13 @@ func (s *Sales) displayed(ctx context.Context, saleID int64) (DisplayedStock, er
 	if err != nil {
 		return DisplayedStock{}, shop.Unavailable(err)
 	}
-	d := DisplayedStock{SaleID: saleID, AsOf: now}
+	d := DisplayedStock{SaleID: saleID, AsOf: now, StartsAt: sale.StartsAt, EndsAt: sale.EndsAt, Paused: sale.Paused}
 	for i, it := range sale.Items {
 		lv := levels[i]
 		if lv < 0 { // not warmed: show the quantity; purchases answer 503 until it is
 			lv = int64(it.Quantity)
 		}
-		d.Items = append(d.Items, ItemStock{ItemID: it.ID, Stock: lv})
+		d.Items = append(d.Items, ItemStock{ItemID: it.ID, Stock: lv, Quantity: it.Quantity})
 	}
 	return d, nil
 }
