@@ -363,6 +363,33 @@ func (s *Sales) Upcoming(ctx context.Context, cursor string) ([]shop.Sale, strin
 	return l.sales, l.next, nil
 }
 
+// EndedPage is how many ended sales one page of their listing holds.
+const EndedPage = 20
+
+// Ended lists the sales that have ended, the latest end first, a page after cursor ("" for the
+// first); next is "" on the last page. The home page folds them behind a link.
+func (s *Sales) Ended(ctx context.Context, cursor string) ([]shop.Sale, string, error) {
+	after, err := shop.CursorFrom(cursor, store.DecodeSaleCursor)
+	if err != nil {
+		return nil, "", err
+	}
+	// Shared as the current listing is (a read a second per page), under keys of their own.
+	l, err := s.listings.Get(ctx, "ended:"+cursor, func(ctx context.Context) (listing, error) {
+		out, next, err := s.db.SalesEndedBy(ctx, s.now(), after, EndedPage)
+		if err != nil {
+			return listing{}, err
+		}
+		if next == nil {
+			return listing{sales: out}, nil
+		}
+		return listing{sales: out, next: next.Encode()}, nil
+	})
+	if err != nil {
+		return nil, "", shop.Unavailable(err)
+	}
+	return l.sales, l.next, nil
+}
+
 // OfMerchant lists a merchant's sales.
 func (s *Sales) OfMerchant(ctx context.Context, merchantID int64) ([]shop.Sale, error) {
 	out, err := s.db.SalesByMerchant(ctx, merchantID, 200)

@@ -98,9 +98,15 @@ function handleBuyError(P, r, itemId) {
     return;
   }
   if (r.code === 'PAUSED') {
-    // The merchant paused the sale: nothing was reserved; Buy waits as long as the shop asks.
-    say(t('The sale is paused by the merchant for a moment: nothing was reserved. Try again when it resumes.'), 'notice');
-    hold(P, r.retryAfter === null ? 1 : r.retryAfter);
+    // The merchant paused the sale: nothing was reserved. Buy stays dark, with one sentence,
+    // until the stock poll says the sale resumed.
+    P.page.setPaused(true, true);
+    return;
+  }
+  if (r.code === 'SOLD_OUT') {
+    // Lost the race for the last unit: said beside the item tapped (its note), not far away.
+    say('', 'info');
+    refused(P, r, itemId);
     return;
   }
   say(errorText(r), 'error');
