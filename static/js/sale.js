@@ -48,6 +48,11 @@ function salePage(section) {
     render: function () {
       render(page);
     },
+    // anchor moves the page's message beside the item itemId (the answer to its Buy shows
+    // where the eye is, on a phone too), or back to its place below the items (null).
+    anchor: function (itemId) {
+      anchor(page, itemId);
+    },
     setPaused: function (paused, byRefusal) {
       setPaused(page, paused, byRefusal);
     },
@@ -88,6 +93,26 @@ function setPaused(page, paused, byRefusal) {
     page.say('', 'info');
   }
   page.render();
+}
+
+function anchor(page, itemId) {
+  var area = page.messageArea;
+  if (!area) {
+    return;
+  }
+  var li = null;
+  allByTestId('item', page.section).forEach(function (x) {
+    if (itemId !== null && x.getAttribute('data-item-id') === String(itemId)) {
+      li = x;
+    }
+  });
+  if (li) {
+    if (area.parentNode !== li) {
+      li.appendChild(area);
+    }
+  } else if (page.messageHome && area.parentNode !== page.messageHome.parent) {
+    page.messageHome.parent.insertBefore(area, page.messageHome.next);
+  }
 }
 
 function render(page) {
@@ -131,6 +156,9 @@ async function loadSaleInfo(page, attempt) {
 
 export function initSalePage(section) {
   var page = salePage(section);
+  if (page.messageArea && page.messageArea.parentNode) {
+    page.messageHome = { parent: page.messageArea.parentNode, next: page.messageArea.nextElementSibling };
+  }
   page.countdown = initCountdown(page);
   page.captcha = initCaptcha(page);
   page.items = initItems(page);

@@ -181,6 +181,7 @@ function enterSubmits(page, answerEl) {
       return;
     }
     ev.preventDefault();
+    page.anchor(null); // the answer to Enter is about the page, not an item
     if (!answerEl.value.trim()) {
       page.say(t('Type the captcha answer first.'), 'error');
       return;

@@ -130,6 +130,8 @@ function ready(P) {
     page.say(t('You are offline: nothing was sent. Buy once the connection is back.'), 'error');
     return '';
   }
+  // What Buy answers before anything is sent shows beside the item tapped too.
+  page.anchor(P.tapped);
   if (!loggedIn()) {
     page.say(t('Please log in first.'), 'error');
     var user = byTestId('username', page.section);
@@ -220,6 +222,7 @@ async function buy(P, itemId) {
   if (P.inFlight) {
     return;
   }
+  P.tapped = itemId;
   var answer = ready(P);
   if (!answer) {
     return;
@@ -227,6 +230,7 @@ async function buy(P, itemId) {
   var page = P.page;
   P.inFlight = true;
   P.buyingItem = itemId;
+  page.anchor(itemId);
   page.orders.forgetLost(); // a new attempt: its own answer tells
   page.render();
   page.say(t('Reserving your unit\u2026'), 'info');
