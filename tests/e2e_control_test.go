@@ -377,6 +377,14 @@ func (c *controlRoom) editAsTheSaleStarts() {
 func (c *controlRoom) pauseAndResume() {
 	t, h, b, browserCtx, saleID, items, shopperID, sName, sPass := c.t, c.h, c.b, c.browserCtx, c.saleID, c.items, c.shopperID, c.sName, c.sPass
 	t.Helper()
+	// The merchant on the sale page: the sale without Buy, no captcha, a link to its live view.
+	b.do("the merchant opens the sale page", chromedp.Navigate(fmt.Sprintf("%s/sales/%d", h.srv.URL, saleID)))
+	b.waitFor("no Buy for a merchant, the live view offered", 10*time.Second, fmt.Sprintf(`e.q('countdown').getAttribute('data-phase') === 'live'
+		&& e.qa('buy-button').every((x) => !e.shown(x)) && !e.shown(e.q('captcha')) && e.shown(e.q('merchant-note'))
+		&& e.q('merchant-live-link').getAttribute('href') === '/admin/sales/%d' && e.shown(e.q('admin-link'))`, saleID))
+	b.do("back to the live view", chromedp.Navigate(fmt.Sprintf("%s/admin/sales/%d", h.srv.URL, saleID)))
+	b.waitFor("the live view, running", 10*time.Second, `e.shown(e.q('live-panel')) && e.q('live-status').getAttribute('data-status') === 'running'`)
+
 	// The shopper, in a browser context of its own.
 	c.s = openShopperTab(t, browserCtx, e2eViewport{"desktop", 1280, 900, false}, "shopper")
 	s := c.s
@@ -384,6 +392,9 @@ func (c *controlRoom) pauseAndResume() {
 	s.do("open the sale page", chromedp.Navigate(saleURL))
 	s.e2eLogin(sName, sPass)
 	s.openSalePage(saleURL)
+	if e2eEval[bool](s, "Merchant admin in the shopper's header", `e.shown(e.q('admin-link'))`) {
+		s.errorf("a shopper is offered Merchant admin")
+	}
 	s.solveCaptcha()
 	lamp := strconv.FormatInt(items["Lamp"], 10)
 	s.waitFor("Buy enabled", 10*time.Second, `!e.buy('`+lamp+`').disabled && e.text(e.q('countdown')) === 'Live now'`)
