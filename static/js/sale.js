@@ -88,7 +88,9 @@ function setPaused(page, paused, byRefusal) {
   }
   page.paused = paused;
   if (paused) {
-    page.say(pausedText(), 'notice');
+    if (!isMerchant()) { // a merchant has no Buy to wait for
+      page.say(pausedText(), 'notice');
+    }
   } else if (page.messageArea && page.messageArea.textContent === pausedText()) {
     page.say('', 'info');
   }

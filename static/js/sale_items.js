@@ -62,10 +62,10 @@ function renderButtons(S, phase, h, limitReached) {
       label = mine === 'PAID' ? t('Bought') : t('Ordered');
     } else if (phase === 'ended') {
       label = t('Ended');
-    } else if (page.paused && phase === 'live') {
-      label = t('Paused');
     } else if (gone) {
       label = t('Sold out');
+    } else if (page.paused && phase === 'live') {
+      label = t('Paused');
     }
     setText(b, label);
     b.classList.toggle('button-held', !!mine);
