@@ -184,8 +184,22 @@ func (a *API) GetSale(c *gin.Context) {
 }
 
 type stockItemJSON struct {
-	ItemID string `json:"itemId"`
-	Stock  int64  `json:"stock"`
+	ItemID   string `json:"itemId"`
+	Stock    int64  `json:"stock"`
+	Quantity int    `json:"quantity"`
+}
+
+// stockJSON is the stock answer: the units left, and the sale's state that an open sale page
+// follows (paused, its window and status), so a pause, a resume, an early end or a moved end
+// reaches every page through the poll it already makes.
+type stockJSON struct {
+	SaleID   string          `json:"saleId"`
+	Items    []stockItemJSON `json:"items"`
+	AsOf     string          `json:"asOf"`
+	Status   string          `json:"status"`
+	Paused   bool            `json:"paused"`
+	StartsAt string          `json:"startsAt"`
+	EndsAt   string          `json:"endsAt"`
 }
 
 // Stock handles the "GET /api/flash-sales/:saleId/stock" route: displayed stock, micro-cached.
@@ -205,8 +219,10 @@ func (a *API) Stock(c *gin.Context) {
 	}
 	items := make([]stockItemJSON, len(d.Items))
 	for i, it := range d.Items {
-		items[i] = stockItemJSON{ItemID: idString(it.ItemID), Stock: max(it.Stock, 0)}
+		items[i] = stockItemJSON{ItemID: idString(it.ItemID), Stock: max(it.Stock, 0), Quantity: it.Quantity}
 	}
 	c.Header("Cache-Control", "public, max-age=1")
-	c.JSON(http.StatusOK, gin.H{"saleId": idString(id), "items": items, "asOf": d.AsOf.UTC().Format(time.RFC3339Nano)})
+	c.JSON(http.StatusOK, stockJSON{SaleID: idString(id), Items: items, AsOf: d.AsOf.UTC().Format(time.RFC3339Nano),
+		Status: shop.SaleStatus(d.StartsAt, d.EndsAt, a.Now()), Paused: d.Paused,
+		StartsAt: d.StartsAt.UTC().Format(time.RFC3339Nano), EndsAt: d.EndsAt.UTC().Format(time.RFC3339Nano)})
 }

@@ -40,6 +40,7 @@ var statusOf = map[shop.Code]int{
 	shop.CodeInvalidCredentials:   http.StatusUnauthorized,
 	shop.CodeForbidden:            http.StatusForbidden,
 	shop.CodeCSRF:                 http.StatusForbidden,
+	shop.CodeMerchantsCannotBuy:   http.StatusForbidden,
 	shop.CodeUnsupportedMediaType: http.StatusUnsupportedMediaType,
 	shop.CodeCaptchaFailed:        http.StatusForbidden,
 	shop.CodeInvalidPurchaseToken: http.StatusForbidden,

@@ -189,6 +189,7 @@ var allCodes = map[shop.Code]int{
 	shop.CodeSaleStarted:          409,
 	shop.CodeQuantityTooLow:       409,
 	shop.CodeQueueNotDrained:      409,
+	shop.CodeMerchantsCannotBuy:   403,
 	shop.CodeRateLimited:          429,
 	shop.CodeUnavailable:          503,
 	shop.CodeInternal:             500,

@@ -3,6 +3,7 @@ package handlers
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"log/slog"
@@ -31,6 +32,13 @@ type Pages struct {
 	Reads ReadLimiter
 	// Payments serves the simulated provider's page.
 	Payments Payments
+	// Past lists the ended sales the home page folds behind a link (/?ended=1); nil: none listed.
+	Past PastSales
+}
+
+// PastSales is what the home page needs of the catalog for the ended sales.
+type PastSales interface {
+	Ended(ctx context.Context, cursor string) ([]shop.Sale, string, error)
 }
 
 // render writes a component with an ETag; a matching If-None-Match gets 304. The pages of a
@@ -86,6 +94,10 @@ func (p *Pages) Home(c *gin.Context) {
 	if !allowRead(c, p.Reads, p.Log) {
 		return
 	}
+	if c.Query("ended") != "" && p.Past != nil {
+		p.endedSales(c)
+		return
+	}
 	// A page of sales by start time; "More sales" links to the next. A cursor this server did
 	// not give out (an old or edited link) shows the first page.
 	cursor := c.Query("cursor")
@@ -113,6 +125,27 @@ func (p *Pages) Home(c *gin.Context) {
 	p.renderLocalized(c, http.StatusOK, publicPage, func(views.Locale) templ.Component { return views.HomePage(h) })
 }
 
+// endedSales handles "GET /?ended=1": the sales that have ended, the latest first, a page at a
+// time, folded away from the current ones.
+func (p *Pages) endedSales(c *gin.Context) {
+	cursor := c.Query("cursor")
+	sales, next, err := p.Past.Ended(c.Request.Context(), cursor)
+	if shop.ErrorCode(err) == shop.CodeInvalidInput {
+		cursor = ""
+		sales, next, err = p.Past.Ended(c.Request.Context(), "")
+	}
+	if err != nil {
+		Error(c, p.Log, err)
+		return
+	}
+	now := p.Now()
+	h := views.Home{Next: next, Paged: cursor != "", Ended: true}
+	for _, s := range sales {
+		h.Sales = append(h.Sales, homeCard(s, now))
+	}
+	p.renderLocalized(c, http.StatusOK, publicPage, func(views.Locale) templ.Component { return views.HomePage(h) })
+}
+
 // homeRank orders the cards of the home page: live before upcoming.
 func homeRank(status string) int {
 	if status == "live" {
@@ -124,17 +157,23 @@ func homeRank(status string) int {
 // homeCard is one sale of the home page, with its items and prices in the sale's currency.
 func homeCard(s shop.Sale, now time.Time) views.SaleCard {
 	card := views.SaleCard{ID: idString(s.ID), Name: s.Name, StartsAt: s.StartsAt, EndsAt: s.EndsAt,
-		Status: shop.SaleStatus(s.StartsAt, s.EndsAt, now), Currency: s.Currency}
+		Status: shop.SaleStatus(s.StartsAt, s.EndsAt, now), Currency: s.Currency, Description: s.Description}
 	for _, it := range s.Items {
-		card.Items = append(card.Items, views.SaleItem{ID: idString(it.ID), Name: it.Name, PriceCents: it.PriceCents, Quantity: it.Quantity})
+		card.Items = append(card.Items, itemView(it))
 	}
 	return card
 }
 
+// itemView is an item as the pages show it, its picture included (an https address: the
+// catalog's validation refuses any other).
+func itemView(it shop.Item) views.SaleItem {
+	return views.SaleItem{ID: idString(it.ID), Name: it.Name, PriceCents: it.PriceCents, Quantity: it.Quantity, ImageURL: it.ImageURL}
+}
+
 func saleView(s shop.Sale) views.Sale {
-	v := views.Sale{ID: idString(s.ID), Name: s.Name, StartsAt: s.StartsAt, EndsAt: s.EndsAt, Currency: s.Currency}
+	v := views.Sale{ID: idString(s.ID), Name: s.Name, StartsAt: s.StartsAt, EndsAt: s.EndsAt, Currency: s.Currency, Description: s.Description}
 	for _, it := range s.Items {
-		v.Items = append(v.Items, views.SaleItem{ID: idString(it.ID), Name: it.Name, PriceCents: it.PriceCents, Quantity: it.Quantity})
+		v.Items = append(v.Items, itemView(it))
 	}
 	return v
 }

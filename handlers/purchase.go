@@ -16,8 +16,22 @@ func caller(c *gin.Context) auth.Identity {
 	return id
 }
 
+// buyer refuses a merchant's identity on the shopper's purchase routes (403
+// MERCHANTS_CANNOT_BUY) and reports whether the request may go on: a comparison of the role the
+// auth middleware verified, nothing looked up.
+func (a *API) buyer(c *gin.Context) bool {
+	if caller(c).Role == auth.RoleMerchant {
+		Error(c, a.Log, shop.ErrMerchantsCannotBuy)
+		return false
+	}
+	return true
+}
+
 // Captcha handles the "POST /api/flash-sales/:saleId/captcha" route.
 func (a *API) Captcha(c *gin.Context) {
+	if !a.buyer(c) {
+		return
+	}
 	saleID, err := pathID(c, "saleId")
 	if err != nil {
 		Error(c, a.Log, err)
@@ -39,6 +53,9 @@ func (a *API) Captcha(c *gin.Context) {
 
 // PurchaseToken handles the "POST /api/flash-sales/:saleId/purchase-token" route.
 func (a *API) PurchaseToken(c *gin.Context) {
+	if !a.buyer(c) {
+		return
+	}
 	saleID, err := pathID(c, "saleId")
 	if err != nil {
 		Error(c, a.Log, err)
@@ -69,6 +86,9 @@ func (a *API) PurchaseToken(c *gin.Context) {
 
 // Purchase handles the "POST /api/flash-sales/items/:itemId/purchase" route.
 func (a *API) Purchase(c *gin.Context) {
+	if !a.buyer(c) {
+		return
+	}
 	itemID, err := pathID(c, "itemId")
 	if err != nil {
 		Error(c, a.Log, err)

@@ -15,6 +15,7 @@ const (
 	CodeUnauthenticated      Code = "UNAUTHENTICATED"
 	CodeInvalidCredentials   Code = "INVALID_CREDENTIALS"
 	CodeForbidden            Code = "FORBIDDEN"
+	CodeMerchantsCannotBuy   Code = "MERCHANTS_CANNOT_BUY"
 	CodeCSRF                 Code = "CSRF"
 	CodeUnsupportedMediaType Code = "UNSUPPORTED_MEDIA_TYPE"
 	CodeCaptchaFailed        Code = "CAPTCHA_FAILED"
@@ -96,3 +97,8 @@ func CursorFrom[C any](cursor string, decode func(string) (C, bool)) (*C, error)
 // ErrPaused answers a purchase or a purchase token while the merchant has paused the sale.
 var ErrPaused = &Error{Code: CodePaused, RetryAfter: 5 * time.Second,
 	Message: "the merchant has paused this sale for a moment; nothing was reserved and your place is not lost: try again when it resumes"}
+
+// ErrMerchantsCannotBuy answers a merchant's captcha, purchase token or purchase: a merchant's
+// account sells, it never buys (its own sale or another's).
+var ErrMerchantsCannotBuy = &Error{Code: CodeMerchantsCannotBuy,
+	Message: "a merchant account cannot buy: log in with a shopper account to buy in a sale"}

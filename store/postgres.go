@@ -230,6 +230,28 @@ func (d *DB) SalesEndingAfter(ctx context.Context, t time.Time, after *SaleCurso
 	return salesOf(out), &SaleCursor{StartsAt: last.StartsAt, ID: last.ID}, nil
 }
 
+// SalesEndedBy lists the sales ended at t, the latest end first, with their items: a page of at
+// most limit after the cursor (nil: from the first; its time is the end of the last sale of the
+// page before); next is nil on the last page.
+func (d *DB) SalesEndedBy(ctx context.Context, t time.Time, after *SaleCursor, limit int) ([]shop.Sale, *SaleCursor, error) {
+	var out []saleRow
+	q := d.g.WithContext(ctx).Preload("Items", func(db *gorm.DB) *gorm.DB { return db.Order("position") }).
+		Where("ends_at <= ?", t)
+	if after != nil {
+		q = q.Where("(ends_at, id) < (?, ?)", after.StartsAt, after.ID)
+	}
+	err := q.Order("ends_at DESC, id DESC").Limit(limit + 1).Find(&out).Error
+	if err != nil {
+		return nil, nil, fmt.Errorf("ended sales: %w", err)
+	}
+	if len(out) <= limit {
+		return salesOf(out), nil, nil
+	}
+	out = out[:limit]
+	last := out[limit-1]
+	return salesOf(out), &SaleCursor{StartsAt: last.EndsAt, ID: last.ID}, nil
+}
+
 // EachSaleEndingAfter calls fn with every sale not ended at t, a page at a time.
 func (d *DB) EachSaleEndingAfter(ctx context.Context, t time.Time, fn func([]shop.Sale) error) error {
 	var after *SaleCursor

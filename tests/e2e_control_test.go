@@ -382,11 +382,22 @@ func (c *controlRoom) editAsTheSaleStarts() {
 
 }
 
-// pauseAndResume: the shopper opens the sale in a browser context of its own; while paused, its
-// attempt is told so in words and nothing is sold; then the merchant resumes.
+// pauseAndResume: the shopper opens the sale in a browser context of its own and watches while
+// the merchant acts: a pause reaches the open page within two seconds (Buy dark, the countdown
+// "Paused", one sentence), stays so while paused (Buy never lights up again meanwhile), and a
+// resume brings Buy back with the sentence gone. A purchase sent while paused is refused, and
+// nothing is sold.
 func (c *controlRoom) pauseAndResume() {
 	t, h, b, browserCtx, saleID, items, shopperID, sName, sPass := c.t, c.h, c.b, c.browserCtx, c.saleID, c.items, c.shopperID, c.sName, c.sPass
 	t.Helper()
+	// The merchant on the sale page: the sale without Buy, no captcha, a link to its live view.
+	b.do("the merchant opens the sale page", chromedp.Navigate(fmt.Sprintf("%s/sales/%d", h.srv.URL, saleID)))
+	b.waitFor("no Buy for a merchant, the live view offered", 10*time.Second, fmt.Sprintf(`e.q('countdown').getAttribute('data-phase') === 'live'
+		&& e.qa('buy-button').every((x) => !e.shown(x)) && !e.shown(e.q('captcha')) && e.shown(e.q('merchant-note'))
+		&& e.q('merchant-live-link').getAttribute('href') === '/admin/sales/%d' && e.shown(e.q('admin-link'))`, saleID))
+	b.do("back to the live view", chromedp.Navigate(fmt.Sprintf("%s/admin/sales/%d", h.srv.URL, saleID)))
+	b.waitFor("the live view, running", 10*time.Second, `e.shown(e.q('live-panel')) && e.q('live-status').getAttribute('data-status') === 'running'`)
+
 	// The shopper, in a browser context of its own.
 	c.s = openShopperTab(t, browserCtx, e2eViewport{"desktop", 1280, 900, false}, "shopper")
 	s := c.s
@@ -394,33 +405,54 @@ func (c *controlRoom) pauseAndResume() {
 	s.do("open the sale page", chromedp.Navigate(saleURL))
 	s.e2eLogin(sName, sPass)
 	s.openSalePage(saleURL)
+	if e2eEval[bool](s, "Merchant admin in the shopper's header", `e.shown(e.q('admin-link'))`) {
+		s.errorf("a shopper is offered Merchant admin")
+	}
+	s.solveCaptcha()
+	lamp := strconv.FormatInt(items["Lamp"], 10)
+	s.waitFor("Buy enabled", 10*time.Second, `!e.buy('`+lamp+`').disabled && e.text(e.q('countdown')) === 'Live now'`)
 
-	// Pause: the shopper's attempt is told so in words, and nothing is sold.
+	// Pause: the open page follows within two seconds.
+	const pausedSentence = "The merchant paused the sale for a moment: Buy comes back when it resumes."
 	b.do("Pause", chromedp.Click(e2eTestID("pause-button")))
 	b.waitFor("paused", 10*time.Second, `e.q('live-status').getAttribute('data-status') === 'paused' && e.q('pause-button').disabled && !e.q('resume-button').disabled
 		&& e.text(e.q('control-status')).startsWith('Paused')`)
-	s.solveCaptcha()
-	s.waitFor("Buy enabled", 10*time.Second, fmt.Sprintf(`!e.buy('%d').disabled`, items["Lamp"]))
-	s.do("Buy while paused", chromedp.Click(e2eBuyButton(items["Lamp"])))
-	s.waitFor("the pause sentence", 10*time.Second,
-		`e.text(e.q('message')) === 'The sale is paused by the merchant for a moment: nothing was reserved. Try again when it resumes.'`)
+	pausedAt := time.Now()
+	pausedPage := `e.buy('` + lamp + `').disabled && e.text(e.buy('` + lamp + `')) === 'Paused' && e.text(e.q('countdown')) === 'Paused'
+		&& e.text(e.q('message')) === ` + strconv.Quote(pausedSentence)
+	s.waitFor("the shopper's page paused: Buy dark, one sentence", 2500*time.Millisecond, pausedPage)
+	t.Logf("the open page followed the pause in %v", time.Since(pausedAt).Round(time.Millisecond))
+	// While paused, Buy stays dark (it used to light up again after the refusal's Retry-After).
+	s.do("stay paused a few polls", chromedp.Sleep(3*time.Second))
+	if !e2eEval[bool](s, "still paused", pausedPage) {
+		s.errorf("the shopper's page stopped showing the pause while the sale is still paused")
+	}
+	// A purchase sent while paused (as a page that has not heard yet would): refused, nothing sold.
+	tok := h.token(shopperID, auth.RoleShopper)
+	captcha := h.do("POST", fmt.Sprintf("/api/flash-sales/%d/captcha", saleID), tok, nil)
+	if r := h.do("POST", fmt.Sprintf("/api/flash-sales/%d/purchase-token", saleID), tok, map[string]string{"captchaId": captcha.str("captchaId"), "answer": "test"}); r.Status != http.StatusServiceUnavailable || r.str("error") != "PAUSED" {
+		t.Errorf("a purchase token while paused: %d %s, want 503 PAUSED", r.Status, r.Raw)
+	}
 	if n := h.sqlInt(`SELECT count(*) FROM orders WHERE user_id = ?`, shopperID); n != 0 {
 		t.Errorf("%d orders while paused, want 0", n)
 	}
+
+	// Resume: Buy back, the sentence gone, within two seconds.
 	b.do("Resume", chromedp.Click(e2eTestID("resume-button")))
 	b.waitFor("running again", 10*time.Second, `e.q('live-status').getAttribute('data-status') === 'running' && !e.q('pause-button').disabled
 		&& e.text(e.q('control-status')).startsWith('Resumed')`)
-
+	resumedAt := time.Now()
+	s.waitFor("the shopper's page live again: Buy back, the notice gone", 2500*time.Millisecond,
+		`!e.buy('`+lamp+`').disabled && e.text(e.buy('`+lamp+`')) === 'Buy' && e.text(e.q('countdown')) === 'Live now' && e.text(e.q('message')) === ''`)
+	t.Logf("the open page followed the resume in %v", time.Since(resumedAt).Round(time.Millisecond))
 }
 
 // buyAndPay: the shopper buys (frozen 1 on the live view), then pays (paid 1, real one lower);
 // the funnel, the chart and the books say so.
 func (c *controlRoom) buyAndPay() {
 	b, s, items, dir := c.b, c.s, c.items, c.dir
-	// Buy, before paying: frozen 1.
-	s.waitFor("a fresh captcha", 10*time.Second, `e.q('captcha-answer').value === '' && e.q('captcha-image').complete`)
-	s.solveCaptcha()
-	s.waitFor("Buy enabled again", 15*time.Second, fmt.Sprintf(`!e.buy('%d').disabled`, items["Lamp"]))
+	// Buy, before paying: frozen 1 (the captcha solved before the pause is still good).
+	s.waitFor("Buy enabled again", 15*time.Second, fmt.Sprintf(`!e.buy('%d').disabled && e.q('captcha-answer').value !== ''`, items["Lamp"]))
 	s.do("Buy", chromedp.Click(e2eBuyButton(items["Lamp"])))
 	raw := s.waitFor("the order awaiting payment", 15*time.Second, `(() => { const o = window.__shop.orders(); return o.length === 1 && o[0].status === 'PENDING' ? o[0].id : ''; })()`)
 	c.orderID = strings.Trim(string(raw), `"`)
@@ -435,6 +467,7 @@ func (c *controlRoom) buyAndPay() {
 
 	// Pay: paid 1, real one lower.
 	s.payOnProvider("pay for the Lamp", e2eOrderButton(orderID, "pay-button"), orderID)
+	s.openSalePage(fmt.Sprintf("%s/sales/%d", c.h.srv.URL, c.saleID)) // back on the sale page, where it watches the end
 	b.waitFor("paid 1, real one lower", 10*time.Second, `e.text(e.q('live-paid')) === '1' && e.text(e.q('live-frozen')) === '0'`)
 	after := b.liveView()
 	if l := after.Items["Lamp"]; l.Frozen != "0" || l.Real != "5" || l.Paid != "1" || l.Displayed != "5" {
@@ -506,9 +539,20 @@ func (c *controlRoom) endEarly() {
 	if n := h.sqlInt(`SELECT count(*) FROM sales WHERE id = ? AND ends_at > now()`, saleID); n != 1 {
 		t.Errorf("the sale ended before the merchant confirmed")
 	}
+	// The shopper's page, still open, says the sale is live until then (its end half an hour ahead).
+	desk := strconv.FormatInt(c.items["Desk"], 10)
+	c.s.waitFor("the shopper's page live", 5*time.Second,
+		`e.text(e.q('countdown')) === 'Live now' && /^Ends in /.test(e.text(e.q('countdown-detail'))) && e.text(e.buy('`+desk+`')) === 'Buy'`)
 	b.do("Yes, end it now", chromedp.Click(e2eTestID("end-confirm-button")))
 	b.waitFor("ended, every control off", 10*time.Second, `e.q('live-status').getAttribute('data-status') === 'ended'
 		&& ['warm-button', 'pause-button', 'resume-button', 'end-button'].every((id) => e.q(id).disabled) && e.text(e.q('control-status')).startsWith('Ended')`)
+	// The open page follows within two seconds: ended, every Buy dark, no count left.
+	endedAt := time.Now()
+	c.s.waitFor("the shopper's page ended: Buy dark, 'Ended' once per item", 2500*time.Millisecond,
+		`e.text(e.q('countdown')) === 'Ended' && e.text(e.q('countdown-detail')) === 'This sale is over.'
+		&& e.buy('`+desk+`').disabled && e.text(e.buy('`+desk+`')) === 'Ended' && e.text(e.stock('`+desk+`')) === ''
+		&& !e.shown(e.q('captcha'))`)
+	t.Logf("the open page followed the early end in %v", time.Since(endedAt).Round(time.Millisecond))
 	// An ended sale says how many units went unsold, not what is "left for shoppers"; the raw
 	// counters are under Technical details, closed.
 	unsold := h.sqlInt(`SELECT sum(quantity) FROM items WHERE sale_id = ?`, saleID) - h.sqlInt(`SELECT count(*) FROM orders WHERE sale_id = ? AND status IN ('PAID', 'PENDING')`, saleID)

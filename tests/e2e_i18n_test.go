@@ -154,8 +154,14 @@ func (c *chineseSale) registerInChinese() {
 		chromedp.SendKeys(e2eTestID("password"), "a shopper's password"),
 		chromedp.Click(e2eTestID("register-button")),
 	)
+	// Asked for beside the picture, in the form (on a phone the page's message is out of sight).
 	b.waitFor("the registration captcha, asked for in Chinese", 10*time.Second,
-		`e.shown(e.q('register-captcha-image')) && e.text(e.q('message')) === '请输入图中的字符，然后点击“注册”。'`)
+		`e.shown(e.q('register-captcha-image')) && e.shown(e.q('login-note')) && e.text(e.q('login-note')) === '请输入图中的字符，然后点击“注册”。' && e.text(e.q('message')) === ''`)
+	// A wrong answer: said once, beside the form (not again in the page's message), a new picture.
+	b.do("a wrong answer, Enter", chromedp.SendKeys(e2eTestID("register-captcha-answer"), "wrong\r"))
+	b.waitFor("the wrong answer said once, beside the form, in Chinese", 10*time.Second,
+		`e.shown(e.q('login-note')) && e.text(e.q('login-note')) === '验证码错误或已过期，请输入新图片中的字符。' && e.text(e.q('message')) === ''
+		&& e.q('register-captcha-answer').value === '' && e.shown(e.q('register-captcha-image'))`)
 	b.do("answer the captcha and press Enter", chromedp.SendKeys(e2eTestID("register-captcha-answer"), "test\r"))
 	b.waitFor("signed in, said in Chinese", 10*time.Second,
 		`e.shown(e.q('session-user')) && e.text(e.q('session-user')) === '已登录：`+username+` · 退出登录'

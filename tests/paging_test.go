@@ -96,3 +96,36 @@ func TestKeeperPagesThroughEverySale(t *testing.T) {
 	})
 	h.checkInvariants(s)
 }
+
+// The ended sales are folded behind a link of the home page: /?ended=1 lists them, the latest end
+// first, 20 a page, on real Postgres; none of them is on the current list.
+func TestEndedSalesPages(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{noWriter: true})
+	err := h.app.DB.Gorm().Exec(`INSERT INTO sales (merchant_id, name, starts_at, ends_at)
+		SELECT 9000, 'ended ' || g, now() - interval '2 days', now() - g * interval '1 minute'
+		FROM generate_series(1, 25) g`).Error
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur := h.do("GET", "/", "", nil)
+	if cur.Status != http.StatusOK || strings.Contains(cur.Raw, "ended 1<") || !strings.Contains(cur.Raw, `href="/?ended=1"`) {
+		t.Fatalf("home: %d; want no ended sale listed and a link to them", cur.Status)
+	}
+	first := h.do("GET", "/?ended=1", "", nil)
+	if first.Status != http.StatusOK || strings.Count(first.Raw, `data-testid="sale-card"`) != 20 {
+		t.Fatalf("ended sales, first page: %d, %d cards, want 20", first.Status, strings.Count(first.Raw, `data-testid="sale-card"`))
+	}
+	if a, b := strings.Index(first.Raw, ">ended 1<"), strings.Index(first.Raw, ">ended 2<"); a < 0 || b < a {
+		t.Errorf("ended sales not listed latest end first (ended 1 at %d, ended 2 at %d)", a, b)
+	}
+	i := strings.Index(first.Raw, `href="/?cursor=`)
+	if i < 0 {
+		t.Fatalf("no next page link on the first page of ended sales")
+	}
+	j := strings.Index(first.Raw[i+6:], `"`)
+	next := h.do("GET", strings.ReplaceAll(first.Raw[i+6:i+6+j], "&amp;", "&"), "", nil)
+	if next.Status != http.StatusOK || strings.Count(next.Raw, `data-testid="sale-card"`) != 5 || !strings.Contains(next.Raw, ">ended 25<") || strings.Contains(next.Raw, ">ended 1<") {
+		t.Errorf("ended sales, second page: %d, %d cards, want the last 5", next.Status, strings.Count(next.Raw, `data-testid="sale-card"`))
+	}
+}

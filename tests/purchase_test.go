@@ -11,6 +11,7 @@ import (
 	"github.com/flashsale/flashsale/services/auth"
 	"github.com/flashsale/flashsale/services/pipeline"
 	"github.com/flashsale/flashsale/services/purchase"
+	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 	"github.com/flashsale/flashsale/testenv"
 )
@@ -479,6 +480,40 @@ func TestOrphanReservationReturns(t *testing.T) {
 	time.Sleep(500 * time.Millisecond) // more keeper passes must not return it twice
 	if got := h.redisStock(s, s.items[0]); got != 2 {
 		t.Errorf("stock after several keeper passes = %d, want 2", got)
+	}
+	h.checkInvariants(s)
+}
+
+// A merchant never buys (issue: merchants do not buy): a merchant's token is refused the sale's
+// captcha, a purchase token and the purchase itself with 403 MERCHANTS_CANNOT_BUY, even on a
+// valid purchase token, and nothing is reserved; a shopper still buys the same item.
+func TestMerchantsCannotBuy(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	s := h.liveSale(1)
+	merchant, shopper := h.token(9000, auth.RoleMerchant), h.token(7, auth.RoleShopper)
+	refused := func(what string, r response) {
+		t.Helper()
+		if r.Status != http.StatusForbidden || r.str("error") != string(shop.CodeMerchantsCannotBuy) {
+			t.Errorf("%s with a merchant's token: %d %s, want 403 MERCHANTS_CANNOT_BUY", what, r.Status, r.Raw)
+		}
+	}
+	refused("captcha", h.do("POST", fmt.Sprintf("/api/flash-sales/%d/captcha", s.sale), merchant, nil))
+	refused("purchase token", h.do("POST", fmt.Sprintf("/api/flash-sales/%d/purchase-token", s.sale), merchant,
+		map[string]string{"captchaId": "any", "answer": "test"}))
+	// Even with a valid purchase token (a shopper's, replayed), the merchant's purchase is refused
+	// before the token is looked at, and the token stays unspent.
+	pt := h.purchaseToken(shopper, s.sale)
+	refused("purchase", h.buy(merchant, s.items[0], pt))
+	if n := h.redisStock(s, s.items[0]); n != 1 {
+		t.Errorf("stock after the merchant's refused purchase = %d, want 1 (nothing reserved)", n)
+	}
+	if r := h.buy(shopper, s.items[0], pt); r.Status != http.StatusAccepted {
+		t.Fatalf("the shopper buys: %d %s, want 202", r.Status, r.Raw)
+	}
+	h.drain(s)
+	if n := h.sqlInt(`SELECT count(*) FROM orders WHERE item_id = ? AND user_id = 9000`, s.items[0]); n != 0 {
+		t.Errorf("%d orders of the merchant, want 0", n)
 	}
 	h.checkInvariants(s)
 }

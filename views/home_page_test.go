@@ -140,3 +140,43 @@ func TestHomePageSameForEveryVisitor(t *testing.T) {
 		t.Errorf("two renders of the same home page differ; want byte-identical pages")
 	}
 }
+
+// The home page folds the ended sales behind a link; that list (Ended) has its own title, a link
+// back to the current sales, and pages that keep ended=1. The cards show the sale's description
+// and the items' pictures.
+func TestHomePageEndedSalesFolded(t *testing.T) {
+	cur := Home{Sales: []SaleCard{{ID: "1", Name: "Phones", StartsAt: saleStart, EndsAt: saleEnd, Status: "live",
+		Description: "Fresh phones", Items: []SaleItem{{ID: "3", Name: "P", PriceCents: 100, Quantity: 1, ImageURL: "https://img.example/p.png"}, {ID: "4", Name: "Q", PriceCents: 100, Quantity: 1}}}}}
+	doc, _ := render(t, HomePage(cur))
+	if got := doc.Find(byTestID("ended-sales-link")).AttrOr("href", ""); got != "/?ended=1" {
+		t.Errorf("ended sales link = %q, want /?ended=1", got)
+	}
+	if got := doc.Find(byTestID("card-description")).Text(); got != "Fresh phones" {
+		t.Errorf("card description = %q", got)
+	}
+	img := doc.Find(byTestID("card-item") + " " + byTestID("item-image"))
+	if img.Length() != 1 || img.AttrOr("src", "") != "https://img.example/p.png" || img.AttrOr("loading", "") != "lazy" || img.AttrOr("width", "") == "" || img.AttrOr("height", "") == "" {
+		t.Errorf("card pictures = %d (%s), want the one item's, lazy, with its size", img.Length(), img.AttrOr("src", ""))
+	}
+	ended := Home{Ended: true, Next: "abc", Paged: true, Sales: []SaleCard{{ID: "2", Name: "Old", StartsAt: saleStart, EndsAt: saleEnd, Status: "ended"}}}
+	doc, _ = render(t, HomePage(ended))
+	if got := doc.Find("h1").Text(); got != "Ended sales" {
+		t.Errorf("heading = %q, want Ended sales", got)
+	}
+	if doc.Find(byTestID("ended-sales-link")).Length() != 0 || doc.Find(byTestID("current-sales-link")).AttrOr("href", "") != "/" {
+		t.Errorf("the ended list should link back to the current sales, not to itself")
+	}
+	if got := doc.Find(byTestID("sales-more")).AttrOr("href", ""); got != "/?cursor=abc&ended=1" {
+		t.Errorf("next page = %q, want /?cursor=abc&ended=1", got)
+	}
+	if got := doc.Find(byTestID("sales-first")).AttrOr("href", ""); got != "/?ended=1" {
+		t.Errorf("first page = %q, want /?ended=1", got)
+	}
+	if got := doc.Find(byTestID("sale-status")).Text(); got != "Ended" {
+		t.Errorf("badge = %q, want Ended", got)
+	}
+	doc, _ = render(t, HomePage(Home{Ended: true}))
+	if got := doc.Find(byTestID("empty-state")).Text(); got != "No sale has ended yet." {
+		t.Errorf("empty ended list = %q", got)
+	}
+}

@@ -154,9 +154,13 @@ type Messages struct {
 	MoreSalesLabel, FirstSales, MoreSales, ItemsLabel, Starts, Ends string
 	StatusUpcoming, StatusLive, StatusEnded                         string
 	MoreItems                                                       func(n int) string
+	// the ended sales, folded behind a link of the home page
+	EndedTitle, NoEndedSales, SeeEndedSales string
 	// sale
 	Syncing, NeedsJSSale, CaptchaHint, NewChallenge, Buy, YourOrdersInSale string
 	UnitsInSale                                                            func(n int) string
+	// the sale page to a merchant: no Buy, a link to the sale's live view
+	MerchantNote, MerchantLiveLink, MerchantNoteAfter string
 	// order
 	OrderTitle, OrderHeading, NeedsJSOrder, AllMyOrders, BackToSales string
 	// my orders
@@ -229,6 +233,14 @@ var enMessages = Messages{
 		}
 		return "and " + strconv.Itoa(n) + " more items"
 	},
+
+	EndedTitle:    "Ended sales",
+	NoEndedSales:  "No sale has ended yet.",
+	SeeEndedSales: "See the sales that have ended",
+
+	MerchantNote:      "You are signed in as a merchant: merchants do not buy. ",
+	MerchantLiveLink:  "Watch this sale’s live view",
+	MerchantNoteAfter: ".",
 
 	Syncing:          "Syncing with the shop’s clock…",
 	NeedsJSSale:      "This page needs JavaScript to count down and to buy.",
@@ -332,6 +344,14 @@ var zhMessages = Messages{
 	MoreItems: func(n int) string {
 		return "还有 " + strconv.Itoa(n) + " 件商品"
 	},
+
+	EndedTitle:    "已结束的秒杀",
+	NoEndedSales:  "还没有已结束的秒杀活动。",
+	SeeEndedSales: "查看已结束的秒杀活动",
+
+	MerchantNote:      "你当前以商家身份登录：商家不能购买。",
+	MerchantLiveLink:  "查看本场秒杀的实时数据",
+	MerchantNoteAfter: "。",
 
 	Syncing:          "正在与商城时钟同步…",
 	NeedsJSSale:      "此页面需要启用 JavaScript 才能倒计时和购买。",

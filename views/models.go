@@ -26,13 +26,17 @@ type SaleCard struct {
 	Currency string
 	// Items are the sale's items, in their order; a card shows their names and prices.
 	Items []SaleItem
+	// Description is what the merchant wrote about the sale ("" when nothing).
+	Description string
 }
 
-// Home is the home page: the live and upcoming sales.
+// Home is the home page: the live and upcoming sales, or (Ended) the sales that have ended.
 type Home struct {
 	Sales []SaleCard
 	Next  string // the cursor of the next page ("" on the last)
 	Paged bool   // this is not the first page
+	// Ended: this page lists the ended sales, newest end first, folded away from the current ones.
+	Ended bool
 }
 
 // SaleItem is one item on sale, with its price in cents and the units offered.
@@ -41,6 +45,8 @@ type SaleItem struct {
 	Name       string
 	PriceCents int64
 	Quantity   int
+	// ImageURL is the item's picture, an https address the catalog checked ("" when none).
+	ImageURL string
 }
 
 // Sale is the cacheable sale page: it carries no shopper and no "now".
@@ -52,6 +58,8 @@ type Sale struct {
 	Items    []SaleItem
 	// Currency is the ISO 4217 code of the sale's prices (CNY, USD, EUR); "" is CNY.
 	Currency string
+	// Description is what the merchant wrote about the sale ("" when nothing).
+	Description string
 }
 
 // Order is the order page, whose status the script polls.

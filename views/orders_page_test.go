@@ -88,7 +88,7 @@ func TestOrderPageActions(t *testing.T) {
 		t.Errorf("buttons in the confirmation = %d, want 2", got)
 	}
 
-	loginTarget(t, doc, "You are not signed in. Log in to see this order.")
+	loginTarget(t, doc, "You are not signed in. Log in to see this order.", false)
 	if got := doc.Find("main a"+byTestID("all-orders-link")).AttrOr("href", ""); got != "/orders" {
 		t.Errorf("all orders link = %q, want /orders", got)
 	}
@@ -103,7 +103,7 @@ func TestMyOrdersPage(t *testing.T) {
 	if got, want := page.Find("h1").Text(), "My orders"; got != want {
 		t.Errorf("heading = %q, want %q", got, want)
 	}
-	loginTarget(t, doc, "You are not signed in. Log in to see your orders.")
+	loginTarget(t, doc, "You are not signed in. Log in to see your orders.", true)
 	checkMyOrdersStates(t, page)
 	checkMyOrdersRowTemplate(t, page)
 	if strings.Contains(html, "<script>") {

@@ -172,7 +172,7 @@ func MyOrdersPage(m MyOrders) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = sessionArea(false).Render(ctx, templ_7745c5c3_Buffer)
+			templ_7745c5c3_Err = sessionArea(true).Render(ctx, templ_7745c5c3_Buffer)
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

@@ -330,3 +330,51 @@ func TestSalePageCurrency(t *testing.T) {
 		}
 	}
 }
+
+// What the merchant wrote is shown: the sale's description, and each item's picture in a box of
+// fixed size (width and height set, so nothing shifts when it arrives), loaded lazily; an item
+// without a picture has none. Merchants get a note (hidden until the script knows who is there)
+// leading to the sale's live view.
+func TestSalePageDescriptionImagesAndMerchantNote(t *testing.T) {
+	s := demoSale()
+	s.Description = "Line one\nline <two>"
+	s.Items[0].ImageURL = "https://img.example/phone-x.png"
+	doc, html := render(t, SalePage(s))
+	if got := doc.Find(byTestID("sale-description")).Text(); got != s.Description {
+		t.Errorf("description = %q, want %q", got, s.Description)
+	}
+	if strings.Contains(html, "<two>") {
+		t.Errorf("the description is not escaped")
+	}
+	imgs := doc.Find(byTestID("item-image"))
+	if got := imgs.Length(); got != 1 {
+		t.Fatalf("item pictures = %d, want 1 (only the item that has one)", got)
+	}
+	img := imgs.First()
+	if id := img.Closest(byTestID("item")).AttrOr("data-item-id", ""); id != "7" {
+		t.Errorf("the picture is in item %q, want 7", id)
+	}
+	for attr, want := range map[string]string{"src": "https://img.example/phone-x.png", "loading": "lazy", "width": "96", "height": "96", "alt": ""} {
+		if got, ok := img.Attr(attr); !ok || got != want {
+			t.Errorf("picture %s = %q (set %v), want %q", attr, got, ok, want)
+		}
+	}
+	note := doc.Find(byTestID("merchant-note"))
+	if _, hidden := note.Attr("hidden"); !hidden || note.Length() != 1 {
+		t.Errorf("merchant notes = %d (hidden %v), want 1, hidden until the script knows a merchant is there", note.Length(), hidden)
+	}
+	if got := note.Find(byTestID("merchant-live-link")).AttrOr("href", ""); got != "/admin/sales/42" {
+		t.Errorf("merchant's live view link = %q, want /admin/sales/42", got)
+	}
+	if got := strings.Join(strings.Fields(note.Text()), " "); got != "You are signed in as a merchant: merchants do not buy. Watch this sale’s live view." {
+		t.Errorf("merchant note = %q", got)
+	}
+	if _, hidden := doc.Find("header " + byTestID("admin-link")).Attr("hidden"); !hidden {
+		t.Errorf("Merchant admin shown to everyone, want hidden until the script knows a merchant is signed in")
+	}
+	// No description, no picture: nothing rendered for them.
+	doc, _ = render(t, SalePage(demoSale()))
+	if n := doc.Find(byTestID("sale-description") + "," + byTestID("item-image")).Length(); n != 0 {
+		t.Errorf("%d description or picture elements for a sale without them", n)
+	}
+}

@@ -53,7 +53,10 @@ func demoSale() Sale {
 
 // loginTarget checks a page's logged-out sentence: hidden in the rendered page, and its link
 // leads to the page's own login form.
-func loginTarget(t *testing.T, doc *goquery.Document, wantText string) {
+// register says whether the form offers Register beside Log in: the pages a logged-out shopper
+// lands on do (the sale page, my orders); the one order's page does not (a new account has no
+// order to see there).
+func loginTarget(t *testing.T, doc *goquery.Document, wantText string, register bool) {
 	t.Helper()
 	note := doc.Find(byTestID("logged-out"))
 	if got, want := note.Length(), 1; got != want {
@@ -79,7 +82,11 @@ func loginTarget(t *testing.T, doc *goquery.Document, wantText string) {
 			t.Errorf("login inputs named %s under #%s = %d, want 1", name, href[1:], got)
 		}
 	}
-	if got := form.Find(byTestID("register-button")).Length(); got != 0 {
-		t.Errorf("register buttons = %d, want 0 (a new account has no orders)", got)
+	want := 0
+	if register {
+		want = 1
+	}
+	if got := form.Find(byTestID("register-button")).Length(); got != want {
+		t.Errorf("register buttons = %d, want %d", got, want)
 	}
 }

@@ -136,7 +136,7 @@ func TestOpenAPIMatchesRouter(t *testing.T) {
 // allCodes are the contract's error codes (services/errors.go).
 var allCodes = []shop.Code{
 	shop.CodeInvalidInput, shop.CodeUnauthenticated, shop.CodeInvalidCredentials,
-	shop.CodeForbidden, shop.CodeCSRF, shop.CodeUnsupportedMediaType, shop.CodeCaptchaFailed,
+	shop.CodeForbidden, shop.CodeMerchantsCannotBuy, shop.CodeCSRF, shop.CodeUnsupportedMediaType, shop.CodeCaptchaFailed,
 	shop.CodeInvalidPurchaseToken, shop.CodeNotFound, shop.CodeUsernameTaken,
 	shop.CodeAlreadyPurchased, shop.CodeExpired, shop.CodeNotPayable, shop.CodeNotCancellable,
 	shop.CodeSoldOut, shop.CodeSaleEnded, shop.CodeNotStarted,

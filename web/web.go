@@ -203,7 +203,7 @@ var (
 	hdrNoSniff    = []string{"nosniff"}
 	hdrSameOrigin = []string{"same-origin"}
 	hdrDeny       = []string{"DENY"}
-	hdrCSP        = []string{"default-src 'self'; img-src 'self' data:; script-src 'self'; style-src 'self'; base-uri 'none'; frame-ancestors 'none'"}
+	hdrCSP        = []string{"default-src 'self'; img-src 'self' data: https:; script-src 'self'; style-src 'self'; base-uri 'none'; frame-ancestors 'none'"}
 )
 
 func securityHeaders(c *gin.Context) {

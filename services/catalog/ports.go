@@ -20,6 +20,7 @@ type DB interface {
 	SaleByID(ctx context.Context, id int64) (shop.Sale, error)
 	SalesByMerchant(ctx context.Context, merchantID int64, limit int) ([]shop.Sale, error)
 	SalesEndingAfter(ctx context.Context, t time.Time, after *store.SaleCursor, limit int) ([]shop.Sale, *store.SaleCursor, error)
+	SalesEndedBy(ctx context.Context, t time.Time, after *store.SaleCursor, limit int) ([]shop.Sale, *store.SaleCursor, error)
 }
 
 // Stock is what the catalog reads and changes of the sales' state in Redis (store.Stock).

@@ -39,15 +39,21 @@ type NewItem struct {
 
 // ItemStock is the displayed stock of one item.
 type ItemStock struct {
-	ItemID int64
-	Stock  int64
+	ItemID   int64
+	Stock    int64
+	Quantity int // the units the sale offers of it (the merchant may change it while it runs)
 }
 
-// DisplayedStock is a snapshot of a sale's stock as shoppers see it.
+// DisplayedStock is a snapshot of a sale's stock as shoppers see it, with the state of the sale
+// the open sale pages follow (paused, its window, which the merchant may move or end early):
+// the page itself is cached, this snapshot is what tells it of a change within two seconds.
 type DisplayedStock struct {
-	SaleID int64
-	Items  []ItemStock
-	AsOf   time.Time
+	SaleID   int64
+	Items    []ItemStock
+	AsOf     time.Time
+	StartsAt time.Time
+	EndsAt   time.Time
+	Paused   bool
 }
 
 // AdminItemStock is the merchant's view of one item's three kinds of stock.
@@ -357,6 +363,33 @@ func (s *Sales) Upcoming(ctx context.Context, cursor string) ([]shop.Sale, strin
 	return l.sales, l.next, nil
 }
 
+// EndedPage is how many ended sales one page of their listing holds.
+const EndedPage = 20
+
+// Ended lists the sales that have ended, the latest end first, a page after cursor ("" for the
+// first); next is "" on the last page. The home page folds them behind a link.
+func (s *Sales) Ended(ctx context.Context, cursor string) ([]shop.Sale, string, error) {
+	after, err := shop.CursorFrom(cursor, store.DecodeSaleCursor)
+	if err != nil {
+		return nil, "", err
+	}
+	// Shared as the current listing is (a read a second per page), under keys of their own.
+	l, err := s.listings.Get(ctx, "ended:"+cursor, func(ctx context.Context) (listing, error) {
+		out, next, err := s.db.SalesEndedBy(ctx, s.now(), after, EndedPage)
+		if err != nil {
+			return listing{}, err
+		}
+		if next == nil {
+			return listing{sales: out}, nil
+		}
+		return listing{sales: out, next: next.Encode()}, nil
+	})
+	if err != nil {
+		return nil, "", shop.Unavailable(err)
+	}
+	return l.sales, l.next, nil
+}
+
 // OfMerchant lists a merchant's sales.
 func (s *Sales) OfMerchant(ctx context.Context, merchantID int64) ([]shop.Sale, error) {
 	out, err := s.db.SalesByMerchant(ctx, merchantID, 200)
@@ -424,13 +457,13 @@ func (s *Sales) displayed(ctx context.Context, saleID int64) (DisplayedStock, er
 	if err != nil {
 		return DisplayedStock{}, shop.Unavailable(err)
 	}
-	d := DisplayedStock{SaleID: saleID, AsOf: now}
+	d := DisplayedStock{SaleID: saleID, AsOf: now, StartsAt: sale.StartsAt, EndsAt: sale.EndsAt, Paused: sale.Paused}
 	for i, it := range sale.Items {
 		lv := levels[i]
 		if lv < 0 { // not warmed: show the quantity; purchases answer 503 until it is
 			lv = int64(it.Quantity)
 		}
-		d.Items = append(d.Items, ItemStock{ItemID: it.ID, Stock: lv})
+		d.Items = append(d.Items, ItemStock{ItemID: it.ID, Stock: lv, Quantity: it.Quantity})
 	}
 	return d, nil
 }

@@ -33,6 +33,33 @@ func TestValidName(t *testing.T) {
 	}
 }
 
+// An item's picture is an https address: the pages show it as it is (services/catalog is the
+// one place that checks it), so anything else is refused, the edit's check being the same.
+func TestValidImageURL(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		url string
+		ok  bool
+	}{
+		{"https://img.example/coat.png", true},
+		{"HTTPS://img.example/coat.png", true},
+		{"http://img.example/coat.png", false},
+		{"//img.example/coat.png", false},
+		{"javascript:alert(1)", false},
+		{"data:image/png;base64,AAAA", false},
+		{"https://user:pass@img.example/x.png", false},
+		{"https:///nohost.png", false},
+		{"https://img.example/a b.png", false},
+		{"https://img.example/\"onerror=x", false},
+		{"https://img.example/" + strings.Repeat("x", shop.MaxImageURLBytes), false},
+	} {
+		err := itemInput{ImageURL: &c.url}.validate("items[0]")
+		if c.ok != (err == nil) || (!c.ok && (shop.ErrorCode(err) != shop.CodeInvalidInput || !strings.Contains(err.Error(), "items[0].imageUrl must be an https:// address"))) {
+			t.Errorf("imageUrl %q: %v, want ok %v", c.url, err, c.ok)
+		}
+	}
+}
+
 // Every invalid sale is refused before anything is stored (the Sales here has no database: a
 // request that got that far would panic).
 func TestCreateSaleValidation(t *testing.T) {

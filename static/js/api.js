@@ -142,6 +142,8 @@ export function errorText(r) {
       return t('The shop is busy; nothing was reserved, try again.');
     case 'PAUSED':
       return t('The sale is paused by the merchant; nothing was reserved. Try again when it resumes.');
+    case 'MERCHANTS_CANNOT_BUY':
+      return t('A merchant account cannot buy: log in with a shopper account to buy.');
     case 'EXPIRED':
       return t('Too late: the payment window closed and the order expired.');
     case 'NOT_PAYABLE':

@@ -3,7 +3,8 @@
 import { byTestId, show } from './dom.js';
 import { currentUser, onSession } from './session.js';
 
-// initNav shows "My orders" to a signed-in shopper and marks the link of the current page.
+// initNav shows "My orders" to a signed-in shopper and "Merchant admin" to a merchant only, and
+// marks the link of the current page.
 export function initNav() {
   var nav = document.querySelector('.site-nav');
   if (!nav) {
@@ -16,9 +17,11 @@ export function initNav() {
     }
   });
   var orders = byTestId('nav-orders', nav);
+  var admin = byTestId('admin-link', nav);
   function render() {
     var u = currentUser();
     show(orders, u !== null && u.role !== 'merchant');
+    show(admin, u !== null && u.role === 'merchant');
   }
   onSession(render);
   render();

@@ -4,13 +4,14 @@
 // page, holds what those share (salePage) and draws them together (render), four times a second
 // and whenever something changes.
 
-import { byTestId, allByTestId, enc, messenger } from './dom.js';
+import { byTestId, allByTestId, enc, messenger, show } from './dom.js';
 import { parseTime } from './time.js';
 import { onClock, startClock, syncClock } from './clock.js';
 import { api } from './api.js';
 import { retryDelay } from './poll.js';
 import { onNetwork } from './network.js';
-import { onSession, initSession } from './session.js';
+import { onSession, initSession, currentUser } from './session.js';
+import { t } from './i18n.js';
 import { initCountdown } from './sale_countdown.js';
 import { initItems } from './sale_items.js';
 import { initCaptcha } from './sale_captcha.js';
@@ -31,6 +32,8 @@ function salePage(section) {
     startsAt: parseTime(section.getAttribute('data-starts-at')),
     endsAt: parseTime(section.getAttribute('data-ends-at')),
     say: messenger(byTestId('message', section)),
+    messageArea: byTestId('message', section),
+    merchantNote: byTestId('merchant-note', section),
     buttons: allByTestId('buy-button', section),
     itemNames: itemNames,
     // From GET /api/flash-sales/{saleId}: "per-sale" or "per-item" (null until known), the
@@ -38,8 +41,20 @@ function salePage(section) {
     info: { limit: null, currency: null, prices: {} },
     // phase is the sale's phase as last drawn (null before the first render).
     phase: null,
+    // paused: the merchant paused the sale, as the stock poll (or a PAUSED refusal) said last.
+    paused: false,
+    // merchant: a merchant is signed in; merchants see the sale but never buy.
+    merchant: false,
     render: function () {
       render(page);
+    },
+    // anchor moves the page's message beside the item itemId (the answer to its Buy shows
+    // where the eye is, on a phone too), or back to its place below the items (null).
+    anchor: function (itemId) {
+      anchor(page, itemId);
+    },
+    setPaused: function (paused, byRefusal) {
+      setPaused(page, paused, byRefusal);
     },
     // resync asks the shop's time again and re-arms the countdown's timers.
     resync: function () {
@@ -54,7 +69,57 @@ function salePage(section) {
   return page;
 }
 
+// pausedText is the one sentence an open page shows while the merchant has paused the sale.
+function pausedText() {
+  return t('The merchant paused the sale for a moment: Buy comes back when it resumes.');
+}
+
+// setPaused follows the merchant's pause and resume: Buy goes dark with one sentence while
+// paused; on resume Buy comes back and the sentence goes away. byRefusal: a purchase was just
+// refused PAUSED; a poll answer older than that refusal does not undo it.
+function setPaused(page, paused, byRefusal) {
+  if (byRefusal) {
+    page.pausedAt = Date.now();
+  } else if (!paused && Date.now() - (page.pausedAt || 0) < 2500) {
+    return;
+  }
+  if (paused === page.paused) {
+    return;
+  }
+  page.paused = paused;
+  if (paused) {
+    if (!isMerchant()) { // a merchant has no Buy to wait for
+      page.say(pausedText(), 'notice');
+    }
+  } else if (page.messageArea && page.messageArea.textContent === pausedText()) {
+    page.say('', 'info');
+  }
+  page.render();
+}
+
+function anchor(page, itemId) {
+  var area = page.messageArea;
+  if (!area) {
+    return;
+  }
+  var li = null;
+  allByTestId('item', page.section).forEach(function (x) {
+    if (itemId !== null && x.getAttribute('data-item-id') === String(itemId)) {
+      li = x;
+    }
+  });
+  if (li) {
+    if (area.parentNode !== li) {
+      li.appendChild(area);
+    }
+  } else if (page.messageHome && area.parentNode !== page.messageHome.parent) {
+    page.messageHome.parent.insertBefore(area, page.messageHome.next);
+  }
+}
+
 function render(page) {
+  page.merchant = isMerchant();
+  show(page.merchantNote, page.merchant);
   var phase = page.countdown.render();
   page.items.render(phase);
   if (phase !== page.phase) {
@@ -63,6 +128,11 @@ function render(page) {
   }
   page.captcha.follow();
   page.orders.tick();
+}
+
+function isMerchant() {
+  var u = currentUser();
+  return u !== null && u.role === 'merchant';
 }
 
 // loadSaleInfo learns the purchase limit, the currency and the prices.
@@ -88,6 +158,9 @@ async function loadSaleInfo(page, attempt) {
 
 export function initSalePage(section) {
   var page = salePage(section);
+  if (page.messageArea && page.messageArea.parentNode) {
+    page.messageHome = { parent: page.messageArea.parentNode, next: page.messageArea.nextElementSibling };
+  }
   page.countdown = initCountdown(page);
   page.captcha = initCaptcha(page);
   page.items = initItems(page);
@@ -95,6 +168,7 @@ export function initSalePage(section) {
   page.orders = initOrderBox(page);
 
   onSession(page.orders.sessionChanged);
+  onSession(page.render);
   // The network: offline, the Buy buttons wait (render); back online, the clock, the captcha and
   // the orders catch up (the stock and the orders' pollers resume by themselves).
   onNetwork(function (online) {

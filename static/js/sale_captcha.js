@@ -11,7 +11,7 @@ import { t } from './i18n.js';
 
 function want(C) {
   var page = C.page;
-  if (!loggedIn() || !(page.phase === 'upcoming' || page.phase === 'live')) {
+  if (!loggedIn() || page.merchant || !(page.phase === 'upcoming' || page.phase === 'live')) {
     return false;
   }
   var h = page.orders.holdings();
@@ -25,6 +25,7 @@ function want(C) {
 }
 
 function hintText(C) {
+  C.hintPhase = C.page.phase;
   return C.page.phase === 'upcoming'
     ? t('Solve this now, before the sale starts; then press Buy the moment it opens.')
     : t('Type the characters you see, then press Buy.');
@@ -100,6 +101,9 @@ function captchaApi(C) {
       if (wanted !== C.wanted) {
         C.wanted = wanted;
         refreshArea(C);
+      } else if (wanted && C.id && C.hintPhase !== C.page.phase) {
+        // The sale started while the captcha was shown: "before the sale starts" is no longer true.
+        setText(C.hint, hintText(C));
       }
     },
     load: function () {
@@ -177,6 +181,7 @@ function enterSubmits(page, answerEl) {
       return;
     }
     ev.preventDefault();
+    page.anchor(null); // the answer to Enter is about the page, not an item
     if (!answerEl.value.trim()) {
       page.say(t('Type the captcha answer first.'), 'error');
       return;

@@ -5,6 +5,7 @@
 import { byTestId, setText } from './dom.js';
 import { formatDuration, saleState } from './time.js';
 import { clock, serverNow } from './clock.js';
+import { loggedIn } from './session.js';
 import { t } from './i18n.js';
 
 function phaseNow(C) {
@@ -24,15 +25,20 @@ function render(C) {
   var phase = phaseNow(C);
   if (C.countdown) {
     C.countdown.setAttribute('data-phase', phase);
+    C.countdown.setAttribute('data-paused', C.page.paused && phase === 'live' ? 'true' : 'false');
   }
   if (phase === 'unknown') {
     setText(C.countdown, t('Syncing with the shop\u2019s clock\u2026'));
     setText(C.detail, '');
   } else if (phase === 'upcoming') {
     setText(C.countdown, t('Starts in {d}', { d: formatDuration(C.page.startsAt - now) }));
-    setText(C.detail, t('Log in and solve the captcha now, so you are ready when the Buy buttons light up.'));
+    // The advice follows who is there: a merchant never buys, a signed-in shopper has only the
+    // captcha left to do.
+    setText(C.detail, C.page.merchant ? '' : loggedIn()
+      ? t('Solve the captcha now, so you are ready when the Buy buttons light up.')
+      : t('Log in and solve the captcha now, so you are ready when the Buy buttons light up.'));
   } else if (phase === 'live') {
-    setText(C.countdown, t('Live now'));
+    setText(C.countdown, C.page.paused ? t('Paused') : t('Live now'));
     setText(C.detail, t('Ends in {d}', { d: formatDuration(C.page.endsAt - now) }));
   } else {
     setText(C.countdown, t('Ended'));

@@ -2,7 +2,7 @@
 // endpoint), its Buy button and the note that says why it cannot be bought.
 
 import { allByTestId, setText, show, enc } from './dom.js';
-import { parseTime, formatClock } from './time.js';
+import { parseTime, formatClock, formatDate } from './time.js';
 import { api } from './api.js';
 import { makePoller, failed } from './poll.js';
 import { isOnline } from './network.js';
@@ -18,8 +18,9 @@ function renderStock(S) {
     var id = el.getAttribute('data-item-id');
     el.classList.toggle('stock-ended', ended);
     if (ended) {
-      // An ended sale offers nothing: no "N left" in green.
-      setText(el, t('Ended'));
+      // An ended sale offers nothing: no "N left" in green, and its Buy button says "Ended"
+      // (once per item).
+      setText(el, '');
       el.classList.remove('stock-out', 'stock-low');
       return;
     }
@@ -50,7 +51,10 @@ function renderButtons(S, phase, h, limitReached) {
     var id = b.getAttribute('data-item-id');
     var gone = soldOut(S, id);
     var mine = h.byItem[id];
-    b.disabled = !(phase === 'live' && !gone && !purchase.busy() && !purchase.held() && !mine && !limitReached && isOnline());
+    var page = S.page;
+    b.disabled = !(phase === 'live' && !page.paused && !page.merchant && !gone && !purchase.busy() && !purchase.held() && !mine && !limitReached && isOnline());
+    // Merchants see the sale, never a Buy button (the note leads them to its live view).
+    show(b, !page.merchant);
     var label = t('Buy');
     if (purchase.busy() && purchase.buying() === id) {
       label = t('Buying\u2026');
@@ -60,6 +64,8 @@ function renderButtons(S, phase, h, limitReached) {
       label = t('Ended');
     } else if (gone) {
       label = t('Sold out');
+    } else if (page.paused && phase === 'live') {
+      label = t('Paused');
     }
     setText(b, label);
     b.classList.toggle('button-held', !!mine);
@@ -80,10 +86,24 @@ function renderNotes(S, phase, h, limitReached) {
       text = t('You ordered this item; it is being confirmed.');
     } else if (limitReached && phase !== 'ended') {
       text = t('One per shopper in this sale: you already have {name}.', { name: h.any.itemName || S.page.itemNames[h.any.itemId] || t('an item') });
+    } else if (S.lost[id] && soldOut(S, id) && phase === 'live') {
+      // This shopper tapped Buy and lost the race for the last unit: said beside the item.
+      text = othersOnSale(S, id)
+        ? t('{name} just sold out; the other items are still on sale.', { name: S.page.itemNames[id] || t('This item') })
+        : t('{name} just sold out: every unit has been taken.', { name: S.page.itemNames[id] || t('This item') });
     }
     setText(n, text);
-    n.setAttribute('data-kind', mine ? 'held' : 'limit');
+    n.setAttribute('data-kind', mine ? 'held' : S.lost[id] && !limitReached ? 'sold-out' : 'limit');
     show(n, text !== '');
+  });
+}
+
+// othersOnSale: another item of the sale can still be bought (not sold out, not held).
+function othersOnSale(S, id) {
+  var h = S.page.orders.holdings();
+  return S.page.buttons.some(function (b) {
+    var other = b.getAttribute('data-item-id');
+    return other !== id && !soldOut(S, other) && !h.byItem[other];
   });
 }
 
@@ -94,8 +114,58 @@ function render(S, phase) {
   renderNotes(S, phase, h, limitReached);
 }
 
+// readState follows the sale's state the stock answer carries: the merchant's pause and resume,
+// an end moved or brought forward (ended early), a start moved, each item's quantity.
+function readState(S, data) {
+  var page = S.page;
+  var starts = parseTime(data.startsAt);
+  var ends = parseTime(data.endsAt);
+  var moved = false;
+  if (!isNaN(starts) && starts !== page.startsAt) {
+    page.startsAt = starts;
+    moved = true;
+  }
+  if (!isNaN(ends) && ends !== page.endsAt) {
+    page.endsAt = ends;
+    moved = true;
+  }
+  if (moved) {
+    retime(page.section, 'starts-at', data.startsAt);
+    retime(page.section, 'ends-at', data.endsAt);
+    page.countdown.schedule();
+  }
+  if (data.status === 'ended') {
+    page.countdown.ended();
+  }
+  if (typeof data.paused === 'boolean') {
+    page.setPaused(data.paused, false);
+  }
+  data.items.forEach(function (it) {
+    var q = it ? Number(it.quantity) : NaN;
+    if (!isNaN(q) && q > 0) {
+      var el = S.quantityEls[String(it.itemId)];
+      if (el && el.getAttribute('data-quantity') !== String(q)) {
+        el.setAttribute('data-quantity', String(q));
+        setText(el, q === 1 ? t('1 unit in this sale') : t('{n} units in this sale', { n: q }));
+      }
+    }
+  });
+}
+
+// retime writes a moved start or end into the page's <time> of that name.
+function retime(section, testid, rfc3339) {
+  allByTestId(testid, section).forEach(function (el) {
+    var ms = parseTime(rfc3339);
+    if (!isNaN(ms) && parseTime(el.getAttribute('datetime')) !== ms) {
+      el.setAttribute('datetime', rfc3339);
+      setText(el, formatDate(ms));
+    }
+  });
+}
+
 // readStock takes in a stock snapshot, less this page's purchases it may not count yet.
 function readStock(S, data) {
+  readState(S, data);
   var asOf = parseTime(data.asOf);
   var recent = Date.now() - 10000;
   S.ownBuys = S.ownBuys.filter(function (b) {
@@ -155,9 +225,13 @@ function itemsApi(S) {
         S.poller.stop();
       }
     },
+    // refused: a purchase of the item came back SOLD_OUT (this shopper lost the race): the item
+    // is shown sold out, and its note says so beside it.
     refused: function (itemId) {
       S.refusedAt[itemId] = typeof S.stock[itemId] === 'number' ? S.stock[itemId] : 0;
+      S.lost[itemId] = true;
       renderStock(S);
+      S.page.render();
     },
     // bought counts a unit the shop reserved for this page at once, not a second later.
     bought: function (itemId, at) {
@@ -182,6 +256,9 @@ export function initItems(page) {
     stockEls: allByTestId('stock', page.section),
     itemNotes: allByTestId('item-note', page.section),
     stock: {},
+    // lost[itemId]: a purchase of the item by this page came back SOLD_OUT.
+    lost: {},
+    quantityEls: {},
     // refusedAt[itemId] is the displayed stock when a purchase came back SOLD_OUT: the item
     // stays sold out until the displayed stock reaches 0 or rises above that figure.
     refusedAt: {},
@@ -194,6 +271,12 @@ export function initItems(page) {
     stockFailing: false,
     poller: null
   };
+  allByTestId('item', page.section).forEach(function (li) {
+    var q = li.querySelector('[data-testid="quantity"]');
+    if (q) {
+      S.quantityEls[li.getAttribute('data-item-id')] = q;
+    }
+  });
   S.poller = makePoller(function () {
     return pollStock(S);
   }, 1000);

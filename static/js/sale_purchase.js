@@ -98,9 +98,15 @@ function handleBuyError(P, r, itemId) {
     return;
   }
   if (r.code === 'PAUSED') {
-    // The merchant paused the sale: nothing was reserved; Buy waits as long as the shop asks.
-    say(t('The sale is paused by the merchant for a moment: nothing was reserved. Try again when it resumes.'), 'notice');
-    hold(P, r.retryAfter === null ? 1 : r.retryAfter);
+    // The merchant paused the sale: nothing was reserved. Buy stays dark, with one sentence,
+    // until the stock poll says the sale resumed.
+    P.page.setPaused(true, true);
+    return;
+  }
+  if (r.code === 'SOLD_OUT') {
+    // Lost the race for the last unit: said beside the item tapped (its note), not far away.
+    say('', 'info');
+    refused(P, r, itemId);
     return;
   }
   say(errorText(r), 'error');
@@ -124,6 +130,8 @@ function ready(P) {
     page.say(t('You are offline: nothing was sent. Buy once the connection is back.'), 'error');
     return '';
   }
+  // What Buy answers before anything is sent shows beside the item tapped too.
+  page.anchor(P.tapped);
   if (!loggedIn()) {
     page.say(t('Please log in first.'), 'error');
     var user = byTestId('username', page.section);
@@ -214,6 +222,7 @@ async function buy(P, itemId) {
   if (P.inFlight) {
     return;
   }
+  P.tapped = itemId;
   var answer = ready(P);
   if (!answer) {
     return;
@@ -221,6 +230,7 @@ async function buy(P, itemId) {
   var page = P.page;
   P.inFlight = true;
   P.buyingItem = itemId;
+  page.anchor(itemId);
   page.orders.forgetLost(); // a new attempt: its own answer tells
   page.render();
   page.say(t('Reserving your unit\u2026'), 'info');

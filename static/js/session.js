@@ -310,18 +310,33 @@ export function initSession(area, say) {
     regRefresh: byTestId('register-captcha-refresh', area),
     regButton: byTestId('register-button', area),
     note: byTestId('login-note', area),
+    // the page's message area, where a sentence said by the form fades (S.say)
+    pageArea: document.querySelector('[data-testid="message"]'),
+    fade: null,
     captchaId: '',
     lastAction: 'login',
     busy: false
   };
-  // Errors of the form also show in the form itself: on a phone the page's message area is
-  // below the items, out of sight.
+  // What the form answers shows in the form itself, once: on a phone the page's message area is
+  // below the items, out of sight. Only what outlives the form (signed in, logged out) goes to
+  // the page's message area, and goes away after a few seconds.
   S.say = function (text, kind) {
-    say(text, kind);
-    if (S.note) {
-      setText(S.note, kind === 'error' ? text : '');
-      show(S.note, kind === 'error' && !!text);
+    if (S.note && kind !== 'ok' && currentUser() === null) {
+      setText(S.note, text || '');
+      S.note.setAttribute('data-kind', kind || 'info');
+      show(S.note, !!text);
+      return;
     }
+    say(text, kind);
+    window.clearTimeout(S.fade);
+    if (kind === 'error') {
+      return;
+    }
+    S.fade = window.setTimeout(function () {
+      if (S.pageArea && S.pageArea.textContent === text) {
+        say('', 'info');
+      }
+    }, 6000);
   };
   bindRegisterCaptcha(S);
   if (S.form) {
