@@ -37,7 +37,17 @@ func origin(c *gin.Context) string {
 // Checkout handles "POST /api/flash-sales/orders/:orderId/checkout": the provider's page for the
 // caller's PENDING order (one per order, whatever the number of clicks).
 func (a *API) Checkout(c *gin.Context) {
-	url, err := a.Payments.Checkout(c.Request.Context(), caller(c).UserID, c.Param("orderId"), origin(c))
+	// The shopper's order as they see it: a QUEUED one (not recorded yet) is not payable yet,
+	// another's or a made-up id is not found.
+	v, err := a.Shop.Order(c.Request.Context(), caller(c).UserID, c.Param("orderId"))
+	if err == nil && v.Status == shop.StatusQueued {
+		err = shop.PaidAnswer(shop.StatusQueued)
+	}
+	if err != nil {
+		Error(c, a.Log, err)
+		return
+	}
+	url, err := a.Payments.Checkout(c.Request.Context(), caller(c).UserID, v.OrderID, origin(c))
 	if err != nil {
 		Error(c, a.Log, err)
 		return

@@ -1,5 +1,10 @@
 -- +goose Up
--- Payments (issue 20). An order's payment: none, awaiting (a checkout is open), paid, or refunded
+-- Payments (issue 20). An order keeps the price it was bought at (the item's price may be edited
+-- during the sale; the shopper pays what they were shown), set by the writer's insert; older
+-- orders read the item's.
+ALTER TABLE orders ADD COLUMN unit_price_cents BIGINT CHECK (unit_price_cents >= 0);
+UPDATE orders o SET unit_price_cents = (SELECT price_cents FROM items i WHERE i.id = o.item_id);
+-- An order's payment: none, awaiting (a checkout is open), paid, or refunded
 -- (money that arrived for an order that was no longer PENDING: it goes back, refund_id is set once
 -- the provider accepted the refund). The provider's event ids are kept so each is applied once, and
 -- each order has at most one hosted checkout.
@@ -12,7 +17,7 @@ ALTER TABLE orders
     ADD COLUMN refunded_at      TIMESTAMPTZ;
 -- Orders paid before payments were recorded were paid through the simulated provider.
 UPDATE orders o SET payment_status = 'paid', payment_provider = 'simulated', payment_id = 'sim_pi_' || o.id::text,
-    paid_cents = (SELECT price_cents FROM items i WHERE i.id = o.item_id)
+    paid_cents = unit_price_cents
     WHERE status = 'PAID';
 -- A paid order is PAID; a refunded one is not (the refund is the shop giving back a payment it
 -- could not honour).
@@ -23,6 +28,7 @@ CREATE INDEX orders_refund_due ON orders (id) WHERE payment_status = 'refunded' 
 
 CREATE TABLE checkouts (
     order_id   UUID        PRIMARY KEY REFERENCES orders (id),
+    attempt    INT         NOT NULL DEFAULT 0, -- a checkout closed unpaid while the order is PENDING is opened anew
     provider   TEXT        NOT NULL,
     session_id TEXT        NOT NULL,
     url        TEXT        NOT NULL,

@@ -114,6 +114,8 @@ type Order struct {
 	PaidAt     *time.Time
 	Failure    *string
 
+	UnitPriceCents *int64 // the item's price when the order was written (older orders: none)
+
 	PaymentStatus string  // none, awaiting, paid, refunded (PaymentNone …)
 	PaymentID     *string // the provider's payment, once one arrived
 	PaidCents     *int64  // what that payment took

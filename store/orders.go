@@ -132,7 +132,7 @@ func (d *DB) shardsOfOrders(ctx context.Context, orders []NewOrder) (ids, shards
 const insertOrdersSQL = `WITH lk AS (
 			SELECT id FROM items WHERE id = ANY(?::bigint[]) ORDER BY id FOR UPDATE
 		), u AS (
-			SELECT u.id, u.item_id, i.sale_id, u.user_id, u.reserved_at, u.seq,
+			SELECT u.id, u.item_id, i.sale_id, u.user_id, u.reserved_at, u.seq, i.price_cents,
 			       coalesce(s.purchase_limit = 'per-sale', false) AS per_sale,
 			       now() + make_interval(secs => s.payment_window_seconds) AS pay_by
 			FROM unnest(?::uuid[], ?::bigint[], ?::bigint[], ?::timestamptz[], ?::bigint[])
@@ -141,8 +141,8 @@ const insertOrdersSQL = `WITH lk AS (
 			LEFT JOIN sales s ON s.id = i.sale_id
 			WHERE (SELECT count(*) FROM lk) >= 0
 		), ins AS (
-			INSERT INTO orders (id, item_id, sale_id, user_id, status, reserved_at, pay_by, seq, per_sale)
-			SELECT id, item_id, sale_id, user_id, 'PENDING', reserved_at, pay_by, seq, per_sale FROM u
+			INSERT INTO orders (id, item_id, sale_id, user_id, status, reserved_at, pay_by, seq, per_sale, unit_price_cents)
+			SELECT id, item_id, sale_id, user_id, 'PENDING', reserved_at, pay_by, seq, per_sale, price_cents FROM u
 			ON CONFLICT DO NOTHING
 			RETURNING id, item_id, seq
 		), per_item AS (

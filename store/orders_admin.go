@@ -78,7 +78,7 @@ func (d *DB) EachOrderOfSale(ctx context.Context, saleID int64, chunk int, fn fu
 	}
 	var after *OrderCursor
 	for {
-		q := `SELECT o.*, i.name AS item_name, i.price_cents, s.currency, COALESCE(u.username, '') AS username
+		q := `SELECT o.*, i.name AS item_name, coalesce(o.unit_price_cents, i.price_cents) AS price_cents, s.currency, COALESCE(u.username, '') AS username
 			FROM orders o JOIN items i ON i.id = o.item_id JOIN sales s ON s.id = o.sale_id
 			LEFT JOIN users u ON u.id = o.user_id
 			WHERE o.sale_id = ?`

@@ -32,7 +32,7 @@ type OrderDetail struct {
 	SaleName   string
 }
 
-const orderDetailSelect = `SELECT o.*, i.name AS item_name, i.price_cents, s.currency, s.name AS sale_name
+const orderDetailSelect = `SELECT o.*, i.name AS item_name, coalesce(o.unit_price_cents, i.price_cents) AS price_cents, s.currency, s.name AS sale_name
 	FROM orders o JOIN items i ON i.id = o.item_id JOIN sales s ON s.id = o.sale_id`
 
 // OrderDetailByID loads one order with its item and sale.
@@ -102,7 +102,7 @@ func (d *DB) PayOrder(ctx context.Context, id string, userID int64) (bool, error
 	err := d.g.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		res := tx.Exec(`UPDATE orders SET status = 'PAID', paid_at = now(), payment_status = 'paid',
 				payment_provider = 'simulated', payment_id = 'sim_pi_' || id::text,
-				paid_cents = (SELECT price_cents FROM items i WHERE i.id = orders.item_id)
+				paid_cents = coalesce(unit_price_cents, (SELECT price_cents FROM items i WHERE i.id = orders.item_id))
 			WHERE id = ?::uuid AND user_id = ? AND status = 'PENDING' AND pay_by > now()`, id, userID)
 		if res.Error != nil {
 			return res.Error

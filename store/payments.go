@@ -17,6 +17,7 @@ type Checkout struct {
 	URL       string
 	State     string // open, expired, complete
 	ExpiresAt time.Time
+	Attempt   int // 0, then one more for each checkout that closed unpaid while the order stayed PENDING
 }
 
 // The states of a checkout.
@@ -29,7 +30,7 @@ const (
 // CheckoutOf returns the order's checkout; ErrNotFound if it has none.
 func (d *DB) CheckoutOf(ctx context.Context, orderID string) (Checkout, error) {
 	var c Checkout
-	err := d.g.WithContext(ctx).Raw(`SELECT order_id::text AS order_id, provider, session_id, url, state, expires_at
+	err := d.g.WithContext(ctx).Raw(`SELECT order_id::text AS order_id, provider, session_id, url, state, expires_at, attempt
 		FROM checkouts WHERE order_id = ?::uuid`, orderID).Scan(&c).Error
 	if err != nil {
 		return Checkout{}, fmt.Errorf("checkout of %s: %w", orderID, err)
@@ -41,13 +42,17 @@ func (d *DB) CheckoutOf(ctx context.Context, orderID string) (Checkout, error) {
 }
 
 // RecordCheckout keeps the order's checkout unless it has one already (two instances opening one
-// at once: the provider's idempotency gave both the same session), marks the order's payment as
-// awaiting while it is PENDING, and returns the checkout the order holds.
+// at once: the provider's idempotency gave both the same session) that is open or paid: one that
+// closed unpaid is replaced by a later attempt. It marks the order's payment as awaiting while it
+// is PENDING, and returns the checkout the order holds.
 func (d *DB) RecordCheckout(ctx context.Context, c Checkout) (Checkout, error) {
 	err := d.g.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		if err := tx.Exec(`INSERT INTO checkouts (order_id, provider, session_id, url, expires_at)
-			VALUES (?::uuid, ?, ?, ?, ?) ON CONFLICT (order_id) DO NOTHING`,
-			c.OrderID, c.Provider, c.SessionID, c.URL, c.ExpiresAt).Error; err != nil {
+		if err := tx.Exec(`INSERT INTO checkouts (order_id, provider, session_id, url, expires_at, attempt)
+			VALUES (?::uuid, ?, ?, ?, ?, ?) ON CONFLICT (order_id) DO UPDATE
+			SET provider = excluded.provider, session_id = excluded.session_id, url = excluded.url, expires_at = excluded.expires_at,
+				attempt = excluded.attempt, state = 'open', created_at = now(), closed_at = NULL
+			WHERE checkouts.state = 'expired' AND checkouts.attempt < excluded.attempt`,
+			c.OrderID, c.Provider, c.SessionID, c.URL, c.ExpiresAt, c.Attempt).Error; err != nil {
 			return err
 		}
 		return tx.Exec(`UPDATE orders SET payment_status = 'awaiting'

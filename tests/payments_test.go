@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -250,5 +251,70 @@ func TestPaymentRacesExpiry(t *testing.T) {
 		t.Errorf("sold %d, want the %d paid orders", sold, paid)
 	}
 	t.Logf("%d paid, %d expired and refunded", paid, refunded)
+	h.checkInvariants(s)
+}
+
+// TestCheckoutRefusals: what cannot be paid says why, and nothing is opened: a made-up id and
+// another shopper's order are not found, a QUEUED order is not payable yet; the webhook of a
+// deployment without Stripe is not found. A checkout the provider closed unpaid while the order is
+// still PENDING (an asynchronous payment that failed) is opened anew. The order keeps the price it
+// was bought at when the merchant edits the item's.
+func TestCheckoutRefusals(t *testing.T) {
+	h := newHarness(t, harnessOpts{noWriter: true})
+	s := h.liveSale(5)
+	alice := h.token(1, auth.RoleShopper)
+	for _, id := range []string{"nope", "00000000-0000-0000-0000-000000000000", "%00"} {
+		if r := h.do("POST", "/api/flash-sales/orders/"+id+"/checkout", alice, nil); r.Status != http.StatusNotFound || r.str("error") != "NOT_FOUND" {
+			t.Errorf("checkout of %q: %d %s, want 404 NOT_FOUND", id, r.Status, r.Raw)
+		}
+	}
+	r := h.buy(alice, s.items[0], h.purchaseToken(alice, s.sale))
+	queued := r.str("orderId")
+	if c := h.do("POST", "/api/flash-sales/orders/"+queued+"/checkout", alice, nil); c.Status != http.StatusConflict || c.str("error") != "NOT_PAYABLE" {
+		t.Errorf("checkout of a QUEUED order: %d %s, want 409 NOT_PAYABLE", c.Status, c.Raw)
+	}
+	if w := h.do("POST", "/api/payments/stripe/webhook", "", map[string]any{"id": "evt_1"}, "Stripe-Signature", "t=1,v1=00"); w.Status != http.StatusNotFound {
+		t.Errorf("a Stripe webhook with the simulated provider: %d %s, want 404", w.Status, w.Raw)
+	}
+
+	// Recorded: the merchant raises the price; the order keeps what it was bought at.
+	h.app.Start(context.Background(), true, false)
+	testenv.Eventually(t, 15*time.Second, "the order recorded", func() error {
+		if o := h.do("GET", "/api/flash-sales/orders/"+queued, alice, nil); o.str("status") != "PENDING" {
+			return fmt.Errorf("%s", o.Raw)
+		}
+		return nil
+	})
+	if e := h.do("PATCH", fmt.Sprintf("/api/admin/sales/%d", s.sale), h.token(9000, auth.RoleMerchant),
+		map[string]any{"items": []map[string]any{{"itemId": strconv.FormatInt(s.items[0], 10), "priceCents": 2500}}}); e.Status != http.StatusOK {
+		t.Fatalf("edit the price: %d %s", e.Status, e.Raw)
+	}
+	if o := h.do("GET", "/api/flash-sales/orders/"+queued, alice, nil); o.Body["priceCents"] != float64(1000) {
+		t.Errorf("after the price went up: %s, want the order's priceCents 1000", o.Raw)
+	}
+	c := h.do("POST", "/api/flash-sales/orders/"+queued+"/checkout", alice, nil)
+	page := h.do("GET", c.str("checkoutUrl"), "", nil)
+	if !strings.Contains(page.Raw, "¥10.00") || strings.Contains(page.Raw, "¥25.00") {
+		t.Errorf("the provider's page does not ask the order's price ¥10.00")
+	}
+	// The provider closes the checkout unpaid: Pay opens a new one.
+	if err := h.app.Payments.Apply(context.Background(), payments.Event{ID: "evt_async_failed", Kind: payments.EventExpired, OrderID: queued}); err != nil {
+		t.Fatal(err)
+	}
+	if o := h.do("GET", "/api/flash-sales/orders/"+queued, alice, nil); o.str("paymentStatus") != "none" {
+		t.Errorf("after the checkout closed unpaid: %s, want paymentStatus none", o.Raw)
+	}
+	if again := h.do("POST", "/api/flash-sales/orders/"+queued+"/checkout", alice, nil); again.Status != http.StatusOK {
+		t.Fatalf("checkout after the first closed unpaid: %d %s, want 200", again.Status, again.Raw)
+	}
+	if st := h.sqlStr(`SELECT state || ' ' || attempt FROM checkouts WHERE order_id = ?`, queued); st != "open 1" {
+		t.Errorf("the checkout after one closed unpaid: %q, want open 1", st)
+	}
+	if paid := h.do("POST", "/api/payments/simulated/"+strings.TrimPrefix(c.str("checkoutUrl"), "/pay/simulated/")+"/pay", "", nil); paid.Status != http.StatusOK {
+		t.Fatalf("pay: %d %s", paid.Status, paid.Raw)
+	}
+	if got := h.sqlInt(`SELECT paid_cents FROM orders WHERE id = ?`, queued); got != 1000 {
+		t.Errorf("paid %d cents, want the order's 1000", got)
+	}
 	h.checkInvariants(s)
 }

@@ -3,6 +3,7 @@ package payments
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/flashsale/flashsale/store"
@@ -10,6 +11,52 @@ import (
 
 // keeperBatch is how many checkouts and refunds one pass handles of each.
 const keeperBatch = 100
+
+// maxRetryWait is the longest a provider call that keeps failing waits before it is tried again
+// (a refusal that will not change, such as a wrong key, is asked again this often, not every pass).
+const maxRetryWait = 5 * time.Minute
+
+// backoff spaces out the calls of one order that keep failing: after the n-th failure the next
+// try waits the pass interval times 2^n, up to maxRetryWait.
+type backoff struct {
+	mu   sync.Mutex
+	next map[string]retryAt
+}
+
+type retryAt struct {
+	at    time.Time
+	fails int
+}
+
+func (b *backoff) due(key string, now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	r, ok := b.next[key]
+	return !ok || !now.Before(r.at)
+}
+
+func (b *backoff) failed(key string, now time.Time, base time.Duration) time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.next == nil {
+		b.next = map[string]retryAt{}
+	}
+	r := b.next[key]
+	r.fails++
+	wait := base << min(r.fails, 16)
+	if wait > maxRetryWait || wait <= 0 {
+		wait = maxRetryWait
+	}
+	r.at = now.Add(wait)
+	b.next[key] = r
+	return wait
+}
+
+func (b *backoff) done(key string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.next, key)
+}
 
 // Run closes, until ctx ends, the checkouts of orders that can no longer be paid and makes the
 // refunds that are due: every Interval, and at once when kicked. A provider that does not answer
@@ -45,6 +92,10 @@ func (p *Payments) expireCheckouts(ctx context.Context) int {
 		if c.Provider != p.provider.Name() {
 			continue // opened with another provider (the deployment changed provider): left for the operator
 		}
+		key := "expire " + c.OrderID
+		if !p.retries.due(key, p.now()) {
+			continue
+		}
 		state := store.CheckoutExpired
 		err := p.provider.ExpireSession(ctx, c.SessionID)
 		if errors.Is(err, ErrSessionComplete) {
@@ -53,9 +104,11 @@ func (p *Payments) expireCheckouts(ctx context.Context) int {
 		}
 		if err != nil {
 			p.metrics.Payments.WithLabelValues("provider_error").Inc()
-			p.log.Warn("payments: expiring a checkout failed; retrying at the next pass", "order", c.OrderID, "session", c.SessionID, "err", err)
+			wait := p.retries.failed(key, p.now(), p.cfg.Interval)
+			p.log.Warn("payments: expiring a checkout failed; it is tried again", "order", c.OrderID, "session", c.SessionID, "in", wait, "err", err)
 			continue
 		}
+		p.retries.done(key)
 		if err := p.db.CloseCheckout(ctx, c.OrderID, state); err != nil {
 			p.log.Warn("payments: recording a closed checkout failed", "order", c.OrderID, "err", err)
 			continue
@@ -77,12 +130,18 @@ func (p *Payments) refund(ctx context.Context) int {
 		if r.Provider != p.provider.Name() {
 			continue
 		}
+		key := "refund " + r.OrderID
+		if !p.retries.due(key, p.now()) {
+			continue
+		}
 		id, err := p.provider.Refund(ctx, RefundRequest{OrderID: r.OrderID, PaymentID: r.PaymentID})
 		if err != nil {
 			p.metrics.Payments.WithLabelValues("provider_error").Inc()
-			p.log.Warn("payments: a refund failed; retrying at the next pass", "order", r.OrderID, "payment", r.PaymentID, "err", err)
+			wait := p.retries.failed(key, p.now(), p.cfg.Interval)
+			p.log.Warn("payments: a refund failed; it is tried again", "order", r.OrderID, "payment", r.PaymentID, "in", wait, "err", err)
 			continue
 		}
+		p.retries.done(key)
 		if err := p.db.RecordRefund(ctx, r.OrderID, id); err != nil {
 			p.log.Warn("payments: recording a refund failed", "order", r.OrderID, "refund", id, "err", err)
 			continue

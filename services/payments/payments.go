@@ -54,6 +54,7 @@ type Payments struct {
 	log      *slog.Logger
 	now      func() time.Time
 	kick     chan struct{} // wakes the keeper: a refund became due
+	retries  backoff       // provider calls that keep failing, spaced out
 }
 
 // New returns the payments service.
@@ -91,6 +92,9 @@ func (p *Payments) DirectPay() error {
 // send the browser. origin is the request's own scheme and host, used when no PublicURL is set.
 // One order has one checkout: a second click, on any instance, answers the same.
 func (p *Payments) Checkout(ctx context.Context, userID int64, orderID, origin string) (string, error) {
+	if !isUUID(orderID) {
+		return "", shop.Errorf(shop.CodeNotFound, "no order %q", orderID)
+	}
 	o, err := p.db.OrderDetailByID(ctx, orderID)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && o.UserID != userID) {
 		return "", shop.Errorf(shop.CodeNotFound, "no order %q", orderID)
@@ -105,20 +109,32 @@ func (p *Payments) Checkout(ctx context.Context, userID int64, orderID, origin s
 		return "", shop.PaidAnswer(o.Status)
 	}
 	if !p.now().Before(o.PayBy) {
-		// Its window has closed: expire it now, so the answer and the state agree.
+		// Its window has closed by this instance's clock: expire it now (by Postgres's, the
+		// expiry's own), so the answer and the state agree.
 		rets, err := p.db.ExpireOrder(ctx, o.Order)
 		if err != nil {
 			return "", shop.Unavailable(err)
 		}
-		p.returns.Apply(ctx, rets)
-		return "", shop.PaidAnswer(shop.StatusExpired)
-	}
-	if c, err := p.db.CheckoutOf(ctx, o.ID); err == nil {
-		if c.State != store.CheckoutOpen {
-			return "", shop.Errorf(shop.CodeNotPayable, "this order's checkout has %s", map[string]string{
-				store.CheckoutExpired: "expired", store.CheckoutComplete: "been completed; its payment is being confirmed"}[c.State])
+		if len(rets) > 0 {
+			p.returns.Apply(ctx, rets)
+			return "", shop.PaidAnswer(shop.StatusExpired)
 		}
-		return c.URL, nil
+		if o, err = p.db.OrderDetailByID(ctx, orderID); err != nil {
+			return "", shop.Unavailable(err)
+		}
+		if o.Status != shop.StatusPending { // ended meanwhile, by another instance
+			return "", shop.PaidAnswer(o.Status)
+		}
+	}
+	attempt := 0
+	if c, err := p.db.CheckoutOf(ctx, o.ID); err == nil {
+		switch c.State {
+		case store.CheckoutOpen:
+			return c.URL, nil
+		case store.CheckoutComplete:
+			return "", shop.Errorf(shop.CodeNotPayable, "this order's checkout was completed; its payment is being confirmed")
+		}
+		attempt = c.Attempt + 1 // closed unpaid (an asynchronous payment failed, the provider expired it): a new one
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return "", shop.Unavailable(err)
 	}
@@ -128,14 +144,14 @@ func (p *Payments) Checkout(ctx context.Context, userID int64, orderID, origin s
 	}
 	back := base + "/orders/" + o.ID
 	s, err := p.provider.Checkout(ctx, CheckoutRequest{OrderID: o.ID, ItemName: o.ItemName, AmountCents: o.PriceCents,
-		Currency: o.Currency, SuccessURL: back + "?payment=done", CancelURL: back + "?payment=cancelled", ExpiresAt: o.PayBy})
+		Currency: o.Currency, SuccessURL: back + "?payment=done", CancelURL: back + "?payment=cancelled", ExpiresAt: o.PayBy, Attempt: attempt})
 	if err != nil {
 		p.metrics.Payments.WithLabelValues("provider_error").Inc()
 		p.log.Warn("payments: opening a checkout failed", "order", o.ID, "provider", p.provider.Name(), "err", err)
 		return "", shop.Unavailable(fmt.Errorf("the payment provider did not answer: %w", err))
 	}
 	c, err := p.db.RecordCheckout(ctx, store.Checkout{OrderID: o.ID, Provider: p.provider.Name(), SessionID: s.ID, URL: s.URL,
-		ExpiresAt: o.PayBy})
+		ExpiresAt: o.PayBy, Attempt: attempt})
 	if err != nil {
 		return "", shop.Unavailable(err)
 	}
@@ -147,11 +163,14 @@ func (p *Payments) Checkout(ctx context.Context, userID int64, orderID, origin s
 // answers BAD_SIGNATURE; an event flashsale does not act on is acknowledged and changes nothing.
 func (p *Payments) Webhook(ctx context.Context, payload []byte, signature string) error {
 	e, err := p.webhooks.ParseEvent(payload, signature)
-	if errors.Is(err, ErrBadSignature) {
+	var se *shop.Error
+	switch {
+	case errors.Is(err, ErrBadSignature):
 		p.metrics.Payments.WithLabelValues("bad_signature").Inc()
 		return shop.Errorf(shop.CodeBadSignature, "the webhook's signature does not verify")
-	}
-	if err != nil {
+	case errors.As(err, &se):
+		return err // no webhooks taken here: NOT_FOUND
+	case err != nil:
 		return shop.Errorf(shop.CodeInvalidInput, "the webhook cannot be read: %v", err)
 	}
 	return p.Apply(ctx, e)

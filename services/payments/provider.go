@@ -30,6 +30,7 @@ type CheckoutRequest struct {
 	SuccessURL  string // where the provider sends the browser after paying (the order page)
 	CancelURL   string // where it sends the browser on giving up (the order page)
 	ExpiresAt   time.Time
+	Attempt     int // 0, then one more for each checkout of the order that closed unpaid
 }
 
 // Session is an open hosted checkout.

@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -163,10 +164,16 @@ func (p *Provider) Checkout(ctx context.Context, r payments.CheckoutRequest) (pa
 		},
 	}
 	params.AddMetadata("order_id", r.OrderID)
+	expiry := "default"
 	if at, ok := sessionExpiry(r.ExpiresAt, p.now()); ok {
 		params.ExpiresAt = stripe.Int64(at.Unix())
+		expiry = strconv.FormatInt(at.Unix(), 10)
 	}
-	params.SetIdempotencyKey(checkoutKeyPrefix + r.OrderID)
+	// The key names what it sends that can change: the attempt (a checkout reopened after one closed
+	// unpaid) and the expiry (pushed differently once the order's window has less than 31 minutes
+	// left), so a retry never sends other parameters under the same key (Stripe's 400
+	// idempotency_error); two clicks at once send the same.
+	params.SetIdempotencyKey(checkoutKeyPrefix + r.OrderID + "-" + strconv.Itoa(r.Attempt) + "-" + expiry)
 	s, err := p.client.V1CheckoutSessions.Create(ctx, params)
 	if err != nil {
 		return payments.Session{}, classify("checkout", err)
