@@ -360,6 +360,7 @@ const ZH = {
   'The shop sent an answer this page does not understand; check your order before trying again.': '无法识别商城的回复。再次尝试前，请先查看你的订单。',
   // order.js
   'Checking…': '查询中…',
+  'checking…': '查询中…',
   'Paying…': '支付中…',
   'Pay now · {price}': '立即支付 · {price}',
   'Pay now': '立即支付',
