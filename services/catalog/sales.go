@@ -342,25 +342,7 @@ const SalesPage = 50
 // Upcoming lists the live and upcoming sales by start time, a page after cursor ("" for the
 // first); next is "" on the last page.
 func (s *Sales) Upcoming(ctx context.Context, cursor string) ([]shop.Sale, string, error) {
-	after, err := shop.CursorFrom(cursor, store.DecodeSaleCursor)
-	if err != nil {
-		return nil, "", err
-	}
-	// Every request of this instance shares one read of a page a second (keyed by the cursor).
-	l, err := s.listings.Get(ctx, cursor, func(ctx context.Context) (listing, error) {
-		out, next, err := s.db.SalesEndingAfter(ctx, s.now(), after, SalesPage)
-		if err != nil {
-			return listing{}, err
-		}
-		if next == nil {
-			return listing{sales: out}, nil
-		}
-		return listing{sales: out, next: next.Encode()}, nil
-	})
-	if err != nil {
-		return nil, "", shop.Unavailable(err)
-	}
-	return l.sales, l.next, nil
+	return s.listPage(ctx, "", cursor, SalesPage, s.db.SalesEndingAfter)
 }
 
 // EndedPage is how many ended sales one page of their listing holds.
@@ -369,13 +351,19 @@ const EndedPage = 20
 // Ended lists the sales that have ended, the latest end first, a page after cursor ("" for the
 // first); next is "" on the last page. The home page folds them behind a link.
 func (s *Sales) Ended(ctx context.Context, cursor string) ([]shop.Sale, string, error) {
+	return s.listPage(ctx, "ended:", cursor, EndedPage, s.db.SalesEndedBy)
+}
+
+// listPage reads one page of a listing of sales (read, from now, after cursor): every request of
+// this instance shares one read of a page a second, keyed by the listing and the cursor.
+func (s *Sales) listPage(ctx context.Context, listingKey, cursor string, size int,
+	read func(ctx context.Context, t time.Time, after *store.SaleCursor, limit int) ([]shop.Sale, *store.SaleCursor, error)) ([]shop.Sale, string, error) {
 	after, err := shop.CursorFrom(cursor, store.DecodeSaleCursor)
 	if err != nil {
 		return nil, "", err
 	}
-	// Shared as the current listing is (a read a second per page), under keys of their own.
-	l, err := s.listings.Get(ctx, "ended:"+cursor, func(ctx context.Context) (listing, error) {
-		out, next, err := s.db.SalesEndedBy(ctx, s.now(), after, EndedPage)
+	l, err := s.listings.Get(ctx, listingKey+cursor, func(ctx context.Context) (listing, error) {
+		out, next, err := read(ctx, s.now(), after, size)
 		if err != nil {
 			return listing{}, err
 		}
