@@ -24,7 +24,7 @@ function when(v) {
 function paymentCell(O, o) {
   var currency = O.sale ? O.sale.currency : 'CNY';
   var amount = typeof o.paidCents === 'number' ? formatMoney(o.paidCents, currency) : '';
-  var text = '\u2014';
+  var text = '\u2013'; // as the page writes a time it does not have
   var state = 'none';
   switch (o.paymentStatus) {
     case 'paid':
