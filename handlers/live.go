@@ -40,6 +40,24 @@ type liveItemJSON struct {
 	Real      int64   `json:"real"`
 	SoldOut   bool    `json:"soldOut"`
 	LoadedAt  *string `json:"loadedAt"`
+	// the item's money, in minor units of the sale's currency (money.currency)
+	PaidCents       int64 `json:"paidCents"`
+	AwaitingPayment int64 `json:"awaitingPayment"`
+	AwaitingCents   int64 `json:"awaitingCents"`
+	Refunds         int64 `json:"refunds"`
+	RefundedCents   int64 `json:"refundedCents"`
+}
+
+// liveMoneyJSON is the sale's money: paid, awaiting the provider's confirmation, refunded (payments
+// that came after their order had expired or been cancelled), in minor units of currency.
+type liveMoneyJSON struct {
+	Currency        string `json:"currency"`
+	PaidCents       int64  `json:"paidCents"`
+	AwaitingPayment int64  `json:"awaitingPayment"`
+	AwaitingCents   int64  `json:"awaitingCents"`
+	Refunds         int64  `json:"refunds"`
+	RefundedCents   int64  `json:"refundedCents"`
+	RefundsPending  int64  `json:"refundsPending"`
 }
 
 type liveCheckJSON struct {
@@ -85,6 +103,7 @@ type liveWriterJSON struct {
 type liveJSON struct {
 	Sale           liveSaleJSON           `json:"sale"`
 	Items          []liveItemJSON         `json:"items"`
+	Money          liveMoneyJSON          `json:"money"`
 	Reconciliation liveReconciliationJSON `json:"reconciliation"`
 	Funnel         liveFunnelJSON         `json:"funnel"`
 	Series         []livePointJSON        `json:"series"`
@@ -113,6 +132,9 @@ func (a *API) AdminLive(c *gin.Context) {
 		Sale: liveSaleJSON{SaleID: idString(v.Sale.ID), Name: v.Sale.Name, Status: v.Sale.Status, StartsAt: rfc3339(v.Sale.StartsAt),
 			EndsAt: rfc3339(v.Sale.EndsAt), Paused: v.Sale.Paused, LoadedAt: optTimeNano(v.Sale.LoadedAt)},
 		Items: make([]liveItemJSON, len(v.Items)),
+		Money: liveMoneyJSON{Currency: v.Money.Currency, PaidCents: v.Money.PaidCents, AwaitingPayment: v.Money.Awaiting,
+			AwaitingCents: v.Money.AwaitingCents, Refunds: v.Money.Refunds, RefundedCents: v.Money.RefundedCents,
+			RefundsPending: v.Money.RefundsPending},
 		Reconciliation: liveReconciliationJSON{State: v.Reconciliation.State, AsOf: v.Reconciliation.AsOf.UTC().Format(time.RFC3339Nano),
 			Loaded: v.Reconciliation.Loaded, Lost: v.Reconciliation.Lost, RedisCounter: v.Reconciliation.RedisCounter,
 			PostgresMaxSeq: v.Reconciliation.PostgresMaxSeq, Checks: make([]liveCheckJSON, len(v.Reconciliation.Checks)),
@@ -127,6 +149,9 @@ func (a *API) AdminLive(c *gin.Context) {
 		out.Items[i] = liveItemJSON{ItemID: idString(it.ItemID), Name: it.Name, Quantity: it.Quantity, Displayed: it.Displayed,
 			Frozen: it.Frozen, InFlight: it.InFlight, Pending: it.Pending, Paid: it.Paid, Expired: it.Expired,
 			Cancelled: it.Cancelled, Real: it.Real, SoldOut: it.SoldOut, LoadedAt: optTimeNano(it.LoadedAt)}
+		m := v.Money.Items[it.ItemID]
+		out.Items[i].PaidCents, out.Items[i].AwaitingPayment, out.Items[i].AwaitingCents = m.PaidCents, m.Awaiting, m.AwaitingCents
+		out.Items[i].Refunds, out.Items[i].RefundedCents = m.Refunds, m.RefundedCents
 	}
 	for i, ch := range v.Reconciliation.Checks {
 		out.Reconciliation.Checks[i] = liveCheckJSON{Name: ch.Name, OK: ch.OK, Detail: ch.Detail}

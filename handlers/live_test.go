@@ -50,6 +50,9 @@ func TestAdminLiveJSON(t *testing.T) {
 			{ItemID: 11, Name: "a", Quantity: 10, Displayed: 6, Frozen: 3, InFlight: 1, Pending: 2, Paid: 1, Real: 9, LoadedAt: &loaded},
 			{ItemID: 12, Name: "b", Quantity: 5, Displayed: -1, Real: 5},
 		},
+		Money: catalog.LiveSaleMoney{Currency: "EUR", LiveMoney: catalog.LiveMoney{PaidCents: 1500, Awaiting: 2, AwaitingCents: 3000,
+			Refunds: 1, RefundedCents: 1500, RefundsPending: 1},
+			Items: map[int64]catalog.LiveMoney{11: {PaidCents: 1500, Awaiting: 2, AwaitingCents: 3000, Refunds: 1, RefundedCents: 1500, RefundsPending: 1}}},
 		Reconciliation: catalog.LiveReconciliation{State: catalog.ReconcileSettling, AsOf: loaded, Loaded: true, RedisCounter: 4, PostgresMaxSeq: 3,
 			Checks: []catalog.LiveCheck{{Name: "buyers", OK: true, Detail: "redis 3 buyers"}, {Name: "conservation", ItemID: 11, Detail: "redis stock 6, want 5"}}},
 		Funnel: catalog.LiveFunnel{Requests: 9, Accepted: 4, Refused: map[string]int64{catalog.RefusedSoldOut: 5}, Written: 3, Paid: 1},
@@ -88,6 +91,15 @@ func TestAdminLiveJSON(t *testing.T) {
 	}
 	if s := got["series"].([]any)[0].(map[string]any); s["t"] != float64(1_800_000_000) || s["accepted"] != float64(4) || s["refused"] != float64(5) {
 		t.Errorf("series %v", got["series"])
+	}
+	// The money: the sale's in its currency, each item's (zeros for one without any).
+	if m, _ := got["money"].(map[string]any); m["currency"] != "EUR" || m["paidCents"] != float64(1500) || m["awaitingPayment"] != float64(2) ||
+		m["awaitingCents"] != float64(3000) || m["refunds"] != float64(1) || m["refundedCents"] != float64(1500) || m["refundsPending"] != float64(1) {
+		t.Errorf("money %v", got["money"])
+	}
+	if rec0["paidCents"] != float64(1500) || rec0["awaitingPayment"] != float64(2) || rec0["awaitingCents"] != float64(3000) ||
+		rec0["refunds"] != float64(1) || rec0["refundedCents"] != float64(1500) || rec1["paidCents"] != float64(0) || rec1["refunds"] != float64(0) {
+		t.Errorf("the items' money: %v, %v", rec0, rec1)
 	}
 	if r := got["reconciliation"].(map[string]any); r["state"] != "settling" || r["redisCounter"] != float64(4) {
 		t.Errorf("reconciliation %v", r)

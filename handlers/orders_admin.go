@@ -30,6 +30,13 @@ type adminOrderJSON struct {
 	CreatedAt string  `json:"createdAt"`
 	PayBy     *string `json:"payBy"`
 	PaidAt    *string `json:"paidAt"`
+	// the payment: none, awaiting (the provider's confirmation), paid, or refunded (it came after the
+	// order had expired or been cancelled; refunded says whether the refund is made)
+	PaymentStatus string  `json:"paymentStatus"`
+	PaidCents     *int64  `json:"paidCents"`
+	Refunded      bool    `json:"refunded"`
+	PaymentID     *string `json:"paymentId"`
+	RefundID      *string `json:"refundId"`
 }
 
 // optString is s, or null when it is empty.
@@ -91,7 +98,8 @@ func (a *API) AdminOrders(c *gin.Context) {
 	out := make([]adminOrderJSON, len(list))
 	for i, o := range list {
 		out[i] = adminOrderJSON{OrderID: o.OrderID, ItemID: idString(o.ItemID), UserID: idString(o.UserID), Username: optString(o.Username), Status: o.Status,
-			CreatedAt: rfc3339(o.CreatedAt), PayBy: optTime(o.PayBy), PaidAt: optTime(o.PaidAt)}
+			CreatedAt: rfc3339(o.CreatedAt), PayBy: optTime(o.PayBy), PaidAt: optTime(o.PaidAt),
+			PaymentStatus: o.PaymentStatus, PaidCents: o.PaidCents, Refunded: o.Refunded(), PaymentID: o.PaymentID, RefundID: o.RefundID}
 	}
 	c.Header("Cache-Control", "no-store")
 	c.JSON(http.StatusOK, gin.H{"orders": out, "next": next})
@@ -99,7 +107,8 @@ func (a *API) AdminOrders(c *gin.Context) {
 
 // csvHeader is the first row of the export. Columns are only ever added at the end, so a
 // reader that takes them by position keeps working.
-var csvHeader = []string{"orderId", "itemId", "itemName", "userId", "status", "priceCents", "currency", "createdAt", "payBy", "paidAt", "username"}
+var csvHeader = []string{"orderId", "itemId", "itemName", "userId", "status", "priceCents", "currency", "createdAt", "payBy", "paidAt", "username",
+	"paymentStatus", "paidCents", "paymentId", "refundId"}
 
 // csvSafe defuses CSV formula injection: a spreadsheet runs a cell starting with = + - @ (or a
 // tab or carriage return before one) as a formula, so such a field gets a leading apostrophe.
@@ -112,6 +121,20 @@ func csvSafe(s string) string {
 		return "'" + s
 	}
 	return s
+}
+
+func csvCents(c *int64) string {
+	if c == nil {
+		return ""
+	}
+	return strconv.FormatInt(*c, 10)
+}
+
+func csvOpt(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 func csvTime(t *time.Time) string {
@@ -202,6 +225,7 @@ func (e *csvExport) writeChunk(orders []catalog.AdminOrder) error {
 		row[0], row[1], row[2], row[3], row[4] = o.OrderID, idString(o.ItemID), csvSafe(o.ItemName), idString(o.UserID), o.Status
 		row[5], row[6], row[7] = strconv.FormatInt(o.PriceCents, 10), csvSafe(o.Currency), rfc3339(o.CreatedAt)
 		row[8], row[9], row[10] = csvTime(o.PayBy), csvTime(o.PaidAt), csvSafe(o.Username)
+		row[11], row[12], row[13], row[14] = o.PaymentStatus, csvCents(o.PaidCents), csvSafe(csvOpt(o.PaymentID)), csvSafe(csvOpt(o.RefundID))
 		if err := e.w.Write(row); err != nil {
 			return err
 		}

@@ -40,7 +40,13 @@ func (f *fakeExport) ExportOrders(_ context.Context, _ int64, fn func([]catalog.
 		for range min(f.chunk, f.total-f.produced) {
 			f.produced++
 			buf = append(buf, catalog.AdminOrder{OrderID: fmt.Sprintf("00000000-0000-0000-0000-%012d", f.produced), ItemID: 1,
-				ItemName: "=HYPERLINK(\"x\"), \"quoted\"", UserID: int64(f.produced), Status: "PENDING", PriceCents: 100, Currency: "USD", CreatedAt: now})
+				ItemName: "=HYPERLINK(\"x\"), \"quoted\"", UserID: int64(f.produced), Status: "PENDING", PriceCents: 100, Currency: "USD", CreatedAt: now,
+				PaymentStatus: shop.PaymentNone})
+			if f.produced == 2 { // a payment that came too late, refunded
+				paid, pi, re := int64(100), "pi_2", "re_2"
+				o := &buf[len(buf)-1]
+				o.Status, o.PaymentStatus, o.PaidCents, o.PaymentID, o.RefundID = shop.StatusExpired, shop.PaymentRefunded, &paid, &pi, &re
+			}
 		}
 		if err := fn(buf); err != nil {
 			return err
@@ -99,8 +105,14 @@ func TestAdminOrdersCSVStreams(t *testing.T) {
 	if got, want := len(rows), src.total+1; got != want {
 		t.Fatalf("rows: got %d, want %d", got, want)
 	}
-	if got, want := strings.Join(rows[0], ","), "orderId,itemId,itemName,userId,status,priceCents,currency,createdAt,payBy,paidAt,username"; got != want {
+	if got, want := strings.Join(rows[0], ","), "orderId,itemId,itemName,userId,status,priceCents,currency,createdAt,payBy,paidAt,username,paymentStatus,paidCents,paymentId,refundId"; got != want {
 		t.Errorf("header: got %q, want %q", got, want)
+	}
+	if got := rows[1][11:]; strings.Join(got, ",") != "none,,," {
+		t.Errorf("an unpaid order's payment columns: got %q, want none and three empty", got)
+	}
+	if got := rows[2][11:]; strings.Join(got, ",") != "refunded,100,pi_2,re_2" {
+		t.Errorf("a refunded order's payment columns: got %q, want refunded,100,pi_2,re_2", got)
 	}
 	if got, want := rows[1][2], "'=HYPERLINK(\"x\"), \"quoted\""; got != want {
 		t.Errorf("formula-looking name: got %q, want %q", got, want)

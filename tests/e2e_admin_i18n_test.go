@@ -14,6 +14,8 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/flashsale/flashsale/services/auth"
+	"github.com/flashsale/flashsale/services/payments"
+	"github.com/flashsale/flashsale/testenv"
 )
 
 // The merchant's pages in Chinese (the shops are Chinese): a merchant whose browser asks for
@@ -82,9 +84,38 @@ func TestE2EAdminChinese(t *testing.T) {
 		s.items = append(s.items, id)
 	}
 	// One order of the shopper with an account, one of an identity this shop has no account of.
-	h.buyOne(shopper.ID, s, s.items[0])
-	h.buyOne(880088, s, s.items[1])
+	// The shopper's is paid through the provider, the other's awaits the provider's confirmation,
+	// and a third, paid only after it had expired, is refunded.
+	paidID, awaitingID, lateID := h.buyOne(shopper.ID, s, s.items[0]), h.buyOne(880088, s, s.items[1]), h.buyOne(880089, s, s.items[0])
 	h.drain(s)
+	for _, o := range []struct {
+		id   string
+		user int64
+	}{{paidID, shopper.ID}, {awaitingID, 880088}, {lateID, 880089}} {
+		if c := h.do("POST", "/api/flash-sales/orders/"+o.id+"/checkout", h.token(o.user, auth.RoleShopper), nil); c.Status != http.StatusOK {
+			t.Fatalf("checkout of %s: %d %s", o.id, c.Status, c.Raw)
+		}
+	}
+	if err := h.app.Payments.Apply(ctx, payments.Event{ID: "evt_" + paidID, Kind: payments.EventPaid, OrderID: paidID, PaymentID: "pi_" + paidID, AmountCents: 4900}); err != nil {
+		t.Fatal(err)
+	}
+	h.exec(`UPDATE orders SET pay_by = now() - interval '1 second' WHERE id = ?`, lateID)
+	testenv.Eventually(t, 15*time.Second, "the third order expired", func() error {
+		if _, err := h.app.DB.ExpireDue(ctx, 10); err != nil {
+			return err
+		}
+		if st := h.sqlStr(`SELECT status FROM orders WHERE id = ?`, lateID); st != "EXPIRED" {
+			return fmt.Errorf("status %s", st)
+		}
+		return nil
+	})
+	if err := h.app.Payments.Apply(ctx, payments.Event{ID: "evt_" + lateID, Kind: payments.EventPaid, OrderID: lateID, PaymentID: "pi_" + lateID, AmountCents: 4900}); err != nil {
+		t.Fatal(err)
+	}
+	h.app.Payments.Pass(ctx)
+	if h.sqlStr(`SELECT refund_id FROM orders WHERE id = ?`, lateID) == "" {
+		t.Fatalf("the late payment was not refunded")
+	}
 	saleID := strconv.FormatInt(s.sale, 10)
 	dir := e2eShotDir(t)
 
@@ -95,7 +126,7 @@ func TestE2EAdminChinese(t *testing.T) {
 	b.do("open the admin page", chromedp.Navigate(h.srv.URL+"/admin"))
 	b.e2eLogin(mName, mPass)
 	b.do("reload signed in", chromedp.Reload())
-	strip := []string{mName, sName}
+	strip := []string{mName, sName, "sim_re_", "pi_"} // the provider's ids in the Payment column's titles
 
 	// /admin: the sale listed, its live stock open, the form's own validation: all Chinese.
 	b.waitFor("the sales and the live stock, in Chinese", 10*time.Second, `document.documentElement.lang === 'zh-CN'
@@ -116,7 +147,11 @@ func TestE2EAdminChinese(t *testing.T) {
 	// The live view: tiles, explanations, funnel and controls.
 	b.do("open the live view", chromedp.Navigate(fmt.Sprintf("%s/admin/sales/%s", h.srv.URL, saleID)))
 	b.waitFor("the live view, in Chinese", 10*time.Second, `e.shown(e.q('live-panel')) && e.text(e.q('live-status')) === '进行中'
-		&& e.text(e.q('live-accepted')) === '2' && e.text(e.q('live-frozen')) === '2' && e.text(e.q('live-paid-note')) === '件已支付，共 8 件'
+		&& e.text(e.q('live-accepted')) === '3' && e.text(e.q('live-frozen')) === '1' && e.text(e.q('live-paid-note')) === '件已支付，共 8 件'
+		&& e.text(e.q('money-paid-amount')) === '¥49.00' && e.text(e.q('money-paid-note')) === '来自 1 笔已支付订单'
+		&& e.text(e.q('money-awaiting-amount')) === '¥250.00' && e.text(e.q('money-awaiting-note')) === '1 笔订单'
+		&& e.text(e.q('money-refunded-amount')) === '¥49.00' && e.text(e.q('money-refunded-note')) === '已退款 1 笔'
+		&& e.shown(e.q('money-refund-note')) && e.text(e.q('money-refund-note')).startsWith('退款是订单过期或取消之后才到账的付款')
 		&& e.text(e.q('recon-state')) === '账目一致' && /^更新于 /.test(e.text(e.q('live-updated'))) && !!e.q('chart-svg')
 		&& e.text(e.q('live-books-note')) === '售出件数与已记录订单的核对' && /^距结束还有 /.test(e.text(e.q('live-window')).split(' · ').pop())`)
 	if left := b.e2eEnglishLeft(strip...); len(left) > 0 {
@@ -126,10 +161,11 @@ func TestE2EAdminChinese(t *testing.T) {
 
 	// The orders: the shopper by username, the other by #id, the filter's error in Chinese.
 	b.do("open the orders", chromedp.Click(e2eTestID("nav-orders-page")))
-	b.waitAcross("the orders, in Chinese", 10*time.Second, fmt.Sprintf(`location.pathname === '/admin/sales/%s/orders' && e.qa('order-row').length === 2
-		&& e.qa('order-user').map((u) => e.text(u)).sort().join(' ') === '#880088 %s' && e.text(document.querySelector('h1')) === '订单：春季台灯'
-		&& e.qa('order-row').every((r) => e.text(r.querySelector('[data-col="status"]')) === '待支付')
-		&& /^第 1–2 笔订单，最新的在前，第 1 页（最后一页）。$/.test(e.text(e.q('orders-summary')))`, saleID, sName))
+	b.waitAcross("the orders, in Chinese", 10*time.Second, fmt.Sprintf(`location.pathname === '/admin/sales/%s/orders' && e.qa('order-row').length === 3
+		&& e.qa('order-user').map((u) => e.text(u)).sort().join(' ') === '#880088 #880089 %s' && e.text(document.querySelector('h1')) === '订单：春季台灯'
+		&& ((l) => ['已支付', '已过期', '待支付'].every((x) => l.includes(x)))(e.qa('order-row').map((r) => e.text(r.querySelector('[data-col="status"]'))))
+		&& ((l) => ['已支付 ¥49.00', '已退款 ¥49.00', '等待确认'].every((x) => l.includes(x)))(e.qa('order-row').map((r) => e.text(r.querySelector('[data-col="payment"]'))))
+		&& /^第 1–3 笔订单，最新的在前，第 1 页（最后一页）。$/.test(e.text(e.q('orders-summary')))`, saleID, sName))
 	if left := b.e2eEnglishLeft(strip...); len(left) > 0 {
 		t.Errorf("the orders in Chinese: English words %q", left)
 	}
@@ -154,7 +190,7 @@ func TestE2EAdminChinese(t *testing.T) {
 	b.waitFor("the confirm step", 5*time.Second, `e.shown(e.q('end-confirm'))`)
 	b.do("yes, end it", chromedp.Click(e2eTestID("end-confirm-button")))
 	b.waitFor("ended: the units unsold", 10*time.Second, `e.text(e.q('live-status')) === '已结束' && e.text(e.q('live-displayed-label')) === '未售出'
-		&& e.text(e.q('live-displayed')) === '6' && e.text(e.q('live-displayed-note')) === '6 件未售出；另有 2 件仍在等待支付'
+		&& e.text(e.q('live-displayed')) === '6' && e.text(e.q('live-displayed-note')) === '6 件未售出；另有 1 件仍在等待支付'
 		&& e.text(e.q('control-status')) === '活动已结束：不再售出任何商品，已有订单保留。' && e.text(e.q('sale-loaded-text')) === '活动已结束'`)
 	if left := b.e2eEnglishLeft(strip...); len(left) > 0 {
 		t.Errorf("the ended live view in Chinese: English words %q", left)

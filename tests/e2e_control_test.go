@@ -35,6 +35,7 @@ type e2eLiveView struct {
 		Frozen    string `json:"frozen"`
 		Real      string `json:"real"`
 		Paid      string `json:"paid"`
+		PaidCents string `json:"paidCents"`
 		SoldOut   string `json:"soldOut"`
 	} `json:"items"`
 	Funnel map[string]string `json:"funnel"`
@@ -51,7 +52,7 @@ const e2eLiveViewJS = `(() => {
 	const items = {};
 	for (const tr of e.qa('live-item-row')) {
 		const c = (k) => e.text(tr.querySelector('[data-col="' + k + '"]'));
-		items[c('name')] = { quantity: c('quantity'), displayed: c('displayed'), frozen: c('frozen'), real: c('real'), paid: c('paid'), soldOut: c('soldOut') };
+		items[c('name')] = { quantity: c('quantity'), displayed: c('displayed'), frozen: c('frozen'), real: c('real'), paid: c('paid'), paidCents: c('paidCents'), soldOut: c('soldOut') };
 	}
 	const funnel = {}; for (const li of document.querySelectorAll('[data-step]')) { funnel[li.getAttribute('data-step')] = e.text(li.querySelector('.funnel-value')); }
 	const svg = e.q('chart-svg');
@@ -339,9 +340,11 @@ func (c *controlRoom) openLiveViewBefore() {
 	// the sale", and the books tile says nothing is sold yet.
 	before := e2eEval[map[string]any](b, "the live view's words before the start", `({
 		details: !e.q('recon-details').hidden, loaded: e.text(e.q('recon-loaded')), label: e.text(document.querySelector('[data-testid="recon-loaded"]').previousElementSibling),
-		books: e.text(e.q('live-books-note')), displayed: e.text(e.q('live-displayed-label')), text: e.q('live-panel').innerText })`)
-	if before["details"] != false || before["loaded"] != "loaded" || before["label"] != "Stock loaded for the sale" || before["books"] != "nothing sold yet" || before["displayed"] != "Displayed" {
-		t.Errorf("the live view before the start: %v; want the counters hidden, the stock \"loaded\" for the sale, nothing sold yet", before)
+		books: e.text(e.q('live-books-note')), displayed: e.text(e.q('live-displayed-label')), text: e.q('live-panel').innerText,
+		money: e.shown(e.q('money-before')) && !e.shown(e.q('money-figures')) ? e.text(e.q('money-before')) : 'figures shown' })`)
+	if before["details"] != false || before["loaded"] != "loaded" || before["label"] != "Stock loaded for the sale" || before["books"] != "nothing sold yet" || before["displayed"] != "Displayed" ||
+		before["money"] != "Nothing sold yet: from the start, the money paid, awaiting confirmation and refunded shows here." {
+		t.Errorf("the live view before the start: %v; want the counters hidden, the stock \"loaded\" for the sale, nothing sold yet (no money figures)", before)
 	}
 	for _, word := range []string{"Redis", "Postgres", "counter", "writer"} {
 		if strings.Contains(before["text"].(string), word) {
@@ -469,9 +472,17 @@ func (c *controlRoom) buyAndPay() {
 	s.payOnProvider("pay for the Lamp", e2eOrderButton(orderID, "pay-button"), orderID)
 	s.openSalePage(fmt.Sprintf("%s/sales/%d", c.h.srv.URL, c.saleID)) // back on the sale page, where it watches the end
 	b.waitFor("paid 1, real one lower", 10*time.Second, `e.text(e.q('live-paid')) === '1' && e.text(e.q('live-frozen')) === '0'`)
+	// The money: what the provider took, in the sale's currency; nothing awaiting, nothing refunded.
+	b.waitFor("the money paid", 5*time.Second, `e.shown(e.q('money-figures')) && !e.shown(e.q('money-before'))
+		&& e.text(e.q('money-paid-amount')) === '¥49.00' && e.text(e.q('money-paid-note')) === 'from 1 paid order'
+		&& e.text(e.q('money-awaiting-amount')) === '¥0.00' && e.text(e.q('money-awaiting-note')) === 'none'
+		&& e.text(e.q('money-refunded-amount')) === '¥0.00' && e.text(e.q('money-refunded-note')) === 'none' && !e.shown(e.q('money-refund-note'))`)
 	after := b.liveView()
-	if l := after.Items["Lamp"]; l.Frozen != "0" || l.Real != "5" || l.Paid != "1" || l.Displayed != "5" {
-		b.errorf("the Lamp after payment = %+v, want displayed 5, frozen 0, real 5, paid 1", l)
+	if l := after.Items["Lamp"]; l.Frozen != "0" || l.Real != "5" || l.Paid != "1" || l.Displayed != "5" || l.PaidCents != "¥49.00" {
+		b.errorf("the Lamp after payment = %+v, want displayed 5, frozen 0, real 5, paid 1 (¥49.00)", l)
+	}
+	if d := after.Items["Desk"]; d.PaidCents != "¥0.00" {
+		b.errorf("the Desk's paid amount = %q, want ¥0.00", d.PaidCents)
 	}
 	if after.Funnel["accepted"] != "1" || after.Funnel["paid"] != "1" || after.Funnel["written"] != "1" || after.Funnel["refused-paused"] != "1" {
 		b.errorf("funnel = %v, want 1 accepted, written and paid, 1 refused for the pause", after.Funnel)
@@ -579,6 +590,12 @@ func (c *controlRoom) checkOrdersPage() {
 		&& e.qa('order-row').map((r) => r.getAttribute('data-status')).join(' ') === 'PENDING PENDING PAID'
 		&& e.qa('order-user').map((u) => e.text(u)).filter((x) => x === %q).length === 1
 		&& e.qa('order-user').filter((u) => u.getAttribute('data-user-id') !== '%d').every((u) => e.text(u) === '#' + u.getAttribute('data-user-id'))`, c.sName, shopperID))
+	// The Payment column: the paid order with what the provider took (its payment id in the
+	// title), the two awaiting payment without a checkout opened: nothing (–).
+	if got := e2eEval[string](b, "the payment column", `e.qa('order-row').map((r) => e.text(r.querySelector('[data-col="payment"]'))).join(' | ')
+		+ ' / ' + e.q('order-row').parentNode.querySelector('[data-payment="paid"]').title`); got != "– | – | Paid ¥49.00 / payment sim_pi_"+orderID {
+		t.Errorf("the Payment column: %q, want – | – | Paid ¥49.00 / payment sim_pi_%s", got, orderID)
+	}
 	b.do("the shopper's orders, by username in capitals", chromedp.SetValue(e2eTestID("filter-user"), strings.ToUpper(c.sName)), chromedp.Click(e2eTestID("filter-apply")))
 	b.waitFor("the one order, paid, of the shopper", 10*time.Second, fmt.Sprintf(`e.qa('order-row').length === 1 && e.q('order-row').getAttribute('data-order-id') === %q
 		&& e.q('order-row').getAttribute('data-status') === 'PAID' && e.text(e.q('order-user')) === %q && location.search === %q
@@ -612,7 +629,7 @@ func (c *controlRoom) checkOrdersPage() {
 		t.Errorf("CSV link = %q", csv)
 	}
 	body, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](`fetch(document.querySelector('[data-testid="orders-csv"]').href).then((r) => r.text())`, chromedp.EvalAwaitPromise))
-	if err != nil || !strings.Contains(body, orderID+","+strconv.FormatInt(items["Lamp"], 10)+",Lamp,"+strconv.FormatInt(shopperID, 10)+",PAID,4900,CNY,") || !strings.Contains(body, ","+c.sName+"\n") {
+	if err != nil || !strings.Contains(body, orderID+","+strconv.FormatInt(items["Lamp"], 10)+",Lamp,"+strconv.FormatInt(shopperID, 10)+",PAID,4900,CNY,") || !strings.Contains(body, ","+c.sName+",paid,4900,sim_pi_"+orderID+",\n") {
 		t.Errorf("the CSV (%v):\n%s\nwant the paid order", err, body)
 	}
 }

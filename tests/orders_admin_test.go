@@ -230,7 +230,7 @@ func TestAdminSaleOrdersCSV(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := strings.Join(header, ","), "orderId,itemId,itemName,userId,status,priceCents,currency,createdAt,payBy,paidAt,username"; got != want {
+	if got, want := strings.Join(header, ","), "orderId,itemId,itemName,userId,status,priceCents,currency,createdAt,payBy,paidAt,username,paymentStatus,paidCents,paymentId,refundId"; got != want {
 		t.Errorf("header: got %q, want %q", got, want)
 	}
 	rows, byID := readCSVRows(t, rd)
@@ -442,7 +442,8 @@ func TestAdminSaleOrdersByUsername(t *testing.T) {
 		}
 	}
 
-	// The CSV carries the username as its last column; empty for the shopper without an account.
+	// The CSV carries the username as its 11th column (the payment's follow it); empty for the
+	// shopper without an account.
 	req, _ := http.NewRequest("GET", h.srv.URL+base+".csv", nil)
 	req.Header.Set("Authorization", "Bearer "+merchant)
 	resp, err := h.client.Do(req)
@@ -455,11 +456,11 @@ func TestAdminSaleOrdersByUsername(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := header[len(header)-1]; got != "username" || header[3] != "userId" {
-		t.Errorf("header: got %q, want userId 4th and username last", header)
+	if got := header[10]; got != "username" || header[3] != "userId" {
+		t.Errorf("header: got %q, want userId 4th and username 11th", header)
 	}
 	rows, byID := readCSVRows(t, rd)
-	last := len(header) - 1
+	last := 10
 	if rows != 123 || byID[alice][last] != "Alice.W" || byID[bob][last] != "bob" || byID[external][last] != "" || byID[external][3] != "704" {
 		t.Errorf("CSV: %d rows; alice %q, bob %q, external %q", rows, byID[alice], byID[bob], byID[external])
 	}

@@ -74,6 +74,17 @@ func TestAdminLivePage(t *testing.T) {
 	checkLiveTiles(t, root, html)
 	checkLiveItemsAndChart(t, root, html)
 	checkLiveFunnel(t, root)
+	// The money at a glance: paid, awaiting the provider's confirmation, refunded; the sentences
+	// before the start and about refunds hidden until the script knows.
+	money := root.Find(byTestID("live-money"))
+	if got := strings.Join(texts(money.Find("dt")), ","); got != "Paid,Awaiting payment confirmation,Refunded" || money.Find("h2").Text() != "Money" {
+		t.Errorf("the money area: %q under %q", got, money.Find("h2").Text())
+	}
+	for _, id := range []string{"money-before", "money-refund-note"} {
+		if _, hidden := money.Find(byTestID(id)).Attr("hidden"); !hidden {
+			t.Errorf("%s is shown before the script knows the sale", id)
+		}
+	}
 	for _, id := range []string{"recon-state", "recon-explain", "recon-redis-counter", "recon-pg-seq", "recon-loaded", "recon-checks", "live-lag", "live-updated"} {
 		if root.Find(byTestID(id)).Length() != 1 {
 			t.Errorf("the live view lacks %s", id)
@@ -107,7 +118,7 @@ func checkLiveTiles(t *testing.T, root *goquery.Selection, html string) {
 func checkLiveItemsAndChart(t *testing.T, root *goquery.Selection, html string) {
 	t.Helper()
 	cols := texts(root.Find("table" + byTestID("live-items") + " thead th"))
-	if got, want := strings.Join(cols, ","), "Item,Quantity,Displayed,Frozen,Real,Paid,Expired,Sold out"; got != want {
+	if got, want := strings.Join(cols, ","), "Item,Quantity,Displayed,Frozen,Real,Paid,Paid amount,Expired,Sold out"; got != want {
 		t.Errorf("items columns = %q, want %q", got, want)
 	}
 	if root.Find("tbody"+byTestID("live-item-rows")).Length() != 1 {
@@ -176,7 +187,7 @@ func TestAdminOrdersPage(t *testing.T) {
 		t.Errorf("CSV link: href %q, download %v, text %q", csv.AttrOr("href", ""), dl, csv.Text())
 	}
 	cols := texts(root.Find("table" + byTestID("orders-table") + " thead th"))
-	if got, want := strings.Join(cols, ","), "Order,Item,Shopper,Status,Ordered,Pay by,Paid"; got != want {
+	if got, want := strings.Join(cols, ","), "Order,Item,Shopper,Status,Payment,Ordered,Pay by,Paid"; got != want {
 		t.Errorf("orders columns = %q, want %q", got, want)
 	}
 	for _, id := range []string{"orders-first", "orders-next"} {

@@ -42,6 +42,9 @@ type AdminMessages struct {
 	FunnelPaid, FunnelExpired, FunnelCancelled                        string
 	ReasonSoldOut, ReasonDuplicate, ReasonRateLimited, ReasonBadToken string
 	ReasonCaptcha, ReasonPaused, ReasonOther                          string
+	// the live view's money
+	MoneyHeading, MoneyPaid, MoneyAwaiting, MoneyRefunded, MoneyBefore string
+	MoneyRefundNote, ColPaidAmount                                     string
 	// the orders page
 	OrdersTitle                                                              func(id string) string
 	OrdersHeading, SaleLower                                                 string
@@ -49,7 +52,7 @@ type AdminMessages struct {
 	DownloadCSV, CSVHint, ColOrder, ColShopper, ColStatus                    string
 	ColOrdered, ColPayBy, ColPaidAt, NoOrdersMatch, PagesOfOrders, FirstPage string
 	NextPage, StatusPending, StatusPaid, StatusExpired, StatusCancl          string
-	StatusFailed                                                             string
+	StatusFailed, ColPayment                                                 string
 	// the currencies' units, by code
 	Units map[string]string
 }
@@ -151,6 +154,11 @@ var enAdmin = AdminMessages{
 	ReasonSoldOut: "sold out", ReasonDuplicate: "already bought (duplicate)", ReasonRateLimited: "rate limited",
 	ReasonBadToken: "bad purchase token", ReasonCaptcha: "captcha failed", ReasonPaused: "sale paused", ReasonOther: "other",
 
+	MoneyHeading: "Money", MoneyPaid: "Paid", MoneyAwaiting: "Awaiting payment confirmation", MoneyRefunded: "Refunded",
+	MoneyBefore:     "Nothing sold yet: from the start, the money paid, awaiting confirmation and refunded shows here.",
+	MoneyRefundNote: "Refunds are payments that arrived after their order had expired or been cancelled: each goes back to the shopper in full, by itself.",
+	ColPaidAmount:   "Paid amount",
+
 	OrdersTitle:   func(id string) string { return "Orders · sale " + id },
 	OrdersHeading: "Orders: ",
 	SaleLower:     "sale ",
@@ -168,6 +176,7 @@ var enAdmin = AdminMessages{
 	FirstPage:     "First page",
 	NextPage:      "Next page",
 	StatusPending: "Awaiting payment", StatusPaid: "Paid", StatusExpired: "Expired", StatusCancl: "Cancelled", StatusFailed: "Failed",
+	ColPayment: "Payment",
 
 	Units: map[string]string{"CNY": "yuan", "USD": "dollar", "EUR": "euro"},
 }
@@ -248,6 +257,11 @@ var zhAdmin = AdminMessages{
 	ReasonSoldOut: "已售罄", ReasonDuplicate: "重复购买", ReasonRateLimited: "请求过于频繁",
 	ReasonBadToken: "购买凭证无效", ReasonCaptcha: "验证码错误", ReasonPaused: "活动已暂停", ReasonOther: "其他",
 
+	MoneyHeading: "金额", MoneyPaid: "已收款", MoneyAwaiting: "等待支付确认", MoneyRefunded: "已退款",
+	MoneyBefore:     "尚未售出任何商品：活动开始后，这里显示已收款、等待确认和已退款的金额。",
+	MoneyRefundNote: "退款是订单过期或取消之后才到账的付款：每一笔都会自动全额退还给顾客。",
+	ColPaidAmount:   "已收金额",
+
 	OrdersTitle:   func(id string) string { return "订单 · 活动 " + id },
 	OrdersHeading: "订单：",
 	SaleLower:     "活动 ",
@@ -265,6 +279,7 @@ var zhAdmin = AdminMessages{
 	FirstPage:     "第一页",
 	NextPage:      "下一页",
 	StatusPending: "待支付", StatusPaid: "已支付", StatusExpired: "已过期", StatusCancl: "已取消", StatusFailed: "失败",
+	ColPayment: "支付",
 
 	Units: map[string]string{"CNY": "元", "USD": "美元", "EUR": "欧元"},
 }

@@ -14,8 +14,27 @@ import (
 // fakeDB holds one sale in memory; EditSale runs the edit and the Redis step as the real one
 // does, keeping the sale as it was when either refuses.
 type fakeDB struct {
-	DB   // the methods these tests do not reach
-	sale shop.Sale
+	DB    // the methods these tests do not reach
+	sale  shop.Sale
+	money []store.ItemMoney // what SaleMoney answers for the sale
+}
+
+func (f *fakeDB) SaleByID(_ context.Context, id int64) (shop.Sale, error) {
+	if id != f.sale.ID {
+		return shop.Sale{}, store.ErrNotFound
+	}
+	return f.sale, nil
+}
+
+func (f *fakeDB) HighestIDs(context.Context) (sale, item int64, err error) {
+	return f.sale.ID, f.sale.Items[len(f.sale.Items)-1].ID, nil
+}
+
+func (f *fakeDB) SaleMoney(_ context.Context, saleID int64) ([]store.ItemMoney, error) {
+	if saleID != f.sale.ID {
+		return nil, nil
+	}
+	return f.money, nil
 }
 
 func (f *fakeDB) EditSale(_ context.Context, saleID int64, edit func(cur shop.Sale) (shop.Sale, error), before func(old, next shop.Sale) error) (shop.Sale, error) {
@@ -51,6 +70,23 @@ func (f *fakeStock) Adjust(_ context.Context, a store.Adjustment) (store.AdjustR
 	return store.AdjustResult{Applied: true}, nil
 }
 
+func (f *fakeStock) Funnel(context.Context, int64, int64) (store.FunnelCounts, []store.SeriesPoint, error) {
+	return store.FunnelCounts{}, nil, nil
+}
+
+func (f *fakeStock) RememberShards(int64, int) {}
+
+// fakeReconciler answers the sale's report: every item of the sale, nothing on its way.
+type fakeReconciler struct{ db *fakeDB }
+
+func (f fakeReconciler) Report(_ context.Context, saleID int64) (pipeline.SaleReport, error) {
+	rep := pipeline.SaleReport{SaleID: saleID}
+	for _, it := range f.db.sale.Items {
+		rep.Items = append(rep.Items, pipeline.ItemReport{ItemID: it.ID, Name: it.Name, Quantity: int64(it.Quantity), Sold: int64(it.Sold), Paid: int64(it.Sold), RedisStock: -1})
+	}
+	return rep, nil
+}
+
 // fakeLoader records the items whose sold-out flag an edit cleared.
 type fakeLoader struct {
 	Loader
@@ -63,7 +99,7 @@ func fakeSales(t *testing.T, now time.Time) (*Sales, *fakeDB, *fakeStock, *fakeL
 	t.Helper()
 	db, stock, loader := &fakeDB{sale: editSale(now.Add(-time.Minute))}, &fakeStock{}, &fakeLoader{}
 	db.sale.MerchantID, db.sale.Epoch = 3, 1
-	s, err := NewSales(Config{PayWindow: 10 * time.Minute}, Deps{DB: db, Stock: stock, Loader: loader, Queue: pipeline.NoQueue{},
+	s, err := NewSales(Config{PayWindow: 10 * time.Minute}, Deps{DB: db, Stock: stock, Loader: loader, Queue: pipeline.NoQueue{}, Reconcile: fakeReconciler{db},
 		Log: quietLog(), Now: fixedNow(now)})
 	if err != nil {
 		t.Fatal(err)

@@ -79,10 +79,49 @@ type LiveWriter struct {
 	QueueDepth *uint64 // messages of every sale the writer has not written yet; nil if NATS did not answer
 }
 
+// LiveMoney is the money of a sale, or of one of its items, in minor units of the sale's currency.
+type LiveMoney struct {
+	PaidCents      int64 // taken by the PAID orders
+	Awaiting       int64 // PENDING orders whose payment the provider has not confirmed yet (a checkout open)
+	AwaitingCents  int64 // their price
+	Refunds        int64 // payments that came after their order had expired or been cancelled: given back
+	RefundedCents  int64 // what those payments took
+	RefundsPending int64 // of those, the refunds the provider has not accepted yet
+}
+
+func (m *LiveMoney) add(o LiveMoney) {
+	m.PaidCents += o.PaidCents
+	m.Awaiting += o.Awaiting
+	m.AwaitingCents += o.AwaitingCents
+	m.Refunds += o.Refunds
+	m.RefundedCents += o.RefundedCents
+	m.RefundsPending += o.RefundsPending
+}
+
+// LiveSaleMoney is the sale's money: its total, and per item.
+type LiveSaleMoney struct {
+	Currency string // the sale's (ISO 4217)
+	LiveMoney
+	Items map[int64]LiveMoney // by item id; an item without any is missing (zeros)
+}
+
+// liveMoney sums the items' money into the sale's.
+func liveMoney(currency string, items []store.ItemMoney) LiveSaleMoney {
+	out := LiveSaleMoney{Currency: currency, Items: make(map[int64]LiveMoney, len(items))}
+	for _, it := range items {
+		m := LiveMoney{PaidCents: it.PaidCents, Awaiting: it.Awaiting, AwaitingCents: it.AwaitingCents,
+			Refunds: it.Refunds, RefundedCents: it.RefundedCents, RefundsPending: it.RefundsPending}
+		out.Items[it.ItemID] = m
+		out.add(m)
+	}
+	return out
+}
+
 // LiveView is the merchant's live view of a sale, polled every second by the dashboard.
 type LiveView struct {
 	Sale           LiveSale
 	Items          []AdminItemStock
+	Money          LiveSaleMoney
 	Reconciliation LiveReconciliation
 	Funnel         LiveFunnel
 	Series         []store.SeriesPoint // per second with a request, oldest first, the last FunnelKeep
@@ -166,7 +205,12 @@ func (s *Sales) live(ctx context.Context, saleID int64) (LiveView, error) {
 	if err != nil {
 		return LiveView{}, shop.Unavailable(err)
 	}
+	money, err := s.db.SaleMoney(ctx, saleID)
+	if err != nil {
+		return LiveView{}, shop.Unavailable(err)
+	}
 	v := LiveView{AsOf: now, merchantID: row.MerchantID, Items: adminItems(rep), Series: series,
+		Money: liveMoney(row.Currency, money),
 		Sale: LiveSale{ID: row.ID, Name: row.Name, StartsAt: row.StartsAt, EndsAt: row.EndsAt, Paused: row.Paused,
 			Status: liveStatus(row.StartsAt, row.EndsAt, row.Paused, now)}}
 	if rep.Loaded {

@@ -1,10 +1,12 @@
 package catalog
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	"github.com/flashsale/flashsale/services/pipeline"
+	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 )
 
@@ -119,5 +121,35 @@ func TestLiveSeenForgetsUnwatchedSales(t *testing.T) {
 	}
 	if prev, seen := l.see(1, "7", t0.Add(13*time.Minute)); !seen || prev != "7" {
 		t.Errorf("sale 1 while watched: %q %v", prev, seen)
+	}
+}
+
+// The live view's money: each item's as Postgres summed it, the sale's the sum of its items', in
+// the sale's currency; an item without orders is zeros. Another merchant's sale shows none.
+func TestLiveMoney(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2031, 5, 1, 12, 0, 0, 0, time.UTC)
+	s, db, _, _ := fakeSales(t, now)
+	db.sale.Currency = "USD"
+	db.money = []store.ItemMoney{
+		{ItemID: 70, PaidCents: 300, Awaiting: 2, AwaitingCents: 200, Refunds: 2, RefundedCents: 200, RefundsPending: 1},
+		{ItemID: 71, PaidCents: 400, Awaiting: 1, AwaitingCents: 200},
+	}
+	v, err := s.Live(context.Background(), 3, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := LiveMoney{PaidCents: 700, Awaiting: 3, AwaitingCents: 400, Refunds: 2, RefundedCents: 200, RefundsPending: 1}
+	if v.Money.Currency != "USD" || v.Money.LiveMoney != want {
+		t.Errorf("the sale's money = %+v, want USD %+v", v.Money, want)
+	}
+	if got := v.Money.Items[71]; got != (LiveMoney{PaidCents: 400, Awaiting: 1, AwaitingCents: 200}) {
+		t.Errorf("the cup's money = %+v", got)
+	}
+	if got := v.Money.Items[70]; got.RefundsPending != 1 || got.PaidCents != 300 {
+		t.Errorf("the tea's money = %+v", got)
+	}
+	if _, err := s.Live(context.Background(), 4, 7); shop.ErrorCode(err) != shop.CodeNotFound {
+		t.Errorf("another merchant's live view: %v, want NOT_FOUND", err)
 	}
 }

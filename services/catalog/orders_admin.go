@@ -27,6 +27,17 @@ type AdminOrder struct {
 	CreatedAt  time.Time
 	PayBy      *time.Time // nil for a FAILED order, which never had a payment window
 	PaidAt     *time.Time
+
+	PaymentStatus string  // shop.PaymentNone, PaymentAwaiting, PaymentPaid or PaymentRefunded
+	PaidCents     *int64  // what the provider took (a refunded order's: what goes back); nil: nothing
+	PaymentID     *string // the provider's payment
+	RefundID      *string // the provider's refund of a payment that came too late; nil until it is made
+}
+
+// Refunded says whether the refund of a payment that came too late has been made (the provider
+// accepted it); a refunded order without one is still being refunded.
+func (a AdminOrder) Refunded() bool {
+	return a.PaymentStatus == shop.PaymentRefunded && a.RefundID != nil
 }
 
 var orderStatuses = map[string]bool{
@@ -35,7 +46,11 @@ var orderStatuses = map[string]bool{
 }
 
 func adminOrder(o shop.Order) AdminOrder {
-	a := AdminOrder{OrderID: o.ID, ItemID: o.ItemID, UserID: o.UserID, Status: o.Status, CreatedAt: o.CreatedAt.UTC()}
+	a := AdminOrder{OrderID: o.ID, ItemID: o.ItemID, UserID: o.UserID, Status: o.Status, CreatedAt: o.CreatedAt.UTC(),
+		PaymentStatus: o.PaymentStatus, PaidCents: o.PaidCents, PaymentID: nonEmpty(o.PaymentID), RefundID: nonEmpty(o.RefundID)}
+	if a.PaymentStatus == "" {
+		a.PaymentStatus = shop.PaymentNone
+	}
 	if o.Status != shop.StatusFailed && !o.PayBy.IsZero() {
 		t := o.PayBy.UTC()
 		a.PayBy = &t
@@ -45,6 +60,14 @@ func adminOrder(o shop.Order) AdminOrder {
 		a.PaidAt = &t
 	}
 	return a
+}
+
+// nonEmpty is s, or nil when it is nil or empty.
+func nonEmpty(s *string) *string {
+	if s == nil || *s == "" {
+		return nil
+	}
+	return s
 }
 
 // ownSale returns the sale if merchantID owns it; another merchant's sale is NOT_FOUND, as if

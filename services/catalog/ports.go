@@ -18,6 +18,7 @@ type DB interface {
 	ItemByID(ctx context.Context, id int64) (shop.Item, error)
 	OrdersOfSale(ctx context.Context, saleID int64, f store.SaleOrderFilter, after *store.OrderCursor, limit int) ([]store.SaleOrder, *store.OrderCursor, error)
 	SaleByID(ctx context.Context, id int64) (shop.Sale, error)
+	SaleMoney(ctx context.Context, saleID int64) ([]store.ItemMoney, error)
 	SalesByMerchant(ctx context.Context, merchantID int64, limit int) ([]shop.Sale, error)
 	SalesEndingAfter(ctx context.Context, t time.Time, after *store.SaleCursor, limit int) ([]shop.Sale, *store.SaleCursor, error)
 	SalesEndedBy(ctx context.Context, t time.Time, after *store.SaleCursor, limit int) ([]shop.Sale, *store.SaleCursor, error)

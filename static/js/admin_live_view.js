@@ -2,9 +2,10 @@
 // GET /api/admin/sales/{id}/live: the headline tiles, the stock per item, the funnel, the
 // reconciliation and the chart of requests per second (admin_chart.js).
 
-import { byTestId, setText, el } from './dom.js';
+import { byTestId, setText, el, show } from './dom.js';
 import { formatClock, parseTime } from './time.js';
 import { drawChart } from './admin_chart.js';
+import { formatMoney } from './money.js';
 import { t, locale } from './i18n.js';
 
 // The reconciliation's state for a person.
@@ -63,7 +64,7 @@ function lagText(s) {
   return t('{m} min {s} s', { m: Math.floor(v / 60), s: Math.round(v % 60) });
 }
 
-function renderItems(root, items) {
+function renderItems(root, items, currency) {
   var itemRows = byTestId('live-item-rows', root);
   var trs = items.map(function (it) {
     var tr = el('tr', { class: 'stack-row', 'data-testid': 'live-item-row', 'data-item-id': String(it.itemId) });
@@ -80,6 +81,13 @@ function renderItems(root, items) {
         td.title = t('{n} being recorded, {m} awaiting payment', { n: count(it.inFlight), m: count(it.pending) });
       }
       tr.appendChild(td);
+      if (c[0] === 'paid') {
+        var amount = el('td', { 'data-col': 'paidCents', 'data-label': t('Paid amount') }, formatMoney(num(it.paidCents), currency));
+        if (num(it.paidCents) === 0) {
+          amount.classList.add('zero');
+        }
+        tr.appendChild(amount);
+      }
     });
     tr.appendChild(el('td', { 'data-col': 'soldOut', 'data-label': t('Sold out'), class: it.soldOut ? 'sold-out-yes' : '' }, it.soldOut ? t('sold out') : t('no')));
     return tr;
@@ -264,6 +272,49 @@ function booksTile(root, rec, b, started) {
   byTestId('tile-books', root).setAttribute('data-state', String(rec.state || ''));
 }
 
+// moneyFigure writes one amount of the money area and what it counts.
+function moneyFigure(root, key, cents, currency, note) {
+  var amount = byTestId('money-' + key + '-amount', root);
+  setText(amount, formatMoney(cents, currency));
+  amount.classList.toggle('zero', cents === 0);
+  setText(byTestId('money-' + key + '-note', root), note);
+}
+
+// renderMoney draws the sale's money: paid, awaiting the provider's confirmation, refunded. Before
+// the start nothing is sold: one sentence says so instead of a row of zeros.
+function renderMoney(root, m, items, started) {
+  var area = byTestId('live-money', root);
+  if (!area) {
+    return;
+  }
+  var currency = typeof m.currency === 'string' && m.currency ? m.currency : 'CNY';
+  show(byTestId('money-before', root), !started);
+  show(byTestId('money-figures', root), started);
+  var refunds = num(m.refunds);
+  var pending = num(m.refundsPending);
+  show(byTestId('money-refund-note', root), started && refunds > 0);
+  area.setAttribute('data-refunds-pending', String(pending));
+  if (!started) {
+    return;
+  }
+  var paidOrders = sum(items, 'paid');
+  moneyFigure(root, 'paid', num(m.paidCents), currency, paidOrders === 0 ? t('no payment yet')
+    : paidOrders === 1 ? t('from 1 paid order') : t('from {n} paid orders', { n: count(paidOrders) }));
+  var awaiting = num(m.awaitingPayment);
+  moneyFigure(root, 'awaiting', num(m.awaitingCents), currency, awaiting === 0 ? t('none')
+    : awaiting === 1 ? t('1 order') : t('{n} orders', { n: count(awaiting) }));
+  var made = refunds - pending;
+  var note = refunds === 0 ? t('none') : made === 1 ? t('1 refund made') : t('{n} refunds made', { n: count(made) });
+  if (pending > 0) {
+    note = pending === 1 ? t('1 refund still being made') : t('{n} refunds still being made', { n: count(pending) });
+    if (made > 0) {
+      note += ' \u00b7 ' + (made === 1 ? t('1 refund made') : t('{n} refunds made', { n: count(made) }));
+    }
+  }
+  moneyFigure(root, 'refunded', num(m.refundedCents), currency, note);
+  byTestId('money-refunded', root).setAttribute('data-pending', String(pending > 0));
+}
+
 // renderLive draws one answer of the live view but the sale's name, status and controls.
 export function renderLive(root, d) {
   var items = Array.isArray(d.items) ? d.items : [];
@@ -277,6 +328,8 @@ export function renderLive(root, d) {
   var unknown = w.queueDepth === null || w.queueDepth === undefined;
   tile(root, 'lag', lagText(w.lagSeconds), t('oldest order not yet recorded'));
   tile(root, 'queue', unknown ? t('unknown') : count(w.queueDepth), unknown ? t('the order queue did not answer') : t('orders waiting to be recorded'));
-  renderItems(root, items);
+  var money = d.money && typeof d.money === 'object' ? d.money : {};
+  renderMoney(root, money, items, started);
+  renderItems(root, items, money.currency);
   renderChart(root, d);
 }

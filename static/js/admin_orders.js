@@ -17,6 +17,44 @@ function when(v) {
   return isNaN(ms) ? '\u2013' : formatDate(ms);
 }
 
+// paymentCell says what became of the order's money: paid (the amount the provider took),
+// awaiting the provider's confirmation, refunded (a payment that came after the order had expired
+// or been cancelled) or its refund still being made, or nothing. The provider's ids are in its
+// title, to find the payment at the provider.
+function paymentCell(O, o) {
+  var currency = O.sale ? O.sale.currency : 'CNY';
+  var amount = typeof o.paidCents === 'number' ? formatMoney(o.paidCents, currency) : '';
+  var text = '\u2013'; // as the page writes a time it does not have
+  var state = 'none';
+  switch (o.paymentStatus) {
+    case 'paid':
+      text = amount ? t('Paid {amount}', { amount: amount }) : t('Paid');
+      state = 'paid';
+      break;
+    case 'awaiting':
+      text = t('Awaiting confirmation');
+      state = 'awaiting';
+      break;
+    case 'refunded':
+      state = o.refunded ? 'refunded' : 'refunding';
+      text = o.refunded ? (amount ? t('Refunded {amount}', { amount: amount }) : t('Refunded'))
+        : (amount ? t('Refund of {amount} being made', { amount: amount }) : t('Refund being made'));
+      break;
+  }
+  var td = el('td', { 'data-col': 'payment', 'data-label': t('Payment'), 'data-testid': 'order-payment', 'data-payment': state }, text);
+  var ids = [];
+  if (o.paymentId) {
+    ids.push(t('payment {id}', { id: o.paymentId }));
+  }
+  if (o.refundId) {
+    ids.push(t('refund {id}', { id: o.refundId }));
+  }
+  if (ids.length) {
+    td.title = ids.join(t(', '));
+  }
+  return td;
+}
+
 // loadSale reads the sale's name and items (the public sale: the orders route below is the
 // one that checks it is the merchant's).
 async function loadSale(O) {
@@ -100,6 +138,7 @@ function orderRow(O, o) {
   var st = el('td', { 'data-col': 'status', 'data-label': t('Status'), 'data-testid': 'order-status' });
   st.appendChild(el('span', { class: 'badge order-badge', 'data-status': String(o.status) }, STATUS_WORDS[o.status] || String(o.status)));
   tr.appendChild(st);
+  tr.appendChild(paymentCell(O, o));
   tr.appendChild(el('td', { 'data-col': 'created', 'data-label': t('Ordered') }, when(o.createdAt)));
   tr.appendChild(el('td', { 'data-col': 'payBy', 'data-label': t('Pay by') }, when(o.payBy)));
   tr.appendChild(el('td', { 'data-col': 'paidAt', 'data-label': t('Paid') }, when(o.paidAt)));
