@@ -141,7 +141,9 @@ type stockCatalog struct {
 	d catalog.DisplayedStock
 }
 
-func (c stockCatalog) Displayed(context.Context, int64) (catalog.DisplayedStock, error) { return c.d, nil }
+func (c stockCatalog) Displayed(context.Context, int64) (catalog.DisplayedStock, error) {
+	return c.d, nil
+}
 
 // The stock answer carries the sale's state an open page follows (paused, its window and status,
 // each item's quantity), and stays cacheable for a second.

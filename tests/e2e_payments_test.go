@@ -95,4 +95,3 @@ func TestE2EPaymentPages(t *testing.T) {
 		})
 	}
 }
-
