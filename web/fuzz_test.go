@@ -16,8 +16,8 @@ import (
 	"github.com/flashsale/flashsale/handlers"
 	"github.com/flashsale/flashsale/services/auth"
 	"github.com/flashsale/flashsale/services/catalog"
-	"github.com/flashsale/flashsale/services/purchase"
 	"github.com/flashsale/flashsale/services/payments"
+	"github.com/flashsale/flashsale/services/purchase"
 	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 )
