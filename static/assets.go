@@ -56,7 +56,8 @@ type asset struct {
 	name    string   // as embedded: "js/sale.js"
 	hashed  string   // "js/sale.1a2b3c4d5e.js"
 	source  []byte   // the embedded bytes, served under name
-	body    []byte   // served under hashed: the imports rewritten to their hashed names
+	min     []byte   // source minified (minify.go): what body is made of
+	body    []byte   // served under hashed: min, its imports rewritten to their hashed names
 	imports []string // the embedded names of its imports, in order of appearance
 	loads   []string // those of its static imports: what loading it loads (not import())
 	ctype   string
@@ -84,7 +85,11 @@ func buildAssets(fsys fs.FS) (*assetSet, error) {
 		if err != nil {
 			return err
 		}
-		set.byName[p] = &asset{name: p, source: b, ctype: contentType(p)}
+		m, err := minify(p, b)
+		if err != nil {
+			return err
+		}
+		set.byName[p] = &asset{name: p, source: b, min: m, ctype: contentType(p)}
 		return nil
 	})
 	if err != nil {
@@ -160,9 +165,9 @@ func (s *assetSet) hash(n string, state map[string]int, chain []string) error {
 // hashed name, relative the same way (./sale.js becomes ./sale.1a2b3c4d5e.js).
 func (a *asset) rewrite(all map[string]*asset) []byte {
 	if len(a.imports) == 0 {
-		return a.source
+		return a.min
 	}
-	return importSpec.ReplaceAllFunc(a.source, func(m []byte) []byte {
+	return importSpec.ReplaceAllFunc(a.min, func(m []byte) []byte {
 		sub := importSpec.FindSubmatchIndex(m)
 		spec := string(m[sub[2]:sub[3]])
 		target := all[path.Join(path.Dir(a.name), spec)]
