@@ -11,6 +11,7 @@ import (
 
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
 	"github.com/flashsale/flashsale/services/auth"
@@ -87,6 +88,9 @@ func TestE2EAccessibility(t *testing.T) {
 	var failures []string
 	for _, v := range e2eViewports {
 		b := openShopperTab(t, browserCtx, v, "axe")
+		if _, err := chromedp.Call(b.ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: e2eLayoutShiftJS}); err != nil {
+			b.fatalf("install the layout-shift recorder: %v", err)
+		}
 		for _, s := range sessions {
 			if _, err := chromedp.Call(b.ctx, network.ClearBrowserCookies, cdp.Empty{}); err != nil {
 				b.fatalf("clear cookies: %v", err)
@@ -109,6 +113,25 @@ func TestE2EAccessibility(t *testing.T) {
 	}
 }
 
+// e2eLayoutShiftJS adds up the page's layout shifts not caused by input, as Lighthouse's CLS
+// does for a page that settles within a second or two (it keeps the worst window of shifts; a
+// sum is never below it).
+const e2eLayoutShiftJS = `window.__cls = { sum: 0, nodes: [] };
+new PerformanceObserver((list) => {
+  for (const e of list.getEntries()) {
+    if (e.hadRecentInput) { continue; }
+    window.__cls.sum += e.value;
+    for (const s of e.sources || []) {
+      const n = s.node;
+      window.__cls.nodes.push(e.value.toFixed(3) + ' ' + (n && n.nodeType === 1 ? n.tagName.toLowerCase() + (n.id ? '#' + n.id : '') + (n.className ? '.' + String(n.className).split(' ').join('.') : '') : String(n && n.nodeName)));
+    }
+  }
+}).observe({ type: 'layout-shift', buffered: true });`
+
+// e2eMaxLayoutShift is the most a page may move while its script draws it (Lighthouse's "good"
+// CLS is 0.1; make audit holds the pages under 0.05).
+const e2eMaxLayoutShift = 0.05
+
 // axe opens url, waits until its script has drawn it (the document loaded, the session box
 // settled, nothing left marked busy), runs axe-core on it and returns each violation in a line:
 // the rule, what it asks, and each element that breaks it with axe's summary.
@@ -119,12 +142,19 @@ func (b *e2eTab) axe(url string) []string {
 		&& (!e.q('session') || e.shown(e.q('session-user')) || e.shown(e.q('login-form')))
 		&& !document.querySelector('[aria-busy="true"]')`)
 	time.Sleep(300 * time.Millisecond) // a poll's answer drawn
+	type shift struct {
+		Sum   float64  `json:"sum"`
+		Nodes []string `json:"nodes"`
+	}
+	var lines []string
+	if cls := e2eEval[shift](b, "the layout shifts", `window.__cls`); cls.Sum > e2eMaxLayoutShift {
+		lines = append(lines, fmt.Sprintf("layout shift %.3f (over %.2f) while the script drew the page: %v", cls.Sum, e2eMaxLayoutShift, cls.Nodes))
+	}
 	b.do("inject axe-core", chromedp.Evaluate[chromedp.Void](axeJS))
 	out, err := chromedp.Run(b.ctx, chromedp.Evaluate[[]e2eAxeViolation](`axe.run(document, {resultTypes: ['violations']}).then((r) => r.violations)`, chromedp.EvalAwaitPromise))
 	if err != nil {
 		b.fatalf("run axe-core on %s: %v", url, err)
 	}
-	var lines []string
 	for _, v := range out {
 		for _, n := range v.Nodes {
 			lines = append(lines, fmt.Sprintf("%s (%s) at %v: %s", v.ID, v.Help, n.Target, strings.ReplaceAll(n.Summary, "\n", " ")))
