@@ -24,7 +24,7 @@ DEVENV := .data/bin/devenv
 DEV := $(DEVENV) -data $(CURDIR)/.data -redis-port $(REDIS_PORT) -pg-port $(PG_PORT) -pg-version $(PG_VERSION) -db $(PG_DB)
 
 .DEFAULT_GOAL := help
-.PHONY: help deps deps-test services stop run cluster test test-steps chaos build bench docker-check fmt generate clean FORCE
+.PHONY: help deps deps-test services stop run cluster test test-steps chaos build bench audit docker-check fmt generate clean FORCE
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -79,6 +79,16 @@ bench: deps ## benchmark a fresh server: make bench [ARGS="soldout -runs 3 -json
 # make bench-rush, bench-soldout, bench-reserve, bench-ladder: one scenario, its JSON in bench-results/.
 bench-%: deps
 	@$(DEV) -bench-port $(BENCH_PORT) bench $* $(ARGS) -json bench-results/$*.json
+
+# make audit: a server of its own on :8091 (the demo accounts, the test captcha) over make run's
+# Redis and Postgres; Lighthouse through npx (Node and npm, Debian's, and chromium: make deps-test).
+# AUDIT_ARGS="-base http://127.0.0.1:8080" audits a running make run instead; "-only live" some pages.
+AUDIT_ARGS ?=
+audit: export FLASHSALE_DATA_DIR ?= .data
+audit: deps-test ## Lighthouse on every page, phone and desktop, signed out and in: prints the table (README, "Audits")
+	@command -v npx >/dev/null || { echo "npx is needed: apt-get install npm" >&2; exit 1; }
+	go build -o .data/bin/flashsale .
+	@$(DEV) with -- go run ./testenv/cmd/audit $(or $(AUDIT_ARGS),-server .data/bin/flashsale)
 
 docker-check: $(DEVENV) ## build the binary exactly as the Dockerfile does
 	@$(DEV) docker-check

@@ -91,6 +91,48 @@ func TestNginxLimitsTheCacheableReads(t *testing.T) {
 	}
 }
 
+// nginx compresses text (HTML, CSS, JavaScript, JSON, YAML) at the server level, for proxied
+// answers too, with Vary, past a minimum size, and asks the instances for plain answers so that
+// its cache holds one copy per key; no location sets proxy_set_header of its own (it would drop
+// the server's, Accept-Encoding among them).
+func TestNginxCompressesText(t *testing.T) {
+	conf := deploy.NginxConf
+	server := conf[strings.Index(conf, "\nserver {"):]
+	server = server[:strings.Index(server, "\n    location ")]
+	directive := func(name string) string {
+		m := regexp.MustCompile(`(?m)^    ` + name + ` ([^;]*);`).FindStringSubmatch(server)
+		if m == nil {
+			t.Errorf("nginx/flashsale.conf: no `%s` in the server block", name)
+			return ""
+		}
+		return m[1]
+	}
+	if got := directive("gzip"); got != "on" {
+		t.Errorf("gzip %s, want on", got)
+	}
+	if got := directive("gzip_proxied"); got != "any" {
+		t.Errorf("gzip_proxied %s, want any (every answer comes from an instance)", got)
+	}
+	if got := directive("gzip_vary"); got != "on" {
+		t.Errorf("gzip_vary %s, want on", got)
+	}
+	if n, err := strconv.Atoi(directive("gzip_min_length")); err != nil || n < 256 || n > 4096 {
+		t.Errorf("gzip_min_length %d: want a small answer (a purchase's) left alone, a page compressed", n)
+	}
+	types := strings.Fields(directive("gzip_types"))
+	for _, want := range []string{"text/css", "text/javascript", "application/json", "application/yaml"} {
+		if !slices.Contains(types, want) {
+			t.Errorf("gzip_types %v: %s missing", types, want)
+		}
+	}
+	if got := directive("proxy_set_header Accept-Encoding"); got != `""` {
+		t.Errorf(`proxy_set_header Accept-Encoding %s, want "" (plain answers from the instances, one cached copy)`, got)
+	}
+	if strings.Count(conf, "proxy_set_header") != strings.Count(server, "proxy_set_header") {
+		t.Errorf("a location sets proxy_set_header: it would drop the server's, Accept-Encoding among them")
+	}
+}
+
 // TestNATSConfig reads nats/nats.conf as nats-server does (the same module flashsale embeds):
 // JetStream with fsync on every write, a cluster routed to every NATS service, clients
 // authenticated.

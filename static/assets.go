@@ -2,6 +2,7 @@ package static
 
 import (
 	"bytes"
+	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"path"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -54,12 +56,15 @@ type asset struct {
 	name    string   // as embedded: "js/sale.js"
 	hashed  string   // "js/sale.1a2b3c4d5e.js"
 	source  []byte   // the embedded bytes, served under name
-	body    []byte   // served under hashed: the imports rewritten to their hashed names
+	min     []byte   // source minified (minify.go): what body is made of
+	body    []byte   // served under hashed: min, its imports rewritten to their hashed names
 	imports []string // the embedded names of its imports, in order of appearance
 	loads   []string // those of its static imports: what loading it loads (not import())
 	ctype   string
 	etag    string // of body
 	srcTag  string // of source
+	gzBody  []byte // body and source gzipped once, at start (nil where it would not be smaller)
+	gzSrc   []byte
 }
 
 // assetSet is a build's assets, by plain and by hashed name.
@@ -80,7 +85,11 @@ func buildAssets(fsys fs.FS) (*assetSet, error) {
 		if err != nil {
 			return err
 		}
-		set.byName[p] = &asset{name: p, source: b, ctype: contentType(p)}
+		m, err := minify(p, b)
+		if err != nil {
+			return err
+		}
+		set.byName[p] = &asset{name: p, source: b, min: m, ctype: contentType(p)}
 		return nil
 	})
 	if err != nil {
@@ -146,6 +155,7 @@ func (s *assetSet) hash(n string, state map[string]int, chain []string) error {
 	a.etag = `"` + h + `"`
 	src := sha256.Sum256(a.source)
 	a.srcTag = `"` + hex.EncodeToString(src[:])[:hashLen] + `"`
+	a.gzBody, a.gzSrc = gzipped(a.body), gzipped(a.source)
 	s.byHashed[a.hashed] = a
 	state[n] = 2
 	return nil
@@ -155,9 +165,9 @@ func (s *assetSet) hash(n string, state map[string]int, chain []string) error {
 // hashed name, relative the same way (./sale.js becomes ./sale.1a2b3c4d5e.js).
 func (a *asset) rewrite(all map[string]*asset) []byte {
 	if len(a.imports) == 0 {
-		return a.source
+		return a.min
 	}
-	return importSpec.ReplaceAllFunc(a.source, func(m []byte) []byte {
+	return importSpec.ReplaceAllFunc(a.min, func(m []byte) []byte {
 		sub := importSpec.FindSubmatchIndex(m)
 		spec := string(m[sub[2]:sub[3]])
 		target := all[path.Join(path.Dir(a.name), spec)]
@@ -225,13 +235,13 @@ func (s *assetSet) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if ok {
 		a = s.byHashed[name]
 	}
-	body, cache, etag := []byte(nil), cacheImmutable, ""
+	body, gz, cache, etag := []byte(nil), []byte(nil), cacheImmutable, ""
 	switch {
 	case a != nil:
-		body, etag = a.body, a.etag
+		body, gz, etag = a.body, a.gzBody, a.etag
 	case ok && s.byName[name] != nil:
 		a = s.byName[name]
-		body, cache, etag = a.source, cachePlain, a.srcTag
+		body, gz, cache, etag = a.source, a.gzSrc, cachePlain, a.srcTag
 	default:
 		w.Header().Set("Cache-Control", "no-store")
 		http.NotFound(w, r)
@@ -240,8 +250,50 @@ func (s *assetSet) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("Cache-Control", cache)
 	h.Set("Content-Type", a.ctype)
+	if gz != nil {
+		// Both encodings may be asked for by the same cache: each has a tag of its own, so
+		// that a revalidation never takes one for the other.
+		h.Add("Vary", "Accept-Encoding")
+		if AcceptsGzip(r.Header.Get("Accept-Encoding")) {
+			h.Set("Content-Encoding", "gzip")
+			body, etag = gz, strings.TrimSuffix(etag, `"`)+`-gz"`
+		}
+	}
 	h.Set("ETag", etag)
 	http.ServeContent(w, r, a.name, time.Time{}, bytes.NewReader(body))
+}
+
+// gzipped returns b compressed at gzip's best level, or nil where that is not smaller by a tenth
+// at least (a tiny file): done once per asset, at start.
+func gzipped(b []byte) []byte {
+	var out bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&out, gzip.BestCompression)
+	_, _ = zw.Write(b)
+	_ = zw.Close()
+	if out.Len() > len(b)*9/10 {
+		return nil
+	}
+	return out.Bytes()
+}
+
+// AcceptsGzip says whether an Accept-Encoding header value accepts gzip (and does not refuse it
+// with q=0). The static assets and the compression of the other answers (web) both ask it.
+func AcceptsGzip(header string) bool {
+	for _, part := range strings.Split(header, ",") {
+		coding, params, _ := strings.Cut(strings.TrimSpace(part), ";")
+		coding = strings.ToLower(strings.TrimSpace(coding))
+		if coding != "gzip" && coding != "x-gzip" && coding != "*" {
+			continue
+		}
+		q := strings.ReplaceAll(strings.ToLower(params), " ", "")
+		if v, ok := strings.CutPrefix(q, "q="); ok {
+			if f, err := strconv.ParseFloat(v, 64); err == nil && f <= 0 {
+				return false
+			}
+		}
+		return true
+	}
+	return false
 }
 
 // assets are the embedded files of this build.

@@ -13,6 +13,10 @@ import "github.com/flashsale/flashsale/static"
 // scriptEntry is the URL of the module the layout loads with <script type="module">.
 func scriptEntry() string { return static.Path("js/main.js") }
 
+// bootScript is the URL of the classic script the layout runs in <head>, before the page is
+// drawn (static/js/boot.js: the session's mark on <html>, so that nothing moves later).
+func bootScript() string { return static.Path("js/boot.js") }
+
 // stylesheet is the URL of the pages' stylesheet.
 func stylesheet() string { return static.Path("style.css") }
 

@@ -57,14 +57,23 @@ func checkAssets(t *testing.T, doc *goquery.Document) {
 	if got, want := doc.Find(`link[rel="stylesheet"][href="`+css+`"]`).Length(), 1; got != want {
 		t.Errorf("stylesheet links to %s = %d, want %d", css, got, want)
 	}
+	// Two scripts, both files: boot.js, classic, in <head> before the page is drawn (the
+	// session's mark, so that nothing moves later), and the entry module main.js.
 	scripts := doc.Find("script")
-	if got, want := scripts.Length(), 1; got != want {
-		t.Fatalf("script elements = %d, want %d (only js/main.js, no inline script)", got, want)
+	if got, want := scripts.Length(), 2; got != want {
+		t.Fatalf("script elements = %d, want %d (js/boot.js and js/main.js, no inline script)", got, want)
 	}
-	if got, want := scripts.AttrOr("src", ""), static.Path("js/main.js"); got != want {
+	boot, entry := scripts.Eq(0), scripts.Eq(1)
+	if got, want := boot.AttrOr("src", ""), static.Path("js/boot.js"); got != want {
+		t.Errorf("first script src = %q, want %q", got, want)
+	}
+	if _, module := boot.Attr("type"); module || boot.Parent().Is("head") == false || boot.AttrOr("async", "x") != "x" || boot.AttrOr("defer", "x") != "x" {
+		t.Errorf("boot.js must be a classic script in <head>, neither async nor deferred")
+	}
+	if got, want := entry.AttrOr("src", ""), static.Path("js/main.js"); got != want {
 		t.Errorf("script src = %q, want %q", got, want)
 	}
-	if got, _ := scripts.Attr("type"); got != "module" {
+	if got, _ := entry.Attr("type"); got != "module" {
 		t.Errorf("script type = %q, want module", got)
 	}
 	doc.Find(`[href^="/static/"], [src^="/static/"]`).Each(func(_ int, s *goquery.Selection) {

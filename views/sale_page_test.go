@@ -222,7 +222,7 @@ func TestSalePageEscapesNames(t *testing.T) {
 			t.Errorf("HTML contains %q unescaped", bad)
 		}
 	}
-	if got, want := doc.Find("script").Length(), 1; got != want {
+	if got, want := doc.Find("script").Length(), 2; got != want { // boot.js and main.js
 		t.Errorf("script elements = %d, want %d", got, want)
 	}
 	if got := doc.Find("[onerror], [onmouseover]").Length(); got != 0 {

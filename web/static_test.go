@@ -29,8 +29,9 @@ func TestStaticAssets(t *testing.T) {
 	const immutable, plain = "public, max-age=31536000, immutable", "no-cache"
 	for _, c := range []struct{ path, ctype, cache, body string }{
 		{static.Path("js/main.js"), "text/javascript; charset=utf-8", immutable, "import("},
-		{static.Path("js/sale.js"), "text/javascript; charset=utf-8", immutable, "export function initSalePage"},
-		{static.Path("js/dom.js"), "text/javascript; charset=utf-8", immutable, "export function byTestId"},
+		{static.Path("js/sale.js"), "text/javascript; charset=utf-8", immutable, "as initSalePage"}, // minified
+		{static.Path("js/dom.js"), "text/javascript; charset=utf-8", immutable, "as byTestId"},
+		{"/static/js/sale.js", "text/javascript; charset=utf-8", plain, "export function initSalePage"}, // as embedded
 		{static.Path("style.css"), "text/css; charset=utf-8", immutable, "{"},
 		{"/static/js/main.js", "text/javascript; charset=utf-8", plain, "import("},
 		{"/static/style.css", "text/css; charset=utf-8", plain, "{"},

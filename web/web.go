@@ -76,7 +76,7 @@ func NewRouter(cfg Config) *gin.Engine {
 		panic("web: " + err.Error())
 	}
 	m := newHTTPMetrics(cfg.Registry)
-	r.Use(recovery(cfg.Log), m.middleware, securityHeaders, edge(cfg.Production))
+	r.Use(recovery(cfg.Log), m.middleware, securityHeaders, edge(cfg.Production), compress)
 
 	routeAPI(r, cfg)
 	routePages(r, cfg.Pages)

@@ -47,6 +47,8 @@ async function main() {
     }
   }
   initNav();
+  // The modules drew the session box and the header: boot.js's mark has done its work.
+  document.documentElement.removeAttribute('data-session');
   if (user) {
     learnUser();
   }

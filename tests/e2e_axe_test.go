@@ -1,0 +1,164 @@
+package tests
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
+
+	"github.com/flashsale/flashsale/services/auth"
+)
+
+// axe-core, vendored with its licence (testdata/axe: axe.min.js, LICENSE, README).
+//
+//go:embed testdata/axe/axe.min.js
+var axeJS string
+
+// e2eAxeViolation is one rule axe found broken, with the elements that break it.
+type e2eAxeViolation struct {
+	ID    string `json:"id"`
+	Help  string `json:"help"`
+	Nodes []struct {
+		Target  []any  `json:"target"`
+		Summary string `json:"failureSummary"`
+	} `json:"nodes"`
+}
+
+// Every page passes axe-core with no violation (its default rules: WCAG 2.x A and AA, and its
+// best practices), signed out and signed in (a shopper on the shopper's pages, the merchant on
+// the merchant's), in English and in Chinese: the home page, a sale before its start and a live
+// one, My orders, an order, the merchant's list, a sale's live view and orders list, the 404
+// page. Each is checked once its script has drawn it (the session box settled), at desktop width
+// and on a phone.
+func TestE2EAccessibility(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 240*time.Second)
+	defer cancel()
+	h := newHarness(t, harnessOpts{})
+	suffix := fmt.Sprint(time.Now().UnixNano() % 1e9)
+
+	// The merchant and a sale of its own (its live view and its orders).
+	merchantName, merchantPass := "axe_merchant_"+suffix, "axe merchant password"
+	m, err := h.app.Auth.AddUser(ctx, merchantName, merchantPass, auth.RoleMerchant)
+	if err != nil {
+		t.Fatalf("add the merchant: %v", err)
+	}
+	own := e2eMerchantSale(h, m.ID, "Merchant's sale", "CNY", map[string]int64{"Lamp": 8800})
+
+	// A sale before its start, a live one, and a shopper's order in the live one.
+	upcoming := h.createSaleWith(map[string]any{"name": "Autumn sale"}, time.Now().Add(time.Hour), 5, 3)
+	live := h.createSaleWith(map[string]any{"name": "Spring sale"}, time.Now().Add(-time.Second), 5, 3)
+	reg := h.do("POST", "/api/auth/register", "", map[string]string{"username": "axe_shopper_" + suffix, "password": "axe shopper password", "captchaId": "c", "answer": "test"})
+	if reg.Status != http.StatusCreated {
+		t.Fatalf("register: %d %s", reg.Status, reg.Raw)
+	}
+	tok := reg.str("token")
+	bought := h.buy(tok, live.items[0], h.purchaseToken(tok, live.sale))
+	if bought.Status != http.StatusAccepted {
+		t.Fatalf("buy: %d %s", bought.Status, bought.Raw)
+	}
+	orderID := bought.str("orderId")
+	h.drain(live)
+	login := h.do("POST", "/api/auth/login", "", map[string]string{"username": merchantName, "password": merchantPass})
+	if login.Status != http.StatusOK {
+		t.Fatalf("merchant login: %d %s", login.Status, login.Raw)
+	}
+
+	shopperPages := []string{"/", fmt.Sprintf("/sales/%d", upcoming.sale), fmt.Sprintf("/sales/%d", live.sale), "/orders", "/orders/" + orderID, "/no-such-page"}
+	merchantPages := []string{"/admin", fmt.Sprintf("/admin/sales/%d", own.sale), fmt.Sprintf("/admin/sales/%d/orders", own.sale)}
+	sessions := []struct {
+		name   string
+		header http.Header
+		pages  []string
+	}{
+		{"signed out", nil, append(append([]string{}, shopperPages...), merchantPages...)},
+		{"shopper", reg.Header, shopperPages},
+		{"merchant", login.Header, merchantPages},
+	}
+
+	browserCtx := startE2EBrowser(t, ctx)
+	var failures []string
+	for _, v := range e2eViewports {
+		b := openShopperTab(t, browserCtx, v, "axe")
+		if _, err := chromedp.Call(b.ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: e2eLayoutShiftJS}); err != nil {
+			b.fatalf("install the layout-shift recorder: %v", err)
+		}
+		for _, s := range sessions {
+			if _, err := chromedp.Call(b.ctx, network.ClearBrowserCookies, cdp.Empty{}); err != nil {
+				b.fatalf("clear cookies: %v", err)
+			}
+			if s.header != nil {
+				b.takeCookies(h, s.header)
+			}
+			for _, lang := range []string{"en", "zh"} {
+				for _, p := range s.pages {
+					url := h.srv.URL + p + "?lang=" + lang
+					for _, f := range b.axe(url) {
+						failures = append(failures, fmt.Sprintf("%s, %s, %s %s: %s", v.name, s.name, lang, p, f))
+					}
+				}
+			}
+		}
+	}
+	if len(failures) > 0 {
+		t.Errorf("axe-core found %d violations:\n%s", len(failures), strings.Join(failures, "\n"))
+	}
+}
+
+// e2eLayoutShiftJS adds up the page's layout shifts not caused by input, as Lighthouse's CLS
+// does for a page that settles within a second or two (it keeps the worst window of shifts; a
+// sum is never below it).
+const e2eLayoutShiftJS = `window.__cls = { sum: 0, nodes: [] };
+new PerformanceObserver((list) => {
+  for (const e of list.getEntries()) {
+    if (e.hadRecentInput) { continue; }
+    window.__cls.sum += e.value;
+    for (const s of e.sources || []) {
+      const n = s.node;
+      window.__cls.nodes.push(e.value.toFixed(3) + ' ' + (n && n.nodeType === 1 ? n.tagName.toLowerCase() + (n.id ? '#' + n.id : '') + (n.className ? '.' + String(n.className).split(' ').join('.') : '') : String(n && n.nodeName)));
+    }
+  }
+}).observe({ type: 'layout-shift', buffered: true });`
+
+// e2eMaxLayoutShift is the most a page may move while its script draws it (Lighthouse's "good"
+// CLS is 0.1; make audit holds the pages under 0.05).
+const e2eMaxLayoutShift = 0.05
+
+// axe opens url, waits until its script has drawn it (the document loaded, the session box
+// settled, nothing left marked busy), runs axe-core on it and returns each violation in a line:
+// the rule, what it asks, and each element that breaks it with axe's summary.
+func (b *e2eTab) axe(url string) []string {
+	b.t.Helper()
+	b.do("open "+url, chromedp.Navigate(url))
+	b.waitFor("the page drawn: "+url, 10*time.Second, `document.readyState === 'complete'
+		&& (!e.q('session') || e.shown(e.q('session-user')) || e.shown(e.q('login-form')))
+		&& !document.querySelector('[aria-busy="true"]')`)
+	time.Sleep(300 * time.Millisecond) // a poll's answer drawn
+	type shift struct {
+		Sum   float64  `json:"sum"`
+		Nodes []string `json:"nodes"`
+	}
+	var lines []string
+	if cls := e2eEval[shift](b, "the layout shifts", `window.__cls`); cls.Sum > e2eMaxLayoutShift {
+		lines = append(lines, fmt.Sprintf("layout shift %.3f (over %.2f) while the script drew the page: %v", cls.Sum, e2eMaxLayoutShift, cls.Nodes))
+	}
+	b.do("inject axe-core", chromedp.Evaluate[chromedp.Void](axeJS))
+	out, err := chromedp.Run(b.ctx, chromedp.Evaluate[[]e2eAxeViolation](`axe.run(document, {resultTypes: ['violations']}).then((r) => r.violations)`, chromedp.EvalAwaitPromise))
+	if err != nil {
+		b.fatalf("run axe-core on %s: %v", url, err)
+	}
+	for _, v := range out {
+		for _, n := range v.Nodes {
+			lines = append(lines, fmt.Sprintf("%s (%s) at %v: %s", v.ID, v.Help, n.Target, strings.ReplaceAll(n.Summary, "\n", " ")))
+		}
+	}
+	return lines
+}
