@@ -222,7 +222,8 @@ func (a *API) Stock(c *gin.Context) {
 		items[i] = stockItemJSON{ItemID: idString(it.ItemID), Stock: max(it.Stock, 0), Quantity: it.Quantity}
 	}
 	c.Header("Cache-Control", "public, max-age=1")
+	status := shop.SaleStatus(d.StartsAt, d.EndsAt, a.Now())
 	c.JSON(http.StatusOK, stockJSON{SaleID: idString(id), Items: items, AsOf: d.AsOf.UTC().Format(time.RFC3339Nano),
-		Status: shop.SaleStatus(d.StartsAt, d.EndsAt, a.Now()), Paused: d.Paused,
+		Status: status, Paused: d.Paused && status != shop.SaleEnded, // an ended sale is over, paused before or not
 		StartsAt: d.StartsAt.UTC().Format(time.RFC3339Nano), EndsAt: d.EndsAt.UTC().Format(time.RFC3339Nano)})
 }

@@ -135,7 +135,7 @@ const (
 // RefundMessage is what an order whose payment came too late tells its shopper.
 func RefundMessage(done bool) string {
 	if done {
-		return "Your payment arrived after this order's payment window had closed and its unit had gone back on sale, so it has been refunded in full."
+		return "Your payment arrived after this order had ended (its payment window closed, or it was cancelled) and its unit had gone back on sale, so it has been refunded in full."
 	}
-	return "Your payment arrived after this order's payment window had closed and its unit had gone back on sale; it is being refunded in full."
+	return "Your payment arrived after this order had ended (its payment window closed, or it was cancelled) and its unit had gone back on sale; it is being refunded in full."
 }

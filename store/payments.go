@@ -18,6 +18,8 @@ type Checkout struct {
 	State     string // open, expired, complete
 	ExpiresAt time.Time
 	Attempt   int // 0, then one more for each checkout that closed unpaid while the order stayed PENDING
+
+	OrderStatus string `gorm:"->"` // the order's status when the checkout was recorded (RecordCheckout)
 }
 
 // The states of a checkout.
@@ -46,6 +48,7 @@ func (d *DB) CheckoutOf(ctx context.Context, orderID string) (Checkout, error) {
 // closed unpaid is replaced by a later attempt. It marks the order's payment as awaiting while it
 // is PENDING, and returns the checkout the order holds.
 func (d *DB) RecordCheckout(ctx context.Context, c Checkout) (Checkout, error) {
+	var held Checkout
 	err := d.g.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		if err := tx.Exec(`INSERT INTO checkouts (order_id, provider, session_id, url, expires_at, attempt)
 			VALUES (?::uuid, ?, ?, ?, ?, ?) ON CONFLICT (order_id) DO UPDATE
@@ -55,14 +58,19 @@ func (d *DB) RecordCheckout(ctx context.Context, c Checkout) (Checkout, error) {
 			c.OrderID, c.Provider, c.SessionID, c.URL, c.ExpiresAt, c.Attempt).Error; err != nil {
 			return err
 		}
-		return tx.Exec(`UPDATE orders SET payment_status = 'awaiting'
+		if err := tx.Exec(`UPDATE orders SET payment_status = 'awaiting'
 			WHERE id = ?::uuid AND status = 'PENDING' AND payment_status = 'none'
-			AND EXISTS (SELECT 1 FROM checkouts WHERE order_id = ?::uuid AND state = 'open')`, c.OrderID, c.OrderID).Error
+			AND EXISTS (SELECT 1 FROM checkouts WHERE order_id = ?::uuid AND state = 'open')`, c.OrderID, c.OrderID).Error; err != nil {
+			return err
+		}
+		return tx.Raw(`SELECT c.order_id::text AS order_id, c.provider, c.session_id, c.url, c.state, c.expires_at, c.attempt,
+				o.status AS order_status
+			FROM checkouts c JOIN orders o ON o.id = c.order_id WHERE c.order_id = ?::uuid`, c.OrderID).Scan(&held).Error
 	})
 	if err != nil {
 		return Checkout{}, fmt.Errorf("record checkout of %s: %w", c.OrderID, err)
 	}
-	return d.CheckoutOf(ctx, c.OrderID)
+	return held, nil
 }
 
 // PaymentEvent is a provider's verified notification about one order's checkout.
@@ -186,8 +194,15 @@ func applyExpired(tx *gorm.DB, e PaymentEvent) (PaymentOutcome, error) {
 	if e.OrderID == "" {
 		return OutcomeUnknown, nil
 	}
-	if err := closeCheckout(tx, e.OrderID, CheckoutExpired); err != nil {
-		return "", err
+	// Only the checkout the event is about: a late or replayed event of an earlier attempt must
+	// not close the one open now (which would then be left payable at the provider).
+	closed := tx.Exec(`UPDATE checkouts SET state = 'expired', closed_at = now()
+		WHERE order_id = ?::uuid AND state = 'open' AND (? = '' OR session_id = ?)`, e.OrderID, e.SessionID, e.SessionID)
+	if closed.Error != nil {
+		return "", closed.Error
+	}
+	if closed.RowsAffected == 0 {
+		return OutcomeAlready, nil
 	}
 	if err := tx.Exec(`UPDATE orders SET payment_status = 'none' WHERE id = ?::uuid AND payment_status = 'awaiting'`, e.OrderID).Error; err != nil {
 		return "", err
@@ -206,14 +221,15 @@ type CheckoutToExpire struct {
 	SessionID string
 }
 
-// CheckoutsToExpire lists up to limit open checkouts whose order is no longer PENDING (expired,
-// cancelled): each must be closed at the provider so that it cannot be paid.
-func (d *DB) CheckoutsToExpire(ctx context.Context, limit int) ([]CheckoutToExpire, error) {
+// CheckoutsToExpire lists up to limit open checkouts of provider whose order is no longer PENDING
+// (expired, cancelled), but those of skip (waiting to be tried again): each must be closed at the
+// provider so that it cannot be paid.
+func (d *DB) CheckoutsToExpire(ctx context.Context, provider string, skip []string, limit int) ([]CheckoutToExpire, error) {
 	var out []CheckoutToExpire
 	err := d.g.WithContext(ctx).Raw(`SELECT c.order_id::text AS order_id, c.provider, c.session_id
 		FROM checkouts c JOIN orders o ON o.id = c.order_id
-		WHERE c.state = 'open' AND o.status NOT IN ('PENDING', 'PAID')
-		ORDER BY c.created_at LIMIT ?`, limit).Scan(&out).Error
+		WHERE c.state = 'open' AND c.provider = ? AND o.status NOT IN ('PENDING', 'PAID') AND NOT (c.order_id = ANY(?::uuid[]))
+		ORDER BY c.created_at LIMIT ?`, provider, pgArray(skip).literal(), limit).Scan(&out).Error
 	if err != nil {
 		return nil, fmt.Errorf("checkouts to expire: %w", err)
 	}
@@ -238,11 +254,13 @@ type RefundDue struct {
 	PaymentID string
 }
 
-// RefundsDue lists up to limit payments recorded as refunded that the provider has not refunded yet.
-func (d *DB) RefundsDue(ctx context.Context, limit int) ([]RefundDue, error) {
+// RefundsDue lists up to limit payments of provider recorded as refunded that it has not refunded
+// yet, but those of skip (waiting to be tried again).
+func (d *DB) RefundsDue(ctx context.Context, provider string, skip []string, limit int) ([]RefundDue, error) {
 	var out []RefundDue
 	err := d.g.WithContext(ctx).Raw(`SELECT id::text AS order_id, payment_provider AS provider, payment_id
-		FROM orders WHERE payment_status = 'refunded' AND refund_id IS NULL ORDER BY created_at LIMIT ?`, limit).Scan(&out).Error
+		FROM orders WHERE payment_status = 'refunded' AND refund_id IS NULL AND payment_provider = ? AND NOT (id = ANY(?::uuid[]))
+		ORDER BY created_at LIMIT ?`, provider, pgArray(skip).literal(), limit).Scan(&out).Error
 	if err != nil {
 		return nil, fmt.Errorf("refunds due: %w", err)
 	}

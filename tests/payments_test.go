@@ -12,6 +12,7 @@ import (
 
 	"github.com/flashsale/flashsale/services/auth"
 	"github.com/flashsale/flashsale/services/payments"
+	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/testenv"
 )
 
@@ -206,46 +207,52 @@ func TestPaymentDeadlineOrderings(t *testing.T) {
 	h.checkInvariants(s)
 }
 
-// TestPaymentRacesExpiry: confirmations and expiries of the same orders at once, many times:
-// each order ends exactly one way (PAID, or EXPIRED with its payment refunded), its unit sold or
-// given back once.
+// TestPaymentRacesExpiry: the confirmation and the expiry of the same order at once, for many
+// orders: each ends exactly one way (PAID, or EXPIRED with its payment refunded), its unit sold or
+// given back once; over the rounds both ways happen.
 func TestPaymentRacesExpiry(t *testing.T) {
 	h := newHarness(t, harnessOpts{noKeeper: true})
 	ctx := context.Background()
-	const n = 16
-	s := h.liveSale(n)
-	ids := make([]string, n)
-	for i := range ids {
-		var bearer string
-		ids[i], bearer = h.pendingOrder(int64(200+i), s, s.items[0])
-		if c := h.do("POST", "/api/flash-sales/orders/"+ids[i]+"/checkout", bearer, nil); c.Status != http.StatusOK {
-			t.Fatalf("checkout %d %s", c.Status, c.Raw)
+	const n, rounds = 12, 4
+	s := h.liveSale(n * rounds)
+	var paid, refunded int64
+	for round := 0; round < rounds && (paid == 0 || refunded == 0 || round < 2); round++ {
+		ids := make([]string, n)
+		for i := range ids {
+			var bearer string
+			ids[i], bearer = h.pendingOrder(int64(200+round*n+i), s, s.items[0])
+			if c := h.do("POST", "/api/flash-sales/orders/"+ids[i]+"/checkout", bearer, nil); c.Status != http.StatusOK {
+				t.Fatalf("checkout %d %s", c.Status, c.Raw)
+			}
+		}
+		h.exec(`UPDATE orders SET pay_by = now() - interval '1 second' WHERE id = ANY(?::uuid[])`, "{"+strings.Join(ids, ",")+"}")
+		var wg sync.WaitGroup
+		for _, id := range ids {
+			wg.Add(2)
+			go func() {
+				defer wg.Done()
+				if err := h.app.Payments.Apply(ctx, payments.Event{ID: "evt_" + id, Kind: payments.EventPaid, OrderID: id, PaymentID: "pi_" + id, AmountCents: 1000}); err != nil {
+					t.Error(err)
+				}
+			}()
+			go func() {
+				defer wg.Done()
+				if _, err := h.app.DB.ExpireOrder(ctx, shop.Order{ID: id, ItemID: s.items[0]}); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+		wg.Wait()
+		_ = h.app.KeeperPass(ctx) // the units given back reach Redis
+		h.app.Payments.Pass(ctx)  // the refunds
+		paid = h.sqlInt(`SELECT count(*) FROM orders WHERE item_id = ? AND status = 'PAID' AND payment_status = 'paid'`, s.items[0])
+		refunded = h.sqlInt(`SELECT count(*) FROM orders WHERE item_id = ? AND status = 'EXPIRED' AND payment_status = 'refunded' AND refund_id IS NOT NULL`, s.items[0])
+		if paid+refunded != int64(n*(round+1)) {
+			t.Fatalf("round %d: paid %d + refunded %d, want every one of %d orders ending one way", round, paid, refunded, n*(round+1))
 		}
 	}
-	h.exec(`UPDATE orders SET pay_by = now() - interval '1 second' WHERE item_id = ?`, s.items[0])
-	var wg sync.WaitGroup
-	for _, id := range ids {
-		wg.Add(2)
-		go func() {
-			defer wg.Done()
-			if err := h.app.Payments.Apply(ctx, payments.Event{ID: "evt_" + id, Kind: payments.EventPaid, OrderID: id, PaymentID: "pi_" + id, AmountCents: 1000}); err != nil {
-				t.Error(err)
-			}
-		}()
-		go func() {
-			defer wg.Done()
-			if _, err := h.app.DB.ExpireDue(ctx, 1); err != nil {
-				t.Error(err)
-			}
-		}()
-	}
-	wg.Wait()
-	_ = h.app.KeeperPass(ctx)
-	h.app.Payments.Pass(ctx)
-	paid := h.sqlInt(`SELECT count(*) FROM orders WHERE item_id = ? AND status = 'PAID' AND payment_status = 'paid'`, s.items[0])
-	refunded := h.sqlInt(`SELECT count(*) FROM orders WHERE item_id = ? AND status = 'EXPIRED' AND payment_status = 'refunded' AND refund_id IS NOT NULL`, s.items[0])
-	if paid+refunded != n {
-		t.Errorf("paid %d + refunded %d, want every one of %d orders ending one way", paid, refunded, n)
+	if paid == 0 || refunded == 0 {
+		t.Errorf("%d paid, %d refunded: the race never went both ways", paid, refunded)
 	}
 	if sold := h.sqlInt(`SELECT sold FROM items WHERE id = ?`, s.items[0]); sold != paid {
 		t.Errorf("sold %d, want the %d paid orders", sold, paid)

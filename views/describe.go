@@ -19,6 +19,7 @@ var pageDescriptions = map[Lang]map[string]string{
 		pageAdminLive:   "The merchant's live view of a sale: its stock, its shoppers' funnel and its orders, second by second.",
 		pageAdminOrders: "The merchant's list of a sale's orders, with a CSV export.",
 		pageNotFound:    "This page does not exist on the flash-sale shop: back to the live and upcoming sales.",
+		pageSimPay:      "The simulated payment provider's page of an order: the amount, and paying it without any money moving.",
 	},
 	Chinese: {
 		pageHome:        "正在进行和即将开始的限时抢购：少量商品，固定价格，开抢第一秒起先到先得，每人限购一件。",
@@ -29,6 +30,7 @@ var pageDescriptions = map[Lang]map[string]string{
 		pageAdminLive:   "商家的活动实时视图：每秒更新库存、顾客漏斗和订单。",
 		pageAdminOrders: "商家的活动订单列表，可导出 CSV。",
 		pageNotFound:    "限时抢购商店里没有这个页面：返回正在进行和即将开始的活动。",
+		pageSimPay:      "订单的模拟支付页面：金额，以及不产生真实扣款的付款。",
 	},
 }
 

@@ -140,7 +140,7 @@ type Messages struct {
 	SiteName string
 
 	// layout
-	SkipLink, NavLabel, NavSales, NavOrders, NavAdmin, Footer, LangLabel, Offline string
+	SkipLink, NavLabel, NavSales, NavOrders, NavAdmin, NavLogin, Footer, LangLabel, Offline string
 	// sessionArea
 	Username, Password, RegisterHint, CaptchaAlt, CaptchaAnswer, NewPicture string
 	LogIn, Register, SignedInAs, LogOut                                     string
@@ -178,6 +178,7 @@ var enMessages = Messages{
 	NavLabel:  "Main",
 	NavSales:  "Sales",
 	NavOrders: "My orders",
+	NavLogin:  "Log in or register",
 	NavAdmin:  "Merchant admin",
 	Footer:    "Times are shown in your time zone once the page has loaded; the countdown follows the shop’s clock.",
 	LangLabel: "Language",
@@ -292,6 +293,7 @@ var zhMessages = Messages{
 	NavLabel:  "主导航",
 	NavSales:  "秒杀活动",
 	NavOrders: "我的订单",
+	NavLogin:  "登录或注册",
 	NavAdmin:  "商家后台",
 	Footer:    "页面加载后，时间按你所在的时区显示；倒计时以商城的时钟为准。",
 	LangLabel: "语言",

@@ -3,6 +3,7 @@ package payments
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"time"
 
@@ -52,6 +53,20 @@ func (b *backoff) failed(key string, now time.Time, base time.Duration) time.Dur
 	return wait
 }
 
+// waiting lists the orders of the calls of kind ("expire", "refund") that wait for their next try
+// at now: a pass leaves them out, so that calls that keep failing never crowd out the others.
+func (b *backoff) waiting(kind string, now time.Time) []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []string
+	for key, r := range b.next {
+		if order, ok := strings.CutPrefix(key, kind+" "); ok && now.Before(r.at) {
+			out = append(out, order)
+		}
+	}
+	return out
+}
+
 func (b *backoff) done(key string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -82,7 +97,7 @@ func (p *Payments) Pass(ctx context.Context) (closed, refunded int) {
 }
 
 func (p *Payments) expireCheckouts(ctx context.Context) int {
-	due, err := p.db.CheckoutsToExpire(ctx, keeperBatch)
+	due, err := p.db.CheckoutsToExpire(ctx, p.provider.Name(), p.retries.waiting("expire", p.now()), keeperBatch)
 	if err != nil {
 		p.log.Warn("payments: listing checkouts to expire failed", "err", err)
 		return 0
@@ -120,7 +135,7 @@ func (p *Payments) expireCheckouts(ctx context.Context) int {
 }
 
 func (p *Payments) refund(ctx context.Context) int {
-	due, err := p.db.RefundsDue(ctx, keeperBatch)
+	due, err := p.db.RefundsDue(ctx, p.provider.Name(), p.retries.waiting("refund", p.now()), keeperBatch)
 	if err != nil {
 		p.log.Warn("payments: listing refunds due failed", "err", err)
 		return 0

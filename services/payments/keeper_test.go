@@ -1,8 +1,13 @@
 package payments
 
 import (
+	"context"
+	"errors"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/flashsale/flashsale/store"
 )
 
 // A provider call that keeps failing is tried again after the pass interval times 2^n, up to
@@ -34,5 +39,97 @@ func TestBackoffSpacesOutFailures(t *testing.T) {
 	b.done("refund x")
 	if !b.due("refund x", now) {
 		t.Fatal("a call that succeeded is not due at once next time")
+	}
+}
+
+// keeperDB is the part of Postgres the keeper reads and writes, in memory.
+type keeperDB struct {
+	DB       // the rest is not used by Pass
+	open     map[string]string // order -> session, checkouts of ended orders still open
+	closed   map[string]string // order -> expired or complete
+	due      map[string]string // order -> payment to refund
+	refunded map[string]string // order -> refund id
+}
+
+func (d *keeperDB) CheckoutsToExpire(_ context.Context, provider string, skip []string, limit int) ([]store.CheckoutToExpire, error) {
+	var out []store.CheckoutToExpire
+	for o, s := range d.open {
+		if !slices.Contains(skip, o) && len(out) < limit {
+			out = append(out, store.CheckoutToExpire{OrderID: o, Provider: provider, SessionID: s})
+		}
+	}
+	return out, nil
+}
+
+func (d *keeperDB) CloseCheckout(_ context.Context, orderID, state string) error {
+	delete(d.open, orderID)
+	d.closed[orderID] = state
+	return nil
+}
+
+func (d *keeperDB) RefundsDue(_ context.Context, provider string, skip []string, limit int) ([]store.RefundDue, error) {
+	var out []store.RefundDue
+	for o, pi := range d.due {
+		if !slices.Contains(skip, o) && len(out) < limit {
+			out = append(out, store.RefundDue{OrderID: o, Provider: provider, PaymentID: pi})
+		}
+	}
+	return out, nil
+}
+
+func (d *keeperDB) RecordRefund(_ context.Context, orderID, refundID string) error {
+	delete(d.due, orderID)
+	d.refunded[orderID] = refundID
+	return nil
+}
+
+// flakyProvider fails its first fails calls of each kind, then answers; session "paid" was
+// completed before it could be expired.
+type flakyProvider struct {
+	Simulated
+	fails          int
+	expires, refus int
+}
+
+func (f *flakyProvider) ExpireSession(_ context.Context, session string) error {
+	if f.expires++; f.expires <= f.fails {
+		return errors.New("provider down")
+	}
+	if session == "paid" {
+		return ErrSessionComplete
+	}
+	return nil
+}
+
+func (f *flakyProvider) Refund(_ context.Context, r RefundRequest) (string, error) {
+	if f.refus++; f.refus <= f.fails {
+		return "", errors.New("provider down")
+	}
+	return "re_" + r.OrderID, nil
+}
+
+// The keeper expires the checkouts of ended orders and makes the refunds due, trying again after
+// failures (spaced out) until the provider answers; a session the provider says was paid is
+// recorded complete (its payment's confirmation refunds it).
+func TestKeeperRetriesUntilTheProviderAnswers(t *testing.T) {
+	db := &keeperDB{open: map[string]string{"o1": "cs_1", "o2": "paid"}, closed: map[string]string{},
+		due: map[string]string{"o3": "pi_3"}, refunded: map[string]string{}}
+	prov := &flakyProvider{fails: 3}
+	now := time.Unix(1_800_000_000, 0)
+	p := New(Config{Interval: time.Second}, Deps{Provider: prov, DB: db, Now: func() time.Time { return now }})
+	passes := 0
+	for ; passes < 100 && (len(db.open) > 0 || len(db.due) > 0); passes++ {
+		p.Pass(context.Background())
+		now = now.Add(time.Second)
+	}
+	if len(db.open) > 0 || len(db.due) > 0 {
+		t.Fatalf("after %d passes: open %v, refunds due %v", passes, db.open, db.due)
+	}
+	if db.closed["o1"] != store.CheckoutExpired || db.closed["o2"] != store.CheckoutComplete || db.refunded["o3"] != "re_o3" {
+		t.Fatalf("closed %v, refunded %v: want o1 expired, o2 complete, o3 refunded", db.closed, db.refunded)
+	}
+	// Spaced out: 3 failures each, then the answer, over about 2+4+8 s, not 3 passes.
+	if passes < 10 || prov.expires > 3+2+3 || prov.refus > 3+1 {
+		t.Fatalf("%d passes, %d expire and %d refund calls: want the retries spaced out", passes, prov.expires, prov.refus)
 	}
 }

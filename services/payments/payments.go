@@ -148,12 +148,27 @@ func (p *Payments) Checkout(ctx context.Context, userID int64, orderID, origin s
 	if err != nil {
 		p.metrics.Payments.WithLabelValues("provider_error").Inc()
 		p.log.Warn("payments: opening a checkout failed", "order", o.ID, "provider", p.provider.Name(), "err", err)
+		var t interface{ Transient() bool }
+		if errors.As(err, &t) && !t.Transient() {
+			// The provider refused this checkout for good (an amount it cannot charge, a key it
+			// does not take): asking again would not help.
+			return "", shop.Errorf(shop.CodeNotPayable, "the payment provider refused to open a checkout for this order; the shop has been told")
+		}
 		return "", shop.Unavailable(fmt.Errorf("the payment provider did not answer: %w", err))
 	}
 	c, err := p.db.RecordCheckout(ctx, store.Checkout{OrderID: o.ID, Provider: p.provider.Name(), SessionID: s.ID, URL: s.URL,
 		ExpiresAt: o.PayBy, Attempt: attempt})
 	if err != nil {
 		return "", shop.Unavailable(err)
+	}
+	if c.OrderStatus != shop.StatusPending {
+		// The order ended while the provider opened the checkout: nobody is sent to pay for a
+		// unit the shop no longer holds, and the keeper expires the session at once.
+		p.Kick()
+		if c.OrderStatus == shop.StatusPaid {
+			return "", shop.Errorf(shop.CodeNotPayable, "the order is paid already")
+		}
+		return "", shop.PaidAnswer(c.OrderStatus)
 	}
 	p.metrics.Payments.WithLabelValues("checkout_opened").Inc()
 	return c.URL, nil

@@ -14,9 +14,9 @@ type DB interface {
 	CheckoutOf(ctx context.Context, orderID string) (store.Checkout, error)
 	RecordCheckout(ctx context.Context, c store.Checkout) (store.Checkout, error)
 	ApplyPaymentEvent(ctx context.Context, e store.PaymentEvent) (store.PaymentOutcome, error)
-	CheckoutsToExpire(ctx context.Context, limit int) ([]store.CheckoutToExpire, error)
+	CheckoutsToExpire(ctx context.Context, provider string, skip []string, limit int) ([]store.CheckoutToExpire, error)
 	CloseCheckout(ctx context.Context, orderID, state string) error
-	RefundsDue(ctx context.Context, limit int) ([]store.RefundDue, error)
+	RefundsDue(ctx context.Context, provider string, skip []string, limit int) ([]store.RefundDue, error)
 	RecordRefund(ctx context.Context, orderID, refundID string) error
 }
 

@@ -255,10 +255,11 @@ const ZH = {
   'Taking you to the payment page…': '正在前往支付页面…',
   'The shop could not be reached to start the payment: nothing was charged. Try again.': '无法连接商城以发起支付：未产生任何扣款。请重试。',
   'Opening the payment page…': '正在打开支付页面…',
-  'Your payment arrived after the payment window had closed and the unit had gone back on sale, so it has been refunded in full.': '你的付款在支付期限结束、商品已重新开放抢购之后才到账，因此已全额退款。',
-  'Your payment arrived after the payment window had closed and the unit had gone back on sale; it is being refunded in full.': '你的付款在支付期限结束、商品已重新开放抢购之后才到账，正在全额退款。',
+  'Your payment arrived after this order had ended (its payment window closed, or it was cancelled) and its unit had gone back on sale, so it has been refunded in full.': '你的付款在订单结束（支付期限已过或已取消）、商品已重新开放抢购之后才到账，因此已全额退款。',
+  'Your payment arrived after this order had ended (its payment window closed, or it was cancelled) and its unit had gone back on sale; it is being refunded in full.': '你的付款在订单结束（支付期限已过或已取消）、商品已重新开放抢购之后才到账，正在全额退款。',
   'Payment sent: waiting for the payment provider to confirm it. This page updates by itself.': '付款已提交：正在等待支付服务商确认。本页面会自动更新。',
   'A payment page is open for this order: finish paying there, or press Pay to go back to it.': '此订单的支付页面已打开：请在那里完成付款，或点击“支付”回到该页面。',
+  'If your payment went through after the order ended, it is refunded in full: this page says so within a few minutes.': '如果你的付款在订单结束后才完成，将全额退款：本页面会在几分钟内显示。',
   'Payment not made: the order is still yours until its deadline.': '未付款：在截止时间前，此订单仍为你保留。',
   'The payment could not be sent (the network dropped): nothing was charged. Try again.': '付款未能发送（网络中断）：未产生任何扣款。请重试。',
   // status.js
@@ -382,7 +383,6 @@ const ZH = {
   'The shop sent an answer this page does not understand; check your order before trying again.': '无法识别商城的回复。再次尝试前，请先查看你的订单。',
   // order.js
   'Checking…': '查询中…',
-  'checking…': '查询中…',
   'Paying…': '支付中…',
   'Pay now · {price}': '立即支付 · {price}',
   'Pay now': '立即支付',

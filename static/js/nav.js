@@ -3,7 +3,8 @@
 import { byTestId, show } from './dom.js';
 import { currentUser, onSession } from './session.js';
 
-// initNav shows "My orders" to a signed-in shopper and "Merchant admin" to a merchant only, and
+// initNav shows "My orders" to a signed-in shopper, "Merchant admin" to a merchant only, "Log in
+// or register" to a visitor signed out, and
 // marks the link of the current page.
 export function initNav() {
   var nav = document.querySelector('.site-nav');
@@ -18,8 +19,10 @@ export function initNav() {
   });
   var orders = byTestId('nav-orders', nav);
   var admin = byTestId('admin-link', nav);
+  var login = byTestId('nav-login', nav); // a logged-out visitor logs in or registers on My orders
   function render() {
     var u = currentUser();
+    show(login, u === null);
     show(orders, u !== null && u.role !== 'merchant');
     show(admin, u !== null && u.role === 'merchant');
   }

@@ -93,11 +93,11 @@ function renderPayBy(O, pending) {
 function paymentNote(O) {
   if (O.payment === 'refunded') {
     return O.refunded
-      ? t('Your payment arrived after the payment window had closed and the unit had gone back on sale, so it has been refunded in full.')
-      : t('Your payment arrived after the payment window had closed and the unit had gone back on sale; it is being refunded in full.');
+      ? t('Your payment arrived after this order had ended (its payment window closed, or it was cancelled) and its unit had gone back on sale, so it has been refunded in full.')
+      : t('Your payment arrived after this order had ended (its payment window closed, or it was cancelled) and its unit had gone back on sale; it is being refunded in full.');
   }
   if (O.status !== 'PENDING') {
-    return '';
+    return lateWait(O) ? t('If your payment went through after the order ended, it is refunded in full: this page says so within a few minutes.') : '';
   }
   if (O.gaveUp && O.payment !== 'awaiting') {
     return t('Payment not made: the order is still yours until its deadline.');
@@ -111,10 +111,21 @@ function paymentNote(O) {
   return '';
 }
 
-// settled reports whether nothing more can change about the order: a final status, and no refund
-// still on its way.
+// LATE_WAIT is how long a page back from the provider's after paying keeps asking about an order
+// that ended meanwhile: the provider's confirmation of a last-second payment may still be on its
+// way, and its refund with it.
+const LATE_WAIT = 5 * 60 * 1000;
+
+// lateWait reports whether the page waits for the word on a payment made on the provider's page
+// for an order that ended (expired, cancelled) before the confirmation came.
+function lateWait(O) {
+  return O.returned && (O.status === 'EXPIRED' || O.status === 'CANCELLED') && O.payment === 'none' && Date.now() - O.openedAt < LATE_WAIT;
+}
+
+// settled reports whether nothing more can change about the order: a final status, no refund
+// still on its way, and no confirmation awaited of a payment made at the last second.
 function settled(O) {
-  return !!FINAL_STATUSES[O.status] && !(O.payment === 'refunded' && !O.refunded);
+  return !!FINAL_STATUSES[O.status] && !(O.payment === 'refunded' && !O.refunded) && !lateWait(O);
 }
 
 function renderStatus(O) {
@@ -323,6 +334,7 @@ export function orderController(panel, say, hooks) {
     payment: 'none', // paymentStatus: none, awaiting, paid, refunded
     refunded: false, // the refund of a payment that came too late was made
     returned: !!(hooks && hooks.returned), // back from the provider's page after paying
+    openedAt: Date.now(),
     gaveUp: !!(hooks && hooks.gaveUp), // back from the provider's page without paying
     knownAt: 0, // Date.now() of the last answer about the order
     stale: '', // the note while the status cannot be refreshed ('' once it is)

@@ -138,7 +138,8 @@ function readState(S, data) {
     page.countdown.ended();
   }
   if (typeof data.paused === 'boolean') {
-    page.setPaused(data.paused, false);
+    // An ended sale is over, paused before or not: no "Buy comes back" for it.
+    page.setPaused(data.paused && data.status !== 'ended', false);
   }
   data.items.forEach(function (it) {
     var q = it ? Number(it.quantity) : NaN;

@@ -159,6 +159,9 @@ func (p *Provider) Checkout(ctx context.Context, r payments.CheckoutRequest) (pa
 			},
 			Quantity: stripe.Int64(1),
 		}},
+		// Cards only: a method that settles days later (bank debits, transfers) would confirm long
+		// after a flash sale's payment window, every such payment taken and then refunded.
+		PaymentMethodTypes: []*string{stripe.String("card")},
 		PaymentIntentData: &stripe.CheckoutSessionCreatePaymentIntentDataParams{
 			Metadata: map[string]string{"order_id": r.OrderID},
 		},
