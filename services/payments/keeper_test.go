@@ -44,7 +44,7 @@ func TestBackoffSpacesOutFailures(t *testing.T) {
 
 // keeperDB is the part of Postgres the keeper reads and writes, in memory.
 type keeperDB struct {
-	DB       // the rest is not used by Pass
+	DB                         // the rest is not used by Pass
 	open     map[string]string // order -> session, checkouts of ended orders still open
 	closed   map[string]string // order -> expired or complete
 	due      map[string]string // order -> payment to refund
