@@ -246,16 +246,27 @@ func (s *PGServer) Start() error {
 		c.Close()
 		return fmt.Errorf("postgres on port %d: %w", s.Port, errPortTaken)
 	}
-	proc, err := spawnProc(s.Log, filepath.Dir(s.Data), s.Cred, s.Detached, filepath.Join(s.Bin, "postgres"), args...)
-	if err != nil {
-		return err
-	}
-	if err := waitReadyFor(proc, s.DSN("postgres"), s.Data, cmp.Or(s.StartTimeout, time.Minute)); err != nil {
+	// After a postmaster was killed (kill -9), its children may still hold its shared memory for a
+	// moment: the new one refuses to start ("pre-existing shared memory block ... is still in
+	// use") until they are gone, so it is asked again for a few seconds.
+	for attempt := 1; ; attempt++ {
+		proc, err := spawnProc(s.Log, filepath.Dir(s.Data), s.Cred, s.Detached, filepath.Join(s.Bin, "postgres"), args...)
+		if err != nil {
+			return err
+		}
+		err = waitReadyFor(proc, s.DSN("postgres"), s.Data, cmp.Or(s.StartTimeout, time.Minute))
+		if err == nil {
+			s.proc = proc
+			return nil
+		}
 		proc.kill()
-		return fmt.Errorf("postgres on port %d: %w\n%s", s.Port, err, logTail(s.Log))
+		tail := logTail(s.Log)
+		if attempt < 20 && strings.Contains(tail, "pre-existing shared memory block") {
+			time.Sleep(500 * time.Millisecond)
+			continue
+		}
+		return fmt.Errorf("postgres on port %d: %w\n%s", s.Port, err, tail)
 	}
-	s.proc = proc
-	return nil
 }
 
 // startOnFreePort starts the server on a free port: another process may take the chosen port

@@ -1,11 +1,14 @@
 package proc
 
 import (
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"runtime"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -116,7 +119,10 @@ func TestSamplerSumsSeveralProcesses(t *testing.T) {
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
 	alone := StartSampler([]Watched{{Name: "self", PID: os.Getpid()}}, time.Now())
 	both := StartSampler([]Watched{{Name: "both", PID: os.Getpid(), More: []int{cmd.Process.Pid}}}, time.Now())
-	time.Sleep(400 * time.Millisecond)
+	// Until the child has had 0.3 CPU s (on a busy machine that takes longer than on an idle one).
+	for deadline := time.Now().Add(15 * time.Second); childCPU(cmd.Process.Pid) < 0.3 && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+	}
 	a, _ := alone.Finish()
 	b, _ := both.Finish()
 	if b["both"].PID != os.Getpid() {
@@ -128,4 +134,19 @@ func TestSamplerSumsSeveralProcesses(t *testing.T) {
 	if b["both"].RSSEnd <= a["self"].RSSEnd {
 		t.Errorf("resident set of both %.1f MiB, not above self's %.1f MiB", b["both"].RSSEnd, a["self"].RSSEnd)
 	}
+}
+
+// childCPU is the CPU seconds (user and system) pid has used, from /proc/PID/stat (ticks of 1/100 s).
+func childCPU(pid int) float64 {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseFloat(f[11], 64)
+	sys, _ := strconv.ParseFloat(f[12], 64)
+	return (u + sys) / 100
 }
