@@ -142,7 +142,7 @@ func (a *API) AdminLive(c *gin.Context) {
 			RebuildWaitsFor: v.Reconciliation.RebuildWaitsFor},
 		Funnel: liveFunnelJSON{Requests: v.Funnel.Requests, Refused: v.Funnel.Refused, Accepted: v.Funnel.Accepted,
 			Written: v.Funnel.Written, Paid: v.Funnel.Paid, Expired: v.Funnel.Expired, Cancelled: v.Funnel.Cancelled},
-		Series: make([]livePointJSON, len(v.Series)),
+		Series:    make([]livePointJSON, len(v.Series)),
 		Writer:    liveWriterJSON{LagSeconds: v.Writer.LagSeconds, QueueDepth: v.Writer.QueueDepth},
 		Reminders: v.Reminders,
 		AsOf:      v.AsOf.UTC().Format(time.RFC3339Nano),
