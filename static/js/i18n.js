@@ -324,7 +324,7 @@ const ZH = {
   'merchant': '商家',
   'user': '用户',
   // sale_remind.js
-  'Reminder set: this page will notify you at the start. Keep this tab open.': '提醒已设置：开抢时本页会通知你。请保持此标签页打开。',
+  'This page will notify you at the start: keep this tab open.': '开抢时本页会通知你：请保持此标签页打开。',
   'This browser cannot show notifications: add the sale to your calendar instead.': '此浏览器无法显示通知：请改为把活动添加到日历。',
   'Notifications are blocked for this site: add the sale to your calendar instead.': '本网站的通知已被屏蔽：请改为把活动添加到日历。',
   'Reminder removed.': '提醒已取消。',

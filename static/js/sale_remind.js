@@ -71,7 +71,7 @@ function ask() {
 }
 
 function setSentence() {
-  return t('Reminder set: this page will notify you at the start. Keep this tab open.');
+  return t('This page will notify you at the start: keep this tab open.');
 }
 
 function refusedSentence(answer) {
