@@ -69,6 +69,7 @@ type API struct {
 	Live         SaleLive      // the merchant's live view of a sale (handlers/live.go)
 	Reads        ReadLimiter   // the public reads' per-address limit; nil: none
 	Payments     Payments      // checkouts, the provider's webhook, the simulated provider (handlers/payments.go)
+	Reminders    Reminders     // a shopper's "Remind me" before a sale (handlers/remind.go)
 }
 
 // ReadLimiter limits, per client address, the public reads that take an id or a cursor: a sale,

@@ -108,6 +108,7 @@ type liveJSON struct {
 	Funnel         liveFunnelJSON         `json:"funnel"`
 	Series         []livePointJSON        `json:"series"`
 	Writer         liveWriterJSON         `json:"writer"`
+	Reminders      int64                  `json:"reminders"` // shoppers who asked to be reminded of the start (an estimate)
 	AsOf           string                 `json:"asOf"`
 }
 
@@ -141,9 +142,10 @@ func (a *API) AdminLive(c *gin.Context) {
 			RebuildWaitsFor: v.Reconciliation.RebuildWaitsFor},
 		Funnel: liveFunnelJSON{Requests: v.Funnel.Requests, Refused: v.Funnel.Refused, Accepted: v.Funnel.Accepted,
 			Written: v.Funnel.Written, Paid: v.Funnel.Paid, Expired: v.Funnel.Expired, Cancelled: v.Funnel.Cancelled},
-		Series: make([]livePointJSON, len(v.Series)),
-		Writer: liveWriterJSON{LagSeconds: v.Writer.LagSeconds, QueueDepth: v.Writer.QueueDepth},
-		AsOf:   v.AsOf.UTC().Format(time.RFC3339Nano),
+		Series:    make([]livePointJSON, len(v.Series)),
+		Writer:    liveWriterJSON{LagSeconds: v.Writer.LagSeconds, QueueDepth: v.Writer.QueueDepth},
+		Reminders: v.Reminders,
+		AsOf:      v.AsOf.UTC().Format(time.RFC3339Nano),
 	}
 	for i, it := range v.Items {
 		out.Items[i] = liveItemJSON{ItemID: idString(it.ItemID), Name: it.Name, Quantity: it.Quantity, Displayed: it.Displayed,

@@ -197,7 +197,9 @@ func (p *Pages) Sale(c *gin.Context) {
 		Error(c, p.Log, err)
 		return
 	}
-	p.renderLocalized(c, http.StatusOK, publicPage, func(views.Locale) templ.Component { return views.SalePage(saleView(s)) })
+	v := saleView(s)
+	v.Upcoming = p.Now().Before(s.StartsAt)
+	p.renderLocalized(c, http.StatusOK, publicPage, func(views.Locale) templ.Component { return views.SalePage(v) })
 }
 
 // Order handles the "GET /orders/:orderId" route: the page polls the order's status.

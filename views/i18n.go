@@ -161,6 +161,8 @@ type Messages struct {
 	UnitsInSale                                                            func(n int) string
 	// the sale page to a merchant: no Buy, a link to the sale's live view
 	MerchantNote, MerchantLiveLink, MerchantNoteAfter string
+	// the sale page before the start: "Remind me", its state, and the calendar entry
+	RemindMe, ReminderSet, RemindUndo, AddToCalendar, RemindLabel string
 	// order
 	OrderTitle, OrderHeading, NeedsJSOrder, AllMyOrders, BackToSales string
 	// my orders
@@ -242,6 +244,11 @@ var enMessages = Messages{
 	MerchantNote:      "You are signed in as a merchant: merchants do not buy. ",
 	MerchantLiveLink:  "Watch this sale’s live view",
 	MerchantNoteAfter: ".",
+	RemindMe:          "Remind me",
+	ReminderSet:       "Reminder set",
+	RemindUndo:        "Undo",
+	AddToCalendar:     "Add to calendar (.ics)",
+	RemindLabel:       "Reminder of the start",
 
 	Syncing:          "Syncing with the shop’s clock…",
 	NeedsJSSale:      "This page needs JavaScript to count down and to buy.",
@@ -354,6 +361,11 @@ var zhMessages = Messages{
 	MerchantNote:      "你当前以商家身份登录：商家不能购买。",
 	MerchantLiveLink:  "查看本场秒杀的实时数据",
 	MerchantNoteAfter: "。",
+	RemindMe:          "开抢提醒我",
+	ReminderSet:       "已设置提醒",
+	RemindUndo:        "撤销",
+	AddToCalendar:     "添加到日历",
+	RemindLabel:       "开抢提醒",
 
 	Syncing:          "正在与商城时钟同步…",
 	NeedsJSSale:      "此页面需要启用 JavaScript 才能倒计时和购买。",

@@ -38,6 +38,7 @@ type AdminMessages struct {
 	TileDisplayed, TileDisplayedNote, TileAccepted, TileAcceptedNote  string
 	TileRefused, TileRefusedNote, TileBooks, TileBooksNote            string
 	TileLag, TileLagNote, TileQueue, TileQueueNote                    string
+	RemindersHint                                                     string
 	FunnelRequests, FunnelRefused, FunnelAccepted, FunnelWritten      string
 	FunnelPaid, FunnelExpired, FunnelCancelled                        string
 	ReasonSoldOut, ReasonDuplicate, ReasonRateLimited, ReasonBadToken string
@@ -148,6 +149,7 @@ var enAdmin = AdminMessages{
 	TileBooks: "Books", TileBooksNote: "sold units against recorded orders",
 	TileLag: "Order recording delay", TileLagNote: "oldest order not yet recorded",
 	TileQueue: "Orders waiting", TileQueueNote: "orders waiting to be recorded",
+	RemindersHint: "Shoppers who pressed Remind me on the sale page before the start: an estimate of the crowd. Each browser counts once; a reminder undone stays counted.",
 
 	FunnelRequests: "Requests", FunnelRefused: "Refused", FunnelAccepted: "Accepted", FunnelWritten: "Orders recorded",
 	FunnelPaid: "Paid", FunnelExpired: "Expired unpaid", FunnelCancelled: "Cancelled",
@@ -251,6 +253,7 @@ var zhAdmin = AdminMessages{
 	TileBooks: "账目", TileBooksNote: "售出件数与已记录订单的核对",
 	TileLag: "订单记录延迟", TileLagNote: "最早一笔尚未记录的订单",
 	TileQueue: "待记录订单", TileQueueNote: "等待记录的订单",
+	RemindersHint: "开抢前在活动页点了“开抢提醒我”的顾客：用来预估人流。每个浏览器只计一次；撤销的提醒仍计入。",
 
 	FunnelRequests: "请求", FunnelRefused: "被拒绝", FunnelAccepted: "抢到", FunnelWritten: "已记录的订单",
 	FunnelPaid: "已支付", FunnelExpired: "超时未支付", FunnelCancelled: "已取消",

@@ -103,6 +103,7 @@ func routeAPI(r *gin.Engine, cfg Config) {
 	r.GET("/api/flash-sales", api.ListSales)
 	r.GET("/api/flash-sales/:saleId", api.GetSale)
 	r.GET("/api/flash-sales/:saleId/stock", api.Stock)
+	r.POST("/api/flash-sales/:saleId/remind", api.Remind)
 	r.POST("/api/flash-sales/:saleId/captcha", authed, api.Captcha)
 	r.POST("/api/flash-sales/:saleId/purchase-token", authed, api.PurchaseToken)
 	r.POST("/api/flash-sales/items/:itemId/purchase", authed, api.Purchase)
@@ -133,6 +134,7 @@ func routeAPI(r *gin.Engine, cfg Config) {
 func routePages(r *gin.Engine, pages *handlers.Pages) {
 	r.GET("/", pages.Home)
 	r.GET("/sales/:saleId", pages.Sale)
+	r.GET("/sales/:saleId/calendar.ics", pages.Calendar)
 	r.GET("/orders", pages.MyOrders)
 	r.GET("/orders/:orderId", pages.Order)
 	r.GET("/admin", pages.Admin)

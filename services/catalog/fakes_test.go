@@ -76,6 +76,8 @@ func (f *fakeStock) Funnel(context.Context, int64, int64) (store.FunnelCounts, [
 
 func (f *fakeStock) RememberShards(int64, int) {}
 
+func (f *fakeStock) Reminders(context.Context, int64) (int64, error) { return 0, nil }
+
 // fakeReconciler answers the sale's report: every item of the sale, nothing on its way.
 type fakeReconciler struct{ db *fakeDB }
 

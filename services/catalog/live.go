@@ -126,6 +126,7 @@ type LiveView struct {
 	Funnel         LiveFunnel
 	Series         []store.SeriesPoint // per second with a request, oldest first, the last FunnelKeep
 	Writer         LiveWriter
+	Reminders      int64 // shoppers who asked to be reminded of the start (an estimate: catalog.Remind)
 	AsOf           time.Time
 	merchantID     int64
 }
@@ -209,7 +210,11 @@ func (s *Sales) live(ctx context.Context, saleID int64) (LiveView, error) {
 	if err != nil {
 		return LiveView{}, shop.Unavailable(err)
 	}
-	v := LiveView{AsOf: now, merchantID: row.MerchantID, Items: adminItems(rep), Series: series,
+	reminders, err := s.stock.Reminders(ctx, saleID)
+	if err != nil {
+		return LiveView{}, shop.Unavailable(err)
+	}
+	v := LiveView{AsOf: now, merchantID: row.MerchantID, Items: adminItems(rep), Series: series, Reminders: reminders,
 		Money: liveMoney(row.Currency, money),
 		Sale: LiveSale{ID: row.ID, Name: row.Name, StartsAt: row.StartsAt, EndsAt: row.EndsAt, Paused: row.Paused,
 			Status: liveStatus(row.StartsAt, row.EndsAt, row.Paused, now)}}

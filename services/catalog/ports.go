@@ -32,6 +32,8 @@ type Stock interface {
 	MarkLost(ctx context.Context, saleID int64, fence int64, atSeq string) (bool, error)
 	Paused(ctx context.Context, saleID int64) (bool, error)
 	RememberShards(saleID int64, k int)
+	Remind(ctx context.Context, saleID int64, reminderID string, expireAt time.Time) error
+	Reminders(ctx context.Context, saleID int64) (int64, error)
 }
 
 // Loader loads a sale's stock into Redis (pipeline.Loader): the first time, and after a loss only

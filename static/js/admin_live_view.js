@@ -272,6 +272,24 @@ function booksTile(root, rec, b, started) {
   byTestId('tile-books', root).setAttribute('data-state', String(rec.state || ''));
 }
 
+// remindersLine says how many shoppers asked to be reminded of the start: an early estimate of the
+// crowd (each browser once; a reminder undone stays counted, which the line's title says).
+function remindersLine(root, n, started) {
+  var line = byTestId('live-reminders', root);
+  if (!line) {
+    return;
+  }
+  n = num(n);
+  line.setAttribute('data-count', String(n));
+  if (n === 0) {
+    setText(line, started ? t('No shopper asked to be reminded of the start.') : t('No shopper has asked to be reminded of the start yet.'));
+  } else if (n === 1) {
+    setText(line, t('1 shopper asked to be reminded of the start (an estimate).'));
+  } else {
+    setText(line, t('{n} shoppers asked to be reminded of the start (an estimate).', { n: count(n) }));
+  }
+}
+
 // moneyFigure writes one amount of the money area and what it counts.
 function moneyFigure(root, key, cents, currency, note) {
   var amount = byTestId('money-' + key + '-amount', root);
@@ -328,6 +346,7 @@ export function renderLive(root, d) {
   var unknown = w.queueDepth === null || w.queueDepth === undefined;
   tile(root, 'lag', lagText(w.lagSeconds), t('oldest order not yet recorded'));
   tile(root, 'queue', unknown ? t('unknown') : count(w.queueDepth), unknown ? t('the order queue did not answer') : t('orders waiting to be recorded'));
+  remindersLine(root, d.reminders, started);
   var money = d.money && typeof d.money === 'object' ? d.money : {};
   renderMoney(root, money, items, started);
   renderItems(root, items, money.currency);

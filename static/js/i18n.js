@@ -19,6 +19,10 @@ const ZH = {
   // admin*.js: the merchant's pages
   'Nothing is sold yet: the books open at the start.': '尚未售出任何商品：活动开始后开始记账。',
   '/s': '/秒',
+  '1 shopper asked to be reminded of the start (an estimate).': '1 位顾客请求开抢提醒（估计值）。',
+  '{n} shoppers asked to be reminded of the start (an estimate).': '{n} 位顾客请求开抢提醒（估计值）。',
+  'No shopper asked to be reminded of the start.': '没有顾客请求开抢提醒。',
+  'No shopper has asked to be reminded of the start yet.': '还没有顾客请求开抢提醒。',
   'Orders of this sale are still being recorded; the stock is rebuilt by itself once they are. Try again in a moment.': '本场活动仍有订单在记录中，记录完成后库存会自动重建。请稍后再试。',
   'The shop had an internal error; try again in a moment.': '商城内部出错，请稍后再试。',
   ' ({filters})': '（{filters}）',
@@ -319,6 +323,13 @@ const ZH = {
   'shopper': '顾客',
   'merchant': '商家',
   'user': '用户',
+  // sale_remind.js
+  'This page will notify you at the start: keep this tab open.': '开抢时本页会通知你：请保持此标签页打开。',
+  'This browser cannot show notifications: add the sale to your calendar instead.': '此浏览器无法显示通知：请改为把活动添加到日历。',
+  'Notifications are blocked for this site: add the sale to your calendar instead.': '本网站的通知已被屏蔽：请改为把活动添加到日历。',
+  'Reminder removed.': '提醒已取消。',
+  '{name} has started': '{name} 已开抢',
+  'The sale is live: buy now.': '活动已开始，快来抢购。',
   // home.js, sale.js
   'Upcoming': '即将开始',
   'Live now': '正在秒杀',

@@ -1,6 +1,7 @@
 // The sale page, by concern: the countdown (sale_countdown.js), the items' stock badges, Buy
 // buttons and notes (sale_items.js), the captcha (sale_captcha.js), the purchase
-// (sale_purchase.js) and the shopper's orders in the sale (sale_orders.js). This module finds the
+// (sale_purchase.js), the shopper's orders in the sale (sale_orders.js) and "Remind me" before
+// the start (sale_remind.js). This module finds the
 // page, holds what those share (salePage) and draws them together (render), four times a second
 // and whenever something changes.
 
@@ -17,6 +18,7 @@ import { initItems } from './sale_items.js';
 import { initCaptcha } from './sale_captcha.js';
 import { initPurchase } from './sale_purchase.js';
 import { initOrderBox } from './sale_orders.js';
+import { initRemind } from './sale_remind.js';
 
 // salePage is what the sale page's modules share: the page's parts and what the shop said of the
 // sale. Each module adds itself (page.countdown, page.items, …) and calls the others through it.
@@ -121,6 +123,7 @@ function render(page) {
   page.merchant = isMerchant();
   show(page.merchantNote, page.merchant);
   var phase = page.countdown.render();
+  page.remind.render(phase);
   page.items.render(phase);
   if (phase !== page.phase) {
     page.phase = phase;
@@ -166,6 +169,7 @@ export function initSalePage(section) {
   page.items = initItems(page);
   page.purchase = initPurchase(page);
   page.orders = initOrderBox(page);
+  page.remind = initRemind(page);
 
   onSession(page.orders.sessionChanged);
   onSession(page.render);
