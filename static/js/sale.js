@@ -189,7 +189,6 @@ export function initSalePage(section) {
   startClock();
   loadSaleInfo(page, 0);
   page.orders.sessionChanged();
-  page.render(); // before main.js takes boot.js's mark off: the items' notes keep their room
   window.setInterval(page.render, 250);
   page.items.start();
 }
