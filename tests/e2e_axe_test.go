@@ -37,7 +37,9 @@ type e2eAxeViolation struct {
 // the merchant's), in English and in Chinese: the home page, a sale before its start and a live
 // one, My orders, an order, the merchant's list, a sale's live view and orders list, the 404
 // page. Each is checked once its script has drawn it (the session box settled), at desktop width
-// and on a phone.
+// and on a phone. Then the pages the script fills in from the API are opened again as the shopper
+// who holds orders, with the API's answers held back (My orders, the order page, two live sale
+// pages): none may move more than 0.05 when the answers come in.
 func TestE2EAccessibility(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 240*time.Second)
@@ -67,6 +69,17 @@ func TestE2EAccessibility(t *testing.T) {
 	}
 	orderID := bought.str("orderId")
 	h.drain(live)
+	// A sale as make audit's (its items, their names and prices), where the shopper holds an order
+	// too: the items' notes say so, and the longer names wrap them as on that page.
+	summer := h.createSaleWith(map[string]any{"name": "Summer sale", "items": []map[string]any{
+		{"name": "Limited sneakers", "priceCents": 49900, "quantity": 100},
+		{"name": "Wireless earbuds", "priceCents": 9900, "quantity": 1000},
+		{"name": "Coffee beans 250 g", "priceCents": 1999, "quantity": 10000},
+	}}, time.Now().Add(-time.Second), 0)
+	if got := h.buy(tok, summer.items[0], h.purchaseToken(tok, summer.sale)); got.Status != http.StatusAccepted {
+		t.Fatalf("buy in the summer sale: %d %s", got.Status, got.Raw)
+	}
+	h.drain(summer)
 	login := h.do("POST", "/api/auth/login", "", map[string]string{"username": merchantName, "password": merchantPass})
 	if login.Status != http.StatusOK {
 		t.Fatalf("merchant login: %d %s", login.Status, login.Raw)
@@ -111,6 +124,69 @@ func TestE2EAccessibility(t *testing.T) {
 	if len(failures) > 0 {
 		t.Errorf("axe-core found %d violations:\n%s", len(failures), strings.Join(failures, "\n"))
 	}
+
+	// The pages the script fills in from the API, as the shopper who holds an order, with the
+	// API's answers late (as on a phone network, or in Lighthouse): the page is drawn first, then
+	// the list, the order or the items' notes come in, and nothing may move more than 0.05 when
+	// they do. Each waits until the answer is drawn before the shift is read.
+	slow := []struct{ path, drawn string }{
+		{"/orders", `e.qa('order-row').length > 0 && e.text(e.q('order-row-status')) !== ''`},
+		{"/orders/" + orderID, `e.q('order-status').getAttribute('data-status') === 'PENDING' && e.shown(e.q('order-actions'))`},
+		{fmt.Sprintf("/sales/%d", live.sale), `e.qa('item-note').some((n) => e.text(n) !== '') && e.shown(e.q('sale-orders'))`},
+		{fmt.Sprintf("/sales/%d", summer.sale), `e.qa('item-note').every((n) => e.text(n) !== '') && e.shown(e.q('sale-orders'))`},
+	}
+	var shifts []string
+	for _, v := range e2eViewports {
+		b := openShopperTab(t, browserCtx, v, "late answers")
+		if _, err := chromedp.Call(b.ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: e2eLayoutShiftJS}); err != nil {
+			b.fatalf("install the layout-shift recorder: %v", err)
+		}
+		b.lateAPI(h, 600*time.Millisecond)
+		b.takeCookies(h, reg.Header)
+		for _, lang := range []string{"en", "zh"} {
+			for _, p := range slow {
+				url := h.srv.URL + p.path + "?lang=" + lang
+				sum, nodes := b.layoutShift(url, p.drawn)
+				t.Logf("%s, shopper with an order, late answers, %s %s: layout shift %.3f %v", v.name, lang, p.path, sum, nodes)
+				if sum > e2eMaxLayoutShift {
+					shifts = append(shifts, fmt.Sprintf("%s, %s %s: layout shift %.3f (over %.2f) while the answers came in: %v", v.name, lang, p.path, sum, e2eMaxLayoutShift, nodes))
+				}
+			}
+		}
+	}
+	if len(shifts) > 0 {
+		t.Errorf("pages moved as the API's answers came in:\n%s", strings.Join(shifts, "\n"))
+	}
+}
+
+// lateAPI holds back every answer of the API by delay (the page, its stylesheet and scripts come
+// at once): the page is drawn before what its script asks for arrives.
+func (b *e2eTab) lateAPI(h *harness, delay time.Duration) {
+	b.t.Helper()
+	if _, err := chromedp.Call(b.ctx, network.Enable, network.EnableParams{}); err != nil {
+		b.fatalf("enable the network domain: %v", err)
+	}
+	if _, err := chromedp.Call(b.ctx, network.EmulateNetworkConditionsByRule, network.EmulateNetworkConditionsByRuleParams{
+		MatchedNetworkConditions: []*network.Conditions{{URLPattern: h.srv.URL + "/api/*", Latency: float64(delay.Milliseconds()), DownloadThroughput: -1, UploadThroughput: -1}},
+	}); err != nil {
+		b.fatalf("delay the API's answers: %v", err)
+	}
+}
+
+// layoutShift opens url, waits until drawn (a JavaScript expression over window.__e2e as e) is
+// true, and returns the layout shifts added up since the page began (e2eLayoutShiftJS) and what
+// moved.
+func (b *e2eTab) layoutShift(url, drawn string) (float64, []string) {
+	b.t.Helper()
+	b.do("open "+url, chromedp.Navigate(url))
+	b.waitFor("the answers drawn: "+url, 15*time.Second, `document.readyState === 'complete' && (`+drawn+`)`)
+	time.Sleep(300 * time.Millisecond) // the frame after the last answer
+	type shift struct {
+		Sum   float64  `json:"sum"`
+		Nodes []string `json:"nodes"`
+	}
+	cls := e2eEval[shift](b, "the layout shifts", `window.__cls`)
+	return cls.Sum, cls.Nodes
 }
 
 // e2eLayoutShiftJS adds up the page's layout shifts not caused by input, as Lighthouse's CLS

@@ -41,14 +41,23 @@ func TestOrderPageActions(t *testing.T) {
 	doc, _ := render(t, OrderPage(Order{ID: id}))
 	panel := doc.Find(byTestID("order"))
 
-	// Item, price and sale come from the API: their rows wait hidden for the script.
+	// Item, price and sale come from the API: their rows keep their room for the script (drawn,
+	// with their labels and no values), so that nothing below moves when the answer comes in.
 	for _, id := range []string{"order-item-row", "order-price-row", "order-sale-row"} {
 		el := panel.Find(byTestID(id))
 		if got := el.Length(); got != 1 {
 			t.Errorf("elements with data-testid=%q = %d, want 1", id, got)
 		}
-		if _, hidden := el.Attr("hidden"); !hidden {
-			t.Errorf("%s visible before the order is known, want hidden", id)
+		if _, hidden := el.Attr("hidden"); hidden {
+			t.Errorf("%s hidden before the order is known, want drawn (its room kept)", id)
+		}
+		if el.Find(".label").Text() == "" {
+			t.Errorf("%s has no label", id)
+		}
+	}
+	for _, id := range []string{"order-item", "order-price", "order-sale"} {
+		if got := panel.Find(byTestID(id)).Text(); got != "" {
+			t.Errorf("%s = %q before the order is known, want empty", id, got)
 		}
 	}
 	if got := panel.Find("a" + byTestID("order-sale")).Length(); got != 1 {

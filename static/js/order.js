@@ -30,13 +30,17 @@ function parts(panel) {
   return el;
 }
 
+// renderDetail writes the item, price and sale. Until the first answer says them, their rows
+// keep their room (the order page draws them with their labels), so that the status and what
+// follows do not move down when they come in; an order not found has none.
 function renderDetail(O) {
   var el = O.el;
   var d = O.detail || {};
+  var waiting = O.detail === null && !O.missing;
   setText(el.itemEl, d.itemName || '');
-  show(el.itemRow, !!d.itemName);
+  show(el.itemRow, !!d.itemName || waiting);
   setText(el.priceEl, d.price || '');
-  show(el.priceRow, !!d.price);
+  show(el.priceRow, !!d.price || waiting);
   setText(el.saleEl, d.saleName || '');
   if (el.saleEl) {
     if (d.saleId) {
@@ -45,7 +49,7 @@ function renderDetail(O) {
       el.saleEl.removeAttribute('href');
     }
   }
-  show(el.saleRow, !!d.saleName);
+  show(el.saleRow, !!d.saleName || waiting);
 }
 
 // renderButtons shows Pay and Cancel (or the cancel's confirm step) while the order is
@@ -183,6 +187,7 @@ function hideActions(O) {
 function notFound(O, id) {
   O.status = null;
   O.detail = null;
+  O.missing = true;
   renderDetail(O);
   setText(O.el.statusEl, t('not found'));
   setText(O.el.note, t('This order does not exist, or it belongs to another account.'));
@@ -250,6 +255,7 @@ function showId(O) {
 function track(O, id, initialStatus) {
   var same = O.orderId === String(id);
   O.orderId = String(id);
+  O.missing = same && O.missing;
   O.status = initialStatus || (same ? O.status : null);
   O.payBy = same ? O.payBy : NaN;
   O.detail = same ? O.detail : null;
@@ -330,6 +336,7 @@ export function orderController(panel, say, hooks) {
     status: null,
     payBy: NaN,
     detail: null, // item, price and sale, once the API has told them
+    missing: false, // the API said the order does not exist (or is another's)
     queue: null, // {position, waitSeconds} while QUEUED, from the last answer
     payment: 'none', // paymentStatus: none, awaiting, paid, refunded
     refunded: false, // the refund of a payment that came too late was made

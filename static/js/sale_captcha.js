@@ -14,6 +14,11 @@ function want(C) {
   if (!loggedIn() || page.merchant || !(page.phase === 'upcoming' || page.phase === 'live')) {
     return false;
   }
+  // Not before the shop has said which orders the shopper holds here: a captcha shown and then
+  // taken away when an order turns up moves the page (and asks for nothing).
+  if (!page.orders.answered()) {
+    return false;
+  }
   var h = page.orders.holdings();
   if (page.info.limit === 'per-sale' && h.any !== null) {
     return false;

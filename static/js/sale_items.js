@@ -6,6 +6,7 @@ import { parseTime, formatClock, formatDate } from './time.js';
 import { api } from './api.js';
 import { makePoller, failed } from './poll.js';
 import { isOnline } from './network.js';
+import { loggedIn } from './session.js';
 import { t } from './i18n.js';
 
 function soldOut(S, id) {
@@ -72,8 +73,12 @@ function renderButtons(S, phase, h, limitReached) {
   });
 }
 
-// renderNotes says under each item why it cannot be bought: held already, or the limit.
+// renderNotes says under each item why it cannot be bought: held already, or the limit. For a
+// signed-in shopper each note keeps a line's room even while it has nothing to say (the
+// stylesheet draws it so from the first frame, static/js/boot.js), so that the items do not move
+// down when the shopper's orders come in and the notes with them.
 function renderNotes(S, phase, h, limitReached) {
+  var room = loggedIn() && !S.page.merchant;
   S.itemNotes.forEach(function (n) {
     var id = n.getAttribute('data-item-id');
     var text = '';
@@ -94,7 +99,7 @@ function renderNotes(S, phase, h, limitReached) {
     }
     setText(n, text);
     n.setAttribute('data-kind', mine ? 'held' : S.lost[id] && !limitReached ? 'sold-out' : 'limit');
-    show(n, text !== '');
+    show(n, text !== '' || room);
   });
 }
 

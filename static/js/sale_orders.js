@@ -159,6 +159,7 @@ function clearOrders(B) {
   B.entries = {};
   B.queuedFor = null;
   B.lostFor = null;
+  B.answered = false;
   if (B.list) {
     B.list.replaceChildren();
   }
@@ -180,6 +181,7 @@ async function loadOrders(B) {
   if (g !== B.gen || !loggedIn()) {
     return;
   }
+  B.answered = true;
   if (r.ok && r.data && Array.isArray(r.data.orders)) {
     r.data.orders.forEach(function (o) {
       if (o && o.orderId !== undefined && o.orderId !== null &&
@@ -231,6 +233,10 @@ function boxApi(B) {
     holdings: function () {
       return holdings(B);
     },
+    // answered: the shop has answered about the shopper's orders here (with them, or an error).
+    answered: function () {
+      return B.answered;
+    },
     add: function (o) {
       return addOrder(B, o);
     },
@@ -272,6 +278,7 @@ export function initOrderBox(page) {
     entries: {}, // order id -> { id, li, ctl, status, itemId, itemName, createdAt }
     gen: 0, // bumped when the list is thrown away (logout)
     signedIn: null,
+    answered: false, // the first load of the orders came back (holdings() is what the shop says)
     retry: null, // the timer of the next try after a failed load
     failures: 0, // failed loads in a row
     // queuedFor is the order the "…the order is queued." message is about; it gives way when

@@ -157,6 +157,9 @@ function renderArea(S) {
   show(S.userLine, u !== null);
   if (u !== null) {
     setText(S.nameEl, userName(u));
+    if (S.nameEl) {
+      S.nameEl.title = userName(u); // whole, where the line cuts it short
+    }
     if (S.userLine) {
       S.userLine.setAttribute('data-user-id', u.id ? String(u.id) : '');
       S.userLine.setAttribute('data-role', u.role ? String(u.role) : '');
