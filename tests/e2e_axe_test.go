@@ -85,7 +85,13 @@ func TestE2EAccessibility(t *testing.T) {
 		t.Fatalf("merchant login: %d %s", login.Status, login.Raw)
 	}
 
-	shopperPages := []string{"/", fmt.Sprintf("/sales/%d", upcoming.sale), fmt.Sprintf("/sales/%d", live.sale), "/orders", "/orders/" + orderID, "/no-such-page"}
+	// The simulated payment provider's page of the order.
+	checkout := h.do("POST", "/api/flash-sales/orders/"+orderID+"/checkout", tok, nil)
+	if checkout.Status != http.StatusOK {
+		t.Fatalf("checkout: %d %s", checkout.Status, checkout.Raw)
+	}
+	shopperPages := []string{"/", fmt.Sprintf("/sales/%d", upcoming.sale), fmt.Sprintf("/sales/%d", live.sale), "/orders", "/orders/" + orderID,
+		checkout.str("checkoutUrl"), "/no-such-page"}
 	merchantPages := []string{"/admin", fmt.Sprintf("/admin/sales/%d", own.sale), fmt.Sprintf("/admin/sales/%d/orders", own.sale)}
 	sessions := []struct {
 		name   string
