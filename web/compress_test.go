@@ -95,7 +95,8 @@ func TestCompression(t *testing.T) {
 	}
 }
 
-// The purchase is never compressed, nor held back to find out, whatever its size; a CSV
+// No answer to a POST (the purchase, the purchase token…) is compressed, nor held back to find
+// out, whatever its size; a CSV
 // download is streamed as it is; a handler's own Content-Encoding and a range are left alone; a
 // flush sends what is held at once; a panic leaves nothing held back for the 500.
 func TestCompressionLeavesAlone(t *testing.T) {
@@ -105,6 +106,9 @@ func TestCompressionLeavesAlone(t *testing.T) {
 	r.Use(recovery(slog.New(slog.DiscardHandler)), compress)
 	r.POST("/api/flash-sales/items/:itemId/purchase", func(c *gin.Context) {
 		c.Data(http.StatusAccepted, "application/json", []byte(big))
+	})
+	r.POST("/api/flash-sales/:saleId/purchase-token", func(c *gin.Context) {
+		c.Data(http.StatusOK, "application/json", []byte(big))
 	})
 	r.GET("/csv", func(c *gin.Context) {
 		c.Data(http.StatusOK, "text/csv; charset=utf-8", []byte(strings.Repeat("a,b\n", 1000)))
@@ -131,6 +135,7 @@ func TestCompressionLeavesAlone(t *testing.T) {
 	})
 	for _, c := range []struct{ method, path, body string }{
 		{"POST", "/api/flash-sales/items/7/purchase", big},
+		{"POST", "/api/flash-sales/7/purchase-token", big},
 		{"GET", "/csv", strings.Repeat("a,b\n", 1000)},
 		{"GET", "/encoded", big},
 		{"GET", "/range", big},
