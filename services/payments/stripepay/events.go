@@ -57,7 +57,18 @@ func (p *Provider) ParseEvent(payload []byte, sigHeader string) (payments.Event,
 	if ev.Data == nil || len(ev.Data.Raw) == 0 {
 		return payments.Event{}, fmt.Errorf("stripepay: webhook %s (%s): no data.object", ev.ID, ev.Type)
 	}
-	var s stripe.CheckoutSession
+	// Only the fields flashsale reads, so that an endpoint on another API version (a field that
+	// changed its type elsewhere in the session) still decodes: a payment is never left
+	// unrecorded, and unrefunded, for a field flashsale does not use.
+	var s struct {
+		ID                string            `json:"id"`
+		ClientReferenceID string            `json:"client_reference_id"`
+		Metadata          map[string]string `json:"metadata"`
+		PaymentIntent     json.RawMessage   `json:"payment_intent"` // an id, or the object when expanded
+		AmountTotal       int64             `json:"amount_total"`
+		Currency          string            `json:"currency"`
+		PaymentStatus     string            `json:"payment_status"`
+	}
 	if err := json.Unmarshal(ev.Data.Raw, &s); err != nil {
 		return payments.Event{}, fmt.Errorf("stripepay: webhook %s (%s): the checkout session: %w", ev.ID, ev.Type, err)
 	}
@@ -66,14 +77,12 @@ func (p *Provider) ParseEvent(payload []byte, sigHeader string) (payments.Event,
 		out.OrderID = s.Metadata["order_id"]
 	}
 	out.SessionID = s.ID
-	if s.PaymentIntent != nil {
-		out.PaymentID = s.PaymentIntent.ID
-	}
+	out.PaymentID = paymentIntentID(s.PaymentIntent)
 	out.AmountCents = s.AmountTotal
-	out.Currency = strings.ToUpper(string(s.Currency))
+	out.Currency = strings.ToUpper(s.Currency)
 	if ev.Type == stripe.EventTypeCheckoutSessionCompleted &&
-		s.PaymentStatus != stripe.CheckoutSessionPaymentStatusPaid &&
-		s.PaymentStatus != stripe.CheckoutSessionPaymentStatusNoPaymentRequired {
+		s.PaymentStatus != string(stripe.CheckoutSessionPaymentStatusPaid) &&
+		s.PaymentStatus != string(stripe.CheckoutSessionPaymentStatusNoPaymentRequired) {
 		kind = payments.EventIgnored // unpaid: the asynchronous payment's own event decides
 	}
 	if out.OrderID == "" {
@@ -81,6 +90,22 @@ func (p *Provider) ParseEvent(payload []byte, sigHeader string) (payments.Event,
 	}
 	out.Kind = kind
 	return out, nil
+}
+
+// paymentIntentID reads a session's payment_intent: its id as a string, or the expanded object's
+// id; "" when there is none (null).
+func paymentIntentID(raw json.RawMessage) string {
+	var id string
+	if json.Unmarshal(raw, &id) == nil {
+		return id
+	}
+	var obj struct {
+		ID string `json:"id"`
+	}
+	if json.Unmarshal(raw, &obj) == nil {
+		return obj.ID
+	}
+	return ""
 }
 
 // isSignatureError reports whether err is one of stripe-go's signature verification errors.

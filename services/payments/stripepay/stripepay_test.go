@@ -331,3 +331,25 @@ func TestDefaultTolerance(t *testing.T) {
 		t.Errorf("6 min old: %v, want ErrBadSignature", err)
 	}
 }
+
+// An event from an endpoint on another API version still decodes: a field flashsale does not read
+// may have another type, and payment_intent may come expanded.
+func TestParseEventOtherShapes(t *testing.T) {
+	p, err := New(Config{SecretKey: "sk_test_x", WebhookSecret: testWebhookSecret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload := []byte(`{"id": "evt_9", "object": "event", "api_version": "2099-01-01.future", "type": "checkout.session.completed",
+  "created": 1700000000, "livemode": false, "pending_webhooks": 1,
+  "data": {"object": {"id": "cs_9", "object": "checkout.session", "status": "complete", "payment_status": "paid",
+    "client_reference_id": "ord_9", "automatic_tax": "a string where a struct was", "total_details": 7,
+    "payment_intent": {"id": "pi_9", "object": "payment_intent"}, "amount_total": 500, "currency": "cny"}}}`)
+	ev, err := p.ParseEvent(payload, sign(payload, testWebhookSecret, time.Now()))
+	if err != nil {
+		t.Fatalf("ParseEvent: %v", err)
+	}
+	want := payments.Event{ID: "evt_9", Kind: payments.EventPaid, OrderID: "ord_9", SessionID: "cs_9", PaymentID: "pi_9", AmountCents: 500, Currency: "CNY"}
+	if ev != want {
+		t.Fatalf("ParseEvent = %+v, want %+v", ev, want)
+	}
+}
