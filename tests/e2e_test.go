@@ -272,7 +272,7 @@ func (c *flashSaleRun) secondShopperToldSoldOut() {
 	// (the page's message area, far below on a phone, stays empty).
 	note := `document.querySelector('[data-testid="item-note"][data-item-id="` + itemJS + `"]')`
 	res := string(two.waitFor("the item's note answers", 15*time.Second,
-		`e.shown(`+note+`) || e.q('message').getAttribute('data-kind') === 'error' || e.shown(e.q('order')) ? e.text(`+note+`) + ' | ' + e.text(e.q('message')) : ''`))
+		`e.text(`+note+`) !== '' || e.q('message').getAttribute('data-kind') === 'error' || e.shown(e.q('order')) ? e.text(`+note+`) + ' | ' + e.text(e.q('message')) : ''`))
 	if want := "item 0 just sold out; the other items are still on sale. | "; res != strconv.Quote(want) {
 		two.fatalf("after buying a sold-out item: note | message = %s, want %q", res, want)
 	}
