@@ -178,23 +178,33 @@ func saleView(s shop.Sale) views.Sale {
 	return v
 }
 
-// Sale handles the "GET /sales/:saleId" route: the cacheable sale page.
-func (p *Pages) Sale(c *gin.Context) {
+// saleOfPath reads the sale of the path's :saleId for a page about it, once the client's read
+// bucket allowed it; it has answered (the 404 page, an error) when it reports false.
+func (p *Pages) saleOfPath(c *gin.Context) (shop.Sale, bool) {
 	if !allowRead(c, p.Reads, p.Log) {
-		return
+		return shop.Sale{}, false
 	}
 	id, err := pathID(c, "saleId")
 	if err != nil {
 		p.NotFound(c)
-		return
+		return shop.Sale{}, false
 	}
 	s, err := p.Catalog.Cached(c.Request.Context(), id)
 	if shop.ErrorCode(err) == shop.CodeNotFound {
 		p.NotFound(c)
-		return
+		return shop.Sale{}, false
 	}
 	if err != nil {
 		Error(c, p.Log, err)
+		return shop.Sale{}, false
+	}
+	return s, true
+}
+
+// Sale handles the "GET /sales/:saleId" route: the cacheable sale page.
+func (p *Pages) Sale(c *gin.Context) {
+	s, ok := p.saleOfPath(c)
+	if !ok {
 		return
 	}
 	v := saleView(s)

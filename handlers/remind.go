@@ -53,21 +53,8 @@ func (a *API) Remind(c *gin.Context) {
 // Calendar handles the "GET /sales/:saleId/calendar.ics" route: the sale as a calendar entry
 // (RFC 5545), the same for every visitor and cached like the sale page.
 func (p *Pages) Calendar(c *gin.Context) {
-	if !allowRead(c, p.Reads, p.Log) {
-		return
-	}
-	id, err := pathID(c, "saleId")
-	if err != nil {
-		p.NotFound(c)
-		return
-	}
-	s, err := p.Catalog.Cached(c.Request.Context(), id)
-	if shop.ErrorCode(err) == shop.CodeNotFound {
-		p.NotFound(c)
-		return
-	}
-	if err != nil {
-		Error(c, p.Log, err)
+	s, ok := p.saleOfPath(c)
+	if !ok {
 		return
 	}
 	c.Header("Cache-Control", publicPage)
