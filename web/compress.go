@@ -35,7 +35,6 @@ import (
 // packet's worth of bytes gain nothing.
 const compressMinSize = 1024
 
-
 // Compressible says whether a Content-Type is text worth compressing: HTML, CSS, JavaScript,
 // JSON, YAML, plain text, SVG. CSV is not (a streamed download).
 func Compressible(contentType string) bool {
