@@ -92,39 +92,9 @@ func (p *Payments) DirectPay() error {
 // send the browser. origin is the request's own scheme and host, used when no PublicURL is set.
 // One order has one checkout: a second click, on any instance, answers the same.
 func (p *Payments) Checkout(ctx context.Context, userID int64, orderID, origin string) (string, error) {
-	if !isUUID(orderID) {
-		return "", shop.Errorf(shop.CodeNotFound, "no order %q", orderID)
-	}
-	o, err := p.db.OrderDetailByID(ctx, orderID)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && o.UserID != userID) {
-		return "", shop.Errorf(shop.CodeNotFound, "no order %q", orderID)
-	}
+	o, err := p.payableOrder(ctx, userID, orderID)
 	if err != nil {
-		return "", shop.Unavailable(err)
-	}
-	if o.Status != shop.StatusPending {
-		if o.Status == shop.StatusPaid {
-			return "", shop.Errorf(shop.CodeNotPayable, "the order is paid already")
-		}
-		return "", shop.PaidAnswer(o.Status)
-	}
-	if !p.now().Before(o.PayBy) {
-		// Its window has closed by this instance's clock: expire it now (by Postgres's, the
-		// expiry's own), so the answer and the state agree.
-		rets, err := p.db.ExpireOrder(ctx, o.Order)
-		if err != nil {
-			return "", shop.Unavailable(err)
-		}
-		if len(rets) > 0 {
-			p.returns.Apply(ctx, rets)
-			return "", shop.PaidAnswer(shop.StatusExpired)
-		}
-		if o, err = p.db.OrderDetailByID(ctx, orderID); err != nil {
-			return "", shop.Unavailable(err)
-		}
-		if o.Status != shop.StatusPending { // ended meanwhile, by another instance
-			return "", shop.PaidAnswer(o.Status)
-		}
+		return "", err
 	}
 	attempt := 0
 	if c, err := p.db.CheckoutOf(ctx, o.ID); err == nil {
@@ -138,6 +108,57 @@ func (p *Payments) Checkout(ctx context.Context, userID int64, orderID, origin s
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return "", shop.Unavailable(err)
 	}
+	return p.openCheckout(ctx, o, attempt, origin)
+}
+
+// notPending answers why an order in status (not PENDING) cannot be paid.
+func notPending(status string) error {
+	if status == shop.StatusPaid {
+		return shop.Errorf(shop.CodeNotPayable, "the order is paid already")
+	}
+	return shop.PaidAnswer(status)
+}
+
+// payableOrder is the shopper's order if it may be paid now: PENDING, its window open. One whose
+// window has closed by this instance's clock is expired there and then (by Postgres's clock, the
+// expiry's own), so that the answer and the state agree.
+func (p *Payments) payableOrder(ctx context.Context, userID int64, orderID string) (store.OrderDetail, error) {
+	if !isUUID(orderID) {
+		return store.OrderDetail{}, shop.Errorf(shop.CodeNotFound, "no order %q", orderID)
+	}
+	o, err := p.db.OrderDetailByID(ctx, orderID)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && o.UserID != userID) {
+		return store.OrderDetail{}, shop.Errorf(shop.CodeNotFound, "no order %q", orderID)
+	}
+	if err != nil {
+		return store.OrderDetail{}, shop.Unavailable(err)
+	}
+	if o.Status != shop.StatusPending {
+		return store.OrderDetail{}, notPending(o.Status)
+	}
+	if p.now().Before(o.PayBy) {
+		return o, nil
+	}
+	rets, err := p.db.ExpireOrder(ctx, o.Order)
+	if err != nil {
+		return store.OrderDetail{}, shop.Unavailable(err)
+	}
+	if len(rets) > 0 {
+		p.returns.Apply(ctx, rets)
+		return store.OrderDetail{}, shop.PaidAnswer(shop.StatusExpired)
+	}
+	if o, err = p.db.OrderDetailByID(ctx, orderID); err != nil {
+		return store.OrderDetail{}, shop.Unavailable(err)
+	}
+	if o.Status != shop.StatusPending { // ended meanwhile, by another instance
+		return store.OrderDetail{}, notPending(o.Status)
+	}
+	return o, nil // still open by Postgres's clock
+}
+
+// openCheckout asks the provider for the order's checkout (this attempt) and records it; a
+// checkout of an order that ended meanwhile is not handed out.
+func (p *Payments) openCheckout(ctx context.Context, o store.OrderDetail, attempt int, origin string) (string, error) {
 	base := p.cfg.PublicURL
 	if base == "" {
 		base = strings.TrimRight(origin, "/")
@@ -165,10 +186,7 @@ func (p *Payments) Checkout(ctx context.Context, userID int64, orderID, origin s
 		// The order ended while the provider opened the checkout: nobody is sent to pay for a
 		// unit the shop no longer holds, and the keeper expires the session at once.
 		p.Kick()
-		if c.OrderStatus == shop.StatusPaid {
-			return "", shop.Errorf(shop.CodeNotPayable, "the order is paid already")
-		}
-		return "", shop.PaidAnswer(c.OrderStatus)
+		return "", notPending(c.OrderStatus)
 	}
 	p.metrics.Payments.WithLabelValues("checkout_opened").Inc()
 	return c.URL, nil
