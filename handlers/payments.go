@@ -37,17 +37,17 @@ func origin(c *gin.Context) string {
 // Checkout handles "POST /api/flash-sales/orders/:orderId/checkout": the provider's page for the
 // caller's PENDING order (one per order, whatever the number of clicks).
 func (a *API) Checkout(c *gin.Context) {
-	// The shopper's order as they see it: a QUEUED one (not recorded yet) is not payable yet,
-	// another's or a made-up id is not found.
-	v, err := a.Shop.Order(c.Request.Context(), caller(c).UserID, c.Param("orderId"))
-	if err == nil && v.Status == shop.StatusQueued {
-		err = shop.PaidAnswer(shop.StatusQueued)
+	ctx, userID, id := c.Request.Context(), caller(c).UserID, c.Param("orderId")
+	url, err := a.Payments.Checkout(ctx, userID, id, origin(c))
+	if shop.ErrorCode(err) == shop.CodeNotFound {
+		// Not in Postgres: it may be the shopper's QUEUED order, recorded in a moment (not
+		// payable yet), or another's, or made up (not found). Asked only then.
+		if v, oerr := a.Shop.Order(ctx, userID, id); oerr == nil && v.Status == shop.StatusQueued {
+			err = shop.PaidAnswer(shop.StatusQueued)
+		} else if oerr != nil && shop.ErrorCode(oerr) != shop.CodeNotFound {
+			err = oerr // Redis cannot say now: unavailable, not "no such order"
+		}
 	}
-	if err != nil {
-		Error(c, a.Log, err)
-		return
-	}
-	url, err := a.Payments.Checkout(c.Request.Context(), caller(c).UserID, v.OrderID, origin(c))
 	if err != nil {
 		Error(c, a.Log, err)
 		return
