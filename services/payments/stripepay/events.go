@@ -57,6 +57,13 @@ func (p *Provider) ParseEvent(payload []byte, sigHeader string) (payments.Event,
 	if ev.Data == nil || len(ev.Data.Raw) == 0 {
 		return payments.Event{}, fmt.Errorf("stripepay: webhook %s (%s): no data.object", ev.ID, ev.Type)
 	}
+	return sessionEvent(out, kind, ev.Type, ev.Data.Raw)
+}
+
+// sessionEvent fills out, a checkout event of type typ, from its checkout session (raw):
+// the order, the session, the payment and its amount. A completed session not paid yet (an
+// asynchronous method) and one of no flashsale order are EventIgnored; otherwise kind.
+func sessionEvent(out payments.Event, kind payments.EventKind, typ stripe.EventType, raw json.RawMessage) (payments.Event, error) {
 	// Only the fields flashsale reads, so that an endpoint on another API version (a field that
 	// changed its type elsewhere in the session) still decodes: a payment is never left
 	// unrecorded, and unrefunded, for a field flashsale does not use.
@@ -69,8 +76,8 @@ func (p *Provider) ParseEvent(payload []byte, sigHeader string) (payments.Event,
 		Currency          string            `json:"currency"`
 		PaymentStatus     string            `json:"payment_status"`
 	}
-	if err := json.Unmarshal(ev.Data.Raw, &s); err != nil {
-		return payments.Event{}, fmt.Errorf("stripepay: webhook %s (%s): the checkout session: %w", ev.ID, ev.Type, err)
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return payments.Event{}, fmt.Errorf("stripepay: webhook %s (%s): the checkout session: %w", out.ID, typ, err)
 	}
 	out.OrderID = s.ClientReferenceID
 	if out.OrderID == "" {
@@ -80,7 +87,7 @@ func (p *Provider) ParseEvent(payload []byte, sigHeader string) (payments.Event,
 	out.PaymentID = paymentIntentID(s.PaymentIntent)
 	out.AmountCents = s.AmountTotal
 	out.Currency = strings.ToUpper(s.Currency)
-	if ev.Type == stripe.EventTypeCheckoutSessionCompleted &&
+	if typ == stripe.EventTypeCheckoutSessionCompleted &&
 		s.PaymentStatus != string(stripe.CheckoutSessionPaymentStatusPaid) &&
 		s.PaymentStatus != string(stripe.CheckoutSessionPaymentStatusNoPaymentRequired) {
 		kind = payments.EventIgnored // unpaid: the asynchronous payment's own event decides
