@@ -104,9 +104,6 @@ func (p *Payments) expireCheckouts(ctx context.Context) int {
 	}
 	n := 0
 	for _, c := range due {
-		if c.Provider != p.provider.Name() {
-			continue // opened with another provider (the deployment changed provider): left for the operator
-		}
 		key := "expire " + c.OrderID
 		if !p.retries.due(key, p.now()) {
 			continue
@@ -142,9 +139,6 @@ func (p *Payments) refund(ctx context.Context) int {
 	}
 	n := 0
 	for _, r := range due {
-		if r.Provider != p.provider.Name() {
-			continue
-		}
 		key := "refund " + r.OrderID
 		if !p.retries.due(key, p.now()) {
 			continue
