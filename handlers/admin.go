@@ -35,6 +35,7 @@ type editSaleJSON struct {
 	StartsAt             *string        `json:"startsAt"`
 	EndsAt               *string        `json:"endsAt"`
 	PaymentWindowSeconds *int           `json:"paymentWindowSeconds"`
+	FairStartMillis      *int           `json:"fairStartMillis"`
 	PurchaseLimit        *string        `json:"purchaseLimit"`
 	Currency             *string        `json:"currency"`
 	Items                []editItemJSON `json:"items"`
@@ -56,7 +57,7 @@ func (a *API) EditSale(c *gin.Context) {
 		return
 	}
 	ed := catalog.SaleEdit{Name: in.Name, Description: in.Description, PaymentWindowSeconds: in.PaymentWindowSeconds,
-		PurchaseLimit: in.PurchaseLimit, Currency: in.Currency}
+		FairStartMillis: in.FairStartMillis, PurchaseLimit: in.PurchaseLimit, Currency: in.Currency}
 	if in.StartsAt != nil {
 		t, err := parseTime("startsAt", *in.StartsAt)
 		if err != nil {
@@ -162,6 +163,7 @@ type newSaleJSON struct {
 	PurchaseLimit        string `json:"purchaseLimit"`
 	Currency             string `json:"currency"`
 	StockShards          *int   `json:"stockShards"`
+	FairStartMillis      *int   `json:"fairStartMillis"`
 }
 
 func parseTime(field, s string) (time.Time, error) {
@@ -190,7 +192,7 @@ func (a *API) CreateSale(c *gin.Context) {
 		return
 	}
 	ns := catalog.NewSale{Name: in.Name, Description: in.Description, StartsAt: starts, EndsAt: ends, PaymentWindowSeconds: in.PaymentWindowSeconds, PurchaseLimit: in.PurchaseLimit, Currency: in.Currency,
-		StockShards: in.StockShards}
+		StockShards: in.StockShards, FairStartMillis: in.FairStartMillis}
 	if in.RateLimits != nil {
 		ns.Limits = &shop.RateLimits{UserPerSecond: in.RateLimits.UserPerSecond, IPPerSecond: in.RateLimits.IPPerSecond}
 	}
@@ -205,7 +207,7 @@ func (a *API) CreateSale(c *gin.Context) {
 	j := a.saleJSON(s)
 	c.JSON(http.StatusCreated, gin.H{"saleId": j.SaleID, "name": j.Name, "startsAt": j.StartsAt, "endsAt": j.EndsAt, "items": j.Items,
 		"paymentWindowSeconds": j.PaymentWindowSeconds, "purchaseLimit": j.PurchaseLimit, "currency": j.Currency, "description": j.Description,
-		"stockShards": s.StockShards})
+		"stockShards": s.StockShards, "fairStartMillis": s.FairStartMillis})
 }
 
 // AdminSales handles the "GET /api/admin/sales" route: the merchant's own sales.

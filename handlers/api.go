@@ -38,7 +38,7 @@ type Shop interface {
 	NewCaptcha(ctx context.Context, userID, saleID int64, ip string) (string, string, error)
 	TokenGate(ctx context.Context, userID, saleID int64) error
 	IssueToken(ctx context.Context, userID, saleID int64, captchaID, answer, ip string) (string, time.Time, error)
-	Purchase(ctx context.Context, userID, itemID int64, token, ip string) (string, error)
+	Purchase(ctx context.Context, userID, itemID int64, token, ip string) (orderID string, draw bool, err error)
 	Order(ctx context.Context, userID int64, orderID string) (shop.OrderView, error)
 	Pay(ctx context.Context, userID int64, orderID string) (shop.OrderView, error)
 	Cancel(ctx context.Context, userID int64, orderID string) (shop.OrderView, error)
@@ -70,6 +70,7 @@ type API struct {
 	Reads        ReadLimiter   // the public reads' per-address limit; nil: none
 	Payments     Payments      // checkouts, the provider's webhook, the simulated provider (handlers/payments.go)
 	Reminders    Reminders     // a shopper's "Remind me" before a sale (handlers/remind.go)
+	Draws        Draws         // a fair start's draw as the merchant sees it (handlers/draw.go)
 }
 
 // ReadLimiter limits, per client address, the public reads that take an id or a cursor: a sale,
@@ -133,13 +134,14 @@ type saleJSON struct {
 	Currency             string     `json:"currency"`
 	Description          string     `json:"description,omitempty"`
 	Paused               bool       `json:"paused,omitempty"`
+	FairStartMillis      int        `json:"fairStartMillis"`
 	Items                []itemJSON `json:"items,omitempty"`
 }
 
 func (a *API) saleJSON(s shop.Sale) saleJSON {
 	out := saleJSON{SaleID: idString(s.ID), Name: s.Name, StartsAt: rfc3339(s.StartsAt), EndsAt: rfc3339(s.EndsAt),
 		Status: shop.SaleStatus(s.StartsAt, s.EndsAt, a.Now()), PaymentWindowSeconds: s.PaymentWindowSeconds,
-		PurchaseLimit: s.PurchaseLimit, Currency: s.Currency, Description: s.Description, Paused: s.Paused}
+		PurchaseLimit: s.PurchaseLimit, Currency: s.Currency, Description: s.Description, Paused: s.Paused, FairStartMillis: s.FairStartMillis}
 	for _, it := range s.Items {
 		out.Items = append(out.Items, itemJSON{ItemID: idString(it.ID), Name: it.Name, PriceCents: it.PriceCents, Quantity: it.Quantity, ImageURL: it.ImageURL})
 	}

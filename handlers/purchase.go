@@ -94,16 +94,20 @@ func (a *API) Purchase(c *gin.Context) {
 		Error(c, a.Log, err)
 		return
 	}
-	orderID, err := a.Shop.Purchase(c.Request.Context(), caller(c).UserID, itemID, c.GetHeader("X-Purchase-Token"), c.ClientIP())
+	orderID, draw, err := a.Shop.Purchase(c.Request.Context(), caller(c).UserID, itemID, c.GetHeader("X-Purchase-Token"), c.ClientIP())
 	if err != nil {
 		Error(c, a.Log, err)
 		return
 	}
 	// The hot path's answer, written without reflection: an order id is a canonical UUID.
-	body := make([]byte, 0, 64)
+	body := make([]byte, 0, 80)
 	body = append(body, `{"orderId":"`...)
 	body = append(body, orderID...)
-	body = append(body, `","status":"QUEUED"}`...)
+	if draw {
+		body = append(body, `","status":"QUEUED","draw":true}`...)
+	} else {
+		body = append(body, `","status":"QUEUED"}`...)
+	}
 	c.Data(http.StatusAccepted, "application/json; charset=utf-8", body)
 }
 
@@ -124,6 +128,7 @@ type orderJSON struct {
 	PaymentStatus string `json:"paymentStatus"`
 	Refunded      bool   `json:"refunded"`
 	Message       string `json:"message,omitempty"` // a sentence for the shopper where the status alone does not tell
+	Draw          bool   `json:"draw,omitempty"`    // an entry of the sale's fair-start draw
 	// QUEUED only (handlers/orders_admin.go): the place in the queue and the estimated wait.
 	QueuePosition        *int64 `json:"queuePosition,omitempty"`
 	EstimatedWaitSeconds *int64 `json:"estimatedWaitSeconds,omitempty"`
@@ -138,6 +143,10 @@ func toOrderJSON(v shop.OrderView) orderJSON {
 	}
 	if o.PaymentStatus == shop.PaymentRefunded {
 		o.Message = shop.RefundMessage(v.Refunded)
+	}
+	o.Draw = v.Draw
+	if v.Status == shop.StatusNotSelected {
+		o.Message = shop.NotSelectedMessage()
 	}
 	if v.PayBy != nil {
 		s := rfc3339(*v.PayBy)

@@ -70,3 +70,18 @@ var RegDrop string
 //
 //go:embed lease.lua
 var Lease string
+
+// DrawState tells what one shard holds of a fair start's draw, for whoever closes it.
+//
+//go:embed drawstate.lua
+var DrawState string
+
+// DrawApply applies a decided draw to one shard, once.
+//
+//go:embed drawapply.lua
+var DrawApply string
+
+// DrawRelease takes back a draw entry whose publish failed.
+//
+//go:embed drawrelease.lua
+var DrawRelease string

@@ -13,7 +13,8 @@
 -- not written and the unit is never returned twice.
 -- Returns 1 done now, 0 nothing to do (not in flight, or already returned), 2 claimed by the
 -- writer (unsold only: the order is durably queued and will be written), 3 (returned only) the
--- sale is not loaded or marked lost: nothing done, retry once it is rebuilt.
+-- sale is not loaded or marked lost, or its fair start's draw is not applied here yet: nothing
+-- done, retry once it is rebuilt or applied.
 local op = ARGV[2]
 local user = ARGV[4]
 if op ~= 'returned' then
@@ -29,9 +30,12 @@ if op ~= 'returned' then
 elseif redis.call('SISMEMBER', KEYS[5], ARGV[1]) == 1 then
   return 0
 else
-  local mm = redis.call('HMGET', KEYS[1], 'limit', 'lost')
+  local mm = redis.call('HMGET', KEYS[1], 'limit', 'lost', 'fair', 'drawn')
   if not mm[1] or mm[2] == '1' then
     return 3 -- not held healthy: the rebuild from Postgres counts this unit; retry after it
+  end
+  if mm[3] and mm[3] ~= '0' and mm[4] ~= '1' then
+    return 3 -- a draw's winner whose shard has not applied the draw yet (it sets the stock): retry after it
   end
 end
 local limit = redis.call('HGET', KEYS[1], 'limit')

@@ -8,15 +8,24 @@
 -- KEYS[3] {sale:S}:buyers     hash: shopper ("U", or "I:U" when the limit is per item) -> order id
 -- KEYS[4] {sale:S}:inflight   hash: order id -> "I:U:reservedAtMillis:seq" (":c" once claimed)
 -- KEYS[5] {sale:S}:tok:NONCE  the attempt a purchase token was used for
+-- KEYS[6] {sale:S}:entrants   hash: shopper (as in buyers) -> order id of their draw entry
+-- KEYS[7] {sale:S}:draw       hash: order id -> "I:U:enteredAtMillis:rank", the entries not yet decided
 -- ARGV[1] user id, ARGV[2] order id, ARGV[3] item id, ARGV[4] token expiry (unix ms),
 -- ARGV[5] the highest reservation seq this instance has seen in this shard of the sale,
 -- ARGV[6] '1' when the caller may borrow units from other shards of a sharded sale (absent: '0')
+-- ARGV[7] the attempt's draw rank (a sale with a fair start only; absent or '': none given)
 -- Returns {code, seq, nowMillis, orderIdHeld}: code >= 0 is a reservation (the units left);
 --   -1 sold out, -2 already a buyer (orderIdHeld names the order), -3 not loaded or data lost
 --   (fail closed), -4 token used, expired or void, -5 Redis went back in time (data lost: the
 --   sale is marked lost), -6 not started, -7 ended, -8 paused by the merchant (the token is kept),
 --   -9 (ARGV[6] '1' only) this shard has no unit of the item: nothing attempted, the token is kept;
 --   the caller borrows from the other shards and asks again with ARGV[6] '0'.
+-- A sale with a fair start (meta fair: the end of its draw window, unix ms; drawn: '1' once its
+-- draw is decided and applied here):
+--   -12 inside the window: the attempt entered the draw (no unit taken; KEYS[6], KEYS[7]); the
+--       caller publishes the entry. A second entry of the shopper is -2 naming the first.
+--   -13 after the window, before the draw is applied here: nothing attempted, the token is kept.
+--   -14 inside the window without ARGV[7]: nothing attempted, the token is kept; ask with a rank.
 -- The same attempt sent again (same token, same order id: the client's retry after a lost reply,
 -- or the shopper's page resending a purchase whose answer was lost; the caller derives the order
 -- id from the token and the item) gets the same answer. A refusal is answered as recorded; a
@@ -28,7 +37,7 @@
 --       or may not have queued it, so the caller publishes it again and claims it before it
 --       answers, and never releases it (the first send may have answered 202 for it).
 --   -4  it is gone (released: its publish failed, or orphan recovery): not made again.
-local m = redis.call('HMGET', KEYS[1], 'seq', 'lost', 'limit', 'starts', 'ends', 'tokfloor', 'paused')
+local m = redis.call('HMGET', KEYS[1], 'seq', 'lost', 'limit', 'starts', 'ends', 'tokfloor', 'paused', 'fair', 'drawn')
 if not m[1] or m[2] == '1' then
   return {-3, 0, 0, ''}
 end
@@ -51,6 +60,16 @@ if now < tonumber(m[4]) then
 end
 if now >= tonumber(m[5]) then
   return {-7, 0, now, ''}
+end
+local entering = false
+if m[8] and m[8] ~= '0' and m[9] ~= '1' then
+  if now >= tonumber(m[8]) then
+    return {-13, 0, now, ''}
+  end
+  if not ARGV[7] or ARGV[7] == '' then
+    return {-14, 0, now, ''}
+  end
+  entering = true
 end
 local member = ARGV[1]
 if m[3] == 'per-item' then
@@ -92,6 +111,20 @@ local left = tonumber(redis.call('GET', KEYS[2]))
 if not left then
   redis.call('DEL', KEYS[5]) -- the item is not loaded: nothing was attempted
   return {-3, 0, now, ''}
+end
+if entering then
+  held = redis.call('HGET', KEYS[6], member)
+  if held then
+    return refuse(-2, held)
+  end
+  if left <= 0 and ARGV[6] ~= '1' then
+    return refuse(-1, '') -- no unit of it in the sale: nothing to draw
+  end
+  redis.call('HSET', KEYS[6], member, ARGV[2])
+  redis.call('HSET', KEYS[7], ARGV[2], ARGV[3] .. ':' .. ARGV[1] .. ':' .. now .. ':' .. ARGV[7])
+  -- the same attempt sent again answers -12 again (its entry is published again; the writer
+  -- keeps one)
+  return refuse(-12, '')
 end
 if left <= 0 then
   if ARGV[6] == '1' then

@@ -9,6 +9,11 @@ const (
 	StatusExpired   = "EXPIRED"
 	StatusCancelled = "CANCELLED"
 	StatusFailed    = "FAILED"
+	// StatusEntered is an entry of a fair start's draw, written and waiting for the draw to
+	// close (clients see QUEUED with draw: true); it holds no unit.
+	StatusEntered = "ENTERED"
+	// StatusNotSelected is the final status of an entry the draw did not pick.
+	StatusNotSelected = "NOT_SELECTED"
 )
 
 // Order statuses as clients see them; QUEUED is a reservation not yet in Postgres.
@@ -30,6 +35,7 @@ type OrderView struct {
 	Failure    string
 	CreatedAt  time.Time
 	Queue      *QueueEstimate // QUEUED only: its place in the queue (services/queue_wait.go)
+	Draw       bool           // an entry of the sale's fair-start draw (QUEUED until it closes, then PENDING or NOT_SELECTED)
 
 	PaymentStatus string // PaymentNone … (none while QUEUED)
 	Refunded      bool   // the provider accepted the refund of a payment that came too late
@@ -81,8 +87,10 @@ func PaidAnswer(status string) error {
 		return nil
 	case StatusExpired:
 		return Errorf(CodeExpired, "the payment window of this order has closed; its unit went back on sale")
-	case StatusQueued:
+	case StatusQueued, StatusEntered:
 		return Errorf(CodeNotPayable, "the order is still queued; pay once it is PENDING")
+	case StatusNotSelected:
+		return Errorf(CodeNotPayable, "this entry was not drawn: there is nothing to pay")
 	}
 	return Errorf(CodeNotPayable, "the order is %s and cannot be paid", status)
 }
@@ -94,6 +102,8 @@ func Cancellable(status string) error {
 		return nil
 	case StatusQueued:
 		return Errorf(CodeNotCancellable, "the order is still QUEUED; it can be cancelled in a moment, once it is PENDING")
+	case StatusEntered:
+		return Errorf(CodeNotCancellable, "the order is an entry of the sale's draw, decided in a moment; if it is drawn it can be cancelled then")
 	}
 	return Errorf(CodeNotCancellable, "the order is %s and cannot be cancelled", status)
 }
@@ -115,6 +125,7 @@ type Order struct {
 	Failure    *string
 
 	UnitPriceCents *int64 // the item's price when the order was written (older orders: none)
+	DrawRank       *int64 // an entry of a fair start's draw: its rank (nil: bought first come, first served)
 
 	PaymentStatus string  // none, awaiting, paid, refunded (PaymentNone …)
 	PaymentID     *string // the provider's payment, once one arrived

@@ -18,6 +18,8 @@ type Sale struct {
 	Description          string      // "" when none
 	Paused               bool        // the merchant paused it: purchases answer 503 PAUSED
 	StockShards          int         // the Redis shards its stock is split into (1: not split)
+	FairStartMillis      int         // the draw window after the start (0: first come, first served from the start)
+	DrawClosedAt         *time.Time  // when its draw was decided (nil: not yet, or no draw)
 	Limits               *RateLimits // its own purchase-path rate limits; nil: DefaultRateLimits
 	Epoch                int64       // how often Redis was (re)built from Postgres for it; 0: never loaded
 	Items                []Item
@@ -147,6 +149,8 @@ type ItemInfo struct {
 	Limits   RateLimits
 	Limit    string // purchase limit
 	Found    bool   // false: no such item (remembered like a found one, for less time)
+	// FairStartMillis: the sale's draw window after its start (0: none)
+	FairStartMillis int
 }
 
 // User is an account: a shopper or a merchant (Role), with its bcrypt password hash.

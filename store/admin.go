@@ -134,9 +134,9 @@ func (d *DB) EditSale(ctx context.Context, saleID int64, edit func(cur shop.Sale
 		}
 		next := saleRowOf(edited)
 		if err := tx.Exec(`UPDATE sales SET name = ?, description = ?, starts_at = ?, ends_at = ?, payment_window_seconds = ?,
-				purchase_limit = ?, currency = ?, paused = ? WHERE id = ?`,
+				purchase_limit = ?, currency = ?, paused = ?, fair_start_millis = ? WHERE id = ?`,
 			next.Name, next.Description, next.StartsAt, next.EndsAt, next.PaymentWindowSeconds, next.PurchaseLimit, next.Currency,
-			next.Paused, saleID).Error; err != nil {
+			next.Paused, next.FairStartMillis, saleID).Error; err != nil {
 			return err
 		}
 		pos := len(cur.Items)

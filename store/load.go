@@ -23,6 +23,10 @@ type Snapshot struct {
 	Gone     []string // orders whose unit Postgres gave back and Redis may not have yet
 	Paused   bool
 	Shards   int // the sale's stock shards (0 is taken as 1)
+	// DrawEnds: the end of a fair start's draw window (zero: the sale has none); Drawn: Postgres
+	// holds its draw decided (Left counts its winners).
+	DrawEnds time.Time
+	Drawn    bool
 }
 
 // Load (re)builds a sale's keys from a Postgres snapshot when the sale is not loaded or marked
@@ -94,13 +98,10 @@ func (s *Stock) Load(ctx context.Context, snap Snapshot, voidTokens time.Duratio
 // loadShard runs the load script on one shard of k.
 func (s *Stock) loadShard(ctx context.Context, snap Snapshot, sh, k int, buyers map[string]string, voidTokens time.Duration) (bool, error) {
 	keys := []string{MetaKeyOf(snap.SaleID, sh), BuyersKeyOf(snap.SaleID, sh), InFlightKeyOf(snap.SaleID, sh), GoneKeyOf(snap.SaleID, sh),
-		XferKeyOf(snap.SaleID, sh), XferInKeyOf(snap.SaleID, sh)}
-	args := make([]any, 0, 8+len(snap.Items)+2*len(buyers)+len(snap.Gone))
-	paused := "0"
-	if snap.Paused {
-		paused = "1"
-	}
-	args = append(args, snap.Epoch, snap.Limit, snap.StartsAt.UnixMilli(), snap.EndsAt.UnixMilli(), snap.MaxSeq, voidTokens.Milliseconds(), len(buyers), paused)
+		XferKeyOf(snap.SaleID, sh), XferInKeyOf(snap.SaleID, sh), EntrantsKeyOf(snap.SaleID, sh), DrawKeyOf(snap.SaleID, sh)}
+	args := make([]any, 0, 10+len(snap.Items)+2*len(buyers)+len(snap.Gone))
+	args = append(args, snap.Epoch, snap.Limit, snap.StartsAt.UnixMilli(), snap.EndsAt.UnixMilli(), snap.MaxSeq, voidTokens.Milliseconds(), len(buyers),
+		flag(snap.Paused), drawEndsArg(snap.DrawEnds), flag(snap.Drawn))
 	for _, it := range snap.Items {
 		keys = append(keys, StockKeyOf(snap.SaleID, sh, it))
 		args = append(args, SplitUnits(snap.Left[it], k)[sh])
@@ -116,4 +117,20 @@ func (s *Stock) loadShard(ctx context.Context, snap Snapshot, sh, k int, buyers 
 		return false, fmt.Errorf("load(sale %d, shard %d): %w", snap.SaleID, sh, err)
 	}
 	return n == 1, nil
+}
+
+// flag is a boolean as the scripts read it.
+func flag(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
+// drawEndsArg is a draw window's end as the scripts read it ("0": no draw).
+func drawEndsArg(t time.Time) string {
+	if t.IsZero() {
+		return "0"
+	}
+	return strconv.FormatInt(t.UnixMilli(), 10)
 }

@@ -39,11 +39,13 @@ type saleRow struct {
 	PaymentWindowSeconds int
 	PurchaseLimit        string // shop.LimitPerSale or shop.LimitPerItem
 	Currency             string
-	Description          *string   // optional, at most 2,000 characters
-	Paused               bool      // purchases and purchase tokens answer 503 PAUSED
-	StockShards          int       // the Redis stock shards of the sale, fixed at its creation (0 on create: 1)
-	RedisEpoch           int64     `gorm:"->"` // bumped by rebuilds only
-	Items                []itemRow `gorm:"foreignKey:SaleID"`
+	Description          *string    // optional, at most 2,000 characters
+	Paused               bool       // purchases and purchase tokens answer 503 PAUSED
+	StockShards          int        // the Redis stock shards of the sale, fixed at its creation (0 on create: 1)
+	FairStartMillis      int        // the fair start's draw window (0: none)
+	DrawClosedAt         *time.Time `gorm:"->"` // written by CloseDraw only
+	RedisEpoch           int64      `gorm:"->"` // bumped by rebuilds only
+	Items                []itemRow  `gorm:"foreignKey:SaleID"`
 }
 
 // itemRow is a row of items: one product of a sale with its quantity and units sold.

@@ -105,6 +105,10 @@ type QueuedOrder struct {
 	UserID     int64  `json:"userId"`
 	Seq        int64  `json:"seq"`        // the sale's reservation counter in Redis
 	ReservedAt int64  `json:"reservedAt"` // unix milliseconds, Redis's clock
+	// Draw: an entry of the sale's fair-start draw (no unit taken; Rank its draw rank), written
+	// ENTERED until the draw decides it.
+	Draw bool  `json:"draw,omitempty"`
+	Rank int64 `json:"rank,omitempty"`
 }
 
 // Envelope is one JetStream message: the reservations that one durable write acknowledged.

@@ -27,15 +27,21 @@ func (d *DB) RebuildSnapshot(ctx context.Context, saleID int64) (Snapshot, error
 			StartsAt      time.Time
 			EndsAt        time.Time
 			Paused        bool
+			FairStart     int
+			DrawClosedAt  *time.Time
 		}
 		if err := tx.Raw(`UPDATE sales SET redis_epoch = redis_epoch + 1 WHERE id = ?
-			RETURNING redis_epoch, purchase_limit, starts_at, ends_at, paused`, saleID).Scan(&sale).Error; err != nil {
+			RETURNING redis_epoch, purchase_limit, starts_at, ends_at, paused, fair_start_millis AS fair_start, draw_closed_at`, saleID).Scan(&sale).Error; err != nil {
 			return err
 		}
 		if sale.RedisEpoch == 0 {
 			return ErrNotFound
 		}
 		snap.Epoch, snap.Limit, snap.StartsAt, snap.EndsAt, snap.Paused = sale.RedisEpoch, sale.PurchaseLimit, sale.StartsAt, sale.EndsAt, sale.Paused
+		if sale.FairStart > 0 {
+			snap.DrawEnds = sale.StartsAt.Add(time.Duration(sale.FairStart) * time.Millisecond)
+			snap.Drawn = sale.DrawClosedAt != nil
+		}
 		var items []struct {
 			ID       int64
 			Quantity int64
@@ -97,8 +103,11 @@ func (d *DB) EditedSince(ctx context.Context, snap Snapshot) (bool, error) {
 		StartsAt      time.Time
 		EndsAt        time.Time
 		Paused        bool
+		FairStart     int
+		Drawn         bool
 	}
-	if err := d.g.WithContext(ctx).Raw(`SELECT purchase_limit, starts_at, ends_at, paused FROM sales WHERE id = ?`, snap.SaleID).
+	if err := d.g.WithContext(ctx).Raw(`SELECT purchase_limit, starts_at, ends_at, paused, fair_start_millis AS fair_start,
+			draw_closed_at IS NOT NULL AS drawn FROM sales WHERE id = ?`, snap.SaleID).
 		Scan(&sale).Error; err != nil {
 		return false, err
 	}
@@ -110,7 +119,8 @@ func (d *DB) EditedSince(ctx context.Context, snap Snapshot) (bool, error) {
 		return false, err
 	}
 	if sale.PurchaseLimit != snap.Limit || !sale.StartsAt.Equal(snap.StartsAt) || !sale.EndsAt.Equal(snap.EndsAt) ||
-		sale.Paused != snap.Paused || len(items) != len(snap.Quantity) {
+		sale.Paused != snap.Paused || len(items) != len(snap.Quantity) || (sale.FairStart > 0 && sale.Drawn != snap.Drawn) ||
+		(sale.FairStart > 0) != !snap.DrawEnds.IsZero() {
 		return true, nil
 	}
 	for _, it := range items {

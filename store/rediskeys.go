@@ -83,3 +83,11 @@ func XferOutKeyOf(saleID int64, shard int) string { return shardTag(saleID, shar
 
 // XferInKeyOf is the set of transfer ids a shard has taken in (tombstones, kept 30 days).
 func XferInKeyOf(saleID int64, shard int) string { return shardTag(saleID, shard) + ":xferin" }
+
+// EntrantsKeyOf is the hash of a shard's draw entrants while its fair start's draw is open:
+// shopper (as in the buyers hash) -> the order id of their entry (one entry per shopper).
+func EntrantsKeyOf(saleID int64, shard int) string { return shardTag(saleID, shard) + ":entrants" }
+
+// DrawKeyOf is the hash of a shard's draw entries not yet decided: order id ->
+// "item:user:enteredAtMillis:rank".
+func DrawKeyOf(saleID int64, shard int) string { return shardTag(saleID, shard) + ":draw" }

@@ -14,6 +14,7 @@ type Attempt struct {
 	Nonce                  string    // the purchase token's nonce: one attempt per token
 	TokenExpires           time.Time // checked against Redis's clock
 	Floor                  int64     // the highest reservation seq this instance saw in the shopper's shard of the sale
+	Rank                   int64     // the attempt's draw rank, for a sale with a fair start (1 to 2^53-1; 0: none given)
 }
 
 // Reservation is what the reserve script granted, or the refusal's details.
@@ -38,7 +39,18 @@ type Reservation struct {
 	// answers for it publishes it again and claims it, and must never release it (the first
 	// send may have answered 202 for it).
 	Again, Durable bool
+	// Entered: the attempt fell in the sale's draw window and entered the draw (no unit taken):
+	// the caller publishes the entry (store.QueuedOrder with Draw). A resend of it answers the same.
+	Entered bool
 }
+
+// ErrDrawClosing: the sale's draw window has closed and its draw is not applied in the shopper's
+// shard yet; nothing was attempted (the token is kept). ErrRankNeeded: the attempt fell in the
+// draw window and was sent without a rank; nothing was attempted.
+var (
+	ErrDrawClosing = errors.New("the fair start's draw is being decided")
+	ErrRankNeeded  = errors.New("the attempt is a draw entry and was sent without a rank")
+)
 
 // Reserve runs the reserve script: it consumes the purchase token and, if the shopper is not yet
 // a buyer and a unit is left, takes the unit and registers the order in flight. It returns one of
@@ -102,6 +114,13 @@ func (s *Stock) Reserve(ctx context.Context, a Attempt) (Reservation, error) {
 		r.Left, r.HeldOrder = 0, ""
 		r.Again, r.Durable = true, code == -10
 		return r, nil
+	case -12:
+		r.Left, r.HeldOrder, r.Entered = 0, "", true
+		return r, nil
+	case -13:
+		return r, ErrDrawClosing
+	case -14:
+		return r, ErrRankNeeded
 	}
 	if code < 0 {
 		return r, fmt.Errorf("reserve: unknown code %d", code)
@@ -113,10 +132,13 @@ func (s *Stock) Reserve(ctx context.Context, a Attempt) (Reservation, error) {
 // unit of the item: nothing attempted).
 func (s *Stock) reserveIn(ctx context.Context, a Attempt, shard int, mayBorrow bool) (Reservation, int64, error) {
 	keys := []string{MetaKeyOf(a.SaleID, shard), StockKeyOf(a.SaleID, shard, a.ItemID), BuyersKeyOf(a.SaleID, shard),
-		InFlightKeyOf(a.SaleID, shard), tokenKey(a.SaleID, shard, a.Nonce)}
+		InFlightKeyOf(a.SaleID, shard), tokenKey(a.SaleID, shard, a.Nonce), EntrantsKeyOf(a.SaleID, shard), DrawKeyOf(a.SaleID, shard)}
 	args := []any{a.UserID, a.OrderID, a.ItemID, a.TokenExpires.UnixMilli(), a.Floor}
-	if mayBorrow {
-		args = append(args, "1")
+	if mayBorrow || a.Rank > 0 {
+		args = append(args, flag(mayBorrow))
+	}
+	if a.Rank > 0 {
+		args = append(args, a.Rank)
 	}
 	v, err := s.reserve.Run(ctx, s.rdb, keys, args...).Slice()
 	if err != nil {

@@ -34,11 +34,11 @@ func (fakeShop) TokenGate(context.Context, int64, int64) error { return nil }
 func (fakeShop) IssueToken(context.Context, int64, int64, string, string, string) (string, time.Time, error) {
 	return "t", time.Now(), nil
 }
-func (fakeShop) Purchase(_ context.Context, _, item int64, tok, _ string) (string, error) {
+func (fakeShop) Purchase(_ context.Context, _, item int64, tok, _ string) (string, bool, error) {
 	if tok == "" {
-		return "", shop.Errorf(shop.CodeInvalidPurchaseToken, "no token")
+		return "", false, shop.Errorf(shop.CodeInvalidPurchaseToken, "no token")
 	}
-	return purchase.NewOrderID(item, time.Now()), nil
+	return purchase.NewOrderID(item, time.Now()), false, nil
 }
 func (fakeShop) Order(_ context.Context, _ int64, id string) (shop.OrderView, error) {
 	item, canonical, ok := purchase.ItemOfOrderID(id)

@@ -126,6 +126,7 @@ func routeAPI(r *gin.Engine, cfg Config) {
 	r.POST("/api/admin/sales/:saleId/end", merchant, api.EndSale)
 	r.POST("/api/admin/sales/:saleId/warm", merchant, api.WarmSale)
 	r.GET("/api/admin/sales/:saleId/orders", merchant, api.AdminOrders)
+	r.GET("/api/admin/sales/:saleId/draw", merchant, api.AdminDraw)
 	r.GET("/api/admin/sales/:saleId/orders.csv", merchant, api.AdminOrdersCSV)
 
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/flashsale/flashsale/services/auth"
 	"github.com/flashsale/flashsale/services/captcha"
 	"github.com/flashsale/flashsale/services/catalog"
+	"github.com/flashsale/flashsale/services/draw"
 	"github.com/flashsale/flashsale/services/limits"
 	"github.com/flashsale/flashsale/services/metrics"
 	"github.com/flashsale/flashsale/services/payments"
@@ -62,6 +63,7 @@ type App struct {
 	reconcile *pipeline.Reconciler
 	Writer    *pipeline.Writer
 	keeper    *pipeline.Keeper
+	draws     *draw.Closer
 	Payments  *payments.Payments
 	funnel    *catalog.Funnel
 	Handler   http.Handler
@@ -196,7 +198,7 @@ func (a *App) build(instance string) error {
 		TokenTTL: cfg.TokenTTL, SlowPublish: cfg.OrphanAge / 3, SigningSecret: []byte(cfg.JWTSecret),
 	}, purchase.Deps{Catalog: a.sales, Stock: a.Stock, DB: a.DB, Publisher: guardedPublisher{Publisher: a.pub, guard: a.guard},
 		Captcha: challenges, SoldOut: a.SoldOut, Limiter: limiter, Returns: a.returns, Funnel: a.funnel,
-		WriterRate: a.Writer.Throughput(), Metrics: a.Metrics, Log: log, Now: a.now})
+		WriterRate: a.Writer.Throughput(), Draws: a.draws, Metrics: a.Metrics, Log: log, Now: a.now})
 	if a.Payments, err = a.buildPayments(); err != nil {
 		return err
 	}
@@ -240,16 +242,17 @@ func (a *App) buildPipeline(instance string) {
 	a.reconcile = pipeline.NewReconciler(a.DB, a.Stock, a.Metrics, log, cfg.OrphanAge)
 	a.Writer = pipeline.NewWriter(pipeline.WriterConfig{Workers: cfg.WriterWorkers, Batch: cfg.WriterBatch, AckWait: cfg.WriterAckWait, Linger: cfg.WriterLinger},
 		a.Queue, a.writeDB, a.Stock, a.SoldOut, a.Metrics, log)
+	a.draws = draw.New(draw.Config{Grace: cfg.OrphanAge}, a.DB, a.Stock, guardedQueue{Queue: a.Queue, guard: a.guard}, a.Metrics, log, a.now)
 	a.keeper = pipeline.NewKeeper(pipeline.KeeperConfig{Interval: cfg.KeeperInterval, OrphanAge: cfg.OrphanAge,
 		ReconcileInterval: cfg.ReconcileInterval, Instance: instance, RebuildDelay: rebuildDelay(cfg), WarmAhead: cfg.WarmAhead},
 		pipeline.KeeperDeps{DB: a.DB, Stock: a.Stock, Queue: guardedQueue{Queue: a.Queue, guard: a.guard}, Loader: a.Loader,
-			Returns: a.returns, Reconcile: a.reconcile, SoldOut: a.SoldOut, Metrics: a.Metrics, Log: log, Now: a.now})
+			Returns: a.returns, Reconcile: a.reconcile, Draws: a.draws, SoldOut: a.SoldOut, Metrics: a.Metrics, Log: log, Now: a.now})
 }
 
 // router is the HTTP side: the API, the pages, metrics and the health checks.
 func (a *App) router(reads *limits.Limiter) http.Handler {
 	cfg, log := a.cfg, a.Log
-	api := &handlers.API{Accounts: a.Auth, Catalog: a.sales, Shop: a.purchases, Orders: a.sales, Admin: a.sales, Live: a.sales, Reminders: a.sales, Payments: a.Payments, Log: log, Now: a.now,
+	api := &handlers.API{Accounts: a.Auth, Catalog: a.sales, Shop: a.purchases, Orders: a.sales, Admin: a.sales, Live: a.sales, Reminders: a.sales, Draws: a.sales, Payments: a.Payments, Log: log, Now: a.now,
 		SecureCookie: cfg.Env == "production", SessionTTL: cfg.JWTTTL, Reads: reads}
 	pages := &handlers.Pages{Catalog: a.sales, Past: a.sales, Payments: a.Payments, Log: log, Now: a.now, SecureCookie: cfg.Env == "production", Reads: reads}
 	return web.NewRouter(web.Config{Log: log, Verifier: a.Auth, API: api, Pages: pages, Registry: a.reg,

@@ -20,6 +20,7 @@ type SaleEdit struct {
 	StartsAt             *time.Time
 	EndsAt               *time.Time
 	PaymentWindowSeconds *int
+	FairStartMillis      *int // before the start only
 	PurchaseLimit        *string
 	Currency             *string
 	Items                []ItemEdit
@@ -214,6 +215,12 @@ func adjustmentOf(old, next shop.Sale) (store.Adjustment, []int64) {
 	if old.Paused != next.Paused {
 		adj.Meta["paused"] = map[bool]string{true: "1", false: "0"}[next.Paused]
 	}
+	if !old.DrawWindowEnd().Equal(next.DrawWindowEnd()) || old.FairStartMillis != next.FairStartMillis {
+		adj.Meta["fair"] = "0"
+		if next.FairStartMillis > 0 {
+			adj.Meta["fair"] = strconv.FormatInt(next.DrawWindowEnd().UnixMilli(), 10)
+		}
+	}
 	before := map[int64]int{}
 	for _, it := range old.Items {
 		before[it.ID] = it.Quantity
@@ -275,6 +282,7 @@ func applyEdit(cur shop.Sale, in SaleEdit, now time.Time) (shop.Sale, error) {
 			return nil
 		},
 		func(next *shop.Sale) error { return editTerms(next, in, started) },
+		func(next *shop.Sale) error { return editFairStart(next, in, started) },
 		func(next *shop.Sale) error { return editItems(next, in.Items, started) },
 	}
 	for _, step := range steps {
@@ -414,5 +422,21 @@ func (s *Sales) CheckPaused(ctx context.Context, sale shop.Sale) error {
 	if paused {
 		return shop.ErrPaused
 	}
+	return nil
+}
+
+// editFairStart changes the draw window, which stays as it is once the sale has started.
+func editFairStart(next *shop.Sale, in SaleEdit, started bool) error {
+	f := in.FairStartMillis
+	if f == nil || *f == next.FairStartMillis {
+		return nil
+	}
+	if err := validFairStart(*f); err != nil {
+		return err
+	}
+	if started {
+		return shop.Errorf(shop.CodeSaleStarted, "the sale has started: its fair start cannot change")
+	}
+	next.FairStartMillis = *f
 	return nil
 }

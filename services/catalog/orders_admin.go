@@ -42,7 +42,7 @@ func (a AdminOrder) Refunded() bool {
 
 var orderStatuses = map[string]bool{
 	shop.StatusPending: true, shop.StatusPaid: true, shop.StatusExpired: true,
-	shop.StatusCancelled: true, shop.StatusFailed: true,
+	shop.StatusCancelled: true, shop.StatusFailed: true, shop.StatusEntered: true, shop.StatusNotSelected: true,
 }
 
 func adminOrder(o shop.Order) AdminOrder {
@@ -97,7 +97,7 @@ type SaleOrderFilter struct {
 func (s *Sales) SaleOrders(ctx context.Context, merchantID, saleID int64, f SaleOrderFilter, cursor string) ([]AdminOrder, string, error) {
 	status, userID := f.Status, f.UserID
 	if status != "" && !orderStatuses[status] {
-		return nil, "", shop.Errorf(shop.CodeInvalidInput, "status must be one of PENDING, PAID, EXPIRED, CANCELLED, FAILED")
+		return nil, "", shop.Errorf(shop.CodeInvalidInput, "status must be one of PENDING, PAID, EXPIRED, CANCELLED, FAILED, ENTERED, NOT_SELECTED")
 	}
 	if userID < 0 {
 		return nil, "", shop.Errorf(shop.CodeInvalidInput, "userId must be a user id (a positive integer)")

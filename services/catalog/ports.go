@@ -16,6 +16,8 @@ type DB interface {
 	EditSale(ctx context.Context, saleID int64, edit func(cur shop.Sale) (shop.Sale, error), before func(old, next shop.Sale) error) (shop.Sale, error)
 	HighestIDs(ctx context.Context) (sale, item int64, err error)
 	ItemByID(ctx context.Context, id int64) (shop.Item, error)
+	DrawOf(ctx context.Context, saleID int64) (shop.Draw, error)
+	DrawRecord(ctx context.Context, saleID int64, cursor string, limit int) ([]shop.DrawEntry, string, error)
 	OrdersOfSale(ctx context.Context, saleID int64, f store.SaleOrderFilter, after *store.OrderCursor, limit int) ([]store.SaleOrder, *store.OrderCursor, error)
 	SaleByID(ctx context.Context, id int64) (shop.Sale, error)
 	SaleMoney(ctx context.Context, saleID int64) ([]store.ItemMoney, error)

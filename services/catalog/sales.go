@@ -27,6 +27,7 @@ type NewSale struct {
 	PurchaseLimit        string           // "" : per-sale
 	Currency             string           // "" : CNY; one of shop.Currencies
 	StockShards          *int             // nil: the default (FLASHSALE_STOCK_SHARDS); 1..64, fixed once created
+	FairStartMillis      *int             // nil or 0: no draw; at most shop.MaxFairStartMillis
 }
 
 // NewItem is one product of a NewSale.
@@ -185,7 +186,7 @@ func (s *Sales) WarmAhead() time.Duration { return s.warmAhead }
 func (in NewSale) input() saleInput {
 	// The name is checked apart, first (create); the rest together.
 	out := saleInput{Description: &in.Description, PaymentWindowSeconds: in.PaymentWindowSeconds,
-		StockShards: in.StockShards, Limits: in.Limits, Items: make([]itemInput, len(in.Items))}
+		StockShards: in.StockShards, FairStartMillis: in.FairStartMillis, Limits: in.Limits, Items: make([]itemInput, len(in.Items))}
 	if in.PurchaseLimit != "" {
 		out.PurchaseLimit = &in.PurchaseLimit
 	}
@@ -236,6 +237,9 @@ func (s *Sales) newSale(merchantID int64, in NewSale) shop.Sale {
 	}
 	if k := in.StockShards; k != nil {
 		sale.StockShards = *k
+	}
+	if f := in.FairStartMillis; f != nil {
+		sale.FairStartMillis = *f
 	}
 	if l := in.Limits; l != nil {
 		own := *l
@@ -410,7 +414,7 @@ func (s *Sales) Item(ctx context.Context, itemID int64) (shop.ItemInfo, error) {
 		// the purchase path then knows the sale's stock shards without a query of its own
 		s.stock.RememberShards(sale.ID, sale.StockShards)
 		return shop.ItemInfo{ItemID: itemID, SaleID: sale.ID, StartsAt: sale.StartsAt, EndsAt: sale.EndsAt, Limits: sale.RateLimits(),
-			Limit: sale.PurchaseLimit, Found: true}, nil
+			Limit: sale.PurchaseLimit, Found: true, FairStartMillis: sale.FairStartMillis}, nil
 	})
 	if err != nil {
 		return shop.ItemInfo{}, shop.Unavailable(err)

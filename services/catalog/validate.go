@@ -24,6 +24,7 @@ type saleInput struct {
 	PurchaseLimit        *string
 	Currency             *string
 	StockShards          *int
+	FairStartMillis      *int
 	Limits               *shop.RateLimits
 	Items                []itemInput
 }
@@ -45,6 +46,7 @@ func (in saleInput) validate() error {
 		func() error { return optional(in.Currency, validCurrency) },
 		func() error { return optional(in.PurchaseLimit, validPurchaseLimit) },
 		func() error { return optional(in.StockShards, validStockShards) },
+		func() error { return optional(in.FairStartMillis, validFairStart) },
 		func() error { return optional(in.Limits, validRateLimits) },
 	}
 	for _, check := range checks {
@@ -164,6 +166,14 @@ func checkWindow(starts, ends time.Time) error {
 		return shop.Errorf(shop.CodeInvalidInput, "a sale lasts at most 30 days")
 	case starts.Year() > 9999 || starts.Year() < 2000:
 		return shop.Errorf(shop.CodeInvalidInput, "startsAt is out of range")
+	}
+	return nil
+}
+
+// validFairStart checks a fair start's draw window.
+func validFairStart(ms int) error {
+	if ms < 0 || ms > shop.MaxFairStartMillis {
+		return shop.Errorf(shop.CodeInvalidInput, "fairStartMillis must be between 0 (no draw) and %d", shop.MaxFairStartMillis)
 	}
 	return nil
 }

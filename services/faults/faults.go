@@ -22,9 +22,10 @@ const (
 	WriterBeforeCommit = "writer-before-commit" // the writer claimed a batch; its transaction has not run
 	WriterAfterCommit  = "writer-after-commit"  // the batch's orders are committed; nothing acked
 	LeaseHeld          = "lease-held"           // this instance just took or renewed the reconciliation lease
+	DrawDecided        = "draw-decided"         // a fair start's draw is committed in Postgres; no Redis shard has applied it
 )
 
-var faultSteps = []string{AfterReserve, AfterPubAck, WriterBeforeCommit, WriterAfterCommit, LeaseHeld}
+var faultSteps = []string{AfterReserve, AfterPubAck, WriterBeforeCommit, WriterAfterCommit, LeaseHeld, DrawDecided}
 
 // Spec is one parsed FLASHSALE_FAULT: at the At-th time Step is reached, do Action.
 type Spec struct {

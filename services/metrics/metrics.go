@@ -26,6 +26,8 @@ type Metrics struct {
 	Repairs        prometheus.Counter
 	WriterRetries  *prometheus.CounterVec
 	Borrows        prometheus.Counter
+	DrawEntries    prometheus.Counter     // purchases acknowledged as entries of a fair-start draw
+	Draws          *prometheus.CounterVec // draws decided and applied, by step (decided, applied)
 	Transfers      prometheus.Counter
 	Payments       *prometheus.CounterVec
 }
@@ -94,7 +96,13 @@ func New(reg prometheus.Registerer) *Metrics {
 	m.Payments = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "flashsale_payments_total", Help: "Payment events and provider calls by what came of them (paid, refund_due, duplicate, refunded, session_expired, provider_error …).",
 	}, []string{"outcome"})
-	reg.MustRegister(m.Payments, m.Borrows, m.Transfers, m.WriterRetries, m.Purchases, m.PublishBatch, m.PublishSeconds, m.Written, m.WriteBatch, m.Released, m.Backlog,
+	m.DrawEntries = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "flashsale_draw_entries_total", Help: "Purchases in a fair start's window acknowledged as entries of its draw.",
+	})
+	m.Draws = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "flashsale_draws_total", Help: "Fair-start draws by step: decided (in Postgres, once per sale), applied (to a Redis shard, once per shard).",
+	}, []string{"step"})
+	reg.MustRegister(m.DrawEntries, m.Draws, m.Payments, m.Borrows, m.Transfers, m.WriterRetries, m.Purchases, m.PublishBatch, m.PublishSeconds, m.Written, m.WriteBatch, m.Released, m.Backlog,
 		m.RedisLoss, m.Expired, m.Cancelled, m.Returned, m.PendingReturns, m.Rebuilds, m.Mismatches, m.Repairs)
 	return m
 }

@@ -24,6 +24,15 @@ type KeeperConfig struct {
 	Instance          string        // names this instance in the reconciliation lease
 }
 
+// DrawPass closes the fair-start draws whose window has passed (draw.Closer).
+type DrawPass interface {
+	Pass(ctx context.Context) error
+}
+
+type noDraws struct{}
+
+func (noDraws) Pass(context.Context) error { return nil }
+
 // Keeper runs the background jobs that keep every unit accounted for. Every instance runs them
 // at once, safely; the queue they judge "drained" by is the shared JetStream stream.
 //   - warm-up and rebuild: loads a sale into Redis when Redis does not hold it or lost data for
@@ -33,7 +42,8 @@ type KeeperConfig struct {
 //     durable return record), and their units go back in Redis;
 //   - orphan recovery: returns reservations that never reached the queue (an instance died
 //     between reserve and publish) once the writer has provably processed everything older;
-//   - reconciliation: under a lease, one instance at a time compares Redis with Postgres.
+//   - reconciliation: under a lease, one instance at a time compares Redis with Postgres;
+//   - fair-start draws: decided and applied once their window has passed (services/draw).
 type Keeper struct {
 	cfg       KeeperConfig
 	soldOut   SoldOutFlags
@@ -43,6 +53,7 @@ type Keeper struct {
 	loader    *Loader
 	returns   *Returns
 	reconcile *Reconciler
+	draws     DrawPass
 	metrics   *metrics.Metrics
 	log       *slog.Logger
 	now       func() time.Time
@@ -60,6 +71,7 @@ type KeeperDeps struct {
 	Loader    *Loader
 	Returns   *Returns
 	Reconcile *Reconciler
+	Draws     DrawPass // closes fair-start draws whose window has passed (nil: none closed here)
 	SoldOut   SoldOutFlags
 	Metrics   *metrics.Metrics
 	Log       *slog.Logger
@@ -80,7 +92,10 @@ func NewKeeper(cfg KeeperConfig, d KeeperDeps) *Keeper {
 	if cfg.WarmAhead <= 0 {
 		cfg.WarmAhead = DefaultWarmAhead
 	}
-	return &Keeper{cfg: cfg, db: d.DB, stock: d.Stock, q: d.Queue, loader: d.Loader, returns: d.Returns, reconcile: d.Reconcile,
+	if d.Draws == nil {
+		d.Draws = noDraws{}
+	}
+	return &Keeper{cfg: cfg, draws: d.Draws, db: d.DB, stock: d.Stock, q: d.Queue, loader: d.Loader, returns: d.Returns, reconcile: d.Reconcile,
 		soldOut: d.SoldOut, metrics: metrics.Or(d.Metrics), log: d.Log, now: d.Now, unhealthySince: map[int64]time.Time{}, partial: map[int64]bool{}}
 }
 
@@ -139,6 +154,7 @@ func (k *Keeper) Once(ctx context.Context) error {
 		k.expire(ctx),
 		k.returns.Drain(ctx),
 		k.recoverOrphans(ctx, ids),
+		k.draws.Pass(ctx),
 	}
 	if k.now().Sub(k.lastReconcile) >= k.cfg.ReconcileInterval && qerr == nil {
 		k.lastReconcile = k.now()

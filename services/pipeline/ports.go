@@ -18,6 +18,7 @@ type DB interface {
 	HeldOrder(ctx context.Context, saleID, itemID, userID int64) (string, error)
 	InsertFailedOrder(ctx context.Context, o store.NewOrder, reason string) (bool, error)
 	InsertOrders(ctx context.Context, orders []store.NewOrder) ([]string, error)
+	InsertEntries(ctx context.Context, entries []store.NewEntry) (int, error)
 	LiveOrders(ctx context.Context, saleID int64) ([]store.LiveOrder, error)
 	MaxSeqOfSale(ctx context.Context, saleID int64) (int64, error)
 	MaxSeqOfShards(ctx context.Context, saleID int64, k int) ([]int64, error)

@@ -237,6 +237,7 @@ const (
 // batch is one fetched batch on its way through the writer's steps.
 type batch struct {
 	orders   []store.QueuedOrder
+	entries  []store.NewEntry // fair-start draw entries: written ENTERED, no unit claimed
 	write    []store.NewOrder
 	unknown  map[string]bool // Redis did not know the order (claim verdict ClaimUnknown)
 	released []store.NewOrder
@@ -256,6 +257,9 @@ func (w *Writer) process(ctx context.Context, msgs []store.Delivery) error {
 	started := time.Now()
 	b := &batch{}
 	if err := w.decode(ctx, msgs, b); err != nil {
+		return err
+	}
+	if _, err := w.db.InsertEntries(ctx, b.entries); err != nil {
 		return err
 	}
 	if err := w.claim(ctx, b); err != nil {
@@ -283,6 +287,7 @@ func (w *Writer) process(ctx context.Context, msgs []store.Delivery) error {
 	w.markUnknownWritten(ctx, b)
 	w.settle(ctx, b)
 	w.count("written", len(b.inserted))
+	w.count("entered", len(b.entries))
 	w.count("redelivered", len(b.existing))
 	w.rate.Observe(len(b.orders), time.Since(started))
 	for _, m := range msgs {
@@ -308,10 +313,15 @@ func (w *Writer) decode(ctx context.Context, msgs []store.Delivery, b *batch) er
 			continue
 		}
 		for _, o := range env.Orders {
-			if !seen[o.OrderID] {
-				seen[o.OrderID] = true
+			switch {
+			case seen[o.OrderID]:
+			case o.Draw:
+				b.entries = append(b.entries, store.NewEntry{ID: o.OrderID, ItemID: o.ItemID, UserID: o.UserID,
+					EnteredAt: time.UnixMilli(o.ReservedAt), Rank: o.Rank})
+			default:
 				b.orders = append(b.orders, o)
 			}
+			seen[o.OrderID] = true
 		}
 	}
 	return nil

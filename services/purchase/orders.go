@@ -29,6 +29,12 @@ func orderView(o store.OrderDetail) shop.OrderView {
 	if o.Failure != nil {
 		v.Failure = *o.Failure
 	}
+	if o.DrawRank != nil {
+		v.Draw = true
+		if o.Status == shop.StatusEntered {
+			v.Status = shop.StatusQueued // written, waiting for the draw: QUEUED as the contract says
+		}
+	}
 	return v
 }
 
@@ -63,6 +69,17 @@ func (p *Purchases) Order(ctx context.Context, userID int64, orderID string) (sh
 		return v, nil
 	}
 	o, err := p.db.OrderDetailByID(ctx, id)
+	if errors.Is(err, store.ErrNotFound) && rerr == nil && info.FairStartMillis > 0 {
+		// a draw entry on its way to Postgres
+		at, entered, eerr := p.stock.Entry(ctx, info.SaleID, userID, id)
+		if entered {
+			v := shop.OrderView{OrderID: id, ItemID: itemID, SaleID: info.SaleID, Status: shop.StatusQueued, CreatedAt: at,
+				PaymentStatus: shop.PaymentNone, Draw: true}
+			p.sales.Describe(ctx, &v)
+			return v, nil
+		}
+		rerr = eerr
+	}
 	if errors.Is(err, store.ErrNotFound) && rerr != nil {
 		return shop.OrderView{}, shop.Unavailable(rerr) // it may be queued; Redis cannot say now
 	}

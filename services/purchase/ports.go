@@ -29,5 +29,21 @@ type Stock interface {
 	InFlightOrder(ctx context.Context, saleID int64, orderID string) (store.InFlightEntry, bool, error)
 	Release(ctx context.Context, o shop.OrderRef, op shop.ReleaseOp) (store.ReleaseOutcome, error)
 	Reserve(ctx context.Context, a store.Attempt) (store.Reservation, error)
+	ReleaseEntry(ctx context.Context, limit string, o shop.OrderRef) (bool, error)
+	Entry(ctx context.Context, saleID, userID int64, orderID string) (time.Time, bool, error)
 	Shards(ctx context.Context, saleID int64) (int, error)
 }
+
+// Draws closes a sale's fair-start draw once its window has passed (draw.Closer): a purchase
+// after the window waits for it.
+type Draws interface {
+	// Close decides and applies the sale's draw if it can now; nil once it is applied.
+	Close(ctx context.Context, saleID int64) error
+}
+
+// NoDraws closes nothing: a purchase after a draw window answers 503 until another instance's
+// keeper closed it.
+type NoDraws struct{}
+
+// Close does nothing.
+func (NoDraws) Close(context.Context, int64) error { return errDrawNotClosed }

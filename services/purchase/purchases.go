@@ -41,6 +41,8 @@ type Purchases struct {
 	returns Returner
 	tokens  tokenSigner
 	ids     attemptIDs // names each attempt's order after its token and item
+	ranks   drawRanks  // ranks each draw entry
+	draws   Draws      // closes a sale's draw once its window has passed
 	metrics *metrics.Metrics
 	log     *slog.Logger
 	now     func() time.Time
@@ -65,6 +67,7 @@ type Deps struct {
 	Returns    Returner
 	Funnel     FunnelCounter // counts every attempt, and every refused purchase-token request (in memory)
 	WriterRate WriterRate    // the local writer's recent throughput, for a QUEUED order's estimated wait
+	Draws      Draws         // closes fair-start draws (nil: NoDraws)
 	Metrics    *metrics.Metrics
 	Log        *slog.Logger
 	Now        func() time.Time
@@ -78,10 +81,14 @@ func NewPurchases(cfg PurchaseConfig, d Deps) *Purchases {
 	if d.WriterRate == nil {
 		d.WriterRate = noRate{}
 	}
+	if d.Draws == nil {
+		d.Draws = NoDraws{}
+	}
 	return &Purchases{cfg: cfg, sales: d.Catalog, stock: d.Stock, db: d.DB, pub: d.Publisher, captcha: d.Captcha, soldOut: d.SoldOut,
 		limiter: d.Limiter, returns: d.Returns, funnel: d.Funnel, queueWait: NewQueueWait(d.Stock, d.WriterRate),
-		tokens: newTokenSigner(cfg.SigningSecret), ids: newAttemptIDs(cfg.SigningSecret), metrics: metrics.Or(d.Metrics),
-		log: d.Log, now: d.Now, mine: newMyOrdersState(d.Now)}
+		tokens: newTokenSigner(cfg.SigningSecret), ids: newAttemptIDs(cfg.SigningSecret), ranks: newDrawRanks(cfg.SigningSecret), draws: d.Draws,
+		metrics: metrics.Or(d.Metrics),
+		log:     d.Log, now: d.Now, mine: newMyOrdersState(d.Now)}
 }
 
 func retryAfter(d time.Duration) time.Duration {
@@ -111,43 +118,53 @@ func saleWindow(startsAt, endsAt, now time.Time) error {
 }
 
 // Purchase tries to buy one unit of itemID for userID with a purchase token. On success the
-// order is durably queued and its id returned (the caller answers 202 QUEUED).
-func (p *Purchases) Purchase(ctx context.Context, userID, itemID int64, token, ip string) (string, error) {
-	id, saleID, err := p.purchase(ctx, userID, itemID, token, ip)
+// order is durably queued and its id returned (the caller answers 202 QUEUED); draw is true when
+// the attempt fell in the sale's fair-start window and entered its draw instead.
+func (p *Purchases) Purchase(ctx context.Context, userID, itemID int64, token, ip string) (id string, draw bool, err error) {
+	id, saleID, draw, err := p.purchase(ctx, userID, itemID, token, ip)
 	p.funnel.Record(saleID, err) // in memory; flushed to Redis once a second, off this path
 	outcome := "ACCEPTED"
 	if err != nil {
 		outcome = string(shop.ErrorCode(err))
 	}
 	p.metrics.Purchases.WithLabelValues(outcome).Inc()
-	return id, err
+	return id, draw, err
 }
 
 // purchase returns the order id, and the item's sale when the item is known (0 otherwise).
-func (p *Purchases) purchase(ctx context.Context, userID, itemID int64, token, ip string) (string, int64, error) {
+func (p *Purchases) purchase(ctx context.Context, userID, itemID int64, token, ip string) (string, int64, bool, error) {
 	info, err := p.admit(ctx, userID, itemID, ip)
 	if err != nil {
-		return "", info.SaleID, err
+		return "", info.SaleID, false, err
 	}
 	tok, err := p.checkToken(info, userID, token)
 	if err != nil {
-		return "", info.SaleID, err
+		return "", info.SaleID, false, err
 	}
 	reservedAt := p.now()
 	orderID, res, err := p.reserve(ctx, info, userID, tok)
 	if err != nil {
-		return "", info.SaleID, err
+		return "", info.SaleID, false, err
 	}
+	if res.Entered {
+		id, err := p.enter(ctx, info, userID, orderID, res, p.ranks.of(orderID))
+		return id, info.SaleID, err == nil, err
+	}
+	id, err := p.take(ctx, info, userID, orderID, res, reservedAt)
+	return id, info.SaleID, false, err
+}
+
+// take goes on with a reservation: a resend's answer, or the hand-over to the queue.
+func (p *Purchases) take(ctx context.Context, info shop.ItemInfo, userID int64, orderID string, res store.Reservation, reservedAt time.Time) (string, error) {
 	if res.Again {
-		id, err := p.again(ctx, info, userID, orderID, res)
-		return id, info.SaleID, err
+		return p.again(ctx, info, userID, orderID, res)
 	}
 	faults.Reached(faults.AfterReserve)
 	id, err := p.handOver(ctx, info, userID, orderID, res, reservedAt)
 	if err == nil {
 		faults.Reached(faults.AfterPubAck)
 	}
-	return id, info.SaleID, err
+	return id, err
 }
 
 // admit runs the cheap checks that need no Redis call for the reservation: the item exists, the
@@ -209,7 +226,26 @@ func (p *Purchases) reserve(ctx context.Context, info shop.ItemInfo, userID int6
 	floor := &floors.shards[shard]
 	a := store.Attempt{SaleID: info.SaleID, ItemID: info.ItemID, UserID: userID, OrderID: orderID, Nonce: tok.Nonce,
 		TokenExpires: tok.Expires, Floor: floor.Load()}
+	if mayEnter(info, p.now()) {
+		a.Rank = p.ranks.of(orderID)
+	}
 	res, err := p.stock.Reserve(ctx, a)
+	if errors.Is(err, store.ErrRankNeeded) { // this instance's clock is off the draw window: Redis's decides
+		a.Rank = p.ranks.of(orderID)
+		res, err = p.stock.Reserve(ctx, a)
+	}
+	if errors.Is(err, store.ErrDrawClosing) {
+		// the window has closed and the draw is not applied yet: decide it (or wait for the
+		// instance deciding it), then ask again
+		if cerr := p.closeDraw(ctx, info.SaleID); cerr != nil {
+			p.log.Info("purchase after the draw window: draw not closed yet", "sale", info.SaleID, "err", cerr)
+			return "", res, errDrawClosing
+		}
+		res, err = p.stock.Reserve(ctx, a)
+		if errors.Is(err, store.ErrDrawClosing) {
+			return "", res, errDrawClosing
+		}
+	}
 	if err != nil && !isRefusal(err) {
 		p.log.Warn("reserve: outcome unknown; asking again", "order", orderID, "err", err)
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
@@ -272,7 +308,7 @@ func (p *Purchases) refused(info shop.ItemInfo, orderID string, res store.Reserv
 // isRefusal reports whether err is one of the reserve script's answers (the outcome is known).
 func isRefusal(err error) bool {
 	for _, r := range [...]error{store.ErrSoldOut, store.ErrAlreadyBuyer, store.ErrTokenAlreadyUsed, store.ErrNotStarted,
-		store.ErrEnded, store.ErrPaused, store.ErrRedisWentBack, store.ErrStockUnknown} {
+		store.ErrEnded, store.ErrPaused, store.ErrRedisWentBack, store.ErrStockUnknown, store.ErrDrawClosing, store.ErrRankNeeded} {
 		if errors.Is(err, r) {
 			return true
 		}

@@ -1,0 +1,79 @@
+package purchase
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"time"
+
+	"github.com/flashsale/flashsale/services/internal/mac"
+	"github.com/flashsale/flashsale/shop"
+	"github.com/flashsale/flashsale/store"
+)
+
+// drawRanks gives each draw entry its rank: the HMAC-SHA256, under a key derived from the server's
+// secret, of the entry's order id, cut to 53 bits (1 to 2^53, lower is better). The order id is
+// itself an HMAC of the purchase token, so neither the shopper nor the time of the request can
+// choose or foresee the rank; the same attempt sent again has the same rank on every instance,
+// and the rank kept in the draw's record can be recomputed by whoever holds the secret.
+type drawRanks struct{ mac *mac.Pool }
+
+func newDrawRanks(secret []byte) drawRanks {
+	return drawRanks{mac: mac.NewPool(mac.PurposeKey(secret, "flashsale draw rank v1"))}
+}
+
+// of returns the rank of the entry orderID.
+func (d drawRanks) of(orderID string) int64 {
+	var sum [sha256.Size]byte
+	d.mac.Sum(orderID, &sum)
+	return int64(binary.BigEndian.Uint64(sum[:8])>>11) + 1
+}
+
+// mayEnter tells whether an attempt at now may fall in the item's sale's draw window, by this
+// instance's clock with a second's slack either way (Redis's clock decides; a rank sent that is
+// not needed costs nothing).
+func mayEnter(info shop.ItemInfo, now time.Time) bool {
+	if info.FairStartMillis <= 0 {
+		return false
+	}
+	end := info.StartsAt.Add(time.Duration(info.FairStartMillis) * time.Millisecond)
+	return now.After(info.StartsAt.Add(-time.Second)) && now.Before(end.Add(time.Second))
+}
+
+var errDrawNotClosed = errors.New("the draw of the sale's first moments is not decided yet")
+
+// errDrawClosing answers a purchase after the draw window while the draw is being decided.
+var errDrawClosing = &shop.Error{Code: shop.CodeUnavailable, RetryAfter: time.Second,
+	Message: "the draw of this sale's first moments is being decided; purchases open again in a moment, try again in a second"}
+
+// drawWait bounds how long a purchase after the window waits for the draw to close.
+const drawWait = 1500 * time.Millisecond
+
+// closeDraw asks for the sale's draw to be closed, waiting drawWait at most.
+func (p *Purchases) closeDraw(ctx context.Context, saleID int64) error {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), drawWait)
+	defer cancel()
+	return p.draws.Close(cctx, saleID)
+}
+
+// enter hands a draw entry over to the queue durably, and answers once it is acknowledged (202
+// with draw: true). An entry whose publish failed is taken back in Redis (the draw does not wait
+// for it) and answered 503; if its message did reach the queue after all, it is written and
+// decided like any entry, and the shopper finds its outcome in their orders.
+func (p *Purchases) enter(ctx context.Context, info shop.ItemInfo, userID int64, orderID string, res store.Reservation, rank int64) (string, error) {
+	q := store.QueuedOrder{OrderID: orderID, SaleID: info.SaleID, ItemID: info.ItemID, UserID: userID, ReservedAt: res.ReservedAt.UnixMilli(),
+		Draw: true, Rank: rank}
+	perr := p.pub.Publish(context.WithoutCancel(ctx), q)
+	if perr == nil {
+		p.metrics.DrawEntries.Inc()
+		return orderID, nil
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	ref := shop.OrderRef{SaleID: info.SaleID, ItemID: info.ItemID, UserID: userID, OrderID: orderID}
+	if _, err := p.stock.ReleaseEntry(rctx, info.Limit, ref); err != nil {
+		p.log.Warn("draw entry: publish failed and its release failed; the draw waits for a drained queue", "order", orderID, "publish_err", perr, "err", err)
+	}
+	return "", shop.Unavailable(perr)
+}

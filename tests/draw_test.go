@@ -1,0 +1,167 @@
+package tests
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/flashsale/flashsale/services/auth"
+	"github.com/flashsale/flashsale/testenv"
+)
+
+// drawShopper is one shopper of a draw test: their bearer, purchase token, and what came of it.
+type drawShopper struct {
+	user    int64
+	bearer  string
+	ptoken  string
+	orderID string
+	answer  response
+}
+
+// drawShoppers signs n shoppers in (user ids from first) and fetches each a purchase token, 32 at
+// a time, once the sale has started.
+func drawShoppers(h *harness, saleID, first int64, n int) []*drawShopper {
+	h.t.Helper()
+	out := make([]*drawShopper, n)
+	for i := range out {
+		u := first + int64(i)
+		out[i] = &drawShopper{user: u, bearer: h.token(u, auth.RoleShopper)}
+	}
+	parallel(32, len(out), func(i int) { out[i].ptoken = h.purchaseToken(out[i].bearer, saleID) })
+	return out
+}
+
+// parallel runs fn(0..n-1) on k goroutines.
+func parallel(k, n int, fn func(i int)) {
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range k {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				fn(i)
+			}
+		}()
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+}
+
+// finalStatus polls a shopper's order until the draw decided it.
+func finalStatus(h *harness, s *drawShopper) map[string]any {
+	h.t.Helper()
+	return testenv.EventuallyValue(h.t, 30*time.Second, "order "+s.orderID+" decided", func() (map[string]any, error) {
+		r := h.do("GET", "/api/flash-sales/orders/"+s.orderID, s.bearer, nil)
+		if r.Status != http.StatusOK {
+			return nil, fmt.Errorf("order: %d %s", r.Status, r.Raw)
+		}
+		if r.str("status") == "QUEUED" {
+			return nil, fmt.Errorf("still QUEUED")
+		}
+		return r.Body, nil
+	})
+}
+
+// TestFairStartDraw: purchases in a sale's first moments enter a draw (202 draw: true, QUEUED),
+// one entry per shopper; once the window closes the units go to exactly as many entrants as
+// there are units, every other entrant ends NOT_SELECTED with a sentence saying it was a draw;
+// after the window the sale sells first come, first served; the merchant's /draw record lists
+// every entry with its rank; the invariants hold.
+func TestFairStartDraw(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	starts := time.Now().Add(1500 * time.Millisecond).Truncate(time.Second).Add(time.Second)
+	s := h.createSaleWith(map[string]any{"fairStartMillis": 3000}, starts, 5)
+	merchant := h.token(9000, auth.RoleMerchant)
+	if r := h.do("GET", fmt.Sprintf("/api/flash-sales/%d", s.sale), "", nil); r.Body["fairStartMillis"] != float64(3000) {
+		t.Fatalf("sale answer: fairStartMillis %v, want 3000: %s", r.Body["fairStartMillis"], r.Raw)
+	}
+	time.Sleep(time.Until(starts))
+	shoppers := drawShoppers(h, s.sale, 500, 20)
+	parallel(20, len(shoppers), func(i int) {
+		sh := shoppers[i]
+		sh.answer = h.buy(sh.bearer, s.items[0], sh.ptoken)
+		sh.orderID = sh.answer.str("orderId")
+	})
+	if time.Since(starts) >= 3*time.Second {
+		t.Fatalf("the entries took %v: not all inside the window; the machine is too slow for this test", time.Since(starts))
+	}
+	for _, sh := range shoppers {
+		if sh.answer.Status != http.StatusAccepted || sh.answer.Body["draw"] != true || sh.answer.str("status") != "QUEUED" {
+			t.Fatalf("purchase in the window: %d %s, want 202 QUEUED draw: true", sh.answer.Status, sh.answer.Raw)
+		}
+	}
+	// While the window is open: the entry is QUEUED with draw: true; a second entry of the same
+	// shopper names the first; the same attempt sent again answers as the first did.
+	first := shoppers[0]
+	if r := h.do("GET", "/api/flash-sales/orders/"+first.orderID, first.bearer, nil); r.str("status") != "QUEUED" || r.Body["draw"] != true {
+		t.Errorf("entry while the window is open: %d %s, want QUEUED draw: true", r.Status, r.Raw)
+	}
+	if r := h.buy(first.bearer, s.items[0], h.purchaseToken(first.bearer, s.sale)); r.Status != http.StatusConflict ||
+		r.str("error") != "ALREADY_PURCHASED" || r.str("orderId") != first.orderID {
+		t.Errorf("second entry: %d %s, want 409 ALREADY_PURCHASED naming %s", r.Status, r.Raw, first.orderID)
+	}
+	if r := h.buy(first.bearer, s.items[0], first.ptoken); r.Status != http.StatusAccepted || r.str("orderId") != first.orderID || r.Body["draw"] != true {
+		t.Errorf("the same attempt sent again: %d %s, want 202 with the same order and draw: true", r.Status, r.Raw)
+	}
+	// After the window: a late shopper's purchase waits for the draw and then is served first
+	// come, first served: sold out here (5 units, 20 entrants).
+	time.Sleep(time.Until(starts.Add(3 * time.Second)))
+	late := drawShoppers(h, s.sale, 900, 1)[0]
+	if r := h.buy(late.bearer, s.items[0], late.ptoken); r.Status != http.StatusGone || r.str("error") != "SOLD_OUT" {
+		t.Errorf("purchase after the window: %d %s, want 410 SOLD_OUT (the draw gave every unit)", r.Status, r.Raw)
+	}
+	won, lost := 0, 0
+	for _, sh := range shoppers {
+		b := finalStatus(h, sh)
+		switch b["status"] {
+		case "PENDING":
+			won++
+			if b["draw"] != true || b["payBy"] == nil {
+				t.Errorf("a winner's order: %v, want draw: true and a payBy", b)
+			}
+		case "NOT_SELECTED":
+			lost++
+			if msg, _ := b["message"].(string); msg == "" {
+				t.Errorf("a NOT_SELECTED order carries no message: %v", b)
+			}
+		default:
+			t.Errorf("order %s ended %v", sh.orderID, b["status"])
+		}
+	}
+	if won != 5 || lost != 15 {
+		t.Errorf("draw: %d won, %d not selected; want 5 and 15", won, lost)
+	}
+	d := h.do("GET", fmt.Sprintf("/api/admin/sales/%d/draw", s.sale), merchant, nil)
+	if d.Status != http.StatusOK || d.Body["windowMillis"] != float64(3000) || d.Body["entries"] != float64(20) ||
+		d.Body["winners"] != float64(5) || d.Body["closedAt"] == nil {
+		t.Errorf("draw record: %d %s, want windowMillis 3000, 20 entries, 5 winners, closedAt", d.Status, d.Raw)
+	}
+	rec, _ := d.Body["record"].([]any)
+	if len(rec) != 20 {
+		t.Fatalf("draw record lists %d entries, want 20", len(rec))
+	}
+	prev := int64(-1)
+	for i, x := range rec {
+		e := x.(map[string]any)
+		rank := int64(e["rank"].(float64))
+		if rank <= prev {
+			t.Errorf("record not by rank: %d after %d", rank, prev)
+		}
+		prev = rank
+		if (i < 5) != (e["won"] == true) {
+			t.Errorf("record line %d: won %v; the 5 best ranks win", i, e["won"])
+		}
+	}
+	h.checkInvariants(s)
+	if n := h.sqlInt(`SELECT count(*) FROM orders WHERE sale_id = ? AND status = 'ENTERED'`, s.sale); n != 0 {
+		t.Errorf("%d entries left undecided", n)
+	}
+	_ = context.Background()
+}
