@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"sync"
@@ -163,5 +162,4 @@ func TestFairStartDraw(t *testing.T) {
 	if n := h.sqlInt(`SELECT count(*) FROM orders WHERE sale_id = ? AND status = 'ENTERED'`, s.sale); n != 0 {
 		t.Errorf("%d entries left undecided", n)
 	}
-	_ = context.Background()
 }
