@@ -426,3 +426,15 @@ func (s *Stock) Entry(ctx context.Context, saleID, userID int64, orderID string)
 	ms, _ := strconv.ParseInt(f[2], 10, 64)
 	return time.UnixMilli(ms), true, nil
 }
+
+// UndecidedEntries counts a sale's entries still ENTERED although its draw was decided (none,
+// whatever crashed: the decision and an entry's write exclude each other on the sale's row).
+func (d *DB) UndecidedEntries(ctx context.Context, saleID int64) (int, error) {
+	var n int64
+	err := d.g.WithContext(ctx).Raw(`SELECT count(*) FROM orders o JOIN sales s ON s.id = o.sale_id
+		WHERE o.sale_id = ? AND o.status = 'ENTERED' AND s.draw_closed_at IS NOT NULL`, saleID).Scan(&n).Error
+	if err != nil {
+		return 0, fmt.Errorf("undecided entries(sale %d): %w", saleID, err)
+	}
+	return int(n), nil
+}

@@ -19,7 +19,8 @@ import (
 //  3. acknowledged means durable: every order id in acked is in Postgres;
 //  4. conservation: Redis stock = quantity - live orders (nothing in flight, no return pending);
 //  5. no lost unit: no reservation is left in flight, and Redis's buyers are exactly the holders
-//     of live orders; Redis's reservation counter is not behind Postgres.
+//     of live orders; Redis's reservation counter is not behind Postgres;
+//  6. a decided draw decided every entry: none is left ENTERED once the sale's draw closed.
 //
 // Tests, the benchmark tool and fault scenarios all end with it (testenv/invariants.Check).
 func Invariants(ctx context.Context, db DB, stock Stock, saleID int64, acked []string) []error {
@@ -49,6 +50,11 @@ func Invariants(ctx context.Context, db DB, stock Stock, saleID int64, acked []s
 		if it.ReturnsPending != 0 {
 			errs = append(errs, fmt.Errorf("item %d: %d units given back in Postgres are not back in Redis", it.ItemID, it.ReturnsPending))
 		}
+	}
+	if n, err := db.UndecidedEntries(ctx, saleID); err != nil {
+		errs = append(errs, err)
+	} else if n > 0 {
+		errs = append(errs, fmt.Errorf("sale %d: %d draw entries left undecided after the draw closed", saleID, n))
 	}
 	if len(acked) > 0 {
 		// The same attempt sent again is answered 202 with the same order id: one order.

@@ -19,6 +19,7 @@ type DB interface {
 	InsertFailedOrder(ctx context.Context, o store.NewOrder, reason string) (bool, error)
 	InsertOrders(ctx context.Context, orders []store.NewOrder) ([]string, error)
 	InsertEntries(ctx context.Context, entries []store.NewEntry) (int, error)
+	UndecidedEntries(ctx context.Context, saleID int64) (int, error)
 	LiveOrders(ctx context.Context, saleID int64) ([]store.LiveOrder, error)
 	MaxSeqOfSale(ctx context.Context, saleID int64) (int64, error)
 	MaxSeqOfShards(ctx context.Context, saleID int64, k int) ([]int64, error)

@@ -85,6 +85,7 @@ var scenarios = []scenario{
 	{"19d", "Warm and a quantity cut on a lost sale while its queue holds orders", false, scenarioWarmLost, ""},
 	{"20a", "Redis restored a second behind, one instance restarted: its floors from Postgres", false, scenarioRewindRestart, ""},
 	{"20b", "an instance with the embedded NATS stopped past its registration while another starts", false, scenarioEmbeddedPause, ""},
+	{"21", "an instance killed while the draw closes (fair start)", false, scenarioDrawKill, ""},
 }
 
 // selected reads FLASHSALE_CHAOS: "all", a comma-separated list of scenario ids, or unset (the

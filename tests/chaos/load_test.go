@@ -104,14 +104,24 @@ type sale struct {
 // createSale creates a sale through instance 0's merchant API.
 func (c *cluster) createSale(startsAt time.Time, payWindow time.Duration, quantities ...int) sale {
 	c.t.Helper()
+	var extra map[string]any
+	if payWindow > 0 {
+		extra = map[string]any{"paymentWindowSeconds": int(payWindow / time.Second)}
+	}
+	return c.createSaleWith(startsAt, extra, quantities...)
+}
+
+// createSaleWith is createSale with more fields of the request.
+func (c *cluster) createSaleWith(startsAt time.Time, extra map[string]any, quantities ...int) sale {
+	c.t.Helper()
 	var items []map[string]any
 	for i, q := range quantities {
 		items = append(items, map[string]any{"name": fmt.Sprintf("item %d", i), "priceCents": 1000 + i, "quantity": q})
 	}
 	body := map[string]any{"name": "chaos sale", "startsAt": startsAt.UTC().Format(time.RFC3339Nano),
 		"endsAt": startsAt.Add(time.Hour).UTC().Format(time.RFC3339Nano), "items": items}
-	if payWindow > 0 {
-		body["paymentWindowSeconds"] = int(payWindow / time.Second)
+	for k, v := range extra {
+		body[k] = v
 	}
 	a, err := c.do(0, "POST", "/api/admin/sales", c.merchantToken(), body)
 	if err != nil || a.status != http.StatusCreated {
