@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"sync"
@@ -162,4 +163,85 @@ func TestFairStartDraw(t *testing.T) {
 	if n := h.sqlInt(`SELECT count(*) FROM orders WHERE sale_id = ? AND status = 'ENTERED'`, s.sale); n != 0 {
 		t.Errorf("%d entries left undecided", n)
 	}
+}
+
+// TestDrawAcrossInstancesAndShards: a sale split into 4 Redis stock shards, entered through two
+// instances; nobody buys after the window, so the keeper closes the draw. The decision is taken
+// in Postgres alone first (as an instance killed right after it leaves it), and a winner cancels
+// before any shard applied it: the unit's return waits for the apply instead of being overwritten
+// by it. Then the keeper applies the draw to every shard, the returned unit is sold first come,
+// first served, and the invariants hold.
+func TestDrawAcrossInstancesAndShards(t *testing.T) {
+	a := newHarness(t, harnessOpts{noKeeper: true})
+	b := newHarness(t, harnessOpts{shared: a, noKeeper: true})
+	starts := time.Now().Add(1500 * time.Millisecond).Truncate(time.Second).Add(time.Second)
+	s := a.createSaleWith(map[string]any{"fairStartMillis": 2500, "stockShards": 4}, starts, 7)
+	if err := a.app.KeeperPass(context.Background()); err != nil { // loads the sale into Redis
+		t.Logf("keeper pass: %v", err)
+	}
+	time.Sleep(time.Until(starts))
+	shoppers := drawShoppers(a, s.sale, 700, 30)
+	parallel(16, len(shoppers), func(i int) {
+		h := a
+		if i%2 == 1 {
+			h = b
+		}
+		sh := shoppers[i]
+		sh.answer = h.buy(sh.bearer, s.items[0], sh.ptoken)
+		sh.orderID = sh.answer.str("orderId")
+	})
+	for _, sh := range shoppers {
+		if sh.answer.Status != http.StatusAccepted || sh.answer.Body["draw"] != true {
+			t.Fatalf("purchase in the window: %d %s", sh.answer.Status, sh.answer.Raw)
+		}
+	}
+	time.Sleep(time.Until(starts.Add(2500 * time.Millisecond)))
+	ctx := context.Background()
+	testenv.Eventually(t, 10*time.Second, "every entry written", func() error {
+		if n := a.sqlInt(`SELECT count(*) FROM orders WHERE sale_id = ? AND status = 'ENTERED'`, s.sale); n != 30 {
+			return fmt.Errorf("%d of 30 written", n)
+		}
+		return nil
+	})
+	dec, now, err := a.app.DB.CloseDraw(ctx, s.sale) // decided in Postgres; no shard has applied it
+	if err != nil || !now || len(dec.Winners) != 7 {
+		t.Fatalf("close draw: %v (now %v, %d winners), want 7 winners decided now", err, now, len(dec.Winners))
+	}
+	var winner *drawShopper
+	for _, sh := range shoppers {
+		if sh.orderID == dec.Winners[0].OrderID {
+			winner = sh
+		}
+	}
+	if r := a.do("POST", "/api/flash-sales/orders/"+winner.orderID+"/cancel", winner.bearer, nil); r.Status != http.StatusOK {
+		t.Fatalf("a winner's cancel before the apply: %d %s", r.Status, r.Raw)
+	}
+	for range 3 { // returns, then the draw's apply, then returns again
+		if err := b.app.KeeperPass(ctx); err != nil {
+			t.Logf("keeper pass: %v", err)
+		}
+	}
+	if got := a.redisStock(s, s.items[0]); got != 1 {
+		t.Errorf("redis stock after the draw and one winner's cancel: %d, want 1", got)
+	}
+	won, lost := 0, 0
+	for _, sh := range shoppers {
+		switch finalStatus(a, sh)["status"] {
+		case "PENDING", "CANCELLED":
+			won++
+		case "NOT_SELECTED":
+			lost++
+		}
+	}
+	if won != 7 || lost != 23 {
+		t.Errorf("draw: %d won, %d not selected; want 7 and 23", won, lost)
+	}
+	late := drawShoppers(b, s.sale, 990, 1)[0]
+	if r := b.buy(late.bearer, s.items[0], late.ptoken); r.Status != http.StatusAccepted || r.Body["draw"] == true {
+		t.Errorf("a purchase after the draw, of the unit a winner gave back: %d %s, want 202 without draw", r.Status, r.Raw)
+	}
+	a.mu.Lock()
+	a.acked = append(a.acked, b.acked...)
+	a.mu.Unlock()
+	a.checkInvariants(s)
 }
