@@ -14,9 +14,9 @@
 -- ARGV[10] drawn ('1': Postgres holds the draw decided),
 -- then one units-left value per item (same order as KEYS[9..]), then B pairs (shopper, order id),
 -- then the order ids whose unit Postgres already gave back (tombstones).
--- A load while a draw is undecided after its window opened sets entrylost: the entries this
--- shard held are gone from Redis (they are in the queue or in Postgres), so whoever closes the
--- draw waits for a drained queue instead of counting them here.
+-- A reload (epoch > 1: it was loaded before) while a draw is undecided after its window opened
+-- sets entrylost: the entries this shard held are gone from Redis (they are in the queue or in
+-- Postgres), so whoever closes the draw waits for a drained queue instead of counting them here.
 -- Returns 1 if loaded now, 0 if nothing was done.
 local m = redis.call('HMGET', KEYS[1], 'epoch', 'lost', 'seq', 'fence')
 local epoch = tonumber(ARGV[1])
@@ -57,7 +57,7 @@ end
 redis.call('HSET', KEYS[1], 'epoch', ARGV[1], 'seq', string.format('%d', seq), 'limit', ARGV[2],
   'starts', ARGV[3], 'ends', ARGV[4], 'loadedAt', now, 'tokfloor', tokfloor, 'fence', m[4] or '0', 'paused', ARGV[8],
   'fair', ARGV[9], 'drawn', ARGV[10])
-if ARGV[9] ~= '0' and ARGV[10] ~= '1' and now >= tonumber(ARGV[3]) then
+if ARGV[9] ~= '0' and ARGV[10] ~= '1' and now >= tonumber(ARGV[3]) and epoch > 1 then
   redis.call('HSET', KEYS[1], 'entrylost', '1')
 end
 return 1

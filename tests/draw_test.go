@@ -245,3 +245,70 @@ func TestDrawAcrossInstancesAndShards(t *testing.T) {
 	a.mu.Unlock()
 	a.checkInvariants(s)
 }
+
+// TestDrawSurvivesRedisLossInTheWindow: Redis loses the sale's keys (entrants and entries
+// included) in the middle of its draw window. The keeper rebuilds it from Postgres, marked as
+// having lost its entries; shoppers go on entering, one of the first ones a second time (Redis no
+// longer knows their entry). The draw then waits for the orphan age and a drained queue instead
+// of trusting Redis's count, and decides every entry written: the units to the best ranks, the
+// second entry not drawn whatever its rank, every entrant one outcome; the invariants hold.
+func TestDrawSurvivesRedisLossInTheWindow(t *testing.T) {
+	h := newHarness(t, harnessOpts{env: map[string]string{"FLASHSALE_ORPHAN_AGE": "3s"}})
+	starts := time.Now().Add(1500 * time.Millisecond).Truncate(time.Second).Add(time.Second)
+	s := h.createSaleWith(map[string]any{"fairStartMillis": 9000}, starts, 5)
+	time.Sleep(time.Until(starts))
+	enter := func(shoppers []*drawShopper) {
+		parallel(8, len(shoppers), func(i int) {
+			sh := shoppers[i]
+			sh.answer = h.buy(sh.bearer, s.items[0], sh.ptoken)
+			sh.orderID = sh.answer.str("orderId")
+		})
+		for _, sh := range shoppers {
+			if sh.answer.Status != http.StatusAccepted || sh.answer.Body["draw"] != true {
+				t.Fatalf("purchase in the window: %d %s", sh.answer.Status, sh.answer.Raw)
+			}
+		}
+	}
+	first := drawShoppers(h, s.sale, 300, 12)
+	enter(first)
+	ctx := context.Background()
+	keys, err := h.app.Redis.Keys(ctx, fmt.Sprintf("{sale:%d}*", s.sale)).Result()
+	if err != nil || len(keys) == 0 {
+		t.Fatalf("the sale's keys: %v %v", keys, err)
+	}
+	if err := h.app.Redis.Del(ctx, keys...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 15*time.Second, "the sale rebuilt, its entries marked lost", func() error {
+		if v := h.app.Redis.HGet(ctx, fmt.Sprintf("{sale:%d}:meta", s.sale), "entrylost").Val(); v != "1" {
+			return fmt.Errorf("entrylost %q", v)
+		}
+		return nil
+	})
+	if time.Since(starts) > 7*time.Second {
+		t.Fatalf("the rebuild took until %v after the start: the second wave would miss the window", time.Since(starts))
+	}
+	second := drawShoppers(h, s.sale, 400, 8)
+	again := drawShoppers(h, s.sale, first[0].user, 1)[0] // the first shopper again, with a new token
+	enter(append(second, again))
+	if again.orderID == first[0].orderID {
+		t.Fatalf("the second entry has the first one's order id")
+	}
+	all := append(append(first, second...), again)
+	won, lost := 0, 0
+	for _, sh := range all {
+		switch finalStatus(h, sh)["status"] {
+		case "PENDING":
+			won++
+		case "NOT_SELECTED":
+			lost++
+		}
+	}
+	if won != 5 || lost != len(all)-5 {
+		t.Errorf("draw: %d won, %d not selected; want 5 and %d", won, lost, len(all)-5)
+	}
+	if b := finalStatus(h, again); b["status"] != "NOT_SELECTED" {
+		t.Errorf("a shopper's second entry: %v, want NOT_SELECTED (only the first entry is drawn)", b)
+	}
+	h.checkInvariants(s)
+}
