@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale/services/auth"
+	"github.com/flashsale/flashsale/store"
 	"github.com/flashsale/flashsale/testenv"
 )
 
@@ -221,8 +222,16 @@ func TestDrawAcrossInstancesAndShards(t *testing.T) {
 			t.Logf("keeper pass: %v", err)
 		}
 	}
-	if got := a.redisStock(s, s.items[0]); got != 1 {
-		t.Errorf("redis stock after the draw and one winner's cancel: %d, want 1", got)
+	left := int64(0)
+	for sh := range 4 {
+		n, err := a.app.Redis.Get(ctx, store.StockKeyOf(s.sale, sh, s.items[0])).Int64()
+		if err != nil {
+			t.Fatalf("stock of shard %d: %v", sh, err)
+		}
+		left += n
+	}
+	if left != 1 {
+		t.Errorf("redis stock (all shards) after the draw and one winner's cancel: %d, want 1", left)
 	}
 	won, lost := 0, 0
 	for _, sh := range shoppers {
