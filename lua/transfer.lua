@@ -10,7 +10,8 @@
 --         KEYS[1] {sale:S:d}:meta, KEYS[2] {sale:S:d}:stock:I, KEYS[3] {sale:S:d}:xfer,
 --         KEYS[4] {sale:S:d}:xferout
 --         ARGV[1] 'out', ARGV[2] transfer id, ARGV[3] receiving shard, ARGV[4] item, ARGV[5] n
---         Returns {units taken (0: none left, or the shard is not held healthy), epoch, the
+--         Returns {units taken (0: none left, the shard is not held healthy, or it has not
+--         applied its fair start's draw yet: drawapply.lua sets the stock), epoch, the
 --         donor's seq after it (0 when nothing was taken), the receiver's seq the donor last
 --         recorded (rseq:<to>, 0: none)}
 --   in    on the receiver: adds the units once (the transfer id becomes a tombstone there),
@@ -50,9 +51,12 @@ if op == 'out' then
     local r = redis.call('HGET', KEYS[1], 'rseq:' .. ARGV[3]) or '0'
     return {tonumber(n), tonumber(e), tonumber(s), tonumber(r)}
   end
-  local m = redis.call('HMGET', KEYS[1], 'epoch', 'lost', 'rseq:' .. ARGV[3])
+  local m = redis.call('HMGET', KEYS[1], 'epoch', 'lost', 'rseq:' .. ARGV[3], 'fair', 'drawn')
   if not m[1] or m[2] == '1' then
     return {0, 0, 0, 0}
+  end
+  if m[4] and m[4] ~= '0' and m[5] ~= '1' then
+    return {0, tonumber(m[1]), 0, 0} -- its fair start's draw is not applied here yet (the apply sets its stock)
   end
   local left = tonumber(redis.call('GET', KEYS[2]) or '0')
   local n = math.min(left, tonumber(ARGV[5]))

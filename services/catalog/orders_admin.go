@@ -51,7 +51,7 @@ func adminOrder(o shop.Order) AdminOrder {
 	if a.PaymentStatus == "" {
 		a.PaymentStatus = shop.PaymentNone
 	}
-	if o.Status != shop.StatusFailed && !o.PayBy.IsZero() {
+	if o.Status != shop.StatusFailed && o.Status != shop.StatusEntered && o.Status != shop.StatusNotSelected && !o.PayBy.IsZero() {
 		t := o.PayBy.UTC()
 		a.PayBy = &t
 	}
