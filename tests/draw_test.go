@@ -55,6 +55,22 @@ func parallel(k, n int, fn func(i int)) {
 	wg.Wait()
 }
 
+// enterDraw has every shopper buy itemID inside the draw window, round robin over the
+// instances, and fails the test unless each is answered 202 with draw: true.
+func enterDraw(t *testing.T, itemID int64, shoppers []*drawShopper, via ...*harness) {
+	t.Helper()
+	parallel(16, len(shoppers), func(i int) {
+		sh := shoppers[i]
+		sh.answer = via[i%len(via)].buy(sh.bearer, itemID, sh.ptoken)
+		sh.orderID = sh.answer.str("orderId")
+	})
+	for _, sh := range shoppers {
+		if sh.answer.Status != http.StatusAccepted || sh.answer.Body["draw"] != true {
+			t.Fatalf("purchase in the window: %d %s, want 202 draw: true", sh.answer.Status, sh.answer.Raw)
+		}
+	}
+}
+
 // finalStatus polls a shopper's order until the draw decided it.
 func finalStatus(h *harness, s *drawShopper) map[string]any {
 	h.t.Helper()
@@ -182,20 +198,7 @@ func TestDrawAcrossInstancesAndShards(t *testing.T) {
 	}
 	time.Sleep(time.Until(starts))
 	shoppers := drawShoppers(a, s.sale, 700, 30)
-	parallel(16, len(shoppers), func(i int) {
-		h := a
-		if i%2 == 1 {
-			h = b
-		}
-		sh := shoppers[i]
-		sh.answer = h.buy(sh.bearer, s.items[0], sh.ptoken)
-		sh.orderID = sh.answer.str("orderId")
-	})
-	for _, sh := range shoppers {
-		if sh.answer.Status != http.StatusAccepted || sh.answer.Body["draw"] != true {
-			t.Fatalf("purchase in the window: %d %s", sh.answer.Status, sh.answer.Raw)
-		}
-	}
+	enterDraw(t, s.items[0], shoppers, a, b)
 	time.Sleep(time.Until(starts.Add(2500 * time.Millisecond)))
 	ctx := context.Background()
 	testenv.Eventually(t, 10*time.Second, "every entry written", func() error {
@@ -266,18 +269,7 @@ func TestDrawSurvivesRedisLossInTheWindow(t *testing.T) {
 	starts := time.Now().Add(1500 * time.Millisecond).Truncate(time.Second).Add(time.Second)
 	s := h.createSaleWith(map[string]any{"fairStartMillis": 9000}, starts, 5)
 	time.Sleep(time.Until(starts))
-	enter := func(shoppers []*drawShopper) {
-		parallel(8, len(shoppers), func(i int) {
-			sh := shoppers[i]
-			sh.answer = h.buy(sh.bearer, s.items[0], sh.ptoken)
-			sh.orderID = sh.answer.str("orderId")
-		})
-		for _, sh := range shoppers {
-			if sh.answer.Status != http.StatusAccepted || sh.answer.Body["draw"] != true {
-				t.Fatalf("purchase in the window: %d %s", sh.answer.Status, sh.answer.Raw)
-			}
-		}
-	}
+	enter := func(shoppers []*drawShopper) { enterDraw(t, s.items[0], shoppers, h) }
 	first := drawShoppers(h, s.sale, 300, 12)
 	enter(first)
 	ctx := context.Background()
