@@ -21,17 +21,10 @@ function secondsText(ms) {
   return t('{n} s', { n: (Number(ms) / 1000).toLocaleString(locale, { maximumFractionDigits: 1 }) });
 }
 
-// enteredText writes when an entry came in, to the millisecond: "10:00:01.234".
+// enteredText writes when an entry came in: "10:00:01" (the answer says it to the second).
 function enteredText(s) {
   var at = parseTime(s);
-  if (isNaN(at)) {
-    return '';
-  }
-  var ms = String(new Date(at).getMilliseconds());
-  while (ms.length < 3) {
-    ms = '0' + ms;
-  }
-  return formatClock(at) + '.' + ms;
+  return isNaN(at) ? '' : formatClock(at);
 }
 
 // phase says where the draw stands by the live answer's clock: before (the sale has not
@@ -115,6 +108,8 @@ function renderRecord(D) {
   show(D.empty, D.record.length === 0 && D.offset === 0);
   D.first.disabled = D.busy || D.offset === 0;
   D.next.disabled = D.busy || !D.nextCursor;
+  // one page only: no pager
+  show(D.pager, D.offset > 0 || !!D.nextCursor);
 }
 
 // loadRecord asks for a page of the record (cursor '' is the first).
@@ -176,6 +171,7 @@ export function initDraw(root, saleId) {
     status: byTestId('draw-status', section),
     first: byTestId('draw-first', section),
     next: byTestId('draw-next', section),
+    pager: byTestId('draw-pager', section),
     itemNames: {},
     record: [],
     offset: 0, // the place of the page's first entry, less one
