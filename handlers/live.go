@@ -24,6 +24,16 @@ type liveSaleJSON struct {
 	EndsAt   string  `json:"endsAt"`
 	Paused   bool    `json:"paused"`
 	LoadedAt *string `json:"loadedAt"`
+	// the draw window after the start (0: no fair start)
+	FairStartMillis int `json:"fairStartMillis"`
+}
+
+// liveDrawJSON is a fair start's draw at a glance (its record: GET /api/admin/sales/{id}/draw).
+type liveDrawJSON struct {
+	WindowMillis int     `json:"windowMillis"`
+	Entries      int     `json:"entries"`
+	Winners      int     `json:"winners"`
+	ClosedAt     *string `json:"closedAt"` // null while open or being decided
 }
 
 type liveItemJSON struct {
@@ -109,6 +119,7 @@ type liveJSON struct {
 	Series         []livePointJSON        `json:"series"`
 	Writer         liveWriterJSON         `json:"writer"`
 	Reminders      int64                  `json:"reminders"` // shoppers who asked to be reminded of the start (an estimate)
+	Draw           *liveDrawJSON          `json:"draw"`      // null: the sale has no fair start
 	AsOf           string                 `json:"asOf"`
 }
 
@@ -131,7 +142,7 @@ func (a *API) AdminLive(c *gin.Context) {
 	}
 	out := liveJSON{
 		Sale: liveSaleJSON{SaleID: idString(v.Sale.ID), Name: v.Sale.Name, Status: v.Sale.Status, StartsAt: rfc3339(v.Sale.StartsAt),
-			EndsAt: rfc3339(v.Sale.EndsAt), Paused: v.Sale.Paused, LoadedAt: optTimeNano(v.Sale.LoadedAt)},
+			EndsAt: rfc3339(v.Sale.EndsAt), Paused: v.Sale.Paused, LoadedAt: optTimeNano(v.Sale.LoadedAt), FairStartMillis: v.Sale.FairStartMillis},
 		Items: make([]liveItemJSON, len(v.Items)),
 		Money: liveMoneyJSON{Currency: v.Money.Currency, PaidCents: v.Money.PaidCents, AwaitingPayment: v.Money.Awaiting,
 			AwaitingCents: v.Money.AwaitingCents, Refunds: v.Money.Refunds, RefundedCents: v.Money.RefundedCents,
@@ -146,6 +157,9 @@ func (a *API) AdminLive(c *gin.Context) {
 		Writer:    liveWriterJSON{LagSeconds: v.Writer.LagSeconds, QueueDepth: v.Writer.QueueDepth},
 		Reminders: v.Reminders,
 		AsOf:      v.AsOf.UTC().Format(time.RFC3339Nano),
+	}
+	if d := v.Draw; d != nil {
+		out.Draw = &liveDrawJSON{WindowMillis: d.WindowMillis, Entries: d.Entries, Winners: d.Winners, ClosedAt: optTimeNano(d.ClosedAt)}
 	}
 	for i, it := range v.Items {
 		out.Items[i] = liveItemJSON{ItemID: idString(it.ItemID), Name: it.Name, Quantity: it.Quantity, Displayed: it.Displayed,

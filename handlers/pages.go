@@ -171,7 +171,8 @@ func itemView(it shop.Item) views.SaleItem {
 }
 
 func saleView(s shop.Sale) views.Sale {
-	v := views.Sale{ID: idString(s.ID), Name: s.Name, StartsAt: s.StartsAt, EndsAt: s.EndsAt, Currency: s.Currency, Description: s.Description}
+	v := views.Sale{ID: idString(s.ID), Name: s.Name, StartsAt: s.StartsAt, EndsAt: s.EndsAt, Currency: s.Currency, Description: s.Description,
+		FairStartMillis: s.FairStartMillis}
 	for _, it := range s.Items {
 		v.Items = append(v.Items, itemView(it))
 	}

@@ -54,9 +54,13 @@ func TestE2EAccessibility(t *testing.T) {
 		t.Fatalf("add the merchant: %v", err)
 	}
 	own := e2eMerchantSale(h, m.ID, "Merchant's sale", "CNY", map[string]int64{"Lamp": 8800})
+	// with a fair start: its live view shows the draw's panel (no entries yet)
+	if r := h.do("PATCH", fmt.Sprintf("/api/admin/sales/%d", own.sale), h.token(m.ID, auth.RoleMerchant), map[string]any{"fairStartMillis": 3000}); r.Status != http.StatusOK {
+		t.Fatalf("give the merchant's sale a fair start: %d %s", r.Status, r.Raw)
+	}
 
 	// A sale before its start, a live one, and a shopper's order in the live one.
-	upcoming := h.createSaleWith(map[string]any{"name": "Autumn sale"}, time.Now().Add(time.Hour), 5, 3)
+	upcoming := h.createSaleWith(map[string]any{"name": "Autumn sale", "fairStartMillis": 2500}, time.Now().Add(time.Hour), 5, 3)
 	live := h.createSaleWith(map[string]any{"name": "Spring sale"}, time.Now().Add(-time.Second), 5, 3)
 	reg := h.do("POST", "/api/auth/register", "", map[string]string{"username": "axe_shopper_" + suffix, "password": "axe shopper password", "captchaId": "c", "answer": "test"})
 	if reg.Status != http.StatusCreated {

@@ -40,6 +40,7 @@ func TestCreateFormFollowsTheTable(t *testing.T) {
 		{`input[name="name"]`, "maxlength", shop.MaxNameRunes},
 		{`textarea[name="description"]`, "maxlength", shop.MaxDescriptionRunes},
 		{`input[name="paymentWindowMinutes"]`, "max", shop.MaxPaymentWindowSeconds / 60},
+		{`input[name="fairStartSeconds"]`, "max", shop.MaxFairStartMillis / 1000},
 		{`input[name="itemName"]`, "maxlength", shop.MaxNameRunes},
 		{`input[name="quantity"]`, "max", shop.MaxQuantity},
 		{`input[name="imageUrl"]`, "maxlength", shop.MaxImageURLBytes},
@@ -82,7 +83,8 @@ func TestScriptsFollowTheTable(t *testing.T) {
 		list = append(list, c.Code)
 	}
 	choose := "Choose " + strings.Join(list[:len(list)-1], ", ") + " or " + list[len(list)-1] + "."
-	for _, want := range []string{choose, fmt.Sprintf("1 to %d minutes", shop.MaxPaymentWindowSeconds/60)} {
+	for _, want := range []string{choose, fmt.Sprintf("1 to %d minutes", shop.MaxPaymentWindowSeconds/60),
+		fmt.Sprintf("The fair start is 0 (off) to %s seconds.", strconv.FormatFloat(float64(shop.MaxFairStartMillis)/1000, 'f', -1, 64))} {
 		if !strings.Contains(messages, want) {
 			t.Errorf("the form's messages do not say %q", want)
 		}

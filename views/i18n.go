@@ -159,6 +159,8 @@ type Messages struct {
 	// sale
 	Syncing, NeedsJSSale, CaptchaHint, NewChallenge, Buy, YourOrdersInSale string
 	UnitsInSale                                                            func(n int) string
+	// a sale with a fair start: its first seconds are a draw (seconds: "3", "2.5")
+	FairStartNote func(seconds string) string
 	// the sale page to a merchant: no Buy, a link to the sale's live view
 	MerchantNote, MerchantLiveLink, MerchantNoteAfter string
 	// the sale page before the start: "Remind me", its state, and the calendar entry
@@ -261,6 +263,13 @@ var enMessages = Messages{
 			return "1 unit in this sale"
 		}
 		return strconv.Itoa(n) + " units in this sale"
+	},
+	FairStartNote: func(seconds string) string {
+		unit := " seconds"
+		if seconds == "1" {
+			unit = " second"
+		}
+		return "Fair start: the first " + seconds + unit + " after the start are a draw. Every purchase in them has the same chance, whatever the speed of your connection; the units go to those drawn, then it is first come, first served."
 	},
 
 	OrderTitle:   "Order",
@@ -375,6 +384,9 @@ var zhMessages = Messages{
 	YourOrdersInSale: "你在本场的订单",
 	UnitsInSale: func(n int) string {
 		return "本场共 " + strconv.Itoa(n) + " 件"
+	},
+	FairStartNote: func(seconds string) string {
+		return "公平开抢：开始后的最初 " + seconds + " 秒为抽签。这段时间内的每次购买中签机会相同，与网速快慢无关；商品归中签者，之后先到先得。"
 	},
 
 	OrderTitle:   "订单",

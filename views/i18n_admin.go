@@ -19,6 +19,9 @@ type AdminMessages struct {
 	AddItemLocked, AddItem, CreateSale, StopEditing, YourSales, NoSalesYet, LiveStock string
 	Close, StockHint                                                                  string
 	PayWindowHint                                                                     func(max string) string
+	// the fair start (a draw of the first seconds) of the form
+	FairStart, FairStartLocked string
+	FairStartHint              func(max string) string
 	// the columns of the stock tables
 	ColItem, ColPrice, ColQuantity, ColDisplayed, ColFrozen, ColReal, ColPaid, ColReconciled string
 	ColExpired, ColSoldOut                                                                   string
@@ -43,6 +46,9 @@ type AdminMessages struct {
 	FunnelPaid, FunnelExpired, FunnelCancelled                        string
 	ReasonSoldOut, ReasonDuplicate, ReasonRateLimited, ReasonBadToken string
 	ReasonCaptcha, ReasonPaused, ReasonOther                          string
+	// the live view's draw (a fair start)
+	DrawHeading, DrawHint, DrawWindow, DrawEntries, DrawWinners, DrawClosed, DrawRecord string
+	ColPlace, ColRank, ColEnteredAt, ColOutcome, DrawNoEntries, DrawPages               string
 	// the live view's money
 	MoneyHeading, MoneyPaid, MoneyAwaiting, MoneyRefunded, MoneyBefore string
 	MoneyRefundNote, ColPaidAmount                                     string
@@ -106,6 +112,11 @@ var enAdmin = AdminMessages{
 	PayWindowHint: func(max string) string {
 		return "A winner has this long to pay before the unit goes back on sale (1 to " + max + ")."
 	},
+	FairStart:       "Fair start (seconds)",
+	FairStartLocked: "The sale has started: its fair start can no longer change.",
+	FairStartHint: func(max string) string {
+		return "Purchases in the first seconds given here are drawn at random instead of first come, first served (0: off; at most " + max + ")."
+	},
 
 	ColItem: "Item", ColPrice: "Price", ColQuantity: "Quantity", ColDisplayed: "Displayed", ColFrozen: "Frozen",
 	ColReal: "Real", ColPaid: "Paid", ColReconciled: "Reconciled", ColExpired: "Expired", ColSoldOut: "Sold out",
@@ -156,7 +167,20 @@ var enAdmin = AdminMessages{
 	ReasonSoldOut: "sold out", ReasonDuplicate: "already bought (duplicate)", ReasonRateLimited: "rate limited",
 	ReasonBadToken: "bad purchase token", ReasonCaptcha: "captcha failed", ReasonPaused: "sale paused", ReasonOther: "other",
 
-	MoneyHeading: "Money", MoneyPaid: "Paid", MoneyAwaiting: "Awaiting payment confirmation", MoneyRefunded: "Refunded",
+	DrawHeading:   "Fair start: the draw",
+	DrawHint:      "Purchases in the sale's first seconds entered a draw: the server gave each entry a random number (lower is better) that nobody could choose or foresee, and the best numbers got the units. This record lists every entry, best first: show it to a shopper who asks whether the draw was fair.",
+	DrawWindow:    "Window",
+	DrawEntries:   "Entries",
+	DrawWinners:   "Drawn",
+	DrawClosed:    "Closed",
+	DrawRecord:    "The record",
+	ColPlace:      "Place",
+	ColRank:       "Drawn number",
+	ColEnteredAt:  "Entered at",
+	ColOutcome:    "Outcome",
+	DrawNoEntries: "No entries yet.",
+	DrawPages:     "Pages of the draw's record",
+	MoneyHeading:  "Money", MoneyPaid: "Paid", MoneyAwaiting: "Awaiting payment confirmation", MoneyRefunded: "Refunded",
 	MoneyBefore:     "Nothing sold yet: from the start, the money paid, awaiting confirmation and refunded shows here.",
 	MoneyRefundNote: "Refunds are payments that arrived after their order had expired or been cancelled: each goes back to the shopper in full, by itself.",
 	ColPaidAmount:   "Paid amount",
@@ -210,6 +234,11 @@ var zhAdmin = AdminMessages{
 	PayWindowHint: func(max string) string {
 		return "抢到的顾客须在此时间内支付，否则商品重新开放抢购（1 到 " + max + " 分钟）。"
 	},
+	FairStart:       "公平开抢（秒）",
+	FairStartLocked: "活动已开始，公平开抢不能再修改。",
+	FairStartHint: func(max string) string {
+		return "开始后这几秒内的购买随机抽签决定，而不是先到先得（0 为关闭，最多 " + max + " 秒）。"
+	},
 
 	ColItem: "商品", ColPrice: "价格", ColQuantity: "总量", ColDisplayed: "显示库存", ColFrozen: "冻结",
 	ColReal: "实际库存", ColPaid: "已支付", ColReconciled: "对账", ColExpired: "已过期", ColSoldOut: "售罄",
@@ -260,7 +289,20 @@ var zhAdmin = AdminMessages{
 	ReasonSoldOut: "已售罄", ReasonDuplicate: "重复购买", ReasonRateLimited: "请求过于频繁",
 	ReasonBadToken: "购买凭证无效", ReasonCaptcha: "验证码错误", ReasonPaused: "活动已暂停", ReasonOther: "其他",
 
-	MoneyHeading: "金额", MoneyPaid: "已收款", MoneyAwaiting: "等待支付确认", MoneyRefunded: "已退款",
+	DrawHeading:   "公平开抢：抽签",
+	DrawHint:      "活动开始后最初几秒内的购买参加抽签：服务器给每个参与者一个随机号码（越小越好），任何人都无法选择或预知，号码最好的获得商品。下面的记录按号码从好到差列出每个参与者：顾客询问抽签是否公平时，可以给他看。",
+	DrawWindow:    "抽签时长",
+	DrawEntries:   "参与人数",
+	DrawWinners:   "中签",
+	DrawClosed:    "结束时间",
+	DrawRecord:    "抽签记录",
+	ColPlace:      "名次",
+	ColRank:       "抽签号码",
+	ColEnteredAt:  "参与时间",
+	ColOutcome:    "结果",
+	DrawNoEntries: "还没有人参与。",
+	DrawPages:     "抽签记录的分页",
+	MoneyHeading:  "金额", MoneyPaid: "已收款", MoneyAwaiting: "等待支付确认", MoneyRefunded: "已退款",
 	MoneyBefore:     "尚未售出任何商品：活动开始后，这里显示已收款、等待确认和已退款的金额。",
 	MoneyRefundNote: "退款是订单过期或取消之后才到账的付款：每一笔都会自动全额退还给顾客。",
 	ColPaidAmount:   "已收金额",

@@ -60,6 +60,9 @@ type Sale struct {
 	Currency string
 	// Description is what the merchant wrote about the sale ("" when nothing).
 	Description string
+	// FairStartMillis is the sale's draw window after its start (0: none): purchases in it are
+	// drawn at random instead of first come, first served.
+	FairStartMillis int
 	// Upcoming: the sale had not started when the page was made. The page then shows "Remind me"
 	// and the calendar link at once (the script hides them from the start, by the shop's clock).
 	Upcoming bool

@@ -35,6 +35,8 @@ type LiveSale struct {
 	EndsAt   time.Time
 	Paused   bool
 	LoadedAt *time.Time // when Redis got the sale's stock; nil if not loaded
+	// FairStartMillis is the sale's draw window after its start (0: none).
+	FairStartMillis int
 }
 
 // LiveCheck is one invariant of the reconciliation with the numbers it was judged on.
@@ -127,8 +129,11 @@ type LiveView struct {
 	Series         []store.SeriesPoint // per second with a request, oldest first, the last FunnelKeep
 	Writer         LiveWriter
 	Reminders      int64 // shoppers who asked to be reminded of the start (an estimate: catalog.Remind)
-	AsOf           time.Time
-	merchantID     int64
+	// Draw is the fair start's draw (window, entries, winners, when it closed); nil for a sale
+	// without one. Its record is paged apart (Draw).
+	Draw       *shop.Draw
+	AsOf       time.Time
+	merchantID int64
 }
 
 // liveTTL is how long an instance serves one computation of a sale's live view: the
@@ -217,7 +222,14 @@ func (s *Sales) live(ctx context.Context, saleID int64) (LiveView, error) {
 	v := LiveView{AsOf: now, merchantID: row.MerchantID, Items: adminItems(rep), Series: series, Reminders: reminders,
 		Money: liveMoney(row.Currency, money),
 		Sale: LiveSale{ID: row.ID, Name: row.Name, StartsAt: row.StartsAt, EndsAt: row.EndsAt, Paused: row.Paused,
-			Status: liveStatus(row.StartsAt, row.EndsAt, row.Paused, now)}}
+			Status: liveStatus(row.StartsAt, row.EndsAt, row.Paused, now), FairStartMillis: row.FairStartMillis}}
+	if row.FairStartMillis > 0 {
+		d, err := s.db.DrawOf(ctx, saleID)
+		if err != nil {
+			return LiveView{}, shop.Unavailable(err)
+		}
+		v.Draw = &d
+	}
 	if rep.Loaded {
 		t := rep.LoadedAt
 		v.Sale.LoadedAt = &t

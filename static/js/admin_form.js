@@ -6,7 +6,7 @@
 import { byTestId, setText, enc, messenger } from './dom.js';
 import { api, sentence } from './api.js';
 import { adminErrorText as errorText } from './admin_merchant.js';
-import { readForm, createRequest, editRequest, itemRows, renumber, addRow, showSymbols, zoneName } from './admin_form_fields.js';
+import { readForm, createRequest, editRequest, itemRows, renumber, addRow, showSymbols, showFairStartHint, zoneName } from './admin_form_fields.js';
 import { clearError, clearAllErrors, showRefusal } from './admin_form_errors.js';
 import { startEdit, stopEdit, lockStarted, resetForm, prefillTimes } from './admin_form_edit.js';
 import { t, lang } from './i18n.js';
@@ -29,11 +29,15 @@ function saleForm(page) {
     submit: byTestId('create-sale-button', root),
     startsLocked: byTestId('starts-at-locked', root),
     addItemLocked: byTestId('add-item-locked', root),
+    fairStartLocked: byTestId('fair-start-locked', root),
+    fairStartHint: byTestId('fair-start-hint', root),
+    fairStartText: '', // the page's own line under the fair start (for 0: off)
     editing: null, // {id, sale, started, initial: the fields as filled in}
     banner: false, // the page's message area holds a sentence about the form
     errorSeq: 0
   };
   // clearBanners drops the sentences about an earlier attempt: they are stale once the form changes.
+  F.fairStartText = F.fairStartHint ? F.fairStartHint.textContent : '';
   F.clearBanners = function () {
     F.formStatus('', 'info');
     if (F.banner) {
@@ -109,6 +113,9 @@ function onChange(F, ev) {
     Array.prototype.forEach.call(F.form.querySelectorAll('[data-field="price"]'), function (w) {
       clearError(F, w);
     });
+  }
+  if (f === 'fairStart') {
+    showFairStartHint(F);
   }
   if (wrap.closest('[data-testid="item-row"]')) {
     clearError(F, F.form.querySelector('[data-field="items"]'));

@@ -1,5 +1,5 @@
 // Editing a sale on /admin: the creation form, filled in from the sale. What a started sale can
-// no longer change (its start, currency, purchase limit and list of items) is locked, with a
+// no longer change (its start, currency, purchase limit, fair start and list of items) is locked, with a
 // word why; the form remembers the sale as filled in, to send only what changed.
 
 import { byTestId, setText, show, enc } from './dom.js';
@@ -7,7 +7,7 @@ import { parseTime } from './time.js';
 import { serverNow } from './clock.js';
 import { api } from './api.js';
 import { adminErrorText as errorText } from './admin_merchant.js';
-import { itemRows, renumber, addRow, showSymbols, toLocalInput, priceInput } from './admin_form_fields.js';
+import { itemRows, renumber, addRow, showSymbols, toLocalInput, priceInput, fairStartInput, fairStartMillis, showFairStartHint } from './admin_form_fields.js';
 import { clearAllErrors } from './admin_form_errors.js';
 import { t } from './i18n.js';
 
@@ -32,6 +32,7 @@ function setLocked(control, hint, locked) {
 function lockFixed(F, locked) {
   setLocked(F.form.elements.startsAt, F.startsLocked, locked);
   setLocked(F.form.elements.currency, null, locked);
+  setLocked(F.form.elements.fairStartSeconds, F.fairStartLocked, locked);
   Array.prototype.forEach.call(F.form.querySelectorAll('input[name="purchaseLimit"]'), function (r) {
     r.disabled = locked;
   });
@@ -65,6 +66,7 @@ export function resetForm(F) {
   });
   renumber(F);
   showSymbols(F);
+  showFairStartHint(F);
 }
 
 // fillItems writes the sale's items into rows of their own (no Remove: an item on sale stays)
@@ -102,10 +104,15 @@ function fill(F, sale) {
   Array.prototype.forEach.call(F.form.querySelectorAll('input[name="purchaseLimit"]'), function (r) {
     r.checked = r.value === limit;
   });
+  if (el.fairStartSeconds) {
+    el.fairStartSeconds.value = fairStartInput(sale.fairStartMillis);
+  }
   var items = fillItems(F, Array.isArray(sale.items) ? sale.items : [], cur);
   showSymbols(F);
+  showFairStartHint(F);
   return { name: (sale.name || '').trim(), description: el.description.value.trim(), startsAt: el.startsAt.value, endsAt: el.endsAt.value,
-    currency: cur, minutes: el.paymentWindowMinutes.value, limit: limit, items: items };
+    currency: cur, minutes: el.paymentWindowMinutes.value, limit: limit, items: items,
+    fairSeconds: el.fairStartSeconds ? el.fairStartSeconds.value : '0', fairMs: el.fairStartSeconds ? fairStartMillis(el.fairStartSeconds.value) : 0 };
 }
 
 // startEdit opens the form on a sale: the list's entry has no items, so the sale itself is read
@@ -133,7 +140,7 @@ export async function startEdit(F, listed) {
   F.form.setAttribute('data-sale-id', id);
   setText(F.heading, t('Edit \u201c{name}\u201d', { name: sale.name || t('sale {id}', { id: id }) }));
   setText(F.editNote, started
-    ? t('Only what you change is saved, all at once or not at all. The sale has started: its start, currency, purchase limit and items list are fixed; names, prices, quantities, the end and the payment window can still change.')
+    ? t('Only what you change is saved, all at once or not at all. The sale has started: its start, currency, purchase limit, fair start and items list are fixed; names, prices, quantities, the end and the payment window can still change.')
     : t('Only what you change is saved, all at once or not at all.'));
   show(F.editNote, true);
   setText(F.submit, t('Save changes'));
@@ -146,12 +153,16 @@ export async function startEdit(F, listed) {
 }
 
 // lockStarted fixes what a started sale cannot change: the start, the currency, the purchase
-// limit (each back to the sale's value) and the list of items (new rows go).
+// limit, the fair start (each back to the sale's value) and the list of items (new rows go).
 export function lockStarted(F) {
   var init = F.editing.initial;
   F.editing.started = true;
   F.form.elements.startsAt.value = init.startsAt;
   F.form.elements.currency.value = init.currency;
+  if (F.form.elements.fairStartSeconds) {
+    F.form.elements.fairStartSeconds.value = init.fairSeconds;
+    showFairStartHint(F);
+  }
   Array.prototype.forEach.call(F.form.querySelectorAll('input[name="purchaseLimit"]'), function (r) {
     r.checked = r.value === init.limit;
   });

@@ -24,6 +24,7 @@ const ADMIN_MESSAGES = [
   [/^paymentWindowSeconds must/, 'paymentWindow', t('The payment window is 1 to 1440 minutes (a day).')],
   [/^currency must/, 'currency', t('Choose CNY, USD or EUR.')],
   [/^purchaseLimit must/, 'purchaseLimit', t('Choose one of the two purchase limits.')],
+  [/^fairStartMillis must/, 'fairStart', t('The fair start is 0 (off) to 10 seconds.')],
   [/^items\[(\d+)\]\.name must not be empty/, 'itemName', t('Give the item a name.')],
   [/^items\[(\d+)\]\.name must be at most (\d+)/, 'itemName', t('The item name is too long: at most $2 characters.')],
   [/^items\[(\d+)\]\.name must/, 'itemName', t('The item name has characters that cannot be used.')],
@@ -37,6 +38,7 @@ const ADMIN_MESSAGES = [
   [/^description must/, 'description', t('The description has characters that cannot be used.')],
   [/^the sale has started: its start cannot move/, 'startsAt', t('The sale has started: its start can no longer move.')],
   [/^the sale has started: its purchase limit/, 'purchaseLimit', t('The sale has started: its purchase limit can no longer change.')],
+  [/^the sale has started: its fair start/, 'fairStart', t('The sale has started: its fair start can no longer change.')],
   [/^the sale has started: its currency/, 'currency', t('The sale has started: its currency can no longer change.')],
   [/^the sale has started: items cannot be added/, 'items', t('The sale has started: items can no longer be added.')]
 ];
@@ -67,6 +69,7 @@ const FIELD_ERRORS = {
   paymentWindow: 'error-payment-window',
   description: 'error-description',
   purchaseLimit: 'error-purchase-limit',
+  fairStart: 'error-fair-start',
   items: 'error-items'
 };
 

@@ -235,6 +235,60 @@ function readItems(F, cur, problem, hadProblem) {
   return items;
 }
 
+// fairStartMillis reads the fair start's seconds (tenths allowed) as the milliseconds the API
+// takes: "2.5" is 2500; empty is 0 (no draw).
+export function fairStartMillis(v) {
+  var n = Number(String(v || '').trim() || '0');
+  return isFinite(n) ? Math.round(n * 1000) : NaN;
+}
+
+// fairStartInput writes milliseconds as the form's seconds: 2500 is "2.5", 0 is "0".
+export function fairStartInput(ms) {
+  var n = Math.max(0, Math.round(Number(ms) || 0));
+  return String(Math.round(n / 100) / 10);
+}
+
+// readFairStart reads the fair start (min, max and step are the HTML's, from the server's
+// limit: views/formlimits.go) and returns its milliseconds.
+function readFairStart(F, problem) {
+  var input = F.form.elements.fairStartSeconds;
+  if (!input) {
+    return 0;
+  }
+  var v = input.validity;
+  var max = Number(input.max);
+  if (v.badInput || v.rangeUnderflow || v.rangeOverflow) {
+    problem('fairStart', null, t('The fair start is 0 (off) to {n} seconds.', { n: max.toLocaleString(locale) }));
+    return 0;
+  }
+  if (v.stepMismatch) {
+    problem('fairStart', null, t('Give the fair start in seconds with at most one decimal, like 2.5.'));
+    return 0;
+  }
+  return fairStartMillis(input.value);
+}
+
+// fairStartHint words the fair start's line for the seconds typed; '' for none (0: off), where
+// the page's own line stays.
+export function fairStartHint(ms) {
+  if (!(ms > 0)) {
+    return '';
+  }
+  return t('Purchases in the first {n} seconds are drawn at random instead of first come, first served.',
+    { n: (ms / 1000).toLocaleString(locale, { maximumFractionDigits: 1 }) });
+}
+
+// showFairStartHint writes the fair start's line for the seconds in the field (the page's own
+// line, kept in F.fairStartText, for 0 or a value that is not one).
+export function showFairStartHint(F) {
+  var input = F.form && F.form.elements.fairStartSeconds;
+  if (!input || !F.fairStartHint) {
+    return;
+  }
+  var ms = input.validity.valid ? fairStartMillis(input.value) : 0;
+  setText(F.fairStartHint, fairStartHint(ms) || F.fairStartText);
+}
+
 // readForm checks what can be checked here and returns what the form says, or null after
 // showing each problem next to its field (the first focused).
 export function readForm(F) {
@@ -260,6 +314,7 @@ export function readForm(F) {
   if (!el.paymentWindowMinutes.validity.valid) {
     problem('paymentWindow', null, t('The payment window is 1 to 1440 minutes (a day), in whole minutes.'));
   }
+  var fairMs = readFairStart(F, problem);
   var limitInput = F.form.querySelector('input[name="purchaseLimit"]:checked');
   var items = readItems(F, cur, problem, function () {
     return first !== null;
@@ -271,7 +326,7 @@ export function readForm(F) {
     return null;
   }
   return { name: name, description: description, startsAt: times.startsAt, endsAt: times.endsAt, startsRaw: times.startsRaw, endsRaw: times.endsRaw,
-    currency: cur, minutes: Number(el.paymentWindowMinutes.value), limit: limitInput ? limitInput.value : 'per-sale', items: items };
+    currency: cur, minutes: Number(el.paymentWindowMinutes.value), fairMs: fairMs, limit: limitInput ? limitInput.value : 'per-sale', items: items };
 }
 
 function newItem(it) {
@@ -289,6 +344,9 @@ export function createRequest(v) {
   if (v.description) {
     body.description = v.description;
   }
+  if (v.fairMs > 0) {
+    body.fairStartMillis = v.fairMs;
+  }
   return { body: body, rows: v.items.map(function (it) { return it.row; }) };
 }
 
@@ -301,7 +359,8 @@ function saleChanges(init, v, body, changed) {
     ['endsAt', v.endsRaw !== init.endsAt, t('end'), v.endsAt],
     ['currency', v.currency !== init.currency, t('currency'), v.currency],
     ['paymentWindowSeconds', String(v.minutes) !== init.minutes, t('payment window'), v.minutes * 60],
-    ['purchaseLimit', v.limit !== init.limit, t('purchase limit'), v.limit]
+    ['purchaseLimit', v.limit !== init.limit, t('purchase limit'), v.limit],
+    ['fairStartMillis', v.fairMs !== init.fairMs, t('fair start'), v.fairMs]
   ];
   fields.forEach(function (f) {
     if (f[1]) {

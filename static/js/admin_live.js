@@ -1,6 +1,7 @@
 // The live view of one sale (/admin/sales/{id}): GET /api/admin/sales/{id}/live every second,
 // drawn as headline numbers, the stock per item, a chart of requests per second, the funnel and
-// the reconciliation (admin_live_view.js); and the sale's controls (admin_controls.js).
+// the reconciliation (admin_live_view.js), the fair start's draw (admin_draw.js); and the sale's
+// controls (admin_controls.js).
 
 import { byTestId, setText, show, enc, messenger } from './dom.js';
 import { formatClock, formatDate, formatDuration, parseTime } from './time.js';
@@ -9,6 +10,7 @@ import { makePoller } from './poll.js';
 import { bindControls } from './admin_controls.js';
 import { merchantPage, SALE_NOT_FOUND, adminErrorText as errorText } from './admin_merchant.js';
 import { renderLive, renderChart } from './admin_live_view.js';
+import { initDraw } from './admin_draw.js';
 import { t } from './i18n.js';
 
 // The sale's state for a person, by the live view's status.
@@ -59,6 +61,7 @@ async function load(V) {
     V.last = r.data;
     renderHead(V, r.data);
     renderLive(V.root, r.data);
+    V.draw.update(r.data);
     setText(V.updated, t('Updated {time}, every second.', { time: formatClock(Date.now()) }));
     return true;
   }
@@ -82,6 +85,7 @@ export function initAdminLivePage(root) {
     panel: byTestId('live-panel', root),
     updated: byTestId('live-updated', root),
     last: null, // the last answer, redrawn at a new width
+    draw: initDraw(root, root.getAttribute('data-sale-id') || ''), // the fair start's draw (admin_draw.js)
     controls: null
   };
   var poller = makePoller(function () {

@@ -9,7 +9,7 @@ import { api, errorText, isUnauthenticated } from './api.js';
 import { makePoller, after, failed } from './poll.js';
 import { isOnline, onNetwork } from './network.js';
 import { loggedIn, sessionExpired, onSession, initSession, loginPrompt } from './session.js';
-import { FINAL_STATUSES, ORDER_NOTES, STATUS_WORDS, queueOf, queueText } from './status.js';
+import { FINAL_STATUSES, ORDER_NOTES, statusWord, drawNote, queueOf, queueText } from './status.js';
 import { t, href } from './i18n.js';
 import { bindActions } from './order_actions.js';
 
@@ -135,12 +135,13 @@ function settled(O) {
 function renderStatus(O) {
   var el = O.el;
   var status = O.status;
-  var s = status ? STATUS_WORDS[status] || status : t('Checking…');
+  var s = status ? statusWord(status, O.draw) : t('Checking…');
   setText(el.statusEl, s);
   if (el.statusEl) {
     el.statusEl.setAttribute('data-status', status || '');
+    el.statusEl.setAttribute('data-draw', O.draw ? 'true' : 'false');
   }
-  setText(el.note, O.stale || paymentNote(O) || (status ? ORDER_NOTES[status] || '' : ''));
+  setText(el.note, O.stale || paymentNote(O) || drawNote(status, O.draw, O.message) || (status ? ORDER_NOTES[status] || '' : ''));
   var queued = status === 'QUEUED' && O.queue !== null;
   setText(el.queueEl, queued ? queueText(O.queue.position, O.queue.waitSeconds) : '');
   show(el.queueEl, queued);
@@ -152,12 +153,15 @@ function renderStatus(O) {
   renderPayBy(O, pending);
   if (O.hooks.onStatus && O.orderId && status !== O.notified) {
     O.notified = status;
-    O.hooks.onStatus(O.orderId, status, O.detail);
+    O.hooks.onStatus(O.orderId, status, O.detail, { draw: O.draw, message: O.message });
   }
 }
 
 function learn(O, data) {
   O.status = typeof data.status === 'string' ? data.status : O.status;
+  // an entry of a fair start's draw stays one (a later answer may leave the flag out)
+  O.draw = O.draw || data.draw === true;
+  O.message = typeof data.message === 'string' ? data.message : '';
   O.payBy = parseTime(data.payBy);
   O.queue = queueOf(data);
   O.payment = typeof data.paymentStatus === 'string' ? data.paymentStatus : 'none';
@@ -260,6 +264,7 @@ function track(O, id, initialStatus) {
   O.payBy = same ? O.payBy : NaN;
   O.detail = same ? O.detail : null;
   O.queue = same ? O.queue : null;
+  O.draw = same && O.draw;
   O.knownAt = same ? O.knownAt : 0;
   O.stale = '';
   O.confirming = false;
@@ -289,6 +294,7 @@ function clear(O) {
   O.status = null;
   O.detail = null;
   O.queue = null;
+  O.draw = false;
   O.stale = '';
   O.confirming = false;
   O.poller.stop();
@@ -338,6 +344,8 @@ export function orderController(panel, say, hooks) {
     detail: null, // item, price and sale, once the API has told them
     missing: false, // the API said the order does not exist (or is another's)
     queue: null, // {position, waitSeconds} while QUEUED, from the last answer
+    draw: false, // an entry of the sale's fair-start draw (the answers' draw: true)
+    message: '', // the answer's sentence for the shopper, where the status alone does not tell
     payment: 'none', // paymentStatus: none, awaiting, paid, refunded
     refunded: false, // the refund of a payment that came too late was made
     returned: !!(hooks && hooks.returned), // back from the provider's page after paying

@@ -128,7 +128,8 @@ async function recheck(L, entry) {
     if (r.data.status !== entry.order.status) {
       entry.checks = 0; // a new status: its own few checks (a QUEUED one had many)
     }
-    entry.order = r.data;
+    // an entry of a fair start's draw stays one (the list said so; an answer may leave it out)
+    entry.order = Object.assign({}, r.data, { draw: r.data.draw === true || entry.order.draw === true });
     entry.failures = 0;
     renderRow(entry.li, entry.order);
   } else if (r.status === 404 && entry.order.status === 'QUEUED') {

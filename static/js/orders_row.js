@@ -5,7 +5,7 @@ import { setText, show, enc } from './dom.js';
 import { parseTime, formatDeadline, formatDuration, timeElement } from './time.js';
 import { serverNow } from './clock.js';
 import { formatMoney } from './money.js';
-import { STATUS_WORDS, queueOf, queueText } from './status.js';
+import { statusWord, drawNote, queueOf, queueText } from './status.js';
 import { t, href, lang } from './i18n.js';
 
 function part(li, id) {
@@ -33,10 +33,21 @@ function rowNote(li, o, st) {
     CANCELLED: t('Cancelled; the unit went back on sale.'),
     FAILED: t('Could not be completed; nothing was charged.')
   };
+  var draw = o.draw === true;
+  if (draw && (st === 'QUEUED' || st === 'NOT_SELECTED')) {
+    // an entry of a fair start's draw: waiting for it, or not drawn (calmly, in the answer's words)
+    setText(part(li, 'order-row-note'), drawNote(st, draw, o.message));
+    return;
+  }
+  if (st === 'NOT_SELECTED') {
+    setText(part(li, 'order-row-note'), drawNote(st, true, o.message));
+    return;
+  }
   // A QUEUED order fetched on its own carries its place in the queue.
   var queue = queueOf(o);
   // Two sentences: a space between them in English, none after Chinese's full stop.
-  setText(part(li, 'order-row-note'), (notes[st] || '') + (queue ? (lang === 'zh' ? '' : ' ') + queueText(queue.position, queue.waitSeconds) : ''));
+  setText(part(li, 'order-row-note'), (draw && st === 'PENDING' ? t('Drawn in the sale\u2019s fair start.') + (lang === 'zh' ? '' : ' ') : '') +
+    (notes[st] || '') + (queue ? (lang === 'zh' ? '' : ' ') + queueText(queue.position, queue.waitSeconds) : ''));
 }
 
 // rowCreated writes "Ordered {time}": the words around the <time> element, in the page's order.
@@ -64,7 +75,7 @@ export function renderRow(li, o) {
   setText(part(li, 'order-row-item'), item);
   var badge = part(li, 'order-row-status');
   badge.setAttribute('data-status', st);
-  setText(badge, STATUS_WORDS[st] || st || t('unknown'));
+  setText(badge, statusWord(st, o.draw === true) || t('unknown'));
   setText(part(li, 'order-row-price'), formatMoney(o.priceCents, o.currency));
   var sale = part(li, 'order-row-sale');
   setText(sale, o.saleName ? String(o.saleName) : t('Sale {id}', { id: o.saleId === undefined ? '' : o.saleId }));

@@ -7,7 +7,7 @@
 
 import { byTestId, allByTestId, enc, messenger, show } from './dom.js';
 import { parseTime } from './time.js';
-import { onClock, startClock, syncClock } from './clock.js';
+import { onClock, startClock, syncClock, serverNow } from './clock.js';
 import { api } from './api.js';
 import { retryDelay } from './poll.js';
 import { onNetwork } from './network.js';
@@ -33,6 +33,9 @@ function salePage(section) {
     saleId: section.getAttribute('data-sale-id') || '',
     startsAt: parseTime(section.getAttribute('data-starts-at')),
     endsAt: parseTime(section.getAttribute('data-ends-at')),
+    // fairMs: the sale's fair start, the draw window after its start (0: none).
+    fairMs: Number(section.getAttribute('data-fair-start-millis')) || 0,
+    fairNote: byTestId('fair-start-note', section),
     say: messenger(byTestId('message', section)),
     messageArea: byTestId('message', section),
     merchantNote: byTestId('merchant-note', section),
@@ -123,6 +126,10 @@ function render(page) {
   page.merchant = isMerchant();
   show(page.merchantNote, page.merchant);
   var phase = page.countdown.render();
+  // The fair start's word stands before and during its window, not after.
+  if (page.fairNote) {
+    show(page.fairNote, !(serverNow() >= page.startsAt + page.fairMs));
+  }
   page.remind.render(phase);
   page.items.render(phase);
   if (phase !== page.phase) {

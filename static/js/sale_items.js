@@ -60,7 +60,7 @@ function renderButtons(S, phase, h, limitReached) {
     if (purchase.busy() && purchase.buying() === id) {
       label = t('Buying\u2026');
     } else if (mine) {
-      label = mine === 'PAID' ? t('Bought') : t('Ordered');
+      label = mine === 'PAID' ? t('Bought') : mine === 'DRAW' ? t('In the draw') : t('Ordered');
     } else if (phase === 'ended') {
       label = t('Ended');
     } else if (gone) {
@@ -85,6 +85,8 @@ function renderNotes(S, phase, h, limitReached) {
     var mine = h.byItem[id];
     if (mine === 'PAID') {
       text = t('You bought this item.');
+    } else if (mine === 'DRAW') {
+      text = t('You are in the draw for this item: the result comes in a moment.');
     } else if (mine === 'PENDING') {
       text = t('You ordered this item: pay for it in your orders below.');
     } else if (mine) {

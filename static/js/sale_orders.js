@@ -9,7 +9,7 @@ import { api, isUnauthenticated } from './api.js';
 import { retryDelay } from './poll.js';
 import { isOnline } from './network.js';
 import { loggedIn, sessionExpired } from './session.js';
-import { LIVE_STATUSES } from './status.js';
+import { LIVE_STATUSES, drawNote } from './status.js';
 import { orderController } from './order.js';
 import { t } from './i18n.js';
 
@@ -35,7 +35,8 @@ function holdings(B) {
   orderEntries(B).forEach(function (e) {
     if (LIVE_STATUSES[e.status] && e.itemId) {
       if (byItem[e.itemId] !== 'PAID') {
-        byItem[e.itemId] = e.status;
+        // an entry of the fair start's draw, waiting for it: DRAW
+        byItem[e.itemId] = e.status === 'QUEUED' && e.draw ? 'DRAW' : e.status;
       }
       if (any === null || e.status === 'PAID') {
         any = e;
@@ -77,14 +78,20 @@ function itemName(B, e, fallback) {
   return e.itemName || B.page.itemNames[e.itemId] || fallback;
 }
 
-function orderStatusChanged(B, e, status, d) {
+function orderStatusChanged(B, e, status, d, x) {
   e.status = status;
+  e.draw = e.draw || !!(x && x.draw);
   if (d && d.itemName) {
     e.itemName = d.itemName;
   }
   if (B.queuedFor === e.id && status !== 'QUEUED') {
     B.queuedFor = null;
-    if (status === 'PENDING') {
+    if (status === 'PENDING' && e.draw) {
+      B.page.say(t('You were drawn! Your order of {name} is confirmed: pay before the deadline below, or the unit goes back on sale.', { name: itemName(B, e, t('your item')) }), 'ok');
+    } else if (status === 'NOT_SELECTED') {
+      // not drawn: said calmly, in the answer's words (status.js), not as an error
+      B.page.say(drawNote(status, true, x && x.message), 'info');
+    } else if (status === 'PENDING') {
       B.page.say(t('Your order of {name} is confirmed: pay before the deadline below, or the unit goes back on sale.', { name: itemName(B, e, t('your item')) }), 'ok');
     } else if (status === 'FAILED') {
       B.page.say(t('Your order of {name} could not be completed; nothing was charged.', { name: itemName(B, e, t('your item')) }), 'error');
@@ -113,6 +120,7 @@ function newEntry(B, o) {
     status: null,
     itemId: o.itemId !== undefined && o.itemId !== null ? String(o.itemId) : '',
     itemName: typeof o.itemName === 'string' ? o.itemName : '',
+    draw: o.draw === true, // an entry of the sale's fair-start draw
     createdAt: parseTime(o.createdAt)
   };
   if (isNaN(e.createdAt)) {
@@ -120,8 +128,8 @@ function newEntry(B, o) {
   }
   e.ctl = orderController(li, B.page.say, {
     words: true,
-    onStatus: function (oid, status, d) {
-      orderStatusChanged(B, e, status, d);
+    onStatus: function (oid, status, d, x) {
+      orderStatusChanged(B, e, status, d, x);
     },
     onMissing: function () {
       dropOrder(B, id);
@@ -275,7 +283,7 @@ export function initOrderBox(page) {
     box: byTestId('sale-orders', page.section),
     list: byTestId('sale-order-list', page.section),
     template: byTestId('sale-order-template', page.section),
-    entries: {}, // order id -> { id, li, ctl, status, itemId, itemName, createdAt }
+    entries: {}, // order id -> { id, li, ctl, status, itemId, itemName, draw, createdAt }
     gen: 0, // bumped when the list is thrown away (logout)
     signedIn: null,
     answered: false, // the first load of the orders came back (holdings() is what the shop says)

@@ -8,7 +8,7 @@ import { api, errorText } from './api.js';
 import { backoff, sleep } from './poll.js';
 import { isOnline } from './network.js';
 import { loggedIn, sessionExpired } from './session.js';
-import { t, href } from './i18n.js';
+import { t, href, locale } from './i18n.js';
 
 // A purchase whose answer does not come back is sent again (the same attempt, the same token) at
 // most this many times in all, each waiting at most PURCHASE_TIMEOUT_MS for its answer.
@@ -172,13 +172,29 @@ function tokenRefused(P, tok, itemId) {
 }
 
 // reserved: the unit is ours; the badge counts it at once and the order box shows the order.
+// In a fair start's window (draw: true) no unit is taken yet: the purchase entered the draw, whose
+// result the order box follows like any queued order.
 function reserved(P, itemId, data) {
   var page = P.page;
   var orderId = String(data.orderId);
-  page.items.bought(itemId, serverNow());
+  var draw = data.draw === true;
+  if (!draw) {
+    page.items.bought(itemId, serverNow());
+  }
   page.orders.expectQueued(orderId);
-  page.say(t('Got it! Your unit is reserved and the order is queued.'), 'ok');
+  if (draw) {
+    var n = (page.fairMs / 1000).toLocaleString(locale, { maximumFractionDigits: 1 });
+    if (!(page.fairMs > 0)) {
+      page.say(t('You are in the draw \u2014 the result comes when the sale\u2019s first seconds close.'), 'ok');
+    } else {
+      page.say(page.fairMs === 1000 ? t('You are in the draw \u2014 the result comes when the first second closes.')
+        : t('You are in the draw \u2014 the result comes when the first {n} seconds close.', { n: n }), 'ok');
+    }
+  } else {
+    page.say(t('Got it! Your unit is reserved and the order is queued.'), 'ok');
+  }
   page.orders.add({
+    draw: draw,
     orderId: orderId,
     itemId: itemId,
     saleId: page.saleId,

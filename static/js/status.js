@@ -1,8 +1,12 @@
 // The order statuses in words.
 
-import { t } from './i18n.js';
+import { t, lang } from './i18n.js';
 
-export const FINAL_STATUSES = { PAID: true, EXPIRED: true, CANCELLED: true, FAILED: true };
+export const FINAL_STATUSES = { PAID: true, EXPIRED: true, CANCELLED: true, FAILED: true, NOT_SELECTED: true };
+
+// NOT_DRAWN is the server's sentence for an entry of a fair start's draw that was not drawn
+// (shop.NotSelectedMessage), in the page's language.
+const NOT_DRAWN = t('This sale\u2019s first moments were a draw: every purchase in them had the same chance, whatever its speed. You were not drawn this time; nothing was charged.');
 
 export const ORDER_NOTES = {
   QUEUED: t('Your unit is reserved; the order is being recorded. This takes a moment.'),
@@ -10,7 +14,8 @@ export const ORDER_NOTES = {
   PAID: t('Paid. Thank you for your order!'),
   EXPIRED: t('The payment window closed; the unit went back on sale.'),
   CANCELLED: t('This order was cancelled; its unit went back on sale.'),
-  FAILED: t('The order could not be completed; nothing was charged.')
+  FAILED: t('The order could not be completed; nothing was charged.'),
+  NOT_SELECTED: NOT_DRAWN
 };
 
 // STATUS_WORDS names an order status for people (the list of orders).
@@ -20,8 +25,38 @@ export const STATUS_WORDS = {
   PAID: t('Paid'),
   EXPIRED: t('Expired'),
   CANCELLED: t('Cancelled'),
-  FAILED: t('Failed')
+  FAILED: t('Failed'),
+  NOT_SELECTED: t('Not drawn'),
+  ENTERED: t('In the draw') // an entry waiting for the draw, as the merchant's orders list it
 };
+
+// statusWord names an order's status; an entry of a fair start's draw (draw) that waits for it
+// is "In the draw", not "Confirming".
+export function statusWord(status, draw) {
+  if (status === 'QUEUED' && draw) {
+    return STATUS_WORDS.ENTERED;
+  }
+  return STATUS_WORDS[status] || status;
+}
+
+// drawNote says what an order of a fair start's draw means, or '' for any other: waiting for the
+// draw, drawn (then like any order), or not drawn, in the answer's own words (message) on an
+// English page.
+export function drawNote(status, draw, message) {
+  if (status === 'NOT_SELECTED') {
+    return lang === 'en' && typeof message === 'string' && message ? message : NOT_DRAWN;
+  }
+  if (!draw) {
+    return '';
+  }
+  if (status === 'QUEUED') {
+    return t('You are in the draw: the result comes as soon as the sale\u2019s first seconds close. Nothing is charged unless you are drawn.');
+  }
+  if (status === 'PENDING') {
+    return t('You were drawn! The unit is reserved for you: pay before the deadline or it goes back on sale.');
+  }
+  return '';
+}
 
 // LIVE_STATUSES are the orders that hold a unit: they count against the purchase limit.
 export const LIVE_STATUSES = { QUEUED: true, PENDING: true, PAID: true };
