@@ -175,10 +175,10 @@ func TestAdminOrdersPage(t *testing.T) {
 	}
 	opts := root.Find("select" + byTestID("filter-status") + " option")
 	values := opts.Map(func(_ int, s *goquery.Selection) string { return s.AttrOr("value", "") })
-	if got, want := strings.Join(values, ","), ",PENDING,PAID,EXPIRED,CANCELLED,FAILED"; got != want {
+	if got, want := strings.Join(values, ","), ",PENDING,PAID,EXPIRED,CANCELLED,FAILED,ENTERED,NOT_SELECTED"; got != want {
 		t.Errorf("status filter values = %q, want %q", got, want)
 	}
-	if got := strings.Join(texts(opts), ","); got != "All,Awaiting payment,Paid,Expired,Cancelled,Failed" {
+	if got := strings.Join(texts(opts), ","); got != "All,Awaiting payment,Paid,Expired,Cancelled,Failed,In the draw,Not drawn" {
 		t.Errorf("status filter words = %q", got)
 	}
 	checkUserFilter(t, root)

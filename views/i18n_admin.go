@@ -60,6 +60,7 @@ type AdminMessages struct {
 	ColOrdered, ColPayBy, ColPaidAt, NoOrdersMatch, PagesOfOrders, FirstPage string
 	NextPage, StatusPending, StatusPaid, StatusExpired, StatusCancl          string
 	StatusFailed, ColPayment                                                 string
+	StatusEntered, StatusNotDrawn                                            string // a fair start's draw: an entry waiting, one not drawn
 	// the currencies' units, by code
 	Units map[string]string
 }
@@ -202,6 +203,7 @@ var enAdmin = AdminMessages{
 	FirstPage:     "First page",
 	NextPage:      "Next page",
 	StatusPending: "Awaiting payment", StatusPaid: "Paid", StatusExpired: "Expired", StatusCancl: "Cancelled", StatusFailed: "Failed",
+	StatusEntered: "In the draw", StatusNotDrawn: "Not drawn",
 	ColPayment: "Payment",
 
 	Units: map[string]string{"CNY": "yuan", "USD": "dollar", "EUR": "euro"},
@@ -324,6 +326,7 @@ var zhAdmin = AdminMessages{
 	FirstPage:     "第一页",
 	NextPage:      "下一页",
 	StatusPending: "待支付", StatusPaid: "已支付", StatusExpired: "已过期", StatusCancl: "已取消", StatusFailed: "失败",
+	StatusEntered: "抽签中", StatusNotDrawn: "未中签",
 	ColPayment: "支付",
 
 	Units: map[string]string{"CNY": "元", "USD": "美元", "EUR": "欧元"},
