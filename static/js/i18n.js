@@ -460,7 +460,7 @@ const ZH = {
   'You are in the draw: the result comes as soon as the sale\u2019s first seconds close. Nothing is charged unless you are drawn.': '你已参加抽签：活动最初几秒结束后即公布结果。未中签不会产生任何费用。',
   'You were drawn! The unit is reserved for you: pay before the deadline or it goes back on sale.': '恭喜中签！商品已为你保留：请在截止时间前支付，否则商品将重新开放抢购。',
   'You were drawn! Your order of {name} is confirmed: pay before the deadline below, or the unit goes back on sale.': '恭喜中签！你的 {name} 订单已确认：请在下方截止时间前支付，否则商品将重新开放抢购。',
-  'You are in the draw for this item: the result comes in a moment.': '你已参加此商品的抽签，稍后公布结果。',
+  'You entered the draw for this item.': '你已参加此商品的抽签。',
   'You are in the draw \u2014 the result comes when the first second closes.': '你已参加抽签——开始后的第 1 秒结束时公布结果。',
   'You are in the draw \u2014 the result comes when the first {n} seconds close.': '你已参加抽签——开始后的最初 {n} 秒结束时公布结果。',
   'You are in the draw \u2014 the result comes when the sale\u2019s first seconds close.': '你已参加抽签——活动最初几秒结束时公布结果。',

@@ -86,7 +86,7 @@ function renderNotes(S, phase, h, limitReached) {
     if (mine === 'PAID') {
       text = t('You bought this item.');
     } else if (mine === 'DRAW') {
-      text = t('You are in the draw for this item: the result comes in a moment.');
+      text = t('You entered the draw for this item.');
     } else if (mine === 'PENDING') {
       text = t('You ordered this item: pay for it in your orders below.');
     } else if (mine) {
