@@ -70,6 +70,7 @@ type API struct {
 	Reads        ReadLimiter   // the public reads' per-address limit; nil: none
 	Payments     Payments      // checkouts, the provider's webhook, the simulated provider (handlers/payments.go)
 	Reminders    Reminders     // a shopper's "Remind me" before a sale (handlers/remind.go)
+	Drills       Drills        // the merchant's fire drill (handlers/drill.go)
 }
 
 // ReadLimiter limits, per client address, the public reads that take an id or a cursor: a sale,
