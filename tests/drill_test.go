@@ -265,7 +265,7 @@ func TestFireDrillRefusals(t *testing.T) {
 	soon := h.createSale(time.Now().Add(20*time.Minute), 5)
 	r := h.do("POST", path, merchant, map[string]any{"shoppers": 100, "seconds": 1})
 	if r.Status != http.StatusConflict || r.str("error") != string(shop.CodeDrillNotNow) || !strings.Contains(r.str("message"), strconv.FormatInt(soon.sale, 10)) ||
-		!strings.Contains(r.str("message"), "starts") {
+		!strings.Contains(r.str("message"), "starts in") {
 		t.Errorf("drill with a sale starting in 20 min: %d %s, want 409 DRILL_NOT_NOW naming sale %d", r.Status, r.Raw, soon.sale)
 	}
 	st := h.drillStatus(merchant, later.sale)

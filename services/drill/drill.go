@@ -224,13 +224,14 @@ func drillRunning(r store.DrillRecord) error {
 
 // notNow is the refusal naming the sale that is live or starts soon.
 func notNow(sale shop.Sale, now time.Time) error {
+	const at = "15:04 UTC on 2 Jan"
 	if !now.Before(sale.StartsAt) {
-		return shop.Errorf(shop.CodeDrillNotNow, "sale %d %q is live until %s: a fire drill shares the machines with it, so it cannot run now",
-			sale.ID, sale.Name, sale.EndsAt.UTC().Format(time.RFC3339))
+		return shop.Errorf(shop.CodeDrillNotNow, "%q (sale %d) is live until %s: a fire drill shares the machines with it, so it cannot run now",
+			sale.Name, sale.ID, sale.EndsAt.UTC().Format(at))
 	}
 	mins := int(sale.StartsAt.Sub(now).Minutes()) + 1
-	return shop.Errorf(shop.CodeDrillNotNow, "sale %d %q starts at %s, in %d min: no fire drill within %d minutes of a sale's start",
-		sale.ID, sale.Name, sale.StartsAt.UTC().Format(time.RFC3339), mins, int(NotNowWindow.Minutes()))
+	return shop.Errorf(shop.CodeDrillNotNow, "%q (sale %d) starts in %d min, at %s: no fire drill within %d minutes of a sale's start, as it shares the machines with the sale",
+		sale.Name, sale.ID, mins, sale.StartsAt.UTC().Format(at), int(NotNowWindow.Minutes()))
 }
 
 // Start begins a drill of a merchant's sale and returns at once (the drill runs in the

@@ -7,6 +7,7 @@ import { formatClock, formatDate, formatDuration, parseTime } from './time.js';
 import { api } from './api.js';
 import { makePoller } from './poll.js';
 import { bindControls } from './admin_controls.js';
+import { bindDrill } from './admin_drill.js';
 import { merchantPage, SALE_NOT_FOUND, adminErrorText as errorText } from './admin_merchant.js';
 import { renderLive, renderChart } from './admin_live_view.js';
 import { t } from './i18n.js';
@@ -82,7 +83,8 @@ export function initAdminLivePage(root) {
     panel: byTestId('live-panel', root),
     updated: byTestId('live-updated', root),
     last: null, // the last answer, redrawn at a new width
-    controls: null
+    controls: null,
+    drill: null // the fire drill's section (admin_drill.js)
   };
   var poller = makePoller(function () {
     return load(V);
@@ -92,12 +94,18 @@ export function initAdminLivePage(root) {
     say: V.say,
     stop: function () {
       poller.stop();
+      if (V.drill) {
+        V.drill.stop();
+      }
     },
     signedOut: function () {
       V.say(t('Log in with a merchant account to watch this sale.'), 'info');
     },
     start: function () {
       poller.restart();
+      if (V.drill) {
+        V.drill.start();
+      }
     }
   });
   var controlsRoot = byTestId('sale-controls', root);
@@ -108,6 +116,8 @@ export function initAdminLivePage(root) {
       return load(V);
     }
   }) : null;
+  var drillRoot = byTestId('fire-drill', root);
+  V.drill = drillRoot ? bindDrill(drillRoot, { saleId: V.saleId, authProblem: V.gate.authProblem }) : null;
   var resizeTimer = null;
   window.addEventListener('resize', function () {
     window.clearTimeout(resizeTimer);
