@@ -147,10 +147,26 @@ func TestFireDrillRunsOnACopyAndLeavesNothing(t *testing.T) {
 	}
 	// while it runs: the copy exists, hidden; progress moves
 	var copyID int64
-	sawProgress := false
+	sawProgress, probed := false, false
+	shopper := h.token(77, auth.RoleShopper)
 	d := h.waitDrill(merchant, s.sale, func(d map[string]any) {
 		if copyID == 0 {
 			copyID = h.sqlInt(`SELECT coalesce(max(id), 0) FROM sales WHERE drill_of = ?`, s.sale)
+		}
+		if copyID != 0 && !probed { // nobody else sees the copy, nor buys from it
+			probed = true
+			for _, p := range []string{"/api/flash-sales/%d", "/api/flash-sales/%d/stock", "/sales/%d"} {
+				if r := h.do("GET", fmt.Sprintf(p, copyID), "", nil); r.Status != http.StatusNotFound {
+					t.Errorf("GET %s of the drill's copy: %d, want 404", fmt.Sprintf(p, copyID), r.Status)
+				}
+			}
+			if r := h.do("GET", "/api/flash-sales", "", nil); strings.Contains(r.Raw, "Fire drill") {
+				t.Errorf("the sales list shows the drill's copy: %s", r.Raw)
+			}
+			tok := h.do("POST", fmt.Sprintf("/api/flash-sales/%d/purchase-token", copyID), shopper, map[string]string{"captchaId": "x", "answer": "test"})
+			if tok.Status == http.StatusOK {
+				t.Errorf("a real shopper got a purchase token for the drill's copy: %s", tok.Raw)
+			}
 		}
 		if d["phase"] == "running" && num(d, "sent") > 0 && num(d, "elapsedSeconds") > 0 {
 			sawProgress = true
@@ -190,8 +206,8 @@ func TestFireDrillRunsOnACopyAndLeavesNothing(t *testing.T) {
 		!strings.Contains(v, fmt.Sprintf("expected crowd of %d needs %d instance", int(k), int(m))) {
 		t.Errorf("verdict %q does not say N, K and M", v)
 	}
-	if copyID == 0 {
-		t.Error("never saw the drill's copy of the sale")
+	if copyID == 0 || !probed {
+		t.Errorf("never saw the drill's copy of the sale (copy %d, probed %v)", copyID, probed)
 	}
 
 	// nothing left: no copy, its items, orders or keys; no user made
