@@ -44,6 +44,11 @@ type drillJSON struct {
 type drillBlockedJSON struct {
 	Error   string `json:"error"`
 	Message string `json:"message"`
+	// the sale live or starting soon (DRILL_NOT_NOW), for the page's own words
+	SaleID   *string `json:"saleId,omitempty"`
+	SaleName *string `json:"saleName,omitempty"`
+	StartsAt *string `json:"startsAt,omitempty"`
+	EndsAt   *string `json:"endsAt,omitempty"`
 }
 
 type drillStatusJSON struct {
@@ -116,6 +121,10 @@ func (a *API) DrillStatus(c *gin.Context) {
 	}
 	if st.Blocked != "" {
 		out.Blocked = &drillBlockedJSON{Error: string(st.Blocked), Message: st.BlockedWhy}
+		if s := st.BlockedBy; s != nil {
+			id, starts, ends := strconv.FormatInt(s.ID, 10), s.StartsAt.UTC().Format(time.RFC3339), s.EndsAt.UTC().Format(time.RFC3339)
+			out.Blocked.SaleID, out.Blocked.SaleName, out.Blocked.StartsAt, out.Blocked.EndsAt = &id, &s.Name, &starts, &ends
+		}
 	}
 	c.Header("Cache-Control", "no-store")
 	c.JSON(http.StatusOK, out)

@@ -93,6 +93,9 @@ func TestE2EFireDrill(t *testing.T) {
 		b.errorf("phone: the page is %v px wide in a %v px viewport", w[0], w[1])
 	}
 	drillShot(b, dir, "drill-blocked-phone.png")
+	b.do("the page in Chinese", chromedp.Navigate(h.srv.URL+"/admin/sales/"+saleID+"?lang=zh"))
+	b.waitFor("the refusal in Chinese, from the sale's facts", 15*time.Second,
+		`e.q('drill-start').disabled && /^“Flash socks”（活动 \d+）将在 2\d 分钟后（.+）开始：活动开始前 30 分钟内不能进行消防演练/.test(e.text(e.q('drill-status')))`)
 	b.checkConsole()
 }
 

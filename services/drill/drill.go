@@ -157,6 +157,9 @@ type Status struct {
 	Drill      *View
 	Blocked    shop.Code
 	BlockedWhy string
+	// BlockedBy is the sale live or starting soon (DRILL_NOT_NOW), for a page to say in its
+	// own language: id, name, start and end.
+	BlockedBy *shop.Sale
 }
 
 // ownSale returns the merchant's sale; another merchant's sale, or a drill copy, is NOT_FOUND.
@@ -186,12 +189,12 @@ func (s *Drills) Status(ctx context.Context, merchantID, saleID int64) (Status, 
 		v := s.view(rec)
 		st.Drill = &v
 	}
-	if err := s.blocked(ctx); err != nil {
+	if by, err := s.blockedBy(ctx); err != nil {
 		var e *shop.Error
 		if !errors.As(err, &e) || e.Code == shop.CodeUnavailable || e.Code == shop.CodeInternal {
 			return Status{}, err
 		}
-		st.Blocked, st.BlockedWhy = e.Code, e.Message
+		st.Blocked, st.BlockedWhy, st.BlockedBy = e.Code, e.Message, by
 	}
 	return st, nil
 }
@@ -199,22 +202,28 @@ func (s *Drills) Status(ctx context.Context, merchantID, saleID int64) (Status, 
 // blocked tells why a drill cannot start now: one is running (or its data is still there), or a
 // real sale is live or starts within NotNowWindow; nil: it can.
 func (s *Drills) blocked(ctx context.Context) error {
+	_, err := s.blockedBy(ctx)
+	return err
+}
+
+// blockedBy is blocked, with the sale that is live or starts soon (nil for another reason).
+func (s *Drills) blockedBy(ctx context.Context) (*shop.Sale, error) {
 	run, err := s.d.DB.RunningDrills(ctx)
 	if err != nil {
-		return shop.Unavailable(err)
+		return nil, shop.Unavailable(err)
 	}
 	if len(run) > 0 {
-		return drillRunning(run[0])
+		return nil, drillRunning(run[0])
 	}
 	now := s.d.Now()
 	sales, err := s.d.DB.SalesLiveOrStarting(ctx, now, NotNowWindow, 1)
 	if err != nil {
-		return shop.Unavailable(err)
+		return nil, shop.Unavailable(err)
 	}
 	if len(sales) > 0 {
-		return notNow(sales[0], now)
+		return &sales[0], notNow(sales[0], now)
 	}
-	return nil
+	return nil, nil
 }
 
 func drillRunning(r store.DrillRecord) error {

@@ -73,7 +73,9 @@ func TestJudge(t *testing.T) {
 
 type fakeCaptcha struct{}
 
-func (fakeCaptcha) New(context.Context, int64, int64) (string, string, error) { return "id", "img", nil }
+func (fakeCaptcha) New(context.Context, int64, int64) (string, string, error) {
+	return "id", "img", nil
+}
 func (fakeCaptcha) Verify(_ context.Context, _, _ int64, _, answer string) (bool, error) {
 	return answer == "test", nil
 }

@@ -85,15 +85,28 @@ function renderResult(D, d) {
   }) + ' ' + crowdText(r));
 }
 
-// blockedText says why no drill can start now.
+// blockedText says why no drill can start now: the server's words on an English page, the
+// page's own from the sale's facts otherwise.
 function blockedText(b) {
-  if (lang === 'en') {
+  if (lang === 'en' && b.message) {
     return sentence(b.message);
   }
-  if (b.error === 'DRILL_NOT_NOW') {
-    return t('A sale is live or starts within 30 minutes, so the fire drill cannot run now ({why}).', { why: b.message });
+  if (b.error !== 'DRILL_NOT_NOW') {
+    return t('Another fire drill is running; one runs at a time. Try again when it has ended.');
   }
-  return t('Another fire drill is running; one runs at a time. Try again when it has ended.');
+  var starts = parseTime(b.startsAt);
+  var ends = parseTime(b.endsAt);
+  if (!b.saleId || isNaN(starts) || isNaN(ends)) {
+    return t('A sale is live or starts within 30 minutes, so the fire drill cannot run now: it shares the machines.');
+  }
+  var p = { name: b.saleName || '', id: b.saleId };
+  if (starts <= Date.now()) {
+    p.time = formatDate(ends);
+    return t('\u201c{name}\u201d (sale {id}) is live until {time}: the fire drill shares the machines with it, so it cannot run now.', p);
+  }
+  p.time = formatDate(starts);
+  p.d = t('{m} min', { m: Math.max(1, Math.ceil((starts - Date.now()) / 60000)) });
+  return t('\u201c{name}\u201d (sale {id}) starts in {d}, at {time}: no fire drill within 30 minutes of a sale\u2019s start, as it shares the machines.', p);
 }
 
 function render(D) {
@@ -109,7 +122,7 @@ function render(D) {
   } else if (s && s.blocked) {
     D.say(blockedText(s.blocked), 'notice');
   } else if (d && d.phase === 'failed') {
-    D.say(t('The last drill failed: {why}', { why: d.failure || '' }), 'error');
+    D.say(lang === 'en' ? t('The last drill failed: {why}', { why: d.failure || '' }) : t('The last drill failed; it removed what it had made.'), 'error');
   } else {
     D.say('', 'info');
   }
@@ -158,7 +171,7 @@ async function start(D) {
     render(D);
     return;
   }
-  D.said = { text: r.code === 'DRILL_NOT_NOW' || r.code === 'DRILL_RUNNING' ? blockedText({ error: r.code, message: r.message }) : errorText(r), kind: 'error' };
+  D.said = { text: r.code === 'DRILL_NOT_NOW' || r.code === 'DRILL_RUNNING' ? blockedText({ error: r.code, message: lang === 'en' ? r.message : '' }) : errorText(r), kind: 'error' };
   render(D);
   D.said = null;
   D.poller.restart();
