@@ -259,6 +259,9 @@ func (s *Drills) Start(ctx context.Context, merchantID, saleID int64, req Settin
 	if left, err := s.Sweep(ctx); err != nil {
 		return View{}, shop.Unavailable(err)
 	} else if left > 0 {
+		if run, err := s.d.DB.RunningDrills(ctx); err == nil && len(run) > 0 {
+			return View{}, drillRunning(run[0])
+		}
 		return View{}, shop.Errorf(shop.CodeDrillRunning, "the data of an interrupted fire drill is still being removed (its last orders are on their way to Postgres); try again in a minute")
 	}
 	if err := s.blocked(ctx); err != nil {
@@ -342,7 +345,8 @@ func (s *Drills) run(r *running, sale shop.Sale, rec store.DrillRecord) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	r.phase.Store(PhaseCleaning)
-	_ = s.d.DB.DrillProgress(cctx, r.id, PhaseCleaning, 0, 0)
+	sent, answered := r.counts()
+	_ = s.d.DB.DrillProgress(cctx, r.id, PhaseCleaning, sent, answered)
 	var cleanErr error
 	if id := r.copyID.Load(); id != 0 {
 		if cleanErr = s.cleanCopy(cctx, id, sale.StockShards); cleanErr == nil {
@@ -528,22 +532,27 @@ func (s *Drills) Sweep(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	inUse := map[int64]bool{}
-	for _, r := range run {
-		inUse[r.CopySaleID] = true
-	}
-	if r := s.cur.Load(); r != nil {
-		inUse[r.copyID.Load()] = true
-	}
 	copies, err := s.d.DB.DrillCopies(ctx)
 	if err != nil {
 		return 0, err
 	}
+	if len(run) > 0 || s.cur.Load() != nil {
+		// A drill runs (here or on another instance): its copy may exist before its row names
+		// it, so no copy is touched until it has ended; the others count as left.
+		inUse := map[int64]bool{}
+		for _, r := range run {
+			inUse[r.CopySaleID] = true
+		}
+		left := 0
+		for _, id := range copies {
+			if !inUse[id] {
+				left++
+			}
+		}
+		return max(0, left-1), nil // one unnamed copy may be the running drill's own
+	}
 	left := 0
 	for _, id := range copies {
-		if inUse[id] {
-			continue
-		}
 		sale, err := s.d.DB.SaleByID(ctx, id)
 		if errors.Is(err, store.ErrNotFound) {
 			continue
