@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/flashsale/flashsale/bench/internal/load"
 	"github.com/flashsale/flashsale/bench/internal/target"
+	"github.com/flashsale/flashsale/bench/load"
 )
 
 // Options are every setting of a benchmark run (the "options" of the JSON report). The fields

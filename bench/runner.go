@@ -13,12 +13,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/flashsale/flashsale/bench/internal/load"
 	"github.com/flashsale/flashsale/bench/internal/proc"
 	"github.com/flashsale/flashsale/bench/internal/refs"
 	"github.com/flashsale/flashsale/bench/internal/report"
 	"github.com/flashsale/flashsale/bench/internal/target"
-	"github.com/flashsale/flashsale/bench/internal/tokens"
+	"github.com/flashsale/flashsale/bench/load"
+	"github.com/flashsale/flashsale/bench/tokens"
 )
 
 // tFlashsale names the server under test in reports (the references are refs.Gin, refs.Redis).

@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/flashsale/flashsale/bench/internal/load"
 	"github.com/flashsale/flashsale/bench/internal/proc"
 	"github.com/flashsale/flashsale/bench/internal/refs"
 	"github.com/flashsale/flashsale/bench/internal/report"
 	"github.com/flashsale/flashsale/bench/internal/target"
+	"github.com/flashsale/flashsale/bench/load"
 )
 
 // ladderScenario is seed 003's capacity test: whole shopper visits (token, then purchase, each a

@@ -4,10 +4,10 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/flashsale/flashsale/bench/internal/load"
 	"github.com/flashsale/flashsale/bench/internal/refs"
 	"github.com/flashsale/flashsale/bench/internal/target"
-	"github.com/flashsale/flashsale/bench/internal/tokens"
+	"github.com/flashsale/flashsale/bench/load"
+	"github.com/flashsale/flashsale/bench/tokens"
 )
 
 // reserve measures the winning path alone: purchases by distinct shoppers of an item with more

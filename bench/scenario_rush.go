@@ -9,12 +9,12 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/flashsale/flashsale/bench/internal/load"
 	"github.com/flashsale/flashsale/bench/internal/proc"
 	"github.com/flashsale/flashsale/bench/internal/refs"
 	"github.com/flashsale/flashsale/bench/internal/report"
 	"github.com/flashsale/flashsale/bench/internal/target"
-	"github.com/flashsale/flashsale/bench/internal/tokens"
+	"github.com/flashsale/flashsale/bench/load"
+	"github.com/flashsale/flashsale/bench/tokens"
 )
 
 // rush: N distinct shoppers arrive within the window from the sale's start, for Units units

@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/flashsale/flashsale/bench/internal/load"
 	"github.com/flashsale/flashsale/bench/internal/refs"
 	"github.com/flashsale/flashsale/bench/internal/target"
-	"github.com/flashsale/flashsale/bench/internal/tokens"
+	"github.com/flashsale/flashsale/bench/load"
+	"github.com/flashsale/flashsale/bench/tokens"
 )
 
 // soldout measures the refusal path alone: purchases of an item that is already sold out, by

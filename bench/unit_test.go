@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/flashsale/flashsale/bench/internal/hist"
+	"github.com/flashsale/flashsale/bench/hist"
 	"github.com/flashsale/flashsale/bench/internal/proc"
 	"github.com/flashsale/flashsale/bench/internal/refs"
 	"github.com/flashsale/flashsale/bench/internal/report"

@@ -71,6 +71,7 @@ type API struct {
 	Payments     Payments      // checkouts, the provider's webhook, the simulated provider (handlers/payments.go)
 	Reminders    Reminders     // a shopper's "Remind me" before a sale (handlers/remind.go)
 	Draws        Draws         // a fair start's draw as the merchant sees it (handlers/draw.go)
+	Drills       Drills        // the merchant's fire drill (handlers/drill.go)
 }
 
 // ReadLimiter limits, per client address, the public reads that take an id or a cursor: a sale,

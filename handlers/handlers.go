@@ -57,6 +57,8 @@ var statusOf = map[shop.Code]int{
 	shop.CodeSaleStarted:          http.StatusConflict,
 	shop.CodeQuantityTooLow:       http.StatusConflict,
 	shop.CodeQueueNotDrained:      http.StatusConflict,
+	shop.CodeDrillRunning:         http.StatusConflict,
+	shop.CodeDrillNotNow:          http.StatusConflict,
 	shop.CodeRateLimited:          http.StatusTooManyRequests,
 	shop.CodeUnavailable:          http.StatusServiceUnavailable,
 	shop.CodeInternal:             http.StatusInternalServerError,

@@ -189,6 +189,8 @@ var allCodes = map[shop.Code]int{
 	shop.CodeSaleStarted:          409,
 	shop.CodeQuantityTooLow:       409,
 	shop.CodeQueueNotDrained:      409,
+	shop.CodeDrillRunning:         409,
+	shop.CodeDrillNotNow:          409,
 	shop.CodeMerchantsCannotBuy:   403,
 	shop.CodeRateLimited:          429,
 	shop.CodeUnavailable:          503,

@@ -38,6 +38,8 @@ const (
 	CodeInternal             Code = "INTERNAL"
 	CodeUseCheckout          Code = "USE_CHECKOUT"  // direct pay with a real payment provider: pay through its checkout
 	CodeBadSignature         Code = "BAD_SIGNATURE" // a provider webhook that does not verify
+	CodeDrillRunning         Code = "DRILL_RUNNING" // a fire drill is running (or being cleaned up) on the deployment
+	CodeDrillNotNow          Code = "DRILL_NOT_NOW" // a sale is live or starts within 30 minutes: no fire drill now
 )
 
 // Error is a failure the client is told about: a code from the contract, a message for people,

@@ -22,7 +22,10 @@ type Sale struct {
 	DrawClosedAt         *time.Time  // when its draw was decided (nil: not yet, or no draw)
 	Limits               *RateLimits // its own purchase-path rate limits; nil: DefaultRateLimits
 	Epoch                int64       // how often Redis was (re)built from Postgres for it; 0: never loaded
-	Items                []Item
+	// DrillOf is, for a fire drill's scratch copy, the sale it copies (services/drill): a copy is
+	// listed nowhere and sells only to the drill's own shoppers. 0: a real sale.
+	DrillOf int64
+	Items   []Item
 }
 
 // RateLimits are the sale's purchase-path rate limits, its own where set.

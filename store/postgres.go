@@ -45,6 +45,7 @@ type saleRow struct {
 	FairStartMillis      int        // the fair start's draw window (0: none)
 	DrawClosedAt         *time.Time `gorm:"->"` // written by CloseDraw only
 	RedisEpoch           int64      `gorm:"->"` // bumped by rebuilds only
+	DrillOf              *int64     // a fire drill's scratch copy of that sale (store/drill.go); nil: a real sale
 	Items                []itemRow  `gorm:"foreignKey:SaleID"`
 }
 
@@ -212,11 +213,19 @@ func DecodeSaleCursor(s string) (SaleCursor, bool) {
 }
 
 // SalesEndingAfter lists the sales not ended at t, soonest first, with their items: a page of at
-// most limit after the cursor (nil: from the first); next is nil on the last page.
+// most limit after the cursor (nil: from the first); next is nil on the last page. A fire drill's
+// scratch copy is not listed (EachSaleEndingAfter, the background jobs' walk, has them).
 func (d *DB) SalesEndingAfter(ctx context.Context, t time.Time, after *SaleCursor, limit int) ([]shop.Sale, *SaleCursor, error) {
+	return d.salesEndingAfter(ctx, t, after, limit, false)
+}
+
+func (d *DB) salesEndingAfter(ctx context.Context, t time.Time, after *SaleCursor, limit int, drills bool) ([]shop.Sale, *SaleCursor, error) {
 	var out []saleRow
 	q := d.g.WithContext(ctx).Preload("Items", func(db *gorm.DB) *gorm.DB { return db.Order("position") }).
 		Where("ends_at > ?", t)
+	if !drills {
+		q = q.Where("drill_of IS NULL")
+	}
 	if after != nil {
 		q = q.Where("(starts_at, id) > (?, ?)", after.StartsAt, after.ID)
 	}
@@ -234,11 +243,11 @@ func (d *DB) SalesEndingAfter(ctx context.Context, t time.Time, after *SaleCurso
 
 // SalesEndedBy lists the sales ended at t, the latest end first, with their items: a page of at
 // most limit after the cursor (nil: from the first; its time is the end of the last sale of the
-// page before); next is nil on the last page.
+// page before); next is nil on the last page. A fire drill's scratch copy is not listed.
 func (d *DB) SalesEndedBy(ctx context.Context, t time.Time, after *SaleCursor, limit int) ([]shop.Sale, *SaleCursor, error) {
 	var out []saleRow
 	q := d.g.WithContext(ctx).Preload("Items", func(db *gorm.DB) *gorm.DB { return db.Order("position") }).
-		Where("ends_at <= ?", t)
+		Where("ends_at <= ? AND drill_of IS NULL", t)
 	if after != nil {
 		q = q.Where("(ends_at, id) < (?, ?)", after.StartsAt, after.ID)
 	}
@@ -254,11 +263,12 @@ func (d *DB) SalesEndedBy(ctx context.Context, t time.Time, after *SaleCursor, l
 	return salesOf(out), &SaleCursor{StartsAt: last.EndsAt, ID: last.ID}, nil
 }
 
-// EachSaleEndingAfter calls fn with every sale not ended at t, a page at a time.
+// EachSaleEndingAfter calls fn with every sale not ended at t, a page at a time: a fire drill's
+// scratch copy too (the keeper serves it as any sale while the drill runs).
 func (d *DB) EachSaleEndingAfter(ctx context.Context, t time.Time, fn func([]shop.Sale) error) error {
 	var after *SaleCursor
 	for {
-		page, next, err := d.SalesEndingAfter(ctx, t, after, 500)
+		page, next, err := d.salesEndingAfter(ctx, t, after, 500, true)
 		if err != nil {
 			return err
 		}
@@ -272,10 +282,10 @@ func (d *DB) EachSaleEndingAfter(ctx context.Context, t time.Time, fn func([]sho
 	}
 }
 
-// SalesByMerchant lists a merchant's sales, newest first.
+// SalesByMerchant lists a merchant's sales, newest first (a fire drill's scratch copies are not).
 func (d *DB) SalesByMerchant(ctx context.Context, merchantID int64, limit int) ([]shop.Sale, error) {
 	var out []saleRow
-	err := d.g.WithContext(ctx).Where("merchant_id = ?", merchantID).Order("id DESC").Limit(limit).Find(&out).Error
+	err := d.g.WithContext(ctx).Where("merchant_id = ? AND drill_of IS NULL", merchantID).Order("id DESC").Limit(limit).Find(&out).Error
 	if err != nil {
 		return nil, fmt.Errorf("sales of merchant %d: %w", merchantID, err)
 	}

@@ -14,6 +14,9 @@ func (r saleRow) business() shop.Sale {
 	s := shop.Sale{ID: r.ID, MerchantID: r.MerchantID, Name: r.Name, StartsAt: r.StartsAt, EndsAt: r.EndsAt, CreatedAt: r.CreatedAt,
 		PaymentWindowSeconds: r.PaymentWindowSeconds, PurchaseLimit: r.PurchaseLimit, Currency: r.Currency, Paused: r.Paused,
 		StockShards: max(r.StockShards, 1), Epoch: r.RedisEpoch, FairStartMillis: r.FairStartMillis, DrawClosedAt: r.DrawClosedAt}
+	if r.DrillOf != nil {
+		s.DrillOf = *r.DrillOf
+	}
 	if r.Description != nil {
 		s.Description = *r.Description
 	}
@@ -50,6 +53,10 @@ func saleRowOf(s shop.Sale) saleRow {
 	r := saleRow{ID: s.ID, MerchantID: s.MerchantID, Name: s.Name, StartsAt: s.StartsAt, EndsAt: s.EndsAt, CreatedAt: s.CreatedAt,
 		PaymentWindowSeconds: s.PaymentWindowSeconds, PurchaseLimit: s.PurchaseLimit, Currency: s.Currency, Paused: s.Paused,
 		StockShards: s.StockShards, RedisEpoch: s.Epoch, Description: nullable(s.Description), FairStartMillis: s.FairStartMillis}
+	if s.DrillOf != 0 {
+		of := s.DrillOf
+		r.DrillOf = &of
+	}
 	if l := s.Limits; l != nil {
 		user, ip := l.UserPerSecond, l.IPPerSecond
 		r.UserRatePerSec, r.IPRatePerSec = &user, &ip

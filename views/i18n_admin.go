@@ -52,6 +52,10 @@ type AdminMessages struct {
 	// the live view's money
 	MoneyHeading, MoneyPaid, MoneyAwaiting, MoneyRefunded, MoneyBefore string
 	MoneyRefundNote, ColPaidAmount                                     string
+	// the fire drill of the live view
+	DrillHeading, DrillIntro, DrillShoppers, DrillSeconds, DrillCrowd, DrillCrowdHint string
+	DrillStart, DrillLimits, DrillSellOut, DrillRefusals, DrillAccepted, DrillLatency string
+	DrillWriterLag                                                                    string
 	// the orders page
 	OrdersTitle                                                              func(id string) string
 	OrdersHeading, SaleLower                                                 string
@@ -161,6 +165,14 @@ var enAdmin = AdminMessages{
 	TileBooks: "Books", TileBooksNote: "sold units against recorded orders",
 	TileLag: "Order recording delay", TileLagNote: "oldest order not yet recorded",
 	TileQueue: "Orders waiting", TileQueueNote: "orders waiting to be recorded",
+	DrillHeading:  "Fire drill",
+	DrillIntro:    "Rehearse the rush before the sale: synthetic shoppers buy from a hidden copy of this sale (same items and quantities) through the real purchase path of this instance. Your live stock, orders and shoppers are never touched, and the copy is removed afterwards.",
+	DrillShoppers: "Shoppers", DrillSeconds: "Over (seconds)", DrillCrowd: "Expected crowd in the first second",
+	DrillCrowdHint: "automatic",
+	DrillStart:     "Run the fire drill",
+	DrillLimits:    "At most 50,000 shoppers over at most 30 seconds. Left empty, the expected crowd is the sale's reminders ×10, or its units ×20. No drill while any sale is live or starts within 30 minutes: it shares the machines.",
+	DrillSellOut:   "Sold out after", DrillRefusals: "Shoppers refused", DrillAccepted: "Orders accepted per second",
+	DrillLatency: "Answer time (median / 99%)", DrillWriterLag: "Orders recorded after",
 	RemindersHint: "Shoppers who pressed Remind me on the sale page before the start: an estimate of the crowd. Each browser counts once; a reminder undone stays counted.",
 
 	FunnelRequests: "Requests", FunnelRefused: "Refused", FunnelAccepted: "Accepted", FunnelWritten: "Orders recorded",
@@ -284,6 +296,14 @@ var zhAdmin = AdminMessages{
 	TileBooks: "账目", TileBooksNote: "售出件数与已记录订单的核对",
 	TileLag: "订单记录延迟", TileLagNote: "最早一笔尚未记录的订单",
 	TileQueue: "待记录订单", TileQueueNote: "等待记录的订单",
+	DrillHeading:  "消防演练",
+	DrillIntro:    "在活动前演练开抢：模拟顾客通过本实例真实的购买流程，抢购本场活动的一个隐藏副本（商品和数量相同）。你的真实库存、订单和顾客不受任何影响，演练结束后副本会被删除。",
+	DrillShoppers: "顾客数", DrillSeconds: "持续（秒）", DrillCrowd: "预计第一秒的人数",
+	DrillCrowdHint: "自动",
+	DrillStart:     "开始消防演练",
+	DrillLimits:    "最多 50,000 位顾客，最长 30 秒。预计人数留空时，取本场活动的提醒人数 ×10，或商品件数 ×20。有活动正在进行或 30 分钟内开始时不能演练：演练与活动共用机器。",
+	DrillSellOut:   "售罄用时", DrillRefusals: "被拒绝的顾客", DrillAccepted: "每秒接受的订单",
+	DrillLatency: "响应时间（中位数 / 99%）", DrillWriterLag: "订单记录完成于",
 	RemindersHint: "开抢前在活动页点了“开抢提醒我”的顾客：用来预估人流。每个浏览器只计一次；撤销的提醒仍计入。",
 
 	FunnelRequests: "请求", FunnelRefused: "被拒绝", FunnelAccepted: "抢到", FunnelWritten: "已记录的订单",

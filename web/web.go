@@ -125,6 +125,8 @@ func routeAPI(r *gin.Engine, cfg Config) {
 	r.POST("/api/admin/sales/:saleId/resume", merchant, api.ResumeSale)
 	r.POST("/api/admin/sales/:saleId/end", merchant, api.EndSale)
 	r.POST("/api/admin/sales/:saleId/warm", merchant, api.WarmSale)
+	r.POST("/api/admin/sales/:saleId/drill", merchant, api.StartDrill)
+	r.GET("/api/admin/sales/:saleId/drill", merchant, api.DrillStatus)
 	r.GET("/api/admin/sales/:saleId/orders", merchant, api.AdminOrders)
 	r.GET("/api/admin/sales/:saleId/draw", merchant, api.AdminDraw)
 	r.GET("/api/admin/sales/:saleId/orders.csv", merchant, api.AdminOrdersCSV)

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -25,6 +26,7 @@ import (
 	"github.com/flashsale/flashsale/services/captcha"
 	"github.com/flashsale/flashsale/services/catalog"
 	"github.com/flashsale/flashsale/services/draw"
+	"github.com/flashsale/flashsale/services/drill"
 	"github.com/flashsale/flashsale/services/limits"
 	"github.com/flashsale/flashsale/services/metrics"
 	"github.com/flashsale/flashsale/services/payments"
@@ -66,6 +68,8 @@ type App struct {
 	draws     *draw.Closer
 	Payments  *payments.Payments
 	funnel    *catalog.Funnel
+	drills    *drill.Drills
+	target    atomic.Value // string: the loopback address the fire drill sends its shoppers to
 	Handler   http.Handler
 
 	cancels    []context.CancelFunc
@@ -191,7 +195,11 @@ func (a *App) build(instance string) error {
 	// second (start), so the purchase path makes no extra Redis call.
 	a.funnel = catalog.NewFunnel(a.Stock, log, a.now)
 	limiter := limits.NewLimiter(store.NewRateLimiter(a.Redis), limits.Config{On: cfg.RateLimits, Log: log, Now: a.now})
-	challenges := a.captcha()
+	a.buildDrills(instance)
+	challenges := drill.Captcha{Inner: a.captcha(), Drills: a.drills, IsCopy: func(ctx context.Context, saleID int64) bool {
+		s, err := a.sales.CachedRow(ctx, saleID)
+		return err == nil && s.DrillOf != 0
+	}}
 	a.Auth = auth.New(auth.Config{Secret: []byte(cfg.JWTSecret), TTL: cfg.JWTTTL}, auth.Deps{DB: a.DB, Now: a.now,
 		Revoked: store.NewRevocations(a.Redis), Limiter: limiter, Captcha: challenges, Log: log})
 	a.purchases = purchase.NewPurchases(purchase.PurchaseConfig{
@@ -224,6 +232,39 @@ func (a *App) buildPayments() (*payments.Payments, error) {
 	return payments.New(payments.Config{PublicURL: cfg.PublicURL, Interval: cfg.KeeperInterval}, d), nil
 }
 
+// buildDrills makes the merchant's fire drill: its shoppers go to this instance's own HTTP server
+// over loopback (DrillTarget), with identity tokens signed by the instance's secret.
+func (a *App) buildDrills(instance string) {
+	cfg := a.cfg
+	a.target.Store(loopbackURL(cfg.Addr))
+	a.drills = drill.New(drill.Config{Target: a.DrillTarget, Secret: []byte(cfg.JWTSecret), Instance: instance},
+		drill.Deps{DB: a.DB, Stock: a.Stock, Loader: a.Loader, Flush: a.funnel.Flush, Log: a.Log, Now: a.now})
+}
+
+// DrillTarget is the address the fire drill sends its shoppers to: this instance's listen
+// address on loopback (FLASHSALE_ADDR), unless SetDrillTarget changed it.
+func (a *App) DrillTarget() string { return a.target.Load().(string) }
+
+// SetDrillTarget points the fire drill at another loopback address of this instance (the tests'
+// httptest server).
+func (a *App) SetDrillTarget(url string) { a.target.Store(url) }
+
+// loopbackURL is the loopback URL of a listen address: a wildcard or loopback host becomes
+// 127.0.0.1 (or [::1]); another host is kept (the drill then refuses it: loopback only).
+func loopbackURL(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "http://" + addr
+	}
+	switch host {
+	case "", "0.0.0.0", "localhost":
+		host = "127.0.0.1"
+	case "::":
+		host = "::1"
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
+
 // captcha is the purchase path's and the registration's captcha: images kept in Redis, or the
 // fixed test challenge (FLASHSALE_CAPTCHA=test).
 func (a *App) captcha() captcha.Captcha {
@@ -252,7 +293,7 @@ func (a *App) buildPipeline(instance string) {
 // router is the HTTP side: the API, the pages, metrics and the health checks.
 func (a *App) router(reads *limits.Limiter) http.Handler {
 	cfg, log := a.cfg, a.Log
-	api := &handlers.API{Accounts: a.Auth, Catalog: a.sales, Shop: a.purchases, Orders: a.sales, Admin: a.sales, Live: a.sales, Reminders: a.sales, Draws: a.sales, Payments: a.Payments, Log: log, Now: a.now,
+	api := &handlers.API{Accounts: a.Auth, Catalog: a.sales, Shop: a.purchases, Orders: a.sales, Admin: a.sales, Live: a.sales, Reminders: a.sales, Draws: a.sales, Payments: a.Payments, Drills: a.drills, Log: log, Now: a.now,
 		SecureCookie: cfg.Env == "production", SessionTTL: cfg.JWTTTL, Reads: reads}
 	pages := &handlers.Pages{Catalog: a.sales, Past: a.sales, Payments: a.Payments, Log: log, Now: a.now, SecureCookie: cfg.Env == "production", Reads: reads}
 	return web.NewRouter(web.Config{Log: log, Verifier: a.Auth, API: api, Pages: pages, Registry: a.reg,
@@ -371,7 +412,11 @@ func (a *App) Start(ctx context.Context, writer, keeper bool) {
 		}()
 	}
 	if keeper {
-		a.wg.Add(2)
+		a.wg.Add(3)
+		go func() {
+			defer a.wg.Done()
+			a.sweepDrills(ctx) // a drill an instance stopped in the middle of leaves nothing behind
+		}()
 		go func() {
 			defer a.wg.Done()
 			a.keeper.Run(ctx)
@@ -383,6 +428,25 @@ func (a *App) Start(ctx context.Context, writer, keeper bool) {
 	}
 }
 
+// sweepDrills removes, at start, what fire drills interrupted by a stopped instance left behind,
+// trying again every 5 s while a copy still has orders on their way to Postgres.
+func (a *App) sweepDrills(ctx context.Context) {
+	for {
+		left, err := a.drills.Sweep(ctx)
+		if err == nil && left == 0 {
+			return
+		}
+		if err != nil && ctx.Err() == nil {
+			a.Log.Warn("fire drill sweep", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(5 * time.Second):
+		}
+	}
+}
+
 // KeeperPass runs one pass of the keeper (warm-up, payment expiry, unit returns, orphans,
 // reconciliation) now: for tests of an instance started without its keeper.
 func (a *App) KeeperPass(ctx context.Context) error { return a.keeper.Once(ctx) }
@@ -391,6 +455,9 @@ func (a *App) KeeperPass(ctx context.Context) error { return a.keeper.Once(ctx) 
 func (a *App) Close() { a.closeOnce.Do(a.closeAll) }
 
 func (a *App) closeAll() {
+	if a.drills != nil {
+		a.drills.Close() // a drill in progress stops and removes its copy while the connections are open
+	}
 	for _, cancel := range a.cancels {
 		cancel()
 	}

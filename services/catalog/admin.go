@@ -88,7 +88,7 @@ func (s *Sales) Warm(ctx context.Context, merchantID, saleID int64) (shop.Sale, 
 	if err != nil {
 		return shop.Sale{}, err
 	}
-	if row.MerchantID != merchantID {
+	if row.MerchantID != merchantID || row.DrillOf != 0 {
 		return shop.Sale{}, shop.Errorf(shop.CodeNotFound, "no sale %d", saleID)
 	}
 	if row.Epoch == 0 || pipeline.BeforeStart(row.StartsAt, s.now()) {
@@ -109,7 +109,7 @@ func (s *Sales) change(ctx context.Context, merchantID, saleID int64, edit func(
 	now := s.now()
 	var redis redisStep
 	row, err := s.db.EditSale(ctx, saleID, func(cur shop.Sale) (shop.Sale, error) {
-		if cur.MerchantID != merchantID {
+		if cur.MerchantID != merchantID || cur.DrillOf != 0 { // a fire drill's copy is the drill's alone
 			return shop.Sale{}, shop.Errorf(shop.CodeNotFound, "no sale %d", saleID)
 		}
 		return edit(cur, now)

@@ -19,21 +19,31 @@ func (s *Sales) Create(ctx context.Context, merchantID int64, in NewSale) (shop.
 	return row, nil
 }
 
-// Get returns a sale with its items, from Postgres.
+// Get returns a sale with its items, from Postgres. A fire drill's scratch copy is not found:
+// only the purchase path (CachedRow) knows it.
 func (s *Sales) Get(ctx context.Context, saleID int64) (shop.Sale, error) {
 	row, err := s.getRow(ctx, saleID)
 	if err != nil {
 		return shop.Sale{}, err
 	}
-	return row, nil
+	return visible(row)
 }
 
 // Cached returns a sale from the in-process catalog cache (a few seconds old at most; unknown ids
-// are remembered too).
+// are remembered too). A fire drill's scratch copy is not found, as in Get.
 func (s *Sales) Cached(ctx context.Context, saleID int64) (shop.Sale, error) {
 	row, err := s.CachedRow(ctx, saleID)
 	if err != nil {
 		return shop.Sale{}, err
+	}
+	return visible(row)
+}
+
+// visible hides a fire drill's scratch copy from every page and answer: NOT_FOUND, as for an id
+// that names no sale.
+func visible(row shop.Sale) (shop.Sale, error) {
+	if row.DrillOf != 0 {
+		return shop.Sale{}, shop.Errorf(shop.CodeNotFound, "no sale %d", row.ID)
 	}
 	return row, nil
 }

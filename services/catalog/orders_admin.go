@@ -70,14 +70,14 @@ func nonEmpty(s *string) *string {
 	return s
 }
 
-// ownSale returns the sale if merchantID owns it; another merchant's sale is NOT_FOUND, as if
-// it did not exist.
+// ownSale returns the sale if merchantID owns it; another merchant's sale (or a fire drill's
+// scratch copy) is NOT_FOUND, as if it did not exist.
 func (s *Sales) ownSale(ctx context.Context, merchantID, saleID int64) (shop.Sale, error) {
 	sale, err := s.getRow(ctx, saleID)
 	if err != nil {
 		return shop.Sale{}, err
 	}
-	if sale.MerchantID != merchantID {
+	if sale.MerchantID != merchantID || sale.DrillOf != 0 {
 		return shop.Sale{}, shop.Errorf(shop.CodeNotFound, "no sale %d", saleID)
 	}
 	return sale, nil

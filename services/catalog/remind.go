@@ -43,7 +43,7 @@ func (s *Sales) Remind(ctx context.Context, saleID int64, reminderID string) err
 	if !ValidReminderID(reminderID) {
 		return shop.Errorf(shop.CodeInvalidInput, "reminderId must be %d to %d letters, digits or hyphens", ReminderIDMin, ReminderIDMax)
 	}
-	sale, err := s.CachedRow(ctx, saleID)
+	sale, err := s.Cached(ctx, saleID) // a fire drill's copy is not found
 	if err != nil {
 		return err
 	}

@@ -46,7 +46,9 @@ type fakeStock struct {
 	applied int
 }
 
-func (f *fakeStock) DrawShards(context.Context, int64) ([]store.DrawShard, error) { return f.shards, nil }
+func (f *fakeStock) DrawShards(context.Context, int64) ([]store.DrawShard, error) {
+	return f.shards, nil
+}
 func (f *fakeStock) ApplyDraw(context.Context, int64, store.Decision) (int, int, error) {
 	f.applied++
 	for i := range f.shards {

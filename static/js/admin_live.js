@@ -8,6 +8,7 @@ import { formatClock, formatDate, formatDuration, parseTime } from './time.js';
 import { api } from './api.js';
 import { makePoller } from './poll.js';
 import { bindControls } from './admin_controls.js';
+import { bindDrill } from './admin_drill.js';
 import { merchantPage, SALE_NOT_FOUND, adminErrorText as errorText } from './admin_merchant.js';
 import { renderLive, renderChart } from './admin_live_view.js';
 import { initDraw } from './admin_draw.js';
@@ -86,7 +87,8 @@ export function initAdminLivePage(root) {
     updated: byTestId('live-updated', root),
     last: null, // the last answer, redrawn at a new width
     draw: initDraw(root, root.getAttribute('data-sale-id') || ''), // the fair start's draw (admin_draw.js)
-    controls: null
+    controls: null,
+    drill: null // the fire drill's section (admin_drill.js)
   };
   var poller = makePoller(function () {
     return load(V);
@@ -96,12 +98,18 @@ export function initAdminLivePage(root) {
     say: V.say,
     stop: function () {
       poller.stop();
+      if (V.drill) {
+        V.drill.stop();
+      }
     },
     signedOut: function () {
       V.say(t('Log in with a merchant account to watch this sale.'), 'info');
     },
     start: function () {
       poller.restart();
+      if (V.drill) {
+        V.drill.start();
+      }
     }
   });
   var controlsRoot = byTestId('sale-controls', root);
@@ -112,6 +120,8 @@ export function initAdminLivePage(root) {
       return load(V);
     }
   }) : null;
+  var drillRoot = byTestId('fire-drill', root);
+  V.drill = drillRoot ? bindDrill(drillRoot, { saleId: V.saleId, authProblem: V.gate.authProblem }) : null;
   var resizeTimer = null;
   window.addEventListener('resize', function () {
     window.clearTimeout(resizeTimer);

@@ -16,6 +16,33 @@ export const lang = /^zh(-|$)/i.test(document.documentElement.getAttribute('lang
 export const locale = lang === 'zh' ? 'zh-CN' : 'en';
 
 const ZH = {
+  // admin_drill.js: the fire drill
+  'Preparing a hidden copy of the sale\u2026': '正在准备活动的隐藏副本\u2026',
+  'Sending shoppers: {sent} of {n} sent, {answered} answered ({s} s)\u2026': '正在发送顾客：已发送 {sent} / {n}，已应答 {answered}（{s} 秒）\u2026',
+  'Waiting for the last orders to be recorded\u2026': '正在等待最后的订单记录完成\u2026',
+  'Removing the copy of the sale\u2026': '正在删除活动副本\u2026',
+  'This instance answered no shopper within a second during the drill; your expected crowd of {k} cannot be sized from it: look at the errors and try a smaller drill.': '演练中本实例没有在一秒内应答任何顾客，无法据此估算你预计的 {k} 人：请查看错误，并尝试规模更小的演练。',
+  'This instance can take about {n} shoppers per second; your expected crowd of {k} needs 1 instance.': '本实例每秒约可接待 {n} 位顾客；你预计的 {k} 人需要 1 个实例。',
+  'This instance can take about {n} shoppers per second; your expected crowd of {k} needs {m} instances.': '本实例每秒约可接待 {n} 位顾客；你预计的 {k} 人需要 {m} 个实例。',
+  'It answered every shopper of the drill within a second, so it may take more: a larger drill tells.': '演练中每位顾客都在一秒内得到应答，实际容量可能更高：更大规模的演练可以测出。',
+  'Expected crowd: {k} shoppers in the first second (your figure).': '预计人数：第一秒 {k} 位顾客（你填写的数字）。',
+  'Expected crowd: {k} shoppers in the first second (reminders \u00d710).': '预计人数：第一秒 {k} 位顾客（提醒人数 \u00d710）。',
+  'Expected crowd: {k} shoppers in the first second (units on sale \u00d720).': '预计人数：第一秒 {k} 位顾客（在售件数 \u00d720）。',
+  '{s} s': '{s} 秒',
+  'not sold out ({a} of {u} units)': '未售罄（{u} 件中售出 {a} 件）',
+  '{pct}% ({r} of {n})': '{pct}%（{n} 位中 {r} 位）',
+  '{e} errors': '{e} 个错误',
+  '{p50} ms / {p99} ms': '{p50} 毫秒 / {p99} 毫秒',
+  '{ms} ms after the last accepted order': '最后一笔订单被接受后 {ms} 毫秒',
+  'not all recorded after a minute': '一分钟后仍未全部记录',
+  'Drill of {time}: {n} shoppers over {s} s.': '{time} 的演练：{n} 位顾客，持续 {s} 秒。',
+  'A sale is live or starts within 30 minutes, so the fire drill cannot run now: it shares the machines.': '有活动正在进行或将在 30 分钟内开始，现在不能进行消防演练：演练与活动共用机器。',
+  '\u201c{name}\u201d (sale {id}) is live until {time}: the fire drill shares the machines with it, so it cannot run now.': '\u201c{name}\u201d（活动 {id}）正在进行，{time} 结束：消防演练与它共用机器，现在不能进行。',
+  '\u201c{name}\u201d (sale {id}) starts in {d}, at {time}: no fire drill within 30 minutes of a sale\u2019s start, as it shares the machines.': '\u201c{name}\u201d（活动 {id}）将在 {d}后（{time}）开始：活动开始前 30 分钟内不能进行消防演练，因为演练与活动共用机器。',
+  'The last drill failed; it removed what it had made.': '上一次演练失败，已删除它创建的数据。',
+  '{m} min': '{m} 分钟',
+  'Another fire drill is running; one runs at a time. Try again when it has ended.': '另一场消防演练正在进行，每次只能进行一场。请在它结束后再试。',
+  'The last drill failed: {why}': '上一次演练失败：{why}',
   // admin*.js: the merchant's pages
   'Nothing is sold yet: the books open at the start.': '尚未售出任何商品：活动开始后开始记账。',
   '/s': '/秒',

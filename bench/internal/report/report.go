@@ -12,9 +12,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/flashsale/flashsale/bench/internal/hist"
-	"github.com/flashsale/flashsale/bench/internal/load"
+	"github.com/flashsale/flashsale/bench/hist"
 	"github.com/flashsale/flashsale/bench/internal/proc"
+	"github.com/flashsale/flashsale/bench/load"
 )
 
 // Outcome is one (kind, class) cell of a phase.

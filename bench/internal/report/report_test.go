@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flashsale/flashsale/bench/internal/load"
-	"github.com/flashsale/flashsale/bench/internal/tokens"
+	"github.com/flashsale/flashsale/bench/load"
+	"github.com/flashsale/flashsale/bench/tokens"
 )
 
 func TestMedian(t *testing.T) {

@@ -4,7 +4,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/flashsale/flashsale/bench/internal/hist"
+	"github.com/flashsale/flashsale/bench/hist"
 )
 
 // Stats collects one phase's outcomes from every worker at once.
@@ -139,6 +139,9 @@ func (s *Stats) FirstError() string {
 
 // FirstSoldOut returns the ns since time zero of the first SOLD_OUT answer, or -1.
 func (s *Stats) FirstSoldOut() int64 { return s.firstSoldOut.Load() - 1 }
+
+// Scheduled returns how many arrivals' times have come (sent or queued); safe while the phase runs.
+func (s *Stats) Scheduled() int64 { return s.scheduled.Load() }
 
 // Late returns how many arrivals found no free worker at their time.
 func (s *Stats) Late() int64 { return s.late.Load() }

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flashsale/flashsale/bench/internal/tokens"
+	"github.com/flashsale/flashsale/bench/tokens"
 )
 
 // newTestPool is a pool whose workers never dial unless the phase's Do uses them.

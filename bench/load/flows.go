@@ -2,6 +2,7 @@ package load
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"strconv"
@@ -9,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/flashsale/flashsale/bench/internal/tokens"
+	"github.com/flashsale/flashsale/bench/tokens"
 )
 
 // TokenPath is the path of a sale's purchase-token call.
@@ -33,6 +34,13 @@ func PurchasePaths(itemIDs []int64) [][]byte {
 
 // tokenBody is the purchase-token call's body: the test captcha's answer.
 var tokenBody = []byte(`{"captchaId":"bench","answer":"test"}`)
+
+// TokenBody is a purchase-token call's body answering challenge captchaID with answer (the fire
+// drill's shoppers answer the drill's own challenge).
+func TokenBody(captchaID, answer string) []byte {
+	b, _ := json.Marshal(map[string]string{"captchaId": captchaID, "answer": answer})
+	return b
+}
 
 // doubleClicks tells whether shopper i clicks twice: a fixed, evenly spread fraction.
 func doubleClicks(i int, frac float64) bool {
@@ -60,6 +68,12 @@ const (
 // sends exactly the requests replay[i] names, whatever the answers; with record set, what
 // arrival i sent is written to record[i].
 func ShopperFlow(users *tokens.Arena, tokPath []byte, buyPaths [][]byte, frac float64, record, replay []uint8) func(w *Worker, s *Stats, i int, sched, deadline time.Time) {
+	return ShopperFlowWith(tokenBody, users, tokPath, buyPaths, frac, record, replay)
+}
+
+// ShopperFlowWith is ShopperFlow whose purchase-token calls send body (TokenBody) instead of the
+// test captcha's answer.
+func ShopperFlowWith(body []byte, users *tokens.Arena, tokPath []byte, buyPaths [][]byte, frac float64, record, replay []uint8) func(w *Worker, s *Stats, i int, sched, deadline time.Time) {
 	return func(w *Worker, s *Stats, i int, sched, deadline time.Time) {
 		jwt := users.Get(i % users.Len())
 		buyPath := buyPaths[i%len(buyPaths)]
@@ -70,10 +84,10 @@ func ShopperFlow(users *tokens.Arena, tokPath []byte, buyPaths [][]byte, frac fl
 			}
 			return ok
 		}
-		w.req = request{method: "POST", path: tokPath, bearer: jwt, body: tokenBody}
-		cl, body, end := exchange(w.c1, &w.req, s, KindToken, deadline)
+		w.req = request{method: "POST", path: tokPath, bearer: jwt, body: body}
+		cl, answer, end := exchange(w.c1, &w.req, s, KindToken, deadline)
 		final := cl
-		w.tok1 = append(w.tok1[:0], jsonString(body, "purchaseToken")...)
+		w.tok1 = append(w.tok1[:0], jsonString(answer, "purchaseToken")...)
 		dbl := want(patToken2, cl == Class200 && doubleClicks(i, frac))
 		if dbl {
 			pat |= patToken2

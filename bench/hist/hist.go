@@ -180,3 +180,16 @@ func (s Snap) Summary() Summary {
 	return Summary{Count: int64(s.N), Mean: ms(s.Mean()), P50: ms(s.Quantile(0.5)), P90: ms(s.Quantile(0.9)),
 		P99: ms(s.Quantile(0.99)), P999: ms(s.Quantile(0.999)), Max: ms(time.Duration(s.Max))}
 }
+
+// AtMost returns how many observations were at most d (to within a bucket, 1/64: a bucket is
+// counted when its lowest value is at most d).
+func (s Snap) AtMost(d time.Duration) uint64 {
+	var n uint64
+	for i, c := range s.Counts {
+		if lo, _ := bucketRange(i); lo > int64(d) {
+			break
+		}
+		n += c
+	}
+	return n
+}
