@@ -83,18 +83,21 @@ func usedKeys(t *testing.T, src string) []string {
 }
 
 func TestScriptWordsInChinese(t *testing.T) {
-	src := readModule(t, "i18n.js")
-	start, end := strings.Index(src, "const ZH = {"), strings.Index(src, "\n};")
-	if start < 0 || end < start {
-		t.Fatal("i18n.js: no ZH table")
-	}
 	zh := map[string]string{}
-	for _, m := range zhEntry.FindAllStringSubmatch(src[start:end], -1) {
-		k, v := jsUnquote(t, m[1]), jsUnquote(t, m[2])
-		if _, dup := zh[k]; dup {
-			t.Errorf("ZH: %q twice", k)
+	for _, table := range []struct{ module, name string }{{"i18n.js", "const ZH = {"}, {"i18n_zh_admin.js", "addWords({"}} {
+		src := readModule(t, table.module)
+		start := strings.Index(src, table.name)
+		end := strings.Index(src[max(start, 0):], "\n}") + max(start, 0)
+		if start < 0 || end < start {
+			t.Fatalf("%s: no table %q", table.module, table.name)
 		}
-		zh[k] = v
+		for _, m := range zhEntry.FindAllStringSubmatch(src[start:end], -1) {
+			k, v := jsUnquote(t, m[1]), jsUnquote(t, m[2])
+			if _, dup := zh[k]; dup {
+				t.Errorf("%s: %q twice", table.module, k)
+			}
+			zh[k] = v
+		}
 	}
 	if len(zh) < 100 {
 		t.Fatalf("read %d ZH entries; the table's format changed?", len(zh))
@@ -106,7 +109,7 @@ func TestScriptWordsInChinese(t *testing.T) {
 	}
 	used := map[string]bool{}
 	for _, e := range entries {
-		if e.Name() == "i18n.js" || !strings.HasSuffix(e.Name(), ".js") {
+		if e.Name() == "i18n.js" || e.Name() == "i18n_zh_admin.js" || !strings.HasSuffix(e.Name(), ".js") {
 			continue
 		}
 		for _, k := range usedKeys(t, readModule(t, e.Name())) {

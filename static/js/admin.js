@@ -3,6 +3,7 @@
 // sale or edits one (admin_form.js). This module holds what those share and lets only a
 // merchant in (admin_merchant.js).
 
+import './i18n_zh_admin.js'; // first: the merchant's words before any module runs
 import { byTestId, messenger } from './dom.js';
 import { merchantPage } from './admin_merchant.js';
 import { initSales } from './admin_sales.js';

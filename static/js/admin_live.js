@@ -3,6 +3,7 @@
 // the reconciliation (admin_live_view.js), the fair start's draw (admin_draw.js); and the sale's
 // controls (admin_controls.js).
 
+import './i18n_zh_admin.js'; // first: the merchant's words before any module runs
 import { byTestId, setText, show, enc, messenger } from './dom.js';
 import { formatClock, formatDate, formatDuration, parseTime } from './time.js';
 import { api } from './api.js';

@@ -3,6 +3,7 @@
 // account of); the filter is kept in the address (?username= or ?userId=), so a reload or a
 // shared link shows the same list. The CSV link downloads every order of the sale.
 
+import './i18n_zh_admin.js'; // first: the merchant's words before any module runs
 import { byTestId, setText, show, el, enc, messenger } from './dom.js';
 import { formatDate, parseTime } from './time.js';
 import { api } from './api.js';
