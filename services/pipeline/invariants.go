@@ -20,7 +20,9 @@ import (
 //  4. conservation: Redis stock = quantity - live orders (nothing in flight, no return pending);
 //  5. no lost unit: no reservation is left in flight, and Redis's buyers are exactly the holders
 //     of live orders; Redis's reservation counter is not behind Postgres;
-//  6. a decided draw decided every entry: none is left ENTERED once the sale's draw closed.
+//
+// and, of 3 for a fair start's draw, that the decided draw decided every entry: none is left
+// ENTERED once the sale's draw closed.
 //
 // Tests, the benchmark tool and fault scenarios all end with it (testenv/invariants.Check).
 func Invariants(ctx context.Context, db DB, stock Stock, saleID int64, acked []string) []error {
