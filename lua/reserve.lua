@@ -22,8 +22,9 @@
 --   the caller borrows from the other shards and asks again with ARGV[6] '0'.
 -- A sale with a fair start (meta fair: the end of its draw window, unix ms; drawn: '1' once its
 -- draw is decided and applied here):
---   -12 inside the window: the attempt entered the draw (no unit taken; KEYS[6], KEYS[7]); the
---       caller publishes the entry. A second entry of the shopper is -2 naming the first.
+--   -12 inside the window: the attempt entered the draw (no unit taken; KEYS[6], KEYS[7]; the
+--       seq moves, as for a reservation); the caller publishes the entry. A second entry of the
+--       shopper is -2 naming the first.
 --   -13 after the window, before the draw is applied here: nothing attempted, the token is kept.
 --   -14 inside the window without ARGV[7]: nothing attempted, the token is kept; ask with a rank.
 -- The same attempt sent again (same token, same order id: the client's retry after a lost reply,
@@ -124,7 +125,11 @@ if entering then
   redis.call('HSET', KEYS[7], ARGV[2], ARGV[3] .. ':' .. ARGV[1] .. ':' .. now .. ':' .. ARGV[7])
   -- the same attempt sent again answers -12 again (its entry is published again; the writer
   -- keeps one)
-  return refuse(-12, '')
+  refuse(-12, '')
+  -- an entry moves the counter as a reservation does: a Redis that lost it (a failover, an AOF
+  -- a second old) is then behind the floors and Postgres, and found out
+  seq = redis.call('HINCRBY', KEYS[1], 'seq', 1)
+  return {-12, seq, now, ''}
 end
 if left <= 0 then
   if ARGV[6] == '1' then

@@ -120,13 +120,14 @@ func (s *Stock) ApplyDraw(ctx context.Context, saleID int64, d Decision) (applie
 	return applied, unheld, nil
 }
 
-// ReleaseEntry takes back a draw entry whose publish failed, so the draw does not wait for it.
-func (s *Stock) ReleaseEntry(ctx context.Context, limit string, o shop.OrderRef) (bool, error) {
+// ReleaseEntry takes back a draw entry whose publish failed, so the draw does not wait for it;
+// the purchase token (its nonce) of the attempt then answers as used.
+func (s *Stock) ReleaseEntry(ctx context.Context, limit string, o shop.OrderRef, nonce string) (bool, error) {
 	sh, err := s.ShardOfUser(ctx, o.SaleID, o.UserID)
 	if err != nil {
 		return false, err
 	}
-	n, err := drawReleaseScript.Run(ctx, s.rdb, []string{EntrantsKeyOf(o.SaleID, sh), DrawKeyOf(o.SaleID, sh)},
+	n, err := drawReleaseScript.Run(ctx, s.rdb, []string{EntrantsKeyOf(o.SaleID, sh), DrawKeyOf(o.SaleID, sh), tokenKey(o.SaleID, sh, nonce)},
 		o.OrderID, BuyerMember(limit, o.ItemID, o.UserID)).Int64()
 	if err != nil {
 		return false, fmt.Errorf("release entry(sale %d, order %s): %w", o.SaleID, o.OrderID, err)
@@ -136,10 +137,11 @@ func (s *Stock) ReleaseEntry(ctx context.Context, limit string, o shop.OrderRef)
 
 // NewEntry is a draw entry on its way into Postgres.
 type NewEntry struct {
-	ID             string
-	ItemID, UserID int64
-	EnteredAt      time.Time // Redis's clock
-	Rank           int64
+	ID                     string
+	SaleID, ItemID, UserID int64
+	EnteredAt              time.Time // Redis's clock
+	Rank                   int64
+	Seq                    int64 // the sale's (shard's) reservation counter the entry moved
 }
 
 // InsertEntries writes draw entries as ENTERED orders (an entry already written is skipped). An
@@ -151,36 +153,70 @@ func (d *DB) InsertEntries(ctx context.Context, entries []NewEntry) (int, error)
 	if len(entries) == 0 {
 		return 0, nil
 	}
-	ids, items, users, at, ranks := make(pgArray, len(entries)), make(pgArray, len(entries)), make(pgArray, len(entries)),
-		make(pgArray, len(entries)), make(pgArray, len(entries))
+	n := len(entries)
+	ids, items, users, at, ranks, seqs := make(pgArray, n), make(pgArray, n), make(pgArray, n), make(pgArray, n), make(pgArray, n), make(pgArray, n)
+	shards := make(pgArray, n) // the shopper's stock shard (-1: a sale of one shard)
+	var itemIDs []int64
+	seen := map[int64]bool{}
 	for i, e := range entries {
 		ids[i] = e.ID
 		items[i] = strconv.FormatInt(e.ItemID, 10)
 		users[i] = strconv.FormatInt(e.UserID, 10)
 		at[i] = `"` + e.EnteredAt.UTC().Format(time.RFC3339Nano) + `"`
 		ranks[i] = strconv.FormatInt(e.Rank, 10)
+		seqs[i] = strconv.FormatInt(e.Seq, 10)
+		k, err := d.StockShardsCached(ctx, e.SaleID)
+		if err != nil {
+			return 0, fmt.Errorf("insert entries: %w", err)
+		}
+		shards[i] = "-1"
+		if k > 1 {
+			shards[i] = strconv.Itoa(ShardOf(e.UserID, k))
+		}
+		if !seen[e.ItemID] {
+			seen[e.ItemID] = true
+			itemIDs = append(itemIDs, e.ItemID)
+		}
 	}
-	var n int64
+	var count int64
+	// The sales' rows FOR SHARE first, then the items' rows in id order (the order every writer
+	// of items takes), then the rows; each item's max_seq (and its shard's) rises to the entries'
+	// seqs, so a Redis that lost entries is found behind Postgres as one that lost reservations.
 	err := d.g.WithContext(ctx).Raw(`WITH u AS (
-			SELECT * FROM unnest(?::uuid[], ?::bigint[], ?::bigint[], ?::timestamptz[], ?::bigint[]) AS u(id, item_id, user_id, entered_at, rank)
+			SELECT * FROM unnest(?::uuid[], ?::bigint[], ?::bigint[], ?::timestamptz[], ?::bigint[], ?::bigint[], ?::int[])
+				AS u(id, item_id, user_id, entered_at, rank, seq, shard)
 		), s AS (
 			SELECT s.id, s.draw_closed_at, s.purchase_limit FROM sales s
 			WHERE s.id IN (SELECT i.sale_id FROM items i WHERE i.id IN (SELECT item_id FROM u)) ORDER BY s.id FOR SHARE
+		), lk AS (
+			SELECT id FROM items WHERE id = ANY(?::bigint[]) AND (SELECT count(*) FROM s) >= 0 ORDER BY id FOR UPDATE
 		), ins AS (
 			INSERT INTO orders (id, item_id, sale_id, user_id, status, reserved_at, pay_by, seq, per_sale, unit_price_cents, draw_rank, failure)
 			SELECT u.id, u.item_id, i.sale_id, u.user_id,
 			       CASE WHEN s.draw_closed_at IS NULL THEN 'ENTERED' ELSE 'NOT_SELECTED' END,
-			       u.entered_at, u.entered_at, 0, s.purchase_limit = 'per-sale', i.price_cents, u.rank,
+			       u.entered_at, u.entered_at, u.seq, s.purchase_limit = 'per-sale', i.price_cents, u.rank,
 			       CASE WHEN s.draw_closed_at IS NULL THEN NULL ELSE ? END
 			FROM u JOIN items i ON i.id = u.item_id JOIN s ON s.id = i.sale_id
+			WHERE (SELECT count(*) FROM lk) >= 0
 			ON CONFLICT (id) DO NOTHING
-			RETURNING 1
+			RETURNING id, item_id, seq
+		), seqs AS (
+			UPDATE items SET max_seq = greatest(items.max_seq, x.ms)
+			FROM (SELECT item_id, max(seq) AS ms FROM ins GROUP BY item_id) x WHERE items.id = x.item_id
+			RETURNING items.id
+		), shard_seqs AS (
+			INSERT INTO item_shard_seqs (item_id, shard, max_seq)
+			SELECT ins.item_id, u.shard, max(ins.seq) FROM ins JOIN u ON u.id = ins.id WHERE u.shard >= 0
+			GROUP BY ins.item_id, u.shard
+			ON CONFLICT (item_id, shard) DO UPDATE SET max_seq = greatest(item_shard_seqs.max_seq, excluded.max_seq)
+			RETURNING item_id
 		)
-		SELECT count(*) FROM ins`, ids.literal(), items.literal(), users.literal(), at.literal(), ranks.literal(), reasonLateEntry).Scan(&n).Error
+		SELECT count(*) FROM ins`, ids.literal(), items.literal(), users.literal(), at.literal(), ranks.literal(), seqs.literal(), shards.literal(),
+		int64Array(itemIDs), reasonLateEntry).Scan(&count).Error
 	if err != nil {
 		return 0, fmt.Errorf("insert entries: %w", err)
 	}
-	return int(n), nil
+	return int(count), nil
 }
 
 // Reasons an entry was not drawn, kept on its row.

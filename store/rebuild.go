@@ -38,10 +38,8 @@ func (d *DB) RebuildSnapshot(ctx context.Context, saleID int64) (Snapshot, error
 			return ErrNotFound
 		}
 		snap.Epoch, snap.Limit, snap.StartsAt, snap.EndsAt, snap.Paused = sale.RedisEpoch, sale.PurchaseLimit, sale.StartsAt, sale.EndsAt, sale.Paused
-		if sale.FairStart > 0 {
-			snap.DrawEnds = sale.StartsAt.Add(time.Duration(sale.FairStart) * time.Millisecond)
-			snap.Drawn = sale.DrawClosedAt != nil
-		}
+		snap.DrawEnds = drawEnds(sale.StartsAt, sale.FairStart)
+		snap.Drawn = sale.FairStart > 0 && sale.DrawClosedAt != nil
 		var items []struct {
 			ID       int64
 			Quantity int64
@@ -120,7 +118,7 @@ func (d *DB) EditedSince(ctx context.Context, snap Snapshot) (bool, error) {
 	}
 	if sale.PurchaseLimit != snap.Limit || !sale.StartsAt.Equal(snap.StartsAt) || !sale.EndsAt.Equal(snap.EndsAt) ||
 		sale.Paused != snap.Paused || len(items) != len(snap.Quantity) || (sale.FairStart > 0 && sale.Drawn != snap.Drawn) ||
-		(sale.FairStart > 0) != !snap.DrawEnds.IsZero() {
+		!drawEnds(sale.StartsAt, sale.FairStart).Equal(snap.DrawEnds) {
 		return true, nil
 	}
 	for _, it := range items {
@@ -129,4 +127,12 @@ func (d *DB) EditedSince(ctx context.Context, snap Snapshot) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// drawEnds is the end of a sale's draw window (zero: it has none).
+func drawEnds(startsAt time.Time, fairStartMillis int) time.Time {
+	if fairStartMillis <= 0 {
+		return time.Time{}
+	}
+	return startsAt.Add(time.Duration(fairStartMillis) * time.Millisecond)
 }

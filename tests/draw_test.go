@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -220,6 +221,11 @@ func TestDrawAcrossInstancesAndShards(t *testing.T) {
 	if r := a.do("POST", "/api/flash-sales/orders/"+winner.orderID+"/cancel", winner.bearer, nil); r.Status != http.StatusOK {
 		t.Fatalf("a winner's cancel before the apply: %d %s", r.Status, r.Raw)
 	}
+	merchant := a.token(9000, auth.RoleMerchant)
+	raise := map[string]any{"items": []map[string]any{{"itemId": strconv.FormatInt(s.items[0], 10), "quantity": 8}}}
+	if r := b.do("PATCH", fmt.Sprintf("/api/admin/sales/%d", s.sale), merchant, raise); r.Status != http.StatusServiceUnavailable {
+		t.Errorf("a quantity change between the decision and the apply: %d %s, want 503 (the apply would set the stock over it)", r.Status, r.Raw)
+	}
 	for range 3 { // returns, then the draw's apply, then returns again
 		if err := b.app.KeeperPass(ctx); err != nil {
 			t.Logf("keeper pass: %v", err)
@@ -235,6 +241,9 @@ func TestDrawAcrossInstancesAndShards(t *testing.T) {
 	}
 	if left != 1 {
 		t.Errorf("redis stock (all shards) after the draw and one winner's cancel: %d, want 1", left)
+	}
+	if r := b.do("PATCH", fmt.Sprintf("/api/admin/sales/%d", s.sale), merchant, raise); r.Status != http.StatusOK {
+		t.Errorf("a quantity change once the draw is applied: %d %s, want 200", r.Status, r.Raw)
 	}
 	won, lost := 0, 0
 	for _, sh := range shoppers {

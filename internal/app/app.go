@@ -428,21 +428,24 @@ func (a *App) Start(ctx context.Context, writer, keeper bool) {
 	}
 }
 
-// sweepDrills removes, at start, what fire drills interrupted by a stopped instance left behind,
-// trying again every 5 s while a copy still has orders on their way to Postgres.
+// sweepDrills removes what fire drills interrupted by a stopped instance (or whose own cleanup
+// failed) left behind: at start, then every minute, and every 5 s while a copy still has orders
+// on their way to Postgres. (An instance restarted within the heartbeat's silence finds the
+// drill it was running still "running" at start; a later pass ends it.)
 func (a *App) sweepDrills(ctx context.Context) {
 	for {
+		wait := time.Minute
 		left, err := a.drills.Sweep(ctx)
-		if err == nil && left == 0 {
-			return
-		}
 		if err != nil && ctx.Err() == nil {
 			a.Log.Warn("fire drill sweep", "err", err)
+		}
+		if err != nil || left > 0 {
+			wait = 5 * time.Second
 		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(5 * time.Second):
+		case <-time.After(wait):
 		}
 	}
 }

@@ -152,6 +152,9 @@ func (s *Sales) applyInRedis(ctx context.Context, old, next shop.Sale, done *red
 	if len(adj.Meta) == 0 && len(adj.Stock) == 0 {
 		return nil
 	}
+	if err := s.drawApplied(ctx, old, adj); err != nil {
+		return err
+	}
 	res, err := s.stock.Adjust(ctx, adj)
 	if err == nil && !res.Applied && old.Epoch != 0 && lowersQuantity(adj) {
 		// Redis does not hold the sale healthy (lost): the quantities were checked against
@@ -438,5 +441,30 @@ func editFairStart(next *shop.Sale, in SaleEdit, started bool) error {
 		return shop.Errorf(shop.CodeSaleStarted, "the sale has started: its fair start cannot change")
 	}
 	next.FairStartMillis = *f
+	return nil
+}
+
+// errDrawApplying refuses a change of quantities while a decided draw is not applied to every
+// shard yet: the apply sets a shard's stock from the units the decision left, over a change made
+// after it (moments; longer only when the instance applying it died, until another does).
+var errDrawApplying = &shop.Error{Code: shop.CodeUnavailable, RetryAfter: time.Second,
+	Message: "the fair start's draw is being applied to the stock; change the quantities again in a moment"}
+
+// drawApplied checks that an edit that moves stock does not fall between a draw's decision and
+// its apply. Before the decision a change is safe: the decision (which waits for this edit's
+// row lock) reads the new quantities, and the apply sets the stock from them.
+func (s *Sales) drawApplied(ctx context.Context, old shop.Sale, adj store.Adjustment) error {
+	if old.FairStartMillis <= 0 || old.DrawClosedAt == nil || len(adj.Stock) == 0 {
+		return nil
+	}
+	shards, err := s.stock.DrawShards(ctx, old.ID)
+	if err != nil {
+		return shop.Unavailable(err)
+	}
+	for _, sh := range shards {
+		if sh.Held && !sh.WindowEnd.IsZero() && !sh.Drawn {
+			return errDrawApplying
+		}
+	}
 	return nil
 }

@@ -34,6 +34,7 @@ type Stock interface {
 	MarkLost(ctx context.Context, saleID int64, fence int64, atSeq string) (bool, error)
 	Paused(ctx context.Context, saleID int64) (bool, error)
 	RememberShards(saleID int64, k int)
+	DrawShards(ctx context.Context, saleID int64) ([]store.DrawShard, error)
 	Remind(ctx context.Context, saleID int64, reminderID string, expireAt time.Time) error
 	Reminders(ctx context.Context, saleID int64) (int64, error)
 }

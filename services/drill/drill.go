@@ -528,11 +528,13 @@ func (s *Drills) Sweep(ctx context.Context) (int, error) {
 	if _, err := s.d.DB.AbandonDrills(ctx, s.cfg.Silent, "interrupted: the instance running it stopped before the drill ended; its data was removed"); err != nil {
 		return 0, err
 	}
-	run, err := s.d.DB.RunningDrills(ctx)
+	// The copies first, then the drills running: a drill started between the two reads has a
+	// copy this pass did not list, so it cannot be taken for a leftover.
+	copies, err := s.d.DB.DrillCopies(ctx)
 	if err != nil {
 		return 0, err
 	}
-	copies, err := s.d.DB.DrillCopies(ctx)
+	run, err := s.d.DB.RunningDrills(ctx)
 	if err != nil {
 		return 0, err
 	}

@@ -59,10 +59,11 @@ func (p *Purchases) closeDraw(ctx context.Context, saleID int64) error {
 
 // enter hands a draw entry over to the queue durably, and answers once it is acknowledged (202
 // with draw: true). An entry whose publish failed is taken back in Redis (the draw does not wait
-// for it) and answered 503; if its message did reach the queue after all, it is written and
-// decided like any entry, and the shopper finds its outcome in their orders.
-func (p *Purchases) enter(ctx context.Context, info shop.ItemInfo, userID int64, orderID string, res store.Reservation, rank int64) (string, error) {
-	q := store.QueuedOrder{OrderID: orderID, SaleID: info.SaleID, ItemID: info.ItemID, UserID: userID, ReservedAt: res.ReservedAt.UnixMilli(),
+// for it, and its token answers as used) and answered 503; if its message did reach the queue
+// after all, it is written and decided like any entry, and the shopper finds its outcome in
+// their orders.
+func (p *Purchases) enter(ctx context.Context, info shop.ItemInfo, userID int64, orderID, nonce string, res store.Reservation, rank int64) (string, error) {
+	q := store.QueuedOrder{OrderID: orderID, SaleID: info.SaleID, ItemID: info.ItemID, UserID: userID, Seq: res.Seq, ReservedAt: res.ReservedAt.UnixMilli(),
 		Draw: true, Rank: rank}
 	perr := p.pub.Publish(context.WithoutCancel(ctx), q)
 	if perr == nil {
@@ -72,7 +73,7 @@ func (p *Purchases) enter(ctx context.Context, info shop.ItemInfo, userID int64,
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
 	ref := shop.OrderRef{SaleID: info.SaleID, ItemID: info.ItemID, UserID: userID, OrderID: orderID}
-	if _, err := p.stock.ReleaseEntry(rctx, info.Limit, ref); err != nil {
+	if _, err := p.stock.ReleaseEntry(rctx, info.Limit, ref, nonce); err != nil {
 		p.log.Warn("draw entry: publish failed and its release failed; the draw waits for a drained queue", "order", orderID, "publish_err", perr, "err", err)
 	}
 	return "", shop.Unavailable(perr)

@@ -29,7 +29,7 @@ type Stock interface {
 	InFlightOrder(ctx context.Context, saleID int64, orderID string) (store.InFlightEntry, bool, error)
 	Release(ctx context.Context, o shop.OrderRef, op shop.ReleaseOp) (store.ReleaseOutcome, error)
 	Reserve(ctx context.Context, a store.Attempt) (store.Reservation, error)
-	ReleaseEntry(ctx context.Context, limit string, o shop.OrderRef) (bool, error)
+	ReleaseEntry(ctx context.Context, limit string, o shop.OrderRef, nonce string) (bool, error)
 	Entry(ctx context.Context, saleID, userID int64, orderID string) (time.Time, bool, error)
 	Shards(ctx context.Context, saleID int64) (int, error)
 }
