@@ -10,6 +10,8 @@
 -- KEYS[5] {sale:S}:tok:NONCE  the attempt a purchase token was used for
 -- KEYS[6] {sale:S}:entrants   hash: shopper (as in buyers) -> order id of their draw entry
 -- KEYS[7] {sale:S}:draw       hash: order id -> "I:U:enteredAtMillis:rank", the entries not yet decided
+--                             (KEYS[6] and KEYS[7] are sent with ARGV[7] only: by an attempt that may
+--                             fall in a draw window)
 -- ARGV[1] user id, ARGV[2] order id, ARGV[3] item id, ARGV[4] token expiry (unix ms),
 -- ARGV[5] the highest reservation seq this instance has seen in this shard of the sale,
 -- ARGV[6] '1' when the caller may borrow units from other shards of a sharded sale (absent: '0')
@@ -26,7 +28,8 @@
 --       seq moves, as for a reservation); the caller publishes the entry. A second entry of the
 --       shopper is -2 naming the first.
 --   -13 after the window, before the draw is applied here: nothing attempted, the token is kept.
---   -14 inside the window without ARGV[7]: nothing attempted, the token is kept; ask with a rank.
+--   -14 inside the window without ARGV[7] (and KEYS[6..7]): nothing attempted, the token is kept;
+--       ask with a rank and those keys.
 -- The same attempt sent again (same token, same order id: the client's retry after a lost reply,
 -- or the shopper's page resending a purchase whose answer was lost; the caller derives the order
 -- id from the token and the item) gets the same answer. A refusal is answered as recorded; a
@@ -67,7 +70,7 @@ if m[8] and m[8] ~= '0' and m[9] ~= '1' then
   if now >= tonumber(m[8]) then
     return {-13, 0, now, ''}
   end
-  if not ARGV[7] or ARGV[7] == '' then
+  if not ARGV[7] or ARGV[7] == '' or not KEYS[7] then
     return {-14, 0, now, ''}
   end
   entering = true

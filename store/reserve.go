@@ -132,12 +132,15 @@ func (s *Stock) Reserve(ctx context.Context, a Attempt) (Reservation, error) {
 // unit of the item: nothing attempted).
 func (s *Stock) reserveIn(ctx context.Context, a Attempt, shard int, mayBorrow bool) (Reservation, int64, error) {
 	keys := []string{MetaKeyOf(a.SaleID, shard), StockKeyOf(a.SaleID, shard, a.ItemID), BuyersKeyOf(a.SaleID, shard),
-		InFlightKeyOf(a.SaleID, shard), tokenKey(a.SaleID, shard, a.Nonce), EntrantsKeyOf(a.SaleID, shard), DrawKeyOf(a.SaleID, shard)}
+		InFlightKeyOf(a.SaleID, shard), tokenKey(a.SaleID, shard, a.Nonce)}
 	args := []any{a.UserID, a.OrderID, a.ItemID, a.TokenExpires.UnixMilli(), a.Floor}
 	if mayBorrow || a.Rank > 0 {
 		args = append(args, flag(mayBorrow))
 	}
 	if a.Rank > 0 {
+		// a draw entry's keys and rank: only an attempt that may fall in a draw window pays for
+		// them (one that does without them is answered -14 and sent again with them)
+		keys = append(keys, EntrantsKeyOf(a.SaleID, shard), DrawKeyOf(a.SaleID, shard))
 		args = append(args, a.Rank)
 	}
 	v, err := s.reserve.Run(ctx, s.rdb, keys, args...).Slice()
