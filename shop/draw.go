@@ -12,13 +12,13 @@ import "time"
 const MaxFairStartMillis = 10_000
 
 // DrawWindowEnd is when a sale's draw window closes (the start itself when it has none).
-func (s Sale) DrawWindowEnd() time.Time {
-	return s.StartsAt.Add(time.Duration(s.FairStartMillis) * time.Millisecond)
-}
+func (s Sale) DrawWindowEnd() time.Time { return drawWindowEnd(s.StartsAt, s.FairStartMillis) }
 
-// InDrawWindow reports whether a purchase at now falls in the sale's draw window.
-func InDrawWindow(startsAt time.Time, fairStartMillis int, now time.Time) bool {
-	return fairStartMillis > 0 && !now.Before(startsAt) && now.Before(startsAt.Add(time.Duration(fairStartMillis)*time.Millisecond))
+// DrawWindowEnd is when the item's sale's draw window closes (the start itself when it has none).
+func (i ItemInfo) DrawWindowEnd() time.Time { return drawWindowEnd(i.StartsAt, i.FairStartMillis) }
+
+func drawWindowEnd(startsAt time.Time, fairStartMillis int) time.Time {
+	return startsAt.Add(time.Duration(fairStartMillis) * time.Millisecond)
 }
 
 // NotSelectedMessage tells an entrant the draw did not pick them.

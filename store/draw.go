@@ -153,38 +153,39 @@ func (d *DB) InsertEntries(ctx context.Context, entries []NewEntry) (int, error)
 	if len(entries) == 0 {
 		return 0, nil
 	}
-	n := len(entries)
-	ids, items, users, at, ranks, seqs := make(pgArray, n), make(pgArray, n), make(pgArray, n), make(pgArray, n), make(pgArray, n), make(pgArray, n)
-	shards := make(pgArray, n) // the shopper's stock shard (-1: a sale of one shard)
-	var itemIDs []int64
-	seen := map[int64]bool{}
+	orders := make([]NewOrder, len(entries)) // laid out by columnsOf, as the writer's orders
+	ranks := make(pgArray, len(entries))
 	for i, e := range entries {
-		ids[i] = e.ID
-		items[i] = strconv.FormatInt(e.ItemID, 10)
-		users[i] = strconv.FormatInt(e.UserID, 10)
-		at[i] = `"` + e.EnteredAt.UTC().Format(time.RFC3339Nano) + `"`
+		orders[i] = NewOrder{ID: e.ID, SaleID: e.SaleID, ItemID: e.ItemID, UserID: e.UserID, Seq: e.Seq, ReservedAt: e.EnteredAt}
 		ranks[i] = strconv.FormatInt(e.Rank, 10)
-		seqs[i] = strconv.FormatInt(e.Seq, 10)
-		k, err := d.StockShardsCached(ctx, e.SaleID)
-		if err != nil {
-			return 0, fmt.Errorf("insert entries: %w", err)
-		}
-		shards[i] = "-1"
-		if k > 1 {
-			shards[i] = strconv.Itoa(ShardOf(e.UserID, k))
-		}
-		if !seen[e.ItemID] {
-			seen[e.ItemID] = true
-			itemIDs = append(itemIDs, e.ItemID)
-		}
 	}
-	var count int64
-	// The sales' rows FOR SHARE first, then the items' rows in id order (the order every writer
-	// of items takes), then the rows; each item's max_seq (and its shard's) rises to the entries'
-	// seqs, so a Redis that lost entries is found behind Postgres as one that lost reservations.
-	err := d.g.WithContext(ctx).Raw(`WITH u AS (
-			SELECT * FROM unnest(?::uuid[], ?::bigint[], ?::bigint[], ?::timestamptz[], ?::bigint[], ?::bigint[], ?::int[])
-				AS u(id, item_id, user_id, entered_at, rank, seq, shard)
+	shIDs, shards, err := d.shardsOfOrders(ctx, orders)
+	if err != nil {
+		return 0, fmt.Errorf("insert entries: %w", err)
+	}
+	c := columnsOf(orders)
+	args := []any{c.ids.literal(), c.items.literal(), c.users.literal(), c.reserved.literal(), c.seqs.literal(), ranks.literal(),
+		int64Array(c.itemIDs), reasonLateEntry}
+	perShard := ""
+	if len(shIDs) > 0 {
+		perShard = insertOrdersPerShard
+		args = append(args, shIDs.literal(), shards.literal())
+	}
+	var n int64
+	if err := d.g.WithContext(ctx).Raw(insertEntriesSQL+perShard+`
+		SELECT count(*) FROM ins`, args...).Scan(&n).Error; err != nil {
+		return 0, fmt.Errorf("insert entries: %w", err)
+	}
+	return int(n), nil
+}
+
+// insertEntriesSQL is InsertEntries' statement: the sales' rows FOR SHARE first, then the items'
+// rows in id order (the order every writer of items takes), then the rows; each item's max_seq
+// rises to its entries' seqs (and each shard's, with insertOrdersPerShard after it, as for
+// orders), so a Redis that lost entries is found behind Postgres as one that lost reservations.
+const insertEntriesSQL = `WITH u AS (
+			SELECT * FROM unnest(?::uuid[], ?::bigint[], ?::bigint[], ?::timestamptz[], ?::bigint[], ?::bigint[])
+				AS u(id, item_id, user_id, entered_at, seq, rank)
 		), s AS (
 			SELECT s.id, s.draw_closed_at, s.purchase_limit FROM sales s
 			WHERE s.id IN (SELECT i.sale_id FROM items i WHERE i.id IN (SELECT item_id FROM u)) ORDER BY s.id FOR SHARE
@@ -204,20 +205,7 @@ func (d *DB) InsertEntries(ctx context.Context, entries []NewEntry) (int, error)
 			UPDATE items SET max_seq = greatest(items.max_seq, x.ms)
 			FROM (SELECT item_id, max(seq) AS ms FROM ins GROUP BY item_id) x WHERE items.id = x.item_id
 			RETURNING items.id
-		), shard_seqs AS (
-			INSERT INTO item_shard_seqs (item_id, shard, max_seq)
-			SELECT ins.item_id, u.shard, max(ins.seq) FROM ins JOIN u ON u.id = ins.id WHERE u.shard >= 0
-			GROUP BY ins.item_id, u.shard
-			ON CONFLICT (item_id, shard) DO UPDATE SET max_seq = greatest(item_shard_seqs.max_seq, excluded.max_seq)
-			RETURNING item_id
-		)
-		SELECT count(*) FROM ins`, ids.literal(), items.literal(), users.literal(), at.literal(), ranks.literal(), seqs.literal(), shards.literal(),
-		int64Array(itemIDs), reasonLateEntry).Scan(&count).Error
-	if err != nil {
-		return 0, fmt.Errorf("insert entries: %w", err)
-	}
-	return int(count), nil
-}
+		)`
 
 // Reasons an entry was not drawn, kept on its row.
 const (
@@ -263,75 +251,101 @@ func (d *DB) DrawsDue(ctx context.Context, now time.Time) ([]int64, error) {
 func (d *DB) CloseDraw(ctx context.Context, saleID int64) (Decision, bool, error) {
 	now := false
 	err := d.g.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		var sale struct {
-			Found         bool
-			Closed        bool
-			Window        int
-			PurchaseLimit string
-		}
-		if err := tx.Raw(`SELECT true AS found, draw_closed_at IS NOT NULL AS closed, payment_window_seconds AS window, purchase_limit
-			FROM sales WHERE id = ? FOR UPDATE`, saleID).Scan(&sale).Error; err != nil {
+		window, closed, err := lockForDraw(tx, saleID)
+		if err != nil || closed {
 			return err
-		}
-		if !sale.Found {
-			return ErrNotFound
-		}
-		if sale.Closed {
-			return nil
 		}
 		now = true
-		if err := tx.Exec(`SELECT id FROM items WHERE sale_id = ? ORDER BY id FOR UPDATE`, saleID).Error; err != nil {
+		winners, err := giveUnits(tx, saleID, window)
+		if err != nil {
 			return err
 		}
-		var won []struct {
-			ItemID int64
-			N      int
-		}
-		if err := tx.Raw(`WITH e AS (
-				SELECT o.id, o.item_id, o.user_id, o.draw_rank, o.per_sale,
-				       row_number() OVER (PARTITION BY CASE WHEN o.per_sale THEN o.user_id::text ELSE o.item_id::text || ':' || o.user_id::text END
-				                          ORDER BY o.reserved_at, o.id) AS nth
-				FROM orders o WHERE o.sale_id = ? AND o.status = 'ENTERED'
-			), r AS (
-				SELECT e.id, e.item_id, row_number() OVER (PARTITION BY e.item_id ORDER BY e.draw_rank, e.id) AS place
-				FROM e WHERE e.nth = 1 AND NOT EXISTS (
-					SELECT 1 FROM orders l WHERE l.sale_id = ? AND l.status IN ('PENDING', 'PAID') AND l.user_id = e.user_id
-					AND (e.per_sale OR l.item_id = e.item_id))
-			), w AS (
-				UPDATE orders o SET status = 'PENDING', created_at = now(), pay_by = now() + make_interval(secs => ?)
-				FROM r JOIN items i ON i.id = r.item_id
-				WHERE o.id = r.id AND r.place <= i.quantity - i.sold
-				RETURNING o.item_id
-			)
-			SELECT item_id, count(*) AS n FROM w GROUP BY item_id`, saleID, saleID, sale.Window).Scan(&won).Error; err != nil {
+		if err := endTheOthers(tx, saleID); err != nil {
 			return err
 		}
-		winners := 0
-		for _, x := range won {
-			winners += x.N
-			if err := tx.Exec(`UPDATE items SET sold = sold + ? WHERE id = ?`, x.N, x.ItemID).Error; err != nil {
-				return err
-			}
-		}
-		if err := tx.Exec(`UPDATE orders o SET status = 'NOT_SELECTED',
-				failure = CASE WHEN EXISTS (SELECT 1 FROM orders f WHERE f.sale_id = o.sale_id AND f.draw_rank IS NOT NULL AND f.id <> o.id
-					AND f.user_id = o.user_id AND (o.per_sale OR f.item_id = o.item_id)
-					AND (f.reserved_at, f.id) < (o.reserved_at, o.id)) THEN ? ELSE ? END
-			WHERE o.sale_id = ? AND o.status = 'ENTERED'`, reasonTwice, reasonNotDrawn, saleID).Error; err != nil {
-			return err
-		}
-		if err := tx.Exec(`UPDATE items SET draw_left = quantity - sold WHERE sale_id = ?`, saleID).Error; err != nil {
-			return err
-		}
-		return tx.Exec(`UPDATE sales SET draw_closed_at = now(), draw_winners = ?,
-				draw_entries = (SELECT count(*) FROM orders WHERE sale_id = ? AND draw_rank IS NOT NULL)
-			WHERE id = ?`, winners, saleID, saleID).Error
+		return recordDraw(tx, saleID, winners)
 	})
 	if err != nil {
 		return Decision{}, false, fmt.Errorf("close draw(sale %d): %w", saleID, err)
 	}
 	dec, err := d.decision(ctx, saleID)
 	return dec, now, err
+}
+
+// lockForDraw takes the sale's row, then its items' rows in id order (as the writer, expiry and
+// cancel take them), and tells the sale's payment window and whether its draw was decided before.
+func lockForDraw(tx *gorm.DB, saleID int64) (window int, closed bool, err error) {
+	var sale struct {
+		Found  bool
+		Closed bool
+		Window int
+	}
+	if err := tx.Raw(`SELECT true AS found, draw_closed_at IS NOT NULL AS closed, payment_window_seconds AS window
+		FROM sales WHERE id = ? FOR UPDATE`, saleID).Scan(&sale).Error; err != nil {
+		return 0, false, err
+	}
+	if !sale.Found {
+		return 0, false, ErrNotFound
+	}
+	if sale.Closed {
+		return 0, true, nil
+	}
+	return sale.Window, false, tx.Exec(`SELECT id FROM items WHERE sale_id = ? ORDER BY id FOR UPDATE`, saleID).Error
+}
+
+// giveUnits makes the best-ranked first entry of each shopper PENDING, per item up to its units
+// left (their payment window starts now), counts them in the items' sold, and returns how many.
+func giveUnits(tx *gorm.DB, saleID int64, window int) (int, error) {
+	var won []struct {
+		ItemID int64
+		N      int
+	}
+	if err := tx.Raw(`WITH e AS (
+			SELECT o.id, o.item_id, o.user_id, o.draw_rank, o.per_sale,
+			       row_number() OVER (PARTITION BY CASE WHEN o.per_sale THEN o.user_id::text ELSE o.item_id::text || ':' || o.user_id::text END
+			                          ORDER BY o.reserved_at, o.id) AS nth
+			FROM orders o WHERE o.sale_id = ? AND o.status = 'ENTERED'
+		), r AS (
+			SELECT e.id, e.item_id, row_number() OVER (PARTITION BY e.item_id ORDER BY e.draw_rank, e.id) AS place
+			FROM e WHERE e.nth = 1 AND NOT EXISTS (
+				SELECT 1 FROM orders l WHERE l.sale_id = ? AND l.status IN ('PENDING', 'PAID') AND l.user_id = e.user_id
+				AND (e.per_sale OR l.item_id = e.item_id))
+		), w AS (
+			UPDATE orders o SET status = 'PENDING', created_at = now(), pay_by = now() + make_interval(secs => ?)
+			FROM r JOIN items i ON i.id = r.item_id
+			WHERE o.id = r.id AND r.place <= i.quantity - i.sold
+			RETURNING o.item_id
+		)
+		SELECT item_id, count(*) AS n FROM w GROUP BY item_id`, saleID, saleID, window).Scan(&won).Error; err != nil {
+		return 0, err
+	}
+	winners := 0
+	for _, x := range won {
+		winners += x.N
+		if err := tx.Exec(`UPDATE items SET sold = sold + ? WHERE id = ?`, x.N, x.ItemID).Error; err != nil {
+			return 0, err
+		}
+	}
+	return winners, nil
+}
+
+// endTheOthers ends every entry the draw did not give a unit NOT_SELECTED, saying why.
+func endTheOthers(tx *gorm.DB, saleID int64) error {
+	return tx.Exec(`UPDATE orders o SET status = 'NOT_SELECTED',
+			failure = CASE WHEN EXISTS (SELECT 1 FROM orders f WHERE f.sale_id = o.sale_id AND f.draw_rank IS NOT NULL AND f.id <> o.id
+				AND f.user_id = o.user_id AND (o.per_sale OR f.item_id = o.item_id)
+				AND (f.reserved_at, f.id) < (o.reserved_at, o.id)) THEN ? ELSE ? END
+		WHERE o.sale_id = ? AND o.status = 'ENTERED'`, reasonTwice, reasonNotDrawn, saleID).Error
+}
+
+// recordDraw writes what the draw left of each item and the sale's draw: when, entries, winners.
+func recordDraw(tx *gorm.DB, saleID int64, winners int) error {
+	if err := tx.Exec(`UPDATE items SET draw_left = quantity - sold WHERE sale_id = ?`, saleID).Error; err != nil {
+		return err
+	}
+	return tx.Exec(`UPDATE sales SET draw_closed_at = now(), draw_winners = ?,
+			draw_entries = (SELECT count(*) FROM orders WHERE sale_id = ? AND draw_rank IS NOT NULL)
+		WHERE id = ?`, winners, saleID, saleID).Error
 }
 
 // decision reads a decided draw: its winners (whatever became of their orders since: a winner's

@@ -81,6 +81,19 @@ func (s *Stock) Reserve(ctx context.Context, a Attempt) (Reservation, error) {
 	if err != nil {
 		return Reservation{}, err
 	}
+	if code >= 0 {
+		return r, nil // a reservation: code is the units left
+	}
+	return s.answer(ctx, a, k, r, code)
+}
+
+// refusals are the reserve script's answers that are refusals and nothing more.
+var refusals = map[int64]error{-2: ErrAlreadyBuyer, -3: ErrStockUnknown, -4: ErrTokenAlreadyUsed, -6: ErrNotStarted,
+	-7: ErrEnded, -8: ErrPaused, -13: ErrDrawClosing, -14: ErrRankNeeded}
+
+// answer turns the reserve script's negative code into the reservation and the refusal it says
+// (see lua/reserve.lua); k is the sale's shard count.
+func (s *Stock) answer(ctx context.Context, a Attempt, k int, r Reservation, code int64) (Reservation, error) {
 	switch code {
 	case -1:
 		r.AllEmpty = true
@@ -90,12 +103,6 @@ func (s *Stock) Reserve(ctx context.Context, a Attempt) (Reservation, error) {
 			r.AllEmpty, _ = s.allEmpty(ctx, a.SaleID, k, a.ItemID)
 		}
 		return r, ErrSoldOut
-	case -2:
-		return r, ErrAlreadyBuyer
-	case -3:
-		return r, ErrStockUnknown
-	case -4:
-		return r, ErrTokenAlreadyUsed
 	case -5:
 		if k > 1 {
 			// the script marked its shard lost: a sharded sale fails closed as a whole
@@ -104,12 +111,6 @@ func (s *Stock) Reserve(ctx context.Context, a Attempt) (Reservation, error) {
 			}
 		}
 		return r, ErrRedisWentBack
-	case -6:
-		return r, ErrNotStarted
-	case -7:
-		return r, ErrEnded
-	case -8:
-		return r, ErrPaused
 	case -10, -11:
 		r.Left, r.HeldOrder = 0, ""
 		r.Again, r.Durable = true, code == -10
@@ -117,15 +118,11 @@ func (s *Stock) Reserve(ctx context.Context, a Attempt) (Reservation, error) {
 	case -12:
 		r.Left, r.HeldOrder, r.Entered = 0, "", true
 		return r, nil
-	case -13:
-		return r, ErrDrawClosing
-	case -14:
-		return r, ErrRankNeeded
 	}
-	if code < 0 {
-		return r, fmt.Errorf("reserve: unknown code %d", code)
+	if err, ok := refusals[code]; ok {
+		return r, err
 	}
-	return r, nil
+	return r, fmt.Errorf("reserve: unknown code %d", code)
 }
 
 // reserveIn runs the reserve script in one shard; mayBorrow lets it answer -9 (the shard has no

@@ -37,8 +37,7 @@ func mayEnter(info shop.ItemInfo, now time.Time) bool {
 	if info.FairStartMillis <= 0 {
 		return false
 	}
-	end := info.StartsAt.Add(time.Duration(info.FairStartMillis) * time.Millisecond)
-	return now.After(info.StartsAt.Add(-time.Second)) && now.Before(end.Add(time.Second))
+	return now.After(info.StartsAt.Add(-time.Second)) && now.Before(info.DrawWindowEnd().Add(time.Second))
 }
 
 var errDrawNotClosed = errors.New("the draw of the sale's first moments is not decided yet")

@@ -3,7 +3,6 @@ package purchase
 import (
 	"context"
 	"errors"
-	"time"
 
 	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
@@ -90,7 +89,7 @@ func (p *Purchases) Order(ctx context.Context, userID int64, orderID string) (sh
 	if err != nil {
 		return shop.OrderView{}, shop.Unavailable(err)
 	}
-	if o.Status == shop.StatusEntered && !p.now().Before(info.StartsAt.Add(time.Duration(info.FairStartMillis)*time.Millisecond)) {
+	if o.Status == shop.StatusEntered && !p.now().Before(info.DrawWindowEnd()) {
 		// an entrant asking after the window: the draw is decided now rather than at the next
 		// keeper pass (in the background; concurrent askers share one close)
 		go func() { _ = p.closeDraw(context.Background(), info.SaleID) }()
