@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -160,6 +161,11 @@ func TestFairStartDraw(t *testing.T) {
 	if d.Status != http.StatusOK || d.Body["windowMillis"] != float64(3000) || d.Body["entries"] != float64(20) ||
 		d.Body["winners"] != float64(5) || d.Body["closedAt"] == nil {
 		t.Errorf("draw record: %d %s, want windowMillis 3000, 20 entries, 5 winners, closedAt", d.Status, d.Raw)
+	}
+	for _, bad := range []string{"bogus", strings.Repeat("x", 300)} {
+		if r := h.do("GET", fmt.Sprintf("/api/admin/sales/%d/draw?cursor=%s", s.sale, bad), merchant, nil); r.Status != http.StatusBadRequest || r.str("error") != "INVALID_INPUT" {
+			t.Errorf("draw record with a cursor not given out: %d %s, want 400 INVALID_INPUT", r.Status, r.Raw)
+		}
 	}
 	rec, _ := d.Body["record"].([]any)
 	if len(rec) != 20 {
