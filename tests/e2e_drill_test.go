@@ -72,7 +72,7 @@ func TestE2EFireDrill(t *testing.T) {
 	b.do("a 390-pixel phone", chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile))
 	b.do("the page in Chinese", chromedp.Navigate(h.srv.URL+"/admin/sales/"+saleID+"?lang=zh"))
 	b.waitFor("the kept result, in Chinese", 10*time.Second,
-		`e.q('fire-drill').getAttribute('data-phase') === 'done' && /^本实例每秒约可接待 [\d,]+ 位顾客；你预计的 6,000 人需要 [\d,]+ 个实例。/.test(e.text(e.q('drill-verdict')))`)
+		`e.shown(e.q('fire-drill')) && e.q('fire-drill').getAttribute('data-phase') === 'done' && /^本实例每秒约可接待 [\d,]+ 位顾客；你预计的 6,000 人需要 [\d,]+ 个实例。/.test(e.text(e.q('drill-verdict')))`)
 	if w := e2eEval[[]float64](b, "the width", `[document.documentElement.scrollWidth, document.documentElement.clientWidth]`); w[0] != w[1] || w[1] != 390 {
 		b.errorf("phone: the page is %v px wide in a %v px viewport, want no sideways scroll", w[0], w[1])
 	}
@@ -88,7 +88,7 @@ func TestE2EFireDrill(t *testing.T) {
 	}
 	b.do("the page in English", chromedp.Navigate(h.srv.URL+"/admin/sales/"+saleID+"?lang=en"))
 	b.waitFor("the refusal explained, the button off", 15*time.Second,
-		`e.q('drill-start').disabled && /^"Flash socks" \(sale \d+\) starts in 2\d min, at .*: no fire drill within 30 minutes of a sale's start/.test(e.text(e.q('drill-status')))`)
+		`e.shown(e.q('fire-drill')) && e.q('drill-start').disabled && /^"Flash socks" \(sale \d+\) starts in 2\d min, at .*: no fire drill within 30 minutes of a sale's start/.test(e.text(e.q('drill-status')))`)
 	if w := e2eEval[[]float64](b, "the width", `[document.documentElement.scrollWidth, document.documentElement.clientWidth]`); w[0] != w[1] {
 		b.errorf("phone: the page is %v px wide in a %v px viewport", w[0], w[1])
 	}
@@ -99,10 +99,11 @@ func TestE2EFireDrill(t *testing.T) {
 	b.checkConsole()
 }
 
-// drillShot saves a picture of the fire drill's section.
+// drillShot saves a picture of the fire drill's section, once the live panel around it is shown
+// (the drill's state may arrive before the sale's live figures that show the panel).
 func drillShot(b *e2eTab, dir, file string) {
 	b.t.Helper()
-	b.do("scroll to the fire drill", chromedp.ScrollIntoView(e2eTestID("fire-drill")))
+	b.do("scroll to the fire drill", chromedp.ScrollIntoView(e2eTestID("fire-drill"), chromedp.NodeVisible))
 	buf, err := chromedp.Run(b.ctx, chromedp.Screenshot(e2eTestID("fire-drill"), chromedp.NodeVisible))
 	if err != nil {
 		b.fatalf("screenshot %s: %v", file, err)
