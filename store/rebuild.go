@@ -21,55 +21,14 @@ var ErrRebuildBusy = errors.New("another instance is rebuilding the sale")
 func (d *DB) RebuildSnapshot(ctx context.Context, saleID int64) (Snapshot, error) {
 	snap := Snapshot{SaleID: saleID, Left: map[int64]int64{}, Quantity: map[int64]int64{}, Buyers: map[string]string{}}
 	err := d.g.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		var sale struct {
-			RedisEpoch    int64
-			PurchaseLimit string
-			StartsAt      time.Time
-			EndsAt        time.Time
-			Paused        bool
-			FairStart     int
-			DrawClosedAt  *time.Time
-		}
-		if err := tx.Raw(`UPDATE sales SET redis_epoch = redis_epoch + 1 WHERE id = ?
-			RETURNING redis_epoch, purchase_limit, starts_at, ends_at, paused, fair_start_millis AS fair_start, draw_closed_at`, saleID).Scan(&sale).Error; err != nil {
+		if err := snapshotSale(tx, &snap); err != nil {
 			return err
 		}
-		if sale.RedisEpoch == 0 {
-			return ErrNotFound
-		}
-		snap.Epoch, snap.Limit, snap.StartsAt, snap.EndsAt, snap.Paused = sale.RedisEpoch, sale.PurchaseLimit, sale.StartsAt, sale.EndsAt, sale.Paused
-		snap.DrawEnds = drawEnds(sale.StartsAt, sale.FairStart)
-		snap.Drawn = sale.FairStart > 0 && sale.DrawClosedAt != nil
-		var items []struct {
-			ID       int64
-			Quantity int64
-			MaxSeq   int64
-			Live     int64
-		}
-		if err := tx.Raw(`SELECT i.id, i.quantity, i.max_seq,
-				(SELECT count(*) FROM orders o WHERE o.item_id = i.id AND o.status IN ('PENDING','PAID')) AS live
-			FROM items i WHERE i.sale_id = ? ORDER BY i.position`, saleID).Scan(&items).Error; err != nil {
+		if err := snapshotItems(tx, &snap); err != nil {
 			return err
 		}
-		for _, it := range items {
-			snap.Items = append(snap.Items, it.ID)
-			snap.Left[it.ID] = it.Quantity - it.Live
-			snap.Quantity[it.ID] = it.Quantity
-			snap.MaxSeq = max(snap.MaxSeq, it.MaxSeq)
-		}
-		if err := tx.Raw(`SELECT stock_shards FROM sales WHERE id = ?`, saleID).Scan(&snap.Shards).Error; err != nil {
+		if err := snapshotBuyers(tx, &snap); err != nil {
 			return err
-		}
-		var live []struct {
-			ID     string
-			ItemID int64
-			UserID int64
-		}
-		if err := tx.Raw(`SELECT id::text AS id, item_id, user_id FROM orders WHERE sale_id = ? AND status IN ('PENDING','PAID')`, saleID).Scan(&live).Error; err != nil {
-			return err
-		}
-		for _, o := range live {
-			snap.Buyers[BuyerMember(snap.Limit, o.ItemID, o.UserID)] = o.ID
 		}
 		return tx.Raw(`SELECT order_id::text FROM stock_returns WHERE sale_id = ?`, saleID).Scan(&snap.Gone).Error
 	}, repeatableRead)
@@ -81,6 +40,73 @@ func (d *DB) RebuildSnapshot(ctx context.Context, saleID int64) (Snapshot, error
 		return Snapshot{}, fmt.Errorf("rebuild snapshot(sale %d): %w", saleID, err)
 	}
 	return snap, nil
+}
+
+// snapshotSale bumps the sale's epoch and reads its terms, shards and draw into snap.
+func snapshotSale(tx *gorm.DB, snap *Snapshot) error {
+	var sale struct {
+		RedisEpoch    int64
+		PurchaseLimit string
+		StartsAt      time.Time
+		EndsAt        time.Time
+		Paused        bool
+		StockShards   int
+		FairStart     int
+		DrawClosedAt  *time.Time
+	}
+	if err := tx.Raw(`UPDATE sales SET redis_epoch = redis_epoch + 1 WHERE id = ?
+		RETURNING redis_epoch, purchase_limit, starts_at, ends_at, paused, stock_shards, fair_start_millis AS fair_start, draw_closed_at`,
+		snap.SaleID).Scan(&sale).Error; err != nil {
+		return err
+	}
+	if sale.RedisEpoch == 0 {
+		return ErrNotFound
+	}
+	snap.Epoch, snap.Limit, snap.StartsAt, snap.EndsAt, snap.Paused = sale.RedisEpoch, sale.PurchaseLimit, sale.StartsAt, sale.EndsAt, sale.Paused
+	snap.Shards = sale.StockShards
+	snap.DrawEnds = drawEnds(sale.StartsAt, sale.FairStart)
+	snap.Drawn = sale.FairStart > 0 && sale.DrawClosedAt != nil
+	return nil
+}
+
+// snapshotItems reads each item's quantity, units left (quantity less live orders) and highest
+// reservation seq into snap.
+func snapshotItems(tx *gorm.DB, snap *Snapshot) error {
+	var items []struct {
+		ID       int64
+		Quantity int64
+		MaxSeq   int64
+		Live     int64
+	}
+	if err := tx.Raw(`SELECT i.id, i.quantity, i.max_seq,
+			(SELECT count(*) FROM orders o WHERE o.item_id = i.id AND o.status IN ('PENDING','PAID')) AS live
+		FROM items i WHERE i.sale_id = ? ORDER BY i.position`, snap.SaleID).Scan(&items).Error; err != nil {
+		return err
+	}
+	for _, it := range items {
+		snap.Items = append(snap.Items, it.ID)
+		snap.Left[it.ID] = it.Quantity - it.Live
+		snap.Quantity[it.ID] = it.Quantity
+		snap.MaxSeq = max(snap.MaxSeq, it.MaxSeq)
+	}
+	return nil
+}
+
+// snapshotBuyers reads the live orders (PENDING, PAID) as Redis's buyer members.
+func snapshotBuyers(tx *gorm.DB, snap *Snapshot) error {
+	var live []struct {
+		ID     string
+		ItemID int64
+		UserID int64
+	}
+	if err := tx.Raw(`SELECT id::text AS id, item_id, user_id FROM orders WHERE sale_id = ? AND status IN ('PENDING','PAID')`,
+		snap.SaleID).Scan(&live).Error; err != nil {
+		return err
+	}
+	for _, o := range live {
+		snap.Buyers[BuyerMember(snap.Limit, o.ItemID, o.UserID)] = o.ID
+	}
+	return nil
 }
 
 // MaxSeqOfSale returns the highest reservation seq Postgres holds for a sale.
