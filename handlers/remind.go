@@ -39,10 +39,6 @@ func (a *API) Remind(c *gin.Context) {
 		Error(c, a.Log, err)
 		return
 	}
-	if a.Reminders == nil {
-		Error(c, a.Log, shop.Errorf(shop.CodeInternal, "reminders are not configured"))
-		return
-	}
 	if err := a.Reminders.Remind(c.Request.Context(), id, in.ReminderID); err != nil {
 		Error(c, a.Log, err)
 		return
