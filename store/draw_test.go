@@ -29,8 +29,8 @@ func TestDrawScripts(t *testing.T) {
 	}
 	a.Rank = 42
 	r := mustReserve(t, s, a)
-	if !r.Entered || r.Seq == 0 {
-		t.Fatalf("an attempt in the window: %+v, want entered with a seq", r)
+	if !r.Entered || r.Seq == 0 || r.Rank != 42 {
+		t.Fatalf("an attempt in the window: %+v, want entered with a seq and the attempt's rank", r)
 	}
 	if got := stockOf(t, rdb, sale, item); got != 3 {
 		t.Errorf("stock after an entry: %d, want 3 (no unit taken)", got)
@@ -40,8 +40,8 @@ func TestDrawScripts(t *testing.T) {
 	if r, err := s.Reserve(ctx, again); !errors.Is(err, store.ErrAlreadyBuyer) || r.HeldOrder != a.OrderID {
 		t.Errorf("a second entry of the shopper: %+v %v, want ErrAlreadyBuyer naming the first", r, err)
 	}
-	if r, err := s.Reserve(ctx, a); err != nil || !r.Entered {
-		t.Errorf("the same attempt sent again: %+v %v, want entered", r, err)
+	if r, err := s.Reserve(ctx, a); err != nil || !r.Entered || r.Rank != 42 {
+		t.Errorf("the same attempt sent again: %+v %v, want entered with its rank", r, err)
 	}
 	// An entry whose publish failed is taken back: the draw no longer holds it, its token is used.
 	b := attempt(t, s, sale, item, 2, "00000000-0000-0000-0000-000000000002", "n2")

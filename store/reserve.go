@@ -40,8 +40,10 @@ type Reservation struct {
 	// send may have answered 202 for it).
 	Again, Durable bool
 	// Entered: the attempt fell in the sale's draw window and entered the draw (no unit taken):
-	// the caller publishes the entry (store.QueuedOrder with Draw). A resend of it answers the same.
+	// the caller publishes the entry (store.QueuedOrder with Draw) with its Rank, the attempt's.
+	// A resend of it answers the same.
 	Entered bool
+	Rank    int64
 }
 
 // ErrDrawClosing: the sale's draw window has closed and its draw is not applied in the shopper's
@@ -116,7 +118,7 @@ func (s *Stock) answer(ctx context.Context, a Attempt, k int, r Reservation, cod
 		r.Again, r.Durable = true, code == -10
 		return r, nil
 	case -12:
-		r.Left, r.HeldOrder, r.Entered = 0, "", true
+		r.Left, r.HeldOrder, r.Entered, r.Rank = 0, "", true, a.Rank
 		return r, nil
 	}
 	if err, ok := refusals[code]; ok {

@@ -56,14 +56,14 @@ func (p *Purchases) closeDraw(ctx context.Context, saleID int64) error {
 	return p.draws.Close(cctx, saleID)
 }
 
-// enter hands a draw entry over to the queue durably, and answers once it is acknowledged (202
+// enter hands a draw entry over to the queue durably, with the rank its attempt was sent with, and answers once it is acknowledged (202
 // with draw: true). An entry whose publish failed is taken back in Redis (the draw does not wait
 // for it, and its token answers as used) and answered 503; if its message did reach the queue
 // after all, it is written and decided like any entry, and the shopper finds its outcome in
 // their orders.
-func (p *Purchases) enter(ctx context.Context, info shop.ItemInfo, userID int64, orderID, nonce string, res store.Reservation, rank int64) (string, error) {
+func (p *Purchases) enter(ctx context.Context, info shop.ItemInfo, userID int64, orderID, nonce string, res store.Reservation) (string, error) {
 	q := store.QueuedOrder{OrderID: orderID, SaleID: info.SaleID, ItemID: info.ItemID, UserID: userID, Seq: res.Seq, ReservedAt: res.ReservedAt.UnixMilli(),
-		Draw: true, Rank: rank}
+		Draw: true, Rank: res.Rank}
 	perr := p.pub.Publish(context.WithoutCancel(ctx), q)
 	if perr == nil {
 		p.metrics.DrawEntries.Inc()

@@ -147,7 +147,7 @@ func (p *Purchases) purchase(ctx context.Context, userID, itemID int64, token, i
 		return "", info.SaleID, false, err
 	}
 	if res.Entered {
-		id, err := p.enter(ctx, info, userID, orderID, tok.Nonce, res, p.ranks.of(orderID))
+		id, err := p.enter(ctx, info, userID, orderID, tok.Nonce, res)
 		return id, info.SaleID, err == nil, err
 	}
 	id, err := p.take(ctx, info, userID, orderID, res, reservedAt)
