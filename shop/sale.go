@@ -28,6 +28,10 @@ type Sale struct {
 	Items   []Item
 }
 
+// OwnedBy tells whether merchantID may see and change the sale: it is theirs and not a fire
+// drill's scratch copy (a copy is the drill's alone: to its merchant too it does not exist).
+func (s Sale) OwnedBy(merchantID int64) bool { return s.MerchantID == merchantID && s.DrillOf == 0 }
+
 // RateLimits are the sale's purchase-path rate limits, its own where set.
 func (s Sale) RateLimits() RateLimits {
 	if s.Limits != nil {

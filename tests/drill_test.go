@@ -160,6 +160,12 @@ func TestFireDrillRunsOnACopyAndLeavesNothing(t *testing.T) {
 					t.Errorf("GET %s of the drill's copy: %d, want 404", fmt.Sprintf(p, copyID), r.Status)
 				}
 			}
+			// nor its own merchant: the copy is the drill's alone
+			for _, p := range []string{"/api/admin/sales/%d/stock", "/api/admin/sales/%d/live", "/api/admin/sales/%d/orders", "/api/admin/sales/%d/drill", "/api/admin/sales/%d/draw"} {
+				if r := h.do("GET", fmt.Sprintf(p, copyID), merchant, nil); r.Status != http.StatusNotFound {
+					t.Errorf("the merchant's GET %s of the drill's copy: %d, want 404", fmt.Sprintf(p, copyID), r.Status)
+				}
+			}
 			if r := h.do("GET", "/api/flash-sales", "", nil); strings.Contains(r.Raw, "Fire drill") {
 				t.Errorf("the sales list shows the drill's copy: %s", r.Raw)
 			}

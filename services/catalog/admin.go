@@ -84,12 +84,9 @@ func (s *Sales) End(ctx context.Context, merchantID, saleID int64) (shop.Sale, e
 // rebuilt only under the keeper's rule (Loader.Rebuild): with orders still queued, 409
 // QUEUE_NOT_DRAINED.
 func (s *Sales) Warm(ctx context.Context, merchantID, saleID int64) (shop.Sale, error) {
-	row, err := s.getRow(ctx, saleID)
+	row, err := s.ownSale(ctx, merchantID, saleID)
 	if err != nil {
 		return shop.Sale{}, err
-	}
-	if row.MerchantID != merchantID || row.DrillOf != 0 {
-		return shop.Sale{}, shop.Errorf(shop.CodeNotFound, "no sale %d", saleID)
 	}
 	if row.Epoch == 0 || pipeline.BeforeStart(row.StartsAt, s.now()) {
 		// Never loaded, or not started: no reservation of it exists anywhere, Postgres is
@@ -109,7 +106,7 @@ func (s *Sales) change(ctx context.Context, merchantID, saleID int64, edit func(
 	now := s.now()
 	var redis redisStep
 	row, err := s.db.EditSale(ctx, saleID, func(cur shop.Sale) (shop.Sale, error) {
-		if cur.MerchantID != merchantID || cur.DrillOf != 0 { // a fire drill's copy is the drill's alone
+		if !cur.OwnedBy(merchantID) {
 			return shop.Sale{}, shop.Errorf(shop.CodeNotFound, "no sale %d", saleID)
 		}
 		return edit(cur, now)

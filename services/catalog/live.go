@@ -182,7 +182,7 @@ func (s *Sales) Live(ctx context.Context, merchantID, saleID int64) (LiveView, e
 	if err != nil {
 		return LiveView{}, err
 	}
-	if row.MerchantID != merchantID || row.DrillOf != 0 {
+	if !row.OwnedBy(merchantID) {
 		return LiveView{}, shop.Errorf(shop.CodeNotFound, "no sale %d", saleID)
 	}
 	v, err := s.liveCache.Get(ctx, saleID, func(ctx context.Context) (LiveView, error) {

@@ -77,7 +77,7 @@ func (s *Sales) ownSale(ctx context.Context, merchantID, saleID int64) (shop.Sal
 	if err != nil {
 		return shop.Sale{}, err
 	}
-	if sale.MerchantID != merchantID || sale.DrillOf != 0 {
+	if !sale.OwnedBy(merchantID) {
 		return shop.Sale{}, shop.Errorf(shop.CodeNotFound, "no sale %d", saleID)
 	}
 	return sale, nil

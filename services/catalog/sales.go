@@ -463,12 +463,8 @@ func (s *Sales) displayed(ctx context.Context, saleID int64) (DisplayedStock, er
 // AdminStock returns the three kinds of stock of every item of a merchant's sale, with the
 // reconciliation's verdict and numbers.
 func (s *Sales) AdminStock(ctx context.Context, merchantID, saleID int64) ([]AdminItemStock, error) {
-	sale, err := s.getRow(ctx, saleID)
-	if err != nil {
+	if _, err := s.ownSale(ctx, merchantID, saleID); err != nil {
 		return nil, err
-	}
-	if sale.MerchantID != merchantID {
-		return nil, shop.Errorf(shop.CodeNotFound, "no sale %d", saleID)
 	}
 	rep, err := s.reconcile.Report(ctx, saleID)
 	if err != nil {

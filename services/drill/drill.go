@@ -165,7 +165,7 @@ type Status struct {
 // ownSale returns the merchant's sale; another merchant's sale, or a drill copy, is NOT_FOUND.
 func (s *Drills) ownSale(ctx context.Context, merchantID, saleID int64) (shop.Sale, error) {
 	sale, err := s.d.DB.SaleByID(ctx, saleID)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && (sale.MerchantID != merchantID || sale.DrillOf != 0)) {
+	if errors.Is(err, store.ErrNotFound) || (err == nil && !sale.OwnedBy(merchantID)) {
 		return shop.Sale{}, shop.Errorf(shop.CodeNotFound, "no sale %d", saleID)
 	}
 	if err != nil {
