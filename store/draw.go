@@ -390,12 +390,10 @@ func (d *DB) DrawOf(ctx context.Context, saleID int64) (shop.Draw, error) {
 		Found    bool
 		Window   int
 		ClosedAt *time.Time
-		Entries  *int
 		Winners  *int
 		Written  int
 	}
-	err := d.g.WithContext(ctx).Raw(`SELECT true AS found, fair_start_millis AS window, draw_closed_at AS closed_at, draw_entries AS entries,
-			draw_winners AS winners,
+	err := d.g.WithContext(ctx).Raw(`SELECT true AS found, fair_start_millis AS window, draw_closed_at AS closed_at, draw_winners AS winners,
 			(SELECT count(*) FROM orders o WHERE o.sale_id = s.id AND o.draw_rank IS NOT NULL) AS written
 		FROM sales s WHERE s.id = ?`, saleID).Scan(&row).Error
 	if err != nil {
@@ -409,6 +407,16 @@ func (d *DB) DrawOf(ctx context.Context, saleID int64) (shop.Draw, error) {
 		dr.Winners = *row.Winners
 	}
 	return dr, nil
+}
+
+// DrawDecided tells whether the sale's draw was decided (in Postgres; its shards may not have
+// applied it yet).
+func (d *DB) DrawDecided(ctx context.Context, saleID int64) (bool, error) {
+	var decided bool
+	if err := d.g.WithContext(ctx).Raw(`SELECT draw_closed_at IS NOT NULL FROM sales WHERE id = ?`, saleID).Scan(&decided).Error; err != nil {
+		return false, fmt.Errorf("draw decided(sale %d): %w", saleID, err)
+	}
+	return decided, nil
 }
 
 // DrawRecord pages through a draw's entries by rank (best first), after the cursor (the last

@@ -15,14 +15,13 @@ import (
 
 	"github.com/flashsale/flashsale/services/faults"
 	"github.com/flashsale/flashsale/services/metrics"
-	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 )
 
 // DB is what closing a draw needs of Postgres (store.DB).
 type DB interface {
 	DrawsDue(ctx context.Context, now time.Time) ([]int64, error)
-	DrawOf(ctx context.Context, saleID int64) (shop.Draw, error)
+	DrawDecided(ctx context.Context, saleID int64) (bool, error)
 	EntriesWritten(ctx context.Context, ids []string) (int, error)
 	CloseDraw(ctx context.Context, saleID int64) (store.Decision, bool, error)
 }
@@ -125,11 +124,11 @@ func (c *Closer) close(ctx context.Context, saleID int64) error {
 	if applied(shards) {
 		return nil
 	}
-	d, err := c.db.DrawOf(ctx, saleID)
+	decided, err := c.db.DrawDecided(ctx, saleID)
 	if err != nil {
 		return err
 	}
-	if d.ClosedAt == nil {
+	if !decided {
 		if err := c.ready(ctx, saleID, shards); err != nil {
 			return err
 		}

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 )
 
@@ -22,9 +21,7 @@ type fakeDB struct {
 }
 
 func (f *fakeDB) DrawsDue(context.Context, time.Time) ([]int64, error) { return []int64{1}, nil }
-func (f *fakeDB) DrawOf(context.Context, int64) (shop.Draw, error) {
-	return shop.Draw{ClosedAt: f.closedAt}, nil
-}
+func (f *fakeDB) DrawDecided(context.Context, int64) (bool, error)     { return f.closedAt != nil, nil }
 func (f *fakeDB) EntriesWritten(_ context.Context, ids []string) (int, error) {
 	n := 0
 	for _, id := range ids {
