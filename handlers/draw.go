@@ -43,12 +43,7 @@ func (a *API) AdminDraw(c *gin.Context) {
 		out[i] = drawEntryJSON{OrderID: e.OrderID, UserID: idString(e.UserID), Username: optString(e.Username), ItemID: idString(e.ItemID),
 			Rank: e.Rank, EnteredAt: rfc3339(e.EnteredAt), Status: e.Status, Won: e.Won()}
 	}
-	var closed *string
-	if d.ClosedAt != nil {
-		s := rfc3339(*d.ClosedAt)
-		closed = &s
-	}
 	c.Header("Cache-Control", "no-store")
-	c.JSON(http.StatusOK, gin.H{"windowMillis": d.WindowMillis, "entries": d.Entries, "winners": d.Winners, "closedAt": closed,
+	c.JSON(http.StatusOK, gin.H{"windowMillis": d.WindowMillis, "entries": d.Entries, "winners": d.Winners, "closedAt": optTime(d.ClosedAt),
 		"record": out, "next": next})
 }

@@ -3,7 +3,6 @@ package handlers
 import (
 	"context"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -56,18 +55,10 @@ type drillStatusJSON struct {
 }
 
 func drillOf(v drill.View) *drillJSON {
-	out := &drillJSON{DrillID: strconv.FormatInt(v.DrillID, 10), SaleID: strconv.FormatInt(v.SaleID, 10), Phase: v.Phase,
+	return &drillJSON{DrillID: idString(v.DrillID), SaleID: idString(v.SaleID), Phase: v.Phase,
 		Shoppers: v.Shoppers, Seconds: v.Seconds, ExpectedCrowd: v.ExpectedCrowd, CrowdSource: v.CrowdSource,
-		StartedAt: v.StartedAt.UTC().Format(time.RFC3339Nano), ElapsedSeconds: v.ElapsedSeconds, Sent: v.Sent, Answered: v.Answered,
-		Result: v.Result}
-	if v.FinishedAt != nil {
-		s := v.FinishedAt.UTC().Format(time.RFC3339Nano)
-		out.FinishedAt = &s
-	}
-	if v.Failure != "" {
-		out.Failure = &v.Failure
-	}
-	return out
+		StartedAt: v.StartedAt.UTC().Format(time.RFC3339Nano), FinishedAt: optTimeNano(v.FinishedAt), ElapsedSeconds: v.ElapsedSeconds,
+		Sent: v.Sent, Answered: v.Answered, Result: v.Result, Failure: optString(v.Failure)}
 }
 
 // StartDrill handles the "POST /api/admin/sales/:saleId/drill" route: a fire drill of the
@@ -113,7 +104,7 @@ func (a *API) DrillStatus(c *gin.Context) {
 	if st.Blocked != "" {
 		out.Blocked = &drillBlockedJSON{Error: string(st.Blocked), Message: st.BlockedWhy}
 		if s := st.BlockedBy; s != nil {
-			id, starts, ends := strconv.FormatInt(s.ID, 10), s.StartsAt.UTC().Format(time.RFC3339), s.EndsAt.UTC().Format(time.RFC3339)
+			id, starts, ends := idString(s.ID), rfc3339(s.StartsAt), rfc3339(s.EndsAt)
 			out.Blocked.SaleID, out.Blocked.SaleName, out.Blocked.StartsAt, out.Blocked.EndsAt = &id, &s.Name, &starts, &ends
 		}
 	}
