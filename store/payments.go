@@ -196,12 +196,11 @@ func applyExpired(tx *gorm.DB, e PaymentEvent) (PaymentOutcome, error) {
 	}
 	// Only the checkout the event is about: a late or replayed event of an earlier attempt must
 	// not close the one open now (which would then be left payable at the provider).
-	closed := tx.Exec(`UPDATE checkouts SET state = 'expired', closed_at = now()
-		WHERE order_id = ?::uuid AND state = 'open' AND (? = '' OR session_id = ?)`, e.OrderID, e.SessionID, e.SessionID)
-	if closed.Error != nil {
-		return "", closed.Error
+	closed, err := closeSession(tx, e.OrderID, e.SessionID, CheckoutExpired)
+	if err != nil {
+		return "", err
 	}
-	if closed.RowsAffected == 0 {
+	if !closed {
 		return OutcomeAlready, nil
 	}
 	if err := tx.Exec(`UPDATE orders SET payment_status = 'none' WHERE id = ?::uuid AND payment_status = 'awaiting'`, e.OrderID).Error; err != nil {
@@ -210,8 +209,18 @@ func applyExpired(tx *gorm.DB, e PaymentEvent) (PaymentOutcome, error) {
 	return OutcomeClosed, nil
 }
 
+// closeCheckout closes the order's open checkout, whichever session it is.
 func closeCheckout(tx *gorm.DB, orderID, state string) error {
-	return tx.Exec(`UPDATE checkouts SET state = ?, closed_at = now() WHERE order_id = ?::uuid AND state = 'open'`, state, orderID).Error
+	_, err := closeSession(tx, orderID, "", state)
+	return err
+}
+
+// closeSession closes the order's open checkout if it is sessionID's ("": whichever it is), and
+// tells whether it did.
+func closeSession(tx *gorm.DB, orderID, sessionID, state string) (bool, error) {
+	res := tx.Exec(`UPDATE checkouts SET state = ?, closed_at = now()
+		WHERE order_id = ?::uuid AND state = 'open' AND (? = '' OR session_id = ?)`, state, orderID, sessionID, sessionID)
+	return res.RowsAffected > 0, res.Error
 }
 
 // CheckoutToExpire is an open checkout of an order that can no longer be paid.
