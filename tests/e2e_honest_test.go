@@ -354,7 +354,7 @@ func recoverAndFindTheOrder(t *testing.T, h *harness, b *e2eTab, s saleIDs, v e2
 	b.waitFor("the order box shows the order that went through, and the message says so", 15*time.Second,
 		`window.__shop.orders().length === 1 && window.__shop.orders()[0].id === '`+orderID+`' && window.__shop.orders()[0].status === 'PENDING'
 		&& window.__shop.item('`+itemJS+`').button === 'Ordered'
-		&& e.text(e.q('message')) === 'Your purchase of item 0 went through after all: the order is below.' && e.q('message').getAttribute('data-kind') === 'ok'`)
+		&& e.messages.includes('Your purchase of item 0 went through after all: the order is below.') && e.q('message').getAttribute('data-kind') === 'ok'`)
 
 	// Offline: the notice shows, Pay waits, the order's status says how old it is.
 	const boxPart = `document.querySelector('[data-testid="sale-order-list"] [data-testid="%s"]')`

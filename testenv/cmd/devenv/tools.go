@@ -95,22 +95,60 @@ func hasChineseFont() bool {
 	return err == nil && len(bytes.TrimSpace(out)) > 0
 }
 
-// aptInstall runs apt-get update and install (with sudo unless root).
+// aptLockWait is how long deps waits for another apt or dpkg process (an unattended upgrade, a
+// browser being installed) to let go of the package lock before it gives up.
+const aptLockWait = 5 * time.Minute
+
+// aptInstall runs apt-get update and install (with sudo unless root), waiting up to aptLockWait
+// for the package lock when another apt or dpkg process holds it.
 func aptInstall(stdout, stderr io.Writer, pkgs ...string) error {
 	var sudo []string
 	if os.Geteuid() != 0 {
 		sudo = []string{"sudo"}
 	}
-	runApt := func(args ...string) error {
-		argv := append(append(append([]string(nil), sudo...), "env", "DEBIAN_FRONTEND=noninteractive", "apt-get"), args...)
-		cmd := exec.Command(argv[0], argv[1:]...)
-		cmd.Stdout, cmd.Stderr = stdout, stderr
-		return cmd.Run()
-	}
-	if err := runApt("update", "-q"); err != nil {
+	apt := aptRunner{stdout: stdout, stderr: stderr, prefix: sudo, wait: aptLockWait, poll: 5 * time.Second}
+	if err := apt.run("update", "-q"); err != nil {
 		return err
 	}
-	return runApt(append([]string{"install", "-y", "-q", "--no-upgrade"}, pkgs...)...)
+	return apt.run(append([]string{"install", "-y", "-q", "--no-upgrade"}, pkgs...)...)
+}
+
+// aptRunner runs apt-get; a run refused because another process holds the package lock is
+// tried again every poll until wait has passed, saying so once.
+type aptRunner struct {
+	stdout, stderr io.Writer
+	prefix         []string // sudo, when not root
+	wait, poll     time.Duration
+}
+
+// aptLocked is what apt-get prints when another process holds one of its locks (the dpkg
+// frontend lock, the dpkg lock, the lists' or the archives' lock).
+var aptLocked = regexp.MustCompile(`Could not get lock|Unable to acquire the dpkg frontend lock|Unable to lock directory|is another process using it`)
+
+func (a aptRunner) run(args ...string) error {
+	// apt-get waits for the dpkg lock by itself for this long; the loop below covers the locks
+	// it does not wait for (the lists' lock of apt-get update) and older apt versions.
+	lockOpt := fmt.Sprintf("DPkg::Lock::Timeout=%d", int(a.wait.Seconds()))
+	argv := append(append(append([]string(nil), a.prefix...), "env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "-o", lockOpt), args...)
+	deadline := time.Now().Add(a.wait)
+	said := false
+	for {
+		var errOut bytes.Buffer
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Stdout, cmd.Stderr = a.stdout, io.MultiWriter(a.stderr, &errOut)
+		err := cmd.Run()
+		if err == nil || !aptLocked.Match(errOut.Bytes()) {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%w: another apt or dpkg process held the package lock for %v; wait for it to finish (ps aux | grep -E 'apt|dpkg') and run make again", err, a.wait)
+		}
+		if !said {
+			fmt.Fprintf(a.stdout, "deps: another apt or dpkg process holds the package lock; waiting up to %v for it (apt-get %s)\n", a.wait, args[0])
+			said = true
+		}
+		time.Sleep(a.poll)
+	}
 }
 
 // checkViews fails when the generated views differ from what is committed, or are not committed.
