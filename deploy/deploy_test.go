@@ -295,6 +295,19 @@ func checkInstances(t *testing.T, c compose, env map[string]string) {
 	}
 }
 
+// realEnv is the example environment as an operator fills it in: every placeholder replaced by
+// a value of their own, the live key for the test key, their own address for the example's.
+func realEnv(env map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range env {
+		v = strings.ReplaceAll(v, "replace-with-at-least-32-random-characters", strings.Repeat("9f3c", 12))
+		v = strings.ReplaceAll(v, "replace-me", "5e1f0a7c2b")
+		v = strings.Replace(v, "sk_test_", "sk_live_", 1)
+		out[k] = strings.ReplaceAll(v, "example.com", "flashsale.test")
+	}
+	return out
+}
+
 // checkInstance: production settings that flashsale accepts, the cluster URLs naming every
 // node, nginx's address trusted, the health check a command the binary has (usage is its help).
 func checkInstance(t *testing.T, c compose, env map[string]string, name, usage, nginxIP string) {
@@ -303,6 +316,21 @@ func checkInstance(t *testing.T, c compose, env map[string]string, name, usage, 
 	e := map[string]string{}
 	for k, v := range s.Environment {
 		e[k] = interpolate(t, v, env)
+	}
+	// The example's values as shipped are refused, each named: a placeholder secret anyone can
+	// read here (the webhook's would let anyone forge a payment), a test-mode key, the example
+	// address.
+	_, err := app.LoadConfig(func(k string) string { return e[k] })
+	for _, want := range []string{"FLASHSALE_JWT_SECRET holds the placeholder", "FLASHSALE_STRIPE_WEBHOOK_SECRET holds the placeholder",
+		"FLASHSALE_STRIPE_SECRET_KEY holds the placeholder", "FLASHSALE_DATABASE_URL holds the placeholder", "FLASHSALE_STRIPE_SECRET_KEY is a test-mode key",
+		"is the documentation's example address"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: the example's placeholders: %v, want a refusal saying %q", name, err, want)
+		}
+	}
+	// With every placeholder replaced, as deploy/flashsale.env.example asks, it starts.
+	for k, v := range s.Environment {
+		e[k] = interpolate(t, v, realEnv(env))
 	}
 	cfg, err := app.LoadConfig(func(k string) string { return e[k] })
 	if err != nil {

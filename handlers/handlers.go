@@ -64,6 +64,7 @@ var statusOf = map[shop.Code]int{
 	shop.CodeInternal:             http.StatusInternalServerError,
 	shop.CodeUseCheckout:          http.StatusConflict,
 	shop.CodeBadSignature:         http.StatusBadRequest,
+	shop.CodePriceNotPayable:      http.StatusUnprocessableEntity,
 }
 
 // errorBody is the contract's error JSON.
@@ -71,6 +72,9 @@ type errorBody struct {
 	Error   string `json:"error"`
 	Message string `json:"message"`
 	OrderID string `json:"orderId,omitempty"` // ALREADY_PURCHASED: the order the shopper holds
+	// PRICE_NOT_PAYABLE: the provider's minimum, in the currency's minor units.
+	MinimumCents int64  `json:"minimumCents,omitempty"`
+	Currency     string `json:"currency,omitempty"`
 }
 
 // Error is the one place that turns an error into the contract's {"error","message"} body and
@@ -93,7 +97,8 @@ func Error(c *gin.Context, log *slog.Logger, err error) {
 		log.Error("request failed", "method", c.Request.Method, "path", c.FullPath(), "code", e.Code, "err", err)
 	}
 	c.Abort()
-	c.Data(status, jsonType, errorJSON(errorBody{Error: string(e.Code), Message: e.Message, OrderID: e.OrderID}))
+	c.Data(status, jsonType, errorJSON(errorBody{Error: string(e.Code), Message: e.Message, OrderID: e.OrderID,
+		MinimumCents: e.MinimumCents, Currency: e.Currency}))
 }
 
 // jsonType is the Content-Type of every JSON answer (gin's own for c.JSON).
@@ -103,7 +108,7 @@ const jsonType = "application/json; charset=utf-8"
 // ASCII that JSON writes as it is (a refusal is the crowd's answer: it should cost next to
 // nothing); anything else goes through encoding/json, which the tests compare it with.
 func errorJSON(b errorBody) []byte {
-	if !plainJSON(b.Error) || !plainJSON(b.Message) || !plainJSON(b.OrderID) {
+	if !plainJSON(b.Error) || !plainJSON(b.Message) || !plainJSON(b.OrderID) || b.Currency != "" {
 		out, _ := json.Marshal(b) // strings only: never fails
 		return out
 	}

@@ -198,6 +198,16 @@ var allCodes = map[shop.Code]int{
 	shop.CodeUnsupportedMediaType: 415,
 	shop.CodeUseCheckout:          409,
 	shop.CodeBadSignature:         400,
+	shop.CodePriceNotPayable:      422,
+}
+
+// PRICE_NOT_PAYABLE carries the provider's minimum and the currency beside the message.
+func TestErrorPriceNotPayable(t *testing.T) {
+	t.Parallel()
+	a := runError(t, nil, &shop.Error{Code: shop.CodePriceNotPayable, Message: "below", MinimumCents: 400, Currency: "CNY"})
+	if a.status != 422 || a.raw != `{"error":"PRICE_NOT_PAYABLE","message":"below","minimumCents":400,"currency":"CNY"}` {
+		t.Fatalf("%d %s, want 422 with minimumCents and currency", a.status, a.raw)
+	}
 }
 
 type answer struct {

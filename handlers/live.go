@@ -67,6 +67,14 @@ type liveMoneyJSON struct {
 	Refunds         int64  `json:"refunds"`
 	RefundedCents   int64  `json:"refundedCents"`
 	RefundsPending  int64  `json:"refundsPending"`
+	// Payments that named an order of the sale but were not its own: refunded, never paying it.
+	Conflicts     liveConflictsJSON `json:"conflicts"`
+	RefundsFailed int64             `json:"refundsFailed"` // refunds the provider refused for good
+}
+
+type liveConflictsJSON struct {
+	Count       int64 `json:"count"`
+	AmountCents int64 `json:"amountCents"`
 }
 
 type liveCheckJSON struct {
@@ -141,7 +149,8 @@ func (a *API) AdminLive(c *gin.Context) {
 		Items: make([]liveItemJSON, len(v.Items)),
 		Money: liveMoneyJSON{Currency: v.Money.Currency, PaidCents: v.Money.PaidCents, AwaitingPayment: v.Money.Awaiting,
 			AwaitingCents: v.Money.AwaitingCents, Refunds: v.Money.Refunds, RefundedCents: v.Money.RefundedCents,
-			RefundsPending: v.Money.RefundsPending},
+			RefundsPending: v.Money.RefundsPending, Conflicts: liveConflictsJSON{Count: v.Money.Conflicts, AmountCents: v.Money.ConflictCents},
+			RefundsFailed: v.Money.RefundsFailed},
 		Reconciliation: liveReconciliationJSON{State: v.Reconciliation.State, AsOf: v.Reconciliation.AsOf.UTC().Format(time.RFC3339Nano),
 			Loaded: v.Reconciliation.Loaded, Lost: v.Reconciliation.Lost, RedisCounter: v.Reconciliation.RedisCounter,
 			PostgresMaxSeq: v.Reconciliation.PostgresMaxSeq, Checks: make([]liveCheckJSON, len(v.Reconciliation.Checks)),

@@ -36,10 +36,11 @@ const (
 	CodeRateLimited          Code = "RATE_LIMITED"
 	CodeUnavailable          Code = "UNAVAILABLE"
 	CodeInternal             Code = "INTERNAL"
-	CodeUseCheckout          Code = "USE_CHECKOUT"  // direct pay with a real payment provider: pay through its checkout
-	CodeBadSignature         Code = "BAD_SIGNATURE" // a provider webhook that does not verify
-	CodeDrillRunning         Code = "DRILL_RUNNING" // a fire drill is running (or being cleaned up) on the deployment
-	CodeDrillNotNow          Code = "DRILL_NOT_NOW" // a sale is live or starts within 30 minutes: no fire drill now
+	CodeUseCheckout          Code = "USE_CHECKOUT"      // direct pay with a real payment provider: pay through its checkout
+	CodeBadSignature         Code = "BAD_SIGNATURE"     // a provider webhook that does not verify
+	CodeDrillRunning         Code = "DRILL_RUNNING"     // a fire drill is running (or being cleaned up) on the deployment
+	CodeDrillNotNow          Code = "DRILL_NOT_NOW"     // a sale is live or starts within 30 minutes: no fire drill now
+	CodePriceNotPayable      Code = "PRICE_NOT_PAYABLE" // an item price the payment provider cannot charge
 )
 
 // Error is a failure the client is told about: a code from the contract, a message for people,
@@ -49,7 +50,10 @@ type Error struct {
 	Message    string
 	RetryAfter time.Duration
 	OrderID    string // ALREADY_PURCHASED: the order the shopper holds
-	Err        error  // the cause, logged, never shown
+	// PRICE_NOT_PAYABLE: the provider's minimum in the sale's currency.
+	MinimumCents int64
+	Currency     string
+	Err          error // the cause, logged, never shown
 }
 
 func (e *Error) Error() string {

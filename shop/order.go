@@ -127,7 +127,7 @@ type Order struct {
 	UnitPriceCents *int64 // the item's price when the order was written (older orders: none)
 	DrawRank       *int64 // an entry of a fair start's draw: its rank (nil: bought first come, first served)
 
-	PaymentStatus string  // none, awaiting, paid, refunded (PaymentNone …)
+	PaymentStatus string  // none, awaiting, paid, refunded, free (PaymentNone …)
 	PaymentID     *string // the provider's payment, once one arrived
 	PaidCents     *int64  // what that payment took
 	RefundID      *string // the provider's refund of a payment that came too late
@@ -141,6 +141,7 @@ const (
 	PaymentAwaiting = "awaiting"
 	PaymentPaid     = "paid"
 	PaymentRefunded = "refunded"
+	PaymentFree     = "free" // a free item (price 0): confirmed PAID with no provider
 )
 
 // RefundMessage is what an order whose payment came too late tells its shopper.

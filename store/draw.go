@@ -311,7 +311,9 @@ func giveUnits(tx *gorm.DB, saleID int64, window int) (int, error) {
 				SELECT 1 FROM orders l WHERE l.sale_id = ? AND l.status IN ('PENDING', 'PAID') AND l.user_id = e.user_id
 				AND (e.per_sale OR l.item_id = e.item_id))
 		), w AS (
-			UPDATE orders o SET status = 'PENDING', created_at = now(), pay_by = now() + make_interval(secs => ?)
+			UPDATE orders o SET status = CASE WHEN o.unit_price_cents = 0 THEN 'PAID' ELSE 'PENDING' END, created_at = now(),
+			       pay_by = now() + make_interval(secs => ?), payment_status = CASE WHEN o.unit_price_cents = 0 THEN 'free' ELSE o.payment_status END,
+			       paid_at = CASE WHEN o.unit_price_cents = 0 THEN now() END, paid_cents = CASE WHEN o.unit_price_cents = 0 THEN 0 END
 			FROM r JOIN items i ON i.id = r.item_id
 			WHERE o.id = r.id AND r.place <= i.quantity - i.sold
 			RETURNING o.item_id

@@ -34,3 +34,27 @@ func (d *DB) SaleMoney(ctx context.Context, saleID int64) ([]ItemMoney, error) {
 	}
 	return out, nil
 }
+
+// MoneyIssues is what a sale's money view shows beside its items' money: the payments that named
+// one of its orders without being its own (conflicts: refunded, or to be), and the refunds the
+// provider refused for good (of late payments and of conflicts).
+type MoneyIssues struct {
+	Conflicts     int64
+	ConflictCents int64 // what the conflicts took (nothing for one that took nothing)
+	RefundsFailed int64
+}
+
+// SaleMoneyIssues returns a sale's conflicts and refused refunds, in one query.
+func (d *DB) SaleMoneyIssues(ctx context.Context, saleID int64) (MoneyIssues, error) {
+	var out MoneyIssues
+	err := d.g.WithContext(ctx).Raw(`SELECT
+			(SELECT count(*) FROM payment_conflicts WHERE sale_id = ?) AS conflicts,
+			(SELECT coalesce(sum(amount_cents), 0) FROM payment_conflicts WHERE sale_id = ?) AS conflict_cents,
+			(SELECT count(*) FROM payment_conflicts WHERE sale_id = ? AND state = 'refund_failed')
+			+ (SELECT count(*) FROM orders WHERE sale_id = ? AND refund_failure IS NOT NULL) AS refunds_failed`,
+		saleID, saleID, saleID, saleID).Scan(&out).Error
+	if err != nil {
+		return MoneyIssues{}, fmt.Errorf("money issues of sale %d: %w", saleID, err)
+	}
+	return out, nil
+}

@@ -127,7 +127,8 @@ func (d *DB) shardsOfOrders(ctx context.Context, orders []NewOrder) (ids, shards
 // insertOrdersSQL is the writer's one statement, one round trip: the initplan on lk locks the
 // items' rows in id order before the first order row is produced, so concurrent batches never
 // deadlock. The rows go in with ON CONFLICT DO NOTHING, and each item's sold and max_seq move by
-// what went in. insertOrdersPerShard follows it for a batch with orders of sharded sales, then
+// what went in. A free item's order (price 0) needs no payment: it goes in PAID, payment_status
+// 'free' (shop.Order's rule, written here in the one statement that writes orders). insertOrdersPerShard follows it for a batch with orders of sharded sales, then
 // insertOrdersReturning.
 const insertOrdersSQL = `WITH lk AS (
 			SELECT id FROM items WHERE id = ANY(?::bigint[]) ORDER BY id FOR UPDATE
@@ -141,8 +142,11 @@ const insertOrdersSQL = `WITH lk AS (
 			LEFT JOIN sales s ON s.id = i.sale_id
 			WHERE (SELECT count(*) FROM lk) >= 0
 		), ins AS (
-			INSERT INTO orders (id, item_id, sale_id, user_id, status, reserved_at, pay_by, seq, per_sale, unit_price_cents)
-			SELECT id, item_id, sale_id, user_id, 'PENDING', reserved_at, pay_by, seq, per_sale, price_cents FROM u
+			INSERT INTO orders (id, item_id, sale_id, user_id, status, reserved_at, pay_by, seq, per_sale, unit_price_cents,
+			                    payment_status, paid_at, paid_cents)
+			SELECT id, item_id, sale_id, user_id, CASE WHEN price_cents = 0 THEN 'PAID' ELSE 'PENDING' END, reserved_at, pay_by, seq, per_sale, price_cents,
+			       CASE WHEN price_cents = 0 THEN 'free' ELSE 'none' END, CASE WHEN price_cents = 0 THEN now() END, CASE WHEN price_cents = 0 THEN 0 END
+			FROM u
 			ON CONFLICT DO NOTHING
 			RETURNING id, item_id, seq
 		), per_item AS (

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -80,8 +81,9 @@ type PaymentEvent struct {
 	Kind        string // PaymentPaid or PaymentExpired
 	OrderID     string
 	SessionID   string
-	PaymentID   string
+	PaymentID   string // "" when no money was taken (a session that needed no payment)
 	AmountCents int64
+	Currency    string // ISO 4217, any case
 }
 
 // The kinds of payment event the store applies.
@@ -99,7 +101,7 @@ const (
 	OutcomePaid      PaymentOutcome = "paid"       // a PENDING order became PAID
 	OutcomeRefund    PaymentOutcome = "refund_due" // the order was no longer PENDING: its payment goes back
 	OutcomeAlready   PaymentOutcome = "already"    // the order already holds this payment (paid or being refunded)
-	OutcomeConflict  PaymentOutcome = "conflict"   // a second, different payment for an order that holds one
+	OutcomeConflict  PaymentOutcome = "conflict"   // a payment that is not the order's own: recorded, refunded
 	OutcomeUnknown   PaymentOutcome = "unknown"    // no such order
 	OutcomeClosed    PaymentOutcome = "closed"     // a checkout closed with nothing paid
 )
@@ -147,9 +149,54 @@ func (d *DB) ApplyPaymentEvent(ctx context.Context, e PaymentEvent) (PaymentOutc
 	return out, nil
 }
 
+// payTarget is what a paid event is checked against: the order it names and its own checkout.
+type payTarget struct {
+	Status        string
+	SaleID        int64
+	PriceCents    int64
+	Currency      string
+	PaymentID     *string
+	PaymentStatus string
+	SessionID     *string // the order's recorded checkout; nil without one
+	Provider      *string
+}
+
+// mismatch says why a paid event is not the named order's own payment ("" when it is): its
+// session must be the order's recorded checkout of this provider, its amount and currency the
+// order's, and money must have been taken.
+func (t payTarget) mismatch(e PaymentEvent) string {
+	switch {
+	case t.SessionID == nil || t.Provider == nil || *t.Provider != e.Provider:
+		return "the order has no checkout of this provider: the payment was made elsewhere (a payment link, another integration)"
+	case *t.SessionID != e.SessionID:
+		return fmt.Sprintf("session %s is not the order's checkout %s", e.SessionID, *t.SessionID)
+	case e.PaymentID == "":
+		return "no money was taken (the session needed no payment)"
+	case e.AmountCents != t.PriceCents:
+		return fmt.Sprintf("amount %d is not the order's price %d", e.AmountCents, t.PriceCents)
+	case !strings.EqualFold(e.Currency, t.Currency):
+		return fmt.Sprintf("currency %q is not the order's %q", e.Currency, t.Currency)
+	}
+	return ""
+}
+
 func applyPaid(tx *gorm.DB, e PaymentEvent) (PaymentOutcome, error) {
 	if e.OrderID == "" {
 		return OutcomeUnknown, nil
+	}
+	var t payTarget
+	if err := tx.Raw(`SELECT o.status, o.sale_id, coalesce(o.unit_price_cents, i.price_cents) AS price_cents, s.currency,
+			o.payment_id, o.payment_status, c.session_id, c.provider
+		FROM orders o JOIN items i ON i.id = o.item_id JOIN sales s ON s.id = o.sale_id
+		LEFT JOIN checkouts c ON c.order_id = o.id
+		WHERE o.id = ?::uuid FOR UPDATE OF o`, e.OrderID).Scan(&t).Error; err != nil {
+		return "", err
+	}
+	if t.Status == "" {
+		return OutcomeUnknown, nil
+	}
+	if why := t.mismatch(e); why != "" {
+		return recordConflict(tx, e, t, why)
 	}
 	paid := tx.Exec(`UPDATE orders SET status = 'PAID', paid_at = now(), payment_status = 'paid',
 			payment_provider = ?, payment_id = ?, paid_cents = ?
@@ -171,23 +218,38 @@ func applyPaid(tx *gorm.DB, e PaymentEvent) (PaymentOutcome, error) {
 	if refund.RowsAffected == 1 {
 		return OutcomeRefund, closeCheckout(tx, e.OrderID, CheckoutComplete)
 	}
-	var held struct {
-		Status    string
-		PaymentID *string
+	if t.PaymentID != nil && *t.PaymentID == e.PaymentID {
+		return OutcomeAlready, nil // the same payment told twice (a completed and an async-succeeded event)
 	}
-	if err := tx.Raw(`SELECT status, payment_id FROM orders WHERE id = ?::uuid`, e.OrderID).Scan(&held).Error; err != nil {
+	// A second, different payment of the order's own checkout: the order holds one already.
+	return recordConflict(tx, e, t, "a second payment: the order holds another")
+}
+
+// recordConflict records a payment that named an order but is not its own: it pays nothing and
+// is refunded by the keeper (nothing to refund when no money was taken). Once per session.
+func recordConflict(tx *gorm.DB, e PaymentEvent, t payTarget, why string) (PaymentOutcome, error) {
+	state, payment := "refund_due", any(e.PaymentID)
+	if e.PaymentID == "" || e.AmountCents == 0 {
+		state = "nothing_taken"
+	}
+	if e.PaymentID == "" {
+		payment = nil
+	}
+	session := e.SessionID
+	if session == "" {
+		session = "event:" + e.EventID
+	}
+	var sale any
+	if t.SaleID != 0 {
+		sale = t.SaleID
+	}
+	err := tx.Exec(`INSERT INTO payment_conflicts (provider, session_id, order_id, sale_id, payment_id, amount_cents, currency, reason, state)
+		VALUES (?, ?, ?::uuid, ?, ?, ?, ?, ?, ?) ON CONFLICT (provider, session_id) DO NOTHING`,
+		e.Provider, session, e.OrderID, sale, payment, max(e.AmountCents, 0), strings.ToUpper(e.Currency), why, state).Error
+	if err != nil {
 		return "", err
 	}
-	switch {
-	case held.Status == "":
-		return OutcomeUnknown, nil
-	case held.PaymentID != nil && *held.PaymentID == e.PaymentID:
-		return OutcomeAlready, nil // the same payment told twice (a completed and an async-succeeded event)
-	default:
-		// A second, different payment for an order that holds one. A checkout is paid once and an
-		// order has one checkout, so this is the provider's oddity: recorded, for the operator.
-		return OutcomeConflict, nil
-	}
+	return OutcomeConflict, nil
 }
 
 func applyExpired(tx *gorm.DB, e PaymentEvent) (PaymentOutcome, error) {
@@ -245,6 +307,35 @@ func (d *DB) CheckoutsToExpire(ctx context.Context, provider string, skip []stri
 	return out, nil
 }
 
+// CheckoutsToVerify claims up to limit checkouts of provider whose outcome the provider should be
+// asked about, for a minute (another instance skips them meanwhile): open for longer than a
+// webhook takes (a minute), or closed without the provider's word applied (verified false) in
+// the last three days while their order records no payment. Each is claimed at most once a minute.
+func (d *DB) CheckoutsToVerify(ctx context.Context, provider string, limit int) ([]CheckoutToExpire, error) {
+	var out []CheckoutToExpire
+	err := d.g.WithContext(ctx).Raw(`UPDATE checkouts SET checked_at = now() WHERE order_id IN (
+			SELECT c.order_id FROM checkouts c JOIN orders o ON o.id = c.order_id
+			WHERE c.provider = ? AND NOT c.verified AND (c.checked_at IS NULL OR c.checked_at < now() - interval '1 minute')
+				AND ((c.state = 'open' AND c.created_at < now() - interval '1 minute')
+					OR (c.state <> 'open' AND c.closed_at > now() - interval '3 days' AND o.payment_status IN ('none', 'awaiting')))
+			ORDER BY coalesce(c.checked_at, c.created_at) LIMIT ? FOR UPDATE OF c SKIP LOCKED)
+		RETURNING order_id::text AS order_id, provider, session_id`, provider, limit).Scan(&out).Error
+	if err != nil {
+		return nil, fmt.Errorf("checkouts to verify: %w", err)
+	}
+	return out, nil
+}
+
+// MarkVerified records that the provider's word on the order's closed checkout sessionID has
+// been applied: the reconciler does not ask about it again.
+func (d *DB) MarkVerified(ctx context.Context, orderID, sessionID string) error {
+	if err := d.g.WithContext(ctx).Exec(`UPDATE checkouts SET verified = true WHERE order_id = ?::uuid AND session_id = ? AND state <> 'open'`,
+		orderID, sessionID).Error; err != nil {
+		return fmt.Errorf("verify checkout of %s: %w", orderID, err)
+	}
+	return nil
+}
+
 // CloseCheckout records that the provider closed the order's checkout (expired or complete).
 func (d *DB) CloseCheckout(ctx context.Context, orderID, state string) error {
 	if state != CheckoutExpired && state != CheckoutComplete {
@@ -256,35 +347,74 @@ func (d *DB) CloseCheckout(ctx context.Context, orderID, state string) error {
 	return nil
 }
 
-// RefundDue is a payment that must go back.
+// RefundDue is a payment that must go back: the payment of an order that had ended when it
+// arrived, or a conflict (a payment that was not its order's own).
 type RefundDue struct {
 	OrderID   string
 	Provider  string
 	PaymentID string
+	SessionID string // a conflict's session ("" for an order's own payment)
 }
 
-// RefundsDue lists up to limit payments of provider recorded as refunded that it has not refunded
-// yet, but those of skip (waiting to be tried again).
+// Conflict reports whether the refund is of a conflict rather than of an order's own payment.
+func (r RefundDue) Conflict() bool { return r.SessionID != "" }
+
+// RefundsDue lists up to limit payments of provider that must go back and have not (neither
+// refunded nor refused for good), but those whose payment is in skip (waiting to be tried again):
+// the orders' late payments, then the conflicts.
 func (d *DB) RefundsDue(ctx context.Context, provider string, skip []string, limit int) ([]RefundDue, error) {
 	var out []RefundDue
-	err := d.g.WithContext(ctx).Raw(`SELECT id::text AS order_id, payment_provider AS provider, payment_id
-		FROM orders WHERE payment_status = 'refunded' AND refund_id IS NULL AND payment_provider = ? AND NOT (id = ANY(?::uuid[]))
-		ORDER BY created_at LIMIT ?`, provider, pgArray(skip).literal(), limit).Scan(&out).Error
+	err := d.g.WithContext(ctx).Raw(`(SELECT id::text AS order_id, payment_provider AS provider, payment_id, '' AS session_id, created_at
+		FROM orders WHERE payment_status = 'refunded' AND refund_id IS NULL AND refund_failure IS NULL AND payment_provider = ?
+			AND NOT (payment_id = ANY(?::text[]))
+		ORDER BY created_at LIMIT ?)
+		UNION ALL
+		(SELECT coalesce(order_id::text, '') AS order_id, provider, payment_id, session_id, created_at
+		FROM payment_conflicts WHERE state = 'refund_due' AND provider = ? AND NOT (payment_id = ANY(?::text[]))
+		ORDER BY created_at LIMIT ?)`,
+		provider, pgArray(skip).literal(), limit, provider, pgArray(skip).literal(), limit).Scan(&out).Error
 	if err != nil {
 		return nil, fmt.Errorf("refunds due: %w", err)
 	}
 	return out, nil
 }
 
-// RecordRefund keeps the provider's refund id of an order's payment (once: a second call changes nothing).
-func (d *DB) RecordRefund(ctx context.Context, orderID, refundID string) error {
+// RecordRefund keeps the provider's refund id of a payment that went back (once: a second call
+// changes nothing).
+func (d *DB) RecordRefund(ctx context.Context, r RefundDue, refundID string) error {
 	if refundID == "" {
 		return errors.New("record refund: empty refund id")
 	}
-	err := d.g.WithContext(ctx).Exec(`UPDATE orders SET refund_id = ?, refunded_at = now()
-		WHERE id = ?::uuid AND payment_status = 'refunded' AND refund_id IS NULL`, refundID, orderID).Error
+	var err error
+	if r.Conflict() {
+		err = d.g.WithContext(ctx).Exec(`UPDATE payment_conflicts SET state = 'refunded', refund_id = ?, refunded_at = now()
+			WHERE provider = ? AND session_id = ? AND state = 'refund_due'`, refundID, r.Provider, r.SessionID).Error
+	} else {
+		err = d.g.WithContext(ctx).Exec(`UPDATE orders SET refund_id = ?, refunded_at = now()
+			WHERE id = ?::uuid AND payment_status = 'refunded' AND refund_id IS NULL`, refundID, r.OrderID).Error
+	}
 	if err != nil {
-		return fmt.Errorf("record refund of %s: %w", orderID, err)
+		return fmt.Errorf("record refund of %s: %w", r.PaymentID, err)
+	}
+	return nil
+}
+
+// RecordRefundFailure keeps why the provider refused a refund for good: it is not asked again,
+// and the merchant's money view counts it (refundsFailed) with its reason in the orders list.
+func (d *DB) RecordRefundFailure(ctx context.Context, r RefundDue, reason string) error {
+	if reason == "" {
+		reason = "refused by the provider"
+	}
+	var err error
+	if r.Conflict() {
+		err = d.g.WithContext(ctx).Exec(`UPDATE payment_conflicts SET state = 'refund_failed', refund_failure = ?
+			WHERE provider = ? AND session_id = ? AND state = 'refund_due'`, reason, r.Provider, r.SessionID).Error
+	} else {
+		err = d.g.WithContext(ctx).Exec(`UPDATE orders SET refund_failure = ?
+			WHERE id = ?::uuid AND payment_status = 'refunded' AND refund_id IS NULL AND refund_failure IS NULL`, reason, r.OrderID).Error
+	}
+	if err != nil {
+		return fmt.Errorf("record refund failure of %s: %w", r.PaymentID, err)
 	}
 	return nil
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/flashsale/flashsale/services/auth"
-	"github.com/flashsale/flashsale/services/payments"
 	"github.com/flashsale/flashsale/testenv"
 )
 
@@ -96,7 +95,7 @@ func TestE2EAdminChinese(t *testing.T) {
 			t.Fatalf("checkout of %s: %d %s", o.id, c.Status, c.Raw)
 		}
 	}
-	if err := h.app.Payments.Apply(ctx, payments.Event{ID: "evt_" + paidID, Kind: payments.EventPaid, OrderID: paidID, PaymentID: "pi_" + paidID, AmountCents: 4900}); err != nil {
+	if err := h.app.Payments.Apply(ctx, h.ownPayment("evt_"+paidID, paidID, "pi_"+paidID, 4900)); err != nil {
 		t.Fatal(err)
 	}
 	h.exec(`UPDATE orders SET pay_by = now() - interval '1 second' WHERE id = ?`, lateID)
@@ -109,7 +108,7 @@ func TestE2EAdminChinese(t *testing.T) {
 		}
 		return nil
 	})
-	if err := h.app.Payments.Apply(ctx, payments.Event{ID: "evt_" + lateID, Kind: payments.EventPaid, OrderID: lateID, PaymentID: "pi_" + lateID, AmountCents: 4900}); err != nil {
+	if err := h.app.Payments.Apply(ctx, h.ownPayment("evt_"+lateID, lateID, "pi_"+lateID, 4900)); err != nil {
 		t.Fatal(err)
 	}
 	h.app.Payments.Pass(ctx)

@@ -9,7 +9,6 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/flashsale/flashsale/services/payments"
 	"github.com/flashsale/flashsale/testenv"
 )
 
@@ -88,8 +87,7 @@ func TestE2EPaymentPages(t *testing.T) {
 			b.waitFor("the page waits for the word on the payment", 10*time.Second,
 				`e.text(e.q('order-status')) === 'Expired'
 				&& e.text(e.q('order-note')) === 'If your payment went through after the order ended, it is refunded in full: this page says so within a few minutes.'`)
-			if err := h.app.Payments.Apply(context.Background(), payments.Event{ID: "evt_late_" + ids[0], Kind: payments.EventPaid,
-				OrderID: ids[0], PaymentID: "sim_pi_" + ids[0], AmountCents: 1000}); err != nil {
+			if err := h.app.Payments.Apply(context.Background(), h.ownPayment("evt_late_"+ids[0], ids[0], "sim_pi_"+ids[0], 1000)); err != nil {
 				t.Fatal(err)
 			}
 			b.waitFor("the order page says the payment is refunded", 15*time.Second,

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale/services/auth"
-	"github.com/flashsale/flashsale/services/payments"
 	"github.com/flashsale/flashsale/store"
 	"github.com/flashsale/flashsale/testenv"
 )
@@ -36,8 +35,7 @@ func TestSaleMoney(t *testing.T) {
 	}
 	confirm := func(id string, cents int64) {
 		t.Helper()
-		if err := h.app.Payments.Apply(ctx, payments.Event{ID: "evt_" + id, Kind: payments.EventPaid, OrderID: id,
-			PaymentID: "pi_" + id, AmountCents: cents, Currency: "CNY"}); err != nil {
+		if err := h.app.Payments.Apply(ctx, h.ownPayment("evt_"+id, id, "pi_"+id, cents)); err != nil {
 			t.Fatalf("confirm %s: %v", id, err)
 		}
 	}

@@ -41,6 +41,17 @@ func (h *harness) exec(query string, args ...any) {
 	}
 }
 
+// ownPayment is the provider's paid event (eventID) of order orderID's own checkout, as the
+// provider tells it: the recorded session, the given amount and the sale's currency, money taken
+// as payment paymentID.
+func (h *harness) ownPayment(eventID, orderID, paymentID string, cents int64) payments.Event {
+	h.t.Helper()
+	session := h.sqlStr(`SELECT session_id FROM checkouts WHERE order_id = ?`, orderID)
+	currency := h.sqlStr(`SELECT s.currency FROM orders o JOIN sales s ON s.id = o.sale_id WHERE o.id = ?`, orderID)
+	return payments.Event{ID: eventID, Kind: payments.EventPaid, OrderID: orderID, SessionID: session, PaymentID: paymentID,
+		AmountCents: cents, Currency: currency}
+}
+
 func (h *harness) sqlStr(query string, args ...any) string {
 	h.t.Helper()
 	var s *string
@@ -104,8 +115,7 @@ func TestSimulatedCheckoutRoundTrip(t *testing.T) {
 	if again := h.do("POST", "/api/payments/simulated/"+session+"/pay", "", nil); again.Status != http.StatusOK {
 		t.Fatalf("paying twice: %d %s, want 200 (already paid)", again.Status, again.Raw)
 	}
-	if err := h.app.Payments.Apply(context.Background(), payments.Event{ID: "sim_evt_" + session, Kind: payments.EventPaid,
-		OrderID: id, PaymentID: "sim_pi_" + id, AmountCents: 1000}); err != nil {
+	if err := h.app.Payments.Apply(context.Background(), h.ownPayment("sim_evt_"+session, id, "sim_pi_"+id, 1000)); err != nil {
 		t.Fatal(err)
 	}
 	if got := h.sqlStr(`SELECT paid_at::text FROM orders WHERE id = ?`, id); got != paidAt {
@@ -161,8 +171,7 @@ func TestPaymentDeadlineOrderings(t *testing.T) {
 			switch step {
 			case "confirm":
 				wantPaid = !expired
-				if err := h.app.Payments.Apply(ctx, payments.Event{ID: "evt_paid_" + id, Kind: payments.EventPaid, OrderID: id,
-					PaymentID: "pi_" + id, AmountCents: 1000, Currency: "CNY"}); err != nil {
+				if err := h.app.Payments.Apply(ctx, h.ownPayment("evt_paid_"+id, id, "pi_"+id, 1000)); err != nil {
 					t.Fatalf("%s: confirm: %v", name, err)
 				}
 			case "expire":
@@ -231,7 +240,7 @@ func TestPaymentRacesExpiry(t *testing.T) {
 			wg.Add(2)
 			go func() {
 				defer wg.Done()
-				if err := h.app.Payments.Apply(ctx, payments.Event{ID: "evt_" + id, Kind: payments.EventPaid, OrderID: id, PaymentID: "pi_" + id, AmountCents: 1000}); err != nil {
+				if err := h.app.Payments.Apply(ctx, h.ownPayment("evt_"+id, id, "pi_"+id, 1000)); err != nil {
 					t.Error(err)
 				}
 			}()

@@ -186,9 +186,12 @@ func (a *App) build(instance string) error {
 		return err
 	}
 	a.buildPipeline(instance)
+	if a.Payments, err = a.buildPayments(); err != nil { // before the catalog, which asks its minimum charge
+		return err
+	}
 	if a.sales, err = catalog.NewSales(catalog.Config{PayWindow: cfg.PayWindow, WarmAhead: cfg.WarmAhead, StockShards: cfg.StockShards},
 		catalog.Deps{DB: a.DB, Stock: a.Stock, Loader: a.Loader, Reconcile: a.reconcile, Queue: guardedQueue{Queue: a.Queue, guard: a.guard},
-			Notices: notices, Log: log, Now: a.now}); err != nil {
+			Notices: notices, Prices: a.Payments.Provider(), Log: log, Now: a.now}); err != nil {
 		return err
 	}
 	// The purchase funnel of the merchant's live view: counted in memory, flushed to Redis once a
@@ -207,9 +210,6 @@ func (a *App) build(instance string) error {
 	}, purchase.Deps{Catalog: a.sales, Stock: a.Stock, DB: a.DB, Publisher: guardedPublisher{Publisher: a.pub, guard: a.guard},
 		Captcha: challenges, SoldOut: a.SoldOut, Limiter: limiter, Returns: a.returns, Funnel: a.funnel,
 		WriterRate: a.Writer.Throughput(), Draws: a.draws, Metrics: a.Metrics, Log: log, Now: a.now})
-	if a.Payments, err = a.buildPayments(); err != nil {
-		return err
-	}
 	a.Handler = a.router(limiter)
 	return nil
 }

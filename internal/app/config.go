@@ -72,6 +72,8 @@ type Config struct {
 	Fault *faults.Spec
 
 	Payments            string // simulated or stripe
+	PaymentsNamed       bool   // FLASHSALE_PAYMENTS was set, not left to its default
+	StripeTestMode      bool   // FLASHSALE_STRIPE_TEST_MODE: test-mode keys asked for by name
 	StripeSecretKey     string
 	StripeWebhookSecret string
 	StripeAPIURL        string // "" is Stripe's; tests point it at stripe-mock
@@ -123,8 +125,9 @@ var ConfigVars = []ConfigVar{
 	{"FLASHSALE_STOCK_SHARDS", "1", "a new sale's stock is split into this many Redis shards (1–64; fixed per sale at its creation, the admin API's `stockShards` overrides it): more than 1 spreads a hot sale over several Redis Cluster slots"},
 	{"FLASHSALE_TRUSTED_PROXIES", "", "comma-separated IP addresses or CIDR ranges of the proxies whose X-Forwarded-For is believed; an entry that is neither (a host name, an address with a port) is refused at start"},
 	{"FLASHSALE_FAULT", "", "test only, refused in production: `STEP:kill` or `STEP:stop`, optionally `@N` (the N-th time), makes the process SIGKILL or SIGSTOP itself at a named step (`after-reserve`, `after-puback`, `writer-before-commit`, `writer-after-commit`, `lease-held`); see RELIABILITY.md"},
-	{"FLASHSALE_PAYMENTS", "simulated", "payment provider: `simulated` (a page of the shop stands in for the provider's; no money moves; refused in production) or `stripe` (Stripe Checkout, see DEPLOYMENT.md)"},
-	{"FLASHSALE_STRIPE_SECRET_KEY", "", "with `PAYMENTS=stripe`: the Stripe secret key (`sk_live_…`, or `sk_test_…` in test mode); required"},
+	{"FLASHSALE_PAYMENTS", "simulated", "payment provider: `simulated` (a page of the shop stands in for the provider's; no money moves; refused in production, and on an address other than loopback unless set by name) or `stripe` (Stripe Checkout, see DEPLOYMENT.md)"},
+	{"FLASHSALE_STRIPE_SECRET_KEY", "", "with `PAYMENTS=stripe`: the Stripe secret key (`sk_live_…` or a restricted `rk_live_…`; a test-mode key only with `STRIPE_TEST_MODE=on`); required"},
+	{"FLASHSALE_STRIPE_TEST_MODE", "off", "with `PAYMENTS=stripe`: `on` takes Stripe's test-mode keys (`sk_test_…`, `rk_test_…`: test cards, no real money) and refuses live ones; `off` refuses test keys in production, where test cards would buy real goods"},
 	{"FLASHSALE_STRIPE_WEBHOOK_SECRET", "", "with `PAYMENTS=stripe`: the signing secret (`whsec_…`) of the webhook endpoint `/api/payments/stripe/webhook`; required"},
 	{"FLASHSALE_STRIPE_API_URL", "", "with `PAYMENTS=stripe`: Stripe's API address; empty is Stripe's own (tests point it at stripe-mock)"},
 	{"FLASHSALE_PUBLIC_URL", "", "the shop's address as shoppers reach it (`https://shop.example.com`): the payment provider sends them back to their order page there; empty uses each request's own address; required in production with `PAYMENTS=stripe`"},
@@ -231,6 +234,7 @@ func (r *envReader) read() Config {
 	c.WriterLinger, _ = time.ParseDuration(r.get("FLASHSALE_WRITER_LINGER")) // checked by checkQueue
 	c.Payments, c.StripeSecretKey, c.StripeWebhookSecret = r.get("FLASHSALE_PAYMENTS"), r.get("FLASHSALE_STRIPE_SECRET_KEY"), r.get("FLASHSALE_STRIPE_WEBHOOK_SECRET")
 	c.StripeAPIURL, c.PublicURL = r.get("FLASHSALE_STRIPE_API_URL"), r.get("FLASHSALE_PUBLIC_URL")
+	c.PaymentsNamed, c.StripeTestMode = r.getenv("FLASHSALE_PAYMENTS") != "", r.onOff("FLASHSALE_STRIPE_TEST_MODE")
 	return c
 }
 
@@ -284,6 +288,8 @@ func checkPayments(r *envReader, c Config) {
 	case "simulated":
 		if c.Env == "production" {
 			r.fail(errors.New("FLASHSALE_PAYMENTS=simulated is refused when FLASHSALE_ENV=production: anyone could mark an order paid without paying; set FLASHSALE_PAYMENTS=stripe (DEPLOYMENT.md)"))
+		} else if !c.PaymentsNamed && !loopbackAddr(c.Addr) {
+			r.fail(fmt.Errorf("FLASHSALE_ADDR=%q is not a loopback address and FLASHSALE_PAYMENTS is not set: its default, the simulated provider, lets anyone mark an order paid without paying. Set FLASHSALE_PAYMENTS=stripe, or FLASHSALE_PAYMENTS=simulated to ask for free payments by name (a demo)", c.Addr))
 		}
 	case "stripe":
 		if c.StripeSecretKey == "" {
@@ -295,6 +301,7 @@ func checkPayments(r *envReader, c Config) {
 		if c.Env == "production" && c.PublicURL == "" {
 			r.fail(errors.New("FLASHSALE_PAYMENTS=stripe in production needs FLASHSALE_PUBLIC_URL (https://your-shop): Stripe sends shoppers back to their order page there"))
 		}
+		checkStripeMode(r, c)
 	default:
 		r.fail(fmt.Errorf("FLASHSALE_PAYMENTS=%q: want simulated or stripe", c.Payments))
 	}
@@ -304,6 +311,58 @@ func checkPayments(r *envReader, c Config) {
 			r.fail(fmt.Errorf("FLASHSALE_PUBLIC_URL=%q: want the shop's scheme and host, such as https://shop.example.com", c.PublicURL))
 		} else if c.Env == "production" && u.Scheme != "https" {
 			r.fail(fmt.Errorf("FLASHSALE_PUBLIC_URL=%q: want https in production", c.PublicURL))
+		}
+	}
+}
+
+// checkStripeMode matches the key's mode with FLASHSALE_STRIPE_TEST_MODE: a test-mode key takes
+// test cards, so in production it is taken only when test mode is asked for by name, and a live
+// key is never taken in test mode (its payments are real).
+func checkStripeMode(r *envReader, c Config) {
+	key := c.StripeSecretKey
+	test := strings.HasPrefix(key, "sk_test_") || strings.HasPrefix(key, "rk_test_")
+	live := strings.HasPrefix(key, "sk_live_") || strings.HasPrefix(key, "rk_live_")
+	switch {
+	case key == "":
+	case test && !c.StripeTestMode && c.Env == "production":
+		r.fail(errors.New("FLASHSALE_STRIPE_SECRET_KEY is a test-mode key (sk_test_/rk_test_), refused when FLASHSALE_ENV=production: Stripe's test cards would buy real goods. Use the live key (sk_live_… or rk_live_…), or set FLASHSALE_STRIPE_TEST_MODE=on to run a test-mode shop"))
+	case live && c.StripeTestMode:
+		r.fail(errors.New("FLASHSALE_STRIPE_TEST_MODE=on with a live key in FLASHSALE_STRIPE_SECRET_KEY (sk_live_/rk_live_): test mode takes Stripe's test-mode keys only"))
+	case !test && !live && c.Env == "production":
+		r.fail(errors.New("FLASHSALE_STRIPE_SECRET_KEY is not a Stripe secret key (sk_live_…, rk_live_…, or sk_test_…/rk_test_… with FLASHSALE_STRIPE_TEST_MODE=on)"))
+	}
+}
+
+// placeholderWords are the stand-in values the repository ships (deploy/flashsale.env.example,
+// the docs' examples): a setting holding one was never set for real.
+var placeholderWords = []string{"replace-me", "replace-with", "…", "changeme", "change-me"}
+
+// placeholderSettings are the secrets and addresses checked for placeholders in production.
+var placeholderSettings = []string{"FLASHSALE_JWT_SECRET", "FLASHSALE_STRIPE_SECRET_KEY", "FLASHSALE_STRIPE_WEBHOOK_SECRET",
+	"FLASHSALE_DATABASE_URL", "FLASHSALE_REDIS_URL", "FLASHSALE_NATS_URL", "FLASHSALE_PUBLIC_URL"}
+
+// checkPlaceholders refuses, in production, a setting that still holds an example value: a
+// secret anyone can read in this repository (the webhook's would let anyone forge a payment), or
+// the example shop's address (example.com, .org and .net are reserved and never real).
+func checkPlaceholders(r *envReader) {
+	for _, name := range placeholderSettings {
+		v := strings.ToLower(r.getenv(name))
+		if v == "" {
+			continue
+		}
+		for _, w := range placeholderWords {
+			if strings.Contains(v, w) {
+				r.fail(fmt.Errorf("%s holds the placeholder %q from the repository's examples, refused when FLASHSALE_ENV=production: set it to your own value", name, w))
+				break
+			}
+		}
+	}
+	if u, err := url.Parse(r.getenv("FLASHSALE_PUBLIC_URL")); err == nil {
+		host := strings.ToLower(u.Hostname())
+		for _, d := range []string{"example.com", "example.org", "example.net"} {
+			if host == d || strings.HasSuffix(host, "."+d) {
+				r.fail(fmt.Errorf("FLASHSALE_PUBLIC_URL=%q is the documentation's example address, refused when FLASHSALE_ENV=production: set the address shoppers reach your shop at", r.getenv("FLASHSALE_PUBLIC_URL")))
+			}
 		}
 	}
 }
@@ -342,7 +401,7 @@ func checkProduction(r *envReader, c Config) {
 	if c.ClockSkew != 0 {
 		r.fail(errors.New("FLASHSALE_CLOCK_SKEW is refused when FLASHSALE_ENV=production: it is for fault tests only"))
 	}
-
+	checkPlaceholders(r)
 }
 
 // loopbackAddr reports whether the listen address addr (host:port) takes connections from this

@@ -46,7 +46,7 @@ func checkConfigCases(t *testing.T, cases []configCase) {
 
 // prodOK is a production environment LoadConfig takes.
 var prodOK = map[string]string{"FLASHSALE_ENV": "production", "FLASHSALE_JWT_SECRET": "a-production-secret-of-some-length",
-	"FLASHSALE_PAYMENTS": "stripe", "FLASHSALE_STRIPE_SECRET_KEY": "sk_test_x", "FLASHSALE_STRIPE_WEBHOOK_SECRET": "whsec_x", "FLASHSALE_PUBLIC_URL": "https://shop.example.com"}
+	"FLASHSALE_PAYMENTS": "stripe", "FLASHSALE_STRIPE_SECRET_KEY": "sk_live_x", "FLASHSALE_STRIPE_WEBHOOK_SECRET": "whsec_x", "FLASHSALE_PUBLIC_URL": "https://shop.flashsale.test"}
 
 // withEnv is base with the pairs of kv set.
 func withEnv(base map[string]string, kv ...string) map[string]string {
@@ -79,6 +79,25 @@ var productionConfigCases = []configCase{
 	{"production refuses interval fsync", withEnv(prodOK, "FLASHSALE_NATS_SYNC", "interval"), "FLASHSALE_NATS_SYNC=interval is refused"},
 	{"production refuses a fault hook", withEnv(prodOK, "FLASHSALE_FAULT", "after-reserve:kill"), "FLASHSALE_FAULT is refused"},
 	{"production refuses a clock skew", withEnv(prodOK, "FLASHSALE_CLOCK_SKEW", "2s"), "FLASHSALE_CLOCK_SKEW is refused"},
+	// The placeholders the repository ships (deploy/flashsale.env.example, the docs), each named.
+	{"production refuses the example webhook secret", withEnv(prodOK, "FLASHSALE_STRIPE_WEBHOOK_SECRET", "whsec_replace-me"), "FLASHSALE_STRIPE_WEBHOOK_SECRET holds the placeholder"},
+	{"production refuses the example key", withEnv(prodOK, "FLASHSALE_STRIPE_SECRET_KEY", "sk_live_replace-me"), "FLASHSALE_STRIPE_SECRET_KEY holds the placeholder"},
+	{"production refuses the docs' key", withEnv(prodOK, "FLASHSALE_STRIPE_SECRET_KEY", "sk_live_…"), "FLASHSALE_STRIPE_SECRET_KEY holds the placeholder"},
+	{"production refuses the example JWT secret", withEnv(prodOK, "FLASHSALE_JWT_SECRET", "replace-with-at-least-32-random-characters"), "FLASHSALE_JWT_SECRET holds the placeholder"},
+	{"production refuses the example database password", withEnv(prodOK, "FLASHSALE_DATABASE_URL", "postgres://flashsale:replace-me@db/flashsale"), "FLASHSALE_DATABASE_URL holds the placeholder"},
+	{"production refuses the example address", withEnv(prodOK, "FLASHSALE_PUBLIC_URL", "https://shop.example.com"), "FLASHSALE_PUBLIC_URL=\"https://shop.example.com\" is the documentation's example"},
+	// Test mode only by name; live keys never in test mode.
+	{"production refuses a test key", withEnv(prodOK, "FLASHSALE_STRIPE_SECRET_KEY", "sk_test_x"), "FLASHSALE_STRIPE_SECRET_KEY is a test-mode key"},
+	{"production refuses a restricted test key", withEnv(prodOK, "FLASHSALE_STRIPE_SECRET_KEY", "rk_test_x"), "FLASHSALE_STRIPE_TEST_MODE=on"},
+	{"production takes a test key in test mode", withEnv(prodOK, "FLASHSALE_STRIPE_SECRET_KEY", "sk_test_x", "FLASHSALE_STRIPE_TEST_MODE", "on"), ""},
+	{"production takes a restricted live key", withEnv(prodOK, "FLASHSALE_STRIPE_SECRET_KEY", "rk_live_x"), ""},
+	{"test mode refuses a live key", withEnv(prodOK, "FLASHSALE_STRIPE_TEST_MODE", "on"), "FLASHSALE_STRIPE_TEST_MODE=on with a live key"},
+	{"production refuses a key that is no key", withEnv(prodOK, "FLASHSALE_STRIPE_SECRET_KEY", "pk_live_x"), "is not a Stripe secret key"},
+	{"development takes a test key", map[string]string{"FLASHSALE_PAYMENTS": "stripe", "FLASHSALE_STRIPE_SECRET_KEY": "sk_test_x", "FLASHSALE_STRIPE_WEBHOOK_SECRET": "whsec_x"}, ""},
+	// The simulated provider on a public address only by name.
+	{"the default simulated provider on every interface", map[string]string{"FLASHSALE_ADDR": "0.0.0.0:8080", "FLASHSALE_JWT_SECRET": "a-development-secret-of-some-length"}, "FLASHSALE_PAYMENTS is not set"},
+	{"the simulated provider on every interface by name", map[string]string{"FLASHSALE_ADDR": "0.0.0.0:8080", "FLASHSALE_JWT_SECRET": "a-development-secret-of-some-length", "FLASHSALE_PAYMENTS": "simulated"}, ""},
+	{"the default simulated provider on loopback", map[string]string{"FLASHSALE_ADDR": "127.0.0.1:8080"}, ""},
 	{"development allows a fault hook", map[string]string{"FLASHSALE_FAULT": "writer-after-commit:kill@3"}, ""},
 	{"development allows a clock skew", map[string]string{"FLASHSALE_CLOCK_SKEW": "-2s"}, ""},
 }
@@ -129,7 +148,7 @@ var secretConfigCases = []configCase{
 	{"development secret on 127.0.0.2", map[string]string{"FLASHSALE_ADDR": "127.0.0.2:0"}, ""},
 	{"development secret on ::1", map[string]string{"FLASHSALE_ADDR": "[::1]:8080"}, ""},
 	{"development secret on localhost", map[string]string{"FLASHSALE_ADDR": "localhost:8080"}, ""},
-	{"own secret on every interface", map[string]string{"FLASHSALE_ADDR": "0.0.0.0:8080", "FLASHSALE_JWT_SECRET": strings.Repeat("s", 32)}, ""},
+	{"own secret on every interface", map[string]string{"FLASHSALE_ADDR": "0.0.0.0:8080", "FLASHSALE_JWT_SECRET": strings.Repeat("s", 32), "FLASHSALE_PAYMENTS": "simulated"}, ""},
 	{"production on every interface", withEnv(prodOK, "FLASHSALE_ADDR", "0.0.0.0:8080"), ""},
 }
 

@@ -41,7 +41,11 @@ type ItemEdit struct {
 // commits; a refusal changes nothing.
 func (s *Sales) Edit(ctx context.Context, merchantID, saleID int64, in SaleEdit) (shop.Sale, error) {
 	return s.change(ctx, merchantID, saleID, func(cur shop.Sale, now time.Time) (shop.Sale, error) {
-		return applyEdit(cur, in, now)
+		next, err := applyEdit(cur, in, now)
+		if err != nil {
+			return shop.Sale{}, err
+		}
+		return next, checkPayable(cur, next, s.prices)
 	})
 }
 

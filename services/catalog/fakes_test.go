@@ -37,6 +37,10 @@ func (f *fakeDB) SaleMoney(_ context.Context, saleID int64) ([]store.ItemMoney, 
 	return f.money, nil
 }
 
+func (f *fakeDB) SaleMoneyIssues(context.Context, int64) (store.MoneyIssues, error) {
+	return store.MoneyIssues{}, nil
+}
+
 func (f *fakeDB) EditSale(_ context.Context, saleID int64, edit func(cur shop.Sale) (shop.Sale, error), before func(old, next shop.Sale) error) (shop.Sale, error) {
 	if saleID != f.sale.ID {
 		return shop.Sale{}, store.ErrNotFound

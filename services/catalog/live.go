@@ -105,11 +105,17 @@ type LiveSaleMoney struct {
 	Currency string // the sale's (ISO 4217)
 	LiveMoney
 	Items map[int64]LiveMoney // by item id; an item without any is missing (zeros)
+	// Conflicts are payments that named one of the sale's orders but were not its own (another
+	// session, a payment link, another amount): they paid nothing and are refunded.
+	Conflicts     int64
+	ConflictCents int64
+	RefundsFailed int64 // refunds the provider refused for good: the merchant settles them
 }
 
 // liveMoney sums the items' money into the sale's.
-func liveMoney(currency string, items []store.ItemMoney) LiveSaleMoney {
-	out := LiveSaleMoney{Currency: currency, Items: make(map[int64]LiveMoney, len(items))}
+func liveMoney(currency string, items []store.ItemMoney, issues store.MoneyIssues) LiveSaleMoney {
+	out := LiveSaleMoney{Currency: currency, Items: make(map[int64]LiveMoney, len(items)),
+		Conflicts: issues.Conflicts, ConflictCents: issues.ConflictCents, RefundsFailed: issues.RefundsFailed}
 	for _, it := range items {
 		m := LiveMoney{PaidCents: it.PaidCents, Awaiting: it.Awaiting, AwaitingCents: it.AwaitingCents,
 			Refunds: it.Refunds, RefundedCents: it.RefundedCents, RefundsPending: it.RefundsPending}
@@ -215,12 +221,16 @@ func (s *Sales) live(ctx context.Context, saleID int64) (LiveView, error) {
 	if err != nil {
 		return LiveView{}, shop.Unavailable(err)
 	}
+	issues, err := s.db.SaleMoneyIssues(ctx, saleID)
+	if err != nil {
+		return LiveView{}, shop.Unavailable(err)
+	}
 	reminders, err := s.stock.Reminders(ctx, saleID)
 	if err != nil {
 		return LiveView{}, shop.Unavailable(err)
 	}
 	v := LiveView{AsOf: now, merchantID: row.MerchantID, Items: adminItems(rep), Series: series, Reminders: reminders,
-		Money: liveMoney(row.Currency, money),
+		Money: liveMoney(row.Currency, money, issues),
 		Sale: LiveSale{ID: row.ID, Name: row.Name, StartsAt: row.StartsAt, EndsAt: row.EndsAt, Paused: row.Paused,
 			Status: liveStatus(row.StartsAt, row.EndsAt, row.Paused, now), FairStartMillis: row.FairStartMillis}}
 	if row.FairStartMillis > 0 {

@@ -21,6 +21,7 @@ type DB interface {
 	OrdersOfSale(ctx context.Context, saleID int64, f store.SaleOrderFilter, after *store.OrderCursor, limit int) ([]store.SaleOrder, *store.OrderCursor, error)
 	SaleByID(ctx context.Context, id int64) (shop.Sale, error)
 	SaleMoney(ctx context.Context, saleID int64) ([]store.ItemMoney, error)
+	SaleMoneyIssues(ctx context.Context, saleID int64) (store.MoneyIssues, error)
 	SalesByMerchant(ctx context.Context, merchantID int64, limit int) ([]shop.Sale, error)
 	SalesEndingAfter(ctx context.Context, t time.Time, after *store.SaleCursor, limit int) ([]shop.Sale, *store.SaleCursor, error)
 	SalesEndedBy(ctx context.Context, t time.Time, after *store.SaleCursor, limit int) ([]shop.Sale, *store.SaleCursor, error)

@@ -100,6 +100,7 @@ type Sales struct {
 	pausedCache *ttlcache.Cache[int64, bool] // Redis's paused flag per sale, for the token path (pausedTTL)
 	bounds      *idBounds                    // the highest sale and item ids: a made-up id costs no query of its own
 	notices     shop.Notices                 // where changes are announced to the other instances
+	prices      PriceFloor                   // the payment provider's minimum charge per currency
 }
 
 // listing is one page of Upcoming as the listing cache shares it (callers must not modify it).
@@ -143,6 +144,7 @@ type Deps struct {
 	Reconcile Reconciler
 	Queue     pipeline.Backlogger // the queue whose depth the live view shows, and rebuilds wait for
 	Notices   shop.Notices        // tells the other instances when a merchant changes a sale
+	Prices    PriceFloor          // the payment provider's minimum charge (nil: any positive price)
 	Log       *slog.Logger
 	Now       func() time.Time
 }
@@ -158,9 +160,12 @@ func NewSales(cfg Config, d Deps) (*Sales, error) {
 	if d.Notices == nil {
 		d.Notices = shop.NoNotices{}
 	}
+	if d.Prices == nil {
+		d.Prices = anyPrice{}
+	}
 	now := d.Now
 	s := &Sales{db: d.DB, stock: d.Stock, loader: d.Loader, reconcile: d.Reconcile, payWindow: cfg.PayWindow,
-		warmAhead: cfg.WarmAhead, shards: cfg.StockShards, queue: d.Queue, notices: d.Notices, log: d.Log, now: now,
+		warmAhead: cfg.WarmAhead, shards: cfg.StockShards, queue: d.Queue, notices: d.Notices, prices: d.Prices, log: d.Log, now: now,
 		items: ttlcache.New[int64](ttlcache.Config[shop.ItemInfo]{TTL: catalogTTL, Max: 100_000, MaxAbsent: 10_000,
 			Absent: func(i shop.ItemInfo) bool { return !i.Found }, AbsentTTL: absentTTL, StaleFor: 24 * time.Hour}, now),
 		salesCache: ttlcache.New[int64](ttlcache.Config[cachedSale]{TTL: catalogTTL, Max: 10_000, MaxAbsent: 10_000,
@@ -264,7 +269,11 @@ func (s *Sales) create(ctx context.Context, merchantID int64, in NewSale) (shop.
 	if err := in.input().validate(); err != nil {
 		return shop.Sale{}, err
 	}
-	sale, err := s.db.CreateSale(ctx, s.newSale(merchantID, in))
+	sale := s.newSale(merchantID, in)
+	if err := checkPayable(shop.Sale{}, sale, s.prices); err != nil {
+		return shop.Sale{}, err
+	}
+	sale, err := s.db.CreateSale(ctx, sale)
 	if err != nil {
 		return shop.Sale{}, shop.Unavailable(err)
 	}

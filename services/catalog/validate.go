@@ -177,3 +177,37 @@ func validFairStart(ms int) error {
 	}
 	return nil
 }
+
+// PriceFloor is the payment provider as the catalog asks it: the smallest amount it charges in
+// a currency, in minor units (payments.Provider).
+type PriceFloor interface {
+	MinimumCents(currency string) int64
+}
+
+// anyPrice is the floor of a deployment without a provider: any positive price.
+type anyPrice struct{}
+
+func (anyPrice) MinimumCents(string) int64 { return 1 }
+
+// checkPayable refuses an item price the provider cannot charge in the sale's currency: 422
+// PRICE_NOT_PAYABLE naming the minimum. 0 is a free item (no payment). Only what the change
+// sets is checked (every price of a new sale, or after a change of currency; a new or repriced
+// item): a sale made before a floor rose keeps selling what it sold.
+func checkPayable(old, next shop.Sale, floor PriceFloor) error {
+	before := map[int64]int64{}
+	for _, it := range old.Items {
+		before[it.ID] = it.PriceCents
+	}
+	min := floor.MinimumCents(next.Currency)
+	for i, it := range next.Items {
+		prev, had := before[it.ID]
+		if it.ID != 0 && had && prev == it.PriceCents && old.Currency == next.Currency {
+			continue
+		}
+		if it.PriceCents > 0 && it.PriceCents < min {
+			return &shop.Error{Code: shop.CodePriceNotPayable, MinimumCents: min, Currency: next.Currency,
+				Message: fmt.Sprintf("items[%d].priceCents %d is below what the payment provider can charge in %s: at least %d, or 0 for a free item", i, it.PriceCents, next.Currency, min)}
+		}
+	}
+	return nil
+}

@@ -110,3 +110,43 @@ func TestCreateSaleValidation(t *testing.T) {
 	}
 }
 func fixedNow(t time.Time) func() time.Time { return func() time.Time { return t } }
+
+type floor map[string]int64
+
+func (f floor) MinimumCents(c string) int64 { return f[c] }
+
+// A price the provider cannot charge is refused with its minimum; 0 (free) and prices at the
+// minimum pass; an edit checks what it sets (a new or repriced item, every item when the currency
+// changes), not an old price it leaves alone.
+func TestCheckPayable(t *testing.T) {
+	f := floor{"CNY": 400, "USD": 50}
+	sale := func(currency string, prices ...int64) shop.Sale {
+		s := shop.Sale{Currency: currency}
+		for i, p := range prices {
+			s.Items = append(s.Items, shop.Item{ID: int64(i + 1), PriceCents: p})
+		}
+		return s
+	}
+	for _, c := range []struct {
+		name      string
+		old, next shop.Sale
+		wantMin   int64
+	}{
+		{"new sale at the minimum and free", shop.Sale{}, sale("CNY", 400, 0), 0},
+		{"new sale below the minimum", shop.Sale{}, sale("CNY", 399), 400},
+		{"new sale of one cent in USD", shop.Sale{}, sale("USD", 1), 50},
+		{"an old low price left alone", sale("CNY", 100), sale("CNY", 100), 0},
+		{"an old low price repriced, still low", sale("CNY", 100), sale("CNY", 200), 400},
+		{"the currency changed under an old price", sale("USD", 100), sale("CNY", 100), 400},
+		{"a new item below the minimum", sale("CNY", 500), func() shop.Sale { s := sale("CNY", 500); s.Items = append(s.Items, shop.Item{PriceCents: 1}); return s }(), 400},
+	} {
+		err := checkPayable(c.old, c.next, f)
+		var e *shop.Error
+		switch {
+		case c.wantMin == 0 && err != nil:
+			t.Errorf("%s: %v, want accepted", c.name, err)
+		case c.wantMin != 0 && (!errors.As(err, &e) || e.Code != shop.CodePriceNotPayable || e.MinimumCents != c.wantMin || e.Currency != c.next.Currency):
+			t.Errorf("%s: %v, want PRICE_NOT_PAYABLE with minimum %d %s", c.name, err, c.wantMin, c.next.Currency)
+		}
+	}
+}

@@ -73,27 +73,87 @@ func (b *backoff) done(key string) {
 	delete(b.next, key)
 }
 
-// Run closes, until ctx ends, the checkouts of orders that can no longer be paid and makes the
-// refunds that are due: every Interval, and at once when kicked. A provider that does not answer
-// is asked again at the next pass, for as long as it takes. Any number of instances may run it:
-// each provider call is idempotent for its order.
+// tries counts the calls of one key that got no verdict: the next call goes under a new
+// idempotency key (the provider replays a stored 500 under the old one for a day).
+type tries struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (t *tries) get(key string) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.n[key]
+}
+
+func (t *tries) next(key string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.n == nil {
+		t.n = map[string]int{}
+	}
+	t.n[key]++
+}
+
+func (t *tries) done(key string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.n, key)
+}
+
+// Run closes, until ctx ends, the checkouts of orders that can no longer be paid, makes the
+// refunds that are due, and asks the provider about checkouts whose outcome may not have reached
+// us: three jobs, each on its own, so that a slow provider in one never holds the others. A
+// provider that does not answer is asked again later, for as long as it takes. Any number of
+// instances may run it: each provider call is idempotent, and each result is applied once.
 func (p *Payments) Run(ctx context.Context) {
-	t := time.NewTicker(p.cfg.Interval)
+	var wg sync.WaitGroup
+	kicks := []chan struct{}{make(chan struct{}, 1), make(chan struct{}, 1)}
+	wg.Go(func() { p.every(ctx, p.cfg.Interval, kicks[0], func() { p.expireCheckouts(ctx) }) })
+	wg.Go(func() { p.every(ctx, p.cfg.Interval, kicks[1], func() { p.refund(ctx) }) })
+	wg.Go(func() { p.every(ctx, p.cfg.ReconcileEvery, nil, func() { p.Reconcile(ctx) }) })
+	for {
+		select {
+		case <-ctx.Done():
+			wg.Wait()
+			return
+		case <-p.kick:
+			for _, k := range kicks {
+				select {
+				case k <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}
+}
+
+// every runs job at once, then every interval and whenever kicked, until ctx ends.
+func (p *Payments) every(ctx context.Context, interval time.Duration, kick <-chan struct{}, job func()) {
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
-		p.Pass(ctx)
+		job()
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-		case <-p.kick:
+		case <-kick:
 		}
 	}
 }
 
 // Pass is one round of the keeper: it reports how many checkouts it closed and refunds it made.
+// (The reconciler is Reconcile.)
 func (p *Payments) Pass(ctx context.Context) (closed, refunded int) {
 	return p.expireCheckouts(ctx), p.refund(ctx)
+}
+
+// call runs one provider call under its own timeout.
+func call[T any](ctx context.Context, timeout time.Duration, f func(context.Context) (T, error)) (T, error) {
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return f(cctx)
 }
 
 func (p *Payments) expireCheckouts(ctx context.Context) int {
@@ -109,7 +169,9 @@ func (p *Payments) expireCheckouts(ctx context.Context) int {
 			continue
 		}
 		state := store.CheckoutExpired
-		err := p.provider.ExpireSession(ctx, c.SessionID)
+		_, err := call(ctx, p.cfg.CallTimeout, func(ctx context.Context) (struct{}, error) {
+			return struct{}{}, p.provider.ExpireSession(ctx, c.SessionID)
+		})
 		if errors.Is(err, ErrSessionComplete) {
 			// Paid meanwhile: the provider's confirmation (already here, or on its way) refunds it.
 			state, err = store.CheckoutComplete, nil
@@ -139,25 +201,109 @@ func (p *Payments) refund(ctx context.Context) int {
 	}
 	n := 0
 	for _, r := range due {
-		key := "refund " + r.OrderID
+		key := "refund " + r.PaymentID
 		if !p.retries.due(key, p.now()) {
 			continue
 		}
-		id, err := p.provider.Refund(ctx, RefundRequest{OrderID: r.OrderID, PaymentID: r.PaymentID})
+		req := RefundRequest{OrderID: r.OrderID, PaymentID: r.PaymentID, Attempt: p.tries.get(key)}
+		id, err := call(ctx, p.cfg.CallTimeout, func(ctx context.Context) (string, error) { return p.provider.Refund(ctx, req) })
+		if err != nil && !transient(err) {
+			// Refused for good (a payment already disputed, an account that cannot refund): asking
+			// again would not change it. Recorded with its reason; the merchant's view shows it.
+			p.retries.done(key)
+			p.tries.done(key)
+			p.metrics.Payments.WithLabelValues("refund_failed").Inc()
+			p.log.Error("payments: the provider refused a refund for good; the merchant must settle it", "order", r.OrderID,
+				"payment", r.PaymentID, "conflict", r.Conflict(), "err", err)
+			if err := p.db.RecordRefundFailure(ctx, r, refusalReason(err)); err != nil {
+				p.log.Warn("payments: recording a refused refund failed", "payment", r.PaymentID, "err", err)
+			}
+			continue
+		}
 		if err != nil {
 			p.metrics.Payments.WithLabelValues("provider_error").Inc()
+			p.tries.next(key) // no verdict: the next try asks first, then goes under a new key
 			wait := p.retries.failed(key, p.now(), p.cfg.Interval)
-			p.log.Warn("payments: a refund failed; it is tried again", "order", r.OrderID, "payment", r.PaymentID, "in", wait, "err", err)
+			p.log.Warn("payments: a refund got no answer; it is tried again", "order", r.OrderID, "payment", r.PaymentID, "in", wait, "err", err)
 			continue
 		}
 		p.retries.done(key)
-		if err := p.db.RecordRefund(ctx, r.OrderID, id); err != nil {
+		p.tries.done(key)
+		if err := p.db.RecordRefund(ctx, r, id); err != nil {
 			p.log.Warn("payments: recording a refund failed", "order", r.OrderID, "refund", id, "err", err)
 			continue
 		}
 		p.metrics.Payments.WithLabelValues("refunded").Inc()
-		p.log.Info("payments: refunded a payment that came after its order ended", "order", r.OrderID, "refund", id)
+		p.log.Info("payments: refunded a payment that did not buy its order", "order", r.OrderID, "payment", r.PaymentID,
+			"conflict", r.Conflict(), "refund", id)
 		n++
 	}
 	return n
+}
+
+// refusalReason is the words kept for a refund refused for good.
+func refusalReason(err error) string {
+	s := err.Error()
+	if len(s) > 500 {
+		s = s[:500]
+	}
+	return s
+}
+
+// Reconcile asks the provider about the checkouts whose outcome may not have reached us (open
+// longer than a webhook takes, or closed as paid with no payment recorded) and applies what it
+// learns exactly as the webhook would: a payment pays its PENDING order or is refunded, an
+// expired session closes. The webhook is the fast path; this is the one that does not depend on
+// it. It reports how many checkouts it asked about. Safe on any number of instances: each
+// checkout is claimed by one for a while, and every result is applied once.
+func (p *Payments) Reconcile(ctx context.Context) int {
+	due, err := p.db.CheckoutsToVerify(ctx, p.provider.Name(), keeperBatch)
+	if err != nil {
+		p.log.Warn("payments: listing checkouts to verify failed", "err", err)
+		return 0
+	}
+	n := 0
+	for _, c := range due {
+		st, err := call(ctx, p.cfg.CallTimeout, func(ctx context.Context) (SessionState, error) { return p.provider.Lookup(ctx, c.SessionID) })
+		if errors.Is(err, ErrNoLookup) {
+			return n
+		}
+		if err != nil {
+			p.metrics.Payments.WithLabelValues("provider_error").Inc()
+			p.log.Warn("payments: asking the provider about a checkout failed; asked again later", "order", c.OrderID, "session", c.SessionID, "err", err)
+			continue
+		}
+		n++
+		if err := p.applyLookup(ctx, c, st); err != nil {
+			p.log.Warn("payments: applying what the provider said of a checkout failed", "order", c.OrderID, "session", c.SessionID, "err", err)
+		}
+	}
+	return n
+}
+
+// applyLookup applies what the provider said of checkout c, as its webhook would have.
+func (p *Payments) applyLookup(ctx context.Context, c store.CheckoutToExpire, st SessionState) error {
+	switch st.Status {
+	case SessionComplete:
+		p.metrics.Payments.WithLabelValues("reconciled_complete").Inc()
+		if err := p.Apply(ctx, Event{ID: "reconcile_paid_" + c.SessionID, Kind: EventPaid, OrderID: c.OrderID, SessionID: c.SessionID,
+			PaymentID: paidID(st), AmountCents: st.AmountCents, Currency: st.Currency}); err != nil {
+			return err
+		}
+		return p.db.MarkVerified(ctx, c.OrderID, c.SessionID)
+	case SessionExpired:
+		if err := p.Apply(ctx, Event{ID: "reconcile_expired_" + c.SessionID, Kind: EventExpired, OrderID: c.OrderID, SessionID: c.SessionID}); err != nil {
+			return err
+		}
+		return p.db.MarkVerified(ctx, c.OrderID, c.SessionID)
+	}
+	return nil // still open: asked again later
+}
+
+// paidID is the payment of a session, "" when no money was taken.
+func paidID(st SessionState) string {
+	if !st.Paid {
+		return ""
+	}
+	return st.PaymentID
 }

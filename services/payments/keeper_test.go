@@ -3,7 +3,9 @@ package payments
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -49,6 +51,7 @@ type keeperDB struct {
 	closed   map[string]string // order -> expired or complete
 	due      map[string]string // order -> payment to refund
 	refunded map[string]string // order -> refund id
+	failed   map[string]string // order -> why the refund was refused for good
 }
 
 func (d *keeperDB) CheckoutsToExpire(_ context.Context, provider string, skip []string, limit int) ([]store.CheckoutToExpire, error) {
@@ -70,16 +73,22 @@ func (d *keeperDB) CloseCheckout(_ context.Context, orderID, state string) error
 func (d *keeperDB) RefundsDue(_ context.Context, provider string, skip []string, limit int) ([]store.RefundDue, error) {
 	var out []store.RefundDue
 	for o, pi := range d.due {
-		if !slices.Contains(skip, o) && len(out) < limit {
+		if !slices.Contains(skip, pi) && len(out) < limit {
 			out = append(out, store.RefundDue{OrderID: o, Provider: provider, PaymentID: pi})
 		}
 	}
 	return out, nil
 }
 
-func (d *keeperDB) RecordRefund(_ context.Context, orderID, refundID string) error {
-	delete(d.due, orderID)
-	d.refunded[orderID] = refundID
+func (d *keeperDB) RecordRefund(_ context.Context, r store.RefundDue, refundID string) error {
+	delete(d.due, r.OrderID)
+	d.refunded[r.OrderID] = refundID
+	return nil
+}
+
+func (d *keeperDB) RecordRefundFailure(_ context.Context, r store.RefundDue, reason string) error {
+	delete(d.due, r.OrderID)
+	d.failed[r.OrderID] = reason
 	return nil
 }
 
@@ -89,6 +98,7 @@ type flakyProvider struct {
 	Simulated
 	fails          int
 	expires, refus int
+	attempts       []int // the Attempt of each refund call
 }
 
 func (f *flakyProvider) ExpireSession(_ context.Context, session string) error {
@@ -102,18 +112,27 @@ func (f *flakyProvider) ExpireSession(_ context.Context, session string) error {
 }
 
 func (f *flakyProvider) Refund(_ context.Context, r RefundRequest) (string, error) {
+	f.attempts = append(f.attempts, r.Attempt)
 	if f.refus++; f.refus <= f.fails {
 		return "", errors.New("provider down")
 	}
+	if r.PaymentID == "pi_disputed" {
+		return "", refusal{fmt.Errorf("%w: charge_disputed", ErrRefundFailed)}
+	}
 	return "re_" + r.OrderID, nil
 }
+
+// refusal is a provider's error that says it is final.
+type refusal struct{ error }
+
+func (refusal) Transient() bool { return false }
 
 // The keeper expires the checkouts of ended orders and makes the refunds due, trying again after
 // failures (spaced out) until the provider answers; a session the provider says was paid is
 // recorded complete (its payment's confirmation refunds it).
 func TestKeeperRetriesUntilTheProviderAnswers(t *testing.T) {
 	db := &keeperDB{open: map[string]string{"o1": "cs_1", "o2": "paid"}, closed: map[string]string{},
-		due: map[string]string{"o3": "pi_3"}, refunded: map[string]string{}}
+		due: map[string]string{"o3": "pi_3"}, refunded: map[string]string{}, failed: map[string]string{}}
 	prov := &flakyProvider{fails: 3}
 	now := time.Unix(1_800_000_000, 0)
 	p := New(Config{Interval: time.Second}, Deps{Provider: prov, DB: db, Now: func() time.Time { return now }})
@@ -131,5 +150,28 @@ func TestKeeperRetriesUntilTheProviderAnswers(t *testing.T) {
 	// Spaced out: 3 failures each, then the answer, over about 2+4+8 s, not 3 passes.
 	if passes < 10 || prov.expires > 3+2+3 || prov.refus > 3+1 {
 		t.Fatalf("%d passes, %d expire and %d refund calls: want the retries spaced out", passes, prov.expires, prov.refus)
+	}
+	// Each refund call that got no verdict is followed by one under the next attempt (a new
+	// idempotency key, asking first): Stripe would replay a stored 500 under the old one.
+	if !slices.Equal(prov.attempts, []int{0, 1, 2, 3}) {
+		t.Fatalf("refund attempts %v, want 0, 1, 2, 3", prov.attempts)
+	}
+}
+
+// A refund the provider refuses for good is recorded with its reason once and never asked again;
+// the other refunds go on.
+func TestKeeperRecordsARefusedRefund(t *testing.T) {
+	db := &keeperDB{open: map[string]string{}, closed: map[string]string{}, refunded: map[string]string{}, failed: map[string]string{},
+		due: map[string]string{"o1": "pi_disputed", "o2": "pi_2"}}
+	prov := &flakyProvider{}
+	p := New(Config{Interval: time.Second}, Deps{Provider: prov, DB: db})
+	for range 5 {
+		p.Pass(context.Background())
+	}
+	if !strings.Contains(db.failed["o1"], "charge_disputed") || db.refunded["o2"] != "re_o2" || len(db.due) != 0 {
+		t.Fatalf("failed %v, refunded %v, due %v: want o1's refusal recorded with its reason, o2 refunded", db.failed, db.refunded, db.due)
+	}
+	if prov.refus != 2 {
+		t.Fatalf("%d refund calls over 5 passes, want 2 (a refusal for good is not asked again)", prov.refus)
 	}
 }

@@ -29,7 +29,19 @@ type Config struct {
 	PublicURL string
 	// Interval is how often the keeper expires checkouts of ended orders and makes refunds due.
 	Interval time.Duration
+	// CallTimeout bounds each call to the provider (0: DefaultCallTimeout): a slow provider holds
+	// neither a shopper's click nor the keeper's other work longer than this.
+	CallTimeout time.Duration
+	// ReconcileEvery is how often the reconciler asks the provider about checkouts whose outcome
+	// may not have reached us (0: DefaultReconcileEvery).
+	ReconcileEvery time.Duration
 }
+
+// Defaults of Config.
+const (
+	DefaultCallTimeout    = 5 * time.Second
+	DefaultReconcileEvery = 30 * time.Second
+)
 
 // Deps are what payments work with. Webhooks may be left out: then no webhook is accepted (the
 // simulated provider confirms in-process).
@@ -55,12 +67,19 @@ type Payments struct {
 	now      func() time.Time
 	kick     chan struct{} // wakes the keeper: a refund became due
 	retries  backoff       // provider calls that keep failing, spaced out
+	tries    tries         // calls that got no verdict: the next one goes under a new idempotency key
 }
 
 // New returns the payments service.
 func New(cfg Config, d Deps) *Payments {
 	if cfg.Interval <= 0 {
 		cfg.Interval = time.Second
+	}
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = DefaultCallTimeout
+	}
+	if cfg.ReconcileEvery <= 0 {
+		cfg.ReconcileEvery = DefaultReconcileEvery
 	}
 	if d.Now == nil {
 		d.Now = time.Now
@@ -75,6 +94,9 @@ func New(cfg Config, d Deps) *Payments {
 	return &Payments{cfg: cfg, provider: d.Provider, webhooks: d.Webhooks, db: d.DB, returns: d.Returns,
 		metrics: metrics.Or(d.Metrics), log: d.Log, now: d.Now, kick: make(chan struct{}, 1)}
 }
+
+// Provider is the provider in use (its minimum charge, for the catalog's prices).
+func (p *Payments) Provider() Provider { return p.provider }
 
 // ProviderName names the provider in use ("simulated", "stripe").
 func (p *Payments) ProviderName() string { return p.provider.Name() }
@@ -164,13 +186,13 @@ func (p *Payments) openCheckout(ctx context.Context, o store.OrderDetail, attemp
 		base = strings.TrimRight(origin, "/")
 	}
 	back := base + "/orders/" + o.ID
-	s, err := p.provider.Checkout(ctx, CheckoutRequest{OrderID: o.ID, ItemName: o.ItemName, AmountCents: o.PriceCents,
-		Currency: o.Currency, SuccessURL: back + "?payment=done", CancelURL: back + "?payment=cancelled", ExpiresAt: o.PayBy, Attempt: attempt})
+	req := CheckoutRequest{OrderID: o.ID, ItemName: o.ItemName, AmountCents: o.PriceCents, Currency: o.Currency,
+		SuccessURL: back + "?payment=done", CancelURL: back + "?payment=cancelled", ExpiresAt: o.PayBy, Attempt: attempt}
+	s, err := p.createCheckout(ctx, req)
 	if err != nil {
 		p.metrics.Payments.WithLabelValues("provider_error").Inc()
 		p.log.Warn("payments: opening a checkout failed", "order", o.ID, "provider", p.provider.Name(), "err", err)
-		var t interface{ Transient() bool }
-		if errors.As(err, &t) && !t.Transient() {
+		if !transient(err) {
 			// The provider refused this checkout for good (an amount it cannot charge, a key it
 			// does not take): asking again would not help.
 			return "", shop.Errorf(shop.CodeNotPayable, "the payment provider refused to open a checkout for this order; the shop has been told")
@@ -190,6 +212,44 @@ func (p *Payments) openCheckout(ctx context.Context, o store.OrderDetail, attemp
 	}
 	p.metrics.Payments.WithLabelValues("checkout_opened").Inc()
 	return c.URL, nil
+}
+
+// createCheckout asks the provider for a checkout within the click's budget: each call has its
+// own timeout, and a call that got no verdict (a 5xx, no answer) is tried again under a new
+// idempotency key (Try), since the provider replays a stored failure under the old one. A session
+// made by a call whose answer was lost is never handed out: it expires by itself at the provider.
+// The tries of an order are remembered, so a later click starts from a key not yet spent.
+func (p *Payments) createCheckout(ctx context.Context, req CheckoutRequest) (Session, error) {
+	key := "checkout " + req.OrderID
+	var err error
+	for range checkoutTries {
+		req.Try = p.tries.get(key)
+		cctx, cancel := context.WithTimeout(ctx, p.cfg.CallTimeout)
+		var s Session
+		s, err = p.provider.Checkout(cctx, req)
+		cancel()
+		if err == nil {
+			return s, nil
+		}
+		if !transient(err) || ctx.Err() != nil {
+			return Session{}, err
+		}
+		p.tries.next(key)
+	}
+	return Session{}, err
+}
+
+// checkoutTries is how many calls one click makes to open a checkout (each under its own key).
+const checkoutTries = 2
+
+// transient reports whether a provider's error gave no verdict (worth another try): an error
+// that says so through a Transient method, or any error that does not say (a network error).
+func transient(err error) bool {
+	var t interface{ Transient() bool }
+	if errors.As(err, &t) {
+		return t.Transient()
+	}
+	return !errors.Is(err, ErrRefundFailed)
 }
 
 // Webhook verifies a provider's notification and applies it once. A payload that does not verify
@@ -231,7 +291,7 @@ func (p *Payments) Apply(ctx context.Context, e Event) error {
 		e.OrderID = ""
 	}
 	out, err := p.db.ApplyPaymentEvent(ctx, store.PaymentEvent{Provider: p.provider.Name(), EventID: e.ID, Kind: kind,
-		OrderID: e.OrderID, SessionID: e.SessionID, PaymentID: e.PaymentID, AmountCents: e.AmountCents})
+		OrderID: e.OrderID, SessionID: e.SessionID, PaymentID: e.PaymentID, AmountCents: e.AmountCents, Currency: e.Currency})
 	if err != nil {
 		return shop.Unavailable(err) // the provider sends it again
 	}
@@ -241,8 +301,11 @@ func (p *Payments) Apply(ctx context.Context, e Event) error {
 		p.log.Warn("payments: a payment arrived after its order had ended; refunding it", "order", e.OrderID, "payment", e.PaymentID)
 		p.Kick()
 	case store.OutcomeConflict:
-		p.log.Error("payments: a second payment for an order that holds one; refund it by hand at the provider",
-			"order", e.OrderID, "payment", e.PaymentID)
+		// Not the order's own payment (another session, a payment link, another amount): it pays
+		// nothing, and its money goes back; the merchant's money view counts it.
+		p.log.Warn("payments: a payment that is not its order's own; refunding it", "order", e.OrderID,
+			"session", e.SessionID, "payment", e.PaymentID, "amount", e.AmountCents, "currency", e.Currency)
+		p.Kick()
 	case store.OutcomeUnknown:
 		p.log.Warn("payments: an event about an unknown order", "event", e.ID, "order", e.OrderID)
 	}

@@ -17,7 +17,10 @@ type DB interface {
 	CheckoutsToExpire(ctx context.Context, provider string, skip []string, limit int) ([]store.CheckoutToExpire, error)
 	CloseCheckout(ctx context.Context, orderID, state string) error
 	RefundsDue(ctx context.Context, provider string, skip []string, limit int) ([]store.RefundDue, error)
-	RecordRefund(ctx context.Context, orderID, refundID string) error
+	RecordRefund(ctx context.Context, r store.RefundDue, refundID string) error
+	RecordRefundFailure(ctx context.Context, r store.RefundDue, reason string) error
+	CheckoutsToVerify(ctx context.Context, provider string, limit int) ([]store.CheckoutToExpire, error)
+	MarkVerified(ctx context.Context, orderID, sessionID string) error
 }
 
 // Returner gives a unit Postgres released back to Redis (pipeline.Returns).

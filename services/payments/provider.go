@@ -17,9 +17,43 @@ type Provider interface {
 	// ExpireSession closes an open checkout so that it can no longer be paid. A session that is
 	// already expired answers nil; one that was completed (paid) answers ErrSessionComplete.
 	ExpireSession(ctx context.Context, sessionID string) error
-	// Refund returns the whole of a payment; the same order asks once however often it is retried.
+	// Refund returns the whole of a payment. A retry with the same Attempt reaches the same
+	// refund; a later Attempt (after a call that got no verdict) first looks for a refund of the
+	// payment that exists, and makes one only if there is none. A refusal for good answers an
+	// error whose Transient method says false; a refund the provider took and then failed
+	// answers ErrRefundFailed with its reason.
 	Refund(ctx context.Context, r RefundRequest) (refundID string, err error)
+	// Lookup asks the provider what became of a checkout session: the reconciler's question when
+	// a webhook may have been lost, and the deadline's when an expiry is refused.
+	Lookup(ctx context.Context, sessionID string) (SessionState, error)
+	// MinimumCents is the smallest amount the provider charges in currency (ISO 4217), in its
+	// minor units: a sale refuses an item price below it (422 PRICE_NOT_PAYABLE); 0 is free.
+	MinimumCents(currency string) int64
 }
+
+// SessionState is what the provider says of a checkout session.
+type SessionState struct {
+	Status      string // SessionOpen, SessionComplete or SessionExpired
+	Paid        bool   // money was taken (Stripe: payment_status paid)
+	OrderID     string // its client reference
+	PaymentID   string // the payment (Stripe: the PaymentIntent), when one was made
+	AmountCents int64
+	Currency    string // upper case
+}
+
+// The states of a provider's checkout session.
+const (
+	SessionOpen     = "open"
+	SessionComplete = "complete"
+	SessionExpired  = "expired"
+)
+
+// ErrNoLookup is Lookup's answer from a provider that keeps no books of its own to ask (the
+// simulated one confirms in-process: nothing it says can be lost).
+var ErrNoLookup = errors.New("payments: this provider cannot be asked about its sessions")
+
+// ErrRefundFailed wraps the reason of a refund the provider refused for good.
+var ErrRefundFailed = errors.New("payments: the provider refused the refund")
 
 // CheckoutRequest is one order's checkout.
 type CheckoutRequest struct {
@@ -31,6 +65,7 @@ type CheckoutRequest struct {
 	CancelURL   string // where it sends the browser on giving up (the order page)
 	ExpiresAt   time.Time
 	Attempt     int // 0, then one more for each checkout of the order that closed unpaid
+	Try         int // 0, then one more after a call that got no verdict (a new idempotency key)
 }
 
 // Session is an open hosted checkout.
@@ -41,8 +76,9 @@ type Session struct {
 
 // RefundRequest names the payment to give back.
 type RefundRequest struct {
-	OrderID   string
+	OrderID   string // the order the payment named ("" for a conflict that named none)
 	PaymentID string // the provider's payment (Stripe: the PaymentIntent)
+	Attempt   int    // 0, then one more after each call that got no verdict
 }
 
 // ErrSessionComplete is ExpireSession's answer for a checkout that was paid: the payment's own
@@ -55,7 +91,7 @@ type Event struct {
 	Kind        EventKind // what happened
 	OrderID     string    // the order (the checkout's client reference)
 	SessionID   string
-	PaymentID   string // the provider's payment, set when Kind is Paid
+	PaymentID   string // the provider's payment, set when Kind is Paid and money was taken
 	AmountCents int64
 	Currency    string
 }

@@ -63,8 +63,20 @@ func (s *Simulated) ExpireSession(context.Context, string) error { return nil }
 
 // Refund answers the refund's id.
 func (s *Simulated) Refund(_ context.Context, r RefundRequest) (string, error) {
+	if r.OrderID == "" {
+		return "sim_re_" + r.PaymentID, nil
+	}
 	return "sim_re_" + r.OrderID, nil
 }
+
+// Lookup answers ErrNoLookup: the simulated provider confirms a payment in-process, in the same
+// call that takes it, so there is no notification to lose and nothing to ask.
+func (s *Simulated) Lookup(context.Context, string) (SessionState, error) {
+	return SessionState{}, ErrNoLookup
+}
+
+// MinimumCents is one minor unit: the simulated provider takes any positive price.
+func (s *Simulated) MinimumCents(string) int64 { return 1 }
 
 // SimulatedCheckout is what the simulated provider's page shows.
 type SimulatedCheckout struct {

@@ -331,6 +331,34 @@ function renderMoney(root, m, items, started) {
   }
   moneyFigure(root, 'refunded', num(m.refundedCents), currency, note);
   byTestId('money-refunded', root).setAttribute('data-pending', String(pending > 0));
+  moneyIssues(root, m, currency);
+}
+
+// moneyIssues says what the merchant should know of the sale's money beyond the figures: payments
+// that named an order but were not its own (refunded by themselves), and refunds the provider
+// refused for good (the merchant settles those at the provider).
+function moneyIssues(root, m, currency) {
+  var line = byTestId('money-issues', root);
+  if (!line) {
+    return;
+  }
+  var c = m.conflicts || {};
+  var conflicts = num(c.count);
+  var failed = num(m.refundsFailed);
+  var parts = [];
+  if (conflicts > 0) {
+    parts.push(conflicts === 1
+      ? t('1 payment that was not its order\u2019s own ({amount}) paid nothing and is refunded by itself.', { amount: formatMoney(num(c.amountCents), currency) })
+      : t('{n} payments that were not their order\u2019s own ({amount}) paid nothing and are refunded by themselves.', { n: count(conflicts), amount: formatMoney(num(c.amountCents), currency) }));
+  }
+  if (failed > 0) {
+    parts.push(failed === 1
+      ? t('1 refund was refused by the payment provider: settle it there (the reason is in the orders list).')
+      : t('{n} refunds were refused by the payment provider: settle them there (the reasons are in the orders list).', { n: count(failed) }));
+  }
+  setText(line, parts.join(' '));
+  line.setAttribute('data-kind', failed > 0 ? 'error' : 'info');
+  show(line, parts.length > 0);
 }
 
 // renderLive draws one answer of the live view but the sale's name, status and controls.

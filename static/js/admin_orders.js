@@ -32,6 +32,10 @@ function paymentCell(O, o) {
       text = amount ? t('Paid {amount}', { amount: amount }) : t('Paid');
       state = 'paid';
       break;
+    case 'free':
+      text = t('Free');
+      state = 'free';
+      break;
     case 'awaiting':
       text = t('Awaiting confirmation');
       state = 'awaiting';

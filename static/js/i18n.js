@@ -40,6 +40,7 @@ const ZH = {
   'Confirming': '确认中',
   'Awaiting payment': '待支付',
   'Paid': '已支付',
+  'A free item: nothing to pay, the order is confirmed.': '免费商品：无需支付，订单已确认。',
   'Expired': '已过期',
   'Cancelled': '已取消',
   'Failed': '失败',

@@ -95,6 +95,9 @@ function renderPayBy(O, pending) {
 // payment sent from the provider's page and not confirmed yet, a checkout still open, or a payment
 // that came after the order had ended and goes back.
 function paymentNote(O) {
+  if (O.payment === 'free') {
+    return t('A free item: nothing to pay, the order is confirmed.');
+  }
   if (O.payment === 'refunded') {
     return O.refunded
       ? t('Your payment arrived after this order had ended (its payment window closed, or it was cancelled) and its unit had gone back on sale, so it has been refunded in full.')
@@ -346,7 +349,7 @@ export function orderController(panel, say, hooks) {
     queue: null, // {position, waitSeconds} while QUEUED, from the last answer
     draw: false, // an entry of the sale's fair-start draw (the answers' draw: true)
     message: '', // the answer's sentence for the shopper, where the status alone does not tell
-    payment: 'none', // paymentStatus: none, awaiting, paid, refunded
+    payment: 'none', // paymentStatus: none, awaiting, paid, refunded, free
     refunded: false, // the refund of a payment that came too late was made
     returned: !!(hooks && hooks.returned), // back from the provider's page after paying
     openedAt: Date.now(),

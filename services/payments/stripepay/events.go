@@ -20,7 +20,10 @@ var ErrBadSignature = payments.ErrBadSignature // the rule package's, so that it
 
 // ParseEvent verifies a webhook's payload against its Stripe-Signature header and translates it:
 //
-//   - checkout.session.completed, payment_status paid or no_payment_required: EventPaid
+//   - checkout.session.completed, payment_status paid: EventPaid
+//   - checkout.session.completed, payment_status no_payment_required (a 100% promotion code, a
+//     session of amount 0): EventPaid with no PaymentID and nothing taken, which pays no order
+//     (payments records it as a conflict)
 //   - checkout.session.completed, payment_status unpaid (an asynchronous method, not paid yet):
 //     EventIgnored (checkout.session.async_payment_succeeded or _failed follows)
 //   - checkout.session.async_payment_succeeded: EventPaid
@@ -87,9 +90,11 @@ func sessionEvent(out payments.Event, kind payments.EventKind, typ stripe.EventT
 	out.PaymentID = paymentIntentID(s.PaymentIntent)
 	out.AmountCents = s.AmountTotal
 	out.Currency = strings.ToUpper(s.Currency)
-	if typ == stripe.EventTypeCheckoutSessionCompleted &&
-		s.PaymentStatus != string(stripe.CheckoutSessionPaymentStatusPaid) &&
-		s.PaymentStatus != string(stripe.CheckoutSessionPaymentStatusNoPaymentRequired) {
+	switch {
+	case typ != stripe.EventTypeCheckoutSessionCompleted, s.PaymentStatus == string(stripe.CheckoutSessionPaymentStatusPaid):
+	case s.PaymentStatus == string(stripe.CheckoutSessionPaymentStatusNoPaymentRequired):
+		out.PaymentID, out.AmountCents = "", 0 // nothing taken: pays nothing
+	default:
 		kind = payments.EventIgnored // unpaid: the asynchronous payment's own event decides
 	}
 	if out.OrderID == "" {

@@ -68,8 +68,16 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.Tolerance < 0 {
 		return nil, fmt.Errorf("stripepay: negative webhook tolerance %v", cfg.Tolerance)
 	}
+	if cfg.HTTPClient == nil {
+		// stripe-go's own client waits 80 s a try; each call here also has the caller's own
+		// short deadline (payments.Config.CallTimeout), this is the backstop.
+		cfg.HTTPClient = &http.Client{Timeout: 30 * time.Second}
+	}
 	bc := &stripe.BackendConfig{
 		HTTPClient: cfg.HTTPClient,
+		// No retries of stripe-go's own: they resend under the same idempotency key, which
+		// Stripe answers with the stored failure. payments retries, asking first, under a new key.
+		MaxNetworkRetries: stripe.Int64(0),
 		// Errors are returned to the caller, who logs them with the order: stripe-go's own
 		// logger would print each one a second time on stderr.
 		LeveledLogger: &stripe.LeveledLogger{Level: stripe.LevelNull},
@@ -176,7 +184,9 @@ func (p *Provider) Checkout(ctx context.Context, r payments.CheckoutRequest) (pa
 	// unpaid) and the expiry (pushed differently once the order's window has less than 31 minutes
 	// left), so a retry never sends other parameters under the same key (Stripe's 400
 	// idempotency_error); two clicks at once send the same.
-	params.SetIdempotencyKey(checkoutKeyPrefix + r.OrderID + "-" + strconv.Itoa(r.Attempt) + "-" + expiry)
+	// A try after a call that got no verdict goes under a key of its own (Stripe replays a stored
+	// 500 under the old one for 24 hours).
+	params.SetIdempotencyKey(checkoutKeyPrefix + r.OrderID + "-" + strconv.Itoa(r.Attempt) + "-" + expiry + tryKey(r.Try))
 	s, err := p.client.V1CheckoutSessions.Create(ctx, params)
 	if err != nil {
 		return payments.Session{}, classify("checkout", err)
@@ -221,18 +231,41 @@ func expireOutcome(status stripe.CheckoutSessionStatus, expireErr error) error {
 	}
 }
 
-// Refund refunds the whole of the order's PaymentIntent and answers the refund's id. A payment
-// already refunded (the idempotency key forgotten after Stripe's 24 hours) answers the refund
-// that exists.
+// tryKey is the idempotency key's suffix of a try: none for the first (the keys of the calls
+// made before tries existed), "-t1", "-t2"… after.
+func tryKey(try int) string {
+	if try == 0 {
+		return ""
+	}
+	return "-t" + strconv.Itoa(try)
+}
+
+// Refund refunds the whole of a PaymentIntent and answers the refund's id. A later attempt
+// (after a call that got no verdict) first looks for a refund of the payment that exists, so a
+// refund Stripe made but whose answer was lost is not made twice; a payment already refunded
+// answers the refund that exists. A refund Stripe answers as failed or canceled is refused for
+// good: payments.ErrRefundFailed with its failure reason.
 func (p *Provider) Refund(ctx context.Context, r payments.RefundRequest) (string, error) {
-	if r.OrderID == "" || r.PaymentID == "" {
-		return "", permanent("refund", fmt.Errorf("order %q, payment %q: both are needed", r.OrderID, r.PaymentID))
+	if r.PaymentID == "" {
+		return "", permanent("refund", fmt.Errorf("order %q: no payment to refund", r.OrderID))
+	}
+	if r.Attempt > 0 {
+		if id, err := p.existingRefund(ctx, r.PaymentID); err != nil {
+			return "", classify("refund", fmt.Errorf("looking for an earlier refund first: %w", err))
+		} else if id != "" {
+			return id, nil
+		}
 	}
 	params := &stripe.RefundCreateParams{PaymentIntent: stripe.String(r.PaymentID)}
-	params.AddMetadata("order_id", r.OrderID)
-	params.SetIdempotencyKey(refundKeyPrefix + r.OrderID)
+	if r.OrderID != "" {
+		params.AddMetadata("order_id", r.OrderID)
+	}
+	params.SetIdempotencyKey(refundKeyPrefix + r.PaymentID + tryKey(r.Attempt))
 	ref, err := p.client.V1Refunds.Create(ctx, params)
 	if err == nil {
+		if ref.Status == stripe.RefundStatusFailed || ref.Status == stripe.RefundStatusCanceled {
+			return "", permanent("refund", fmt.Errorf("%w: refund %s %s: %s", payments.ErrRefundFailed, ref.ID, ref.Status, ref.FailureReason))
+		}
 		return ref.ID, nil
 	}
 	var se *stripe.Error
@@ -242,6 +275,39 @@ func (p *Provider) Refund(ctx context.Context, r payments.RefundRequest) (string
 		}
 	}
 	return "", classify("refund", err)
+}
+
+// Lookup retrieves a Checkout Session: its status, whether money was taken, its payment, amount
+// and currency.
+func (p *Provider) Lookup(ctx context.Context, sessionID string) (payments.SessionState, error) {
+	if sessionID == "" {
+		return payments.SessionState{}, permanent("lookup", errors.New("no session id"))
+	}
+	s, err := p.client.V1CheckoutSessions.Retrieve(ctx, sessionID, nil)
+	if err != nil {
+		return payments.SessionState{}, classify("lookup", err)
+	}
+	st := payments.SessionState{Status: string(s.Status), Paid: s.PaymentStatus == stripe.CheckoutSessionPaymentStatusPaid,
+		OrderID: s.ClientReferenceID, AmountCents: s.AmountTotal, Currency: strings.ToUpper(string(s.Currency))}
+	if s.PaymentIntent != nil {
+		st.PaymentID = s.PaymentIntent.ID
+	}
+	return st, nil
+}
+
+// minimumCharge is Stripe's minimum charge amount per currency, in minor units, from its
+// documented table ("Minimum and maximum charge amounts", docs.stripe.com/currencies). A currency
+// the table does not list must come to at least 0.50 USD once converted: CNY is set at ¥4.00, which
+// stays above that at any rate seen in the last ten years.
+var minimumCharge = map[string]int64{"USD": 50, "EUR": 50, "CNY": 400, "GBP": 30, "HKD": 400, "JPY": 50}
+
+// MinimumCents is Stripe's minimum charge in currency; a currency without an entry: the
+// equivalent of 0.50 USD taken as 50 minor units.
+func (p *Provider) MinimumCents(currency string) int64 {
+	if m, ok := minimumCharge[strings.ToUpper(currency)]; ok {
+		return m
+	}
+	return 50
 }
 
 // existingRefund answers the id of a refund of the PaymentIntent that is not failed or canceled.

@@ -255,6 +255,8 @@ func TestParseEvent(t *testing.T) {
 	}
 	paid := payments.Event{ID: "evt_1", Kind: payments.EventPaid, OrderID: "ord_123", SessionID: "cs_test_1",
 		PaymentID: "pi_1", AmountCents: 12999, Currency: "EUR"}
+	nothingTaken := paid
+	nothingTaken.PaymentID, nothingTaken.AmountCents = "", 0
 	with := func(kind payments.EventKind, orderID string) payments.Event {
 		e := paid
 		e.Kind, e.OrderID = kind, orderID
@@ -265,7 +267,8 @@ func TestParseEvent(t *testing.T) {
 		want    payments.Event
 	}{
 		{event("checkout.session.completed", "paid", "ord_123"), paid},
-		{event("checkout.session.completed", "no_payment_required", "ord_123"), paid},
+		// A session that took no money (a 100% promotion code) pays nothing: no payment, no amount.
+		{event("checkout.session.completed", "no_payment_required", "ord_123"), nothingTaken},
 		{event("checkout.session.completed", "unpaid", "ord_123"), with(payments.EventIgnored, "ord_123")},
 		{event("checkout.session.async_payment_succeeded", "paid", "ord_123"), paid},
 		{event("checkout.session.async_payment_failed", "unpaid", "ord_123"), with(payments.EventExpired, "ord_123")},
