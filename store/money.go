@@ -58,3 +58,47 @@ func (d *DB) SaleMoneyIssues(ctx context.Context, saleID int64) (MoneyIssues, er
 	}
 	return out, nil
 }
+
+// LedgerBooks is a sale's money of one provider as our books have it: what the PAID orders took,
+// the late payments refunded (or to be), the conflicts (payments that were not their order's own).
+type LedgerBooks struct {
+	Paid          int64
+	PaidCents     int64
+	Refunded      int64
+	RefundedCents int64
+	Conflicts     int64
+	ConflictCents int64
+}
+
+// LedgerBooks returns a sale's books of provider, in one query.
+func (d *DB) LedgerBooks(ctx context.Context, saleID int64, provider string) (LedgerBooks, error) {
+	var out LedgerBooks
+	err := d.g.WithContext(ctx).Raw(`SELECT
+			count(*) FILTER (WHERE o.status = 'PAID' AND o.payment_status = 'paid') AS paid,
+			coalesce(sum(o.paid_cents) FILTER (WHERE o.status = 'PAID' AND o.payment_status = 'paid'), 0) AS paid_cents,
+			count(*) FILTER (WHERE o.payment_status = 'refunded') AS refunded,
+			coalesce(sum(o.paid_cents) FILTER (WHERE o.payment_status = 'refunded'), 0) AS refunded_cents,
+			(SELECT count(*) FROM payment_conflicts WHERE sale_id = ? AND provider = ? AND state <> 'nothing_taken') AS conflicts,
+			(SELECT coalesce(sum(amount_cents), 0) FROM payment_conflicts WHERE sale_id = ? AND provider = ? AND state <> 'nothing_taken') AS conflict_cents
+		FROM orders o WHERE o.sale_id = ? AND o.payment_provider = ?`, saleID, provider, saleID, provider, saleID, provider).Scan(&out).Error
+	if err != nil {
+		return LedgerBooks{}, fmt.Errorf("books of sale %d: %w", saleID, err)
+	}
+	return out, nil
+}
+
+// LedgerSessions lists the provider's sessions that took, or may have taken, money for a sale's
+// orders: every checkout recorded for them (open ones too: a payment may not have reached us)
+// and every conflict that named one, each once.
+func (d *DB) LedgerSessions(ctx context.Context, saleID int64, provider string) ([]string, error) {
+	var out []string
+	err := d.g.WithContext(ctx).Raw(`SELECT c.session_id FROM checkouts c JOIN orders o ON o.id = c.order_id
+			WHERE o.sale_id = ? AND c.provider = ?
+		UNION
+		SELECT session_id FROM payment_conflicts WHERE sale_id = ? AND provider = ? AND session_id NOT LIKE 'event:%'
+		ORDER BY 1`, saleID, provider, saleID, provider).Scan(&out).Error
+	if err != nil {
+		return nil, fmt.Errorf("sessions of sale %d: %w", saleID, err)
+	}
+	return out, nil
+}

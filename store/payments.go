@@ -249,6 +249,19 @@ func recordConflict(tx *gorm.DB, e PaymentEvent, t payTarget, why string) (Payme
 	if err != nil {
 		return "", err
 	}
+	if t.SessionID != nil && *t.SessionID == e.SessionID && t.Status == "PENDING" {
+		// The order's own session ended without paying it (another amount: a partial promotion
+		// code): closed, so that the shopper can open a new checkout while the order is theirs.
+		closed, err := closeSession(tx, e.OrderID, e.SessionID, CheckoutExpired)
+		if err != nil {
+			return "", err
+		}
+		if closed {
+			if err := tx.Exec(`UPDATE orders SET payment_status = 'none' WHERE id = ?::uuid AND payment_status = 'awaiting'`, e.OrderID).Error; err != nil {
+				return "", err
+			}
+		}
+	}
 	return OutcomeConflict, nil
 }
 

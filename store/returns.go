@@ -3,7 +3,9 @@ package store
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
+	"time"
 
 	"gorm.io/gorm"
 
@@ -54,26 +56,79 @@ func (d *DB) endOrders(ctx context.Context, status string, items []int64, where 
 	return out, nil
 }
 
+// CheckoutCloseGrace is how long past its deadline an order with an open checkout at a payment
+// provider waits for the provider to close that checkout first (payments: the session is
+// expired at the provider, and only a session closed unpaid lets the order expire, so that a
+// payment in the last second pays its order instead of being taken and refunded). After it, a
+// provider that has not answered is not waited for: the order expires anyway, and a payment that
+// comes later is refunded.
+const CheckoutCloseGrace = 2 * time.Minute
+
+// waitsForProvider is the condition, on orders o, of an order whose deadline's expiry waits for
+// its provider to close its open checkout (CheckoutCloseGrace). The simulated provider confirms
+// in the same transaction that checks the order is PENDING: nothing to wait for.
+var waitsForProvider = `EXISTS (SELECT 1 FROM checkouts c WHERE c.order_id = o.id AND c.state = 'open' AND c.provider <> 'simulated')
+	AND o.pay_by > now() - make_interval(secs => ` + strconv.Itoa(int(CheckoutCloseGrace/time.Second)) + `)`
+
 // ExpireDue expires up to limit PENDING orders whose payment deadline has passed (by Postgres's
-// clock). Each order changes once, whatever number of instances run this at once.
+// clock), but those whose checkout its provider must close first (waitsForProvider). Each order
+// changes once, whatever number of instances run this at once.
 func (d *DB) ExpireDue(ctx context.Context, limit int) ([]StockReturn, error) {
 	var items []int64
-	err := d.g.WithContext(ctx).Raw(`SELECT DISTINCT item_id FROM (SELECT item_id FROM orders
-		WHERE status = 'PENDING' AND pay_by <= now() ORDER BY pay_by LIMIT ?) d`, limit).Scan(&items).Error
+	err := d.g.WithContext(ctx).Raw(`SELECT DISTINCT item_id FROM (SELECT item_id FROM orders o
+		WHERE status = 'PENDING' AND pay_by <= now() AND NOT (`+waitsForProvider+`) ORDER BY pay_by LIMIT ?) d`, limit).Scan(&items).Error
 	if err != nil {
 		return nil, fmt.Errorf("expire orders: %w", err)
 	}
 	if len(items) == 0 {
 		return nil, nil
 	}
-	return d.endOrders(ctx, shop.StatusExpired, items, `SELECT id FROM orders WHERE status = 'PENDING' AND pay_by <= now()
-		AND item_id = ANY(?::bigint[]) ORDER BY pay_by LIMIT ? FOR UPDATE SKIP LOCKED`, int64Array(items), limit)
+	return d.endOrders(ctx, shop.StatusExpired, items, `SELECT id FROM orders o WHERE status = 'PENDING' AND pay_by <= now()
+		AND NOT (`+waitsForProvider+`) AND item_id = ANY(?::bigint[]) ORDER BY pay_by LIMIT ? FOR UPDATE SKIP LOCKED`, int64Array(items), limit)
 }
 
 // ExpireOrder expires one PENDING order if its deadline has passed (a shopper paying too late
-// sees the state the answer names).
+// sees the state the answer names), unless its provider must close its checkout first.
 func (d *DB) ExpireOrder(ctx context.Context, o shop.Order) ([]StockReturn, error) {
-	return d.endOrders(ctx, shop.StatusExpired, []int64{o.ItemID}, `SELECT id FROM orders WHERE id = ?::uuid AND status = 'PENDING' AND pay_by <= now() FOR UPDATE`, o.ID)
+	return d.endOrders(ctx, shop.StatusExpired, []int64{o.ItemID}, `SELECT id FROM orders o WHERE id = ?::uuid AND status = 'PENDING'
+		AND pay_by <= now() AND NOT (`+waitsForProvider+`) FOR UPDATE`, o.ID)
+}
+
+// ExpireClosed expires one PENDING order past its deadline whose checkout sessionID the provider
+// has closed unpaid, and records the checkout closed, in one transaction.
+func (d *DB) ExpireClosed(ctx context.Context, o shop.Order, sessionID string) ([]StockReturn, error) {
+	rets, err := d.endOrders(ctx, shop.StatusExpired, []int64{o.ItemID}, `SELECT id FROM orders o WHERE id = ?::uuid AND status = 'PENDING'
+		AND pay_by <= now() FOR UPDATE`, o.ID)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := closeSession(d.g.WithContext(ctx), o.ID, sessionID, CheckoutExpired); err != nil {
+		return rets, fmt.Errorf("close checkout of %s: %w", o.ID, err)
+	}
+	return rets, nil
+}
+
+// CheckoutDue is a PENDING order past its deadline whose checkout is still open at its provider.
+type CheckoutDue struct {
+	OrderID   string
+	ItemID    int64
+	SessionID string
+}
+
+// CheckoutsDue lists up to limit PENDING orders of provider past their deadline whose checkout
+// is still open, but those of skip (waiting to be tried again): the provider closes each
+// session first, then the order expires (or is paid, if the session was).
+func (d *DB) CheckoutsDue(ctx context.Context, provider string, skip []string, limit int) ([]CheckoutDue, error) {
+	var out []CheckoutDue
+	err := d.g.WithContext(ctx).Raw(`SELECT o.id::text AS order_id, o.item_id, c.session_id
+		FROM orders o JOIN checkouts c ON c.order_id = o.id
+		WHERE o.status = 'PENDING' AND o.pay_by <= now() AND c.state = 'open' AND c.provider = ?
+			AND NOT (o.id = ANY(?::uuid[]))
+		ORDER BY o.pay_by LIMIT ?`, provider, pgArray(skip).literal(), limit).Scan(&out).Error
+	if err != nil {
+		return nil, fmt.Errorf("checkouts due: %w", err)
+	}
+	return out, nil
 }
 
 // CancelOrder cancels a PENDING order of userID; the result is empty if it was not PENDING.

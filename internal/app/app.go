@@ -219,17 +219,27 @@ func (a *App) build(instance string) error {
 func (a *App) buildPayments() (*payments.Payments, error) {
 	cfg := a.cfg
 	d := payments.Deps{DB: a.DB, Returns: a.returns, Metrics: a.Metrics, Log: a.Log, Now: a.now}
-	switch cfg.Payments {
-	case "stripe":
+	var err error
+	if d.Provider, d.Webhooks, err = newProvider(cfg); err != nil {
+		return nil, err
+	}
+	return payments.New(paymentsConfig(cfg), d), nil
+}
+
+func paymentsConfig(cfg Config) payments.Config {
+	return payments.Config{PublicURL: cfg.PublicURL, Interval: cfg.KeeperInterval, CallTimeout: cfg.PaymentTimeout}
+}
+
+// newProvider is the configured payment provider and, for a real one, its webhooks' parser.
+func newProvider(cfg Config) (payments.Provider, payments.EventParser, error) {
+	if cfg.Payments == "stripe" {
 		p, err := stripepay.New(stripepay.Config{SecretKey: cfg.StripeSecretKey, WebhookSecret: cfg.StripeWebhookSecret, APIBase: cfg.StripeAPIURL})
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		d.Provider, d.Webhooks = p, p
-	default:
-		d.Provider = payments.NewSimulated([]byte(cfg.JWTSecret))
+		return p, p, nil
 	}
-	return payments.New(payments.Config{PublicURL: cfg.PublicURL, Interval: cfg.KeeperInterval}, d), nil
+	return payments.NewSimulated([]byte(cfg.JWTSecret)), nil, nil
 }
 
 // buildDrills makes the merchant's fire drill: its shoppers go to this instance's own HTTP server

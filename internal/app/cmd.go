@@ -18,6 +18,7 @@ import (
 
 	"github.com/flashsale/flashsale/services/auth"
 	"github.com/flashsale/flashsale/services/faults"
+	"github.com/flashsale/flashsale/services/payments"
 	"github.com/flashsale/flashsale/services/pipeline"
 	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
@@ -32,9 +33,12 @@ commands:
   migrate status                 list every migration: version, name, applied at or pending
   merchant add NAME [-password P] create a merchant account (a password is generated if omitted)
   token -user ID [-role R]       print a signed JWT for a user id (role shopper or merchant)
-  reconcile [-wait D] [SALE_ID]  wait for the order queue to drain, then check every invariant of a
+  reconcile [-wait D] [-money=false] [SALE_ID]
+                                 wait for the order queue to drain, then check every invariant of a
                                  sale (or of every sale not ended over a day ago) across Redis and
-                                 Postgres; prints the report, exits 1 on a violation
+                                 Postgres, and its money ledger against the payment provider (captured
+                                 = paid orders + refunds + refunded conflicts); prints the report,
+                                 exits 1 on a violation or a difference
   config                         print every FLASHSALE_* variable with its default
   healthcheck [-timeout D]       GET /readyz on FLASHSALE_ADDR; exit 0 when ready, 1 otherwise
                                  (the container image's HEALTHCHECK)
@@ -258,6 +262,7 @@ var ErrViolations = errors.New("reconcile: invariants violated (see the report a
 func reconcileCmd(ctx context.Context, cfg Config, log *slog.Logger, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("reconcile", flag.ContinueOnError)
 	wait := fs.Duration("wait", 30*time.Second, "how long to wait for the order queue to drain")
+	checkMoney := fs.Bool("money", true, "also check the money ledger against the payment provider (one lookup per checkout)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -290,6 +295,11 @@ func reconcileCmd(ctx context.Context, cfg Config, log *slog.Logger, args []stri
 	stock := store.NewStock(rdb)
 	stock.SetShardCounter(db.StockShardsCached)
 	rec := pipeline.NewReconciler(db, stock, nil, log, cfg.OrphanAge).Thorough()
+	provider, _, err := newProvider(cfg)
+	if err != nil {
+		return err
+	}
+	money := payments.New(paymentsConfig(cfg), payments.Deps{Provider: provider, Log: log})
 	ok := true
 	for _, id := range saleIDs {
 		rep, err := rec.Report(ctx, id)
@@ -298,6 +308,16 @@ func reconcileCmd(ctx context.Context, cfg Config, log *slog.Logger, args []stri
 		}
 		rep.Write(stdout)
 		ok = ok && rep.OK()
+		if *checkMoney {
+			// The money ledger: what the provider captured for the sale's orders = the paid
+			// orders + the refunded late payments + the conflicts.
+			l, err := money.Ledger(ctx, db, id)
+			if err != nil {
+				return err
+			}
+			l.Write(stdout)
+			ok = ok && l.OK()
+		}
 	}
 	if !ok {
 		return ErrViolations
@@ -309,7 +329,7 @@ func reconcileCmd(ctx context.Context, cfg Config, log *slog.Logger, args []stri
 // reconcileArgs reads the one optional SALE_ID (nil: every recent sale).
 func reconcileArgs(fs *flag.FlagSet) ([]int64, error) {
 	if fs.NArg() > 1 {
-		return nil, errors.New("usage: flashsale reconcile [-wait D] [SALE_ID]")
+		return nil, errors.New("usage: flashsale reconcile [-wait D] [-money=false] [SALE_ID]")
 	}
 	if fs.NArg() == 0 {
 		return nil, nil

@@ -77,6 +77,7 @@ type Config struct {
 	StripeSecretKey     string
 	StripeWebhookSecret string
 	StripeAPIURL        string // "" is Stripe's; tests point it at stripe-mock
+	PaymentTimeout      time.Duration
 	PublicURL           string // where shoppers reach the shop; "" is each request's own address
 }
 
@@ -130,6 +131,7 @@ var ConfigVars = []ConfigVar{
 	{"FLASHSALE_STRIPE_TEST_MODE", "off", "with `PAYMENTS=stripe`: `on` takes Stripe's test-mode keys (`sk_test_…`, `rk_test_…`: test cards, no real money) and refuses live ones; `off` refuses test keys in production, where test cards would buy real goods"},
 	{"FLASHSALE_STRIPE_WEBHOOK_SECRET", "", "with `PAYMENTS=stripe`: the signing secret (`whsec_…`) of the webhook endpoint `/api/payments/stripe/webhook`; required"},
 	{"FLASHSALE_STRIPE_API_URL", "", "with `PAYMENTS=stripe`: Stripe's API address; empty is Stripe's own (tests point it at stripe-mock)"},
+	{"FLASHSALE_PAYMENT_TIMEOUT", "5s", "how long one call to the payment provider may take (opening a checkout, expiring one, a refund, a lookup): a slow provider holds neither a shopper's click nor the payments keeper longer"},
 	{"FLASHSALE_PUBLIC_URL", "", "the shop's address as shoppers reach it (`https://shop.example.com`): the payment provider sends them back to their order page there; empty uses each request's own address; required in production with `PAYMENTS=stripe`"},
 	{"FLASHSALE_CLOCK_SKEW", "0s", "test only, refused in production: this instance's clock runs ahead (or behind, negative) by this much"},
 }
@@ -235,6 +237,7 @@ func (r *envReader) read() Config {
 	c.Payments, c.StripeSecretKey, c.StripeWebhookSecret = r.get("FLASHSALE_PAYMENTS"), r.get("FLASHSALE_STRIPE_SECRET_KEY"), r.get("FLASHSALE_STRIPE_WEBHOOK_SECRET")
 	c.StripeAPIURL, c.PublicURL = r.get("FLASHSALE_STRIPE_API_URL"), r.get("FLASHSALE_PUBLIC_URL")
 	c.PaymentsNamed, c.StripeTestMode = r.getenv("FLASHSALE_PAYMENTS") != "", r.onOff("FLASHSALE_STRIPE_TEST_MODE")
+	c.PaymentTimeout = r.dur("FLASHSALE_PAYMENT_TIMEOUT")
 	return c
 }
 

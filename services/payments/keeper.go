@@ -3,10 +3,12 @@ package payments
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 )
 
@@ -109,7 +111,7 @@ func (t *tries) done(key string) {
 func (p *Payments) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	kicks := []chan struct{}{make(chan struct{}, 1), make(chan struct{}, 1)}
-	wg.Go(func() { p.every(ctx, p.cfg.Interval, kicks[0], func() { p.expireCheckouts(ctx) }) })
+	wg.Go(func() { p.every(ctx, p.cfg.Interval, kicks[0], func() { p.closeDue(ctx); p.expireCheckouts(ctx) }) })
 	wg.Go(func() { p.every(ctx, p.cfg.Interval, kicks[1], func() { p.refund(ctx) }) })
 	wg.Go(func() { p.every(ctx, p.cfg.ReconcileEvery, nil, func() { p.Reconcile(ctx) }) })
 	for {
@@ -146,7 +148,63 @@ func (p *Payments) every(ctx context.Context, interval time.Duration, kick <-cha
 // Pass is one round of the keeper: it reports how many checkouts it closed and refunds it made.
 // (The reconciler is Reconcile.)
 func (p *Payments) Pass(ctx context.Context) (closed, refunded int) {
-	return p.expireCheckouts(ctx), p.refund(ctx)
+	return p.closeDue(ctx) + p.expireCheckouts(ctx), p.refund(ctx)
+}
+
+// closeDue ends the PENDING orders past their deadline whose checkout is open at the provider, in
+// the provider's order (Stripe's guidance for limited stock): the session is expired there first;
+// only a session the provider closed unpaid lets the order expire and its unit go back, and a
+// session it says was paid makes the order PAID. A provider that does not answer is asked again
+// (spaced out); after store.CheckoutCloseGrace the order expires without it (the keeper's
+// expiry), and a payment that comes later is refunded.
+func (p *Payments) closeDue(ctx context.Context) int {
+	due, err := p.db.CheckoutsDue(ctx, p.provider.Name(), p.retries.waiting("close", p.now()), keeperBatch)
+	if err != nil {
+		p.log.Warn("payments: listing checkouts of orders past their deadline failed", "err", err)
+		return 0
+	}
+	n := 0
+	for _, c := range due {
+		key := "close " + c.OrderID
+		if !p.retries.due(key, p.now()) {
+			continue
+		}
+		_, err := call(ctx, p.cfg.CallTimeout, func(ctx context.Context) (struct{}, error) {
+			return struct{}{}, p.provider.ExpireSession(ctx, c.SessionID)
+		})
+		if errors.Is(err, ErrSessionComplete) {
+			err = p.paidAtTheDeadline(ctx, c)
+		} else if err == nil {
+			var rets []store.StockReturn
+			if rets, err = p.db.ExpireClosed(ctx, shop.Order{ID: c.OrderID, ItemID: c.ItemID}, c.SessionID); err == nil {
+				p.returns.Apply(ctx, rets)
+				p.metrics.Payments.WithLabelValues("session_expired").Inc()
+			}
+		}
+		if err != nil {
+			p.metrics.Payments.WithLabelValues("provider_error").Inc()
+			wait := p.retries.failed(key, p.now(), p.cfg.Interval)
+			p.log.Warn("payments: closing the checkout of an order past its deadline failed; tried again", "order", c.OrderID,
+				"session", c.SessionID, "in", wait, "err", err)
+			continue
+		}
+		p.retries.done(key)
+		n++
+	}
+	return n
+}
+
+// paidAtTheDeadline applies a session the provider says was completed when the order's deadline
+// came: asked, its payment pays the order (still PENDING) as the webhook would.
+func (p *Payments) paidAtTheDeadline(ctx context.Context, c store.CheckoutDue) error {
+	st, err := call(ctx, p.cfg.CallTimeout, func(ctx context.Context) (SessionState, error) { return p.provider.Lookup(ctx, c.SessionID) })
+	if err != nil {
+		return err
+	}
+	if st.Status != SessionComplete {
+		return fmt.Errorf("the provider refused to expire session %s, which it says is %s", c.SessionID, st.Status)
+	}
+	return p.applyLookup(ctx, store.CheckoutToExpire{OrderID: c.OrderID, SessionID: c.SessionID}, st)
 }
 
 // call runs one provider call under its own timeout.

@@ -64,6 +64,10 @@ func (d *keeperDB) CheckoutsToExpire(_ context.Context, provider string, skip []
 	return out, nil
 }
 
+func (d *keeperDB) CheckoutsDue(context.Context, string, []string, int) ([]store.CheckoutDue, error) {
+	return nil, nil
+}
+
 func (d *keeperDB) CloseCheckout(_ context.Context, orderID, state string) error {
 	delete(d.open, orderID)
 	d.closed[orderID] = state

@@ -175,6 +175,11 @@ func (p *Payments) payableOrder(ctx context.Context, userID int64, orderID strin
 	if o.Status != shop.StatusPending { // ended meanwhile, by another instance
 		return store.OrderDetail{}, notPending(o.Status)
 	}
+	if c, err := p.db.CheckoutOf(ctx, orderID); err == nil && c.State == store.CheckoutOpen && c.Provider != SimulatedName {
+		// Past the deadline, its checkout is being closed at the provider first (closeDue): the
+		// order expires, or is paid if the session was, in a moment. Nobody is sent to pay now.
+		return store.OrderDetail{}, shop.Errorf(shop.CodeExpired, "the payment window has closed; the payment provider is closing the checkout")
+	}
 	return o, nil // still open by Postgres's clock
 }
 

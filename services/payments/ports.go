@@ -11,6 +11,8 @@ import (
 type DB interface {
 	OrderDetailByID(ctx context.Context, id string) (store.OrderDetail, error)
 	ExpireOrder(ctx context.Context, o shop.Order) ([]store.StockReturn, error)
+	ExpireClosed(ctx context.Context, o shop.Order, sessionID string) ([]store.StockReturn, error)
+	CheckoutsDue(ctx context.Context, provider string, skip []string, limit int) ([]store.CheckoutDue, error)
 	CheckoutOf(ctx context.Context, orderID string) (store.Checkout, error)
 	RecordCheckout(ctx context.Context, c store.Checkout) (store.Checkout, error)
 	ApplyPaymentEvent(ctx context.Context, e store.PaymentEvent) (store.PaymentOutcome, error)
