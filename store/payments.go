@@ -321,20 +321,40 @@ func (d *DB) CheckoutsToExpire(ctx context.Context, provider string, skip []stri
 }
 
 // CheckoutsToVerify claims up to limit checkouts of provider whose outcome the provider should be
-// asked about, for a minute (another instance skips them meanwhile): open for longer than a
-// webhook takes (a minute), or closed without the provider's word applied (verified false) in
-// the last three days while their order records no payment. Each is claimed at most once a minute.
-func (d *DB) CheckoutsToVerify(ctx context.Context, provider string, limit int) ([]CheckoutToExpire, error) {
+// asked about, for the period after (another instance skips them meanwhile): open for longer than
+// after (a webhook's usual time), or closed without the provider's word applied (verified false)
+// in the last three days while their order records no payment.
+func (d *DB) CheckoutsToVerify(ctx context.Context, provider string, after time.Duration, limit int) ([]CheckoutToExpire, error) {
 	var out []CheckoutToExpire
+	secs := max(after.Seconds(), 0.001)
 	err := d.g.WithContext(ctx).Raw(`UPDATE checkouts SET checked_at = now() WHERE order_id IN (
 			SELECT c.order_id FROM checkouts c JOIN orders o ON o.id = c.order_id
-			WHERE c.provider = ? AND NOT c.verified AND (c.checked_at IS NULL OR c.checked_at < now() - interval '1 minute')
-				AND ((c.state = 'open' AND c.created_at < now() - interval '1 minute')
+			WHERE c.provider = ? AND NOT c.verified AND (c.checked_at IS NULL OR c.checked_at < now() - make_interval(secs => ?))
+				AND ((c.state = 'open' AND c.created_at < now() - make_interval(secs => ?))
 					OR (c.state <> 'open' AND c.closed_at > now() - interval '3 days' AND o.payment_status IN ('none', 'awaiting')))
 			ORDER BY coalesce(c.checked_at, c.created_at) LIMIT ? FOR UPDATE OF c SKIP LOCKED)
-		RETURNING order_id::text AS order_id, provider, session_id`, provider, limit).Scan(&out).Error
+		RETURNING order_id::text AS order_id, provider, session_id`, provider, secs, secs, limit).Scan(&out).Error
 	if err != nil {
 		return nil, fmt.Errorf("checkouts to verify: %w", err)
+	}
+	return out, nil
+}
+
+// UnheardSessions answers which of the provider's paid sessions the shop has no word of: no
+// conflict recorded for it, and no order holding a payment through it.
+func (d *DB) UnheardSessions(ctx context.Context, provider string, sessionIDs []string) (map[string]bool, error) {
+	var ids []string
+	err := d.g.WithContext(ctx).Raw(`SELECT s FROM unnest(?::text[]) AS s
+		WHERE NOT EXISTS (SELECT 1 FROM payment_conflicts pc WHERE pc.provider = ? AND pc.session_id = s)
+		AND NOT EXISTS (SELECT 1 FROM checkouts c JOIN orders o ON o.id = c.order_id
+			WHERE c.provider = ? AND c.session_id = s AND o.payment_id IS NOT NULL)`,
+		pgArray(sessionIDs).literal(), provider, provider).Scan(&ids).Error
+	if err != nil {
+		return nil, fmt.Errorf("unheard sessions: %w", err)
+	}
+	out := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		out[id] = true
 	}
 	return out, nil
 }

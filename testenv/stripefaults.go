@@ -18,7 +18,8 @@ import (
 // it first. Faults: a number of 500s or dropped connections (no answer) for requests whose path
 // starts with a prefix, a delay before answering, and the Checkout Sessions it keeps itself
 // (stripe-mock keeps no state): a session set with Session is what retrieving it answers, and
-// expiring it moves it to expired if it is open, or answers Stripe's 400 if it is not. It records
+// expiring it moves it to expired if it is open, or answers Stripe's 400 if it is not, and listing
+// the sessions answers those it keeps. It records
 // every request's method, path and idempotency key.
 type FaultyStripe struct {
 	URL string
@@ -194,8 +195,24 @@ func (f *FaultyStripe) faultFor(r *http.Request) (*stripeFault, time.Duration) {
 	return nil, delay
 }
 
-// sessionAnswer answers a retrieval or expiry of a session this Stripe keeps; false: not one.
+// sessionAnswer answers a retrieval or expiry of a session this Stripe keeps, and the list of
+// sessions (only those it keeps, filtered by status); false: not one of these.
 func (f *FaultyStripe) sessionAnswer(w http.ResponseWriter, r *http.Request) bool {
+	if r.Method == http.MethodGet && r.URL.Path == "/v1/checkout/sessions" {
+		status := r.URL.Query().Get("status")
+		f.mu.Lock()
+		data := []json.RawMessage{}
+		for id, s := range f.sessions {
+			if status == "" || s.Status == status {
+				data = append(data, sessionJSON(id, *s))
+			}
+		}
+		f.mu.Unlock()
+		b, _ := json.Marshal(map[string]any{"object": "list", "url": "/v1/checkout/sessions", "has_more": false, "data": data})
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(b)
+		return true
+	}
 	rest, ok := strings.CutPrefix(r.URL.Path, "/v1/checkout/sessions/")
 	if !ok {
 		return false

@@ -66,7 +66,9 @@ func TestPaymentPaysOnlyItsOwnOrder(t *testing.T) {
 	merchant := h.token(9000, auth.RoleMerchant)
 	id, _, session := h.checkedOut(1, s, s.items[0])
 	other, _, otherSession := h.checkedOut(2, s, s.items[0])
-	status := func(id string) string { return h.sqlStr(`SELECT status || ' ' || payment_status FROM orders WHERE id = ?`, id) }
+	status := func(id string) string {
+		return h.sqlStr(`SELECT status || ' ' || payment_status FROM orders WHERE id = ?`, id)
+	}
 	// pay tells the shop, as Stripe would, that session took amount (its payment intent pi; ""
 	// and no_payment_required: nothing taken), and keeps the session so at this Stripe.
 	pay := func(name, order, session, paymentStatus, pi string, amount int64, currency string) {
@@ -78,9 +80,9 @@ func TestPaymentPaysOnlyItsOwnOrder(t *testing.T) {
 		}
 	}
 
-	pay("link", id, "cs_link_1", "paid", "pi_link", 100, "cny")           // a payment link naming the order
+	pay("link", id, "cs_link_1", "paid", "pi_link", 100, "cny")            // a payment link naming the order
 	pay("currency", id, "cs_currency", "paid", "pi_currency", 1000, "usd") // another currency
-	pay("promo", id, "cs_promo", "no_payment_required", "", 0, "cny")     // a 100% promotion code
+	pay("promo", id, "cs_promo", "no_payment_required", "", 0, "cny")      // a 100% promotion code
 	pay("partial", other, otherSession, "paid", "pi_partial", 500, "cny")  // its own session, a partial promotion code
 	if got := status(id); got != "PENDING awaiting" {
 		t.Fatalf("after a payment link, another currency and a promotion code the order is %q, want still PENDING awaiting", got)
@@ -132,8 +134,9 @@ func TestPaymentPaysOnlyItsOwnOrder(t *testing.T) {
 
 // TestReconcilerFindsWhatTheWebhookLost: no webhook reaches the shop. The reconciler asks Stripe
 // about the checkouts whose outcome may be lost and applies what it learns as the webhook would:
-// a session paid while the order was PENDING pays it; a session paid in the last second of an
-// order that expired meanwhile is refunded. flashsale reconcile's money ledger then agrees with
+// a session paid while the order was PENDING pays it; a session Stripe says was paid when the
+// order's deadline came pays it instead of being refunded; a payment link's session that names an
+// order is found by the sweep of Stripe's completed sessions and refunded. flashsale reconcile's money ledger then agrees with
 // Stripe, and says so by exit status when it does not.
 func TestReconcilerFindsWhatTheWebhookLost(t *testing.T) {
 	h, stripe := stripeHarness(t, nil)
@@ -176,10 +179,28 @@ func TestReconcilerFindsWhatTheWebhookLost(t *testing.T) {
 		t.Errorf("asked again at once about %d checkouts, want none (each is claimed for a minute)", n)
 	}
 
-	// The books agree with Stripe's: captured 2000 = two paid orders.
+	// A payment link that names the open order, paid at Stripe, whose webhook is lost: the shop
+	// made no checkout for it, so only the sweep of Stripe's completed sessions finds it: a
+	// conflict, refunded; the order stays PENDING.
+	stripe.Session("cs_link_lost", testenv.StripeSession{Status: "complete", PaymentStatus: "paid", PaymentIntent: "pi_link_lost", AmountTotal: 700, Currency: "cny", ClientReferenceID: open})
+	if n := h.app.Payments.Sweep(ctx); n != 1 {
+		t.Fatalf("the sweep applied %d sessions, want the payment link's alone (the others are known)", n)
+	}
+	if n := h.app.Payments.Sweep(ctx); n != 0 {
+		t.Fatalf("a second sweep applied %d sessions, want none", n)
+	}
+	h.app.Payments.Pass(ctx)
+	if st := h.sqlStr(`SELECT state || ' ' || order_id::text FROM payment_conflicts WHERE session_id = 'cs_link_lost'`); st != "refunded "+open {
+		t.Fatalf("the lost payment link's conflict: %q, want refunded, naming the order", st)
+	}
+	if st := h.sqlStr(`SELECT status FROM orders WHERE id = ?`, open); st != "PENDING" {
+		t.Fatalf("the order a payment link named: %s, want PENDING", st)
+	}
+
+	// The books agree with Stripe's: captured 2700 = two paid orders + the refunded conflict.
 	out, code := reconcileMoney(t, h, s.sale)
-	if code != 0 || !strings.Contains(out, "✓ money ledger of sale") || !strings.Contains(out, "captured 2000 = paid 2000 (2 orders)") {
-		t.Fatalf("reconcile: exit %d\n%s\nwant the ledger agreeing, captured 2000", code, out)
+	if code != 0 || !strings.Contains(out, "✓ money ledger of sale") || !strings.Contains(out, "captured 2700 = paid 2000 (2 orders) + refunded 0 (0) + conflicts 700 (1)") {
+		t.Fatalf("reconcile: exit %d\n%s\nwant the ledger agreeing, captured 2700", code, out)
 	}
 	h.checkInvariants(s)
 	// A payment our books do not have (the open session, paid at Stripe, unknown here): exit 1.
@@ -243,7 +264,7 @@ func TestProviderFaults(t *testing.T) {
 	late, _, lateSession := h.checkedOut(3, s, s.items[0])
 	refused, _, refusedSession := h.checkedOut(4, s, s.items[0])
 	h.exec(`UPDATE orders SET pay_by = now() - interval '3 minutes' WHERE id IN (?, ?)`, late, refused) // past the grace: Stripe is not waited for
-	stripe.Fail("POST", "/v1/checkout/sessions/", -1, http.StatusBadGateway)                             // nor can it close the sessions
+	stripe.Fail("POST", "/v1/checkout/sessions/", -1, http.StatusBadGateway)                            // nor can it close the sessions
 	if err := h.app.KeeperPass(ctx); err != nil {
 		t.Logf("keeper pass: %v", err)
 	}

@@ -227,7 +227,8 @@ func (a *App) buildPayments() (*payments.Payments, error) {
 }
 
 func paymentsConfig(cfg Config) payments.Config {
-	return payments.Config{PublicURL: cfg.PublicURL, Interval: cfg.KeeperInterval, CallTimeout: cfg.PaymentTimeout}
+	return payments.Config{PublicURL: cfg.PublicURL, Interval: cfg.KeeperInterval, CallTimeout: cfg.PaymentTimeout,
+		ReconcileEvery: cfg.PaymentReconcile}
 }
 
 // newProvider is the configured payment provider and, for a real one, its webhooks' parser.

@@ -78,6 +78,7 @@ type Config struct {
 	StripeWebhookSecret string
 	StripeAPIURL        string // "" is Stripe's; tests point it at stripe-mock
 	PaymentTimeout      time.Duration
+	PaymentReconcile    time.Duration
 	PublicURL           string // where shoppers reach the shop; "" is each request's own address
 }
 
@@ -132,6 +133,7 @@ var ConfigVars = []ConfigVar{
 	{"FLASHSALE_STRIPE_WEBHOOK_SECRET", "", "with `PAYMENTS=stripe`: the signing secret (`whsec_…`) of the webhook endpoint `/api/payments/stripe/webhook`; required"},
 	{"FLASHSALE_STRIPE_API_URL", "", "with `PAYMENTS=stripe`: Stripe's API address; empty is Stripe's own (tests point it at stripe-mock)"},
 	{"FLASHSALE_PAYMENT_TIMEOUT", "5s", "how long one call to the payment provider may take (opening a checkout, expiring one, a refund, a lookup): a slow provider holds neither a shopper's click nor the payments keeper longer"},
+	{"FLASHSALE_PAYMENT_RECONCILE_INTERVAL", "30s", "how often the payments reconciler asks the provider about checkouts whose outcome may not have reached the shop (a lost webhook), and how old an open checkout must be before it is asked about"},
 	{"FLASHSALE_PUBLIC_URL", "", "the shop's address as shoppers reach it (`https://shop.example.com`): the payment provider sends them back to their order page there; empty uses each request's own address; required in production with `PAYMENTS=stripe`"},
 	{"FLASHSALE_CLOCK_SKEW", "0s", "test only, refused in production: this instance's clock runs ahead (or behind, negative) by this much"},
 }
@@ -237,7 +239,7 @@ func (r *envReader) read() Config {
 	c.Payments, c.StripeSecretKey, c.StripeWebhookSecret = r.get("FLASHSALE_PAYMENTS"), r.get("FLASHSALE_STRIPE_SECRET_KEY"), r.get("FLASHSALE_STRIPE_WEBHOOK_SECRET")
 	c.StripeAPIURL, c.PublicURL = r.get("FLASHSALE_STRIPE_API_URL"), r.get("FLASHSALE_PUBLIC_URL")
 	c.PaymentsNamed, c.StripeTestMode = r.getenv("FLASHSALE_PAYMENTS") != "", r.onOff("FLASHSALE_STRIPE_TEST_MODE")
-	c.PaymentTimeout = r.dur("FLASHSALE_PAYMENT_TIMEOUT")
+	c.PaymentTimeout, c.PaymentReconcile = r.dur("FLASHSALE_PAYMENT_TIMEOUT"), r.dur("FLASHSALE_PAYMENT_RECONCILE_INTERVAL")
 	return c
 }
 

@@ -113,7 +113,7 @@ func (p *Payments) Run(ctx context.Context) {
 	kicks := []chan struct{}{make(chan struct{}, 1), make(chan struct{}, 1)}
 	wg.Go(func() { p.every(ctx, p.cfg.Interval, kicks[0], func() { p.closeDue(ctx); p.expireCheckouts(ctx) }) })
 	wg.Go(func() { p.every(ctx, p.cfg.Interval, kicks[1], func() { p.refund(ctx) }) })
-	wg.Go(func() { p.every(ctx, p.cfg.ReconcileEvery, nil, func() { p.Reconcile(ctx) }) })
+	wg.Go(func() { p.every(ctx, p.cfg.ReconcileEvery, nil, func() { p.Reconcile(ctx); p.Sweep(ctx) }) })
 	for {
 		select {
 		case <-ctx.Done():
@@ -315,7 +315,7 @@ func refusalReason(err error) string {
 // it. It reports how many checkouts it asked about. Safe on any number of instances: each
 // checkout is claimed by one for a while, and every result is applied once.
 func (p *Payments) Reconcile(ctx context.Context) int {
-	due, err := p.db.CheckoutsToVerify(ctx, p.provider.Name(), keeperBatch)
+	due, err := p.db.CheckoutsToVerify(ctx, p.provider.Name(), p.cfg.ReconcileEvery, keeperBatch)
 	if err != nil {
 		p.log.Warn("payments: listing checkouts to verify failed", "err", err)
 		return 0
@@ -335,6 +335,61 @@ func (p *Payments) Reconcile(ctx context.Context) int {
 		if err := p.applyLookup(ctx, c, st); err != nil {
 			p.log.Warn("payments: applying what the provider said of a checkout failed", "order", c.OrderID, "session", c.SessionID, "err", err)
 		}
+	}
+	return n
+}
+
+// sweepWindow is how far back the sweep lists the provider's completed sessions.
+const sweepWindow = 24 * time.Hour
+
+// Sweep lists the provider's sessions completed in the last day and applies, as its webhook would,
+// each paid one that names an order of ours but that the shop has not heard of (a payment link's
+// session, a payment whose webhook was lost): a payment that is not its order's own is a conflict,
+// refunded. It reports how many it applied. Safe on any number of instances (each event once).
+func (p *Payments) Sweep(ctx context.Context) int {
+	type found struct {
+		id string
+		st SessionState
+	}
+	var all []found
+	lctx, cancel := context.WithTimeout(ctx, 10*p.cfg.CallTimeout)
+	err := p.provider.Completed(lctx, p.now().Add(-sweepWindow), func(id string, st SessionState) error {
+		if st.Paid && isUUID(st.OrderID) {
+			all = append(all, found{id, st})
+		}
+		return nil
+	})
+	cancel()
+	if errors.Is(err, ErrNoLookup) {
+		return 0
+	}
+	if err != nil {
+		p.log.Warn("payments: listing the provider's completed sessions failed; listed again later", "err", err)
+	}
+	if len(all) == 0 {
+		return 0
+	}
+	ids := make([]string, len(all))
+	for i, f := range all {
+		ids[i] = f.id
+	}
+	unknown, err := p.db.UnheardSessions(ctx, p.provider.Name(), ids)
+	if err != nil {
+		p.log.Warn("payments: comparing the provider's sessions with ours failed", "err", err)
+		return 0
+	}
+	n := 0
+	for _, f := range all {
+		if !unknown[f.id] {
+			continue
+		}
+		p.metrics.Payments.WithLabelValues("swept").Inc()
+		if err := p.Apply(ctx, Event{ID: "sweep_paid_" + f.id, Kind: EventPaid, OrderID: f.st.OrderID, SessionID: f.id,
+			PaymentID: f.st.PaymentID, AmountCents: f.st.AmountCents, Currency: f.st.Currency}); err != nil {
+			p.log.Warn("payments: applying a session found by the sweep failed", "session", f.id, "err", err)
+			continue
+		}
+		n++
 	}
 	return n
 }

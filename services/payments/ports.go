@@ -2,6 +2,7 @@ package payments
 
 import (
 	"context"
+	"time"
 
 	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
@@ -21,8 +22,9 @@ type DB interface {
 	RefundsDue(ctx context.Context, provider string, skip []string, limit int) ([]store.RefundDue, error)
 	RecordRefund(ctx context.Context, r store.RefundDue, refundID string) error
 	RecordRefundFailure(ctx context.Context, r store.RefundDue, reason string) error
-	CheckoutsToVerify(ctx context.Context, provider string, limit int) ([]store.CheckoutToExpire, error)
+	CheckoutsToVerify(ctx context.Context, provider string, after time.Duration, limit int) ([]store.CheckoutToExpire, error)
 	MarkVerified(ctx context.Context, orderID, sessionID string) error
+	UnheardSessions(ctx context.Context, provider string, sessionIDs []string) (map[string]bool, error)
 }
 
 // Returner gives a unit Postgres released back to Redis (pipeline.Returns).

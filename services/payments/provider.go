@@ -26,6 +26,10 @@ type Provider interface {
 	// Lookup asks the provider what became of a checkout session: the reconciler's question when
 	// a webhook may have been lost, and the deadline's when an expiry is refused.
 	Lookup(ctx context.Context, sessionID string) (SessionState, error)
+	// Completed lists the provider's completed checkout sessions created since, each with its
+	// state (the sweep: a payment naming an order through a session the shop never made, a
+	// payment link, is found even when its webhook is lost).
+	Completed(ctx context.Context, since time.Time, each func(sessionID string, st SessionState) error) error
 	// MinimumCents is the smallest amount the provider charges in currency (ISO 4217), in its
 	// minor units: a sale refuses an item price below it (422 PRICE_NOT_PAYABLE); 0 is free.
 	MinimumCents(currency string) int64

@@ -75,6 +75,11 @@ func (s *Simulated) Lookup(context.Context, string) (SessionState, error) {
 	return SessionState{}, ErrNoLookup
 }
 
+// Completed answers ErrNoLookup, as Lookup does.
+func (s *Simulated) Completed(context.Context, time.Time, func(string, SessionState) error) error {
+	return ErrNoLookup
+}
+
 // MinimumCents is one minor unit: the simulated provider takes any positive price.
 func (s *Simulated) MinimumCents(string) int64 { return 1 }
 

@@ -86,6 +86,7 @@ var scenarios = []scenario{
 	{"20a", "Redis restored a second behind, one instance restarted: its floors from Postgres", false, scenarioRewindRestart, ""},
 	{"20b", "an instance with the embedded NATS stopped past its registration while another starts", false, scenarioEmbeddedPause, ""},
 	{"21", "an instance killed while the draw closes (fair start)", false, scenarioDrawKill, ""},
+	{"22", "Stripe misbehaving: 500s, unanswered refunds, dropped, doubled, late and reordered webhooks", false, scenarioStripeFaults, ""},
 }
 
 // selected reads FLASHSALE_CHAOS: "all", a comma-separated list of scenario ids, or unset (the

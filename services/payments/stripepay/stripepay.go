@@ -287,12 +287,39 @@ func (p *Provider) Lookup(ctx context.Context, sessionID string) (payments.Sessi
 	if err != nil {
 		return payments.SessionState{}, classify("lookup", err)
 	}
+	return sessionState(s), nil
+}
+
+// Completed lists the complete Checkout Sessions created since (Stripe's list, newest first,
+// paged by stripe-go), each read as Lookup reads one; the order is its client reference, or its
+// metadata's order_id.
+func (p *Provider) Completed(ctx context.Context, since time.Time, each func(string, payments.SessionState) error) error {
+	params := &stripe.CheckoutSessionListParams{Status: stripe.String(string(stripe.CheckoutSessionStatusComplete)),
+		CreatedRange: &stripe.RangeQueryParams{GreaterThanOrEqual: since.Unix()}}
+	params.Limit = stripe.Int64(100)
+	for s, err := range p.client.V1CheckoutSessions.List(ctx, params) {
+		if err != nil {
+			return classify("list", err)
+		}
+		st := sessionState(s)
+		if st.OrderID == "" {
+			st.OrderID = s.Metadata["order_id"]
+		}
+		if err := each(s.ID, st); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sessionState is a Checkout Session in flashsale's words.
+func sessionState(s *stripe.CheckoutSession) payments.SessionState {
 	st := payments.SessionState{Status: string(s.Status), Paid: s.PaymentStatus == stripe.CheckoutSessionPaymentStatusPaid,
 		OrderID: s.ClientReferenceID, AmountCents: s.AmountTotal, Currency: strings.ToUpper(string(s.Currency))}
 	if s.PaymentIntent != nil {
 		st.PaymentID = s.PaymentIntent.ID
 	}
-	return st, nil
+	return st
 }
 
 // minimumCharge is Stripe's minimum charge amount per currency, in minor units, from its
