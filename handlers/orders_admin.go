@@ -37,6 +37,7 @@ type adminOrderJSON struct {
 	Refunded      bool    `json:"refunded"`
 	PaymentID     *string `json:"paymentId"`
 	RefundID      *string `json:"refundId"`
+	RefundFailure *string `json:"refundFailure"` // why the provider refused the refund for good; null: not refused
 }
 
 // optString is s, or null when it is empty.
@@ -99,7 +100,8 @@ func (a *API) AdminOrders(c *gin.Context) {
 	for i, o := range list {
 		out[i] = adminOrderJSON{OrderID: o.OrderID, ItemID: idString(o.ItemID), UserID: idString(o.UserID), Username: optString(o.Username), Status: o.Status,
 			CreatedAt: rfc3339(o.CreatedAt), PayBy: optTime(o.PayBy), PaidAt: optTime(o.PaidAt),
-			PaymentStatus: o.PaymentStatus, PaidCents: o.PaidCents, Refunded: o.Refunded(), PaymentID: o.PaymentID, RefundID: o.RefundID}
+			PaymentStatus: o.PaymentStatus, PaidCents: o.PaidCents, Refunded: o.Refunded(), PaymentID: o.PaymentID, RefundID: o.RefundID,
+			RefundFailure: o.RefundFailure}
 	}
 	c.Header("Cache-Control", "no-store")
 	c.JSON(http.StatusOK, gin.H{"orders": out, "next": next})

@@ -131,6 +131,7 @@ type Order struct {
 	PaymentID     *string // the provider's payment, once one arrived
 	PaidCents     *int64  // what that payment took
 	RefundID      *string // the provider's refund of a payment that came too late
+	RefundFailure *string // why the provider refused that refund for good (the merchant settles it)
 }
 
 // Payment statuses of an order: none taken; a checkout open (awaiting the provider's

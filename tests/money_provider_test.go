@@ -316,7 +316,7 @@ func TestProviderFaults(t *testing.T) {
 	for range 3 {
 		h.app.Payments.Pass(ctx)
 	}
-	if reason := h.sqlStr(`SELECT coalesce(refund_failure, '') FROM orders WHERE id = ?`, other); !strings.Contains(reason, "expired_or_canceled_card") {
+	if reason := h.sqlStr(`SELECT coalesce(refund_failure, '') FROM orders WHERE id = ?`, other); reason != "expired_or_canceled_card" {
 		t.Fatalf("the refused refund's reason %q, want Stripe's", reason)
 	}
 	if n := len(stripe.Requests("/v1/refunds")) - before; n != 1 {

@@ -32,6 +32,7 @@ type AdminOrder struct {
 	PaidCents     *int64  // what the provider took (a refunded order's: what goes back); nil: nothing
 	PaymentID     *string // the provider's payment
 	RefundID      *string // the provider's refund of a payment that came too late; nil until it is made
+	RefundFailure *string // why the provider refused that refund for good; nil: not refused
 }
 
 // Refunded says whether the refund of a payment that came too late has been made (the provider
@@ -47,7 +48,8 @@ var orderStatuses = map[string]bool{
 
 func adminOrder(o shop.Order) AdminOrder {
 	a := AdminOrder{OrderID: o.ID, ItemID: o.ItemID, UserID: o.UserID, Status: o.Status, CreatedAt: o.CreatedAt.UTC(),
-		PaymentStatus: o.PaymentStatus, PaidCents: o.PaidCents, PaymentID: nonEmpty(o.PaymentID), RefundID: nonEmpty(o.RefundID)}
+		PaymentStatus: o.PaymentStatus, PaidCents: o.PaidCents, PaymentID: nonEmpty(o.PaymentID), RefundID: nonEmpty(o.RefundID),
+		RefundFailure: nonEmpty(o.RefundFailure)}
 	if a.PaymentStatus == "" {
 		a.PaymentStatus = shop.PaymentNone
 	}

@@ -299,11 +299,16 @@ func (p *Payments) refund(ctx context.Context) int {
 	return n
 }
 
-// refusalReason is the words kept for a refund refused for good.
+// refusalReason is the words kept for a refund refused for good: the provider's failure reason,
+// or its error, shortened.
 func refusalReason(err error) string {
+	var r *RefundRefusal
+	if errors.As(err, &r) && r.Reason != "" {
+		return r.Reason
+	}
 	s := err.Error()
-	if len(s) > 500 {
-		s = s[:500]
+	if len(s) > 300 {
+		s = s[:300]
 	}
 	return s
 }

@@ -68,6 +68,10 @@ func (l Ledger) Write(w io.Writer) {
 // the books: PAID orders, refunded late payments, conflicts.
 func (p *Payments) Ledger(ctx context.Context, db LedgerDB, saleID int64) (Ledger, error) {
 	l := Ledger{SaleID: saleID, Provider: p.provider.Name()}
+	if errors.Is(p.provider.Completed(ctx, p.now(), func(string, SessionState) error { return nil }), ErrNoLookup) {
+		l.Skipped = "the " + l.Provider + " provider keeps no books of its own to compare with (no money moves)"
+		return l, nil
+	}
 	sessions, err := db.LedgerSessions(ctx, saleID, l.Provider)
 	if err != nil {
 		return l, err
@@ -77,10 +81,6 @@ func (p *Payments) Ledger(ctx context.Context, db LedgerDB, saleID int64) (Ledge
 	}
 	for _, s := range sessions {
 		st, err := p.lookupRetrying(ctx, s)
-		if errors.Is(err, ErrNoLookup) {
-			l.Skipped = "the " + l.Provider + " provider keeps no books of its own to compare with (no money moves)"
-			return l, nil
-		}
 		l.Sessions++
 		if err != nil {
 			l.Unanswered = append(l.Unanswered, s)

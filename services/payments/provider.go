@@ -3,6 +3,7 @@ package payments
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -56,8 +57,25 @@ const (
 // simulated one confirms in-process: nothing it says can be lost).
 var ErrNoLookup = errors.New("payments: this provider cannot be asked about its sessions")
 
-// ErrRefundFailed wraps the reason of a refund the provider refused for good.
+// ErrRefundFailed is what errors.Is finds in a RefundRefusal.
 var ErrRefundFailed = errors.New("payments: the provider refused the refund")
+
+// RefundRefusal is a refund the provider took and could not make (Stripe: a refund answered
+// failed or canceled): final, in the provider's own words (its failure reason).
+type RefundRefusal struct {
+	RefundID string
+	Reason   string // the provider's failure reason, such as expired_or_canceled_card
+}
+
+func (r *RefundRefusal) Error() string {
+	return fmt.Sprintf("%v: refund %s: %s", ErrRefundFailed, r.RefundID, r.Reason)
+}
+
+// Is makes errors.Is(err, ErrRefundFailed) true.
+func (r *RefundRefusal) Is(target error) bool { return target == ErrRefundFailed }
+
+// Transient is false: asking again does not change a refusal.
+func (r *RefundRefusal) Transient() bool { return false }
 
 // CheckoutRequest is one order's checkout.
 type CheckoutRequest struct {

@@ -41,12 +41,21 @@ function paymentCell(O, o) {
       state = 'awaiting';
       break;
     case 'refunded':
+      if (typeof o.refundFailure === 'string' && o.refundFailure) {
+        state = 'refund-failed';
+        text = amount ? t('Refund of {amount} refused', { amount: amount }) : t('Refund refused');
+        break;
+      }
       state = o.refunded ? 'refunded' : 'refunding';
       text = o.refunded ? (amount ? t('Refunded {amount}', { amount: amount }) : t('Refunded'))
         : (amount ? t('Refund of {amount} being made', { amount: amount }) : t('Refund being made'));
       break;
   }
   var td = el('td', { 'data-col': 'payment', 'data-label': t('Payment'), 'data-testid': 'order-payment', 'data-payment': state }, text);
+  if (state === 'refund-failed') {
+    // the provider's own words (not translated): what to look for in its dashboard
+    td.appendChild(el('span', { class: 'refund-reason', 'data-testid': 'order-refund-reason' }, o.refundFailure));
+  }
   var ids = [];
   if (o.paymentId) {
     ids.push(t('payment {id}', { id: o.paymentId }));

@@ -266,6 +266,8 @@ addWords({
   'Paid {amount}': '已支付 {amount}',
   'Awaiting confirmation': '等待确认',
   'Free': '免费',
+  'Refund of {amount} refused': '{amount} 退款被拒绝',
+  'Refund refused': '退款被拒绝',
   '1 payment that was not its order\u2019s own ({amount}) paid nothing and is refunded by itself.': '1 笔并非订单自身的付款（{amount}）不计入任何订单，将自动退款。',
   '{n} payments that were not their order\u2019s own ({amount}) paid nothing and are refunded by themselves.': '{n} 笔并非订单自身的付款（{amount}）不计入任何订单，将自动退款。',
   '1 refund was refused by the payment provider: settle it there (the reason is in the orders list).': '1 笔退款被支付服务商拒绝：请在服务商处处理（原因见订单列表）。',

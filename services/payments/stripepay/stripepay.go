@@ -264,7 +264,11 @@ func (p *Provider) Refund(ctx context.Context, r payments.RefundRequest) (string
 	ref, err := p.client.V1Refunds.Create(ctx, params)
 	if err == nil {
 		if ref.Status == stripe.RefundStatusFailed || ref.Status == stripe.RefundStatusCanceled {
-			return "", permanent("refund", fmt.Errorf("%w: refund %s %s: %s", payments.ErrRefundFailed, ref.ID, ref.Status, ref.FailureReason))
+			reason := string(ref.FailureReason)
+			if reason == "" {
+				reason = string(ref.Status)
+			}
+			return "", &payments.RefundRefusal{RefundID: ref.ID, Reason: reason}
 		}
 		return ref.ID, nil
 	}
