@@ -458,7 +458,7 @@ func TestProductionCookies(t *testing.T) {
 		// production takes payments through Stripe only (here its API is stripe-mock)
 		"FLASHSALE_PAYMENTS": "stripe", "FLASHSALE_STRIPE_SECRET_KEY": "sk_test_flashsale", "FLASHSALE_STRIPE_WEBHOOK_SECRET": "whsec_flashsale_test",
 		"FLASHSALE_STRIPE_TEST_MODE": "on",
-		"FLASHSALE_STRIPE_API_URL": testenv.StripeMock(t), "FLASHSALE_PUBLIC_URL": "https://shop.flashsale.test"}})
+		"FLASHSALE_STRIPE_API_URL":   testenv.StripeMock(t), "FLASHSALE_PUBLIC_URL": "https://shop.flashsale.test"}})
 	if _, err := h.app.Auth.AddUser(context.Background(), "yuri", "yuri-pass", auth.RoleShopper); err != nil {
 		t.Fatal(err)
 	}

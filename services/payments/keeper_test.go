@@ -124,7 +124,6 @@ func (f *flakyProvider) Refund(_ context.Context, r RefundRequest) (string, erro
 	return "re_" + r.OrderID, nil
 }
 
-
 // The keeper expires the checkouts of ended orders and makes the refunds due, trying again after
 // failures (spaced out) until the provider answers; a session the provider says was paid is
 // recorded complete (its payment's confirmation refunds it).
