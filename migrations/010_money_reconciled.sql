@@ -49,3 +49,10 @@ ALTER TABLE orders VALIDATE CONSTRAINT orders_payment_matches_status;
 -- time), verified that the provider's word on a closed one has been applied.
 ALTER TABLE checkouts ADD COLUMN checked_at TIMESTAMPTZ, ADD COLUMN verified BOOLEAN NOT NULL DEFAULT false;
 CREATE INDEX checkouts_to_verify ON checkouts (created_at) WHERE NOT verified;
+
+-- A refund the provider accepted may still fail later (Stripe: pending, then failed): the
+-- reconciler asks about each refund until the provider calls it final. refund_final is set once
+-- it succeeded, or failed (refund_failure then says why).
+ALTER TABLE orders ADD COLUMN refund_final BOOLEAN NOT NULL DEFAULT false;
+ALTER TABLE payment_conflicts ADD COLUMN refund_final BOOLEAN NOT NULL DEFAULT false;
+CREATE INDEX orders_refund_unconfirmed ON orders (refunded_at) WHERE refund_id IS NOT NULL AND NOT refund_final;

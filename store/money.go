@@ -11,7 +11,7 @@ type ItemMoney struct {
 	PaidCents      int64 // what the PAID orders took
 	Awaiting       int64 // PENDING orders with a checkout open (payment_status 'awaiting')
 	AwaitingCents  int64 // their price: the one each was bought at (older orders: the item's)
-	Refunds        int64 // payments that came after their order had ended (payment_status 'refunded')
+	Refunds        int64 // payments that came after their order had ended (payment_status 'refunded'), but refunds refused for good (MoneyIssues)
 	RefundedCents  int64 // what those payments took, given back
 	RefundsPending int64 // of those, the refunds the provider has not accepted yet (refund_id NULL)
 }
@@ -24,8 +24,8 @@ func (d *DB) SaleMoney(ctx context.Context, saleID int64) ([]ItemMoney, error) {
 			coalesce(sum(o.paid_cents) FILTER (WHERE o.status = 'PAID'), 0) AS paid_cents,
 			count(o.id) FILTER (WHERE o.status = 'PENDING' AND o.payment_status = 'awaiting') AS awaiting,
 			coalesce(sum(coalesce(o.unit_price_cents, i.price_cents)) FILTER (WHERE o.status = 'PENDING' AND o.payment_status = 'awaiting'), 0) AS awaiting_cents,
-			count(o.id) FILTER (WHERE o.payment_status = 'refunded') AS refunds,
-			coalesce(sum(o.paid_cents) FILTER (WHERE o.payment_status = 'refunded'), 0) AS refunded_cents,
+			count(o.id) FILTER (WHERE o.payment_status = 'refunded' AND o.refund_failure IS NULL) AS refunds,
+			coalesce(sum(o.paid_cents) FILTER (WHERE o.payment_status = 'refunded' AND o.refund_failure IS NULL), 0) AS refunded_cents,
 			count(o.id) FILTER (WHERE o.payment_status = 'refunded' AND o.refund_id IS NULL) AS refunds_pending
 		FROM items i LEFT JOIN orders o ON o.item_id = i.id
 		WHERE i.sale_id = ? GROUP BY i.id ORDER BY i.position`, saleID).Scan(&out).Error
@@ -68,6 +68,10 @@ type LedgerBooks struct {
 	RefundedCents int64
 	Conflicts     int64
 	ConflictCents int64
+	// Of Refunded and Conflicts, the refunds the provider refused for good: the money was taken
+	// and is accounted for, but not given back; the merchant must settle it.
+	Refused      int64
+	RefusedCents int64
 }
 
 // LedgerBooks returns a sale's books of provider, in one query.
@@ -79,8 +83,13 @@ func (d *DB) LedgerBooks(ctx context.Context, saleID int64, provider string) (Le
 			count(*) FILTER (WHERE o.payment_status = 'refunded') AS refunded,
 			coalesce(sum(o.paid_cents) FILTER (WHERE o.payment_status = 'refunded'), 0) AS refunded_cents,
 			(SELECT count(*) FROM payment_conflicts WHERE sale_id = ? AND provider = ? AND state <> 'nothing_taken') AS conflicts,
-			(SELECT coalesce(sum(amount_cents), 0) FROM payment_conflicts WHERE sale_id = ? AND provider = ? AND state <> 'nothing_taken') AS conflict_cents
-		FROM orders o WHERE o.sale_id = ? AND o.payment_provider = ?`, saleID, provider, saleID, provider, saleID, provider).Scan(&out).Error
+			(SELECT coalesce(sum(amount_cents), 0) FROM payment_conflicts WHERE sale_id = ? AND provider = ? AND state <> 'nothing_taken') AS conflict_cents,
+			count(*) FILTER (WHERE o.payment_status = 'refunded' AND o.refund_failure IS NOT NULL)
+			+ (SELECT count(*) FROM payment_conflicts WHERE sale_id = ? AND provider = ? AND state = 'refund_failed') AS refused,
+			coalesce(sum(o.paid_cents) FILTER (WHERE o.payment_status = 'refunded' AND o.refund_failure IS NOT NULL), 0)
+			+ (SELECT coalesce(sum(amount_cents), 0) FROM payment_conflicts WHERE sale_id = ? AND provider = ? AND state = 'refund_failed') AS refused_cents
+		FROM orders o WHERE o.sale_id = ? AND o.payment_provider = ?`,
+		saleID, provider, saleID, provider, saleID, provider, saleID, provider, saleID, provider).Scan(&out).Error
 	if err != nil {
 		return LedgerBooks{}, fmt.Errorf("books of sale %d: %w", saleID, err)
 	}

@@ -340,6 +340,47 @@ func (d *DB) CheckoutsToVerify(ctx context.Context, provider string, after time.
 	return out, nil
 }
 
+// RefundsToConfirm lists up to limit refunds of provider made but not final yet (the provider
+// accepted them; they may still fail), oldest first: of orders' late payments, then of conflicts.
+func (d *DB) RefundsToConfirm(ctx context.Context, provider string, limit int) ([]RefundDue, error) {
+	var out []RefundDue
+	err := d.g.WithContext(ctx).Raw(`(SELECT id::text AS order_id, payment_provider AS provider, payment_id, '' AS session_id, refund_id, refunded_at
+		FROM orders WHERE refund_id IS NOT NULL AND NOT refund_final AND payment_provider = ? ORDER BY refunded_at LIMIT ?)
+		UNION ALL
+		(SELECT coalesce(order_id::text, '') AS order_id, provider, payment_id, session_id, refund_id, refunded_at
+		FROM payment_conflicts WHERE state = 'refunded' AND NOT refund_final AND provider = ? ORDER BY refunded_at LIMIT ?)`,
+		provider, limit, provider, limit).Scan(&out).Error
+	if err != nil {
+		return nil, fmt.Errorf("refunds to confirm: %w", err)
+	}
+	return out, nil
+}
+
+// ConfirmRefund records a refund's final state: succeeded, or failed with the provider's reason
+// (the order no longer counts as refunded; a conflict's refund is refund_failed).
+func (d *DB) ConfirmRefund(ctx context.Context, r RefundDue, failed bool, reason string) error {
+	var failure any
+	if failed {
+		if reason == "" {
+			reason = "failed at the provider"
+		}
+		failure = reason
+	}
+	var err error
+	if r.Conflict() {
+		err = d.g.WithContext(ctx).Exec(`UPDATE payment_conflicts SET refund_final = true, refund_failure = ?,
+				state = CASE WHEN ? THEN 'refund_failed' ELSE state END
+			WHERE provider = ? AND session_id = ? AND refund_id = ? AND NOT refund_final`, failure, failed, r.Provider, r.SessionID, r.RefundID).Error
+	} else {
+		err = d.g.WithContext(ctx).Exec(`UPDATE orders SET refund_final = true, refund_failure = ?
+			WHERE id = ?::uuid AND refund_id = ? AND NOT refund_final`, failure, r.OrderID, r.RefundID).Error
+	}
+	if err != nil {
+		return fmt.Errorf("confirm refund %s: %w", r.RefundID, err)
+	}
+	return nil
+}
+
 // UnheardSessions answers which of the provider's paid sessions the shop has no word of: no
 // conflict recorded for it, and no order holding a payment through it.
 func (d *DB) UnheardSessions(ctx context.Context, provider string, sessionIDs []string) (map[string]bool, error) {
@@ -387,6 +428,7 @@ type RefundDue struct {
 	Provider  string
 	PaymentID string
 	SessionID string // a conflict's session ("" for an order's own payment)
+	RefundID  string // the provider's refund, once made (RefundsToConfirm)
 }
 
 // Conflict reports whether the refund is of a conflict rather than of an order's own payment.

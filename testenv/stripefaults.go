@@ -28,6 +28,7 @@ type FaultyStripe struct {
 	faults   []*stripeFault
 	sessions map[string]*StripeSession
 	refund   *stripeRefundAnswer
+	refunds  map[string]stripeRefundAnswer // the refunds it answered itself, by id: what retrieving one answers
 	seen     []StripeRequest
 }
 
@@ -63,7 +64,7 @@ func StartFaultyStripe(t testing.TB) *FaultyStripe {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &FaultyStripe{sessions: map[string]*StripeSession{}}
+	f := &FaultyStripe{sessions: map[string]*StripeSession{}, refunds: map[string]stripeRefundAnswer{}}
 	proxy := httputil.NewSingleHostReverseProxy(up)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.serve(w, r, proxy)
@@ -120,6 +121,14 @@ func (f *FaultyStripe) RefundsAnswer(status, reason string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.refund = &stripeRefundAnswer{status: status, reason: reason}
+}
+
+// RefundState sets what retrieving refund id answers from now on (a pending refund that later
+// failed: status failed and the reason). Only refunds this Stripe answered itself (RefundsAnswer).
+func (f *FaultyStripe) RefundState(id, status, reason string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.refunds[id] = stripeRefundAnswer{status: status, reason: reason}
 }
 
 // Requests lists the requests received so far whose path starts with prefix.
@@ -251,17 +260,29 @@ func sessionJSON(id string, s StripeSession) []byte {
 	return b
 }
 
-// refundAnswer answers a refund's creation with the status set by RefundsAnswer; false: none set.
+// refundAnswer answers a refund's creation with the status set by RefundsAnswer, and the
+// retrieval of a refund it answered so; false: neither.
 func (f *FaultyStripe) refundAnswer(w http.ResponseWriter, r *http.Request, next http.Handler) bool {
 	f.mu.Lock()
-	ans := f.refund
-	f.mu.Unlock()
-	if ans == nil || r.Method != http.MethodPost || r.URL.Path != "/v1/refunds" {
+	defer f.mu.Unlock()
+	var id string
+	var ans stripeRefundAnswer
+	switch rest, isGet := strings.CutPrefix(r.URL.Path, "/v1/refunds/"); {
+	case isGet && r.Method == http.MethodGet:
+		a, ok := f.refunds[rest]
+		if !ok {
+			return false
+		}
+		id, ans = rest, a
+	case f.refund != nil && r.Method == http.MethodPost && r.URL.Path == "/v1/refunds":
+		_ = r.ParseForm()
+		id, ans = "re_faulty_"+r.PostForm.Get("payment_intent"), *f.refund
+		f.refunds[id] = ans
+	default:
 		return false
 	}
-	_ = r.ParseForm()
-	b, _ := json.Marshal(map[string]any{"id": "re_faulty_" + r.PostForm.Get("payment_intent"), "object": "refund",
-		"status": ans.status, "failure_reason": ans.reason, "payment_intent": r.PostForm.Get("payment_intent"), "amount": 0, "currency": "cny"})
+	b, _ := json.Marshal(map[string]any{"id": id, "object": "refund", "status": ans.status, "failure_reason": ans.reason,
+		"amount": 0, "currency": "cny"})
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(b)
 	return true

@@ -322,9 +322,49 @@ func TestProviderFaults(t *testing.T) {
 	if n := len(stripe.Requests("/v1/refunds")) - before; n != 1 {
 		t.Errorf("%d refund calls for a refund refused for good, want 1", n)
 	}
+
+	// Accepted (pending), then failed at Stripe: the reconciler asks until the refund is final,
+	// records the failure with its reason, and the order no longer says refunded.
+	if n := h.app.Payments.ConfirmRefunds(ctx); n != 2 {
+		t.Errorf("%d refunds confirmed final, want the two made through stripe-mock (succeeded there)", n)
+	}
+	pending, pendingBearer, pendingSession := h.checkedOut(6, s, s.items[0])
+	h.exec(`UPDATE orders SET pay_by = now() - interval '3 minutes' WHERE id = ?`, pending)
+	stripe.Fail("POST", "/v1/checkout/sessions/", -1, http.StatusBadGateway)
+	if err := h.app.KeeperPass(ctx); err != nil {
+		t.Logf("keeper pass: %v", err)
+	}
+	stripe.Heal()
+	stripe.Session(pendingSession, testenv.StripeSession{Status: "complete", PaymentStatus: "paid", PaymentIntent: "pi_pending", AmountTotal: 1000, Currency: "cny", ClientReferenceID: pending})
+	stripe.RefundsAnswer("pending", "")
+	if r := h.postWebhook(stripeEvent("evt_pending", "checkout.session.completed", pendingSession, pending, "pi_pending", 1000), stripeWebhookSecret); r.Status != http.StatusOK {
+		t.Fatalf("late payment: %d %s", r.Status, r.Raw)
+	}
+	h.app.Payments.Pass(ctx)
+	if n := h.app.Payments.ConfirmRefunds(ctx); n != 0 {
+		t.Fatalf("%d refunds final while Stripe says pending, want 0", n)
+	}
+	if o := h.do("GET", "/api/flash-sales/orders/"+pending, pendingBearer, nil); o.Body["refunded"] != true {
+		t.Fatalf("a refund Stripe accepted: %s, want refunded true", o.Raw)
+	}
+	stripe.RefundState("re_faulty_pi_pending", "failed", "lost_or_stolen_card")
+	if n := h.app.Payments.ConfirmRefunds(ctx); n < 1 {
+		t.Fatalf("%d refunds final after Stripe failed it, want the pending one", n)
+	}
+	if reason := h.sqlStr(`SELECT coalesce(refund_failure, '') FROM orders WHERE id = ?`, pending); reason != "lost_or_stolen_card" {
+		t.Fatalf("the failed refund's reason %q, want Stripe's", reason)
+	}
+	if o := h.do("GET", "/api/flash-sales/orders/"+pending, pendingBearer, nil); o.Body["refunded"] != false {
+		t.Errorf("a refund that failed at Stripe: %s, want refunded false", o.Raw)
+	}
 	r := h.do("GET", fmt.Sprintf("/api/admin/sales/%d/live", s.sale), h.token(9000, auth.RoleMerchant), nil)
-	if m, _ := r.Body["money"].(map[string]any); m["refundsFailed"] != float64(1) {
-		t.Errorf("money view %s: want refundsFailed 1", r.Raw)
+	if m, _ := r.Body["money"].(map[string]any); m["refundsFailed"] != float64(2) {
+		t.Errorf("money view %s: want refundsFailed 2", r.Raw)
+	}
+	// The ledger accounts for the refused refunds and says they are not settled.
+	out, code := reconcileMoney(t, h, s.sale)
+	if code != 0 || !strings.Contains(out, "! 2 refunds (2000) refused by the provider for good") {
+		t.Errorf("reconcile: exit %d\n%s\nwant the ledger agreeing and the two refused refunds named", code, out)
 	}
 	h.checkInvariants(s)
 }

@@ -38,7 +38,7 @@ type AdminOrder struct {
 // Refunded says whether the refund of a payment that came too late has been made (the provider
 // accepted it); a refunded order without one is still being refunded.
 func (a AdminOrder) Refunded() bool {
-	return a.PaymentStatus == shop.PaymentRefunded && a.RefundID != nil
+	return a.PaymentStatus == shop.PaymentRefunded && a.RefundID != nil && a.RefundFailure == nil
 }
 
 var orderStatuses = map[string]bool{

@@ -113,7 +113,9 @@ func (p *Payments) Run(ctx context.Context) {
 	kicks := []chan struct{}{make(chan struct{}, 1), make(chan struct{}, 1)}
 	wg.Go(func() { p.every(ctx, p.cfg.Interval, kicks[0], func() { p.closeDue(ctx); p.expireCheckouts(ctx) }) })
 	wg.Go(func() { p.every(ctx, p.cfg.Interval, kicks[1], func() { p.refund(ctx) }) })
-	wg.Go(func() { p.every(ctx, p.cfg.ReconcileEvery, nil, func() { p.Reconcile(ctx); p.Sweep(ctx) }) })
+	wg.Go(func() {
+		p.every(ctx, p.cfg.ReconcileEvery, nil, func() { p.Reconcile(ctx); p.Sweep(ctx); p.ConfirmRefunds(ctx) })
+	})
 	for {
 		select {
 		case <-ctx.Done():
@@ -340,6 +342,44 @@ func (p *Payments) Reconcile(ctx context.Context) int {
 		if err := p.applyLookup(ctx, c, st); err != nil {
 			p.log.Warn("payments: applying what the provider said of a checkout failed", "order", c.OrderID, "session", c.SessionID, "err", err)
 		}
+	}
+	return n
+}
+
+// ConfirmRefunds asks the provider where each refund it accepted but has not called final stands
+// (Stripe: a refund is pending before it succeeds, and may fail then): a succeeded one is final;
+// a failed one is recorded with its reason, shown to the merchant (refundsFailed) and the order
+// no longer says refunded. It reports how many became final.
+func (p *Payments) ConfirmRefunds(ctx context.Context) int {
+	due, err := p.db.RefundsToConfirm(ctx, p.provider.Name(), keeperBatch)
+	if err != nil {
+		p.log.Warn("payments: listing refunds to confirm failed", "err", err)
+		return 0
+	}
+	n := 0
+	for _, r := range due {
+		type answer struct{ state, reason string }
+		a, err := call(ctx, p.cfg.CallTimeout, func(ctx context.Context) (answer, error) {
+			s, why, err := p.provider.RefundState(ctx, r.RefundID)
+			return answer{s, why}, err
+		})
+		if err != nil {
+			p.log.Warn("payments: asking about a refund failed; asked again later", "refund", r.RefundID, "err", err)
+			continue
+		}
+		if a.state != RefundSucceeded && a.state != RefundFailed {
+			continue
+		}
+		if a.state == RefundFailed {
+			p.metrics.Payments.WithLabelValues("refund_failed").Inc()
+			p.log.Error("payments: a refund failed after the provider accepted it; the merchant must settle it", "order", r.OrderID,
+				"payment", r.PaymentID, "refund", r.RefundID, "reason", a.reason)
+		}
+		if err := p.db.ConfirmRefund(ctx, r, a.state == RefundFailed, a.reason); err != nil {
+			p.log.Warn("payments: recording a refund's final state failed", "refund", r.RefundID, "err", err)
+			continue
+		}
+		n++
 	}
 	return n
 }

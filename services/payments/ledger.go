@@ -58,6 +58,10 @@ func (l Ledger) Write(w io.Writer) {
 		fmt.Fprintf(w, "; difference %d", d)
 	}
 	fmt.Fprintf(w, "; %d sessions asked\n", l.Sessions)
+	if l.Books.Refused > 0 {
+		fmt.Fprintf(w, "  ! %d refunds (%d) refused by the provider for good: taken and not given back; settle them at the provider\n",
+			l.Books.Refused, l.Books.RefusedCents)
+	}
 	for _, s := range l.Unanswered {
 		fmt.Fprintf(w, "  ✗ the provider did not answer about session %s\n", s)
 	}

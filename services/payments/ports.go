@@ -24,6 +24,8 @@ type DB interface {
 	RecordRefundFailure(ctx context.Context, r store.RefundDue, reason string) error
 	CheckoutsToVerify(ctx context.Context, provider string, after time.Duration, limit int) ([]store.CheckoutToExpire, error)
 	MarkVerified(ctx context.Context, orderID, sessionID string) error
+	RefundsToConfirm(ctx context.Context, provider string, limit int) ([]store.RefundDue, error)
+	ConfirmRefund(ctx context.Context, r store.RefundDue, failed bool, reason string) error
 	UnheardSessions(ctx context.Context, provider string, sessionIDs []string) (map[string]bool, error)
 }
 

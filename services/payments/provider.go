@@ -24,6 +24,9 @@ type Provider interface {
 	// error whose Transient method says false; a refund the provider took and then failed
 	// answers ErrRefundFailed with its reason.
 	Refund(ctx context.Context, r RefundRequest) (refundID string, err error)
+	// RefundState asks the provider where a refund it accepted stands: RefundSucceeded and
+	// RefundFailed are final (reason: the provider's failure reason), anything else is not yet.
+	RefundState(ctx context.Context, refundID string) (state, reason string, err error)
 	// Lookup asks the provider what became of a checkout session: the reconciler's question when
 	// a webhook may have been lost, and the deadline's when an expiry is refused.
 	Lookup(ctx context.Context, sessionID string) (SessionState, error)
@@ -45,6 +48,12 @@ type SessionState struct {
 	AmountCents int64
 	Currency    string // upper case
 }
+
+// The final states of a refund (RefundState).
+const (
+	RefundSucceeded = "succeeded"
+	RefundFailed    = "failed"
+)
 
 // The states of a provider's checkout session.
 const (

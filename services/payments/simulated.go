@@ -75,6 +75,11 @@ func (s *Simulated) Lookup(context.Context, string) (SessionState, error) {
 	return SessionState{}, ErrNoLookup
 }
 
+// RefundState answers succeeded: the simulated provider's refunds never fail.
+func (s *Simulated) RefundState(context.Context, string) (string, string, error) {
+	return RefundSucceeded, "", nil
+}
+
 // Completed answers ErrNoLookup, as Lookup does.
 func (s *Simulated) Completed(context.Context, time.Time, func(string, SessionState) error) error {
 	return ErrNoLookup

@@ -18,7 +18,7 @@ func (p *Purchases) written(ctx context.Context, orderID string) bool {
 func orderView(o store.OrderDetail) shop.OrderView {
 	v := shop.OrderView{OrderID: o.ID, ItemID: o.ItemID, SaleID: o.SaleID, Status: o.Status, ItemName: o.ItemName,
 		PriceCents: o.PriceCents, Currency: o.Currency, SaleName: o.SaleName, CreatedAt: o.CreatedAt,
-		PaymentStatus: o.PaymentStatus, Refunded: o.RefundID != nil}
+		PaymentStatus: o.PaymentStatus, Refunded: o.RefundID != nil && o.RefundFailure == nil}
 	if v.PaymentStatus == "" {
 		v.PaymentStatus = shop.PaymentNone
 	}

@@ -281,6 +281,29 @@ func (p *Provider) Refund(ctx context.Context, r payments.RefundRequest) (string
 	return "", classify("refund", err)
 }
 
+// RefundState retrieves a refund: succeeded, failed (canceled counts as failed: no money went
+// back) with Stripe's failure reason, or its other status (pending, requires_action: not final).
+func (p *Provider) RefundState(ctx context.Context, refundID string) (string, string, error) {
+	if refundID == "" {
+		return "", "", permanent("refund state", errors.New("no refund id"))
+	}
+	ref, err := p.client.V1Refunds.Retrieve(ctx, refundID, nil)
+	if err != nil {
+		return "", "", classify("refund state", err)
+	}
+	switch ref.Status {
+	case stripe.RefundStatusSucceeded:
+		return payments.RefundSucceeded, "", nil
+	case stripe.RefundStatusFailed, stripe.RefundStatusCanceled:
+		reason := string(ref.FailureReason)
+		if reason == "" {
+			reason = string(ref.Status)
+		}
+		return payments.RefundFailed, reason, nil
+	}
+	return string(ref.Status), "", nil
+}
+
 // Lookup retrieves a Checkout Session: its status, whether money was taken, its payment, amount
 // and currency.
 func (p *Provider) Lookup(ctx context.Context, sessionID string) (payments.SessionState, error) {
