@@ -105,6 +105,27 @@ func TestE2EMoneyIssues(t *testing.T) {
 		&& e.qa('order-row').some((r) => e.text(r.querySelector('[data-col="payment"]')) === 'Free')`)
 	b.screenshot(dir, "money-refund-refused-desktop.png", "")
 
+	// The create form: a price Stripe cannot charge, said beside the price, nothing created.
+	b.do("open the admin page", chromedp.Navigate(h.srv.URL+"/admin"))
+	start := time.Now().Add(2 * time.Hour)
+	b.do("fill in a sale at 1.00 CNY",
+		chromedp.SetValue(e2eTestID("create-name"), "Stickers"),
+		chromedp.SetValue(e2eTestID("create-starts-at"), start.Format("2006-01-02T15:04")),
+		chromedp.SetValue(e2eTestID("create-ends-at"), start.Add(time.Hour).Format("2006-01-02T15:04")),
+		chromedp.SendKeys(`[data-testid="item-rows"] [data-testid="item-name-input"]`, "Sticker"),
+		chromedp.SendKeys(`[data-testid="item-rows"] [data-testid="item-price-input"]`, "1.00"),
+		chromedp.SendKeys(`[data-testid="item-rows"] [data-testid="item-quantity-input"]`, "10"),
+		chromedp.Click(e2eTestID("create-sale-button")),
+	)
+	b.waitFor("the refusal beside the price", 10*time.Second, `(() => { const r = e.qa('item-row').filter((x) => x.closest('[data-testid="item-rows"]'))[0];
+		const err = r.querySelector('.field-error:not([hidden])');
+		return !!err && e.text(err) === 'Below what the payment provider can charge in CNY: at least ¥4.00, or 0 for a free item.'
+		  && r.querySelector('[name="price"]').getAttribute('aria-invalid') === 'true'; })()`)
+	b.screenshot(dir, "price-not-payable-desktop.png", "")
+	if n := h.sqlInt(`SELECT count(*) FROM sales WHERE name = 'Stickers'`); n != 0 {
+		t.Errorf("%d sales created at a price Stripe cannot charge, want none", n)
+	}
+
 	e2eChinese(b)
 	b.do("the live view in Chinese", chromedp.Navigate(fmt.Sprintf("%s/admin/sales/%d?lang=zh", h.srv.URL, s.sale)))
 	b.waitFor("the issues in Chinese", 15*time.Second, `document.documentElement.lang === 'zh-CN' && e.shown(e.q('money-issues'))

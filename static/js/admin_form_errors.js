@@ -4,6 +4,7 @@
 import { byTestId, setText, show } from './dom.js';
 import { sentence } from './api.js';
 import { t, lang, locale } from './i18n.js';
+import { formatMoney } from './money.js';
 
 // ADMIN_MESSAGES turns the server's refusals of a new sale (services/sales.go and the JSON
 // decoding) into the merchant's words, next to the field they are about. A field of an item
@@ -154,6 +155,15 @@ function refusalOf(F, r) {
         { n: Number(m[2]).toLocaleString(locale) }) };
     }
     known = { field: 'items', index: -1, text: t('A quantity cannot go below what is sold or held.') };
+  }
+  if (!known && r.code === 'PRICE_NOT_PAYABLE') {
+    // "items[2].priceCents 100 is below …": the item's price in a new sale (its position in the
+    // sale); an edit's rows are only the changed ones, so the error goes to the items' list there
+    var pm = /^items\[(\d+)\]\.priceCents/.exec(String(r.message || ''));
+    var d = r.data || {};
+    known = { field: pm && !F.editing ? 'price' : 'items', index: pm && !F.editing ? Number(pm[1]) : -1,
+      text: t('Below what the payment provider can charge in {currency}: at least {amount}, or 0 for a free item.',
+        { currency: d.currency || '', amount: formatMoney(Number(d.minimumCents) || 0, d.currency || 'CNY') }) };
   }
   if (!known && r.code === 'SALE_STARTED') {
     known = { field: 'startsAt', index: -1, text: (lang === 'en' && sentence(r.message)) || t('The sale has started.') };

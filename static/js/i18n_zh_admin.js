@@ -266,6 +266,7 @@ addWords({
   'Paid {amount}': '已支付 {amount}',
   'Awaiting confirmation': '等待确认',
   'Free': '免费',
+  'Below what the payment provider can charge in {currency}: at least {amount}, or 0 for a free item.': '低于支付服务商在 {currency} 下可收取的最低金额：至少 {amount}，或填 0 作为免费商品。',
   'Refund of {amount} refused': '{amount} 退款被拒绝',
   'Refund refused': '退款被拒绝',
   '1 payment that was not its order\u2019s own ({amount}) paid nothing and is refunded by itself.': '1 笔并非订单自身的付款（{amount}）不计入任何订单，将自动退款。',
