@@ -210,6 +210,7 @@ func (p *Pages) Sale(c *gin.Context) {
 	}
 	v := saleView(s)
 	v.Upcoming = p.Now().Before(s.StartsAt)
+	v.FairOver = !p.Now().Before(s.StartsAt.Add(time.Duration(s.FairStartMillis) * time.Millisecond))
 	p.renderLocalized(c, http.StatusOK, publicPage, func(views.Locale) templ.Component { return views.SalePage(v) })
 }
 

@@ -66,6 +66,10 @@ type Sale struct {
 	// Upcoming: the sale had not started when the page was made. The page then shows "Remind me"
 	// and the calendar link at once (the script hides them from the start, by the shop's clock).
 	Upcoming bool
+	// FairOver: the fair start's window had closed when the page was made: its note is drawn
+	// hidden from the first frame (the script hides it at the window's end, by the shop's
+	// clock, on a page made before), so nothing below it moves up as the page is drawn.
+	FairOver bool
 }
 
 // Order is the order page, whose status the script polls.
