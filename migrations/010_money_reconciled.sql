@@ -1,5 +1,5 @@
 -- +goose Up
--- Every payment is an order or a refund (issue 27).
+-- Every payment is an order or a refund.
 --
 -- A payment that names an order but is not that order's own (another checkout session, a Payment
 -- Link on the same account, another amount or currency, a second payment of a paid order) is a

@@ -26,7 +26,7 @@ func (d *DB) SaleMoney(ctx context.Context, saleID int64) ([]ItemMoney, error) {
 			coalesce(sum(coalesce(o.unit_price_cents, i.price_cents)) FILTER (WHERE o.status = 'PENDING' AND o.payment_status = 'awaiting'), 0) AS awaiting_cents,
 			count(o.id) FILTER (WHERE o.payment_status = 'refunded' AND o.refund_failure IS NULL) AS refunds,
 			coalesce(sum(o.paid_cents) FILTER (WHERE o.payment_status = 'refunded' AND o.refund_failure IS NULL), 0) AS refunded_cents,
-			count(o.id) FILTER (WHERE o.payment_status = 'refunded' AND o.refund_id IS NULL) AS refunds_pending
+			count(o.id) FILTER (WHERE o.payment_status = 'refunded' AND o.refund_id IS NULL AND o.refund_failure IS NULL) AS refunds_pending
 		FROM items i LEFT JOIN orders o ON o.item_id = i.id
 		WHERE i.sale_id = ? GROUP BY i.id ORDER BY i.position`, saleID).Scan(&out).Error
 	if err != nil {

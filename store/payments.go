@@ -54,7 +54,7 @@ func (d *DB) RecordCheckout(ctx context.Context, c Checkout) (Checkout, error) {
 		if err := tx.Exec(`INSERT INTO checkouts (order_id, provider, session_id, url, expires_at, attempt)
 			VALUES (?::uuid, ?, ?, ?, ?, ?) ON CONFLICT (order_id) DO UPDATE
 			SET provider = excluded.provider, session_id = excluded.session_id, url = excluded.url, expires_at = excluded.expires_at,
-				attempt = excluded.attempt, state = 'open', created_at = now(), closed_at = NULL
+				attempt = excluded.attempt, state = 'open', created_at = now(), closed_at = NULL, checked_at = NULL, verified = false
 			WHERE checkouts.state = 'expired' AND checkouts.attempt < excluded.attempt`,
 			c.OrderID, c.Provider, c.SessionID, c.URL, c.ExpiresAt, c.Attempt).Error; err != nil {
 			return err
@@ -193,6 +193,11 @@ func applyPaid(tx *gorm.DB, e PaymentEvent) (PaymentOutcome, error) {
 		return "", err
 	}
 	if t.Status == "" {
+		if e.PaymentID != "" && e.AmountCents > 0 {
+			// Money taken for an order that does not exist (a drill's scratch order deleted since,
+			// a made-up reference): not a flash-sale order's payment, and not to be kept either.
+			return recordConflict(tx, e, t, "no such order")
+		}
 		return OutcomeUnknown, nil
 	}
 	if why := t.mismatch(e); why != "" {
@@ -466,7 +471,7 @@ func (d *DB) RecordRefund(ctx context.Context, r RefundDue, refundID string) err
 			WHERE provider = ? AND session_id = ? AND state = 'refund_due'`, refundID, r.Provider, r.SessionID).Error
 	} else {
 		err = d.g.WithContext(ctx).Exec(`UPDATE orders SET refund_id = ?, refunded_at = now()
-			WHERE id = ?::uuid AND payment_status = 'refunded' AND refund_id IS NULL`, refundID, r.OrderID).Error
+			WHERE id = ?::uuid AND payment_status = 'refunded' AND refund_id IS NULL AND refund_failure IS NULL`, refundID, r.OrderID).Error
 	}
 	if err != nil {
 		return fmt.Errorf("record refund of %s: %w", r.PaymentID, err)

@@ -27,6 +27,12 @@ type StockReturn struct {
 // status, gives their units back (sold - n) and records a stock return for each, in one
 // transaction with the items locked first in id order.
 func (d *DB) endOrders(ctx context.Context, status string, items []int64, where string, args ...any) ([]StockReturn, error) {
+	return d.endOrdersThen(ctx, status, items, nil, where, args...)
+}
+
+// endOrdersThen is endOrders with then run in the same transaction after the orders ended (nil:
+// nothing more).
+func (d *DB) endOrdersThen(ctx context.Context, status string, items []int64, then func(tx *gorm.DB) error, where string, args ...any) ([]StockReturn, error) {
 	var out []StockReturn
 	err := d.g.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		if err := lockItems(tx, items); err != nil {
@@ -34,7 +40,7 @@ func (d *DB) endOrders(ctx context.Context, status string, items []int64, where 
 		}
 		all := append([]any{status}, args...)
 		all = append(all, status)
-		return tx.Raw(`WITH ended AS (
+		if err := tx.Raw(`WITH ended AS (
 				UPDATE orders SET status = ?, payment_status = CASE WHEN payment_status = 'awaiting' THEN 'none' ELSE payment_status END
 				WHERE id IN (`+where+`) AND status = 'PENDING'
 				RETURNING id, sale_id, item_id, user_id
@@ -45,7 +51,10 @@ func (d *DB) endOrders(ctx context.Context, status string, items []int64, where 
 				UPDATE items SET sold = items.sold - c.n
 				FROM (SELECT item_id, count(*) AS n FROM ended GROUP BY item_id) c WHERE items.id = c.item_id
 			)
-			SELECT id::text AS order_id, sale_id, item_id, user_id FROM ended`, all...).Scan(&out).Error
+			SELECT id::text AS order_id, sale_id, item_id, user_id FROM ended`, all...).Scan(&out).Error; err != nil || then == nil {
+			return err
+		}
+		return then(tx)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%s orders: %w", strings.ToLower(status), err)
@@ -94,18 +103,14 @@ func (d *DB) ExpireOrder(ctx context.Context, o shop.Order) ([]StockReturn, erro
 		AND pay_by <= now() AND NOT (`+waitsForProvider+`) FOR UPDATE`, o.ID)
 }
 
-// ExpireClosed expires one PENDING order past its deadline whose checkout sessionID the provider
-// has closed unpaid, and records the checkout closed, in one transaction.
+// ExpireClosed expires one PENDING order past its deadline whose open checkout is sessionID,
+// which the provider has closed unpaid, and records the checkout closed, in one transaction.
 func (d *DB) ExpireClosed(ctx context.Context, o shop.Order, sessionID string) ([]StockReturn, error) {
-	rets, err := d.endOrders(ctx, shop.StatusExpired, []int64{o.ItemID}, `SELECT id FROM orders o WHERE id = ?::uuid AND status = 'PENDING'
-		AND pay_by <= now() FOR UPDATE`, o.ID)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := closeSession(d.g.WithContext(ctx), o.ID, sessionID, CheckoutExpired); err != nil {
-		return rets, fmt.Errorf("close checkout of %s: %w", o.ID, err)
-	}
-	return rets, nil
+	return d.endOrdersThen(ctx, shop.StatusExpired, []int64{o.ItemID}, func(tx *gorm.DB) error {
+		_, err := closeSession(tx, o.ID, sessionID, CheckoutExpired)
+		return err
+	}, `SELECT id FROM orders o WHERE id = ?::uuid AND status = 'PENDING' AND pay_by <= now()
+		AND EXISTS (SELECT 1 FROM checkouts c WHERE c.order_id = o.id AND c.session_id = ? AND c.state = 'open') FOR UPDATE`, o.ID, sessionID)
 }
 
 // CheckoutDue is a PENDING order past its deadline whose checkout is still open at its provider.

@@ -14,7 +14,7 @@ import (
 	"github.com/flashsale/flashsale/testenv"
 )
 
-// TestE2EMoneyIssues: what a merchant and a shopper see of issue 27's money. The merchant's live
+// TestE2EMoneyIssues: what a merchant and a shopper see of the money's reconciliation. The merchant's live
 // view says, beside the figures, that a payment that was not its order's own paid nothing and
 // was refunded, and that a refund Stripe refused must be settled there; the orders list shows
 // the refusal's reason; both in Chinese too. A shopper's free order says there is nothing to pay.

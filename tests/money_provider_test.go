@@ -58,7 +58,7 @@ func sessionEvent(eventID, typ, session, orderID, paymentStatus, paymentIntent s
 // names the order, another amount, another currency, a 100% promotion code and a second payment
 // of a paid order pay nothing: each is a conflict, recorded once, refunded through Stripe (the
 // promotion code took nothing: nothing to refund), and counted in the merchant's money view.
-// Before issue 27 each of the first four marked the order PAID.
+// Before this rule each of the first four marked the order PAID.
 func TestPaymentPaysOnlyItsOwnOrder(t *testing.T) {
 	h, stripe := stripeHarness(t, nil)
 	ctx := context.Background()
@@ -103,19 +103,25 @@ func TestPaymentPaysOnlyItsOwnOrder(t *testing.T) {
 	if got := h.sqlStr(`SELECT payment_id FROM orders WHERE id = ?`, id); got != "pi_own" {
 		t.Errorf("the order holds payment %q, want its own pi_own", got)
 	}
-	if n := h.sqlInt(`SELECT count(*) FROM payment_conflicts`); n != 5 {
-		t.Fatalf("%d conflicts recorded, want 5", n)
+	// Money taken for an order that does not exist (a deleted drill order, a made-up reference):
+	// kept by nobody, so refunded too.
+	pay("nobody", "00000000-0000-4000-8000-000000000001", "cs_nobody", "paid", "pi_nobody", 300, "cny")
+	if st := h.sqlStr(`SELECT state || ' ' || reason FROM payment_conflicts WHERE session_id = 'cs_nobody'`); st != "refund_due no such order" {
+		t.Errorf("a payment naming no order: %q, want a conflict to refund", st)
+	}
+	if n := h.sqlInt(`SELECT count(*) FROM payment_conflicts`); n != 6 {
+		t.Fatalf("%d conflicts recorded, want 6", n)
 	}
 
 	// The keeper refunds every conflict that took money, through Stripe, once.
 	h.app.Payments.Pass(ctx)
 	h.app.Payments.Pass(ctx)
-	if n := h.sqlInt(`SELECT count(*) FROM payment_conflicts WHERE state = 'refunded' AND refund_id LIKE 're_%'`); n != 4 {
-		t.Errorf("%d conflicts refunded with Stripe's refund id, want 4 (all but the promotion code)", n)
+	if n := h.sqlInt(`SELECT count(*) FROM payment_conflicts WHERE state = 'refunded' AND refund_id LIKE 're_%'`); n != 5 {
+		t.Errorf("%d conflicts refunded with Stripe's refund id, want 5 (all but the promotion code)", n)
 	}
 	refunds := stripe.Requests("/v1/refunds")
-	if len(refunds) != 4 {
-		t.Errorf("%d refund requests to Stripe, want 4: %+v", len(refunds), refunds)
+	if len(refunds) != 5 {
+		t.Errorf("%d refund requests to Stripe, want 5: %+v", len(refunds), refunds)
 	}
 	for _, r := range refunds {
 		if !strings.HasPrefix(r.IdempotencyKey, "flashsale-refund-pi_") {
@@ -127,6 +133,15 @@ func TestPaymentPaysOnlyItsOwnOrder(t *testing.T) {
 	conflicts, _ := m["conflicts"].(map[string]any)
 	if conflicts["count"] != float64(5) || conflicts["amountCents"] != float64(100+1000+500+1000) || m["refundsFailed"] != float64(0) || m["paidCents"] != float64(1000) {
 		t.Errorf("money view %s: want 5 conflicts of 2600, none failed, 1000 paid", r.Raw)
+	}
+	// The other order's checkout closed (the partial payment): a new one is opened, and the
+	// reconciler asks about it even though it had checked the first one.
+	h.exec(`UPDATE checkouts SET verified = true, checked_at = now() WHERE order_id = ?`, other)
+	if c := h.do("POST", "/api/flash-sales/orders/"+other+"/checkout", h.token(2, auth.RoleShopper), nil); c.Status != http.StatusOK {
+		t.Fatalf("a new checkout after the partial payment: %d %s", c.Status, c.Raw)
+	}
+	if st := h.sqlStr(`SELECT state || ' ' || attempt || ' ' || verified || ' ' || (checked_at IS NULL) FROM checkouts WHERE order_id = ?`, other); st != "open 1 false true" {
+		t.Errorf("the new checkout: %q, want open, attempt 1, not verified, never checked", st)
 	}
 	// Stripe captured 3600: 1000 paid + 2600 in conflicts (the ledger, in checkInvariants).
 	h.checkInvariants(s)

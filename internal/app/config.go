@@ -340,7 +340,7 @@ func checkStripeMode(r *envReader, c Config) {
 
 // placeholderWords are the stand-in values the repository ships (deploy/flashsale.env.example,
 // the docs' examples): a setting holding one was never set for real.
-var placeholderWords = []string{"replace-me", "replace-with", "…", "changeme", "change-me"}
+var placeholderWords = []string{"replace-me", "replace-with-at-least", "…"}
 
 // placeholderSettings are the secrets and addresses checked for placeholders in production.
 var placeholderSettings = []string{"FLASHSALE_JWT_SECRET", "FLASHSALE_STRIPE_SECRET_KEY", "FLASHSALE_STRIPE_WEBHOOK_SECRET",

@@ -114,7 +114,15 @@ func (p *Payments) Run(ctx context.Context) {
 	wg.Go(func() { p.every(ctx, p.cfg.Interval, kicks[0], func() { p.closeDue(ctx); p.expireCheckouts(ctx) }) })
 	wg.Go(func() { p.every(ctx, p.cfg.Interval, kicks[1], func() { p.refund(ctx) }) })
 	wg.Go(func() {
-		p.every(ctx, p.cfg.ReconcileEvery, nil, func() { p.Reconcile(ctx); p.Sweep(ctx); p.ConfirmRefunds(ctx) })
+		pass := 0
+		p.every(ctx, p.cfg.ReconcileEvery, nil, func() {
+			p.Reconcile(ctx)
+			p.ConfirmRefunds(ctx)
+			if pass%sweepEvery == 0 { // the sweep lists a day of the provider's sessions: seldom
+				p.Sweep(ctx)
+			}
+			pass++
+		})
 	})
 	for {
 		select {
@@ -267,9 +275,11 @@ func (p *Payments) refund(ctx context.Context) int {
 		}
 		req := RefundRequest{OrderID: r.OrderID, PaymentID: r.PaymentID, Attempt: p.tries.get(key)}
 		id, err := call(ctx, p.cfg.CallTimeout, func(ctx context.Context) (string, error) { return p.provider.Refund(ctx, req) })
-		if err != nil && !transient(err) {
-			// Refused for good (a payment already disputed, an account that cannot refund): asking
+		if errors.Is(err, ErrRefundFailed) {
+			// Refused for good by the provider, for this payment (disputed, a closed card): asking
 			// again would not change it. Recorded with its reason; the merchant's view shows it.
+			// Any other refusal (a key revoked or without the right, a request the provider did
+			// not take) is the shop's to mend: asked again, spaced out, and logged as an error.
 			p.retries.done(key)
 			p.tries.done(key)
 			p.metrics.Payments.WithLabelValues("refund_failed").Inc()
@@ -282,9 +292,14 @@ func (p *Payments) refund(ctx context.Context) int {
 		}
 		if err != nil {
 			p.metrics.Payments.WithLabelValues("provider_error").Inc()
-			p.tries.next(key) // no verdict: the next try asks first, then goes under a new key
 			wait := p.retries.failed(key, p.now(), p.cfg.Interval)
-			p.log.Warn("payments: a refund got no answer; it is tried again", "order", r.OrderID, "payment", r.PaymentID, "in", wait, "err", err)
+			if transient(err) {
+				p.tries.next(key) // no verdict: the next try asks first, then goes under a new key
+				p.log.Warn("payments: a refund got no answer; it is tried again", "order", r.OrderID, "payment", r.PaymentID, "in", wait, "err", err)
+			} else {
+				p.log.Error("payments: the provider refused a refund call (the key, its rights, the request); tried again until mended",
+					"order", r.OrderID, "payment", r.PaymentID, "in", wait, "err", err)
+			}
 			continue
 		}
 		p.retries.done(key)
@@ -383,6 +398,9 @@ func (p *Payments) ConfirmRefunds(ctx context.Context) int {
 	}
 	return n
 }
+
+// sweepEvery is how many reconciliation passes come between two sweeps.
+const sweepEvery = 10
 
 // sweepWindow is how far back the sweep lists the provider's completed sessions.
 const sweepWindow = 24 * time.Hour

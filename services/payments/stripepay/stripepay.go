@@ -2,10 +2,11 @@
 // its expiry, the refund of its PaymentIntent, and the verification and translation of Stripe's
 // webhook events into payments.Event.
 //
-// It is an adapter: the only package of flashsale that imports stripe-go. Every call carries an
-// idempotency key derived from the order ("flashsale-checkout-"+OrderID,
-// "flashsale-refund-"+OrderID), so a retry after a lost answer, or two clicks at once, reach one
-// Stripe object.
+// It is an adapter: the only package of flashsale that imports stripe-go. Every call that makes
+// something carries an idempotency key derived from what it makes ("flashsale-checkout-"+OrderID
+// with the attempt and expiry, "flashsale-refund-"+PaymentIntent), so a retry after a lost answer,
+// or two clicks at once, reach one Stripe object; a try after a call with no verdict adds "-tN"
+// (Stripe replays a stored failure under the old key), a refund's after looking for one first.
 //
 // Errors: what Checkout, ExpireSession and Refund answer is an *Error. Transient(err) (or
 // errors.Is(err, ErrTransient), or the error's Transient method, for a caller that does not
@@ -278,6 +279,10 @@ func (p *Provider) Refund(ctx context.Context, r payments.RefundRequest) (string
 			return id, nil
 		}
 	}
+	if errors.As(err, &se) && refusedForGood[se.Code] {
+		// Stripe refuses this payment's refund, whatever is asked again: final.
+		return "", &payments.RefundRefusal{Reason: string(se.Code) + ": " + se.Msg}
+	}
 	return "", classify("refund", err)
 }
 
@@ -302,6 +307,18 @@ func (p *Provider) RefundState(ctx context.Context, refundID string) (string, st
 		return payments.RefundFailed, reason, nil
 	}
 	return string(ref.Status), "", nil
+}
+
+// refusedForGood are Stripe's error codes of a refund that no retry can make (the payment itself
+// forbids it); any other refusal (an authentication or permission error, a malformed request) is
+// the shop's configuration to mend, and is asked again.
+var refusedForGood = map[stripe.ErrorCode]bool{
+	stripe.ErrorCodeChargeDisputed:               true,
+	stripe.ErrorCodeChargeExpiredForCapture:      true,
+	"charge_not_refundable":                      true,
+	"refund_disputed_payment":                    true,
+	stripe.ErrorCodeInsufficientFunds:            true,
+	stripe.ErrorCodePaymentIntentUnexpectedState: true,
 }
 
 // Lookup retrieves a Checkout Session: its status, whether money was taken, its payment, amount
