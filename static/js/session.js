@@ -254,7 +254,16 @@ async function submit(S, ev) {
   if (action !== 'register') {
     action = 'login';
   }
-  var body = await credentials(S, action);
+  // Busy from the first moment: a second submit of the same keystroke (Enter in the captcha's
+  // field submits as Register; the browser's own implicit submission, as Log in, can follow it)
+  // must not slip in while the credentials are read.
+  S.busy = true;
+  var body;
+  try {
+    body = await credentials(S, action);
+  } finally {
+    S.busy = false;
+  }
   if (!body) {
     return;
   }
