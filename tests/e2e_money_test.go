@@ -52,18 +52,9 @@ func TestE2EMoneyIssues(t *testing.T) {
 		t.Fatalf("webhook: %d %s", w.Status, w.Raw)
 	}
 	h.app.Payments.Pass(ctx) // the conflict refunded
-	late, _, lateSession := h.checkedOut(2, s, s.items[0])
-	h.exec(`UPDATE orders SET pay_by = now() - interval '3 minutes' WHERE id = ?`, late)
-	stripe.Fail("POST", "/v1/checkout/sessions/", -1, http.StatusBadGateway)
-	if err := h.app.KeeperPass(ctx); err != nil {
-		t.Logf("keeper pass: %v", err)
-	}
-	stripe.Heal()
-	stripe.Session(lateSession, testenv.StripeSession{Status: "complete", PaymentStatus: "paid", PaymentIntent: "pi_late_e2e", AmountTotal: 4900, Currency: "cny", ClientReferenceID: late})
+	late, _, lateSession := h.expiredWithoutStripe(stripe, 2, s, s.items[0])
 	stripe.RefundsAnswer("failed", "expired_or_canceled_card")
-	if w := h.postWebhook(stripeEvent("evt_late_e2e", "checkout.session.completed", lateSession, late, "pi_late_e2e", 4900), stripeWebhookSecret); w.Status != http.StatusOK {
-		t.Fatalf("webhook: %d %s", w.Status, w.Raw)
-	}
+	h.paidLate(stripe, late, lateSession, "pi_late_e2e", 4900)
 	testenv.Eventually(t, 15*time.Second, "the refund refused and the conflict's refused too", func() error {
 		h.app.Payments.Pass(ctx)
 		if n := h.sqlInt(`SELECT count(*) FROM orders WHERE id = ? AND refund_failure IS NOT NULL`, late); n != 1 {

@@ -40,6 +40,29 @@ func (h *harness) checkedOut(user int64, s saleIDs, item int64) (id, bearer, ses
 	return id, bearer, h.sqlStr(`SELECT session_id FROM checkouts WHERE order_id = ?`, id)
 }
 
+// expiredWithoutStripe is a checked-out order of user whose deadline passed the grace while
+// Stripe could not close its session: the keeper expired it anyway. Its id, bearer and session.
+func (h *harness) expiredWithoutStripe(stripe *testenv.FaultyStripe, user int64, s saleIDs, item int64) (id, bearer, session string) {
+	h.t.Helper()
+	id, bearer, session = h.checkedOut(user, s, item)
+	h.exec(`UPDATE orders SET pay_by = now() - interval '3 minutes' WHERE id = ?`, id)
+	stripe.Fail("POST", "/v1/checkout/sessions/", -1, http.StatusBadGateway)
+	if err := h.app.KeeperPass(context.Background()); err != nil {
+		h.t.Logf("keeper pass: %v", err)
+	}
+	stripe.Heal()
+	return id, bearer, session
+}
+
+// paidLate has Stripe keep order id's session paid (payment pi, cents) and send its webhook.
+func (h *harness) paidLate(stripe *testenv.FaultyStripe, id, session, pi string, cents int64) {
+	h.t.Helper()
+	stripe.Session(session, testenv.StripeSession{Status: "complete", PaymentStatus: "paid", PaymentIntent: pi, AmountTotal: cents, Currency: "cny", ClientReferenceID: id})
+	if r := h.postWebhook(stripeEvent("evt_"+pi, "checkout.session.completed", session, id, pi, cents), stripeWebhookSecret); r.Status != http.StatusOK {
+		h.t.Fatalf("late payment: %d %s", r.Status, r.Raw)
+	}
+}
+
 // sessionEvent is a Stripe checkout event with every field set by the caller.
 func sessionEvent(eventID, typ, session, orderID, paymentStatus, paymentIntent string, amount int64, currency string) []byte {
 	pi := "null"
@@ -280,20 +303,12 @@ func TestProviderFaults(t *testing.T) {
 	stripe.Heal()
 
 	// Two refunds: one that gets no answer twice, one Stripe refuses for good.
-	late, _, lateSession := h.checkedOut(3, s, s.items[0])
-	refused, _, refusedSession := h.checkedOut(4, s, s.items[0])
-	h.exec(`UPDATE orders SET pay_by = now() - interval '3 minutes' WHERE id IN (?, ?)`, late, refused) // past the grace: Stripe is not waited for
-	stripe.Fail("POST", "/v1/checkout/sessions/", -1, http.StatusBadGateway)                            // nor can it close the sessions
-	if err := h.app.KeeperPass(ctx); err != nil {
-		t.Logf("keeper pass: %v", err)
-	}
-	stripe.Heal()
-	for _, o := range []struct{ id, session, pi string }{{late, lateSession, "pi_late"}, {refused, refusedSession, "pi_refused"}} {
-		stripe.Session(o.session, testenv.StripeSession{Status: "complete", PaymentStatus: "paid", PaymentIntent: o.pi, AmountTotal: 1000, Currency: "cny", ClientReferenceID: o.id})
-		if r := h.postWebhook(stripeEvent("evt_"+o.pi, "checkout.session.completed", o.session, o.id, o.pi, 1000), stripeWebhookSecret); r.Status != http.StatusOK {
-			t.Fatalf("late payment: %d %s", r.Status, r.Raw)
-		}
-	}
+	// Past the grace, with Stripe unable to close the sessions: the orders expire without it, and
+	// their payments come late.
+	late, _, lateSession := h.expiredWithoutStripe(stripe, 3, s, s.items[0])
+	refused, _, refusedSession := h.expiredWithoutStripe(stripe, 4, s, s.items[0])
+	h.paidLate(stripe, late, lateSession, "pi_late", 1000)
+	h.paidLate(stripe, refused, refusedSession, "pi_refused", 1000)
 	stripe.Fail("POST", "/v1/refunds", 2, 0) // no answer at all, twice
 	for range 20 {
 		h.app.Payments.Pass(ctx)
@@ -319,18 +334,9 @@ func TestProviderFaults(t *testing.T) {
 	}
 
 	// Refused for good: recorded with the reason, shown, never asked again.
-	other, _, otherSession := h.checkedOut(5, s, s.items[0])
-	h.exec(`UPDATE orders SET pay_by = now() - interval '3 minutes' WHERE id = ?`, other)
-	stripe.Fail("POST", "/v1/checkout/sessions/", -1, http.StatusBadGateway)
-	if err := h.app.KeeperPass(ctx); err != nil {
-		t.Logf("keeper pass: %v", err)
-	}
-	stripe.Heal()
-	stripe.Session(otherSession, testenv.StripeSession{Status: "complete", PaymentStatus: "paid", PaymentIntent: "pi_other", AmountTotal: 1000, Currency: "cny", ClientReferenceID: other})
+	other, _, otherSession := h.expiredWithoutStripe(stripe, 5, s, s.items[0])
 	stripe.RefundsAnswer("failed", "expired_or_canceled_card")
-	if r := h.postWebhook(stripeEvent("evt_other", "checkout.session.completed", otherSession, other, "pi_other", 1000), stripeWebhookSecret); r.Status != http.StatusOK {
-		t.Fatalf("late payment: %d %s", r.Status, r.Raw)
-	}
+	h.paidLate(stripe, other, otherSession, "pi_other", 1000)
 	before := len(stripe.Requests("/v1/refunds"))
 	for range 3 {
 		h.app.Payments.Pass(ctx)
@@ -347,18 +353,9 @@ func TestProviderFaults(t *testing.T) {
 	if n := h.app.Payments.ConfirmRefunds(ctx); n != 2 {
 		t.Errorf("%d refunds confirmed final, want the two made through stripe-mock (succeeded there)", n)
 	}
-	pending, pendingBearer, pendingSession := h.checkedOut(6, s, s.items[0])
-	h.exec(`UPDATE orders SET pay_by = now() - interval '3 minutes' WHERE id = ?`, pending)
-	stripe.Fail("POST", "/v1/checkout/sessions/", -1, http.StatusBadGateway)
-	if err := h.app.KeeperPass(ctx); err != nil {
-		t.Logf("keeper pass: %v", err)
-	}
-	stripe.Heal()
-	stripe.Session(pendingSession, testenv.StripeSession{Status: "complete", PaymentStatus: "paid", PaymentIntent: "pi_pending", AmountTotal: 1000, Currency: "cny", ClientReferenceID: pending})
+	pending, pendingBearer, pendingSession := h.expiredWithoutStripe(stripe, 6, s, s.items[0])
 	stripe.RefundsAnswer("pending", "")
-	if r := h.postWebhook(stripeEvent("evt_pending", "checkout.session.completed", pendingSession, pending, "pi_pending", 1000), stripeWebhookSecret); r.Status != http.StatusOK {
-		t.Fatalf("late payment: %d %s", r.Status, r.Raw)
-	}
+	h.paidLate(stripe, pending, pendingSession, "pi_pending", 1000)
 	h.app.Payments.Pass(ctx)
 	if n := h.app.Payments.ConfirmRefunds(ctx); n != 0 {
 		t.Fatalf("%d refunds final while Stripe says pending, want 0", n)
