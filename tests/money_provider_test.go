@@ -302,7 +302,7 @@ func TestProviderFaults(t *testing.T) {
 	}
 	stripe.Heal()
 
-	// Two refunds: one that gets no answer twice, one Stripe refuses for good.
+	// Two late payments; the refund calls get no answer twice: asked about first, then made under new keys.
 	// Past the grace, with Stripe unable to close the sessions: the orders expire without it, and
 	// their payments come late.
 	late, _, lateSession := h.expiredWithoutStripe(stripe, 3, s, s.items[0])
