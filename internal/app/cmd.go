@@ -302,28 +302,37 @@ func reconcileCmd(ctx context.Context, cfg Config, log *slog.Logger, args []stri
 	money := payments.New(paymentsConfig(cfg), payments.Deps{Provider: provider, Log: log})
 	ok := true
 	for _, id := range saleIDs {
-		rep, err := rec.Report(ctx, id)
+		saleOK, err := reconcileSale(ctx, rec, money, *checkMoney, db, id, stdout)
 		if err != nil {
 			return err
 		}
-		rep.Write(stdout)
-		ok = ok && rep.OK()
-		if *checkMoney {
-			// The money ledger: what the provider captured for the sale's orders = the paid
-			// orders + the refunded late payments + the conflicts.
-			l, err := money.Ledger(ctx, db, id)
-			if err != nil {
-				return err
-			}
-			l.Write(stdout)
-			ok = ok && l.OK()
-		}
+		ok = ok && saleOK
 	}
 	if !ok {
 		return ErrViolations
 	}
 	fmt.Fprintln(stdout, "reconcile: every invariant holds")
 	return nil
+}
+
+// reconcileSale prints one sale's invariant report and, with checkMoney, its money ledger
+// (what the provider captured for the sale's orders = the paid orders + the refunded late
+// payments + the conflicts); it reports whether both hold.
+func reconcileSale(ctx context.Context, rec *pipeline.Reconciler, money *payments.Payments, checkMoney bool, db *store.DB, saleID int64, stdout io.Writer) (bool, error) {
+	rep, err := rec.Report(ctx, saleID)
+	if err != nil {
+		return false, err
+	}
+	rep.Write(stdout)
+	if !checkMoney {
+		return rep.OK(), nil
+	}
+	l, err := money.Ledger(ctx, db, saleID)
+	if err != nil {
+		return false, err
+	}
+	l.Write(stdout)
+	return rep.OK() && l.OK(), nil
 }
 
 // reconcileArgs reads the one optional SALE_ID (nil: every recent sale).

@@ -203,6 +203,20 @@ func (s *Sales) Live(ctx context.Context, merchantID, saleID int64) (LiveView, e
 	return v, nil
 }
 
+// saleMoney reads a sale's money from Postgres: its items' and what stands beside them
+// (conflicts, refused refunds).
+func (s *Sales) saleMoney(ctx context.Context, saleID int64, currency string) (LiveSaleMoney, error) {
+	items, err := s.db.SaleMoney(ctx, saleID)
+	if err != nil {
+		return LiveSaleMoney{}, shop.Unavailable(err)
+	}
+	issues, err := s.db.SaleMoneyIssues(ctx, saleID)
+	if err != nil {
+		return LiveSaleMoney{}, shop.Unavailable(err)
+	}
+	return liveMoney(currency, items, issues), nil
+}
+
 func (s *Sales) live(ctx context.Context, saleID int64) (LiveView, error) {
 	now := s.now()
 	row, err := s.getRow(ctx, saleID)
@@ -217,20 +231,16 @@ func (s *Sales) live(ctx context.Context, saleID int64) (LiveView, error) {
 	if err != nil {
 		return LiveView{}, shop.Unavailable(err)
 	}
-	money, err := s.db.SaleMoney(ctx, saleID)
+	money, err := s.saleMoney(ctx, saleID, row.Currency)
 	if err != nil {
-		return LiveView{}, shop.Unavailable(err)
-	}
-	issues, err := s.db.SaleMoneyIssues(ctx, saleID)
-	if err != nil {
-		return LiveView{}, shop.Unavailable(err)
+		return LiveView{}, err
 	}
 	reminders, err := s.stock.Reminders(ctx, saleID)
 	if err != nil {
 		return LiveView{}, shop.Unavailable(err)
 	}
 	v := LiveView{AsOf: now, merchantID: row.MerchantID, Items: adminItems(rep), Series: series, Reminders: reminders,
-		Money: liveMoney(row.Currency, money, issues),
+		Money: money,
 		Sale: LiveSale{ID: row.ID, Name: row.Name, StartsAt: row.StartsAt, EndsAt: row.EndsAt, Paused: row.Paused,
 			Status: liveStatus(row.StartsAt, row.EndsAt, row.Paused, now), FairStartMillis: row.FairStartMillis}}
 	if row.FairStartMillis > 0 {
