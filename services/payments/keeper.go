@@ -179,9 +179,7 @@ func (p *Payments) closeDue(ctx context.Context) int {
 		if !p.retries.due(key, p.now()) {
 			continue
 		}
-		_, err := call(ctx, p.cfg.CallTimeout, func(ctx context.Context) (struct{}, error) {
-			return struct{}{}, p.provider.ExpireSession(ctx, c.SessionID)
-		})
+		err := p.expireSession(ctx, c.SessionID)
 		if errors.Is(err, ErrSessionComplete) {
 			err = p.paidAtTheDeadline(ctx, c)
 		} else if err == nil {
@@ -207,7 +205,7 @@ func (p *Payments) closeDue(ctx context.Context) int {
 // paidAtTheDeadline applies a session the provider says was completed when the order's deadline
 // came: asked, its payment pays the order (still PENDING) as the webhook would.
 func (p *Payments) paidAtTheDeadline(ctx context.Context, c store.CheckoutDue) error {
-	st, err := call(ctx, p.cfg.CallTimeout, func(ctx context.Context) (SessionState, error) { return p.provider.Lookup(ctx, c.SessionID) })
+	st, err := p.lookup(ctx, c.SessionID)
 	if err != nil {
 		return err
 	}
@@ -215,6 +213,18 @@ func (p *Payments) paidAtTheDeadline(ctx context.Context, c store.CheckoutDue) e
 		return fmt.Errorf("the provider refused to expire session %s, which it says is %s", c.SessionID, st.Status)
 	}
 	return p.applyLookup(ctx, store.CheckoutToExpire{OrderID: c.OrderID, SessionID: c.SessionID}, st)
+}
+
+// expireSession and lookup are the provider's calls of the same names, each under its own timeout.
+func (p *Payments) expireSession(ctx context.Context, sessionID string) error {
+	_, err := call(ctx, p.cfg.CallTimeout, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, p.provider.ExpireSession(ctx, sessionID)
+	})
+	return err
+}
+
+func (p *Payments) lookup(ctx context.Context, sessionID string) (SessionState, error) {
+	return call(ctx, p.cfg.CallTimeout, func(ctx context.Context) (SessionState, error) { return p.provider.Lookup(ctx, sessionID) })
 }
 
 // call runs one provider call under its own timeout.
@@ -237,9 +247,7 @@ func (p *Payments) expireCheckouts(ctx context.Context) int {
 			continue
 		}
 		state := store.CheckoutExpired
-		_, err := call(ctx, p.cfg.CallTimeout, func(ctx context.Context) (struct{}, error) {
-			return struct{}{}, p.provider.ExpireSession(ctx, c.SessionID)
-		})
+		err := p.expireSession(ctx, c.SessionID)
 		if errors.Is(err, ErrSessionComplete) {
 			// Paid meanwhile: the provider's confirmation (already here, or on its way) refunds it.
 			state, err = store.CheckoutComplete, nil
@@ -344,7 +352,7 @@ func (p *Payments) Reconcile(ctx context.Context) int {
 	}
 	n := 0
 	for _, c := range due {
-		st, err := call(ctx, p.cfg.CallTimeout, func(ctx context.Context) (SessionState, error) { return p.provider.Lookup(ctx, c.SessionID) })
+		st, err := p.lookup(ctx, c.SessionID)
 		if errors.Is(err, ErrNoLookup) {
 			return n
 		}

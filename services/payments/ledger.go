@@ -102,7 +102,7 @@ func (p *Payments) lookupRetrying(ctx context.Context, session string) (SessionS
 	var err error
 	for i := range 3 {
 		var st SessionState
-		st, err = call(ctx, p.cfg.CallTimeout, func(ctx context.Context) (SessionState, error) { return p.provider.Lookup(ctx, session) })
+		st, err = p.lookup(ctx, session)
 		if err == nil || errors.Is(err, ErrNoLookup) || !transient(err) {
 			return st, err
 		}

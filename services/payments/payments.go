@@ -229,10 +229,8 @@ func (p *Payments) createCheckout(ctx context.Context, req CheckoutRequest) (Ses
 	var err error
 	for range checkoutTries {
 		req.Try = p.tries.get(key)
-		cctx, cancel := context.WithTimeout(ctx, p.cfg.CallTimeout)
 		var s Session
-		s, err = p.provider.Checkout(cctx, req)
-		cancel()
+		s, err = call(ctx, p.cfg.CallTimeout, func(ctx context.Context) (Session, error) { return p.provider.Checkout(ctx, req) })
 		if err == nil {
 			return s, nil
 		}
