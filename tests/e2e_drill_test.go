@@ -21,6 +21,7 @@ import (
 // desktop and on a 390-pixel phone without a sideways scroll, and is told why no drill can run
 // once a sale starts within 30 minutes. Screenshots: docs/screenshots/drill-*.png.
 func TestE2EFireDrill(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	h := newHarness(t, harnessOpts{})

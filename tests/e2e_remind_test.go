@@ -46,6 +46,7 @@ type e2eNote struct {
 // one notification naming the sale, and the box goes away. Screenshots: sale-remind-desktop.png and
 // sale-remind-phone.png in docs/screenshots.
 func TestE2ERemindMe(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	h := newHarness(t, harnessOpts{})

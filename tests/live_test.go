@@ -105,6 +105,7 @@ func (h *harness) liveUntil(bearer string, saleID int64, what string, ok func(li
 // shows frozen, paid and real move as orders are written, paid and cancelled, and is the merchant's
 // alone.
 func TestLiveViewFunnelAndStock(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOpts{noWriter: true})
 	merchant := h.token(9000, auth.RoleMerchant)
 	s := h.liveSale(3)
@@ -272,6 +273,7 @@ func checkLiveViewIsTheMerchants(t *testing.T, h *harness, merchant string, s sa
 
 // Two instances count into one funnel: each counts in memory and flushes to the same hash.
 func TestLiveFunnelAcrossInstances(t *testing.T) {
+	t.Parallel()
 	a := newHarness(t, harnessOpts{})
 	b := newHarness(t, harnessOpts{shared: a})
 	merchant := a.token(9000, auth.RoleMerchant)
@@ -378,6 +380,7 @@ func checkTooEarly(t *testing.T, h *harness, sales ...saleIDs) {
 // The keeper loads a sale by itself when its start comes within FLASHSALE_WARM_AHEAD, before the
 // start, even while the queue is not drained.
 func TestKeeperWarmsUpAhead(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOpts{env: map[string]string{"FLASHSALE_WARM_AHEAD": "5s"}})
 	start := time.Now().Add(10 * time.Second).Truncate(time.Second) // the API takes whole seconds
 	s := h.createSale(start, 4)
