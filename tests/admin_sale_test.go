@@ -51,6 +51,7 @@ func itemsOf(r response) []map[string]any {
 }
 
 func TestAdminEditUpcomingSale(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOpts{})
 	merchant := h.token(9000, auth.RoleMerchant)
 	// Within FLASHSALE_WARM_AHEAD: loaded at creation, so Redis follows the edits below.
@@ -146,6 +147,7 @@ func checkRefusedEditsChangeNothing(t *testing.T, h *harness, merchant string, s
 }
 
 func TestAdminEditStartedSale(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOpts{})
 	merchant := h.token(9000, auth.RoleMerchant)
 	s := h.liveSale(3, 2)
@@ -226,6 +228,7 @@ func checkInFlightHoldsTheQuantity(t *testing.T, h *harness, merchant string, s 
 }
 
 func TestAdminPauseResumeOnTwoInstances(t *testing.T) {
+	t.Parallel()
 	h1 := newHarness(t, harnessOpts{})
 	h2 := newHarness(t, harnessOpts{shared: h1})
 	merchant := h1.token(9000, auth.RoleMerchant)
@@ -268,6 +271,7 @@ func TestAdminPauseResumeOnTwoInstances(t *testing.T) {
 }
 
 func TestAdminEndAndWarm(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOpts{})
 	merchant := h.token(9000, auth.RoleMerchant)
 	s := h.liveSale(2)
@@ -301,6 +305,7 @@ func TestAdminEndAndWarm(t *testing.T) {
 // not after their catalog TTL (5 s) or the paused flag's (1 s): a rename shows on the other
 // instance, and a resume there lets shoppers in right away.
 func TestSaleChangeNoticeReachesOtherInstances(t *testing.T) {
+	t.Parallel()
 	h1 := newHarness(t, harnessOpts{})
 	h2 := newHarness(t, harnessOpts{shared: h1})
 	merchant := h1.token(9000, auth.RoleMerchant)

@@ -120,6 +120,7 @@ func (h *harness) otherSaleKeys(keep ...int64) []string {
 func num(d map[string]any, k string) float64 { f, _ := d[k].(float64); return f }
 
 func TestFireDrillRunsOnACopyAndLeavesNothing(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOpts{})
 	h.app.SetDrillTarget(h.srv.URL)
 	merchant := h.token(9000, auth.RoleMerchant)
@@ -262,6 +263,7 @@ func mapsEqual(a, b map[string]string) bool {
 }
 
 func TestFireDrillRefusals(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOpts{})
 	h.app.SetDrillTarget(h.srv.URL)
 	merchant := h.token(9000, auth.RoleMerchant)
@@ -313,6 +315,7 @@ func TestFireDrillRefusals(t *testing.T) {
 // An instance that stopped in the middle of a drill leaves a copy behind; the next instance's
 // start removes it and marks the drill interrupted.
 func TestFireDrillInterruptedIsCleanedAtStart(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOpts{noKeeper: true})
 	ctx := context.Background()
 	s := h.createSale(time.Now().Add(2*time.Hour), 10)

@@ -23,6 +23,7 @@ import (
 // An order without a checkout counts nowhere. The live view, the orders list and the CSV say the
 // same.
 func TestSaleMoney(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOpts{noKeeper: true})
 	ctx := context.Background()
 	s := h.liveSale(5, 5) // item 0 at 10.00, item 1 at 10.01

@@ -41,6 +41,7 @@ func (h *harness) buyOne(userID int64, s saleIDs, item int64) string {
 }
 
 func TestAdminSaleOrders(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOpts{})
 	s := h.liveSale(10)
 	merchant := h.token(9000, auth.RoleMerchant)
@@ -189,6 +190,7 @@ func checkSaleOrdersRefused(t *testing.T, h *harness, merchant, base string) {
 }
 
 func TestAdminSaleOrdersCSV(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOpts{})
 	merchant := h.token(9000, auth.RoleMerchant)
 	r := h.do("POST", "/api/admin/sales", merchant, map[string]any{
@@ -288,6 +290,7 @@ func readCSVRows(t *testing.T, rd *csv.Reader) (int, map[string][]string) {
 }
 
 func TestQueuedOrderPosition(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOpts{noWriter: true})
 	s := h.liveSale(10)
 	const n = 5
@@ -356,6 +359,7 @@ func TestWriterThroughput(t *testing.T) {
 // ?username= filters by it case-insensitively, pages with its cursor under the same filter, and a
 // name no username could be is 400 INVALID_INPUT.
 func TestAdminSaleOrdersByUsername(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOpts{})
 	g := h.app.DB.Gorm()
 	if err := g.Exec(`INSERT INTO users (id, username, password_hash, role) VALUES

@@ -69,6 +69,7 @@ func (h *harness) sqlStr(query string, args ...any) string {
 // order answers paymentStatus paid; the same confirmation again changes nothing; the direct pay of
 // API clients still works with the simulated provider.
 func TestSimulatedCheckoutRoundTrip(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOpts{})
 	s := h.liveSale(5)
 	id, bearer := h.pendingOrder(1, s, s.items[0])
@@ -149,6 +150,7 @@ func TestSimulatedCheckoutRoundTrip(t *testing.T) {
 // has not committed); one that lands after the expiry committed is refunded, once, and the order
 // says so; the unit goes back exactly once, and never for a paid order.
 func TestPaymentDeadlineOrderings(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOpts{noKeeper: true})
 	ctx := context.Background()
 	orderings := [][]string{
@@ -276,6 +278,7 @@ func TestPaymentRacesExpiry(t *testing.T) {
 // still PENDING (an asynchronous payment that failed) is opened anew. The order keeps the price it
 // was bought at when the merchant edits the item's.
 func TestCheckoutRefusals(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOpts{noWriter: true})
 	s := h.liveSale(5)
 	alice := h.token(1, auth.RoleShopper)

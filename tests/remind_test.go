@@ -19,6 +19,7 @@ import (
 // SALE_STARTED); the count is in a HyperLogLog under the sale's hash tag that expires a day after
 // the sale's end, and the merchant's live view shows it as "reminders" (0 for a sale without any).
 func TestRemindMe(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOpts{})
 	merchant := h.token(9000, auth.RoleMerchant)
 	s := h.createSale(time.Now().Add(time.Hour), 5)
