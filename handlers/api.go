@@ -125,24 +125,28 @@ type itemJSON struct {
 }
 
 type saleJSON struct {
-	SaleID               string     `json:"saleId"`
-	Name                 string     `json:"name"`
-	StartsAt             string     `json:"startsAt"`
-	EndsAt               string     `json:"endsAt"`
-	Status               string     `json:"status"`
-	PaymentWindowSeconds int        `json:"paymentWindowSeconds"`
-	PurchaseLimit        string     `json:"purchaseLimit"`
-	Currency             string     `json:"currency"`
-	Description          string     `json:"description,omitempty"`
-	Paused               bool       `json:"paused,omitempty"`
-	FairStartMillis      int        `json:"fairStartMillis"`
-	Items                []itemJSON `json:"items,omitempty"`
+	SaleID               string `json:"saleId"`
+	Name                 string `json:"name"`
+	StartsAt             string `json:"startsAt"`
+	EndsAt               string `json:"endsAt"`
+	Status               string `json:"status"`
+	PaymentWindowSeconds int    `json:"paymentWindowSeconds"`
+	PurchaseLimit        string `json:"purchaseLimit"`
+	Currency             string `json:"currency"`
+	Description          string `json:"description,omitempty"`
+	Paused               bool   `json:"paused,omitempty"`
+	FairStartMillis      int    `json:"fairStartMillis"`
+	// a fair start's draw: the seed's commitment, fixed before the window; the seed once decided
+	DrawCommitment string     `json:"drawCommitment,omitempty"`
+	DrawSeed       string     `json:"drawSeed,omitempty"`
+	Items          []itemJSON `json:"items,omitempty"`
 }
 
 func (a *API) saleJSON(s shop.Sale) saleJSON {
 	out := saleJSON{SaleID: idString(s.ID), Name: s.Name, StartsAt: rfc3339(s.StartsAt), EndsAt: rfc3339(s.EndsAt),
 		Status: shop.SaleStatus(s.StartsAt, s.EndsAt, a.Now()), PaymentWindowSeconds: s.PaymentWindowSeconds,
-		PurchaseLimit: s.PurchaseLimit, Currency: s.Currency, Description: s.Description, Paused: s.Paused, FairStartMillis: s.FairStartMillis}
+		PurchaseLimit: s.PurchaseLimit, Currency: s.Currency, Description: s.Description, Paused: s.Paused, FairStartMillis: s.FairStartMillis,
+		DrawCommitment: s.Commitment(), DrawSeed: s.RevealedSeed()}
 	for _, it := range s.Items {
 		out.Items = append(out.Items, itemJSON{ItemID: idString(it.ID), Name: it.Name, PriceCents: it.PriceCents, Quantity: it.Quantity, ImageURL: it.ImageURL})
 	}

@@ -59,6 +59,7 @@ var statusOf = map[shop.Code]int{
 	shop.CodeQueueNotDrained:      http.StatusConflict,
 	shop.CodeDrillRunning:         http.StatusConflict,
 	shop.CodeDrillNotNow:          http.StatusConflict,
+	shop.CodeDrawInProgress:       http.StatusConflict,
 	shop.CodeRateLimited:          http.StatusTooManyRequests,
 	shop.CodeUnavailable:          http.StatusServiceUnavailable,
 	shop.CodeInternal:             http.StatusInternalServerError,

@@ -191,6 +191,7 @@ var allCodes = map[shop.Code]int{
 	shop.CodeQueueNotDrained:      409,
 	shop.CodeDrillRunning:         409,
 	shop.CodeDrillNotNow:          409,
+	shop.CodeDrawInProgress:       409,
 	shop.CodeMerchantsCannotBuy:   403,
 	shop.CodeRateLimited:          429,
 	shop.CodeUnavailable:          503,

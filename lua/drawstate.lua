@@ -1,5 +1,5 @@
 -- drawstate: what one shard holds of a fair start's draw, for whoever closes it.
--- KEYS[1] {sale:S}:meta, KEYS[2] {sale:S}:draw (order id -> "I:U:enteredAtMillis:rank")
+-- KEYS[1] {sale:S}:meta, KEYS[2] {sale:S}:draw (order id -> "I:U:enteredAtMillis")
 -- Returns {held, nowMillis, fair, drawn, entrylost, orderId...}: held 0 when the shard is not
 -- loaded or marked lost (nothing else is then told); fair the end of the window (0: no draw),
 -- drawn 1 once the decided draw is applied here, entrylost 1 when the shard was loaded after the

@@ -9,13 +9,14 @@
 -- KEYS[4] {sale:S}:inflight   hash: order id -> "I:U:reservedAtMillis:seq" (":c" once claimed)
 -- KEYS[5] {sale:S}:tok:NONCE  the attempt a purchase token was used for
 -- KEYS[6] {sale:S}:entrants   hash: shopper (as in buyers) -> order id of their draw entry
--- KEYS[7] {sale:S}:draw       hash: order id -> "I:U:enteredAtMillis:rank", the entries not yet decided
+-- KEYS[7] {sale:S}:draw       hash: order id -> "I:U:enteredAtMillis", the entries not yet decided
 --                             (KEYS[6] and KEYS[7] are sent with ARGV[7] only: by an attempt that may
 --                             fall in a draw window)
 -- ARGV[1] user id, ARGV[2] order id, ARGV[3] item id, ARGV[4] token expiry (unix ms),
 -- ARGV[5] the highest reservation seq this instance has seen in this shard of the sale,
 -- ARGV[6] '1' when the caller may borrow units from other shards of a sharded sale (absent: '0')
--- ARGV[7] the attempt's draw rank (a sale with a fair start only; absent or '': none given)
+-- ARGV[7] '1' when the attempt may fall in a draw window (a sale with a fair start only; absent or
+--         '': not sent as an entry). The draw ranks entries by their order ids, when it is decided.
 -- Returns {code, seq, nowMillis, orderIdHeld}: code >= 0 is a reservation (the units left);
 --   -1 sold out, -2 already a buyer (orderIdHeld names the order), -3 not loaded or data lost
 --   (fail closed), -4 token used, expired or void, -5 Redis went back in time (data lost: the
@@ -29,7 +30,7 @@
 --       shopper is -2 naming the first.
 --   -13 after the window, before the draw is applied here: nothing attempted, the token is kept.
 --   -14 inside the window without ARGV[7] (and KEYS[6..7]): nothing attempted, the token is kept;
---       ask with a rank and those keys.
+--       ask with ARGV[7] and those keys.
 -- The same attempt sent again (same token, same order id: the client's retry after a lost reply,
 -- or the shopper's page resending a purchase whose answer was lost; the caller derives the order
 -- id from the token and the item) gets the same answer. A refusal is answered as recorded; a
@@ -125,7 +126,7 @@ if entering then
     return refuse(-1, '') -- no unit of it in the sale: nothing to draw
   end
   redis.call('HSET', KEYS[6], member, ARGV[2])
-  redis.call('HSET', KEYS[7], ARGV[2], ARGV[3] .. ':' .. ARGV[1] .. ':' .. now .. ':' .. ARGV[7])
+  redis.call('HSET', KEYS[7], ARGV[2], ARGV[3] .. ':' .. ARGV[1] .. ':' .. now)
   -- the same attempt sent again answers -12 again (its entry is published again; the writer
   -- keeps one)
   refuse(-12, '')

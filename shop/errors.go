@@ -41,6 +41,7 @@ const (
 	CodeDrillRunning         Code = "DRILL_RUNNING"     // a fire drill is running (or being cleaned up) on the deployment
 	CodeDrillNotNow          Code = "DRILL_NOT_NOW"     // a sale is live or starts within 30 minutes: no fire drill now
 	CodePriceNotPayable      Code = "PRICE_NOT_PAYABLE" // an item price the payment provider cannot charge
+	CodeDrawInProgress       Code = "DRAW_IN_PROGRESS"  // the sale's draw is undecided: what it gives cannot change
 )
 
 // Error is a failure the client is told about: a code from the contract, a message for people,

@@ -20,6 +20,8 @@ type Sale struct {
 	StockShards          int         // the Redis shards its stock is split into (1: not split)
 	FairStartMillis      int         // the draw window after the start (0: first come, first served from the start)
 	DrawClosedAt         *time.Time  // when its draw was decided (nil: not yet, or no draw)
+	DrawSeed             []byte      // the draw's secret seed (DrawSeedSize bytes): never shown before DrawClosedAt (RevealedSeed)
+	DrawPauses           int         // pauses while the draw was undecided (an emergency stop, shown in the draw's record)
 	Limits               *RateLimits // its own purchase-path rate limits; nil: DefaultRateLimits
 	Epoch                int64       // how often Redis was (re)built from Postgres for it; 0: never loaded
 	// DrillOf is, for a fire drill's scratch copy, the sale it copies (services/drill): a copy is

@@ -133,10 +133,14 @@ func (d *DB) EditSale(ctx context.Context, saleID int64, edit func(cur shop.Sale
 			return err
 		}
 		next := saleRowOf(edited)
-		if err := tx.Exec(`UPDATE sales SET name = ?, description = ?, starts_at = ?, ends_at = ?, payment_window_seconds = ?,
-				purchase_limit = ?, currency = ?, paused = ?, fair_start_millis = ? WHERE id = ?`,
+		// a pause while the draw is undecided is counted: the draw's record shows it
+		if err := tx.Raw(`UPDATE sales SET name = ?, description = ?, starts_at = ?, ends_at = ?, payment_window_seconds = ?,
+				purchase_limit = ?, currency = ?, paused = ?, fair_start_millis = ?,
+				draw_pauses = draw_pauses + CASE WHEN ? AND NOT paused AND fair_start_millis > 0 AND draw_closed_at IS NULL
+					AND starts_at <= now() THEN 1 ELSE 0 END
+			WHERE id = ? RETURNING draw_pauses`,
 			next.Name, next.Description, next.StartsAt, next.EndsAt, next.PaymentWindowSeconds, next.PurchaseLimit, next.Currency,
-			next.Paused, next.FairStartMillis, saleID).Error; err != nil {
+			next.Paused, next.FairStartMillis, next.Paused, saleID).Scan(&next.DrawPauses).Error; err != nil {
 			return err
 		}
 		pos := len(cur.Items)

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/hex"
 	"fmt"
 	"strconv"
 	"strings"
@@ -140,8 +141,7 @@ type NewEntry struct {
 	ID                     string
 	SaleID, ItemID, UserID int64
 	EnteredAt              time.Time // Redis's clock
-	Rank                   int64
-	Seq                    int64 // the sale's (shard's) reservation counter the entry moved
+	Seq                    int64     // the sale's (shard's) reservation counter the entry moved
 }
 
 // InsertEntries writes draw entries as ENTERED orders (an entry already written is skipped). An
@@ -154,17 +154,15 @@ func (d *DB) InsertEntries(ctx context.Context, entries []NewEntry) (int, error)
 		return 0, nil
 	}
 	orders := make([]NewOrder, len(entries)) // laid out by columnsOf, as the writer's orders
-	ranks := make(pgArray, len(entries))
 	for i, e := range entries {
 		orders[i] = NewOrder{ID: e.ID, SaleID: e.SaleID, ItemID: e.ItemID, UserID: e.UserID, Seq: e.Seq, ReservedAt: e.EnteredAt}
-		ranks[i] = strconv.FormatInt(e.Rank, 10)
 	}
 	shIDs, shards, err := d.shardsOfOrders(ctx, orders)
 	if err != nil {
 		return 0, fmt.Errorf("insert entries: %w", err)
 	}
 	c := columnsOf(orders)
-	args := []any{c.ids.literal(), c.items.literal(), c.users.literal(), c.reserved.literal(), c.seqs.literal(), ranks.literal(),
+	args := []any{c.ids.literal(), c.items.literal(), c.users.literal(), c.reserved.literal(), c.seqs.literal(),
 		int64Array(c.itemIDs), reasonLateEntry}
 	perShard := ""
 	if len(shIDs) > 0 {
@@ -184,8 +182,8 @@ func (d *DB) InsertEntries(ctx context.Context, entries []NewEntry) (int, error)
 // rises to its entries' seqs (and each shard's, with insertOrdersPerShard after it, as for
 // orders), so a Redis that lost entries is found behind Postgres as one that lost reservations.
 const insertEntriesSQL = `WITH u AS (
-			SELECT * FROM unnest(?::uuid[], ?::bigint[], ?::bigint[], ?::timestamptz[], ?::bigint[], ?::bigint[])
-				AS u(id, item_id, user_id, entered_at, seq, rank)
+			SELECT * FROM unnest(?::uuid[], ?::bigint[], ?::bigint[], ?::timestamptz[], ?::bigint[])
+				AS u(id, item_id, user_id, entered_at, seq)
 		), s AS (
 			SELECT s.id, s.draw_closed_at, s.purchase_limit FROM sales s
 			WHERE s.id IN (SELECT i.sale_id FROM items i WHERE i.id IN (SELECT item_id FROM u)) ORDER BY s.id FOR SHARE
@@ -195,7 +193,7 @@ const insertEntriesSQL = `WITH u AS (
 			INSERT INTO orders (id, item_id, sale_id, user_id, status, reserved_at, pay_by, seq, per_sale, unit_price_cents, draw_rank, failure)
 			SELECT u.id, u.item_id, i.sale_id, u.user_id,
 			       CASE WHEN s.draw_closed_at IS NULL THEN 'ENTERED' ELSE 'NOT_SELECTED' END,
-			       u.entered_at, u.entered_at, u.seq, s.purchase_limit = 'per-sale', i.price_cents, u.rank,
+			       u.entered_at, u.entered_at, u.seq, s.purchase_limit = 'per-sale', i.price_cents, 0,
 			       CASE WHEN s.draw_closed_at IS NULL THEN NULL ELSE ? END
 			FROM u JOIN items i ON i.id = u.item_id JOIN s ON s.id = i.sale_id
 			WHERE (SELECT count(*) FROM lk) >= 0
@@ -214,17 +212,17 @@ const (
 	reasonTwice     = "a second entry of the same shopper: only the first one was drawn"
 )
 
-// EntriesWritten counts how many of ids are written (as entries, or already decided).
-func (d *DB) EntriesWritten(ctx context.Context, ids []string) (int, error) {
-	if len(ids) == 0 {
-		return 0, nil
-	}
-	var n int64
-	err := d.g.WithContext(ctx).Raw(`SELECT count(*) FROM orders WHERE id = ANY(?::uuid[])`, pgArray(ids).literal()).Scan(&n).Error
+// DrawQueuePosition records pos as the queue position the sale's draw waits for the writers to
+// pass, unless one was recorded before, and returns the one recorded (the first: every instance
+// deciding the draw waits for the same position).
+func (d *DB) DrawQueuePosition(ctx context.Context, saleID int64, pos uint64) (uint64, error) {
+	var out int64
+	err := d.g.WithContext(ctx).Raw(`UPDATE sales SET draw_queue_pos = coalesce(draw_queue_pos, ?) WHERE id = ? RETURNING draw_queue_pos`,
+		int64(pos), saleID).Scan(&out).Error
 	if err != nil {
-		return 0, fmt.Errorf("entries written: %w", err)
+		return 0, fmt.Errorf("draw queue position(sale %d): %w", saleID, err)
 	}
-	return int(n), nil
+	return uint64(out), nil
 }
 
 // DrawsDue lists the sales whose draw window has closed by now, still undecided in Postgres or
@@ -251,11 +249,14 @@ func (d *DB) DrawsDue(ctx context.Context, now time.Time) ([]int64, error) {
 func (d *DB) CloseDraw(ctx context.Context, saleID int64) (Decision, bool, error) {
 	now := false
 	err := d.g.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		window, closed, err := lockForDraw(tx, saleID)
+		window, seed, closed, err := lockForDraw(tx, saleID)
 		if err != nil || closed {
 			return err
 		}
 		now = true
+		if err := rankEntries(tx, saleID, seed); err != nil {
+			return err
+		}
 		winners, err := giveUnits(tx, saleID, window)
 		if err != nil {
 			return err
@@ -273,43 +274,75 @@ func (d *DB) CloseDraw(ctx context.Context, saleID int64) (Decision, bool, error
 }
 
 // lockForDraw takes the sale's row, then its items' rows in id order (as the writer, expiry and
-// cancel take them), and tells the sale's payment window and whether its draw was decided before.
-func lockForDraw(tx *gorm.DB, saleID int64) (window int, closed bool, err error) {
+// cancel take them), and tells the sale's payment window, its draw's seed and whether its draw
+// was decided before.
+func lockForDraw(tx *gorm.DB, saleID int64) (window int, seed []byte, closed bool, err error) {
 	var sale struct {
-		Found  bool
-		Closed bool
-		Window int
+		Found    bool
+		Closed   bool
+		Window   int
+		DrawSeed []byte
 	}
-	if err := tx.Raw(`SELECT true AS found, draw_closed_at IS NOT NULL AS closed, payment_window_seconds AS window
+	if err := tx.Raw(`SELECT true AS found, draw_closed_at IS NOT NULL AS closed, payment_window_seconds AS window, draw_seed
 		FROM sales WHERE id = ? FOR UPDATE`, saleID).Scan(&sale).Error; err != nil {
-		return 0, false, err
+		return 0, nil, false, err
 	}
 	if !sale.Found {
-		return 0, false, ErrNotFound
+		return 0, nil, false, ErrNotFound
 	}
 	if sale.Closed {
-		return 0, true, nil
+		return 0, nil, true, nil
 	}
-	return sale.Window, false, tx.Exec(`SELECT id FROM items WHERE sale_id = ? ORDER BY id FOR UPDATE`, saleID).Error
+	return sale.Window, sale.DrawSeed, false, tx.Exec(`SELECT id FROM items WHERE sale_id = ? ORDER BY id FOR UPDATE`, saleID).Error
 }
 
-// giveUnits makes the best-ranked first entry of each shopper PENDING, per item up to its units
-// left (their payment window starts now), counts them in the items' sold, and returns how many.
+// rankEntries writes each entry's draw key (shop.DrawKey: the seed's HMAC of its order id) and
+// ranks, per item, each shopper's first entry by it, smallest first (draw_rank 1, 2, …); a
+// shopper's later entries, and one whose shopper holds a unit already, stay unranked (0).
+func rankEntries(tx *gorm.DB, saleID int64, seed []byte) error {
+	if len(seed) != shop.DrawSeedSize {
+		return fmt.Errorf("sale %d has no draw seed", saleID)
+	}
+	var ids []string
+	if err := tx.Raw(`SELECT id::text FROM orders WHERE sale_id = ? AND status = 'ENTERED'`, saleID).Scan(&ids).Error; err != nil {
+		return err
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	keys := make(pgArray, len(ids))
+	for i, id := range ids {
+		keys[i] = hex.EncodeToString(shop.DrawKey(seed, id))
+	}
+	if err := tx.Exec(`UPDATE orders o SET draw_key = decode(u.k, 'hex')
+		FROM unnest(?::uuid[], ?::text[]) AS u(id, k) WHERE o.id = u.id`, pgArray(ids).literal(), keys.literal()).Error; err != nil {
+		return err
+	}
+	// bytea compares byte by byte: as big-endian numbers of one length
+	return tx.Exec(`WITH e AS (
+			SELECT o.id, o.item_id, o.user_id, o.draw_key, o.per_sale,
+			       row_number() OVER (PARTITION BY CASE WHEN o.per_sale THEN o.user_id::text ELSE o.item_id::text || ':' || o.user_id::text END
+			                          ORDER BY o.reserved_at, o.id) AS nth
+			FROM orders o WHERE o.sale_id = ? AND o.status = 'ENTERED'
+		), r AS (
+			SELECT e.id, row_number() OVER (PARTITION BY e.item_id ORDER BY e.draw_key) AS place
+			FROM e WHERE e.nth = 1 AND NOT EXISTS (
+				SELECT 1 FROM orders l WHERE l.sale_id = ? AND l.status IN ('PENDING', 'PAID') AND l.user_id = e.user_id
+				AND (e.per_sale OR l.item_id = e.item_id))
+		)
+		UPDATE orders o SET draw_rank = r.place FROM r WHERE o.id = r.id`, saleID, saleID).Error
+}
+
+// giveUnits makes the ranked entries PENDING, per item the best ranks up to its units left (their
+// payment window starts now), counts them in the items' sold, and returns how many.
 func giveUnits(tx *gorm.DB, saleID int64, window int) (int, error) {
 	var won []struct {
 		ItemID int64
 		N      int
 	}
-	if err := tx.Raw(`WITH e AS (
-			SELECT o.id, o.item_id, o.user_id, o.draw_rank, o.per_sale,
-			       row_number() OVER (PARTITION BY CASE WHEN o.per_sale THEN o.user_id::text ELSE o.item_id::text || ':' || o.user_id::text END
-			                          ORDER BY o.reserved_at, o.id) AS nth
-			FROM orders o WHERE o.sale_id = ? AND o.status = 'ENTERED'
-		), r AS (
-			SELECT e.id, e.item_id, row_number() OVER (PARTITION BY e.item_id ORDER BY e.draw_rank, e.id) AS place
-			FROM e WHERE e.nth = 1 AND NOT EXISTS (
-				SELECT 1 FROM orders l WHERE l.sale_id = ? AND l.status IN ('PENDING', 'PAID') AND l.user_id = e.user_id
-				AND (e.per_sale OR l.item_id = e.item_id))
+	if err := tx.Raw(`WITH r AS (
+			SELECT o.id, o.item_id, o.draw_rank AS place FROM orders o
+			WHERE o.sale_id = ? AND o.status = 'ENTERED' AND o.draw_rank > 0
 		), w AS (
 			UPDATE orders o SET status = CASE WHEN o.unit_price_cents = 0 THEN 'PAID' ELSE 'PENDING' END, created_at = now(),
 			       pay_by = now() + make_interval(secs => ?), payment_status = CASE WHEN o.unit_price_cents = 0 THEN 'free' ELSE o.payment_status END,
@@ -318,7 +351,7 @@ func giveUnits(tx *gorm.DB, saleID int64, window int) (int, error) {
 			WHERE o.id = r.id AND r.place <= i.quantity - i.sold
 			RETURNING o.item_id
 		)
-		SELECT item_id, count(*) AS n FROM w GROUP BY item_id`, saleID, saleID, window).Scan(&won).Error; err != nil {
+		SELECT item_id, count(*) AS n FROM w GROUP BY item_id`, saleID, window).Scan(&won).Error; err != nil {
 		return 0, err
 	}
 	winners := 0
@@ -386,7 +419,8 @@ func (d *DB) decision(ctx context.Context, saleID int64) (Decision, error) {
 	return dec, nil
 }
 
-// DrawOf is a sale's draw as the merchant sees it.
+// DrawOf is a sale's draw: its window, counts, pauses, commitment, and once decided its seed and
+// the units each item offered.
 func (d *DB) DrawOf(ctx context.Context, saleID int64) (shop.Draw, error) {
 	var row struct {
 		Found    bool
@@ -394,8 +428,11 @@ func (d *DB) DrawOf(ctx context.Context, saleID int64) (shop.Draw, error) {
 		ClosedAt *time.Time
 		Winners  *int
 		Written  int
+		Pauses   int
+		Seed     []byte
 	}
 	err := d.g.WithContext(ctx).Raw(`SELECT true AS found, fair_start_millis AS window, draw_closed_at AS closed_at, draw_winners AS winners,
+			draw_pauses AS pauses, draw_seed AS seed,
 			(SELECT count(*) FROM orders o WHERE o.sale_id = s.id AND o.draw_rank IS NOT NULL) AS written
 		FROM sales s WHERE s.id = ?`, saleID).Scan(&row).Error
 	if err != nil {
@@ -404,9 +441,21 @@ func (d *DB) DrawOf(ctx context.Context, saleID int64) (shop.Draw, error) {
 	if !row.Found {
 		return shop.Draw{}, ErrNotFound
 	}
-	dr := shop.Draw{WindowMillis: row.Window, Entries: row.Written, ClosedAt: row.ClosedAt}
+	sale := shop.Sale{FairStartMillis: row.Window, DrawSeed: row.Seed, DrawClosedAt: row.ClosedAt}
+	dr := shop.Draw{WindowMillis: row.Window, Entries: row.Written, ClosedAt: row.ClosedAt, Pauses: row.Pauses,
+		Commitment: sale.Commitment(), Seed: sale.RevealedSeed()}
 	if row.Winners != nil {
 		dr.Winners = *row.Winners
+	}
+	if row.ClosedAt == nil {
+		return dr, nil
+	}
+	// the units each item offered to the draw: what it left, and what it gave
+	err = d.g.WithContext(ctx).Raw(`SELECT i.id AS item_id, coalesce(i.draw_left, 0) + (SELECT count(*) FROM orders o
+			WHERE o.item_id = i.id AND o.draw_rank > 0 AND o.status NOT IN ('ENTERED', 'NOT_SELECTED')) AS units
+		FROM items i WHERE i.sale_id = ? ORDER BY i.position`, saleID).Scan(&dr.Items).Error
+	if err != nil {
+		return shop.Draw{}, fmt.Errorf("draw(sale %d): %w", saleID, err)
 	}
 	return dr, nil
 }
@@ -421,16 +470,22 @@ func (d *DB) DrawDecided(ctx context.Context, saleID int64) (bool, error) {
 	return decided, nil
 }
 
-// DrawRecord pages through a draw's entries by rank (best first), after the cursor (the last
-// rank and order id of the page before, signed; "" from the start).
+// DrawRecord pages through a draw's entries by item, then rank (best first; the unranked last),
+// after the cursor (the last order id of the page before; "" from the start).
 func (d *DB) DrawRecord(ctx context.Context, saleID int64, cursor string, limit int) ([]shop.DrawEntry, string, error) {
-	afterRank, afterID := int64(-1), ""
+	after := "00000000-0000-0000-0000-000000000000"
 	if cursor != "" {
-		at, id, ok := decodeCursor(cursor)
-		if !ok || len(id) != 36 {
+		var known bool
+		if shop.IsOrderID(cursor) {
+			if err := d.g.WithContext(ctx).Raw(`SELECT EXISTS (SELECT 1 FROM orders WHERE id = ?::uuid AND sale_id = ? AND draw_rank IS NOT NULL)`,
+				cursor, saleID).Scan(&known).Error; err != nil {
+				return nil, "", fmt.Errorf("draw record(sale %d): %w", saleID, err)
+			}
+		}
+		if !known {
 			return nil, "", shop.Errorf(shop.CodeInvalidInput, "cursor is not one this server gave out; start from the first page")
 		}
-		afterRank, afterID = at.UnixMicro(), id
+		after = cursor
 	}
 	var rows []struct {
 		ID       string
@@ -441,18 +496,25 @@ func (d *DB) DrawRecord(ctx context.Context, saleID int64, cursor string, limit 
 		At       time.Time
 		Status   string
 	}
-	err := d.g.WithContext(ctx).Raw(`SELECT o.id::text, o.user_id, u.username, o.item_id, o.draw_rank AS rank, o.reserved_at AS at, o.status
+	// unranked entries (rank 0) sort after the ranked ones of their item
+	err := d.g.WithContext(ctx).Raw(`WITH c AS (
+			SELECT item_id, CASE WHEN draw_rank > 0 THEN draw_rank ELSE 9223372036854775807 END AS rk, id
+			FROM orders WHERE id = ?::uuid AND sale_id = ?
+		)
+		SELECT o.id::text, o.user_id, u.username, o.item_id, o.draw_rank AS rank, o.reserved_at AS at, o.status
 		FROM orders o LEFT JOIN users u ON u.id = o.user_id
-		WHERE o.sale_id = ? AND o.draw_rank IS NOT NULL AND (o.draw_rank, o.id::text) > (?, ?)
-		ORDER BY o.draw_rank, o.id::text LIMIT ?`, saleID, afterRank, afterID, limit+1).Scan(&rows).Error
+		WHERE o.sale_id = ? AND o.draw_rank IS NOT NULL
+		  AND (NOT EXISTS (SELECT 1 FROM c)
+		       OR (o.item_id, CASE WHEN o.draw_rank > 0 THEN o.draw_rank ELSE 9223372036854775807 END, o.id) > (SELECT item_id, rk, id FROM c))
+		ORDER BY o.item_id, CASE WHEN o.draw_rank > 0 THEN o.draw_rank ELSE 9223372036854775807 END, o.id LIMIT ?`,
+		after, saleID, saleID, limit+1).Scan(&rows).Error
 	if err != nil {
 		return nil, "", fmt.Errorf("draw record(sale %d): %w", saleID, err)
 	}
 	next := ""
 	if len(rows) > limit {
 		rows = rows[:limit]
-		last := rows[len(rows)-1]
-		next = encodeCursor(time.UnixMicro(last.Rank), last.ID) // the rank in the cursor's time slot
+		next = rows[len(rows)-1].ID
 	}
 	out := make([]shop.DrawEntry, len(rows))
 	for i, r := range rows {
@@ -478,9 +540,9 @@ func (s *Stock) Entry(ctx context.Context, saleID, userID int64, orderID string)
 	if err != nil {
 		return time.Time{}, false, fmt.Errorf("draw entry(sale %d, order %s): %w", saleID, orderID, err)
 	}
-	// "item:user:enteredAtMillis:rank"
+	// "item:user:enteredAtMillis" (a fourth field, a rank, from before ranks were the draw's)
 	f := strings.Split(v, ":")
-	if len(f) != 4 || f[1] != strconv.FormatInt(userID, 10) {
+	if len(f) < 3 || f[1] != strconv.FormatInt(userID, 10) {
 		return time.Time{}, false, nil
 	}
 	ms, _ := strconv.ParseInt(f[2], 10, 64)

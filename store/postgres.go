@@ -43,8 +43,10 @@ type saleRow struct {
 	Paused               bool       // purchases and purchase tokens answer 503 PAUSED
 	StockShards          int        // the Redis stock shards of the sale, fixed at its creation (0 on create: 1)
 	FairStartMillis      int        // the fair start's draw window (0: none)
-	DrawClosedAt         *time.Time `gorm:"->"` // written by CloseDraw only
-	RedisEpoch           int64      `gorm:"->"` // bumped by rebuilds only
+	DrawClosedAt         *time.Time `gorm:"->"`        // written by CloseDraw only
+	DrawSeed             []byte     `gorm:"<-:create"` // drawn at creation (CreateSale), never changed
+	DrawPauses           int        `gorm:"->"`        // counted by EditSale
+	RedisEpoch           int64      `gorm:"->"`        // bumped by rebuilds only
 	DrillOf              *int64     // a fire drill's scratch copy of that sale (store/drill.go); nil: a real sale
 	Items                []itemRow  `gorm:"foreignKey:SaleID"`
 }
@@ -163,8 +165,12 @@ func (d *DB) UserByName(ctx context.Context, name string) (shop.User, error) {
 
 // CreateSale inserts a sale and its items (positions in the order given) in one transaction, and
 // returns it as stored, ids set.
+//
+// Every sale gets a seed of its own for its draw, drawn here (a drill's copy too: it must never
+// reveal the seed of the sale it copies).
 func (d *DB) CreateSale(ctx context.Context, sale shop.Sale) (shop.Sale, error) {
 	s := saleRowOf(sale)
+	s.DrawSeed = shop.NewDrawSeed()
 	if s.StockShards < 1 {
 		s.StockShards = 1
 	}

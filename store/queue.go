@@ -105,10 +105,9 @@ type QueuedOrder struct {
 	UserID     int64  `json:"userId"`
 	Seq        int64  `json:"seq"`        // the sale's reservation counter in Redis
 	ReservedAt int64  `json:"reservedAt"` // unix milliseconds, Redis's clock
-	// Draw: an entry of the sale's fair-start draw (no unit taken; Rank its draw rank), written
-	// ENTERED until the draw decides it.
-	Draw bool  `json:"draw,omitempty"`
-	Rank int64 `json:"rank,omitempty"`
+	// Draw: an entry of the sale's fair-start draw (no unit taken), written ENTERED until the
+	// draw decides it (its rank derives from its order id and the sale's seed: shop.DrawKey).
+	Draw bool `json:"draw,omitempty"`
 }
 
 // Envelope is one JetStream message: the reservations that one durable write acknowledged.
@@ -564,6 +563,38 @@ func (q *Queue) Backlog(ctx context.Context) (uint64, error) {
 		return 0, fmt.Errorf("backlog: %w", err)
 	}
 	return info.NumPending + uint64(info.NumAckPending), nil
+}
+
+// Position is the queue's last position: the sequence of the last message the order stream
+// stored. Every message acknowledged to a publisher so far is at or before it.
+func (q *Queue) Position(ctx context.Context) (uint64, error) {
+	s, err := q.js.Stream(ctx, OrdersStream)
+	if err != nil {
+		return 0, fmt.Errorf("queue position: %w", err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("queue position: %w", err)
+	}
+	return info.State.LastSeq, nil
+}
+
+// WrittenThrough is the position up to which the writers have finished every message (written
+// to Postgres, or set aside as dead): the writer consumer's acknowledgement floor. 0 while no
+// writer consumer exists.
+func (q *Queue) WrittenThrough(ctx context.Context) (uint64, error) {
+	c, err := q.js.Consumer(ctx, OrdersStream, WriterConsumer)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("written through: %w", err)
+	}
+	info, err := c.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("written through: %w", err)
+	}
+	return info.AckFloor.Stream, nil
 }
 
 // DeadCount reports how many messages the dead-letter stream holds.

@@ -14,7 +14,7 @@ type Attempt struct {
 	Nonce                  string    // the purchase token's nonce: one attempt per token
 	TokenExpires           time.Time // checked against Redis's clock
 	Floor                  int64     // the highest reservation seq this instance saw in the shopper's shard of the sale
-	Rank                   int64     // the attempt's draw rank, for a sale with a fair start (1 to 2^53-1; 0: none given)
+	Entry                  bool      // it may fall in its sale's draw window: sent with the draw's keys
 }
 
 // Reservation is what the reserve script granted, or the refusal's details.
@@ -40,18 +40,17 @@ type Reservation struct {
 	// send may have answered 202 for it).
 	Again, Durable bool
 	// Entered: the attempt fell in the sale's draw window and entered the draw (no unit taken):
-	// the caller publishes the entry (store.QueuedOrder with Draw) with its Rank, the attempt's.
-	// A resend of it answers the same.
+	// the caller publishes the entry (store.QueuedOrder with Draw). A resend of it answers the
+	// same. Its rank is not known before the draw is decided (shop.DrawKey).
 	Entered bool
-	Rank    int64
 }
 
 // ErrDrawClosing: the sale's draw window has closed and its draw is not applied in the shopper's
 // shard yet; nothing was attempted (the token is kept). ErrRankNeeded: the attempt fell in the
-// draw window and was sent without a rank; nothing was attempted.
+// draw window and was not sent as an entry (Attempt.Entry); nothing was attempted.
 var (
 	ErrDrawClosing = errors.New("the fair start's draw is being decided")
-	ErrRankNeeded  = errors.New("the attempt is a draw entry and was sent without a rank")
+	ErrRankNeeded  = errors.New("the attempt is a draw entry and was not sent as one")
 )
 
 // Reserve runs the reserve script: it consumes the purchase token and, if the shopper is not yet
@@ -118,7 +117,7 @@ func (s *Stock) answer(ctx context.Context, a Attempt, k int, r Reservation, cod
 		r.Again, r.Durable = true, code == -10
 		return r, nil
 	case -12:
-		r.Left, r.HeldOrder, r.Entered, r.Rank = 0, "", true, a.Rank
+		r.Left, r.HeldOrder, r.Entered = 0, "", true
 		return r, nil
 	}
 	if err, ok := refusals[code]; ok {
@@ -133,14 +132,14 @@ func (s *Stock) reserveIn(ctx context.Context, a Attempt, shard int, mayBorrow b
 	keys := []string{MetaKeyOf(a.SaleID, shard), StockKeyOf(a.SaleID, shard, a.ItemID), BuyersKeyOf(a.SaleID, shard),
 		InFlightKeyOf(a.SaleID, shard), tokenKey(a.SaleID, shard, a.Nonce)}
 	args := []any{a.UserID, a.OrderID, a.ItemID, a.TokenExpires.UnixMilli(), a.Floor}
-	if mayBorrow || a.Rank > 0 {
+	if mayBorrow || a.Entry {
 		args = append(args, flag(mayBorrow))
 	}
-	if a.Rank > 0 {
-		// a draw entry's keys and rank: only an attempt that may fall in a draw window pays for
-		// them (one that does without them is answered -14 and sent again with them)
+	if a.Entry {
+		// a draw entry's keys: only an attempt that may fall in a draw window pays for them (one
+		// that does without them is answered -14 and sent again with them)
 		keys = append(keys, EntrantsKeyOf(a.SaleID, shard), DrawKeyOf(a.SaleID, shard))
-		args = append(args, a.Rank)
+		args = append(args, "1")
 	}
 	v, err := s.reserve.Run(ctx, s.rdb, keys, args...).Slice()
 	if err != nil {

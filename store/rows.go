@@ -13,7 +13,8 @@ import (
 func (r saleRow) business() shop.Sale {
 	s := shop.Sale{ID: r.ID, MerchantID: r.MerchantID, Name: r.Name, StartsAt: r.StartsAt, EndsAt: r.EndsAt, CreatedAt: r.CreatedAt,
 		PaymentWindowSeconds: r.PaymentWindowSeconds, PurchaseLimit: r.PurchaseLimit, Currency: r.Currency, Paused: r.Paused,
-		StockShards: max(r.StockShards, 1), Epoch: r.RedisEpoch, FairStartMillis: r.FairStartMillis, DrawClosedAt: r.DrawClosedAt}
+		StockShards: max(r.StockShards, 1), Epoch: r.RedisEpoch, FairStartMillis: r.FairStartMillis, DrawClosedAt: r.DrawClosedAt,
+		DrawSeed: r.DrawSeed, DrawPauses: r.DrawPauses}
 	if r.DrillOf != nil {
 		s.DrillOf = *r.DrillOf
 	}
@@ -52,7 +53,8 @@ func (r itemRow) business() shop.Item {
 func saleRowOf(s shop.Sale) saleRow {
 	r := saleRow{ID: s.ID, MerchantID: s.MerchantID, Name: s.Name, StartsAt: s.StartsAt, EndsAt: s.EndsAt, CreatedAt: s.CreatedAt,
 		PaymentWindowSeconds: s.PaymentWindowSeconds, PurchaseLimit: s.PurchaseLimit, Currency: s.Currency, Paused: s.Paused,
-		StockShards: s.StockShards, RedisEpoch: s.Epoch, Description: nullable(s.Description), FairStartMillis: s.FairStartMillis}
+		StockShards: s.StockShards, RedisEpoch: s.Epoch, Description: nullable(s.Description), FairStartMillis: s.FairStartMillis,
+		DrawClosedAt: s.DrawClosedAt, DrawSeed: s.DrawSeed, DrawPauses: s.DrawPauses}
 	if s.DrillOf != 0 {
 		of := s.DrillOf
 		r.DrillOf = &of

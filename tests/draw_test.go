@@ -1,15 +1,21 @@
 package tests
 
 import (
+	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
+	"sort"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/flashsale/flashsale/internal/app"
 	"github.com/flashsale/flashsale/services/auth"
 	"github.com/flashsale/flashsale/store"
 	"github.com/flashsale/flashsale/testenv"
@@ -98,8 +104,14 @@ func TestFairStartDraw(t *testing.T) {
 	starts := time.Now().Add(1500 * time.Millisecond).Truncate(time.Second).Add(time.Second)
 	s := h.createSaleWith(map[string]any{"fairStartMillis": 3000}, starts, 5)
 	merchant := h.token(9000, auth.RoleMerchant)
-	if r := h.do("GET", fmt.Sprintf("/api/flash-sales/%d", s.sale), "", nil); r.Body["fairStartMillis"] != float64(3000) {
+	r := h.do("GET", fmt.Sprintf("/api/flash-sales/%d", s.sale), "", nil)
+	if r.Body["fairStartMillis"] != float64(3000) {
 		t.Fatalf("sale answer: fairStartMillis %v, want 3000: %s", r.Body["fairStartMillis"], r.Raw)
+	}
+	// Before the window: the commitment is published, the seed is not.
+	commitment := r.str("drawCommitment")
+	if len(commitment) != 64 || strings.ToLower(commitment) != commitment || r.Body["drawSeed"] != nil {
+		t.Fatalf("sale answer before the window: drawCommitment %q, drawSeed %v; want 64 lowercase hex digits and no seed", commitment, r.Body["drawSeed"])
 	}
 	time.Sleep(time.Until(starts))
 	shoppers := drawShoppers(h, s.sale, 500, 20)
@@ -129,13 +141,22 @@ func TestFairStartDraw(t *testing.T) {
 	if r := h.buy(first.bearer, s.items[0], first.ptoken); r.Status != http.StatusAccepted || r.str("orderId") != first.orderID || r.Body["draw"] != true {
 		t.Errorf("the same attempt sent again: %d %s, want 202 with the same order and draw: true", r.Status, r.Raw)
 	}
-	// After the window: a late shopper's purchase waits for the draw and then is served first
-	// come, first served: sold out here (5 units, 20 entrants).
+	checkUndecidedDraw(t, h, s, merchant, commitment)
+	// After the window: a late shopper's purchase waits for the draw (503 with Retry-After while
+	// entries answered in the window may still be on their way to the queue) and then is served
+	// first come, first served: sold out here (5 units, 20 entrants).
 	time.Sleep(time.Until(starts.Add(3 * time.Second)))
 	late := drawShoppers(h, s.sale, 900, 1)[0]
-	if r := h.buy(late.bearer, s.items[0], late.ptoken); r.Status != http.StatusGone || r.str("error") != "SOLD_OUT" {
-		t.Errorf("purchase after the window: %d %s, want 410 SOLD_OUT (the draw gave every unit)", r.Status, r.Raw)
-	}
+	testenv.EventuallyEvery(t, 20*time.Second, 500*time.Millisecond, "the purchase after the window served once the draw is decided", func() error {
+		r := h.buy(late.bearer, s.items[0], late.ptoken)
+		if r.Status == http.StatusServiceUnavailable && r.str("error") == "UNAVAILABLE" && r.Header.Get("Retry-After") != "" {
+			return fmt.Errorf("%d %s", r.Status, r.Raw)
+		}
+		if r.Status != http.StatusGone || r.str("error") != "SOLD_OUT" {
+			t.Fatalf("purchase after the window: %d %s, want 410 SOLD_OUT (the draw gave every unit)", r.Status, r.Raw)
+		}
+		return nil
+	})
 	won, lost := 0, 0
 	for _, sh := range shoppers {
 		b := finalStatus(h, sh)
@@ -159,8 +180,8 @@ func TestFairStartDraw(t *testing.T) {
 	}
 	d := h.do("GET", fmt.Sprintf("/api/admin/sales/%d/draw", s.sale), merchant, nil)
 	if d.Status != http.StatusOK || d.Body["windowMillis"] != float64(3000) || d.Body["entries"] != float64(20) ||
-		d.Body["winners"] != float64(5) || d.Body["closedAt"] == nil {
-		t.Errorf("draw record: %d %s, want windowMillis 3000, 20 entries, 5 winners, closedAt", d.Status, d.Raw)
+		d.Body["winners"] != float64(5) || d.Body["closedAt"] == nil || d.Body["decided"] != true || d.Body["pauses"] != float64(1) {
+		t.Errorf("draw record: %d %s, want windowMillis 3000, 20 entries, 5 winners, closedAt, decided, 1 pause", d.Status, d.Raw)
 	}
 	for _, bad := range []string{"bogus", strings.Repeat("x", 300)} {
 		if r := h.do("GET", fmt.Sprintf("/api/admin/sales/%d/draw?cursor=%s", s.sale, bad), merchant, nil); r.Status != http.StatusBadRequest || r.str("error") != "INVALID_INPUT" {
@@ -171,18 +192,16 @@ func TestFairStartDraw(t *testing.T) {
 	if len(rec) != 20 {
 		t.Fatalf("draw record lists %d entries, want 20", len(rec))
 	}
-	prev := int64(-1)
 	for i, x := range rec {
 		e := x.(map[string]any)
-		rank := int64(e["rank"].(float64))
-		if rank <= prev {
-			t.Errorf("record not by rank: %d after %d", rank, prev)
+		if rank, _ := e["rank"].(float64); rank != float64(i+1) {
+			t.Errorf("record line %d: rank %v, want %d (places 1 to 20, best first)", i, e["rank"], i+1)
 		}
-		prev = rank
 		if (i < 5) != (e["won"] == true) {
 			t.Errorf("record line %d: won %v; the 5 best ranks win", i, e["won"])
 		}
 	}
+	checkRevealedDraw(t, h, s, commitment, 20, 5)
 	h.checkInvariants(s)
 	if n := h.sqlInt(`SELECT count(*) FROM orders WHERE sale_id = ? AND status = 'ENTERED'`, s.sale); n != 0 {
 		t.Errorf("%d entries left undecided", n)
@@ -327,4 +346,104 @@ func TestDrawSurvivesRedisLossInTheWindow(t *testing.T) {
 		t.Errorf("a shopper's second entry: %v, want NOT_SELECTED (only the first entry is drawn)", b)
 	}
 	h.checkInvariants(s)
+}
+
+// checkUndecidedDraw: while the draw is undecided (its window open here, the entries in) nobody
+// sees ranks or names, the merchant included; a quantity change is refused with 409
+// DRAW_IN_PROGRESS and changes nothing; a pause (an emergency stop) is taken and counted.
+func checkUndecidedDraw(t *testing.T, h *harness, s saleIDs, merchant, commitment string) {
+	t.Helper()
+	pub := testenv.EventuallyValue(t, 10*time.Second, "the 20 entries written", func() (response, error) {
+		r := h.do("GET", fmt.Sprintf("/api/flash-sales/%d/draw", s.sale), "", nil)
+		if r.Body["entries"] != float64(20) {
+			return r, fmt.Errorf("%d %s", r.Status, r.Raw)
+		}
+		return r, nil
+	})
+	if pub.Status != http.StatusOK || pub.Body["decided"] != false ||
+		pub.str("commitment") != commitment || pub.Body["seed"] != nil || strings.Contains(pub.Raw, "orderId") {
+		t.Errorf("public draw while undecided: %d %s, want decided false, 20 entries, the commitment, no seed, no entry", pub.Status, pub.Raw)
+	}
+	adm := h.do("GET", fmt.Sprintf("/api/admin/sales/%d/draw", s.sale), merchant, nil)
+	if rec, _ := adm.Body["record"].([]any); adm.Status != http.StatusOK || adm.Body["decided"] != false || adm.Body["entries"] != float64(20) ||
+		len(rec) != 0 || adm.Body["seed"] != nil || strings.Contains(adm.Raw, "username") {
+		t.Errorf("merchant's draw while undecided: %d %s, want counts only", adm.Status, adm.Raw)
+	}
+	id := strconv.FormatInt(s.items[0], 10)
+	for _, body := range []map[string]any{
+		{"items": []map[string]any{{"itemId": id, "quantity": 6}}},
+		{"items": []map[string]any{{"itemId": id, "quantity": 4}}},
+	} {
+		if r := h.patchSale(merchant, s.sale, body); r.Status != http.StatusConflict || r.str("error") != "DRAW_IN_PROGRESS" {
+			t.Errorf("quantity change while the draw is undecided: %d %s, want 409 DRAW_IN_PROGRESS", r.Status, r.Raw)
+		}
+	}
+	if q := h.sqlInt(`SELECT sum(quantity) FROM items WHERE sale_id = ?`, s.sale); q != 5 {
+		t.Errorf("after the refused changes the sale has %d units, want 5", q)
+	}
+	if r := h.saleAction(merchant, s.sale, "pause"); r.Status != http.StatusOK {
+		t.Errorf("pause while the draw is undecided: %d %s, want 200 (an emergency stop stays possible)", r.Status, r.Raw)
+	}
+	if r := h.saleAction(merchant, s.sale, "resume"); r.Status != http.StatusOK {
+		t.Errorf("resume: %d %s", r.Status, r.Raw)
+	}
+}
+
+// checkRevealedDraw: once decided, the sale reveals its seed (its SHA-256 the commitment given
+// before the window), the public record lists every entry by order id with its rank and outcome
+// and no shopper, recomputing it from the seed gives the same ranks and winners, and
+// `flashsale verify-draw` says so (and says no to a commitment that is not the one published).
+func checkRevealedDraw(t *testing.T, h *harness, s saleIDs, commitment string, entries, units int) {
+	t.Helper()
+	sale := testenv.EventuallyValue(t, 10*time.Second, "the sale answer reveals the seed", func() (response, error) {
+		r := h.do("GET", fmt.Sprintf("/api/flash-sales/%d", s.sale), "", nil)
+		if r.str("drawSeed") == "" {
+			return r, fmt.Errorf("%s", r.Raw)
+		}
+		return r, nil
+	})
+	seed, err := hex.DecodeString(sale.str("drawSeed"))
+	if sum := sha256.Sum256(seed); err != nil || hex.EncodeToString(sum[:]) != commitment || sale.str("drawCommitment") != commitment {
+		t.Fatalf("revealed seed %q: its SHA-256 is not the commitment %s given before the window", sale.str("drawSeed"), commitment)
+	}
+	pub := h.do("GET", fmt.Sprintf("/api/flash-sales/%d/draw", s.sale), "", nil)
+	list, _ := pub.Body["entries"].([]any)
+	if pub.Status != http.StatusOK || pub.Body["decided"] != true || pub.str("seed") != sale.str("drawSeed") || len(list) != entries ||
+		strings.Contains(pub.Raw, "username") || strings.Contains(pub.Raw, "userId") {
+		t.Fatalf("public draw once decided: %d %s, want decided, the seed, %d entries, no shopper", pub.Status, pub.Raw, entries)
+	}
+	// recomputed here, from the contract's words: HMAC-SHA256 under the seed of the order id
+	type entry struct {
+		id, outcome string
+		rank        float64
+		key         []byte
+	}
+	var es []entry
+	for _, x := range list {
+		e := x.(map[string]any)
+		m := hmac.New(sha256.New, seed)
+		m.Write([]byte(e["orderId"].(string)))
+		rank, _ := e["rank"].(float64)
+		es = append(es, entry{e["orderId"].(string), e["outcome"].(string), rank, m.Sum(nil)})
+	}
+	sort.Slice(es, func(i, j int) bool { return bytes.Compare(es[i].key, es[j].key) < 0 })
+	for i, e := range es {
+		want := "NOT_SELECTED"
+		if i < units {
+			want = "WON"
+		}
+		if e.rank != float64(i+1) || e.outcome != want {
+			t.Errorf("entry %s: rank %v %s, recomputed from the seed: rank %d %s", e.id, e.rank, e.outcome, i+1, want)
+		}
+	}
+	var out strings.Builder
+	if err := app.Run(context.Background(), []string{"verify-draw", "-url", h.srv.URL, "-commitment", commitment, strconv.FormatInt(s.sale, 10)},
+		func(string) string { return "" }, &out); err != nil || !strings.Contains(out.String(), "OK") {
+		t.Errorf("verify-draw: %v\n%s", err, out.String())
+	}
+	out.Reset()
+	if err := app.Run(context.Background(), []string{"verify-draw", "-url", h.srv.URL, "-commitment", strings.Repeat("0", 64), strconv.FormatInt(s.sale, 10)},
+		func(string) string { return "" }, &out); err == nil || !strings.Contains(out.String(), "DIFFERENCE") {
+		t.Errorf("verify-draw with a commitment that is not the published one: %v\n%s, want a difference and an error", err, out.String())
+	}
 }

@@ -104,6 +104,7 @@ func routeAPI(r *gin.Engine, cfg Config) {
 	r.GET("/api/flash-sales/:saleId", api.GetSale)
 	r.GET("/api/flash-sales/:saleId/stock", api.Stock)
 	r.POST("/api/flash-sales/:saleId/remind", api.Remind)
+	r.GET("/api/flash-sales/:saleId/draw", api.PublicDraw)
 	r.POST("/api/flash-sales/:saleId/captcha", authed, api.Captcha)
 	r.POST("/api/flash-sales/:saleId/purchase-token", authed, api.PurchaseToken)
 	r.POST("/api/flash-sales/items/:itemId/purchase", authed, api.Purchase)

@@ -294,7 +294,7 @@ func (a *App) buildPipeline(instance string) {
 	a.reconcile = pipeline.NewReconciler(a.DB, a.Stock, a.Metrics, log, cfg.OrphanAge)
 	a.Writer = pipeline.NewWriter(pipeline.WriterConfig{Workers: cfg.WriterWorkers, Batch: cfg.WriterBatch, AckWait: cfg.WriterAckWait, Linger: cfg.WriterLinger},
 		a.Queue, a.writeDB, a.Stock, a.SoldOut, a.Metrics, log)
-	a.draws = draw.New(draw.Config{Grace: cfg.OrphanAge}, a.DB, a.Stock, guardedQueue{Queue: a.Queue, guard: a.guard}, a.Metrics, log, a.now)
+	a.draws = draw.New(draw.Config{PublishTimeout: cfg.PublishTimeout}, a.DB, a.Stock, guardedQueue{Queue: a.Queue, guard: a.guard}, a.Metrics, log, a.now)
 	a.keeper = pipeline.NewKeeper(pipeline.KeeperConfig{Interval: cfg.KeeperInterval, OrphanAge: cfg.OrphanAge,
 		ReconcileInterval: cfg.ReconcileInterval, Instance: instance, RebuildDelay: rebuildDelay(cfg), WarmAhead: cfg.WarmAhead},
 		pipeline.KeeperDeps{DB: a.DB, Stock: a.Stock, Queue: guardedQueue{Queue: a.Queue, guard: a.guard}, Loader: a.Loader,

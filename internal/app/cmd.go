@@ -39,6 +39,10 @@ commands:
                                  Postgres, and its money ledger against the payment provider (captured
                                  = paid orders + refunds + refunded conflicts); prints the report,
                                  exits 1 on a violation or a difference
+  verify-draw [-url URL] [-commitment HEX] SALE_ID
+                                 read a sale's decided fair-start draw from the shop's public API
+                                 and recompute it from its revealed seed (checked against its
+                                 commitment); exits 1 on a difference. Needs no secret.
   config                         print every FLASHSALE_* variable with its default
   healthcheck [-timeout D]       GET /readyz on FLASHSALE_ADDR; exit 0 when ready, 1 otherwise
                                  (the container image's HEALTHCHECK)
@@ -63,6 +67,9 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	if cmd == "healthcheck" {
 		return healthcheck(ctx, args, getenv, stdout)
+	}
+	if cmd == "verify-draw" {
+		return verifyDraw(ctx, args, getenv, stdout)
 	}
 	cfg, err := LoadConfig(getenv)
 	if err != nil {

@@ -56,6 +56,13 @@ func (q guardedQueue) Backlog(ctx context.Context) (uint64, error) {
 	return q.Queue.Backlog(ctx)
 }
 
+func (q guardedQueue) WrittenThrough(ctx context.Context) (uint64, error) {
+	if !q.guard.held() {
+		return 0, errQueueNotHeld
+	}
+	return q.Queue.WrittenThrough(ctx)
+}
+
 // keepQueueClaims renews the queue presence and the embedded NATS registration until ctx ends,
 // logging when either is found taken by another instance.
 func (a *App) keepQueueClaims(ctx context.Context) {

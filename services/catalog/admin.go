@@ -153,6 +153,9 @@ func (s *Sales) applyInRedis(ctx context.Context, old, next shop.Sale, done *red
 	if len(adj.Meta) == 0 && len(adj.Stock) == 0 {
 		return nil
 	}
+	if len(adj.Stock) > 0 && old.FairStartMillis > 0 && old.DrawClosedAt == nil && !pipeline.BeforeStart(old.StartsAt, s.now()) {
+		return errDrawInProgress
+	}
 	if err := s.drawApplied(ctx, old, adj); err != nil {
 		return err
 	}
@@ -444,6 +447,14 @@ func editFairStart(next *shop.Sale, in SaleEdit, started bool) error {
 	next.FairStartMillis = *f
 	return nil
 }
+
+// errDrawInProgress refuses a change of quantities (or a new item) from the start of a draw's
+// window (within the clocks' margin) until it is decided: the entries compete for the units the
+// window opened with, and whoever could change them while watching the entries come in could set
+// the number of winners at a chosen entrant's place. A pause stays possible: an emergency stop,
+// counted in the draw's record.
+var errDrawInProgress = &shop.Error{Code: shop.CodeDrawInProgress,
+	Message: "this sale's fair-start draw is not decided yet: its quantities cannot change until it is (a few seconds after its window); pausing the sale stays possible"}
 
 // errDrawApplying refuses a change of quantities while a decided draw is not applied to every
 // shard yet: the apply sets a shard's stock from the units the decision left, over a change made

@@ -1,8 +1,16 @@
 // Package draw decides when a fair start's draw closes, and closes it: once its window has passed
 // on every Redis shard of the sale and every entry acknowledged is written in Postgres, the draw
-// is decided there in one transaction (the units go to the best ranks) and then applied to each
-// shard, after which the sale sells first come, first served. Every instance may run it at once:
-// the decision is taken once (Postgres's row lock) and applying it twice changes nothing.
+// is decided there in one transaction (the units go to the best ranks: shop.DrawKey) and then
+// applied to each shard, after which the sale sells first come, first served. Every instance may
+// run it at once: the decision is taken once (Postgres's row lock) and applying it twice changes
+// nothing.
+//
+// "Every entry acknowledged is written" does not trust Redis's list of entries (a failover may
+// drop entries that are already in the queue): an entry is acknowledged (202) only once the queue
+// stored it, within the publish timeout of its attempt, which fell in the window. So once the
+// window has passed by that much on every shard, every acknowledged entry is at or before the
+// queue's last position then; the draw records that position and waits for the writers to pass
+// it.
 package draw
 
 import (
@@ -22,7 +30,7 @@ import (
 type DB interface {
 	DrawsDue(ctx context.Context, now time.Time) ([]int64, error)
 	DrawDecided(ctx context.Context, saleID int64) (bool, error)
-	EntriesWritten(ctx context.Context, ids []string) (int, error)
+	DrawQueuePosition(ctx context.Context, saleID int64, pos uint64) (uint64, error)
 	CloseDraw(ctx context.Context, saleID int64) (store.Decision, bool, error)
 }
 
@@ -32,17 +40,18 @@ type Stock interface {
 	ApplyDraw(ctx context.Context, saleID int64, d store.Decision) (applied, unheld int, err error)
 }
 
-// Queue tells how many messages the writers have not finished (store.Queue).
+// Queue tells the queue's last position and how far the writers have finished it (store.Queue).
 type Queue interface {
-	Backlog(ctx context.Context) (uint64, error)
+	Position(ctx context.Context) (uint64, error)
+	WrittenThrough(ctx context.Context) (uint64, error)
 }
 
 // Config are the closer's tunables.
 type Config struct {
-	// Grace: how long after the window an entry Redis holds but Postgres does not is waited for
-	// (its publish may still be under way) before a drained queue proves it never reached the
-	// queue (its instance died before publishing). The keeper's orphan age is the right value.
-	Grace time.Duration
+	// PublishTimeout: the longest a purchase waits for the queue to store its message before it
+	// answers (FLASHSALE_PUBLISH_TIMEOUT). An entry answered 202 was stored by the window's end
+	// plus this.
+	PublishTimeout time.Duration
 }
 
 // Closer closes fair-start draws.
@@ -66,8 +75,8 @@ type closing struct {
 
 // New returns a Closer.
 func New(cfg Config, db DB, stock Stock, q Queue, m *metrics.Metrics, log *slog.Logger, now func() time.Time) *Closer {
-	if cfg.Grace <= 0 {
-		cfg.Grace = 45 * time.Second
+	if cfg.PublishTimeout <= 0 {
+		cfg.PublishTimeout = 5 * time.Second
 	}
 	return &Closer{cfg: cfg, db: db, stock: stock, q: q, metrics: metrics.Or(m), log: log, now: now, inflight: map[int64]*closing{}}
 }
@@ -164,15 +173,16 @@ func applied(shards []store.DrawShard) bool {
 	return true
 }
 
+// settle is how long past the window's end plus the publish timeout the queue's position is read:
+// the clocks' slack.
+const settle = time.Second
+
 // ready tells whether the draw may be decided: its window has passed on every shard (by that
-// shard's Redis clock: no entry is added any more) and every entry acknowledged is written. An
-// entry Redis holds that Postgres does not is waited for; after the grace, a drained queue proves
-// it never reached the queue. A shard loaded after the window opened lost its entries from Redis
-// (not from the queue): then a drained queue after the grace is waited for in any case.
+// shard's Redis clock: no entry is added any more), by the publish timeout too on the latest
+// clock (every entry acknowledged is in the queue by then), and the writers have finished the
+// queue up to its position then (recorded the first time, for every instance).
 func (c *Closer) ready(ctx context.Context, saleID int64, shards []store.DrawShard) error {
-	var ids []string
-	lost := false
-	var latest time.Time // the latest shard clock, to time the grace
+	var latest, end time.Time // the latest shard clock; the window's end
 	for sh, s := range shards {
 		if !s.Held {
 			return fmt.Errorf("shard %d of sale %d not loaded: %w", sh, saleID, ErrNotReady)
@@ -180,36 +190,30 @@ func (c *Closer) ready(ctx context.Context, saleID int64, shards []store.DrawSha
 		if !s.WindowEnd.IsZero() && s.Now.Before(s.WindowEnd) {
 			return fmt.Errorf("sale %d: the window is open (shard %d): %w", saleID, sh, ErrNotReady)
 		}
-		ids = append(ids, s.Entries...)
-		lost = lost || s.EntryLost
 		if s.Now.After(latest) {
 			latest = s.Now
 		}
-	}
-	written, err := c.db.EntriesWritten(ctx, ids)
-	if err != nil {
-		return err
-	}
-	if written == len(ids) && !lost {
-		return nil
-	}
-	var end time.Time
-	for _, s := range shards {
 		if s.WindowEnd.After(end) {
 			end = s.WindowEnd
 		}
 	}
-	if latest.Before(end.Add(c.cfg.Grace)) {
-		return fmt.Errorf("sale %d: %d of %d entries written: %w", saleID, written, len(ids), ErrNotReady)
+	if latest.Before(end.Add(c.cfg.PublishTimeout + settle)) {
+		return fmt.Errorf("sale %d: entries answered in the window may still be on their way to the queue: %w", saleID, ErrNotReady)
 	}
-	backlog, err := c.q.Backlog(ctx)
+	last, err := c.q.Position(ctx)
 	if err != nil {
 		return err
 	}
-	if backlog > 0 {
-		return fmt.Errorf("sale %d: %d of %d entries written, %d messages queued: %w", saleID, written, len(ids), backlog, ErrNotReady)
+	pos, err := c.db.DrawQueuePosition(ctx, saleID, last)
+	if err != nil {
+		return err
 	}
-	c.log.Warn("draw: deciding without entries that never reached the queue (or that Redis lost)", "sale", saleID,
-		"held", len(ids), "written", written, "redis_lost_entries", lost)
+	done, err := c.q.WrittenThrough(ctx)
+	if err != nil {
+		return err
+	}
+	if done < pos {
+		return fmt.Errorf("sale %d: the writers are at queue position %d of %d: %w", saleID, done, pos, ErrNotReady)
+	}
 	return nil
 }

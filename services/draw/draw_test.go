@@ -15,21 +15,18 @@ import (
 // and the apply on real Redis and Postgres are tests/draw_test.go's.
 
 type fakeDB struct {
-	written  map[string]bool
+	pos      uint64 // the queue position recorded (0: none yet)
 	closedAt *time.Time
 	decided  int
 }
 
 func (f *fakeDB) DrawsDue(context.Context, time.Time) ([]int64, error) { return []int64{1}, nil }
 func (f *fakeDB) DrawDecided(context.Context, int64) (bool, error)     { return f.closedAt != nil, nil }
-func (f *fakeDB) EntriesWritten(_ context.Context, ids []string) (int, error) {
-	n := 0
-	for _, id := range ids {
-		if f.written[id] {
-			n++
-		}
+func (f *fakeDB) DrawQueuePosition(_ context.Context, _ int64, pos uint64) (uint64, error) {
+	if f.pos == 0 {
+		f.pos = pos
 	}
-	return n, nil
+	return f.pos, nil
 }
 func (f *fakeDB) CloseDraw(context.Context, int64) (store.Decision, bool, error) {
 	f.decided++
@@ -54,40 +51,42 @@ func (f *fakeStock) ApplyDraw(context.Context, int64, store.Decision) (int, int,
 	return len(f.shards), 0, nil
 }
 
-type fakeQueue struct{ backlog uint64 }
+type fakeQueue struct{ last, done uint64 }
 
-func (q fakeQueue) Backlog(context.Context) (uint64, error) { return q.backlog, nil }
+func (q *fakeQueue) Position(context.Context) (uint64, error)       { return q.last, nil }
+func (q *fakeQueue) WrittenThrough(context.Context) (uint64, error) { return q.done, nil }
 
+// The draw is decided once the window has passed on every shard by the publish timeout (and a
+// second), and the writers have passed the queue's position then, whatever Redis's shards list as
+// entries (a failover may have dropped some that are queued).
 func TestCloserDecidesOnlyWhenReady(t *testing.T) {
 	end := time.UnixMilli(1_000_000)
+	const publish = 2 * time.Second
+	after := end.Add(publish + settle)
 	shard := func(now time.Time, entries ...string) store.DrawShard {
 		return store.DrawShard{Held: true, Now: now, WindowEnd: end, Entries: entries}
 	}
-	grace := 10 * time.Second
 	cases := []struct {
-		name    string
-		shards  []store.DrawShard
-		written []string
-		backlog uint64
-		decide  bool
+		name       string
+		shards     []store.DrawShard
+		recorded   uint64 // a position recorded before (another instance's)
+		last, done uint64
+		decide     bool
 	}{
-		{"window open on one shard", []store.DrawShard{shard(end), shard(end.Add(-time.Millisecond))}, nil, 0, false},
-		{"a shard not loaded", []store.DrawShard{shard(end), {}}, nil, 0, false},
-		{"every entry written", []store.DrawShard{shard(end, "a"), shard(end, "b")}, []string{"a", "b"}, 0, true},
-		{"an entry on its way, within the grace", []store.DrawShard{shard(end.Add(grace/2), "a", "b")}, []string{"a"}, 0, false},
-		{"an entry missing after the grace, the queue not drained", []store.DrawShard{shard(end.Add(grace), "a", "b")}, []string{"a"}, 3, false},
-		{"an entry missing after the grace, the queue drained", []store.DrawShard{shard(end.Add(grace), "a", "b")}, []string{"a"}, 0, true},
-		{"entries lost from redis, within the grace", []store.DrawShard{{Held: true, Now: end.Add(time.Second), WindowEnd: end, EntryLost: true}}, nil, 0, false},
-		{"entries lost from redis, after the grace, drained", []store.DrawShard{{Held: true, Now: end.Add(grace), WindowEnd: end, EntryLost: true}}, nil, 0, true},
+		{"window open on one shard", []store.DrawShard{shard(after), shard(end.Add(-time.Millisecond))}, 0, 5, 5, false},
+		{"a shard not loaded", []store.DrawShard{shard(after), {}}, 0, 5, 5, false},
+		{"window passed, publishes may still be answered", []store.DrawShard{shard(end.Add(publish))}, 0, 5, 5, false},
+		{"writers behind the position", []store.DrawShard{shard(after, "a"), shard(after, "b")}, 0, 9, 8, false},
+		{"writers through the position", []store.DrawShard{shard(after, "a"), shard(after, "b")}, 0, 9, 9, true},
+		{"redis lists no entry, the queue holds some", []store.DrawShard{{Held: true, Now: after, WindowEnd: end, EntryLost: true}}, 0, 12, 11, false},
+		{"the position recorded first is the one waited for", []store.DrawShard{shard(after)}, 20, 9, 19, false},
+		{"past the recorded position", []store.DrawShard{shard(after)}, 20, 30, 20, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			db := &fakeDB{written: map[string]bool{}}
-			for _, id := range tc.written {
-				db.written[id] = true
-			}
+			db := &fakeDB{pos: tc.recorded}
 			st := &fakeStock{shards: tc.shards}
-			c := New(Config{Grace: grace}, db, st, fakeQueue{tc.backlog}, nil, slog.New(slog.NewTextHandler(io.Discard, nil)), time.Now)
+			c := New(Config{PublishTimeout: publish}, db, st, &fakeQueue{tc.last, tc.done}, nil, slog.New(slog.NewTextHandler(io.Discard, nil)), time.Now)
 			err := c.Close(context.Background(), 1)
 			if tc.decide {
 				if err != nil || db.decided != 1 || st.applied != 1 {
@@ -111,9 +110,9 @@ func TestCloserDecidesOnlyWhenReady(t *testing.T) {
 func TestCloserAppliesADecidedDraw(t *testing.T) {
 	end := time.UnixMilli(1_000_000)
 	closed := end.Add(time.Second)
-	db := &fakeDB{written: map[string]bool{}, closedAt: &closed, decided: 1}
+	db := &fakeDB{closedAt: &closed, decided: 1}
 	st := &fakeStock{shards: []store.DrawShard{{Held: true, Now: end.Add(2 * time.Second), WindowEnd: end, Entries: []string{"gone"}}}}
-	c := New(Config{Grace: time.Minute}, db, st, fakeQueue{7}, nil, slog.New(slog.NewTextHandler(io.Discard, nil)), time.Now)
+	c := New(Config{PublishTimeout: time.Minute}, db, st, &fakeQueue{9, 2}, nil, slog.New(slog.NewTextHandler(io.Discard, nil)), time.Now)
 	if err := c.Close(context.Background(), 1); err != nil || st.applied != 1 {
 		t.Fatalf("Close of a decided draw: %v (applied %d), want applied", err, st.applied)
 	}

@@ -425,7 +425,7 @@ func (p *Payments) Sweep(ctx context.Context) int {
 	var all []found
 	lctx, cancel := context.WithTimeout(ctx, 10*p.cfg.CallTimeout)
 	err := p.provider.Completed(lctx, p.now().Add(-sweepWindow), func(id string, st SessionState) error {
-		if st.Paid && isUUID(st.OrderID) {
+		if st.Paid && shop.IsOrderID(st.OrderID) {
 			all = append(all, found{id, st})
 		}
 		return nil

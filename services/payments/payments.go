@@ -145,7 +145,7 @@ func notPending(status string) error {
 // window has closed by this instance's clock is expired there and then (by Postgres's clock, the
 // expiry's own), so that the answer and the state agree.
 func (p *Payments) payableOrder(ctx context.Context, userID int64, orderID string) (store.OrderDetail, error) {
-	if !isUUID(orderID) {
+	if !shop.IsOrderID(orderID) {
 		return store.OrderDetail{}, shop.Errorf(shop.CodeNotFound, "no order %q", orderID)
 	}
 	o, err := p.db.OrderDetailByID(ctx, orderID)
@@ -288,7 +288,7 @@ func (p *Payments) Apply(ctx context.Context, e Event) error {
 	if e.ID == "" {
 		return shop.Errorf(shop.CodeInvalidInput, "the event has no id")
 	}
-	if e.OrderID != "" && !isUUID(e.OrderID) {
+	if e.OrderID != "" && !shop.IsOrderID(e.OrderID) {
 		// Not one of ours (a checkout made outside flashsale on the same account): acknowledged.
 		p.log.Info("payments: an event about no flashsale order", "event", e.ID, "reference", e.OrderID)
 		e.OrderID = ""
@@ -321,24 +321,6 @@ func (p *Payments) Kick() {
 	case p.kick <- struct{}{}:
 	default:
 	}
-}
-
-func isUUID(s string) bool {
-	if len(s) != 36 {
-		return false
-	}
-	for i, c := range s {
-		switch {
-		case i == 8 || i == 13 || i == 18 || i == 23:
-			if c != '-' {
-				return false
-			}
-		case c >= '0' && c <= '9', c >= 'a' && c <= 'f', c >= 'A' && c <= 'F':
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 type noWebhooks struct{}

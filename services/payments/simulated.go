@@ -44,7 +44,7 @@ func (s *Simulated) sessionID(orderID string) string {
 // orderOf reads the order a session id names; false for one it did not make.
 func (s *Simulated) orderOf(sessionID string) (string, bool) {
 	rest, ok := strings.CutPrefix(sessionID, "sim_cs_")
-	if !ok || len(rest) != 36+1+24 || !isUUID(rest[:36]) {
+	if !ok || len(rest) != 36+1+24 || !shop.IsOrderID(rest[:36]) {
 		return "", false
 	}
 	orderID := rest[:36]

@@ -317,7 +317,7 @@ func (w *Writer) decode(ctx context.Context, msgs []store.Delivery, b *batch) er
 			case seen[o.OrderID]:
 			case o.Draw:
 				b.entries = append(b.entries, store.NewEntry{ID: o.OrderID, SaleID: o.SaleID, ItemID: o.ItemID, UserID: o.UserID,
-					EnteredAt: time.UnixMilli(o.ReservedAt), Rank: o.Rank, Seq: o.Seq})
+					EnteredAt: time.UnixMilli(o.ReservedAt), Seq: o.Seq})
 			default:
 				b.orders = append(b.orders, o)
 			}

@@ -2,33 +2,12 @@ package purchase
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
 	"errors"
 	"time"
 
-	"github.com/flashsale/flashsale/services/internal/mac"
 	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 )
-
-// drawRanks gives each draw entry its rank: the HMAC-SHA256, under a key derived from the server's
-// secret, of the entry's order id, cut to 53 bits (1 to 2^53, lower is better). The order id is
-// itself an HMAC of the purchase token, so neither the shopper nor the time of the request can
-// choose or foresee the rank; the same attempt sent again has the same rank on every instance,
-// and the rank kept in the draw's record can be recomputed by whoever holds the secret.
-type drawRanks struct{ mac *mac.Pool }
-
-func newDrawRanks(secret []byte) drawRanks {
-	return drawRanks{mac: mac.NewPool(mac.PurposeKey(secret, "flashsale draw rank v1"))}
-}
-
-// of returns the rank of the entry orderID.
-func (d drawRanks) of(orderID string) int64 {
-	var sum [sha256.Size]byte
-	d.mac.Sum(orderID, &sum)
-	return int64(binary.BigEndian.Uint64(sum[:8])>>11) + 1
-}
 
 // mayEnter tells whether an attempt at now may fall in the item's sale's draw window, by this
 // instance's clock with a second's slack either way (Redis's clock decides; a rank sent that is
@@ -63,7 +42,7 @@ func (p *Purchases) closeDraw(ctx context.Context, saleID int64) error {
 // their orders.
 func (p *Purchases) enter(ctx context.Context, info shop.ItemInfo, userID int64, orderID, nonce string, res store.Reservation) (string, error) {
 	q := store.QueuedOrder{OrderID: orderID, SaleID: info.SaleID, ItemID: info.ItemID, UserID: userID, Seq: res.Seq, ReservedAt: res.ReservedAt.UnixMilli(),
-		Draw: true, Rank: res.Rank}
+		Draw: true}
 	perr := p.pub.Publish(context.WithoutCancel(ctx), q)
 	if perr == nil {
 		p.metrics.DrawEntries.Inc()

@@ -41,7 +41,6 @@ type Purchases struct {
 	returns Returner
 	tokens  tokenSigner
 	ids     attemptIDs // names each attempt's order after its token and item
-	ranks   drawRanks  // ranks each draw entry
 	draws   Draws      // closes a sale's draw once its window has passed
 	metrics *metrics.Metrics
 	log     *slog.Logger
@@ -86,7 +85,7 @@ func NewPurchases(cfg PurchaseConfig, d Deps) *Purchases {
 	}
 	return &Purchases{cfg: cfg, sales: d.Catalog, stock: d.Stock, db: d.DB, pub: d.Publisher, captcha: d.Captcha, soldOut: d.SoldOut,
 		limiter: d.Limiter, returns: d.Returns, funnel: d.Funnel, queueWait: NewQueueWait(d.Stock, d.WriterRate),
-		tokens: newTokenSigner(cfg.SigningSecret), ids: newAttemptIDs(cfg.SigningSecret), ranks: newDrawRanks(cfg.SigningSecret), draws: d.Draws,
+		tokens: newTokenSigner(cfg.SigningSecret), ids: newAttemptIDs(cfg.SigningSecret), draws: d.Draws,
 		metrics: metrics.Or(d.Metrics),
 		log:     d.Log, now: d.Now, mine: newMyOrdersState(d.Now)}
 }
@@ -226,12 +225,10 @@ func (p *Purchases) reserve(ctx context.Context, info shop.ItemInfo, userID int6
 	floor := &floors.shards[shard]
 	a := store.Attempt{SaleID: info.SaleID, ItemID: info.ItemID, UserID: userID, OrderID: orderID, Nonce: tok.Nonce,
 		TokenExpires: tok.Expires, Floor: floor.Load()}
-	if mayEnter(info, p.now()) {
-		a.Rank = p.ranks.of(orderID)
-	}
+	a.Entry = mayEnter(info, p.now())
 	res, err := p.stock.Reserve(ctx, a)
 	if errors.Is(err, store.ErrRankNeeded) { // this instance's clock is off the draw window: Redis's decides
-		a.Rank = p.ranks.of(orderID)
+		a.Entry = true
 		res, err = p.stock.Reserve(ctx, a)
 	}
 	if errors.Is(err, store.ErrDrawClosing) {
