@@ -21,8 +21,9 @@ import (
 // payment, Pay), with a line saying it was drawn (the shopper is the only entrant of their item,
 // so they are drawn). Two shoppers enter the other item, which has one unit, through the API: the
 // one not drawn sees "Not drawn" and the draw's sentence, calmly, on My orders and on the order
-// page. The merchant's live view shows the draw (window, entries, drawn, when it closed) and its
-// record, every entry with its drawn number and outcome. Screenshots at 1280 and 390 px go to
+// page, and checks the draw in the browser (its rank recomputed from the revealed seed). The
+// merchant's live view shows the draw (window, entries, drawn, when it closed), its commitment
+// and seed, and its record, every entry with its rank in its item and outcome. Screenshots at 1280 and 390 px go to
 // docs/screenshots/fair-start-*.png.
 func TestE2EFairStart(t *testing.T) {
 	t.Parallel()
@@ -177,6 +178,12 @@ func TestE2EFairStart(t *testing.T) {
 	if calm.Kind == "error" || calm.Pay || calm.Cancel {
 		lost.errorf("an entry not drawn: message kind %q, Pay shown %v, Cancel shown %v; want no error and no buttons", calm.Kind, calm.Pay, calm.Cancel)
 	}
+	// The shopper checks the draw in the browser: the seed against the commitment, their rank
+	// recomputed from it (2 entrants of the cap, 1 unit: second, not drawn).
+	lost.do("press Verify the draw", chromedp.Click(e2eTestID("draw-verify")))
+	lost.waitFor("the draw checked in the browser", 20*time.Second,
+		`e.q('draw-verify-result').getAttribute('data-ok') === 'true' && e.text(e.q('draw-verify-result')).includes('ranks 2 of 2 for this item') &&
+			e.text(e.q('draw-verify-result')).includes('you were not drawn')`)
 	lost.screenshot(dir, "fair-start-not-drawn-desktop.png", "")
 	lost.do("a 390-pixel phone", chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile))
 	lost.waitFor("the phone's width", 5*time.Second, `innerWidth === 390`)
@@ -202,14 +209,24 @@ func TestE2EFairStart(t *testing.T) {
 	if panel.Window != "6 s" || panel.Entries != "3" || panel.Winners != "2" || panel.Phase != "closed" || !regexp.MustCompile(`^\d\d:\d\d:\d\d$`).MatchString(panel.Closed) {
 		m.errorf("the draw's figures: %+v; want window 6 s, 3 entries, 2 drawn, closed at a time", panel)
 	}
+	proof := e2eEval[struct{ Commitment, Seed string }](m, "the draw's commitment and seed",
+		`({ Commitment: e.text(e.q('draw-commitment')), Seed: e.shown(e.q('draw-seed-row')) ? e.text(e.q('draw-seed')) : '' })`)
+	if !regexp.MustCompile(`^[0-9a-f]{64}$`).MatchString(proof.Commitment) || !regexp.MustCompile(`^[0-9a-f]{64}$`).MatchString(proof.Seed) {
+		m.errorf("the draw's proof: %+v; want the commitment and, decided, the seed (64 hex digits each)", proof)
+	}
 	won, notDrawn := 0, 0
-	var prevRank int64 = -1
+	var prevRank int64
+	prevItem := ""
 	for i, row := range panel.Rows {
 		rank, err := strconv.ParseInt(row.Rank, 10, 64)
-		if row.Place != "#"+strconv.Itoa(i+1) || err != nil || rank < prevRank || !regexp.MustCompile(`^\d\d:\d\d:\d\d$`).MatchString(row.Entered) {
-			m.errorf("record row %d: %+v; want its place, a drawn number in order (best first) and when it entered", i, row)
+		want := int64(1) // ranks restart at 1 for each item
+		if row.Item == prevItem {
+			want = prevRank + 1
 		}
-		prevRank = rank
+		if row.Place != "#"+strconv.Itoa(i+1) || err != nil || rank != want || !regexp.MustCompile(`^\d\d:\d\d:\d\d$`).MatchString(row.Entered) {
+			m.errorf("record row %d: %+v; want its place, its rank in its item (%d: best first) and when it entered", i, row, want)
+		}
+		prevRank, prevItem = rank, row.Item
 		switch {
 		case row.Won == "true" && strings.HasPrefix(row.Outcome, "drawn"):
 			won++

@@ -148,6 +148,7 @@ type Messages struct {
 	NotSignedIn, ToSeeOrder, ToSeeOrders string
 	// orderPanel and the sale page's order box
 	YourOrder, Item, Price, Sale, Status, Checking, CheckingCap, PayNow, CancelOrder string
+	VerifyDraw                                                                      string
 	CancelQuestion, CancelYes, CancelNo, OrderLabel, OrderDetails                    string
 	// home
 	HomeTitle, NoSales, AllEnded, SeeCurrentSales, AllEndedAfter    string
@@ -212,6 +213,7 @@ var enMessages = Messages{
 	CheckingCap:    "Checking…",
 	PayNow:         "Pay now",
 	CancelOrder:    "Cancel order",
+	VerifyDraw:     "Verify the draw",
 	CancelQuestion: "Cancel this order? Its unit goes back on sale for other shoppers, and this cannot be undone.",
 	CancelYes:      "Yes, cancel the order",
 	CancelNo:       "No, keep it",
@@ -339,6 +341,7 @@ var zhMessages = Messages{
 	CheckingCap:    "查询中…",
 	PayNow:         "立即支付",
 	CancelOrder:    "取消订单",
+	VerifyDraw:     "核验抽签",
 	CancelQuestion: "确定要取消这个订单吗？商品会重新开放给其他顾客抢购，取消后无法恢复。",
 	CancelYes:      "确定取消",
 	CancelNo:       "保留订单",

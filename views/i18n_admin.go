@@ -49,6 +49,7 @@ type AdminMessages struct {
 	// the live view's draw (a fair start)
 	DrawHeading, DrawHint, DrawWindow, DrawEntries, DrawWinners, DrawClosed, DrawRecord string
 	ColPlace, ColRank, ColEnteredAt, ColOutcome, DrawNoEntries, DrawPages               string
+	DrawCommitment, DrawSeed, DrawUndecided                                             string
 	// the live view's money
 	MoneyHeading, MoneyPaid, MoneyAwaiting, MoneyRefunded, MoneyBefore string
 	MoneyRefundNote, ColPaidAmount                                     string
@@ -181,18 +182,21 @@ var enAdmin = AdminMessages{
 	ReasonBadToken: "bad purchase token", ReasonCaptcha: "captcha failed", ReasonPaused: "sale paused", ReasonOther: "other",
 
 	DrawHeading:   "Fair start: the draw",
-	DrawHint:      "Purchases in the sale's first seconds entered a draw: the server gave each entry a random number (lower is better) that nobody could choose or foresee, and the best numbers got the units. This record lists every entry, best first: show it to a shopper who asks whether the draw was fair.",
+	DrawHint:      "Purchases in the sale's first seconds entered a draw. Before the window opened the shop published a commitment to a secret seed; once the draw is decided the seed is revealed, and each entry's rank follows from the seed and its order id, so anyone can recompute the draw (flashsale verify-draw, or the shopper's own order page). This record lists every entry, best first, per item.",
 	DrawWindow:    "Window",
 	DrawEntries:   "Entries",
 	DrawWinners:   "Drawn",
 	DrawClosed:    "Closed",
 	DrawRecord:    "The record",
 	ColPlace:      "Place",
-	ColRank:       "Drawn number",
+	ColRank:       "Rank",
 	ColEnteredAt:  "Entered at",
 	ColOutcome:    "Outcome",
 	DrawNoEntries: "No entries yet.",
 	DrawPages:     "Pages of the draw's record",
+	DrawCommitment: "Commitment (SHA-256 of the seed, published before the window):",
+	DrawSeed:       "Seed (revealed once decided):",
+	DrawUndecided:  "The record appears once the draw is decided: until then nobody, you included, sees who entered or their rank, and the quantities cannot change. Pausing stays possible; each pause is counted here.",
 	MoneyHeading:  "Money", MoneyPaid: "Paid", MoneyAwaiting: "Awaiting payment confirmation", MoneyRefunded: "Refunded",
 	MoneyBefore:     "Nothing sold yet: from the start, the money paid, awaiting confirmation and refunded shows here.",
 	MoneyRefundNote: "Refunds are payments that arrived after their order had expired or been cancelled: each goes back to the shopper in full, by itself.",
@@ -312,18 +316,21 @@ var zhAdmin = AdminMessages{
 	ReasonBadToken: "购买凭证无效", ReasonCaptcha: "验证码错误", ReasonPaused: "活动已暂停", ReasonOther: "其他",
 
 	DrawHeading:   "公平开抢：抽签",
-	DrawHint:      "活动开始后最初几秒内的购买参加抽签：服务器给每个参与者一个随机号码（越小越好），任何人都无法选择或预知，号码最好的获得商品。下面的记录按号码从好到差列出每个参与者：顾客询问抽签是否公平时，可以给他看。",
+	DrawHint:      "活动开始后最初几秒内的购买参加抽签。抽签开始前，商店公布了一个秘密种子的承诺值；开奖后种子公开，每个参与者的名次由种子和其订单号算出，任何人都可以重新计算整个抽签（用商店程序的核验命令，或在顾客自己的订单页面上）。下面的记录按商品列出每个参与者，名次从好到差。",
 	DrawWindow:    "抽签时长",
 	DrawEntries:   "参与人数",
 	DrawWinners:   "中签",
 	DrawClosed:    "结束时间",
 	DrawRecord:    "抽签记录",
 	ColPlace:      "名次",
-	ColRank:       "抽签号码",
+	ColRank:       "名次",
 	ColEnteredAt:  "参与时间",
 	ColOutcome:    "结果",
 	DrawNoEntries: "还没有人参与。",
 	DrawPages:     "抽签记录的分页",
+	DrawCommitment: "承诺值（种子的 SHA-256，抽签开始前公布）：",
+	DrawSeed:       "种子（开奖后公开）：",
+	DrawUndecided:  "开奖后才显示抽签记录：在此之前任何人（包括您）都看不到谁参加了以及名次，数量也不能修改。仍然可以暂停活动，每次暂停都会记录在这里。",
 	MoneyHeading:  "金额", MoneyPaid: "已收款", MoneyAwaiting: "等待支付确认", MoneyRefunded: "已退款",
 	MoneyBefore:     "尚未售出任何商品：活动开始后，这里显示已收款、等待确认和已退款的金额。",
 	MoneyRefundNote: "退款是订单过期或取消之后才到账的付款：每一笔都会自动全额退还给顾客。",

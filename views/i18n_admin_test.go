@@ -43,8 +43,8 @@ func TestAdminMessagesComplete(t *testing.T) {
 }
 
 // adminLatin are the Latin words a Chinese merchant page may hold: currency codes, the CSV file
-// format and the https:// of an image address's placeholder.
-var adminLatin = []string{"CNY", "USD", "EUR", "CSV", "https"}
+// format, the https:// of an image address's placeholder and SHA-256 (the draw's commitment).
+var adminLatin = []string{"CNY", "USD", "EUR", "CSV", "https", "SHA"}
 
 // The merchant's pages in each language: <html lang>, the title, the heading, the switch, and on
 // the Chinese page no English word left (the markup's; the script's words are checked in a

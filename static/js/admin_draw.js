@@ -1,8 +1,8 @@
 // The draw of a sale with a fair start, in its live view (/admin/sales/{id}): the window, the
 // entries so far, the units drawn and when it closed ("open", "deciding" before), from the live
-// answer's draw; and its record (GET /api/admin/sales/{id}/draw: every entry's drawn number,
-// best first, the shopper, the item, when it entered and what it became), a page at a time, so
-// that the merchant can show a shopper the draw was fair. The record is asked again only when
+// answer's draw; its commitment and, once decided, its seed; and its record (GET
+// /api/admin/sales/{id}/draw, once decided: every entry's rank in its item, best first, the
+// shopper, the item, when it entered and what it became), a page at a time. The record is asked again only when
 // the draw's numbers change, and only while its first page is shown.
 
 import { byTestId, setText, show, el, enc } from './dom.js';
@@ -83,8 +83,8 @@ function row(D, e, place) {
   var tr = el('tr', { class: 'stack-row', 'data-testid': 'draw-row', 'data-order-id': String(e.orderId), 'data-status': String(e.status),
     'data-won': e.won ? 'true' : 'false' });
   tr.appendChild(el('th', { scope: 'row', 'data-col': 'place' }, '#' + count(place)));
-  var rank = el('td', { 'data-col': 'rank', 'data-label': t('Drawn number') });
-  rank.appendChild(el('code', null, String(e.rank)));
+  var rank = el('td', { 'data-col': 'rank', 'data-label': t('Rank') });
+  rank.appendChild(el('code', null, typeof e.rank === 'number' ? count(e.rank) : '\u2013'));
   tr.appendChild(rank);
   tr.appendChild(el('td', { 'data-col': 'shopper', 'data-label': t('Shopper') }, shopperText(e)));
   tr.appendChild(el('td', { 'data-col': 'item', 'data-label': t('Item') }, D.itemNames[String(e.itemId)] || t('item #{id}', { id: e.itemId })));
@@ -105,11 +105,26 @@ function renderRecord(D) {
     return row(D, e, D.offset + i + 1);
   });
   D.rows.replaceChildren.apply(D.rows, trs);
-  show(D.empty, D.record.length === 0 && D.offset === 0);
+  show(D.undecided, D.decided === false);
+  show(D.empty, D.decided !== false && D.record.length === 0 && D.offset === 0);
   D.first.disabled = D.busy || D.offset === 0;
   D.next.disabled = D.busy || !D.nextCursor;
   // one page only: no pager
   show(D.pager, D.offset > 0 || !!D.nextCursor);
+}
+
+// proof shows the draw's commitment, its seed once revealed, and the pauses while undecided.
+function proof(D, d) {
+  var commitment = typeof d.commitment === 'string' ? d.commitment : '';
+  var seed = typeof d.seed === 'string' ? d.seed : '';
+  setText(byTestId('draw-commitment', D.section), commitment);
+  setText(byTestId('draw-seed', D.section), seed);
+  show(byTestId('draw-seed-row', D.section), !!seed);
+  show(byTestId('draw-proof', D.section), !!commitment);
+  var pauses = Number(d.pauses) || 0;
+  var p = byTestId('draw-pauses', D.section);
+  setText(p, pauses > 0 ? t('Paused {n} time(s) while the draw was undecided.', { n: count(pauses) }) : '');
+  show(p, pauses > 0);
 }
 
 // loadRecord asks for a page of the record (cursor '' is the first).
@@ -121,6 +136,8 @@ async function loadRecord(D, cursor, offset) {
   D.busy = false;
   if (r.ok && r.data && Array.isArray(r.data.record)) {
     D.record = r.data.record;
+    D.decided = r.data.decided === true;
+    proof(D, r.data);
     D.offset = offset;
     D.cursor = cursor;
     D.nextCursor = typeof r.data.next === 'string' ? r.data.next : '';
@@ -168,6 +185,8 @@ export function initDraw(root, saleId) {
     section: section,
     rows: byTestId('draw-rows', section),
     empty: byTestId('draw-empty', section),
+    undecided: byTestId('draw-undecided', section),
+    decided: null, // the record's answer: false until the draw is decided
     status: byTestId('draw-status', section),
     first: byTestId('draw-first', section),
     next: byTestId('draw-next', section),

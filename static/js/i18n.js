@@ -17,6 +17,20 @@ export const lang = /^zh(-|$)/i.test(document.documentElement.getAttribute('lang
 export const locale = lang === 'zh' ? 'zh-CN' : 'en';
 
 const ZH = {
+  // order_verify.js: a shopper checks a fair start's draw
+  'Could not read the draw\u2019s record: {why}': '无法读取抽签记录：{why}',
+  'The draw is not decided yet: it can be checked once its seed is revealed.': '抽签尚未开奖：种子公开后才能核验。',
+  'The draw is too large to check in a browser: run flashsale verify-draw {sale}.': '抽签记录太大，无法在浏览器中核验：请运行 flashsale verify-draw {sale}。',
+  'This browser can check the draw only on a secure (https) page: run flashsale verify-draw {sale} instead.': '浏览器只能在安全（https）页面上核验抽签：请改为运行 flashsale verify-draw {sale}。',
+  'The draw\u2019s seed is not 32 bytes: the draw cannot be checked.': '抽签种子不是 32 字节：无法核验。',
+  'The revealed seed is not the one committed to before the draw: the draw does not check out.': '公开的种子与抽签前承诺的不一致：抽签核验未通过。',
+  'Your entry is not in the draw\u2019s record: the draw does not check out.': '你的参与记录不在抽签记录中：抽签核验未通过。',
+  'Entry {id} is not where its draw key places it: the draw does not check out.': '参与记录 {id} 的名次与其抽签值不符：抽签核验未通过。',
+  'Checked in your browser: the seed is the one committed to before the draw. Your entry was not ranked (a second entry of the same shopper, or one that reached the shop after the draw).': '已在你的浏览器中核验：种子与抽签前的承诺一致。你的参与记录未参加排名（同一顾客的第二次参与，或在开奖后才到达商城）。',
+  'Checked in your browser: the seed is the one committed to before the draw, and from it your entry ranks {place} of {count} for this item, which had {units} unit(s) to draw: {outcome}': '已在你的浏览器中核验：种子与抽签前的承诺一致，据此你的参与记录在该商品的 {count} 个参与者中排第 {place} 名，该商品共有 {units} 件参与抽签：{outcome}',
+  'you were drawn.': '你已中签。',
+  'you were not drawn.': '你未中签。',
+  'Checking the draw\u2026': '正在核验抽签…',
   // time.js
   '{d} d {hms}': '{d}天 {hms}',
   // order.js, order_actions.js, simpay.js: payments

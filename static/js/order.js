@@ -12,6 +12,7 @@ import { loggedIn, sessionExpired, onSession, initSession, loginPrompt } from '.
 import { FINAL_STATUSES, ORDER_NOTES, statusWord, drawNote, queueOf, queueText } from './status.js';
 import { t, href } from './i18n.js';
 import { bindActions } from './order_actions.js';
+import { bindVerify } from './order_verify.js';
 
 // PARTS are the panel's elements, by their data-testid.
 const PARTS = {
@@ -154,6 +155,7 @@ function renderStatus(O) {
   }
   renderButtons(O, pending);
   renderPayBy(O, pending);
+  O.verify({ draw: O.draw, orderId: O.orderId, saleId: O.detail ? O.detail.saleId : '', itemId: O.itemId, status: status });
   if (O.hooks.onStatus && O.orderId && status !== O.notified) {
     O.notified = status;
     O.hooks.onStatus(O.orderId, status, O.detail, { draw: O.draw, message: O.message });
@@ -178,6 +180,9 @@ function learn(O, data) {
         : data.saleId !== undefined && data.saleId !== null && data.saleId !== '' ? t('Sale {id}', { id: data.saleId }) : '',
       saleId: data.saleId !== undefined && data.saleId !== null ? String(data.saleId) : ''
     };
+  }
+  if (data.itemId !== undefined && data.itemId !== null) {
+    O.itemId = String(data.itemId);
   }
   renderDetail(O);
   renderStatus(O);
@@ -360,7 +365,9 @@ export function orderController(panel, say, hooks) {
     cancelling: false,
     confirming: false,
     epoch: 0, // changes when an action starts and ends: a status fetched before is stale
-    notified: null // the status hooks.onStatus was last told
+    notified: null, // the status hooks.onStatus was last told
+    itemId: '', // the order's item, once the API has told it
+    verify: bindVerify(panel) // the "Verify the draw" box of a decided entry
   };
   O.renderStatus = function () {
     renderStatus(O);
