@@ -148,7 +148,7 @@ type Messages struct {
 	NotSignedIn, ToSeeOrder, ToSeeOrders string
 	// orderPanel and the sale page's order box
 	YourOrder, Item, Price, Sale, Status, Checking, CheckingCap, PayNow, CancelOrder string
-	VerifyDraw                                                                      string
+	VerifyDraw                                                                       string
 	CancelQuestion, CancelYes, CancelNo, OrderLabel, OrderDetails                    string
 	// home
 	HomeTitle, NoSales, AllEnded, SeeCurrentSales, AllEndedAfter    string
