@@ -139,6 +139,12 @@ func (w *gzipResponse) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	return w.ResponseWriter.Hijack()
 }
 
+// Unwrap is the writer underneath, for http.ResponseController: a handler behind this middleware
+// moves its write deadline (SetWriteDeadline: the CSV export, chunk by chunk) on the real
+// connection, not ErrNotSupported. The body still goes through Write and Flush here: the
+// controller calls a method of the wrapped writer only when this one lacks it.
+func (w *gzipResponse) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
 // decide picks the encoding: gzip when big is true and the answer is text that no one encoded.
 func (w *gzipResponse) decide(big bool) {
 	w.decided = true

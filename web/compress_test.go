@@ -163,3 +163,41 @@ func TestCompressionLeavesAlone(t *testing.T) {
 		t.Errorf("GET /panic: %d %q %q, want the plain 500 alone", rec.Code, rec.Header().Get("Content-Encoding"), rec.Body.String())
 	}
 }
+
+// A handler behind the middleware reaches the connection through http.ResponseController (the
+// CSV export moves its write deadline before every chunk: handlers/orders_admin.go), also for a
+// client that accepts gzip, whose writer is the middleware's; the answer still goes through it,
+// compressed.
+func TestCompressionUnwrapsForTheResponseController(t *testing.T) {
+	t.Parallel()
+	r := gin.New()
+	r.Use(compress)
+	r.GET("/deadline", func(c *gin.Context) {
+		say := "deadline moved"
+		if err := http.NewResponseController(c.Writer).SetWriteDeadline(time.Now().Add(time.Minute)); err != nil {
+			say = "SetWriteDeadline: " + err.Error()
+		}
+		c.Data(http.StatusOK, "text/plain; charset=utf-8", []byte(strings.Repeat(say+"\n", 100)))
+	})
+	srv := httptest.NewServer(r)
+	defer srv.Close()
+	for _, ae := range []string{"", "gzip"} {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/deadline", nil)
+		req.Header.Set("Accept-Encoding", ae) // set by hand: the client leaves the body as it came
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if got, want := resp.Header.Get("Content-Encoding"), ae; got != want {
+			t.Errorf("Accept-Encoding %q: Content-Encoding %q, want %q", ae, got, want)
+		}
+		if ae == "gzip" {
+			raw = gunzip(t, raw)
+		}
+		if first, _, _ := strings.Cut(string(raw), "\n"); first != "deadline moved" {
+			t.Errorf("Accept-Encoding %q: the handler says %q, want the deadline moved on the connection", ae, first)
+		}
+	}
+}
