@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -88,7 +89,7 @@ type ConfigVar struct {
 }
 
 var ConfigVars = []ConfigVar{
-	{"FLASHSALE_ENV", "development", "`development` or `production`; production refuses the test captcha, `RATE_LIMITS=off`, the development JWT secret, `DEMO=1` and `NATS_SYNC=interval`, and sets Secure `__Host-` cookies and HSTS"},
+	{"FLASHSALE_ENV", "development", "`development` or `production`; production refuses the test captcha, `RATE_LIMITS=off`, the development JWT secret, `DEMO=1`, `NATS_SYNC=interval` and `TRUSTED_PROXIES` that trust every address, and sets Secure `__Host-` cookies and HSTS"},
 	{"FLASHSALE_ADDR", "127.0.0.1:8080", "HTTP listen address"},
 	{"FLASHSALE_METRICS_ADDR", "127.0.0.1:9090", "listen address of `/metrics` (Prometheus), kept off the public address; `off` serves none"},
 	{"FLASHSALE_DATABASE_URL", "postgres://postgres@127.0.0.1:5433/flashsale?sslmode=disable", "Postgres, the source of truth"},
@@ -125,7 +126,7 @@ var ConfigVars = []ConfigVar{
 	{"FLASHSALE_RECONCILE_INTERVAL", "5s", "how often the instance holding the lease reconciles Redis with Postgres"},
 	{"FLASHSALE_WARM_AHEAD", "10m", "a sale's stock is loaded into Redis this long before its start (at once for a sale created or edited closer to it; the merchant's warm button forces it earlier)"},
 	{"FLASHSALE_STOCK_SHARDS", "1", "a new sale's stock is split into this many Redis shards (1–64; fixed per sale at its creation, the admin API's `stockShards` overrides it): more than 1 spreads a hot sale over several Redis Cluster slots"},
-	{"FLASHSALE_TRUSTED_PROXIES", "", "comma-separated IP addresses or CIDR ranges of the proxies whose X-Forwarded-For is believed; an entry that is neither (a host name, an address with a port) is refused at start"},
+	{"FLASHSALE_TRUSTED_PROXIES", "", "comma-separated IP addresses or CIDR ranges of the proxies whose X-Forwarded-For is believed; an entry that is neither (a host name, an address with a port) is refused at start; in production, so is a list that trusts every IPv4 or every IPv6 address (`0.0.0.0/0`, `::/0`, or ranges that add up to one)"},
 	{"FLASHSALE_FAULT", "", "test only, refused in production: `STEP:kill` or `STEP:stop`, optionally `@N` (the N-th time), makes the process SIGKILL or SIGSTOP itself at a named step (`after-reserve`, `after-puback`, `writer-before-commit`, `writer-after-commit`, `lease-held`); see RELIABILITY.md"},
 	{"FLASHSALE_PAYMENTS", "simulated", "payment provider: `simulated` (a page of the shop stands in for the provider's; no money moves; refused in production, and on an address other than loopback unless set by name) or `stripe` (Stripe Checkout, see DEPLOYMENT.md)"},
 	{"FLASHSALE_STRIPE_SECRET_KEY", "", "with `PAYMENTS=stripe`: the Stripe secret key (`sk_live_…` or a restricted `rk_live_…`; a test-mode key only with `STRIPE_TEST_MODE=on`); required"},
@@ -406,7 +407,83 @@ func checkProduction(r *envReader, c Config) {
 	if c.ClockSkew != 0 {
 		r.fail(errors.New("FLASHSALE_CLOCK_SKEW is refused when FLASHSALE_ENV=production: it is for fault tests only"))
 	}
+	if every := everyAddressTrusted(c.TrustedProxies); len(every) > 0 {
+		r.fail(fmt.Errorf("FLASHSALE_TRUSTED_PROXIES=%q trusts every %s address, refused when FLASHSALE_ENV=production: any client could then write the address it likes in X-Forwarded-For, "+
+			"and so dodge the per-address rate limits (logins, purchases) or spend another address's; list only your proxies' addresses or ranges (such as 172.28.0.10 or 10.0.0.0/24)",
+			strings.Join(c.TrustedProxies, ","), strings.Join(every, " address and every ")))
+	}
 	checkPlaceholders(r)
+}
+
+// everyAddressTrusted names the address families ("IPv4", "IPv6") of which the trusted proxies
+// cover every address, whether in one entry (0.0.0.0/0, ::/0, ::ffff:0:0/96) or in several
+// (0.0.0.0/1 and 128.0.0.0/1). The families are as gin matches a client's address: an IPv4
+// address (or an IPv4-mapped IPv6 one) against the IPv4 entries and the IPv4-mapped ranges of
+// /96 or longer, any other against the other IPv6 entries. An entry that is not an address or a
+// range is left out (web.CheckTrustedProxies names it).
+func everyAddressTrusted(proxies []string) []string {
+	var v4, v6 []netip.Prefix
+	for _, p := range proxies {
+		var pre netip.Prefix
+		if strings.Contains(p, "/") {
+			var err error
+			if pre, err = netip.ParsePrefix(p); err != nil {
+				continue
+			}
+		} else {
+			a, err := netip.ParseAddr(p)
+			if err != nil {
+				continue
+			}
+			pre = netip.PrefixFrom(a.WithZone(""), a.BitLen())
+		}
+		switch a := pre.Addr(); {
+		case a.Is4():
+			v4 = append(v4, pre.Masked())
+		case a.Is4In6() && pre.Bits() >= 96:
+			v4 = append(v4, netip.PrefixFrom(a.Unmap(), pre.Bits()-96).Masked())
+		default:
+			v6 = append(v6, pre.Masked())
+		}
+	}
+	// An IPv6 client is never in ::ffff:0:0/96 as gin sees it (such an address is an IPv4 one).
+	v6 = append(v6, netip.MustParsePrefix("::ffff:0:0/96"))
+	var every []string
+	if coversAll(v4, netip.IPv4Unspecified()) {
+		every = append(every, "IPv4")
+	}
+	if coversAll(v6, netip.IPv6Unspecified()) {
+		every = append(every, "IPv6")
+	}
+	return every
+}
+
+// coversAll reports whether the masked ranges ps (of one family) together hold every address
+// from first, the family's lowest, to its highest.
+func coversAll(ps []netip.Prefix, first netip.Addr) bool {
+	slices.SortFunc(ps, func(a, b netip.Prefix) int { return a.Addr().Compare(b.Addr()) })
+	next := first // the lowest address not yet covered
+	for _, p := range ps {
+		if next.Less(p.Addr()) {
+			return false // a gap before p
+		}
+		if last := lastAddr(p); !last.Less(next) {
+			if next = last.Next(); !next.IsValid() {
+				return true // last is the family's highest address
+			}
+		}
+	}
+	return false
+}
+
+// lastAddr is the highest address of the range p.
+func lastAddr(p netip.Prefix) netip.Addr {
+	b := p.Addr().AsSlice()
+	for i := p.Bits(); i < len(b)*8; i++ {
+		b[i/8] |= 0x80 >> (i % 8)
+	}
+	a, _ := netip.AddrFromSlice(b)
+	return a
 }
 
 // loopbackAddr reports whether the listen address addr (host:port) takes connections from this

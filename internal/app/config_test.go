@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"io"
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
@@ -161,6 +162,40 @@ var trustedProxyConfigCases = []configCase{
 	{"trusted proxy with a port", map[string]string{"FLASHSALE_TRUSTED_PROXIES": "172.28.0.10:80"}, `"172.28.0.10:80"`},
 	{"trusted proxy range out of bounds", map[string]string{"FLASHSALE_TRUSTED_PROXIES": "10.0.0.0/33"}, `"10.0.0.0/33"`},
 	{"trusted proxy address out of bounds", map[string]string{"FLASHSALE_TRUSTED_PROXIES": "10.0.0.256"}, `"10.0.0.256"`},
+	// A list that trusts every address of a family lets any client write its own address in
+	// X-Forwarded-For (and so pick its rate-limit buckets): refused in production, by name.
+	{"production refuses trusting every IPv4 address", withEnv(prodOK, "FLASHSALE_TRUSTED_PROXIES", "0.0.0.0/0"), "FLASHSALE_TRUSTED_PROXIES=\"0.0.0.0/0\" trusts every IPv4 address"},
+	{"production refuses trusting every IPv6 address", withEnv(prodOK, "FLASHSALE_TRUSTED_PROXIES", "::/0"), "FLASHSALE_TRUSTED_PROXIES=\"::/0\" trusts every IPv6 address"},
+	{"production refuses both", withEnv(prodOK, "FLASHSALE_TRUSTED_PROXIES", "0.0.0.0/0,::/0"), "trusts every IPv4 address and every IPv6 address"},
+	{"production refuses every address among others", withEnv(prodOK, "FLASHSALE_TRUSTED_PROXIES", "172.28.0.10, 0.0.0.0/0"), `FLASHSALE_TRUSTED_PROXIES="172.28.0.10,0.0.0.0/0" trusts every IPv4 address`},
+	{"production refuses every address in two halves", withEnv(prodOK, "FLASHSALE_TRUSTED_PROXIES", "128.0.0.0/1,10.0.0.1,0.0.0.0/1"), "trusts every IPv4 address"},
+	{"production refuses every address in pieces", withEnv(prodOK, "FLASHSALE_TRUSTED_PROXIES", "0.0.0.0/2,64.0.0.0/2,128.0.0.0/3,160.0.0.0/3,192.0.0.0/2"), "trusts every IPv4 address"},
+	{"production refuses every IPv4 address written as IPv6", withEnv(prodOK, "FLASHSALE_TRUSTED_PROXIES", "::ffff:0:0/96"), "trusts every IPv4 address"},
+	{"production refuses every IPv6 address in halves", withEnv(prodOK, "FLASHSALE_TRUSTED_PROXIES", "::/1,8000::/1"), "trusts every IPv6 address"},
+	{"production refuses every address, overlapping", withEnv(prodOK, "FLASHSALE_TRUSTED_PROXIES", "0.0.0.0/1,64.0.0.0/2,100.0.0.0/8,128.0.0.0/1"), "trusts every IPv4 address"},
+	{"production takes real proxies", withEnv(prodOK, "FLASHSALE_TRUSTED_PROXIES", "172.28.0.10,10.0.0.0/8,2001:db8::/32,::1"), ""},
+	{"production takes half of every address", withEnv(prodOK, "FLASHSALE_TRUSTED_PROXIES", "0.0.0.0/1,::/1"), ""},
+	{"production takes all IPv4 addresses but the highest", withEnv(prodOK, "FLASHSALE_TRUSTED_PROXIES", allBut("255.255.255.255/32")), ""},
+	{"production takes all IPv4 addresses but the lowest", withEnv(prodOK, "FLASHSALE_TRUSTED_PROXIES", allBut("0.0.0.0/32")), ""},
+	{"production takes all IPv4 addresses but one", withEnv(prodOK, "FLASHSALE_TRUSTED_PROXIES", allBut("10.1.2.3/32")), ""},
+	{"production refuses the same with the one address too", withEnv(prodOK, "FLASHSALE_TRUSTED_PROXIES", allBut("10.1.2.3/32")+",10.1.2.3"), "trusts every IPv4 address"},
+	{"production refuses every IPv6 address but the IPv4-mapped ones (IPv4 addresses to gin)", withEnv(prodOK, "FLASHSALE_TRUSTED_PROXIES", allBut("::ffff:0:0/96")), "trusts every IPv6 address"},
+	{"production takes all IPv6 addresses but one", withEnv(prodOK, "FLASHSALE_TRUSTED_PROXIES", allBut("2001:db8::1/128")), ""},
+	{"development takes every address", map[string]string{"FLASHSALE_TRUSTED_PROXIES": "0.0.0.0/0,::/0"}, ""},
+}
+
+// allBut is a FLASHSALE_TRUSTED_PROXIES list of every address of p's family but those of p: for
+// each bit of p's prefix, the range that agrees with p up to that bit and differs in it.
+func allBut(p string) string {
+	pre := netip.MustParsePrefix(p)
+	var out []string
+	for i := range pre.Bits() {
+		b := pre.Addr().AsSlice()
+		b[i/8] ^= 0x80 >> (i % 8)
+		a, _ := netip.AddrFromSlice(b)
+		out = append(out, netip.PrefixFrom(a, i+1).Masked().String())
+	}
+	return strings.Join(out, ",")
 }
 
 // Issue 18, item 10: a bad FLASHSALE_TRUSTED_PROXIES entry stops the server before it serves
