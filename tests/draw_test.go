@@ -295,8 +295,8 @@ func TestDrawAcrossInstancesAndShards(t *testing.T) {
 // TestDrawSurvivesRedisLossInTheWindow: Redis loses the sale's keys (entrants and entries
 // included) in the middle of its draw window. The keeper rebuilds it from Postgres, marked as
 // having lost its entries; shoppers go on entering, one of the first ones a second time (Redis no
-// longer knows their entry). The draw then waits for the orphan age and a drained queue instead
-// of trusting Redis's count, and decides every entry written: the units to the best ranks, the
+// longer knows their entry). The draw then waits for the writers to pass the queue's position at
+// the window's end instead of trusting Redis's list, and decides every entry: the units to the best ranks, the
 // second entry not drawn whatever its rank, every entrant one outcome; the invariants hold.
 func TestDrawSurvivesRedisLossInTheWindow(t *testing.T) {
 	h := newHarness(t, harnessOpts{env: map[string]string{"FLASHSALE_ORPHAN_AGE": "3s"}})
