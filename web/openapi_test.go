@@ -142,7 +142,7 @@ var allCodes = []shop.Code{
 	shop.CodeSoldOut, shop.CodeSaleEnded, shop.CodeNotStarted,
 	shop.CodePaused, shop.CodeSaleStarted, shop.CodeQuantityTooLow, shop.CodeQueueNotDrained,
 	shop.CodeRateLimited, shop.CodeUnavailable, shop.CodeInternal, shop.CodeUseCheckout, shop.CodeBadSignature,
-	shop.CodeDrillRunning, shop.CodeDrillNotNow, shop.CodePriceNotPayable,
+	shop.CodeDrillRunning, shop.CodeDrillNotNow, shop.CodePriceNotPayable, shop.CodeDrawInProgress,
 }
 
 // statusOfCode asks the real error writer which status a code gets.
