@@ -90,7 +90,7 @@ func (r *redisSingle) rewind(t *testing.T, saleID int64, d time.Duration) string
 	snapshot := r.srv.CopyData(t)
 	time.Sleep(d)
 	r.srv.Restore(t, snapshot)
-	return "Redis SIGKILL, restarted from its AOF as it was 1 s earlier"
+	return fmt.Sprintf("Redis SIGKILL, restarted from its AOF as it was %s earlier", d)
 }
 
 func (r *redisSingle) wipe(t *testing.T, saleID int64) string {

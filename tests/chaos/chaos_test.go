@@ -86,6 +86,7 @@ var scenarios = []scenario{
 	{"20a", "Redis restored a second behind, one instance restarted: its floors from Postgres", false, scenarioRewindRestart, ""},
 	{"20b", "an instance with the embedded NATS stopped past its registration while another starts", false, scenarioEmbeddedPause, ""},
 	{"21", "an instance killed while the draw closes (fair start)", false, scenarioDrawKill, ""},
+	{"21b", "Redis back in time during a fair start's window, its entries still queued", false, scenarioDrawFailover, ""},
 	{"22", "Stripe misbehaving: 500s, unanswered refunds, dropped, doubled, late and reordered webhooks", false, scenarioStripeFaults, ""},
 }
 
