@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -530,4 +531,83 @@ func TestProductionCookies(t *testing.T) {
 	if st := me("fs_session=" + session); st != 401 {
 		t.Errorf("me with an unprefixed fs_session in production: %d, want 401", st)
 	}
+}
+
+// Ten addresses guessing without pause must not keep an account's owner out: an address that has
+// logged in to the username before (remembered in Redis for limits.KnownLoginKeep, from the last
+// success) skips the username's global cap (limits.AuthUsernameLimit), while that cap stays on
+// every other address, and the known address keeps its own per-address limits.
+func TestAuthLimitsKnownAddressSkipsUsernameCap(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{env: map[string]string{"FLASHSALE_RATE_LIMITS": "on", "FLASHSALE_TRUSTED_PROXIES": "127.0.0.1"}})
+	if _, err := h.app.Auth.AddUser(context.Background(), "owner", "owner-pass-123", auth.RoleShopper); err != nil {
+		t.Fatal(err)
+	}
+	login := func(user, pass, ip string) response {
+		return h.do("POST", "/api/auth/login", "", map[string]string{"username": user, "password": pass}, "X-Forwarded-For", ip)
+	}
+	const home = "198.51.100.20"
+	if r := login("owner", "owner-pass-123", home); r.Status != http.StatusOK {
+		t.Fatalf("the owner's first login: %d %s", r.Status, r.Raw)
+	}
+	// Remembered for 30 days under the lower-case username and the client address.
+	ctx := context.Background()
+	key := store.KnownLoginKey(home, "owner")
+	if ttl, err := h.app.Redis.TTL(ctx, key).Result(); err != nil || ttl < limits.KnownLoginKeep-time.Minute || ttl > limits.KnownLoginKeep {
+		t.Errorf("redis key %s: TTL %v (%v), want about %v", key, ttl, err, limits.KnownLoginKeep)
+	}
+
+	// The attack: each guess from another IPv6 /64, so that only the username's global bucket
+	// holds them back. First until it refuses, then without pause while the owner logs in.
+	var guesses atomic.Int64
+	guess := func() response {
+		n := guesses.Add(1)
+		return login("OWNER", "a wrong guess", fmt.Sprintf("2001:db8:%x:%x::1", n>>16, n&0xffff))
+	}
+	wantLimited(t, "one username from many addresses", 2*limits.AuthUsernameLimit.Burst, func(int) response { return guess() })
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+					guess()
+				}
+			}
+		}()
+	}
+	// try logs in, again while every bcrypt slot is taken by a guess that got through (503).
+	try := func(pass, ip string) response {
+		for {
+			r := login("owner", pass, ip)
+			if r.Status != http.StatusServiceUnavailable {
+				return r
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	// The cap holds for an address that never logged in, the right password or not...
+	newcomer := try("owner-pass-123", "203.0.113.77")
+	// ...and not for the owner's known address, time after time.
+	var owner []response
+	for range 3 {
+		owner = append(owner, try("owner-pass-123", home))
+	}
+	close(stop)
+	wg.Wait()
+	wantCode(t, "an unknown address during the attack", newcomer, http.StatusTooManyRequests, "RATE_LIMITED")
+	for i, r := range owner {
+		if r.Status != http.StatusOK {
+			t.Errorf("the owner's known address during the attack, login #%d: %d %s, want 200", i+1, r.Status, r.Raw)
+		}
+	}
+	// The known address keeps its own per-address limit at the username.
+	wantLimited(t, "wrong guesses from the known address", 2*limits.AuthUserClientLimit.Burst, func(int) response {
+		return login("owner", "a wrong guess", home)
+	})
 }

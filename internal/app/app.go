@@ -197,7 +197,7 @@ func (a *App) build(instance string) error {
 	// The purchase funnel of the merchant's live view: counted in memory, flushed to Redis once a
 	// second (start), so the purchase path makes no extra Redis call.
 	a.funnel = catalog.NewFunnel(a.Stock, log, a.now)
-	limiter := limits.NewLimiter(store.NewRateLimiter(a.Redis), limits.Config{On: cfg.RateLimits, Log: log, Now: a.now})
+	limiter := limits.NewLimiter(store.NewRateLimiter(a.Redis), limits.Config{On: cfg.RateLimits, Log: log, Now: a.now, Known: store.NewKnownLogins(a.Redis)})
 	a.buildDrills(instance)
 	challenges := drill.Captcha{Inner: a.captcha(), Drills: a.drills, IsCopy: func(ctx context.Context, saleID int64) bool {
 		s, err := a.sales.CachedRow(ctx, saleID)

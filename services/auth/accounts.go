@@ -110,6 +110,9 @@ func (a *Auth) Register(ctx context.Context, username, password, captchaID, answ
 	}
 	id := Identity{UserID: u.ID, Role: u.Role}
 	tok, err := a.Issue(id)
+	if err == nil {
+		a.limiter.SignedIn(ctx, ip, u.Username) // the creator's address is known to the account
+	}
 	return tok, id, err
 }
 
@@ -154,7 +157,8 @@ var dummyHash = sync.OnceValue(func() []byte {
 })
 
 // Login checks a username (case-insensitively) and password from a client at ip and returns a
-// token.
+// token. A success makes ip known to the account (limits.Limiter.SignedIn): its next logins skip
+// the username's global bucket, which guesses from other addresses may have spent.
 func (a *Auth) Login(ctx context.Context, username, password, ip string) (string, Identity, error) {
 	bad := shop.Errorf(shop.CodeInvalidCredentials, "wrong username or password")
 	if username == "" || len(username) > 64 || len(password) > 72 || strings.ContainsRune(username, 0) {
@@ -181,6 +185,9 @@ func (a *Auth) Login(ctx context.Context, username, password, ip string) (string
 	}
 	id := Identity{UserID: u.ID, Role: u.Role}
 	tok, err := a.Issue(id)
+	if err == nil {
+		a.limiter.SignedIn(ctx, ip, u.Username)
+	}
 	return tok, id, err
 }
 

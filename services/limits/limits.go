@@ -29,21 +29,35 @@ type GCRA interface {
 	Allow(ctx context.Context, key string, rate, burst int, period time.Duration) (allowed bool, retryAfter time.Duration, err error)
 }
 
-// Config says whether the limits are enforced (FLASHSALE_RATE_LIMITS), and where to log.
+// KnownLogins remembers the client addresses that logged in to a username (store.KnownLogins:
+// one key per pair in Redis).
+type KnownLogins interface {
+	// Known reports whether client (ClientKey) logged in to username (lower case) within the
+	// time its last success set.
+	Known(ctx context.Context, client, username string) (bool, error)
+	// Remember records that client logged in to username, for keep from now.
+	Remember(ctx context.Context, client, username string, keep time.Duration) error
+}
+
+// Config says whether the limits are enforced (FLASHSALE_RATE_LIMITS), where to log, and where
+// the addresses that logged in to a username are remembered (nil: none, every login attempt
+// meets the username's global bucket).
 type Config struct {
-	On  bool
-	Log *slog.Logger
-	Now func() time.Time
+	On    bool
+	Log   *slog.Logger
+	Now   func() time.Time
+	Known KnownLogins
 }
 
 // Limiter enforces the rate limits across instances with shared GCRA buckets, preceded by an
 // in-process token bucket per key so one instance never floods Redis with a shopper who is over
 // the limit anyway.
 type Limiter struct {
-	on   bool
-	gcra GCRA
-	log  *slog.Logger
-	now  func() time.Time
+	on    bool
+	gcra  GCRA
+	known KnownLogins // nil: no address is known
+	log   *slog.Logger
+	now   func() time.Time
 
 	// The in-process buckets, in two generations: lookups find a key in cur, or move it there
 	// from prev; cur becomes prev (and the old prev is dropped) once it holds localMax keys or
@@ -79,7 +93,7 @@ func (l *Limiter) localBuckets() int {
 // NewLimiter returns a limiter on the shared buckets gcra; with cfg.On false every request is
 // allowed.
 func NewLimiter(gcra GCRA, cfg Config) *Limiter {
-	return &Limiter{on: cfg.On, gcra: gcra, log: cfg.Log, now: cfg.Now, cur: map[string]*localBucket{}, localMax: localMax}
+	return &Limiter{on: cfg.On, gcra: gcra, known: cfg.Known, log: cfg.Log, now: cfg.Now, cur: map[string]*localBucket{}, localMax: localMax}
 }
 
 // Allow takes one request from the shopper's bucket and the IP's bucket of a sale, or returns
@@ -147,12 +161,21 @@ var AuthUserClientLimit = Rate{Rate: 10, Burst: 10, Period: time.Minute}
 
 // AuthUsernameLimit is the bucket of one username from every address together: the cap on
 // guessing one account's password from many addresses. It is ten times one client's (five times
-// its burst), so keeping the owner out takes ten addresses (or IPv6 /64s) guessing without pause.
+// its burst), so spending it takes ten addresses (or IPv6 /64s) guessing without pause; that
+// keeps out only the addresses new to the account, since a login from an address that logged in
+// to it before (KnownLoginKeep) does not meet this bucket.
 var AuthUsernameLimit = Rate{Rate: 100, Burst: 50, Period: time.Minute}
+
+// KnownLoginKeep is how long a client address that logged in to a username (or registered it)
+// is remembered, from its last success: for so long its logins to that username skip the
+// username's global bucket (AuthUsernameLimit), so that guesses from elsewhere cannot keep the
+// owner out; its own buckets (AuthLimits, AuthUserClientLimit) still hold.
+const KnownLoginKeep = 30 * 24 * time.Hour
 
 // AllowAuth takes one request of action from the client address's bucket and, when username is
 // not empty, from the bucket of the username at that address and then the username's global
-// bucket (one a client over its own limit does not spend), or returns RATE_LIMITED with the wait.
+// bucket (one a client over its own limit does not spend; a login from an address that logged
+// in to the username before skips it), or returns RATE_LIMITED with the wait.
 func (l *Limiter) AllowAuth(ctx context.Context, action AuthAction, ip, username string) error {
 	if l == nil || !l.on {
 		return nil
@@ -160,13 +183,48 @@ func (l *Limiter) AllowAuth(ctx context.Context, action AuthAction, ip, username
 	client := ClientKey(ip)
 	keys := []string{"rl:a:" + string(action) + ":ip:" + client}
 	limits := []Rate{AuthLimits[action]}
-	if username != "" {
-		name := strings.ToLower(username)
-		// rl:a:uc: and rl:a:user: are apart, so no username can name another's bucket.
-		keys = append(keys, "rl:a:uc:"+client+":"+name, "rl:a:user:"+name)
-		limits = append(limits, AuthUserClientLimit, AuthUsernameLimit)
+	if username == "" {
+		return l.allow(ctx, keys, limits)
 	}
-	return l.allow(ctx, keys, limits)
+	name := strings.ToLower(username)
+	// rl:a:uc: and rl:a:user: are apart, so no username can name another's bucket.
+	keys = append(keys, "rl:a:uc:"+client+":"+name)
+	limits = append(limits, AuthUserClientLimit)
+	if err := l.allow(ctx, keys, limits); err != nil {
+		return err
+	}
+	// Looked up only for a request its own buckets let through: a flood from one address is
+	// refused in memory, never sent to Redis.
+	if action == AuthLogin && l.knownLogin(ctx, client, name) {
+		return nil
+	}
+	return l.allow(ctx, []string{"rl:a:user:" + name}, []Rate{AuthUsernameLimit})
+}
+
+// knownLogin reports whether client logged in to name (lower case) within KnownLoginKeep. If
+// Redis cannot answer, it is not known: the username's global bucket holds it.
+func (l *Limiter) knownLogin(ctx context.Context, client, name string) bool {
+	if l.known == nil {
+		return false
+	}
+	known, err := l.known.Known(ctx, client, name)
+	if err != nil {
+		l.log.Warn("rate limiter: known logins unavailable, the username's bucket applies", "err", err)
+		return false
+	}
+	return known
+}
+
+// SignedIn remembers, for KnownLoginKeep, that the client at ip logged in to username (or
+// registered it): its next logins to it skip the username's global bucket (AllowAuth). Best
+// effort: a failure is logged, and the login stands.
+func (l *Limiter) SignedIn(ctx context.Context, ip, username string) {
+	if l == nil || !l.on || l.known == nil || ip == "" || username == "" {
+		return
+	}
+	if err := l.known.Remember(ctx, ClientKey(ip), strings.ToLower(username), KnownLoginKeep); err != nil {
+		l.log.Warn("rate limiter: could not remember a login's address", "err", err)
+	}
 }
 
 // On reports whether the limits are enforced (FLASHSALE_RATE_LIMITS); a nil Limiter has none.
