@@ -2,7 +2,11 @@ package deploy_test
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -88,6 +92,60 @@ func TestNginxLimitsTheCacheableReads(t *testing.T) {
 		if !seen {
 			t.Errorf("no location %s in nginx/flashsale.conf", name)
 		}
+	}
+}
+
+// Every cache key names the host nginx passes on to the instances ($host, the Host header they
+// read) and the scheme (X-Forwarded-Proto): an answer that names the shop's address, a sale's
+// calendar file with FLASHSALE_PUBLIC_URL unset, is kept per address, never handed to the other
+// visitors with the address one client forged.
+func TestNginxCacheKeysNameTheHost(t *testing.T) {
+	conf := deploy.NginxConf
+	if !regexp.MustCompile(`(?m)^    proxy_set_header Host \$host;`).MatchString(conf) {
+		t.Fatal("nginx/flashsale.conf: no `proxy_set_header Host $host;` in the server block: the key below names what the instances read")
+	}
+	keys := regexp.MustCompile(`proxy_cache_key ([^;]+);`).FindAllStringSubmatch(conf, -1)
+	if len(keys) < 4 {
+		t.Fatalf("found %d proxy_cache_key lines, want one per cacheable read (at least 4)", len(keys))
+	}
+	for _, k := range keys {
+		if !strings.Contains(k[1], "$host") || !strings.Contains(k[1], "$scheme") {
+			t.Errorf("proxy_cache_key %s: want the host ($host) and the scheme in every key", k[1])
+		}
+	}
+}
+
+// Through nginx itself: a cached answer that names the Host it was asked with (as the calendar
+// file does with no public address set) is a copy per host; the second request with the same
+// Host is a hit.
+func TestNginxCachesPerHost(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "public, max-age=60")
+		w.Header().Set("Content-Type", "text/calendar; charset=utf-8")
+		fmt.Fprintf(w, "URL:http://%s/sales/1\r\n", r.Host)
+	}))
+	defer up.Close()
+	n := testenv.Nginx(t, strings.TrimPrefix(up.URL, "http://"))
+	get := func(host string) (string, string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, n.URL()+"/sales/1/calendar.ics", nil)
+		req.Host = host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b), resp.Header.Get("X-Cache-Status")
+	}
+	if body, st := get("shop.example.com"); body != "URL:http://shop.example.com/sales/1\r\n" || st != "MISS" {
+		t.Fatalf("first GET: %q %s", body, st)
+	}
+	if body, st := get("evil.example"); body != "URL:http://evil.example/sales/1\r\n" || st != "MISS" {
+		t.Errorf("GET with another Host: %q (X-Cache-Status %s), want its own answer, a MISS: the cache key lacks the host", body, st)
+	}
+	if body, st := get("shop.example.com"); body != "URL:http://shop.example.com/sales/1\r\n" || st != "HIT" {
+		t.Errorf("GET with the first Host again: %q (X-Cache-Status %s), want the first copy, a HIT", body, st)
 	}
 }
 

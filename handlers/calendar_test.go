@@ -136,3 +136,42 @@ func TestFoldICS(t *testing.T) {
 		}
 	}
 }
+
+// The calendar file is cached for every visitor (publicPage; nginx keys it by path): its URL is
+// the configured public address (FLASHSALE_PUBLIC_URL), whatever Host header a client sends, so a
+// forged Host never reaches another visitor's calendar; with no address set it is the request's
+// own, as before.
+func TestSaleCalendarURLIsThePublicAddress(t *testing.T) {
+	sale := shop.Sale{ID: 42, Name: "Spring sale", StartsAt: time.Date(2031, 3, 5, 12, 0, 0, 0, time.UTC), EndsAt: time.Date(2031, 3, 5, 13, 0, 0, 0, time.UTC)}
+	urlLine := func(publicURL, host string) string {
+		t.Helper()
+		p := &Pages{Catalog: oneSale{sale: sale}, Log: slog.New(slog.DiscardHandler), Now: time.Now, PublicURL: publicURL}
+		r := gin.New()
+		r.GET("/sales/:saleId/calendar.ics", p.PublicOrigin, p.Calendar) // as web.routePages registers it
+		w := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodGet, "/sales/42/calendar.ics", nil)
+		req.Host = host
+		req.Header.Set("X-Forwarded-Proto", "http")
+		r.ServeHTTP(w, req)
+		if w.Code != http.StatusOK {
+			t.Fatalf("GET calendar.ics (Host %s) = %d", host, w.Code)
+		}
+		for _, l := range unfoldICS(w.Body.String()) {
+			if strings.HasPrefix(l, "URL:") {
+				return l
+			}
+		}
+		t.Fatalf("no URL line:\n%s", w.Body.String())
+		return ""
+	}
+	for _, host := range []string{"shop.example.com", "evil.example", "evil.example:8443"} {
+		for _, public := range []string{"https://shop.example.com", "https://shop.example.com/"} {
+			if got := urlLine(public, host); got != "URL:https://shop.example.com/sales/42" {
+				t.Errorf("PublicURL %s, Host %s: %s, want the public address's page", public, host, got)
+			}
+		}
+	}
+	if got := urlLine("", "shop.example.org"); got != "URL:http://shop.example.org/sales/42" {
+		t.Errorf("no PublicURL: %s, want the request's own address", got)
+	}
+}

@@ -34,6 +34,10 @@ type Pages struct {
 	Payments Payments
 	// Past lists the ended sales the home page folds behind a link (/?ended=1); nil: none listed.
 	Past PastSales
+	// PublicURL is where shoppers reach the shop (FLASHSALE_PUBLIC_URL, "https://shop.example.com"):
+	// the address a cached answer names (the calendar file's link, PublicOrigin); "" is each
+	// request's own address.
+	PublicURL string
 }
 
 // PastSales is what the home page needs of the catalog for the ended sales.

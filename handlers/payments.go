@@ -24,9 +24,14 @@ type Payments interface {
 	SimulatedPay(ctx context.Context, sessionID string) (payments.SimulatedCheckout, error)
 }
 
-// origin is the scheme and host the request came to (behind a TLS-terminating proxy, the
-// X-Forwarded-Proto it set): where the provider sends the browser back when no public URL is set.
+// origin is the shop's address for links an answer carries: the configured public address on a
+// route behind Pages.PublicOrigin, else the scheme and host the request came to (behind a
+// TLS-terminating proxy, the X-Forwarded-Proto it set); also where the provider sends the browser
+// back when no public URL is set.
 func origin(c *gin.Context) string {
+	if o := c.GetString(publicOriginKey); o != "" {
+		return o
+	}
 	scheme := "http"
 	if c.Request.TLS != nil || strings.EqualFold(c.GetHeader("X-Forwarded-Proto"), "https") {
 		scheme = "https"

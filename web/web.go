@@ -138,7 +138,7 @@ func routeAPI(r *gin.Engine, cfg Config) {
 func routePages(r *gin.Engine, pages *handlers.Pages) {
 	r.GET("/", pages.Home)
 	r.GET("/sales/:saleId", pages.Sale)
-	r.GET("/sales/:saleId/calendar.ics", pages.Calendar)
+	r.GET("/sales/:saleId/calendar.ics", pages.PublicOrigin, pages.Calendar) // its URL: FLASHSALE_PUBLIC_URL when set
 	r.GET("/orders", pages.MyOrders)
 	r.GET("/orders/:orderId", pages.Order)
 	r.GET("/admin", pages.Admin)

@@ -306,7 +306,7 @@ func (a *App) router(reads *limits.Limiter) http.Handler {
 	cfg, log := a.cfg, a.Log
 	api := &handlers.API{Accounts: a.Auth, Catalog: a.sales, Shop: a.purchases, Orders: a.sales, Admin: a.sales, Live: a.sales, Reminders: a.sales, Draws: a.sales, Payments: a.Payments, Drills: a.drills, Log: log, Now: a.now,
 		SecureCookie: cfg.Env == "production", SessionTTL: cfg.JWTTTL, Reads: reads}
-	pages := &handlers.Pages{Catalog: a.sales, Past: a.sales, Payments: a.Payments, Log: log, Now: a.now, SecureCookie: cfg.Env == "production", Reads: reads}
+	pages := &handlers.Pages{Catalog: a.sales, Past: a.sales, Payments: a.Payments, Log: log, Now: a.now, SecureCookie: cfg.Env == "production", Reads: reads, PublicURL: cfg.PublicURL}
 	return web.NewRouter(web.Config{Log: log, Verifier: a.Auth, API: api, Pages: pages, Registry: a.reg,
 		Ready: a.ready, TrustedProxies: cfg.TrustedProxies, Production: cfg.Env == "production"})
 }
