@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/flashsale/flashsale/services/auth"
 	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
@@ -64,6 +66,9 @@ func (h *harness) saleRedis(saleID int64) map[string]string {
 		}
 		for _, k := range keys {
 			dump, err := h.app.Redis.Dump(ctx, k).Result()
+			if err == redis.Nil {
+				continue // deleted since KEYS listed it (a sweep running meanwhile): gone
+			}
 			if err != nil {
 				h.t.Fatalf("dump %s: %v", k, err)
 			}
@@ -247,7 +252,39 @@ func TestFireDrillRunsOnACopyAndLeavesNothing(t *testing.T) {
 	if r := h.do("GET", "/api/admin/sales", merchant, nil); strings.Contains(r.Raw, "Fire drill") {
 		t.Errorf("the merchant's list shows the drill copy: %s", r.Raw)
 	}
+	h.checkCooldown(merchant, s.sale)
 	h.checkInvariants(s)
+}
+
+// checkCooldown: right after a merchant's drill has ended, their next drill is refused for
+// drill.DefaultCooldown (10 minutes): 409 DRILL_NOT_NOW saying when the next may start, with a
+// Retry-After to then, and the status says so too; another merchant is not held back by it.
+func (h *harness) checkCooldown(merchant string, saleID int64) {
+	t := h.t
+	t.Helper()
+	r := h.do("POST", fmt.Sprintf("/api/admin/sales/%d/drill", saleID), merchant, map[string]any{"shoppers": 100, "seconds": 1})
+	retry, _ := strconv.Atoi(r.Header.Get("Retry-After"))
+	if r.Status != http.StatusConflict || r.str("error") != string(shop.CodeDrillNotNow) || !strings.Contains(r.str("message"), "the next may start at") ||
+		retry < 9*60 || retry > 10*60 {
+		t.Errorf("a drill right after the last one: %d (Retry-After %q) %s, want 409 DRILL_NOT_NOW saying when the next may start, Retry-After about 600 s",
+			r.Status, r.Header.Get("Retry-After"), r.Raw)
+	}
+	st := h.drillStatus(merchant, saleID)
+	b, _ := st.Body["blocked"].(map[string]any)
+	next, err := time.Parse(time.RFC3339, fmt.Sprint(b["nextAt"]))
+	if b == nil || b["error"] != string(shop.CodeDrillNotNow) || err != nil || time.Until(next) < 9*time.Minute || time.Until(next) > 10*time.Minute+time.Second {
+		t.Errorf("status right after a drill: %s, want blocked DRILL_NOT_NOW with nextAt about 10 minutes from now", st.Raw)
+	}
+	other := h.token(9001, auth.RoleMerchant)
+	created := h.do("POST", "/api/admin/sales", other, map[string]any{"name": "another merchant's sale",
+		"startsAt": time.Now().Add(3 * time.Hour).UTC().Format(time.RFC3339), "endsAt": time.Now().Add(4 * time.Hour).UTC().Format(time.RFC3339),
+		"items": []map[string]any{{"name": "x", "priceCents": 100, "quantity": 1}}})
+	if created.Status != http.StatusCreated {
+		t.Fatalf("create another merchant's sale: %d %s", created.Status, created.Raw)
+	}
+	if st := h.do("GET", "/api/admin/sales/"+created.str("saleId")+"/drill", other, nil); st.Status != http.StatusOK || st.Body["blocked"] != nil {
+		t.Errorf("another merchant's drill status: %d %s, want nothing blocking it", st.Status, st.Raw)
+	}
 }
 
 func mapsEqual(a, b map[string]string) bool {
@@ -362,5 +399,59 @@ func TestFireDrillInterruptedIsCleanedAtStart(t *testing.T) {
 	if phase != "failed" || !strings.Contains(failure, "interrupted") {
 		t.Errorf("the interrupted drill: %s %q, want failed, interrupted", phase, failure)
 	}
+	h.checkInvariants(s)
+}
+
+// A drill is stopped when a real sale comes within 30 minutes of its start while it runs (here a
+// sale created in the middle, starting in 20 minutes): it ends failed, saying why, well before its
+// seconds are up, and leaves nothing behind, as any drill; the sale is untouched.
+func TestFireDrillStopsWhenASaleComesNear(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	h.app.SetDrillTarget(h.srv.URL)
+	merchant := h.token(9000, auth.RoleMerchant)
+	s := h.createSale(time.Now().Add(2*time.Hour), 100000)
+	if r := h.saleAction(merchant, s.sale, "warm"); r.Status != http.StatusOK {
+		t.Fatalf("warm: %d %s", r.Status, r.Raw)
+	}
+	const seconds = 20
+	start := h.do("POST", fmt.Sprintf("/api/admin/sales/%d/drill", s.sale), merchant, map[string]any{"shoppers": 4000, "seconds": seconds})
+	if start.Status != http.StatusAccepted {
+		t.Fatalf("start: %d %s", start.Status, start.Raw)
+	}
+	var soon saleIDs
+	var nearAt time.Time
+	d := h.waitDrill(merchant, s.sale, func(d map[string]any) {
+		if soon.sale == 0 && d["phase"] == "running" && num(d, "sent") > 0 {
+			soon = h.createSale(time.Now().Add(20*time.Minute), 5)
+			nearAt = time.Now()
+		}
+	})
+	if soon.sale == 0 {
+		t.Fatalf("the drill ended before it ran: %v", d)
+	}
+	failure, _ := d["failure"].(string)
+	if d["phase"] != "failed" || !strings.HasPrefix(failure, "stopped: ") || !strings.Contains(failure, fmt.Sprintf("(sale %d) starts in", soon.sale)) {
+		t.Errorf("drill: %v, failure %q; want failed, stopped, naming sale %d", d["phase"], failure, soon.sale)
+	}
+	if took := time.Since(nearAt); took > seconds*time.Second {
+		t.Errorf("the drill ended %v after the sale came near: want it stopped within seconds, not run out its %d s", took, seconds)
+	}
+	if sent := num(d, "sent"); sent >= 4000 {
+		t.Errorf("the drill sent all its %v shoppers: want it stopped before", sent)
+	}
+	// cleaned up as any drill: no copy, no order, no key left
+	testenv.Eventually(t, 30*time.Second, "the stopped drill's copy removed", func() error {
+		if n := h.sqlInt(`SELECT count(*) FROM sales WHERE drill_of IS NOT NULL`); n != 0 {
+			return fmt.Errorf("%d copies left", n)
+		}
+		if n := h.sqlInt(`SELECT count(*) FROM orders WHERE sale_id NOT IN (?, ?)`, s.sale, soon.sale); n != 0 {
+			return fmt.Errorf("%d orders of the copy left", n)
+		}
+		if left := h.otherSaleKeys(s.sale, soon.sale); len(left) > 0 {
+			return fmt.Errorf("Redis keys of the drill left: %v", left)
+		}
+		return nil
+	})
 	h.checkInvariants(s)
 }
