@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
@@ -9,6 +10,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/flashsale/flashsale/services/auth"
+	"github.com/flashsale/flashsale/services/catalog"
 	"github.com/flashsale/flashsale/shop"
 )
 
@@ -21,11 +24,21 @@ type remindRequest struct {
 	ReminderID string `json:"reminderId"`
 }
 
-// Remind handles the "POST /api/flash-sales/:saleId/remind" route: a shopper (signed in or not)
-// asked to be reminded of the sale's start; the browser's random id counts once. It answers 204.
-// Nothing of it touches the purchase path: one HyperLogLog per sale in Redis.
+// Remind handles the "POST /api/flash-sales/:saleId/remind" route: a signed-in shopper asked to
+// be reminded of the sale's start (the auth middleware answers 401 UNAUTHENTICATED without a
+// session; a merchant gets 403 FORBIDDEN). It counts the shopper once, whatever the browser:
+// what is counted is the shopper's id (shopperReminder), so a second remind, an undo and a remind
+// again, or another browser add nothing, and the count (the merchant's live view, the fire
+// drill's crowd) cannot be inflated by sending made-up browser ids. The body's reminderId (the
+// browser's random id) is still checked, but not counted. It answers 204. Nothing of it touches
+// the purchase path: one HyperLogLog per sale in Redis.
 func (a *API) Remind(c *gin.Context) {
 	c.Header("Cache-Control", "no-store")
+	who := caller(c)
+	if who.Role != auth.RoleShopper {
+		Error(c, a.Log, shop.Errorf(shop.CodeForbidden, "reminders count shoppers: log in with a shopper account to be reminded"))
+		return
+	}
 	if !allowRead(c, a.Reads, a.Log) {
 		return
 	}
@@ -39,11 +52,22 @@ func (a *API) Remind(c *gin.Context) {
 		Error(c, a.Log, err)
 		return
 	}
-	if err := a.Reminders.Remind(c.Request.Context(), id, in.ReminderID); err != nil {
+	if !catalog.ValidReminderID(in.ReminderID) {
+		Error(c, a.Log, shop.Errorf(shop.CodeInvalidInput, "reminderId must be %d to %d letters, digits or hyphens", catalog.ReminderIDMin, catalog.ReminderIDMax))
+		return
+	}
+	if err := a.Reminders.Remind(c.Request.Context(), id, shopperReminder(who.UserID)); err != nil {
 		Error(c, a.Log, err)
 		return
 	}
 	c.Status(http.StatusNoContent)
+}
+
+// shopperReminder is what a sale's reminders count for a shopper: "shopper-" and the user id in
+// 19 digits, a reminder id to catalog.ValidReminderID. Only these are counted, never an id a
+// browser sends.
+func shopperReminder(userID int64) string {
+	return fmt.Sprintf("shopper-%019d", userID)
 }
 
 // Calendar handles the "GET /sales/:saleId/calendar.ics" route: the sale as a calendar entry

@@ -6,9 +6,10 @@ import (
 	"time"
 )
 
-// RemindersKey is the HyperLogLog of a sale's reminders: the browser-made ids of the shoppers who
-// pressed "Remind me" on the sale page before the start, counted once each (an estimate, about
-// 0.81% off; an undone reminder stays counted). It expires a day after the sale's end.
+// RemindersKey is the HyperLogLog of a sale's reminders: the signed-in shoppers who pressed
+// "Remind me" on the sale page before the start, by their user id (handlers.Remind), counted once
+// each however often and from however many browsers (an estimate, about 0.81% off; an undone
+// reminder stays counted). It expires a day after the sale's end.
 func RemindersKey(saleID int64) string { return saleTag(saleID) + ":reminders" }
 
 // Remind adds one reminder id to the sale's HyperLogLog and (re)sets its expiry to expireAt, in

@@ -40,11 +40,13 @@ type e2eNote struct {
 }
 
 // "Remind me" in a browser, on a desktop and on a 390-pixel phone: before the start the sale page
-// offers it beside the countdown with the calendar link; pressing it (notifications granted) says
-// "Reminder set" with an undo, and the shop counts it once (the merchant's live view); undo and
-// remind again count nothing more; a reload keeps the reminder; at the start second the page shows
-// one notification naming the sale, and the box goes away. Screenshots: sale-remind-desktop.png and
-// sale-remind-phone.png in docs/screenshots.
+// offers it beside the countdown with the calendar link; pressed while logged out, it says to log
+// in first (and leads to the login form), sets nothing and counts nothing; once the shopper has
+// signed in, pressing it (notifications granted) says "Reminder set" with an undo, and the shop
+// counts the shopper once (the merchant's live view); undo and remind again count nothing more; a
+// reload keeps the reminder; at the start second the page shows one notification naming the sale,
+// and the box goes away. Screenshots: sale-remind-desktop.png and sale-remind-phone.png in
+// docs/screenshots.
 func TestE2ERemindMe(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
@@ -56,7 +58,7 @@ func TestE2ERemindMe(t *testing.T) {
 	for _, v := range []e2eViewport{{"desktop", 1280, 900, false}, {"phone", 390, 844, true}} {
 		t.Run(v.name, func(t *testing.T) {
 			name := "Remind drop " + v.name
-			start := time.Now().Add(14 * time.Second).Truncate(time.Second)
+			start := time.Now().Add(18 * time.Second).Truncate(time.Second)
 			s := h.createSaleWith(map[string]any{"name": name}, start, 3)
 			b := openShopperTab(t, browserCtx, v, "shopper")
 			if _, err := chromedp.CallBrowser(b.ctx, browser.SetPermission, browser.SetPermissionParams{
@@ -84,6 +86,18 @@ func TestE2ERemindMe(t *testing.T) {
 			if label := e2eEval[string](b, "the button's name", `e.text(e.q('remind-button'))`); label != "Remind me" {
 				t.Errorf("remind button says %q, want Remind me", label)
 			}
+			// Logged out: "log in first", the login form's username focused, nothing set or counted.
+			b.clickUntil("press Remind me logged out", e2eTestID("remind-button"), `e.text(e.q('remind-status')) !== ''`)
+			b.waitFor("the page asks to log in first", 5*time.Second,
+				`e.text(e.q('remind-status')) === 'Log in first to set a reminder.' && document.activeElement === e.q('username') &&
+				 e.shown(e.q('remind-button')) && !e.shown(e.q('remind-set'))`)
+			time.Sleep(300 * time.Millisecond)
+			if n := reminders(); n != 0 {
+				t.Errorf("a logged-out Remind me: the live view counts %d reminders, want 0", n)
+			}
+			uid := b.register("remind_"+v.name[:1]+"_"+strconv.FormatInt(time.Now().UnixNano()%1e9, 36), "a reminded shopper's password")
+			b.waitFor("the log-in sentence gone once signed in", 5*time.Second, `e.text(e.q('remind-status')) === ''`)
+
 			b.clickUntil("press Remind me", e2eTestID("remind-button"), `e.shown(e.q('remind-set'))`)
 			b.waitFor("Reminder set, with an undo and the tab sentence", 5*time.Second,
 				`e.text(e.q('remind-set')) === 'Reminder set' && e.shown(e.q('remind-undo')) && !e.shown(e.q('remind-button')) &&
@@ -101,7 +115,7 @@ func TestE2ERemindMe(t *testing.T) {
 			wantOne("after Remind me")
 			b.screenshot(dir, "sale-remind-"+v.name+".png", "")
 
-			// Undo, then remind again: the same browser still counts once.
+			// Undo, then remind again: the same shopper still counts once.
 			b.clickUntil("undo", e2eTestID("remind-undo"), `e.shown(e.q('remind-button'))`)
 			b.clickUntil("remind again", e2eTestID("remind-button"), `e.shown(e.q('remind-set'))`)
 
@@ -128,7 +142,7 @@ func TestE2ERemindMe(t *testing.T) {
 			if n := e2eEval[int](b, "notifications", `window.__notes.length`); n != 1 {
 				t.Errorf("%d notifications, want exactly 1", n)
 			}
-			if r := h.do("POST", fmt.Sprintf("/api/flash-sales/%d/remind", s.sale), "", map[string]string{"reminderId": "late-0123456789abcdef"}); r.Status != http.StatusConflict {
+			if r := h.do("POST", fmt.Sprintf("/api/flash-sales/%d/remind", s.sale), h.token(uid, auth.RoleShopper), map[string]string{"reminderId": "late-0123456789abcdef"}); r.Status != http.StatusConflict {
 				t.Errorf("remind after the start: %d", r.Status)
 			}
 			b.checkConsole()

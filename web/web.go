@@ -103,7 +103,7 @@ func routeAPI(r *gin.Engine, cfg Config) {
 	r.GET("/api/flash-sales", api.ListSales)
 	r.GET("/api/flash-sales/:saleId", api.GetSale)
 	r.GET("/api/flash-sales/:saleId/stock", api.Stock)
-	r.POST("/api/flash-sales/:saleId/remind", api.Remind)
+	r.POST("/api/flash-sales/:saleId/remind", authed, api.Remind) // a signed-in shopper, counted once
 	r.GET("/api/flash-sales/:saleId/draw", api.PublicDraw)
 	r.POST("/api/flash-sales/:saleId/captcha", authed, api.Captcha)
 	r.POST("/api/flash-sales/:saleId/purchase-token", authed, api.PurchaseToken)

@@ -107,6 +107,8 @@ const ZH = {
   'This browser cannot show notifications: add the sale to your calendar instead.': '此浏览器无法显示通知：请改为把活动添加到日历。',
   'Notifications are blocked for this site: add the sale to your calendar instead.': '本网站的通知已被屏蔽：请改为把活动添加到日历。',
   'Reminder removed.': '提醒已取消。',
+  'Log in first to set a reminder.': '请先登录，再设置开抢提醒。',
+  'A merchant account cannot set a reminder: log in with a shopper account.': '商家账号不能设置开抢提醒：请用顾客账号登录。',
   '{name} has started': '{name} 已开抢',
   'The sale is live: buy now.': '活动已开始，快来抢购。',
   // home.js, sale.js

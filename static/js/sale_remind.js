@@ -1,20 +1,23 @@
-// The sale page's "Remind me", before the start: the browser's permission to notify, a
-// notification in this open tab at the start second by the shop's clock (the countdown renders
-// the page at that very millisecond), the reminder kept in localStorage so a reload keeps it, and
-// counted once by the shop (POST /api/flash-sales/{id}/remind, a random id per browser and sale)
-// for the merchant's estimate of the crowd. The calendar link needs none of it. From the start,
-// the whole box goes away.
+// The sale page's "Remind me", before the start: for a signed-in shopper only (logged out, it says
+// to log in first), the browser's permission to notify, a notification in this open tab at the
+// start second by the shop's clock (the countdown renders the page at that very millisecond), the
+// reminder kept in localStorage so a reload keeps it, and counted once per shopper by the shop
+// (POST /api/flash-sales/{id}/remind, with the session; the body still carries a random id per
+// browser and sale) for the merchant's estimate of the crowd. The calendar link needs none of
+// it. From the start, the whole box goes away.
 
 import { byTestId, enc, setText, show } from './dom.js';
-import { api } from './api.js';
+import { api, isUnauthenticated } from './api.js';
 import { store } from './storage.js';
+import { currentUser, loggedIn, onSession, sessionExpired } from './session.js';
 import { t } from './i18n.js';
 
 function storeKey(saleId) {
   return 'fs_remind:' + saleId;
 }
 
-// load reads the sale's reminder: { id, on, counted, fired }.
+// load reads the sale's reminder: { id, on, counted, fired }; counted is the id of the shopper the
+// shop counted it for ('' none yet; a reminder counted before it took a login, true, counts again).
 function load(saleId) {
   var rec = null;
   try {
@@ -23,7 +26,10 @@ function load(saleId) {
     rec = null;
   }
   if (!rec || typeof rec !== 'object' || typeof rec.id !== 'string' || !/^[A-Za-z0-9-]{16,64}$/.test(rec.id)) {
-    rec = { id: newId(), on: false, counted: false, fired: false };
+    rec = { id: newId(), on: false, counted: '', fired: false };
+  }
+  if (typeof rec.counted !== 'string') {
+    rec.counted = '';
   }
   return rec;
 }
@@ -84,17 +90,60 @@ function save(R) {
   store.set(storeKey(R.page.saleId), JSON.stringify(R.rec));
 }
 
-// count tells the shop once; a reminder whose count did not get through is counted on the next
-// visit. A refusal (the sale started, or is gone) is final.
-async function count(R) {
-  if (R.rec.counted || R.counting) {
+// shopperId is the signed-in shopper's id as the session knows it ('' when not known yet).
+function shopperId() {
+  var u = currentUser();
+  return u && u.id ? String(u.id) : '';
+}
+
+// needLogin says that a reminder takes a signed-in shopper, and leads to the login form.
+function needLogin(R) {
+  setText(R.status, t('Log in first to set a reminder.'));
+  R.status.setAttribute('data-kind', 'notice');
+  R.askedLogin = true;
+  var user = byTestId('username', R.page.section);
+  if (user) {
+    user.focus();
+  }
+}
+
+// notShopper says that a merchant's account cannot set a reminder.
+function notShopper(R) {
+  setText(R.status, t('A merchant account cannot set a reminder: log in with a shopper account.'));
+  R.status.setAttribute('data-kind', 'notice');
+}
+
+// count tells the shop once per shopper (the shop counts each shopper once however often it is
+// told); a reminder whose count did not get through is counted on the next visit or login. A
+// session the shop no longer takes signs out; after a press, that or a merchant's session takes
+// the reminder back and says why. Any other refusal (the sale started, or is gone) is final.
+async function count(R, pressed) {
+  var who = shopperId();
+  if (R.counting || !loggedIn() || (who && R.rec.counted === who)) {
     return;
   }
   R.counting = true;
   var r = await api('POST', '/api/flash-sales/' + enc(R.page.saleId) + '/remind', { reminderId: R.rec.id });
   R.counting = false;
+  if (!r.ok && (isUnauthenticated(r) || r.code === 'FORBIDDEN')) {
+    // Not counted: the session is gone (signed out here too), or it is a merchant's.
+    if (isUnauthenticated(r)) {
+      sessionExpired();
+    }
+    if (pressed) {
+      R.rec.on = false;
+      save(R);
+      draw(R);
+      if (r.code === 'FORBIDDEN') {
+        notShopper(R);
+      } else {
+        needLogin(R);
+      }
+    }
+    return;
+  }
   if (r.ok || (!r.network && r.status >= 400 && r.status < 500 && r.status !== 429)) {
-    R.rec.counted = true;
+    R.rec.counted = who;
     save(R);
   }
 }
@@ -107,6 +156,15 @@ function draw(R) {
 }
 
 async function press(R) {
+  if (!loggedIn()) {
+    needLogin(R);
+    return;
+  }
+  var u = currentUser();
+  if (u && u.role === 'merchant') {
+    notShopper(R);
+    return;
+  }
   R.button.disabled = true;
   var answer = await ask();
   R.button.disabled = false;
@@ -124,7 +182,7 @@ async function press(R) {
   if (R.undo) {
     R.undo.focus();
   }
-  count(R);
+  count(R, true);
 }
 
 function undo(R) {
@@ -193,7 +251,8 @@ export function initRemind(page) {
     status: byTestId('remind-status', box || page.section),
     rec: load(page.saleId),
     phase: null,
-    counting: false
+    counting: false,
+    askedLogin: false // the status asks to log in
   };
   if (box) {
     if (R.button) {
@@ -212,8 +271,22 @@ export function initRemind(page) {
       var granted = N && N.permission === 'granted';
       setText(R.status, granted ? setSentence() : refusedSentence(N ? 'denied' : 'unsupported'));
       R.status.setAttribute('data-kind', granted ? 'ok' : 'notice');
-      count(R);
+      count(R, false);
     }
+    // A reminder set before a login (or counted for another shopper) counts once signed in;
+    // the sentence asking to log in goes once someone is.
+    onSession(function () {
+      if (!loggedIn()) {
+        return;
+      }
+      if (R.askedLogin) {
+        R.askedLogin = false;
+        setText(R.status, '');
+      }
+      if (R.rec.on && (R.phase === null || R.phase === 'upcoming')) {
+        count(R, false);
+      }
+    });
   }
   return {
     render: function (phase) {
