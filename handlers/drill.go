@@ -47,6 +47,8 @@ type drillBlockedJSON struct {
 	SaleName *string `json:"saleName,omitempty"`
 	StartsAt *string `json:"startsAt,omitempty"`
 	EndsAt   *string `json:"endsAt,omitempty"`
+	// when the merchant's next drill may start (DRILL_NOT_NOW after their last drill: the cooldown)
+	NextAt *string `json:"nextAt,omitempty"`
 }
 
 type drillStatusJSON struct {
@@ -106,6 +108,10 @@ func (a *API) DrillStatus(c *gin.Context) {
 		if s := st.BlockedBy; s != nil {
 			id, starts, ends := idString(s.ID), rfc3339(s.StartsAt), rfc3339(s.EndsAt)
 			out.Blocked.SaleID, out.Blocked.SaleName, out.Blocked.StartsAt, out.Blocked.EndsAt = &id, &s.Name, &starts, &ends
+		}
+		if st.NextAt != nil {
+			next := rfc3339(*st.NextAt)
+			out.Blocked.NextAt = &next
 		}
 	}
 	c.Header("Cache-Control", "no-store")

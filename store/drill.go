@@ -144,6 +144,30 @@ func (d *DB) RunningDrills(ctx context.Context) ([]DrillRecord, error) {
 	return out, nil
 }
 
+// DrillEnd is when a merchant's last drill ended, and how long ago, both on Postgres's clock.
+type DrillEnd struct {
+	At  time.Time
+	Ago time.Duration
+}
+
+// LastDrillEnd reads when the merchant's last finished drill ended (any of its sales, done,
+// failed or stopped); ErrNotFound: none has.
+func (d *DB) LastDrillEnd(ctx context.Context, merchantID int64) (DrillEnd, error) {
+	var rows []struct {
+		FinishedAt time.Time
+		AgoMillis  float64
+	}
+	err := d.g.WithContext(ctx).Raw(`SELECT finished_at, extract(epoch FROM now() - finished_at) * 1000 AS ago_millis
+		FROM drills WHERE merchant_id = ? AND finished_at IS NOT NULL ORDER BY finished_at DESC LIMIT 1`, merchantID).Scan(&rows).Error
+	if err != nil {
+		return DrillEnd{}, fmt.Errorf("last drill of merchant %d: %w", merchantID, err)
+	}
+	if len(rows) == 0 {
+		return DrillEnd{}, ErrNotFound
+	}
+	return DrillEnd{At: rows[0].FinishedAt, Ago: time.Duration(rows[0].AgoMillis * float64(time.Millisecond))}, nil
+}
+
 // DrillProgress records a running drill's phase and counts, and that its instance is alive
 // (heartbeat_at, on Postgres's clock). A drill already finished is left as it is.
 func (d *DB) DrillProgress(ctx context.Context, id int64, phase string, sent, answered int) error {

@@ -431,6 +431,7 @@ func TestFireDrillStopsWhenASaleComesNear(t *testing.T) {
 		t.Fatalf("the drill ended before it ran: %v", d)
 	}
 	failure, _ := d["failure"].(string)
+	t.Logf("the drill: %v after %v shoppers sent, %v after the sale came near: %s", d["phase"], d["sent"], time.Since(nearAt).Round(time.Millisecond), failure)
 	if d["phase"] != "failed" || !strings.HasPrefix(failure, "stopped: ") || !strings.Contains(failure, fmt.Sprintf("(sale %d) starts in", soon.sale)) {
 		t.Errorf("drill: %v, failure %q; want failed, stopped, naming sale %d", d["phase"], failure, soon.sale)
 	}

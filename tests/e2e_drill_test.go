@@ -18,8 +18,8 @@ import (
 
 // The fire drill on a sale's live view in a real browser: the merchant runs a small drill, reads
 // the result in plain words (English, and Chinese after a reload: the result is kept), on a
-// desktop and on a 390-pixel phone without a sideways scroll, and is told why no drill can run
-// once a sale starts within 30 minutes. Screenshots: docs/screenshots/drill-*.png.
+// desktop and on a 390-pixel phone without a sideways scroll, is told when the next may run (the
+// cooldown), and why no drill can run once a sale starts within 30 minutes. Screenshots: docs/screenshots/drill-*.png.
 func TestE2EFireDrill(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
@@ -74,6 +74,9 @@ func TestE2EFireDrill(t *testing.T) {
 	b.do("the page in Chinese", chromedp.Navigate(h.srv.URL+"/admin/sales/"+saleID+"?lang=zh"))
 	b.waitFor("the kept result, in Chinese", 10*time.Second,
 		`e.shown(e.q('fire-drill')) && e.q('fire-drill').getAttribute('data-phase') === 'done' && /^本实例每秒约可接待 [\d,]+ 位顾客；你预计的 6,000 人需要 [\d,]+ 个实例。/.test(e.text(e.q('drill-verdict')))`)
+	// the merchant's next drill waits for the cooldown after this one: the page says until when
+	b.waitFor("the cooldown explained, in Chinese, the button off", 10*time.Second,
+		`e.q('drill-start').disabled && /^你的上一次消防演练刚结束不久，同一商家的演练之间需要间隔：下一次可在 .+（(9|10) 分钟后）开始。$/.test(e.text(e.q('drill-status')))`)
 	if w := e2eEval[[]float64](b, "the width", `[document.documentElement.scrollWidth, document.documentElement.clientWidth]`); w[0] != w[1] || w[1] != 390 {
 		b.errorf("phone: the page is %v px wide in a %v px viewport, want no sideways scroll", w[0], w[1])
 	}

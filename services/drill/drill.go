@@ -4,8 +4,9 @@
 // loopback HTTP with the writer running as usual, and the answer in plain words: the projected
 // sell-out time, the refusal rate, the writer's lag and how many instances the expected crowd
 // needs. One drill runs at a time on the whole deployment, never while a real sale is live or
-// starts within NotNowWindow, and it removes everything it made, also after an instance stopped
-// in the middle of one (Sweep).
+// starts within NotNowWindow (checked at the start and every second while it runs: a drill is
+// stopped when a sale comes that close), nor within Config.Cooldown of the merchant's last drill,
+// and it removes everything it made, also after an instance stopped in the middle of one (Sweep).
 package drill
 
 import (
@@ -49,6 +50,9 @@ type Config struct {
 	// Silent is how long a running drill's instance may go unheard before the drill is taken
 	// for abandoned and its data removed (default 15s; the heartbeat is every second).
 	Silent time.Duration
+	// Cooldown is how long after a merchant's drill ended (done, failed or stopped) the same
+	// merchant's next drill is refused (DRILL_NOT_NOW with Retry-After); default DefaultCooldown.
+	Cooldown time.Duration
 }
 
 // Deps are what a drill uses.
@@ -103,6 +107,9 @@ func New(cfg Config, d Deps) *Drills {
 	}
 	if cfg.Silent <= 0 {
 		cfg.Silent = 15 * time.Second
+	}
+	if cfg.Cooldown <= 0 {
+		cfg.Cooldown = DefaultCooldown
 	}
 	if d.Now == nil {
 		d.Now = time.Now
@@ -160,6 +167,9 @@ type Status struct {
 	// BlockedBy is the sale live or starting soon (DRILL_NOT_NOW), for a page to say in its
 	// own language: id, name, start and end.
 	BlockedBy *shop.Sale
+	// NextAt is when the merchant's next drill may start (DRILL_NOT_NOW: the cooldown after
+	// their last one), on Postgres's clock.
+	NextAt *time.Time
 }
 
 // ownSale returns the merchant's sale; another merchant's sale, or a drill copy, is NOT_FOUND.
@@ -189,41 +199,69 @@ func (s *Drills) Status(ctx context.Context, merchantID, saleID int64) (Status, 
 		v := s.view(rec)
 		st.Drill = &v
 	}
-	if by, err := s.blockedBy(ctx); err != nil {
+	if b, err := s.blockedBy(ctx, merchantID); err != nil {
 		var e *shop.Error
 		if !errors.As(err, &e) || e.Code == shop.CodeUnavailable || e.Code == shop.CodeInternal {
 			return Status{}, err
 		}
-		st.Blocked, st.BlockedWhy, st.BlockedBy = e.Code, e.Message, by
+		st.Blocked, st.BlockedWhy, st.BlockedBy, st.NextAt = e.Code, e.Message, b.sale, b.nextAt
 	}
 	return st, nil
 }
 
-// blocked tells why a drill cannot start now: one is running (or its data is still there), or a
-// real sale is live or starts within NotNowWindow; nil: it can.
-func (s *Drills) blocked(ctx context.Context) error {
-	_, err := s.blockedBy(ctx)
+// blocked tells why the merchant's drill cannot start now: one is running (or its data is still
+// there), a real sale is live or starts within NotNowWindow, or the merchant's last drill ended
+// less than Config.Cooldown ago; nil: it can.
+func (s *Drills) blocked(ctx context.Context, merchantID int64) error {
+	_, err := s.blockedBy(ctx, merchantID)
 	return err
 }
 
-// blockedBy is blocked, with the sale that is live or starts soon (nil for another reason).
-func (s *Drills) blockedBy(ctx context.Context) (*shop.Sale, error) {
+// blockage is what a page needs besides the refusal's words: the sale live or starting soon, or
+// when the cooldown ends (both nil for another reason).
+type blockage struct {
+	sale   *shop.Sale
+	nextAt *time.Time
+}
+
+// blockedBy is blocked, with what blocks it.
+func (s *Drills) blockedBy(ctx context.Context, merchantID int64) (blockage, error) {
 	run, err := s.d.DB.RunningDrills(ctx)
 	if err != nil {
-		return nil, shop.Unavailable(err)
+		return blockage{}, shop.Unavailable(err)
 	}
 	if len(run) > 0 {
-		return nil, drillRunning(run[0])
+		return blockage{}, drillRunning(run[0])
 	}
 	now := s.d.Now()
 	sales, err := s.d.DB.SalesLiveOrStarting(ctx, now, NotNowWindow, 1)
 	if err != nil {
-		return nil, shop.Unavailable(err)
+		return blockage{}, shop.Unavailable(err)
 	}
 	if len(sales) > 0 {
-		return &sales[0], notNow(sales[0], now)
+		return blockage{sale: &sales[0]}, notNow(sales[0], now)
 	}
-	return nil, nil
+	last, err := s.d.DB.LastDrillEnd(ctx, merchantID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+	case err != nil:
+		return blockage{}, shop.Unavailable(err)
+	case last.Ago < s.cfg.Cooldown:
+		next := last.At.Add(s.cfg.Cooldown)
+		return blockage{nextAt: &next}, coolingDown(last, s.cfg.Cooldown)
+	}
+	return blockage{}, nil
+}
+
+// coolingDown is the refusal of a merchant's drill within cooldown of their last one's end: when
+// the next may start, and Retry-After until then.
+func coolingDown(last store.DrillEnd, cooldown time.Duration) error {
+	const at = "15:04 UTC on 2 Jan"
+	left := max(cooldown-last.Ago, time.Second)
+	e := shop.Errorf(shop.CodeDrillNotNow, "your last fire drill ended at %s; a merchant runs one drill every %d minutes (a drill loads the machines every sale shares), so the next may start at %s, in %d min",
+		last.At.UTC().Format(at), int(cooldown.Minutes()), last.At.Add(cooldown).UTC().Format(at), int((left+time.Minute-1)/time.Minute))
+	e.RetryAfter = left
+	return e
 }
 
 func drillRunning(r store.DrillRecord) error {
@@ -245,8 +283,8 @@ func notNow(sale shop.Sale, now time.Time) error {
 
 // Start begins a drill of a merchant's sale and returns at once (the drill runs in the
 // background; Status follows it). Refused: bad settings (INVALID_INPUT), another drill running
-// or one's data still being removed (DRILL_RUNNING), a real sale live or starting soon
-// (DRILL_NOT_NOW).
+// or one's data still being removed (DRILL_RUNNING), a real sale live or starting soon, or the
+// merchant's last drill ended less than Config.Cooldown ago (DRILL_NOT_NOW, with Retry-After).
 func (s *Drills) Start(ctx context.Context, merchantID, saleID int64, req Settings) (View, error) {
 	in, err := req.resolve()
 	if err != nil {
@@ -264,7 +302,7 @@ func (s *Drills) Start(ctx context.Context, merchantID, saleID int64, req Settin
 		}
 		return View{}, shop.Errorf(shop.CodeDrillRunning, "the data of an interrupted fire drill is still being removed (its last orders are on their way to Postgres); try again in a minute")
 	}
-	if err := s.blocked(ctx); err != nil {
+	if err := s.blocked(ctx, merchantID); err != nil {
 		return View{}, err
 	}
 	reminders, err := s.d.Stock.Reminders(ctx, saleID)
@@ -319,12 +357,17 @@ func (s *Drills) view(rec store.DrillRecord) View {
 }
 
 // run is one drill, start to end, on this instance: copy, load, send, drain, measure, clean.
+// Every second while it prepares, runs or drains, the heartbeat also looks again for a real sale
+// live or starting within NotNowWindow (one created, moved or resumed meanwhile, or the drill's
+// own minutes bringing a start that close): the drill is then stopped and cleaned up as any
+// other, and ends failed with the reason.
 func (s *Drills) run(r *running, sale shop.Sale, rec store.DrillRecord) {
-	ctx := s.stop
+	ctx, stop := context.WithCancelCause(s.stop)
+	defer stop(nil)
 	log := s.d.Log.With("drill", rec.ID, "sale", sale.ID)
 	hbDone := make(chan struct{})
 	hbStop := make(chan struct{})
-	go func() { // the heartbeat: progress, and "this instance still runs it"
+	go func() { // the heartbeat: progress, "this instance still runs it", and no sale near
 		defer close(hbDone)
 		t := time.NewTicker(time.Second)
 		defer t.Stop()
@@ -333,14 +376,22 @@ func (s *Drills) run(r *running, sale shop.Sale, rec store.DrillRecord) {
 			case <-hbStop:
 				return
 			case <-t.C:
+				phase := r.phase.Load().(string)
 				sent, answered := r.counts()
-				if err := s.d.DB.DrillProgress(context.WithoutCancel(ctx), r.id, r.phase.Load().(string), sent, answered); err != nil {
+				if err := s.d.DB.DrillProgress(context.WithoutCancel(ctx), r.id, phase, sent, answered); err != nil {
 					log.Warn("fire drill: progress not recorded", "err", err)
+				}
+				if phase != PhaseCleaning && ctx.Err() == nil {
+					s.recheck(ctx, stop, log)
 				}
 			}
 		}
 	}()
 	res, runErr := s.exercise(ctx, r, sale, rec)
+	var stopped *stoppedError
+	if cause := context.Cause(ctx); runErr != nil && errors.As(cause, &stopped) {
+		runErr = stopped // what stopped it, not the step it stopped in
+	}
 	// the cleanup runs even when the instance is closing, for a few seconds
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
@@ -349,7 +400,7 @@ func (s *Drills) run(r *running, sale shop.Sale, rec store.DrillRecord) {
 	_ = s.d.DB.DrillProgress(cctx, r.id, PhaseCleaning, sent, answered)
 	var cleanErr error
 	if id := r.copyID.Load(); id != 0 {
-		if cleanErr = s.cleanCopy(cctx, id, sale.StockShards); cleanErr == nil {
+		if cleanErr = s.cleanWhenDrained(cctx, id, sale.StockShards); cleanErr == nil {
 			_ = s.d.DB.SetDrillCopy(cctx, r.id, 0)
 		}
 	}
@@ -373,6 +424,50 @@ func (s *Drills) run(r *running, sale shop.Sale, rec store.DrillRecord) {
 		log.Error("fire drill: end not recorded", "err", err)
 	}
 	log.Info("fire drill ended", "phase", phase, "failure", failure)
+}
+
+// stoppedError is why a running drill was stopped: a real sale became live or came within
+// NotNowWindow.
+type stoppedError struct{ why error }
+
+func (e *stoppedError) Error() string { return "stopped: " + e.why.Error() }
+
+// recheck stops the drill (its context, with the reason) when a real sale is live or starts
+// within NotNowWindow. A failed look stops nothing: the next second looks again.
+func (s *Drills) recheck(ctx context.Context, stop context.CancelCauseFunc, log *slog.Logger) {
+	now := s.d.Now()
+	sales, err := s.d.DB.SalesLiveOrStarting(ctx, now, NotNowWindow, 1)
+	if err != nil {
+		if ctx.Err() == nil {
+			log.Warn("fire drill: could not look for a sale starting soon", "err", err)
+		}
+		return
+	}
+	if len(sales) > 0 {
+		log.Warn("fire drill stopped: a sale is live or starts soon", "live_or_starting", sales[0].ID)
+		stop(&stoppedError{why: notNow(sales[0], now)})
+	}
+}
+
+// cleanupDrainWait bounds how long a drill's own cleanup waits for the copy's last reservations
+// to reach Postgres (a drill stopped in the middle leaves some on their way); past it, or while
+// the instance closes, the copy is left to Sweep.
+const cleanupDrainWait = 10 * time.Second
+
+// cleanWhenDrained is cleanCopy, tried again while the copy's reservations are on their way.
+func (s *Drills) cleanWhenDrained(ctx context.Context, copyID int64, shards int) error {
+	deadline := time.Now().Add(cleanupDrainWait)
+	for {
+		err := s.cleanCopy(ctx, copyID, shards)
+		if !errors.Is(err, errNotDrained) || s.stop.Err() != nil || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // exercise makes the copy, sends the crowd and waits for the writer; it returns the result (nil

@@ -16,6 +16,7 @@ type DB interface {
 	Drill(ctx context.Context, id int64) (store.DrillRecord, error)
 	LatestDrill(ctx context.Context, saleID int64) (store.DrillRecord, error)
 	RunningDrills(ctx context.Context) ([]store.DrillRecord, error)
+	LastDrillEnd(ctx context.Context, merchantID int64) (store.DrillEnd, error)
 	DrillProgress(ctx context.Context, id int64, phase string, sent, answered int) error
 	SetDrillCopy(ctx context.Context, id, copySaleID int64) error
 	FinishDrill(ctx context.Context, id int64, phase string, result []byte, failure string) (bool, error)

@@ -17,6 +17,10 @@ const (
 	// NotNowWindow: no drill while a real sale is live or starts within this (the drill shares
 	// the machines with it).
 	NotNowWindow = 30 * time.Minute
+	// DefaultCooldown: after a merchant's drill ends (done, failed or stopped), that merchant's
+	// next drill waits this long (Config.Cooldown): a drill loads the machines every sale shares,
+	// and a merchant gains little from running them back to back.
+	DefaultCooldown = 10 * time.Minute
 	// FastAnswer is the answer time a shopper is counted "served" within, for the capacity.
 	FastAnswer = time.Second
 	// crowd defaults: reminders ×10, or else the units on sale ×20.

@@ -91,6 +91,12 @@ function blockedText(b) {
   if (lang === 'en' && b.message) {
     return sentence(b.message);
   }
+  var next = parseTime(b.nextAt);
+  if (b.nextAt && !isNaN(next)) { // the cooldown after the merchant's last drill
+    return t('Your last fire drill ended a short while ago, and one merchant\u2019s drills are spaced apart: the next may start at {time}, in {d}.', {
+      time: formatDate(next), d: t('{m} min', { m: Math.max(1, Math.ceil((next - Date.now()) / 60000)) })
+    });
+  }
   if (b.error !== 'DRILL_NOT_NOW') {
     return t('Another fire drill is running; one runs at a time. Try again when it has ended.');
   }

@@ -33,6 +33,7 @@ addWords({
   'The last drill failed; it removed what it had made.': '上一次演练失败，已删除它创建的数据。',
   '{m} min': '{m} 分钟',
   'Another fire drill is running; one runs at a time. Try again when it has ended.': '另一场消防演练正在进行，每次只能进行一场。请在它结束后再试。',
+  'Your last fire drill ended a short while ago, and one merchant\u2019s drills are spaced apart: the next may start at {time}, in {d}.': '你的上一次消防演练刚结束不久，同一商家的演练之间需要间隔：下一次可在 {time}（{d}后）开始。',
   'The last drill failed: {why}': '上一次演练失败：{why}',
   // admin*.js: the merchant's pages
   'Nothing is sold yet: the books open at the start.': '尚未售出任何商品：活动开始后开始记账。',
