@@ -174,7 +174,7 @@ var enAdmin = AdminMessages{
 	DrillLimits:    "At most 50,000 shoppers over at most 30 seconds. Left empty, the expected crowd is the sale's reminders ×10, or its units ×20. No drill while any sale is live or starts within 30 minutes: it shares the machines.",
 	DrillSellOut:   "Sold out after", DrillRefusals: "Shoppers refused", DrillAccepted: "Orders accepted per second",
 	DrillLatency: "Answer time (median / 99%)", DrillWriterLag: "Orders recorded after",
-	RemindersHint: "Shoppers who pressed Remind me on the sale page before the start: an estimate of the crowd. Each browser counts once; a reminder undone stays counted.",
+	RemindersHint: "Shoppers who pressed Remind me on the sale page before the start: an estimate of the crowd. Each shopper counts once; a reminder undone stays counted.",
 
 	FunnelRequests: "Requests", FunnelRefused: "Refused", FunnelAccepted: "Accepted", FunnelWritten: "Orders recorded",
 	FunnelPaid: "Paid", FunnelExpired: "Expired unpaid", FunnelCancelled: "Cancelled",
@@ -308,7 +308,7 @@ var zhAdmin = AdminMessages{
 	DrillLimits:    "最多 50,000 位顾客，最长 30 秒。预计人数留空时，取本场活动的提醒人数 ×10，或商品件数 ×20。有活动正在进行或 30 分钟内开始时不能演练：演练与活动共用机器。",
 	DrillSellOut:   "售罄用时", DrillRefusals: "被拒绝的顾客", DrillAccepted: "每秒接受的订单",
 	DrillLatency: "响应时间（中位数 / 99%）", DrillWriterLag: "订单记录完成于",
-	RemindersHint: "开抢前在活动页点了“开抢提醒我”的顾客：用来预估人流。每个浏览器只计一次；撤销的提醒仍计入。",
+	RemindersHint: "开抢前在活动页点了“开抢提醒我”的顾客：用来预估人流。每位顾客只计一次；撤销的提醒仍计入。",
 
 	FunnelRequests: "请求", FunnelRefused: "被拒绝", FunnelAccepted: "抢到", FunnelWritten: "已记录的订单",
 	FunnelPaid: "已支付", FunnelExpired: "超时未支付", FunnelCancelled: "已取消",

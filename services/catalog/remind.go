@@ -7,9 +7,9 @@ import (
 	"github.com/flashsale/flashsale/shop"
 )
 
-// Reminders: before a sale, a shopper can press "Remind me" on the sale page. The page notifies
-// them at the start and counts the reminder once here: a random id the browser made and kept, added
-// to a HyperLogLog per sale in Redis (store.Stock.Remind). The merchant's live view shows the
+// Reminders: before a sale, a signed-in shopper can press "Remind me" on the sale page. The page
+// notifies them at the start and the shop counts the shopper once here, by user id, in a
+// HyperLogLog per sale in Redis (store.Stock.Remind): a count nobody can inflate without accounts. The merchant's live view shows the
 // count, an early estimate of the crowd. Nothing of it is on the purchase path.
 
 // Reminder ids: what a browser makes (a UUID, or any random string of the same letters).
