@@ -3,7 +3,7 @@
 // reconciliation and the chart of requests per second (admin_chart.js).
 
 import { byTestId, setText, el, show } from './dom.js';
-import { formatClock, parseTime } from './time.js';
+import { formatClock, formatDeadline, parseTime } from './time.js';
 import { drawChart } from './admin_chart.js';
 import { formatMoney } from './money.js';
 import { t, locale } from './i18n.js';
@@ -64,7 +64,42 @@ function lagText(s) {
   return t('{m} min {s} s', { m: Math.floor(v / 60), s: Math.round(v % 60) });
 }
 
-function renderItems(root, items, currency) {
+// WARM_AHEAD is how long before its start the keeper loads a sale's stock into Redis
+// (FLASHSALE_WARM_AHEAD's default, which the books' explanation states too).
+const WARM_AHEAD = 10 * 60 * 1000;
+
+// unheldStock says what the units left for shoppers wait for while Redis does not hold the sale
+// (the API answers an item's displayed as -1 then): { word } for an item's cell and { note } for
+// the tile; null while Redis holds every item. Before the warm-up the stock is not loaded yet; a
+// sale whose stock Redis lost is rebuilt from the recorded orders (the books say when); otherwise
+// it is being loaded now; an ended sale's units left are not known.
+export function unheldStock(d, items) {
+  var missing = items.some(function (it) {
+    return num(it.displayed) < 0;
+  });
+  if (!missing) {
+    return null;
+  }
+  var sale = d.sale || {};
+  var rec = d.reconciliation || {};
+  var now = parseTime(d.asOf);
+  if (!isFinite(now)) {
+    now = Date.now();
+  }
+  var loadsAt = parseTime(sale.startsAt) - WARM_AHEAD;
+  if (sale.status === 'ended') {
+    return { word: t('unknown'), note: t('unknown: the fast stock counter no longer holds this ended sale, so the units left are not known here') };
+  }
+  if (sale.status === 'scheduled' && now < loadsAt) {
+    return { word: t('not loaded yet'), note: t('not loaded yet: it loads 10 minutes before the start, at {time}, or now with Warm up now', { time: formatDeadline(loadsAt, now) }) };
+  }
+  if (typeof rec.rebuildWaitsFor === 'number' || rec.lost) {
+    return { word: t('being rebuilt'), note: t('being rebuilt: the fast stock counter lost this sale\u2019s stock, which is rebuilt from the recorded orders (purchases are refused meanwhile)') };
+  }
+  return { word: t('being loaded'), note: t('being loaded for the sale now') };
+}
+
+function renderItems(root, items, currency, unheld) {
   var itemRows = byTestId('live-item-rows', root);
   var trs = items.map(function (it) {
     var tr = el('tr', { class: 'stack-row', 'data-testid': 'live-item-row', 'data-item-id': String(it.itemId) });
@@ -73,8 +108,12 @@ function renderItems(root, items, currency) {
     }
     tr.appendChild(el('th', { scope: 'row', 'data-col': 'name' }, it.name || t('item #{id}', { id: it.itemId })));
     [['quantity', t('Quantity')], ['displayed', t('Displayed')], ['frozen', t('Frozen')], ['real', t('Real')], ['paid', t('Paid')], ['expired', t('Expired')]].forEach(function (c) {
-      var td = el('td', { 'data-col': c[0], 'data-label': c[1] }, count(it[c[0]]));
-      if (num(it[c[0]]) === 0) {
+      var notHeld = c[0] === 'displayed' && unheld && num(it.displayed) < 0;
+      var td = el('td', { 'data-col': c[0], 'data-label': c[1] }, notHeld ? unheld.word : count(it[c[0]]));
+      if (notHeld) {
+        td.classList.add('not-held');
+        td.title = unheld.note;
+      } else if (num(it[c[0]]) === 0) {
         td.classList.add('zero');
       }
       if (c[0] === 'frozen') {
@@ -240,13 +279,20 @@ function label(root, key, text) {
 }
 
 // stockTiles are the units' tiles. Once the sale has ended, what is left is what went unsold.
-function stockTiles(root, items, status) {
+// While Redis does not hold the sale, the units left are not known: the tile says what they wait for.
+function stockTiles(root, items, status, unheld) {
   var quantity = sum(items, 'quantity');
   var frozen = sum(items, 'frozen');
   var left = sum(items, 'displayed');
   tile(root, 'paid', count(sum(items, 'paid')), t('units paid, of {n}', { n: count(quantity) }));
   tile(root, 'frozen', count(frozen), t('{n} being recorded \u00b7 {m} awaiting payment', { n: count(sum(items, 'inFlight')), m: count(sum(items, 'pending')) }));
   byTestId('tile-displayed', root).setAttribute('data-ended', String(status === 'ended'));
+  byTestId('tile-displayed', root).setAttribute('data-held', String(!unheld));
+  if (unheld) {
+    label(root, 'displayed', status === 'ended' ? t('Unsold') : t('Displayed'));
+    tile(root, 'displayed', '\u2013', unheld.note);
+    return;
+  }
   if (status === 'ended') {
     label(root, 'displayed', t('Unsold'));
     tile(root, 'displayed', count(left), frozen > 0
@@ -366,7 +412,8 @@ export function renderLive(root, d) {
   var items = Array.isArray(d.items) ? d.items : [];
   var status = d.sale && d.sale.status;
   var started = status !== undefined && status !== 'scheduled';
-  stockTiles(root, items, status);
+  var unheld = unheldStock(d, items);
+  stockTiles(root, items, status, unheld);
   flowTiles(root, d.funnel || {});
   var rec = d.reconciliation || {};
   booksTile(root, rec, renderBooks(root, rec, items, started), started);
@@ -377,6 +424,6 @@ export function renderLive(root, d) {
   remindersLine(root, d.reminders, started);
   var money = d.money && typeof d.money === 'object' ? d.money : {};
   renderMoney(root, money, items, started);
-  renderItems(root, items, money.currency);
+  renderItems(root, items, money.currency, unheld);
   renderChart(root, d);
 }

@@ -3,7 +3,7 @@
 // whether the reconciliation holds, and its failed checks when it does not.
 
 import { byTestId, setText, show, el, enc } from './dom.js';
-import { formatClock } from './time.js';
+import { formatClock, parseTime } from './time.js';
 import { formatMoney } from './money.js';
 import { api } from './api.js';
 import { makePoller, failed } from './poll.js';
@@ -20,6 +20,14 @@ const STOCK_COLUMNS = [
 
 function numberText(v) {
   return v === undefined || v === null ? '\u2013' : String(v);
+}
+
+// unheldWord is what an item's displayed units wait for while Redis does not hold the sale (the
+// API's -1): before the start, the load (10 minutes before it, or Warm up now); after it, the
+// rebuild from the recorded orders (the sale's live view says more).
+function unheldWord(sel) {
+  var starts = sel.sale ? parseTime(sel.sale.startsAt) : NaN;
+  return isFinite(starts) && Date.now() < starts ? t('not loaded yet') : t('being rebuilt');
 }
 
 // cssId escapes an id for a selector.
@@ -148,7 +156,12 @@ function stockRows(P, sel, it) {
   var price = sel.prices && Object.prototype.hasOwnProperty.call(sel.prices, itemId) ? formatMoney(sel.prices[itemId], sel.currency) : '';
   tr.appendChild(el('td', { 'data-col': 'price', 'data-label': t('Price'), 'data-testid': 'stock-price' }, price || '\u2013'));
   STOCK_COLUMNS.forEach(function (c) {
-    tr.appendChild(el('td', { 'data-col': c[0], 'data-label': c[1] }, numberText(it[c[0]])));
+    var notHeld = c[0] === 'displayed' && typeof it.displayed === 'number' && it.displayed < 0;
+    var td = el('td', { 'data-col': c[0], 'data-label': c[1] }, notHeld ? unheldWord(sel) : numberText(it[c[0]]));
+    if (notHeld) {
+      td.classList.add('not-held');
+    }
+    tr.appendChild(td);
   });
   var ok = it.reconciled === true;
   var cell = el('td', { 'data-col': 'reconciled', 'data-label': t('Reconciled'), class: ok ? 'reconciled' : 'drift' }, ok ? '\u2713' : t('drift'));

@@ -211,6 +211,13 @@ addWords({
   'no': '否',
   'none so far': '暂无',
   'not loaded yet': '尚未载入',
+  // admin_live_view.js, admin_stock.js: the units left while Redis does not hold the sale
+  'not loaded yet: it loads 10 minutes before the start, at {time}, or now with Warm up now': '尚未载入：系统会在开始前 10 分钟（{time}）自动载入，也可以点击“立即预热”马上载入',
+  'being rebuilt': '正在重建',
+  'being rebuilt: the fast stock counter lost this sale\u2019s stock, which is rebuilt from the recorded orders (purchases are refused meanwhile)': '正在重建：本场活动的库存计数丢失了数据，正在根据已记录的订单重建（重建期间购买请求会被拒绝）',
+  'being loaded': '正在载入',
+  'being loaded for the sale now': '正在为活动载入库存',
+  'unknown: the fast stock counter no longer holds this ended sale, so the units left are not known here': '未知：库存计数中已没有这场已结束的活动，无法在这里得知剩余件数',
   'not loaded': '未载入',
   'nothing sold yet': '尚未售出',
   'of 1 request': '共 1 次请求',
