@@ -39,7 +39,7 @@ const (
 	CodeUseCheckout          Code = "USE_CHECKOUT"      // direct pay with a real payment provider: pay through its checkout
 	CodeBadSignature         Code = "BAD_SIGNATURE"     // a provider webhook that does not verify
 	CodeDrillRunning         Code = "DRILL_RUNNING"     // a fire drill is running (or being cleaned up) on the deployment
-	CodeDrillNotNow          Code = "DRILL_NOT_NOW"     // a sale is live or starts within 30 minutes: no fire drill now
+	CodeDrillNotNow          Code = "DRILL_NOT_NOW"     // a sale is live or starts within 30 minutes, or the merchant's last drill ended under 10 minutes ago
 	CodePriceNotPayable      Code = "PRICE_NOT_PAYABLE" // an item price the payment provider cannot charge
 	CodeDrawInProgress       Code = "DRAW_IN_PROGRESS"  // the sale's draw is undecided: what it gives cannot change
 )
