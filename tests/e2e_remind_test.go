@@ -58,7 +58,7 @@ func TestE2ERemindMe(t *testing.T) {
 	for _, v := range []e2eViewport{{"desktop", 1280, 900, false}, {"phone", 390, 844, true}} {
 		t.Run(v.name, func(t *testing.T) {
 			name := "Remind drop " + v.name
-			start := time.Now().Add(18 * time.Second).Truncate(time.Second)
+			start := time.Now().Add(25 * time.Second).Truncate(time.Second) // room for a loaded machine: every step before the start must fit
 			s := h.createSaleWith(map[string]any{"name": name}, start, 3)
 			b := openShopperTab(t, browserCtx, v, "shopper")
 			if _, err := chromedp.CallBrowser(b.ctx, browser.SetPermission, browser.SetPermissionParams{
