@@ -564,7 +564,17 @@ func TestAuthLimitsKnownAddressSkipsUsernameCap(t *testing.T) {
 		n := guesses.Add(1)
 		return login("OWNER", "a wrong guess", fmt.Sprintf("2001:db8:%x:%x::1", n>>16, n&0xffff))
 	}
-	wantLimited(t, "one username from many addresses", 2*limits.AuthUsernameLimit.Burst, func(int) response { return guess() })
+	// The cap holds for an address that never logged in, the right password or not: asked right
+	// after the bucket ran dry. The bucket gives a guess back every 0.6 s, which a loaded machine
+	// may take between two requests: then it is emptied again and another newcomer asks (a
+	// newcomer let in is known from then on), three times at most.
+	var newcomer response
+	for i := range 3 {
+		wantLimited(t, "one username from many addresses", 2*limits.AuthUsernameLimit.Burst, func(int) response { return guess() })
+		if newcomer = login("owner", "owner-pass-123", fmt.Sprintf("203.0.113.%d", 77+i)); newcomer.Status == http.StatusTooManyRequests {
+			break
+		}
+	}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for range 8 {
@@ -591,9 +601,7 @@ func TestAuthLimitsKnownAddressSkipsUsernameCap(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	// The cap holds for an address that never logged in, the right password or not...
-	newcomer := try("owner-pass-123", "203.0.113.77")
-	// ...and not for the owner's known address, time after time.
+	// The cap does not hold for the owner's known address, time after time.
 	var owner []response
 	for range 3 {
 		owner = append(owner, try("owner-pass-123", home))
