@@ -410,7 +410,11 @@ func TestAuthLimitsKeepTheOwnerIn(t *testing.T) {
 	if r := login("acme", "another guess", "2001:db8:5::1"); r.Status != 401 {
 		t.Errorf("a third address at the account: %d %s, want 401 (not limited)", r.Status, r.Raw)
 	}
-	// And the attacker stays limited.
+	// And the attacker stays limited: the bucket gives back a guess every 6 s, which the steps
+	// above may take on a loaded machine, so the first guess now may pass; the next is refused.
+	if r := login("acme", "another guess", "198.51.100.66"); r.Status != 401 && r.Status != 429 {
+		t.Errorf("the attacker again: %d %s, want 401 (a guess given back) or 429", r.Status, r.Raw)
+	}
 	wantCode(t, "the attacker again", login("acme", "acme-pass-123", "198.51.100.66"), 429, "RATE_LIMITED")
 }
 
