@@ -367,26 +367,7 @@ func (s *Drills) run(r *running, sale shop.Sale, rec store.DrillRecord) {
 	log := s.d.Log.With("drill", rec.ID, "sale", sale.ID)
 	hbDone := make(chan struct{})
 	hbStop := make(chan struct{})
-	go func() { // the heartbeat: progress, "this instance still runs it", and no sale near
-		defer close(hbDone)
-		t := time.NewTicker(time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-hbStop:
-				return
-			case <-t.C:
-				phase := r.phase.Load().(string)
-				sent, answered := r.counts()
-				if err := s.d.DB.DrillProgress(context.WithoutCancel(ctx), r.id, phase, sent, answered); err != nil {
-					log.Warn("fire drill: progress not recorded", "err", err)
-				}
-				if phase != PhaseCleaning && ctx.Err() == nil {
-					s.recheck(ctx, stop, log)
-				}
-			}
-		}
-	}()
+	go s.heartbeat(ctx, stop, r, log, hbStop, hbDone)
 	res, runErr := s.exercise(ctx, r, sale, rec)
 	var stopped *stoppedError
 	if cause := context.Cause(ctx); runErr != nil && errors.As(cause, &stopped) {
@@ -424,6 +405,30 @@ func (s *Drills) run(r *running, sale shop.Sale, rec store.DrillRecord) {
 		log.Error("fire drill: end not recorded", "err", err)
 	}
 	log.Info("fire drill ended", "phase", phase, "failure", failure)
+}
+
+// heartbeat records the drill's progress every second ("this instance still runs it") and, until
+// its cleanup, looks again for a real sale near (recheck, which stops the drill); it returns when
+// quit is closed, closing done.
+func (s *Drills) heartbeat(ctx context.Context, stop context.CancelCauseFunc, r *running, log *slog.Logger, quit <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-quit:
+			return
+		case <-t.C:
+			phase := r.phase.Load().(string)
+			sent, answered := r.counts()
+			if err := s.d.DB.DrillProgress(context.WithoutCancel(ctx), r.id, phase, sent, answered); err != nil {
+				log.Warn("fire drill: progress not recorded", "err", err)
+			}
+			if phase != PhaseCleaning && ctx.Err() == nil {
+				s.recheck(ctx, stop, log)
+			}
+		}
+	}
 }
 
 // stoppedError is why a running drill was stopped: a real sale became live or came within
