@@ -32,15 +32,21 @@ type e2eAxeViolation struct {
 	} `json:"nodes"`
 }
 
-// Every page passes axe-core with no violation (its default rules: WCAG 2.x A and AA, and its
+// TestE2EAccessibilityDesktop: every page passes axe-core with no violation (its default rules: WCAG 2.x A and AA, and its
 // best practices), signed out and signed in (a shopper on the shopper's pages, the merchant on
 // the merchant's), in English and in Chinese: the home page, a sale before its start and a live
 // one, My orders, an order, the merchant's list, a sale's live view and orders list, the 404
 // page. Each is checked once its script has drawn it (the session box settled), at desktop width
 // and on a phone. Then the pages the script fills in from the API are opened again as the shopper
 // who holds orders, with the API's answers held back (My orders, the order page, two live sale
-// pages): none may move more than 0.05 when the answers come in.
-func TestE2EAccessibility(t *testing.T) {
+// pages): none may move more than 0.05 when the answers come in. The desktop and the phone are
+// two tests, each with its own server, so that they run side by side.
+func TestE2EAccessibilityDesktop(t *testing.T) { e2eAccessibility(t, e2eViewports[0]) }
+
+// TestE2EAccessibilityPhone is TestE2EAccessibilityDesktop on a phone.
+func TestE2EAccessibilityPhone(t *testing.T) { e2eAccessibility(t, e2eViewports[1]) }
+
+func e2eAccessibility(t *testing.T, v e2eViewport) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 240*time.Second)
 	defer cancel()
@@ -109,24 +115,22 @@ func TestE2EAccessibility(t *testing.T) {
 
 	browserCtx := startE2EBrowser(t, ctx)
 	var failures []string
-	for _, v := range e2eViewports {
-		b := openShopperTab(t, browserCtx, v, "axe")
-		if _, err := chromedp.Call(b.ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: e2eLayoutShiftJS}); err != nil {
-			b.fatalf("install the layout-shift recorder: %v", err)
+	b := openShopperTab(t, browserCtx, v, "axe")
+	if _, err := chromedp.Call(b.ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: e2eLayoutShiftJS}); err != nil {
+		b.fatalf("install the layout-shift recorder: %v", err)
+	}
+	for _, s := range sessions {
+		if _, err := chromedp.Call(b.ctx, network.ClearBrowserCookies, cdp.Empty{}); err != nil {
+			b.fatalf("clear cookies: %v", err)
 		}
-		for _, s := range sessions {
-			if _, err := chromedp.Call(b.ctx, network.ClearBrowserCookies, cdp.Empty{}); err != nil {
-				b.fatalf("clear cookies: %v", err)
-			}
-			if s.header != nil {
-				b.takeCookies(h, s.header)
-			}
-			for _, lang := range []string{"en", "zh"} {
-				for _, p := range s.pages {
-					url := h.srv.URL + p + "?lang=" + lang
-					for _, f := range b.axe(url) {
-						failures = append(failures, fmt.Sprintf("%s, %s, %s %s: %s", v.name, s.name, lang, p, f))
-					}
+		if s.header != nil {
+			b.takeCookies(h, s.header)
+		}
+		for _, lang := range []string{"en", "zh"} {
+			for _, p := range s.pages {
+				url := h.srv.URL + p + "?lang=" + lang
+				for _, f := range b.axe(url) {
+					failures = append(failures, fmt.Sprintf("%s, %s, %s %s: %s", v.name, s.name, lang, p, f))
 				}
 			}
 		}
@@ -146,21 +150,19 @@ func TestE2EAccessibility(t *testing.T) {
 		{fmt.Sprintf("/sales/%d", summer.sale), `e.qa('item-note').every((n) => e.text(n) !== '') && e.shown(e.q('sale-orders'))`},
 	}
 	var shifts []string
-	for _, v := range e2eViewports {
-		b := openShopperTab(t, browserCtx, v, "late answers")
-		if _, err := chromedp.Call(b.ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: e2eLayoutShiftJS}); err != nil {
-			b.fatalf("install the layout-shift recorder: %v", err)
-		}
-		b.lateAPI(h, 600*time.Millisecond)
-		b.takeCookies(h, reg.Header)
-		for _, lang := range []string{"en", "zh"} {
-			for _, p := range slow {
-				url := h.srv.URL + p.path + "?lang=" + lang
-				sum, nodes := b.layoutShift(url, p.drawn)
-				t.Logf("%s, shopper with an order, late answers, %s %s: layout shift %.3f %v", v.name, lang, p.path, sum, nodes)
-				if sum > e2eMaxLayoutShift {
-					shifts = append(shifts, fmt.Sprintf("%s, %s %s: layout shift %.3f (over %.2f) while the answers came in: %v", v.name, lang, p.path, sum, e2eMaxLayoutShift, nodes))
-				}
+	late := openShopperTab(t, browserCtx, v, "late answers")
+	if _, err := chromedp.Call(late.ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: e2eLayoutShiftJS}); err != nil {
+		late.fatalf("install the layout-shift recorder: %v", err)
+	}
+	late.lateAPI(h, 600*time.Millisecond)
+	late.takeCookies(h, reg.Header)
+	for _, lang := range []string{"en", "zh"} {
+		for _, p := range slow {
+			url := h.srv.URL + p.path + "?lang=" + lang
+			sum, nodes := late.layoutShift(url, p.drawn)
+			t.Logf("%s, shopper with an order, late answers, %s %s: layout shift %.3f %v", v.name, lang, p.path, sum, nodes)
+			if sum > e2eMaxLayoutShift {
+				shifts = append(shifts, fmt.Sprintf("%s, %s %s: layout shift %.3f (over %.2f) while the answers came in: %v", v.name, lang, p.path, sum, e2eMaxLayoutShift, nodes))
 			}
 		}
 	}

@@ -15,6 +15,7 @@ import (
 // Before, the pass stopped at A's error on every round, and B stayed closed as long as A's node
 // was down.
 func TestKeeperWarmsTheOtherSalesWhenOneFails(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	c := testenv.NewRedisCluster(t, 3, 0) // no replica: a dead master's slots stay down
 	h := newHarness(t, harnessOpts{redisURL: c.URL(), env: map[string]string{"FLASHSALE_PUBLISH_TIMEOUT": "1s"}})

@@ -364,6 +364,7 @@ func (c *heldCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 // listing: a sale on each of three masters, one of them sharded with the shopper's shard on
 // another master than its shard 0, all listed QUEUED before the writer writes them, then PENDING.
 func TestMyOrdersQueuedOnRedisCluster(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	c := testenv.NewRedisCluster(t, 3, 0)
 	h := newHarness(t, harnessOpts{noWriter: true, redisURL: c.URL(), env: map[string]string{"FLASHSALE_KEEPER_INTERVAL": "1h"}})

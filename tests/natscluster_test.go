@@ -28,6 +28,7 @@ import (
 // instead of failing, every order answered 202 is in Postgres exactly once, nothing is written
 // twice, both writers wrote, and the invariants hold.
 func TestNATSClusterLosesANodeDuringARush(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	cl := testenv.NATS(t, 3)
 	env := map[string]string{

@@ -18,6 +18,7 @@ import (
 // end exactly the units were sold, one per shopper, each 202 is one order in Postgres, and the
 // invariants hold.
 func TestRedisClusterShardedSale(t *testing.T) {
+	t.Parallel()
 	c := testenv.NewRedisCluster(t, 3, 1)
 	a := newHarness(t, harnessOpts{redisURL: c.URL()})
 	b := newHarness(t, harnessOpts{redisURL: c.URL(), shared: a})

@@ -27,6 +27,7 @@ import (
 // each giving the unit back to the right shard, the rate limiter shared through the cluster, the
 // live view, and the invariants of every sale at the end.
 func TestRedisClusterPurchasePath(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	c := testenv.NewRedisCluster(t, 3, 1)
 	env := map[string]string{"FLASHSALE_RATE_LIMITS": "on", "FLASHSALE_CAPTCHA": "image"}
@@ -262,6 +263,7 @@ func userRange(from, n int) []int64 {
 }
 
 func TestRedisClusterMasterFailoverDuringARush(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	c := testenv.NewRedisCluster(t, 3, 1)
 	h := newHarness(t, harnessOpts{redisURL: c.URL()})
