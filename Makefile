@@ -24,7 +24,7 @@ DEVENV := .data/bin/devenv
 DEV := $(DEVENV) -data $(CURDIR)/.data -redis-port $(REDIS_PORT) -pg-port $(PG_PORT) -pg-version $(PG_VERSION) -db $(PG_DB)
 
 .DEFAULT_GOAL := help
-.PHONY: help deps deps-test services stop run cluster test test-steps chaos build bench audit docker-check fmt generate clean FORCE
+.PHONY: help deps deps-test services stop run cluster test test-steps chaos build bench bench-compare audit docker-check fmt generate clean FORCE
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -75,6 +75,13 @@ build: ## build the ./flashsale binary
 
 bench: deps ## benchmark a fresh server: make bench [ARGS="soldout -runs 3 -json bench-results/soldout.json"]
 	@$(DEV) -bench-port $(BENCH_PORT) bench $(or $(ARGS),$(BENCH_ARGS))
+
+# make bench-compare BASE=<git ref> [PAIRS=3] [ARGS="-scenarios rush"]: the base against the working
+# tree, alternated, medians and spread of CPU per request and per shopper against bare Gin's.
+PAIRS ?= 3
+bench-compare: deps ## the budget: make bench-compare BASE=<git ref> (the working tree against it, 3 pairs; BENCHMARKS.md)
+	@test -n "$(BASE)" || { echo "make bench-compare needs BASE=<git ref>, e.g. BASE=HEAD~1" >&2; exit 2; }
+	@$(DEV) -bench-port $(BENCH_PORT) bench-compare -base $(BASE) -pairs $(PAIRS) $(ARGS)
 
 # make bench-rush, bench-soldout, bench-reserve, bench-ladder: one scenario, its JSON in bench-results/.
 bench-%: deps

@@ -6,6 +6,7 @@
 //	go run ./bench reserve [flags]  the winning path alone, on an item that never runs out
 //	go run ./bench ladder  [flags]  whole shopper visits at stepped constant rates
 //	go run ./bench compare old.json new.json
+//	go run ./bench pairs DIR        the budget table of make bench-compare's runs in DIR
 //
 // The load is open-loop: arrivals follow a schedule fixed in advance, whatever the answers, and
 // every latency counts from the scheduled time, so a slow server cannot hide behind a waiting
@@ -62,6 +63,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return nil
 	case "compare":
 		return compareMain(args, stdout, stderr)
+	case "pairs":
+		return pairsMain(args, stdout, stderr)
 	case refs.Gin, refs.Redis:
 		return refs.Serve(ctx, cmd, args, stderr)
 	}

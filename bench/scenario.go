@@ -64,6 +64,8 @@ func usageText() string {
 	b.WriteString(`
 other commands:
   compare [-all] old.json new.json   metric by metric: old, new, delta
+  pairs DIR                          the budget of make bench-compare's runs in DIR: base and head,
+                                     medians of the pairs and their spread
   ref-gin -addr A                    the bare-Gin reference server (started by the scenarios)
   ref-redis -addr A -redis-url U     the Gin + EVALSHA reference server (started by the scenarios)
 

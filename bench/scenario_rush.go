@@ -230,6 +230,12 @@ func soldOutAt(firstSoldOut, last202 float64, items int, accepted int64, units i
 	return last202
 }
 
+// shopperCPU is the CPU seconds of everything a shopper costs but the load generator: the server
+// (with its embedded NATS), Redis and Postgres, in µs.
+func shopperCPU(p report.PhaseReport) float64 {
+	return 1e6 * (p.Procs["server"].CPU + p.Procs["redis"].CPU + p.Procs["postgres"].CPU)
+}
+
 // Check: the sell-out, the answers against bare Gin's, persistence, errors and memory.
 func (rush) Check(o Options, res *RunResult) {
 	rr := res.Rush
@@ -250,8 +256,12 @@ func (rush) Check(o Options, res *RunResult) {
 	if p == nil {
 		return
 	}
+	tokens := p.Outcome("token", "200").Count
+	res.put("rush.tokens_issued", float64(tokens))
+	res.put("rush.tokens_per_unit", float64(tokens)/float64(max(rr.Units, 1)))
 	if q := res.phase("rush", refs.Gin); q != nil {
 		res.ratio("ratio.rush_server_cpu_per_request_vs_ref_gin", p.Procs["server"].CPUPerRq, q.Procs["server"].CPUPerRq)
+		res.ratio("ratio.rush_cpu_per_shopper_vs_ref_gin", shopperCPU(*p)/float64(max(rr.Shoppers, 1)), shopperCPU(*q)/float64(max(q.Requests, 1)))
 	}
 	if rr.Shoppers > rr.Units {
 		res.check("sold out within 2 s of the start", "≤ 2.00 s", report.FmtSecs(rr.SoldOutAt), rr.SoldOutAt >= 0 && rr.SoldOutAt <= 2)

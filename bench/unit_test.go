@@ -2,9 +2,13 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -32,6 +36,8 @@ scenarios:
 
 other commands:
   compare [-all] old.json new.json   metric by metric: old, new, delta
+  pairs DIR                          the budget of make bench-compare's runs in DIR: base and head,
+                                     medians of the pairs and their spread
   ref-gin -addr A                    the bare-Gin reference server (started by the scenarios)
   ref-redis -addr A -redis-url U     the Gin + EVALSHA reference server (started by the scenarios)
 
@@ -175,11 +181,22 @@ func TestChecksRush(t *testing.T) {
 	o := Options{Scenario: "rush"}
 	rr := &RushReport{Shoppers: 100, Units: 10, Accepted: 10, SoldOutAt: 1.5, AllAnsweredAt: 3, RefAllAnsweredAt: 2, AnsweredRatio: 1.5,
 		PersistAfterSellout: 0.5, ServerRSSPeak: 400}
-	res := &RunResult{Metrics: map[string]float64{}, Rush: rr,
-		Phases: []report.PhaseReport{phase("rush", tFlashsale, 5, 60), phase("rush", refs.Gin, 5, 40)}}
+	fl, gin := phase("rush", tFlashsale, 5, 60), phase("rush", refs.Gin, 5, 40)
+	// flashsale: 100 shoppers, 12 tokens, 0.012 s of CPU in all (120 µs a shopper); bare Gin: 112
+	// requests (the same shoppers' requests), 0.0056 s (50 µs a request)
+	fl.Outcomes = append(fl.Outcomes, report.Outcome{Kind: "token", Class: "200", Count: 12})
+	fl.Procs = map[string]proc.Report{"server": {CPU: 0.008, CPUPerRq: 60}, "redis": {CPU: 0.003}, "postgres": {CPU: 0.001}}
+	gin.Requests, gin.Procs = 112, map[string]proc.Report{"server": {CPU: 0.0051, CPUPerRq: 40}, "redis": {CPU: 0.0003}, "postgres": {CPU: 0.0002}}
+	res := &RunResult{Metrics: map[string]float64{}, Rush: rr, Phases: []report.PhaseReport{fl, gin}}
 	res.evaluate(rush{}, o)
 	if res.Metrics["rush.accepted"] != 10 || res.Metrics["ratio.rush_answered_vs_ref_gin"] != 1.5 || res.Metrics["ratio.rush_server_cpu_per_request_vs_ref_gin"] != 1.5 {
 		t.Errorf("rush metrics %v", res.Metrics)
+	}
+	if got := res.Metrics["ratio.rush_cpu_per_shopper_vs_ref_gin"]; math.Abs(got-2.4) > 1e-9 {
+		t.Errorf("CPU per shopper ÷ bare Gin's per request = %v, want 120 µs / 50 µs = 2.4", got)
+	}
+	if res.Metrics["rush.tokens_issued"] != 12 || res.Metrics["rush.tokens_per_unit"] != 1.2 {
+		t.Errorf("tokens %v, per unit %v: want 12 and 1.2", res.Metrics["rush.tokens_issued"], res.Metrics["rush.tokens_per_unit"])
 	}
 	c := checksOf(res)
 	if !c["sold out within 2 s of the start"] || !c["every shopper answered within 2.5× bare Gin"] || !c["zero 5xx, zero timeouts"] ||
@@ -278,5 +295,53 @@ func TestRushItems(t *testing.T) {
 	}
 	if got := soldOutAt(1.2, 1.5, 4, 9, 10); got != -1 {
 		t.Errorf("four items, a unit left: sold out at %v, want -1", got)
+	}
+}
+
+// TestPairsTable prints the budget of hand-made pairs: the medians, the spreads, the purchase
+// path divided by bare Gin of the same pair's refusal run, and the verdicts.
+func TestPairsTable(t *testing.T) {
+	dir := t.TempDir()
+	write := func(sd, name string, m map[string]float64) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Join(dir, sd), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := writeJSON(filepath.Join(dir, sd, name), &Report{Scenario: strings.Split(name, "-")[0], Median: m, OK: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, v := range []float64{30, 32, 31} { // base
+		write("base", fmt.Sprintf("rush-%d.json", i+1), map[string]float64{"ratio.rush_cpu_per_shopper_vs_ref_gin": v / 20, "rush.tokens_per_unit": 2})
+		write("base", fmt.Sprintf("soldout-%d.json", i+1), map[string]float64{"ref_gin.soldout_load.server.cpu_us_per_request": 20})
+		write("base", fmt.Sprintf("reserve-%d.json", i+1), map[string]float64{"flashsale.reserve_load.server.cpu_us_per_request": v * 4})
+	}
+	for i, v := range []float64{25, 26, 24} { // head
+		write("head", fmt.Sprintf("rush-%d.json", i+1), map[string]float64{"ratio.rush_cpu_per_shopper_vs_ref_gin": v / 20, "rush.tokens_per_unit": 1.05})
+		write("head", fmt.Sprintf("soldout-%d.json", i+1), map[string]float64{"ref_gin.soldout_load.server.cpu_us_per_request": 10 * float64(i+1)})
+		write("head", fmt.Sprintf("reserve-%d.json", i+1), map[string]float64{"flashsale.reserve_load.server.cpu_us_per_request": 120})
+	}
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"pairs", dir}, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	lines := map[string]string{}
+	for _, l := range strings.Split(out.String(), "\n") {
+		if k, _, ok := strings.Cut(l, "  "); ok {
+			lines[k] = strings.Join(strings.Fields(l), " ")
+		}
+	}
+	for label, want := range map[string]string{
+		"rush: CPU per shopper (server, Redis, Postgres) ÷ bare Gin's per request": "1.550 (1.500–1.600) 1.250 (1.200–1.300) -19.4% better",
+		"rush: purchase tokens handed out per unit":                                "2 (2–2) 1.050 (1.050–1.050) -47.5% better",
+		"reserve: purchase: server CPU per purchase, µs":                           "124 (120–128) 120 (120–120) -3.2% within noise",
+		"reserve: purchase: server CPU per purchase ÷ bare Gin's per request":      "6.200 (6–6.400) 6 (4–12) -3.2% within noise",
+	} {
+		if got := lines[label]; !strings.HasSuffix(got, want) {
+			t.Errorf("%s: got %q, want it to end in %q\n%s", label, got, want, out.String())
+		}
+	}
+	if _, ok := lines["rush: server CPU per request, µs"]; ok {
+		t.Errorf("a figure no run has is printed:\n%s", out.String())
 	}
 }

@@ -211,7 +211,9 @@ new PerformanceObserver((list) => {
     window.__cls.sum += e.value;
     for (const s of e.sources || []) {
       const n = s.node;
-      window.__cls.nodes.push(e.value.toFixed(3) + ' ' + (n && n.nodeType === 1 ? n.tagName.toLowerCase() + (n.id ? '#' + n.id : '') + (n.className ? '.' + String(n.className).split(' ').join('.') : '') : String(n && n.nodeName)));
+      const r = (b) => Math.round(b.y) + '+' + Math.round(b.height);
+      window.__cls.nodes.push(e.value.toFixed(3) + ' ' + (n && n.nodeType === 1 ? n.tagName.toLowerCase() + (n.id ? '#' + n.id : '') + (n.className ? '.' + String(n.className).split(' ').join('.') : '') : String(n && n.nodeName)) +
+        ' (' + r(s.previousRect) + ' → ' + r(s.currentRect) + ' at ' + Math.round(performance.now()) + ' ms)');
     }
   }
 }).observe({ type: 'layout-shift', buffered: true });`

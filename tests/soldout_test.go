@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,23 +17,44 @@ import (
 	"github.com/flashsale/flashsale/testenv"
 )
 
-// A sold-out flag set on one instance is seen by another within 100 ms, refusals then cost no
-// Redis call, and the flag clears everywhere when a unit returns.
+// The last unit reserved refuses purchase tokens at once, before anyone is refused a purchase:
+// the next shopper is refused at the token step, on the instance that sold it and, within
+// 100 ms, on another; the shopper who took it sending the same attempt again still gets its
+// 202. A purchase refused then sets the purchase flag, seen by another instance within 100 ms;
+// refusals then cost no Redis call, and the flags clear everywhere when a unit returns.
 func TestSoldOutFlagAcrossInstances(t *testing.T) {
 	t.Parallel()
 	a := newHarness(t, harnessOpts{})
 	b := newHarness(t, harnessOpts{shared: a})
-	s := a.liveSale(1)
+	s := a.liveSale(2)
 	item := s.items[0]
-	alice, bob := a.token(1, auth.RoleShopper), a.token(2, auth.RoleShopper)
+	alice, bob, carol := a.token(1, auth.RoleShopper), a.token(2, auth.RoleShopper), a.token(5, auth.RoleShopper)
 
 	ptBobA, ptBobB := a.purchaseToken(bob, s.sale), b.purchaseToken(bob, s.sale)
-	r := a.buy(alice, item, a.purchaseToken(alice, s.sale))
-	if r.Status != http.StatusAccepted {
-		t.Fatalf("buy the only unit: %d %s", r.Status, r.Raw)
+	if r := a.buy(carol, item, a.purchaseToken(carol, s.sale)); r.Status != http.StatusAccepted {
+		t.Fatalf("buy the first unit: %d %s", r.Status, r.Raw)
 	}
-	if b.app.SoldOut.Is(item) {
-		t.Fatalf("instance b believes the item sold out before anyone was refused")
+	if r := b.tokenAttempt(a.token(6, auth.RoleShopper), s.sale); r.Status != http.StatusOK {
+		t.Fatalf("a purchase token with a unit left: %d %s", r.Status, r.Raw)
+	}
+	ptAlice := a.purchaseToken(alice, s.sale)
+	r := a.buy(alice, item, ptAlice)
+	if r.Status != http.StatusAccepted {
+		t.Fatalf("buy the last unit: %d %s", r.Status, r.Raw)
+	}
+	testenv.EventuallyEvery(t, 100*time.Millisecond, time.Millisecond, "both instances refuse purchase tokens", func() error {
+		for name, h := range map[string]*harness{"a": a, "b": b} {
+			if r := h.tokenAttempt(h.token(4, auth.RoleShopper), s.sale); r.Status != http.StatusGone || r.str("error") != "SOLD_OUT" {
+				return fmt.Errorf("a purchase token on %s after the last unit went: %d %s, want 410 SOLD_OUT", name, r.Status, r.Raw)
+			}
+		}
+		return nil
+	})
+	if again := a.buy(alice, item, ptAlice); again.Status != http.StatusAccepted || again.str("orderId") != r.str("orderId") {
+		t.Errorf("the last unit's attempt sent again: %d %s, want 202 with order %s", again.Status, again.Raw, r.str("orderId"))
+	}
+	if a.app.SoldOut.Is(item) || b.app.SoldOut.Is(item) {
+		t.Fatalf("purchases refused from the flag before Redis refused one")
 	}
 	if r := a.buy(bob, item, ptBobA); r.Status != http.StatusGone || r.str("error") != "SOLD_OUT" {
 		t.Fatalf("second buyer on a: %d %s, want 410 SOLD_OUT", r.Status, r.Raw)
@@ -92,7 +115,7 @@ func returnAnOrphanUnit(t *testing.T, a *harness, s saleIDs) {
 	t.Helper()
 	item := s.items[0]
 	orphan := purchase.NewOrderID(item, time.Now())
-	a.app.DB.Gorm().Exec(`UPDATE items SET quantity = 2 WHERE id = ?`, item)
+	a.app.DB.Gorm().Exec(`UPDATE items SET quantity = quantity + 1 WHERE id = ?`, item)
 	a.app.Redis.Incr(context.Background(), store.StockKey(s.sale, item))
 	if _, err := a.app.Stock.Reserve(context.Background(), store.Attempt{SaleID: s.sale, ItemID: item, UserID: 3, OrderID: orphan, Nonce: "n",
 		TokenExpires: time.Now().Add(time.Minute)}); err != nil {
@@ -101,4 +124,74 @@ func returnAnOrphanUnit(t *testing.T, a *harness, s saleIDs) {
 	if _, err := a.app.Stock.Release(context.Background(), shop.OrderRef{SaleID: s.sale, ItemID: item, UserID: 3, OrderID: orphan}, shop.ReleaseUnsold); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// tokenAttempt solves the test captcha and asks for a purchase token, whatever the answer.
+func (h *harness) tokenAttempt(bearer string, saleID int64) response {
+	h.t.Helper()
+	c := h.do("POST", fmt.Sprintf("/api/flash-sales/%d/captcha", saleID), bearer, nil)
+	if c.Status != http.StatusOK {
+		return c
+	}
+	return h.do("POST", fmt.Sprintf("/api/flash-sales/%d/purchase-token", saleID), bearer, map[string]string{"captchaId": c.str("captchaId"), "answer": "test"})
+}
+
+// Purchase tokens follow the stock: after the last unit, a crowd asking for tokens for two and a
+// half seconds is refused SOLD_OUT at the token step, none handed a token (once a second, the
+// flag's life, one request reads the stock in Redis before answering); and a unit that comes back
+// without its notice is found by the next such read, and bought.
+func TestTokensFollowTheStock(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	s := h.liveSale(3)
+	for i := range int64(3) {
+		tok := h.token(100+i, auth.RoleShopper)
+		if r := h.buy(tok, s.items[0], h.purchaseToken(tok, s.sale)); r.Status != http.StatusAccepted {
+			t.Fatalf("buy unit %d: %d %s", i, r.Status, r.Raw)
+		}
+	}
+
+	var issued, refused atomic.Int64
+	deadline := time.Now().Add(2500 * time.Millisecond)
+	var wg sync.WaitGroup
+	for w := range int64(8) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := int64(0); time.Now().Before(deadline); n++ {
+				r := h.tokenAttempt(h.token(1000+w*100000+n, auth.RoleShopper), s.sale)
+				switch {
+				case r.Status == http.StatusOK:
+					issued.Add(1)
+				case r.Status == http.StatusGone && r.str("error") == "SOLD_OUT":
+					refused.Add(1)
+				default:
+					t.Errorf("a token request after the sell-out: %d %s", r.Status, r.Raw)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("after the sell-out: %d purchase tokens handed out, %d refused SOLD_OUT", issued.Load(), refused.Load())
+	if issued.Load() != 0 || refused.Load() < 40 {
+		t.Errorf("after the sell-out, %d tokens handed out and %d refused in 2.5 s: want none (the one let through each second reads the stock first), and the crowd refused", issued.Load(), refused.Load())
+	}
+
+	returnAnOrphanUnit(t, h, s) // a unit back in Redis, its notice never sent
+	n := int64(0)
+	testenv.Eventually(t, 10*time.Second, "a shopper finds and buys the unit that came back", func() error {
+		n++
+		tok := h.token(900000+n, auth.RoleShopper)
+		r := h.tokenAttempt(tok, s.sale)
+		if r.Status != http.StatusOK {
+			return fmt.Errorf("token: %d %s", r.Status, r.Raw)
+		}
+		if b := h.buy(tok, s.items[0], r.str("purchaseToken")); b.Status != http.StatusAccepted {
+			return fmt.Errorf("buy: %d %s", b.Status, b.Raw)
+		}
+		return nil
+	})
+	h.drain(s)
+	h.checkInvariants(s)
 }

@@ -27,6 +27,7 @@ type Stock interface {
 	HeldInFlight(ctx context.Context, lookups []store.HeldLookup) (held [][]store.InFlightEntry, errs []error)
 	InFlight(ctx context.Context, saleID int64) ([]store.InFlightEntry, error)
 	InFlightOrder(ctx context.Context, saleID int64, orderID string) (store.InFlightEntry, bool, error)
+	Levels(ctx context.Context, saleID int64, itemIDs []int64) ([]int64, error)
 	Release(ctx context.Context, o shop.OrderRef, op shop.ReleaseOp) (store.ReleaseOutcome, error)
 	Reserve(ctx context.Context, a store.Attempt) (store.Reservation, error)
 	ReleaseEntry(ctx context.Context, limit string, o shop.OrderRef, nonce string) (bool, error)

@@ -96,13 +96,46 @@ func retryAfter(d time.Duration) time.Duration {
 
 var errSoldOut = shop.Errorf(shop.CodeSoldOut, "sold out: every unit has been taken")
 
-func (p *Purchases) allSoldOut(sale shop.Sale) bool {
+// allSoldOut reports whether every item of the sale is known sold out here, for a purchase-token
+// request. When an item's flags have just run out and this request is the one to check again
+// (SoldOut.forTokens), it reads the sale's stock in Redis (one round trip) rather than hand out a
+// token on trust: a unit there clears its flag, none renews the flags. An error, or a sale Redis
+// does not hold, lets the request on (the purchase then asks Redis itself).
+func (p *Purchases) allSoldOut(ctx context.Context, sale shop.Sale) bool {
+	askAgain := false
 	for _, it := range sale.Items {
-		if !p.soldOut.Is(it.ID) {
+		switch p.soldOut.forTokens(it.ID) {
+		case tokensClear:
 			return false
+		case tokensAskAgain:
+			askAgain = true
 		}
 	}
-	return len(sale.Items) > 0
+	if len(sale.Items) == 0 || !askAgain {
+		return len(sale.Items) > 0
+	}
+	ids := make([]int64, len(sale.Items))
+	for i, it := range sale.Items {
+		ids[i] = it.ID
+	}
+	levels, err := p.stock.Levels(ctx, sale.ID, ids)
+	if err != nil {
+		p.log.Warn("sold-out check: stock levels not read; the request goes on", "sale", sale.ID, "err", err)
+		return false
+	}
+	soldOut := true
+	for i, n := range levels {
+		switch {
+		case n > 0:
+			p.soldOut.Available(ids[i])
+			soldOut = false
+		case n < 0: // the sale is not in Redis: its purchase answers for it
+			soldOut = false
+		default:
+			p.soldOut.Drained(ids[i])
+		}
+	}
+	return soldOut
 }
 
 // saleWindow checks that the sale is open at now.
@@ -259,6 +292,9 @@ func (p *Purchases) reserve(ctx context.Context, info shop.ItemInfo, userID int6
 	}
 	if err == nil {
 		raiseFloor(floor, res.Seq)
+		if k == 1 && !res.Again && !res.Entered { // a sharded sale's Left is its shard's
+			p.soldOut.Reserved(info.ItemID, res.Left)
+		}
 		return orderID, res, nil
 	}
 	return "", res, p.refused(info, orderID, res, err)

@@ -32,7 +32,7 @@ func (p *Purchases) NewCaptcha(ctx context.Context, userID, saleID int64, ip str
 // knows it). The handler asks it before reading the body, so the crowd refused after a sell-out
 // costs no body read and no JSON decoding; nil means go on to IssueToken, which asks again.
 func (p *Purchases) TokenGate(ctx context.Context, userID, saleID int64) error {
-	_, _, known, err := p.tokenGate(ctx, saleID)
+	_, _, known, err := p.tokenGate(ctx, saleID, true)
 	if err != nil && known {
 		p.funnel.Record(saleID, err)
 	}
@@ -40,8 +40,9 @@ func (p *Purchases) TokenGate(ctx context.Context, userID, saleID int64) error {
 }
 
 // IssueToken gives a shopper a single-use purchase token for a live sale, once the captcha is
-// solved. Before the start it answers NOT_STARTED with the wait; a sale that has ended or whose
-// every item this instance knows to be sold out answers at once, without touching the captcha.
+// solved. Before the start it answers NOT_STARTED with the wait; a sale that has ended answers at
+// once, without touching the captcha. The sold-out flags are TokenGate's, asked first: a request
+// it let through to ask Redis again (SoldOut.Refuses) is not refused here by the flag it renewed.
 func (p *Purchases) IssueToken(ctx context.Context, userID, saleID int64, captchaID, answer, ip string) (string, time.Time, error) {
 	tok, exp, known, err := p.issueToken(ctx, userID, saleID, captchaID, answer, ip)
 	if err != nil && known {
@@ -50,9 +51,9 @@ func (p *Purchases) IssueToken(ctx context.Context, userID, saleID int64, captch
 	return tok, exp, err
 }
 
-// tokenGate is TokenGate's checks; it returns the sale's cached row and the time it judged by.
-// known reports whether the sale exists.
-func (p *Purchases) tokenGate(ctx context.Context, saleID int64) (_ shop.Sale, now time.Time, known bool, _ error) {
+// tokenGate is TokenGate's checks, the sold-out flags only with soldOut; it returns the sale's
+// cached row and the time it judged by. known reports whether the sale exists.
+func (p *Purchases) tokenGate(ctx context.Context, saleID int64, soldOut bool) (_ shop.Sale, now time.Time, known bool, _ error) {
 	sale, err := p.sales.CachedRow(ctx, saleID)
 	if err != nil {
 		return shop.Sale{}, now, false, err
@@ -64,7 +65,7 @@ func (p *Purchases) tokenGate(ctx context.Context, saleID int64) (_ shop.Sale, n
 	if sale.Paused {
 		return sale, now, true, shop.ErrPaused // as this instance's catalog knows it (at most a few seconds old)
 	}
-	if p.allSoldOut(sale) {
+	if soldOut && p.allSoldOut(ctx, sale) {
 		return sale, now, true, errSoldOut
 	}
 	return sale, now, true, nil
@@ -72,7 +73,7 @@ func (p *Purchases) tokenGate(ctx context.Context, saleID int64) (_ shop.Sale, n
 
 // issueToken is IssueToken; known reports whether the sale exists.
 func (p *Purchases) issueToken(ctx context.Context, userID, saleID int64, captchaID, answer, ip string) (_ string, _ time.Time, known bool, _ error) {
-	sale, now, known, err := p.tokenGate(ctx, saleID)
+	sale, now, known, err := p.tokenGate(ctx, saleID, false)
 	if err != nil {
 		return "", time.Time{}, known, err
 	}

@@ -61,6 +61,11 @@ verbs:
                 (FLASHSALE_CHAOS_CLUSTER=1); log in tests/chaos/out/run.log
   bench [ARGS]  benchmark (go run ./bench ARGS) a flashsale built and started on -bench-port with
                 rate limits off, unless one answers there already; results in bench-results/
+  bench-compare -base REF [-pairs 3] [-scenarios rush,soldout,reserve]
+                build REF and the working tree, run the scenarios against each in turn (pairs,
+                alternated; each run a server of its own on -bench-port with a fresh Redis,
+                database and data folder) and print the budget: base and head, medians and
+                spread (bench pairs); files in bench-results/compare/
   docker-check  build the binary exactly as the Dockerfile does, in a copy of the build context
 
 flags:
@@ -211,6 +216,8 @@ func setVerb(ctx context.Context, stop context.CancelFunc, s *set, cfg *config, 
 		return exitCode(chaos(ctx, s, rest, stdout), stderr), true
 	case "bench":
 		return exitCode(bench(ctx, cfg, s, rest, stdout), stderr), true
+	case "bench-compare":
+		return exitCode(benchCompare(ctx, cfg, s, rest, stdout, stderr), stderr), true
 	}
 	return 0, false
 }

@@ -296,40 +296,64 @@ func bench(ctx context.Context, cfg *config, s *set, args []string, stdout io.Wr
 		if err := build.Run(); err != nil {
 			return fmt.Errorf("bench: build: %w", err)
 		}
-		logf, err := os.Create("bench-results/server.log")
+		stop, pid, err := startBenchServer(ctx, "bench-results/flashsale", addr, "bench-results/server.log", append(env, "FLASHSALE_ADDR="+addr,
+			"FLASHSALE_DATA_DIR=bench-results/data"))
 		if err != nil {
-			return err
+			return fmt.Errorf("bench: %w", err)
 		}
-		defer logf.Close()
-		srv := exec.Command("bench-results/flashsale", "serve")
-		srv.Env = append(env, "FLASHSALE_ADDR="+addr, "FLASHSALE_RATE_LIMITS=off", "FLASHSALE_CAPTCHA=test",
-			"FLASHSALE_PURCHASE_TOKEN_TTL=2m", "FLASHSALE_NATS_PORT=-1", "FLASHSALE_DATA_DIR=bench-results/data", "FLASHSALE_LOG_LEVEL=warn")
-		srv.Stdout, srv.Stderr = logf, logf
-		if err := srv.Start(); err != nil {
-			return err
-		}
-		exited := make(chan struct{})
-		go func() { srv.Wait(); close(exited) }()
-		defer func() {
-			srv.Process.Signal(syscall.SIGTERM)
-			<-exited
-		}()
-		if !waitFor(ctx, time.Minute, func() bool {
-			select {
-			case <-exited:
-				return true
-			default:
-				return ready(addr)
-			}
-		}) || !ready(addr) {
-			return fmt.Errorf("bench: the server did not start\n%s", tail("bench-results/server.log"))
-		}
-		fmt.Fprintf(stdout, "bench: started the server on %s (pid %d, log bench-results/server.log)\n", addr, srv.Process.Pid)
+		defer stop()
+		fmt.Fprintf(stdout, "bench: started the server on %s (pid %d, log bench-results/server.log)\n", addr, pid)
 	}
 	cmd := exec.CommandContext(ctx, "go", append([]string{"run", "./bench"}, args...)...)
 	cmd.Env = env
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, os.Stderr
 	return cmd.Run()
+}
+
+// benchSettings are what a benchmarked server runs with (BENCHMARKS.md): no rate limits, the test
+// captcha, purchase tokens that outlive a ladder's step, an embedded NATS on no client port, and
+// only warnings logged.
+var benchSettings = []string{"FLASHSALE_RATE_LIMITS=off", "FLASHSALE_CAPTCHA=test", "FLASHSALE_PURCHASE_TOKEN_TTL=2m",
+	"FLASHSALE_NATS_PORT=-1", "FLASHSALE_LOG_LEVEL=warn"}
+
+// startBenchServer starts bin serve with env and benchSettings, its output in logPath, and waits
+// until it answers on addr; stop stops it (TERM, then KILL after 30 s).
+func startBenchServer(ctx context.Context, bin, addr, logPath string, env []string) (stop func(), pid int, _ error) {
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return nil, 0, err
+	}
+	srv := exec.Command(bin, "serve")
+	srv.Env = append(env, benchSettings...)
+	srv.Stdout, srv.Stderr = logf, logf
+	if err := srv.Start(); err != nil {
+		logf.Close()
+		return nil, 0, err
+	}
+	exited := make(chan struct{})
+	go func() { srv.Wait(); logf.Close(); close(exited) }()
+	stop = func() {
+		srv.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(30 * time.Second):
+			srv.Process.Kill()
+			<-exited
+		}
+	}
+	up := waitFor(ctx, time.Minute, func() bool {
+		select {
+		case <-exited:
+			return true
+		default:
+			return ready(addr)
+		}
+	})
+	if !up || !ready(addr) {
+		stop()
+		return nil, 0, fmt.Errorf("the server did not start\n%s", tail(logPath))
+	}
+	return stop, srv.Process.Pid, nil
 }
 
 // ready reports whether GET /readyz answers 200 at addr.
