@@ -228,10 +228,13 @@ const e2eMaxLayoutShift = 0.05
 func (b *e2eTab) axe(url string) []string {
 	b.t.Helper()
 	b.do("open "+url, chromedp.Navigate(url))
-	b.waitFor("the page drawn: "+url, 10*time.Second, `document.readyState === 'complete'
+	// Settled: nothing changed for 300 ms and no transition runs (a button just enabled fades
+	// from grey to red in 150 ms: axe would read its colours half-way).
+	b.waitFor("the page drawn: "+url, 15*time.Second, `document.readyState === 'complete'
 		&& (!e.q('session') || e.shown(e.q('session-user')) || e.shown(e.q('login-form')))
-		&& !document.querySelector('[aria-busy="true"]')`)
-	time.Sleep(300 * time.Millisecond) // a poll's answer drawn
+		&& !document.querySelector('[aria-busy="true"]')
+		&& performance.now() - e.changedAt > 300
+		&& document.getAnimations().every((a) => a.playState !== 'running' || a.effect.getComputedTiming().iterations === Infinity)`)
 	type shift struct {
 		Sum   float64  `json:"sum"`
 		Nodes []string `json:"nodes"`

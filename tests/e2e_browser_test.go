@@ -34,7 +34,9 @@ const e2eRecorderJS = `(() => {
   rec.buy = (id) => document.querySelector('[data-testid="buy-button"][data-item-id="' + id + '"]');
   rec.stock = (id) => document.querySelector('[data-testid="stock"][data-item-id="' + id + '"]');
   const push = (list, v) => { if (v && list[list.length - 1] !== v) { list.push(v); } };
+  rec.changedAt = 0; // when the document last changed (performance.now())
   const scan = () => {
+    rec.changedAt = performance.now();
     for (const b of qa('buy-button')) {
       const id = b.getAttribute('data-item-id');
       if (!b.disabled && !(id in rec.enabledAt)) { rec.enabledAt[id] = Date.now(); }

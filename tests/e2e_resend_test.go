@@ -57,10 +57,11 @@ func TestE2EResendAfterLostAnswer(t *testing.T) {
 		// Before the first answer is lost, another shopper is refused: the instance now knows
 		// the item sold out and answers the resend from its flag.
 		other := h.token(777001, auth.RoleShopper)
+		otherToken := h.purchaseToken(other, s.sale) // before the last unit: after it, no token is handed out
 		stop := make(chan struct{})
 		defer close(stop)
 		sends := loseFirstPurchaseAnswer(t, b, func() {
-			if r := h.buy(other, s.items[0], h.purchaseToken(other, s.sale)); r.Status != http.StatusGone {
+			if r := h.buy(other, s.items[0], otherToken); r.Status != http.StatusGone {
 				t.Errorf("another shopper after the last unit: %d %s, want 410", r.Status, r.Raw)
 			}
 			// The flag holds a second (then one request asks Redis again); the page's resend

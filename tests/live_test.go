@@ -210,7 +210,8 @@ func knownTraffic(t *testing.T, h *harness, merchant string, s saleIDs) map[int6
 		t.Fatalf("resume: %d %s", r.Status, r.Raw)
 	}
 	buyOK(3)
-	wantAdminCode(t, "sold out", h.buy(shopper(4), item, h.purchaseToken(shopper(4), s.sale)), http.StatusGone, shop.CodeSoldOut)
+	// the last unit went: the next shopper is refused at the purchase-token step
+	wantAdminCode(t, "sold out", h.tokenAttempt(shopper(4), s.sale), http.StatusGone, shop.CodeSoldOut)
 	return accepted
 }
 
@@ -279,10 +280,14 @@ func TestLiveFunnelAcrossInstances(t *testing.T) {
 	merchant := a.token(9000, auth.RoleMerchant)
 	s := a.liveSale(2)
 	wantAdminCode(t, "bad token on b", b.buy(a.token(200, auth.RoleShopper), s.items[0], "x"), http.StatusForbidden, shop.CodeInvalidPurchaseToken)
-	for i, h := range []*harness{a, b, b} {
-		u := a.token(int64(100+i), auth.RoleShopper)
+	hs := []*harness{a, b, b}
+	tokens := make([]string, len(hs)) // all taken before the sell-out: the third is refused at its purchase
+	for i, h := range hs {
+		tokens[i] = h.purchaseToken(a.token(int64(100+i), auth.RoleShopper), s.sale)
+	}
+	for i, h := range hs {
 		want := []int{http.StatusAccepted, http.StatusAccepted, http.StatusGone}[i]
-		if r := h.buy(u, s.items[0], h.purchaseToken(u, s.sale)); r.Status != want {
+		if r := h.buy(a.token(int64(100+i), auth.RoleShopper), s.items[0], tokens[i]); r.Status != want {
 			t.Fatalf("purchase %d: %d %s, want %d", i, r.Status, r.Raw, want)
 		}
 	}
