@@ -34,9 +34,11 @@ const e2eRecorderJS = `(() => {
   rec.buy = (id) => document.querySelector('[data-testid="buy-button"][data-item-id="' + id + '"]');
   rec.stock = (id) => document.querySelector('[data-testid="stock"][data-item-id="' + id + '"]');
   const push = (list, v) => { if (v && list[list.length - 1] !== v) { list.push(v); } };
-  rec.changedAt = 0; // when the document last changed (performance.now())
-  const scan = () => {
-    rec.changedAt = performance.now();
+  rec.changedAt = 0; // when the document last changed (performance.now()): an attribute set again to its value is no change
+  const scan = (records) => {
+    if (!records || records.some((r) => r.type !== 'attributes' || r.oldValue !== r.target.getAttribute(r.attributeName))) {
+      rec.changedAt = performance.now();
+    }
     for (const b of qa('buy-button')) {
       const id = b.getAttribute('data-item-id');
       if (!b.disabled && !(id in rec.enabledAt)) { rec.enabledAt[id] = Date.now(); }
@@ -61,7 +63,7 @@ const e2eRecorderJS = `(() => {
       note: text(q('order-note')), pay: shown(q('pay-button')) },
     recorded: { enabledAt: rec.enabledAt, statuses: rec.statuses, countdowns: rec.countdowns, messages: rec.messages },
   });
-  new MutationObserver(scan).observe(document, { subtree: true, childList: true, attributes: true, characterData: true });
+  new MutationObserver(scan).observe(document, { subtree: true, childList: true, attributes: true, attributeOldValue: true, characterData: true });
 })()`
 
 // e2eConsole keeps a tab's console messages, exceptions and browser log entries.

@@ -256,7 +256,7 @@ var enMessages = Messages{
 
 	Syncing:          "Syncing with the shop’s clock…",
 	NeedsJSSale:      "This page needs JavaScript to count down and to buy.",
-	CaptchaHint:      "Solve this before the sale starts, then press Buy.",
+	CaptchaHint:      "Solve this now, before the sale starts; then press Buy the moment it opens.",
 	NewChallenge:     "New challenge",
 	Buy:              "Buy",
 	YourOrdersInSale: "Your orders in this sale",
@@ -381,7 +381,7 @@ var zhMessages = Messages{
 
 	Syncing:          "正在与商城时钟同步…",
 	NeedsJSSale:      "此页面需要启用 JavaScript 才能倒计时和购买。",
-	CaptchaHint:      "请在秒杀开始前输入验证码，开始后点击“立即抢购”。",
+	CaptchaHint:      "请在秒杀开始前输入验证码，开始后立即点击“立即抢购”。",
 	NewChallenge:     "换一张",
 	Buy:              "立即抢购",
 	YourOrdersInSale: "你在本场的订单",

@@ -162,7 +162,7 @@ func localizedPages() []localizedPage {
 				"login-button":    {English: "Log in", Chinese: "登录"},
 				"register-button": {English: "Register", Chinese: "注册"},
 				"session-user":    {English: "Signed in as · Log out", Chinese: "已登录： · 退出登录"},
-				"captcha-hint":    {English: "Solve this before the sale starts, then press Buy.", Chinese: "请在秒杀开始前输入验证码，开始后点击“立即抢购”。"},
+				"captcha-hint":    {English: "Solve this now, before the sale starts; then press Buy the moment it opens.", Chinese: "请在秒杀开始前输入验证码，开始后立即点击“立即抢购”。"},
 				"quantity":        {English: "100 units in this sale5 units in this sale1 unit in this sale", Chinese: "本场共 100 件本场共 5 件本场共 1 件"},
 			}},
 		{name: "order", c: OrderPage(Order{ID: "0b9f6a4e-2f6c-4c35-9d3b-3a1f0c9e7d11"}),

@@ -200,6 +200,10 @@ export function initSalePage(section) {
   startClock();
   loadSaleInfo(page, 0);
   page.orders.sessionChanged();
+  // Drawn once now, before main.js takes boot.js's mark off: what the stylesheet showed from
+  // the first frame for the session (the captcha's box, before the start) is the script's from
+  // then on.
+  page.render();
   window.setInterval(page.render, 250);
   page.items.start();
 }

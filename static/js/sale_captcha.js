@@ -9,14 +9,28 @@ import { isOnline } from './network.js';
 import { loggedIn, sessionExpired } from './session.js';
 import { t } from './i18n.js';
 
+// phaseOf is the sale's phase for the captcha: until the clock is synced, the phase the page was
+// served in when that was "not started" (the box's data-upcoming), so the box the stylesheet
+// showed from the first frame stays while the clock syncs.
+function phaseOf(C) {
+  var phase = C.page.phase;
+  if ((phase === null || phase === 'unknown') && C.box && C.box.hasAttribute('data-upcoming')) {
+    return 'upcoming';
+  }
+  return phase;
+}
+
 function want(C) {
   var page = C.page;
-  if (!loggedIn() || page.merchant || !(page.phase === 'upcoming' || page.phase === 'live')) {
+  var phase = phaseOf(C);
+  if (!loggedIn() || page.merchant || !(phase === 'upcoming' || phase === 'live')) {
     return false;
   }
   // Not before the shop has said which orders the shopper holds here: a captcha shown and then
-  // taken away when an order turns up moves the page (and asks for nothing).
-  if (!page.orders.answered()) {
+  // taken away when an order turns up moves the page (and asks for nothing). Before the start
+  // nobody holds one: the box shows at once, in the room the stylesheet kept for it from the
+  // first frame (a signed-in shopper on a sale not started yet).
+  if (phase !== 'upcoming' && !page.orders.answered()) {
     return false;
   }
   var h = page.orders.holdings();
@@ -31,7 +45,7 @@ function want(C) {
 
 function hintText(C) {
   C.hintPhase = C.page.phase;
-  return C.page.phase === 'upcoming'
+  return phaseOf(C) === 'upcoming'
     ? t('Solve this now, before the sale starts; then press Buy the moment it opens.')
     : t('Type the characters you see, then press Buy.');
 }
