@@ -130,10 +130,10 @@ func TestRunDeadline(t *testing.T) {
 func fakeShop(t *testing.T, units int64) (*httptest.Server, *atomic.Int64) {
 	var sold, requests atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		requests.Add(1)
+		req := requests.Add(1) // this request's number (a Load here could read a later one's)
 		switch {
 		case r.URL.Path == "/api/flash-sales/7/purchase-token":
-			fmt.Fprintf(w, `{"purchaseToken":"tok-%d","expiresAt":"2099-01-01T00:00:00Z"}`, requests.Load())
+			fmt.Fprintf(w, `{"purchaseToken":"tok-%d","expiresAt":"2099-01-01T00:00:00Z"}`, req)
 		case r.URL.Path == "/api/flash-sales/items/8/purchase" && r.Header.Get("X-Purchase-Token") != "":
 			if n := sold.Add(1); n <= units {
 				w.WriteHeader(http.StatusAccepted)
