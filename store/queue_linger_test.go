@@ -14,7 +14,7 @@ import (
 // the first comes alone. A backlog of a full batch is taken at once, linger or not.
 func TestFetchOrdersLingers(t *testing.T) {
 	t.Parallel()
-	publish, fetch := newLingerQueue(t)
+	publish, fetch, q := newLingerQueue(t)
 
 	publish()
 	if got := len(fetch(10, 0)); got != 1 {
@@ -43,6 +43,7 @@ func TestFetchOrdersLingers(t *testing.T) {
 	for range 4 {
 		publish()
 	}
+	waitBacklog(t, q, 4) // the earlier acks settled and the four stored: the batch is all there
 	start = time.Now()
 	if got := len(fetch(4, time.Second)); got != 4 {
 		t.Errorf("a full batch waiting: %d messages, want 4", got)
@@ -54,7 +55,7 @@ func TestFetchOrdersLingers(t *testing.T) {
 
 // newLingerQueue starts an embedded NATS server and a queue on it, and returns how to publish
 // one order (a new id each time) and how to fetch (and ack) up to max of them with a linger.
-func newLingerQueue(t *testing.T) (publish func(), fetch func(max int, linger time.Duration) []store.Delivery) {
+func newLingerQueue(t *testing.T) (publish func(), fetch func(max int, linger time.Duration) []store.Delivery, _ *store.Queue) {
 	t.Helper()
 	ns, err := store.StartNATS(t.TempDir(), -1, false, "tok")
 	if err != nil {
@@ -88,5 +89,21 @@ func newLingerQueue(t *testing.T) (publish func(), fetch func(max int, linger ti
 		}
 		return msgs
 	}
-	return publish, fetch
+	return publish, fetch, q
+}
+
+// waitBacklog waits until the writer's consumer has exactly n messages to deliver or unacked.
+func waitBacklog(t *testing.T, q *store.Queue, n uint64) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		b, err := q.Backlog(context.Background())
+		if err == nil && b == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("backlog %d (%v), want %d", b, err, n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
