@@ -211,11 +211,18 @@ func TestFireDrillRunsOnACopyAndLeavesNothing(t *testing.T) {
 		t.Errorf("sold out after %v s at %v accepted/s, want within the drill and 500/sellOut", sell, res["acceptedPerSecond"])
 	}
 	n, k, m := num(res, "capacityPerSecond"), num(res, "expectedCrowd"), num(res, "instancesNeeded")
-	if n <= 0 || n > 1000 || k != 10000 || m != math.Ceil(k/n) {
+	v, _ := res["verdict"].(string)
+	switch {
+	case n == 0 && num(res, "p50Millis") > 1000:
+		// a machine so loaded (two suites on two cores) that no shopper was answered within a
+		// second: the drill says it cannot size the crowd from that, and names no figure
+		if m != 0 || !strings.Contains(v, "answered no shopper within a second") {
+			t.Errorf("no shopper answered within a second (p50 %v ms): M %v, verdict %q; want no M and the verdict saying so", res["p50Millis"], m, v)
+		}
+	case n <= 0 || n > 1000 || k != 10000 || m != math.Ceil(k/n):
 		t.Errorf("N %v K %v M %v: want 0 < N <= 1000 shoppers/s (2000 over 2 s), K 10000, M = ceil(K/N)", n, k, m)
-	}
-	if v, _ := res["verdict"].(string); !strings.Contains(v, fmt.Sprintf("about %d shoppers per second", int(n))) ||
-		!strings.Contains(v, fmt.Sprintf("expected crowd of %d needs %d instance", int(k), int(m))) {
+	case !strings.Contains(v, fmt.Sprintf("about %d shoppers per second", int(n))) ||
+		!strings.Contains(v, fmt.Sprintf("expected crowd of %d needs %d instance", int(k), int(m))):
 		t.Errorf("verdict %q does not say N, K and M", v)
 	}
 	if copyID == 0 || !probed {
