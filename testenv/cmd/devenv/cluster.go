@@ -135,11 +135,13 @@ func (s *set) serveForeground(ctx context.Context, out io.Writer) error {
 	upErr := s.up(ctx, out)
 	if upErr == nil && ctx.Err() == nil {
 		rows := s.rows()
+		// the table goes out before the state file: whoever sees the file (status, a test) finds
+		// the table already printed
+		printRows(out, rows)
 		b, _ := json.MarshalIndent(stateFile{PID: os.Getpid(), Rows: rows, Env: s.env}, "", "  ")
 		if err := os.WriteFile(st.path, b, 0o644); err != nil {
 			upErr = err
 		} else {
-			printRows(out, rows)
 			fmt.Fprintf(out, "\nserving on %s; Ctrl-C (or devenv -set cluster down) stops everything\n", s.frontURL())
 			<-ctx.Done()
 			fmt.Fprintln(out, "stopping")

@@ -62,7 +62,7 @@ func startClusterAfter(t *testing.T, localFirst bool, extra []string, env ...str
 	}
 	rc.start(t, bin, env)
 	rc.waitState(t)
-	waitFor(t.Context(), 5*time.Second, func() bool { return strings.Contains(rc.out.String(), "serving on "+rc.base) })
+	waitFor(t.Context(), 5*time.Second, func() bool { return strings.Contains(rc.out.String(), "\nserving on "+rc.base+";") })
 	return rc
 }
 
