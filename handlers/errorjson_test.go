@@ -2,7 +2,11 @@ package handlers
 
 import (
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"testing"
+
+	"github.com/gin-gonic/gin"
 )
 
 // errorJSON writes, byte for byte, what encoding/json writes for the same body: for plain
@@ -40,4 +44,31 @@ func FuzzErrorJSON(f *testing.F) {
 			t.Fatalf("errorJSON(%q, %q, %q) = %s, want %s", code, msg, order, got, want)
 		}
 	})
+}
+
+// Error answers a prepared refusal (the crowd's, written from bytes made once) exactly as it
+// answers the same refusal built anew: status, Content-Type, Retry-After and body.
+func TestPreparedRefusalsAnswerAsBuilt(t *testing.T) {
+	gin.SetMode(gin.TestMode)
+	for e := range prepared {
+		answer := func(err error) *httptest.ResponseRecorder {
+			w := httptest.NewRecorder()
+			c, _ := gin.CreateTestContext(w)
+			c.Request = httptest.NewRequest(http.MethodPost, "/", nil)
+			Error(c, nil, err)
+			return w
+		}
+		copied := *e // the same refusal, another pointer: not in the table
+		got, want := answer(e), answer(&copied)
+		if got.Code != want.Code || got.Body.String() != want.Body.String() ||
+			got.Header().Get("Content-Type") != want.Header().Get("Content-Type") || got.Header().Get("Retry-After") != want.Header().Get("Retry-After") {
+			t.Errorf("%s prepared: %d %q %v, built: %d %q %v", e.Code, got.Code, got.Body, got.Header(), want.Code, want.Body, want.Header())
+		}
+		if got.Code != statusOf[e.Code] || got.Header().Get("Content-Type") != jsonType {
+			t.Errorf("%s: %d %q, want %d %q", e.Code, got.Code, got.Header().Get("Content-Type"), statusOf[e.Code], jsonType)
+		}
+	}
+	if len(prepared) < 2 {
+		t.Errorf("%d prepared refusals, want SOLD_OUT and PAUSED", len(prepared))
+	}
 }

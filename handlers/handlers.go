@@ -81,8 +81,8 @@ type errorBody struct {
 // Error is the one place that turns an error into the contract's {"error","message"} body and
 // status. Only server-side failures are logged; a client's mistake is its answer.
 func Error(c *gin.Context, log *slog.Logger, err error) {
-	var e *shop.Error
-	if !errors.As(err, &e) {
+	e, _ := err.(*shop.Error) // the refusals of the shopper's path: no errors.As
+	if e == nil && (!errors.As(err, &e) || e == nil) {
 		e = &shop.Error{Code: shop.CodeInternal, Message: "internal error", Err: err}
 	}
 	status, ok := statusOf[e.Code]
@@ -98,12 +98,32 @@ func Error(c *gin.Context, log *slog.Logger, err error) {
 		log.Error("request failed", "method", c.Request.Method, "path", c.FullPath(), "code", e.Code, "err", err)
 	}
 	c.Abort()
-	c.Data(status, jsonType, errorJSON(errorBody{Error: string(e.Code), Message: e.Message, OrderID: e.OrderID,
-		MinimumCents: e.MinimumCents, Currency: e.Currency}))
+	body, ok := prepared[e]
+	if !ok {
+		body = errorJSON(errorBody{Error: string(e.Code), Message: e.Message, OrderID: e.OrderID,
+			MinimumCents: e.MinimumCents, Currency: e.Currency})
+	}
+	// c.Data without its render value and Content-Type slice: the crowd's answer.
+	c.Writer.Header()["Content-Type"] = jsonTypeHeader
+	c.Writer.WriteHeader(status)
+	_, _ = c.Writer.Write(body)
 }
 
 // jsonType is the Content-Type of every JSON answer (gin's own for c.JSON).
 const jsonType = "application/json; charset=utf-8"
+
+// jsonTypeHeader is jsonType as a header value, shared: nothing appends to it.
+var jsonTypeHeader = []string{jsonType}
+
+// prepared are the bodies of the refusals a crowd is given, written once: the same bytes
+// errorJSON would write for them every time.
+var prepared = func() map[*shop.Error][]byte {
+	m := map[*shop.Error][]byte{}
+	for _, e := range []*shop.Error{shop.ErrSoldOut, shop.ErrPaused} {
+		m[e] = errorJSON(errorBody{Error: string(e.Code), Message: e.Message})
+	}
+	return m
+}()
 
 // errorJSON is json.Marshal(b) without reflection for the common case, every string printable
 // ASCII that JSON writes as it is (a refusal is the crowd's answer: it should cost next to

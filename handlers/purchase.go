@@ -51,19 +51,28 @@ func (a *API) Captcha(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"captchaId": id, "image": img})
 }
 
-// PurchaseToken handles the "POST /api/flash-sales/:saleId/purchase-token" route.
+// TokenGate answers, on the "POST /api/flash-sales/:saleId/purchase-token" route, the refusals
+// that depend on the sale alone (unknown, not started, ended, paused, sold out) before the
+// caller's identity is verified: the crowd refused after a sell-out costs no JWT, no body read
+// and no JSON decoding, and learns only what the sale's public routes say. Anything else goes on
+// to authentication and PurchaseToken.
+func (a *API) TokenGate(c *gin.Context) {
+	saleID, err := pathID(c, "saleId")
+	if err == nil {
+		err = a.Shop.TokenGate(c.Request.Context(), saleID)
+	}
+	if err != nil {
+		Error(c, a.Log, err)
+	}
+}
+
+// PurchaseToken handles the "POST /api/flash-sales/:saleId/purchase-token" route, behind TokenGate.
 func (a *API) PurchaseToken(c *gin.Context) {
 	if !a.buyer(c) {
 		return
 	}
 	saleID, err := pathID(c, "saleId")
 	if err != nil {
-		Error(c, a.Log, err)
-		return
-	}
-	// The refusals that need nothing from the body come first: after a sell-out the crowd is
-	// answered without reading a byte of it.
-	if err := a.Shop.TokenGate(c.Request.Context(), caller(c).UserID, saleID); err != nil {
 		Error(c, a.Log, err)
 		return
 	}
@@ -84,7 +93,21 @@ func (a *API) PurchaseToken(c *gin.Context) {
 	c.JSON(http.StatusOK, gin.H{"purchaseToken": tok, "expiresAt": exp.UTC().Format(time.RFC3339Nano)})
 }
 
-// Purchase handles the "POST /api/flash-sales/items/:itemId/purchase" route.
+// PurchaseGate answers, on the "POST /api/flash-sales/items/:itemId/purchase" route, the refusals
+// that depend on the item alone (unknown, its sale not started or ended, sold out here) before
+// the caller's identity is verified: the shoppers still holding a token after the sell-out are
+// refused without a JWT verified. Anything else goes on to authentication and Purchase.
+func (a *API) PurchaseGate(c *gin.Context) {
+	itemID, err := pathID(c, "itemId")
+	if err == nil {
+		err = a.Shop.PurchaseGate(c.Request.Context(), itemID)
+	}
+	if err != nil {
+		Error(c, a.Log, err)
+	}
+}
+
+// Purchase handles the "POST /api/flash-sales/items/:itemId/purchase" route, behind PurchaseGate.
 func (a *API) Purchase(c *gin.Context) {
 	if !a.buyer(c) {
 		return

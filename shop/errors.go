@@ -78,6 +78,9 @@ func Unavailable(err error) *Error {
 
 // ErrorCode returns the contract code of err, INTERNAL when err is not an *Error.
 func ErrorCode(err error) Code {
+	if e, ok := err.(*Error); ok {
+		return e.Code // the refusals of the shopper's path: no errors.As
+	}
 	var e *Error
 	if errors.As(err, &e) {
 		return e.Code
@@ -109,3 +112,7 @@ var ErrPaused = &Error{Code: CodePaused, RetryAfter: 5 * time.Second,
 // account sells, it never buys (its own sale or another's).
 var ErrMerchantsCannotBuy = &Error{Code: CodeMerchantsCannotBuy,
 	Message: "a merchant account cannot buy: log in with a shopper account to buy in a sale"}
+
+// ErrSoldOut answers a purchase or a purchase token once every unit has been taken: the crowd's
+// answer after a sell-out, which handlers.Error writes from bytes prepared once.
+var ErrSoldOut = &Error{Code: CodeSoldOut, Message: "sold out: every unit has been taken"}

@@ -106,7 +106,38 @@ func checkTokenRefusedFirst(t *testing.T, a, b *harness, s saleIDs, bob string) 
 	if r := b.do("POST", "/api/flash-sales/"+strconv.FormatInt(other.sale, 10)+"/purchase-token", bob, `{"captchaId": `); r.Status != http.StatusBadRequest || r.str("error") != "INVALID_INPUT" {
 		t.Errorf("token request with a malformed body on a live sale: %d %s, want 400 INVALID_INPUT", r.Status, r.Raw)
 	}
+	checkRefusedBeforeIdentity(t, b, s, other)
 	return other
+}
+
+// checkRefusedBeforeIdentity: the sold-out answers come before the caller's identity is
+// verified (the gates: no JWT checked for the crowd), with no token, a forged one or a merchant's,
+// and are counted; a sale still selling asks for the identity first (401, 403 for a merchant).
+func checkRefusedBeforeIdentity(t *testing.T, h *harness, soldOut, selling saleIDs) {
+	t.Helper()
+	before := counterValue(h.app.Metrics.Purchases.WithLabelValues(string(shop.CodeSoldOut)))
+	for _, bearer := range []string{"", "not-a-jwt", h.token(9001, auth.RoleMerchant)} {
+		if r := h.do("POST", fmt.Sprintf("/api/flash-sales/%d/purchase-token", soldOut.sale), bearer, nil); r.Status != http.StatusGone || r.str("error") != "SOLD_OUT" {
+			t.Errorf("token request on a sold-out sale, bearer %.10q: %d %s, want 410 SOLD_OUT before the identity", bearer, r.Status, r.Raw)
+		}
+		if r := h.do("POST", fmt.Sprintf("/api/flash-sales/items/%d/purchase", soldOut.items[0]), bearer, nil, "X-Purchase-Token", "x"); r.Status != http.StatusGone || r.str("error") != "SOLD_OUT" {
+			t.Errorf("purchase of a sold-out item, bearer %.10q: %d %s, want 410 SOLD_OUT before the identity", bearer, r.Status, r.Raw)
+		}
+	}
+	if got := counterValue(h.app.Metrics.Purchases.WithLabelValues(string(shop.CodeSoldOut))) - before; got != 3 {
+		t.Errorf("purchases counted SOLD_OUT by the gate: %v, want 3", got)
+	}
+	for _, c := range []struct {
+		bearer, code string
+		status       int
+	}{{"", "UNAUTHENTICATED", 401}, {"not-a-jwt", "UNAUTHENTICATED", 401}, {h.token(9001, auth.RoleMerchant), "MERCHANTS_CANNOT_BUY", 403}} {
+		if r := h.do("POST", fmt.Sprintf("/api/flash-sales/%d/purchase-token", selling.sale), c.bearer, map[string]string{"captchaId": "x", "answer": "test"}); r.Status != c.status || r.str("error") != c.code {
+			t.Errorf("token request on a selling sale, bearer %.10q: %d %s, want %d %s", c.bearer, r.Status, r.Raw, c.status, c.code)
+		}
+		if r := h.do("POST", fmt.Sprintf("/api/flash-sales/items/%d/purchase", selling.items[0]), c.bearer, nil, "X-Purchase-Token", "x"); r.Status != c.status || r.str("error") != c.code {
+			t.Errorf("purchase on a selling sale, bearer %.10q: %d %s, want %d %s", c.bearer, r.Status, r.Raw, c.status, c.code)
+		}
+	}
 }
 
 // returnAnOrphanUnit gives a unit back the way the keeper does with an orphan: one more unit,

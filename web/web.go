@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -106,8 +107,9 @@ func routeAPI(r *gin.Engine, cfg Config) {
 	r.POST("/api/flash-sales/:saleId/remind", authed, api.Remind) // a signed-in shopper, counted once
 	r.GET("/api/flash-sales/:saleId/draw", api.PublicDraw)
 	r.POST("/api/flash-sales/:saleId/captcha", authed, api.Captcha)
-	r.POST("/api/flash-sales/:saleId/purchase-token", authed, api.PurchaseToken)
-	r.POST("/api/flash-sales/items/:itemId/purchase", authed, api.Purchase)
+	// The refusals that depend on the sale or item alone come before the identity (the gates).
+	r.POST("/api/flash-sales/:saleId/purchase-token", api.TokenGate, authed, api.PurchaseToken)
+	r.POST("/api/flash-sales/items/:itemId/purchase", api.PurchaseGate, authed, api.Purchase)
 	r.GET("/api/flash-sales/orders", authed, api.MyOrders)
 	r.GET("/api/flash-sales/orders/:orderId", authed, api.Order)
 	r.POST("/api/flash-sales/orders/:orderId/pay", authed, api.Pay)
@@ -276,7 +278,7 @@ type httpMetrics struct {
 // routeMetrics are one route's latency histogram and its counters by status.
 type routeMetrics struct {
 	latency prometheus.Observer
-	status  sync.Map // int -> prometheus.Counter
+	status  [600]atomic.Pointer[prometheus.Counter] // by status code: no map key boxed per request
 }
 
 func (m *httpMetrics) route(route string) *routeMetrics {
@@ -288,12 +290,18 @@ func (m *httpMetrics) route(route string) *routeMetrics {
 }
 
 func (m *httpMetrics) count(route string, r *routeMetrics, status int) {
-	if c, ok := r.status.Load(status); ok {
-		c.(prometheus.Counter).Inc()
+	if status < 0 || status >= len(r.status) {
+		m.requests.WithLabelValues(route, strconv.Itoa(status)).Inc()
 		return
 	}
-	c, _ := r.status.LoadOrStore(status, m.requests.WithLabelValues(route, strconv.Itoa(status)))
-	c.(prometheus.Counter).Inc()
+	c := r.status[status].Load()
+	if c == nil {
+		// Two requests may both build it: WithLabelValues gives both the same child.
+		child := m.requests.WithLabelValues(route, strconv.Itoa(status))
+		c = &child
+		r.status[status].Store(c)
+	}
+	(*c).Inc()
 }
 
 func newHTTPMetrics(reg prometheus.Registerer) *httpMetrics {

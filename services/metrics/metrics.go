@@ -2,6 +2,7 @@
 package metrics
 
 import (
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -31,6 +32,18 @@ type Metrics struct {
 	Draws          *prometheus.CounterVec // draws decided and applied, by step (decided, applied)
 	Transfers      prometheus.Counter
 	Payments       *prometheus.CounterVec
+
+	purchaseBy sync.Map // outcome -> prometheus.Counter: Purchases' children, looked up once each
+}
+
+// Purchase is the counter of purchases with this outcome (ACCEPTED, or the refusal's code): the
+// child of Purchases, its label hashed once per outcome instead of once per purchase.
+func (m *Metrics) Purchase(outcome string) prometheus.Counter {
+	if c, ok := m.purchaseBy.Load(outcome); ok {
+		return c.(prometheus.Counter)
+	}
+	c, _ := m.purchaseBy.LoadOrStore(outcome, m.Purchases.WithLabelValues(outcome))
+	return c.(prometheus.Counter)
 }
 
 // New registers the collectors on reg.

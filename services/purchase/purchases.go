@@ -94,8 +94,6 @@ func retryAfter(d time.Duration) time.Duration {
 	return ((d + time.Second - 1) / time.Second) * time.Second
 }
 
-var errSoldOut = shop.Errorf(shop.CodeSoldOut, "sold out: every unit has been taken")
-
 // allSoldOut reports whether every item of the sale is known sold out here, for a purchase-token
 // request. When an item's flags have just run out and this request is the one to check again
 // (SoldOut.forTokens), it reads the sale's stock in Redis (one round trip) rather than hand out a
@@ -149,18 +147,48 @@ func saleWindow(startsAt, endsAt, now time.Time) error {
 	return nil
 }
 
+// PurchaseGate answers the refusals of a purchase that depend on the item alone: an unknown
+// item, a sale outside its window, an item known sold out here (admit's checks that need no
+// caller). The handler asks it before the caller's identity is verified, so the shoppers still
+// holding a token after the sell-out are refused at the cost of a cache lookup; nil means go on
+// to Purchase, which checks again. A refusal is counted as Purchase counts its own.
+func (p *Purchases) PurchaseGate(ctx context.Context, itemID int64) error {
+	info, err := p.sales.Item(ctx, itemID)
+	switch {
+	case err != nil:
+		return nil // Purchase meets it again and answers it with the caller known
+	case !info.Found:
+		err = shop.Errorf(shop.CodeNotFound, "no item %d", itemID)
+	default:
+		err = saleWindow(info.StartsAt, info.EndsAt, p.now())
+		if err == nil && p.soldOut.Is(itemID) {
+			err = shop.ErrSoldOut
+		}
+	}
+	if err != nil {
+		p.counted(info.SaleID, err)
+	}
+	return err
+}
+
 // Purchase tries to buy one unit of itemID for userID with a purchase token. On success the
 // order is durably queued and its id returned (the caller answers 202 QUEUED); draw is true when
 // the attempt fell in the sale's fair-start window and entered its draw instead.
 func (p *Purchases) Purchase(ctx context.Context, userID, itemID int64, token, ip string) (id string, draw bool, err error) {
 	id, saleID, draw, err := p.purchase(ctx, userID, itemID, token, ip)
-	p.funnel.Record(saleID, err) // in memory; flushed to Redis once a second, off this path
+	p.counted(saleID, err)
+	return id, draw, err
+}
+
+// counted records a purchase's outcome in its sale's funnel (in memory; flushed to Redis once a
+// second, off this path) and in the outcome's counter (0 sale: an unknown item, no funnel).
+func (p *Purchases) counted(saleID int64, err error) {
+	p.funnel.Record(saleID, err)
 	outcome := "ACCEPTED"
 	if err != nil {
 		outcome = string(shop.ErrorCode(err))
 	}
-	p.metrics.Purchases.WithLabelValues(outcome).Inc()
-	return id, draw, err
+	p.metrics.Purchase(outcome).Inc()
 }
 
 // purchase returns the order id, and the item's sale when the item is known (0 otherwise).
@@ -215,7 +243,7 @@ func (p *Purchases) admit(ctx context.Context, userID, itemID int64, ip string) 
 		return info, err
 	}
 	if p.soldOut.Is(itemID) {
-		return info, errSoldOut // no Redis call, no network
+		return info, shop.ErrSoldOut // no Redis call, no network
 	}
 	if err := p.limiter.Allow(ctx, info.SaleID, userID, ip, info.Limits); err != nil {
 		return info, err
@@ -310,7 +338,7 @@ func (p *Purchases) refused(info shop.ItemInfo, orderID string, res store.Reserv
 			// transfer is in flight; one empty shard only refuses this shopper
 			p.soldOut.Mark(info.ItemID)
 		}
-		return errSoldOut
+		return shop.ErrSoldOut
 	case errors.Is(err, store.ErrAlreadyBuyer):
 		msg := "you already hold an item of this sale (one per shopper); find it in your orders"
 		if info.Limit == shop.LimitPerItem {

@@ -27,11 +27,13 @@ func (p *Purchases) NewCaptcha(ctx context.Context, userID, saleID int64, ip str
 	return id, img, nil
 }
 
-// TokenGate answers the refusals of a purchase-token request that need nothing from its body:
-// an unknown sale, one outside its window, paused, or every item sold out (as this instance
-// knows it). The handler asks it before reading the body, so the crowd refused after a sell-out
-// costs no body read and no JSON decoding; nil means go on to IssueToken, which asks again.
-func (p *Purchases) TokenGate(ctx context.Context, userID, saleID int64) error {
+// TokenGate answers the refusals of a purchase-token request that depend on the sale alone: an
+// unknown sale, one outside its window, paused, or every item sold out (as this instance knows
+// it). The handler asks it before anything else, the caller's identity included: after a
+// sell-out the crowd is refused without a JWT verified, a body read or JSON decoded, and what
+// it is told is what the public sale and stock routes say. nil means go on to IssueToken,
+// which asks again.
+func (p *Purchases) TokenGate(ctx context.Context, saleID int64) error {
 	_, _, known, err := p.tokenGate(ctx, saleID, true)
 	if err != nil && known {
 		p.funnel.Record(saleID, err)
@@ -66,7 +68,7 @@ func (p *Purchases) tokenGate(ctx context.Context, saleID int64, soldOut bool) (
 		return sale, now, true, shop.ErrPaused // as this instance's catalog knows it (at most a few seconds old)
 	}
 	if soldOut && p.allSoldOut(ctx, sale) {
-		return sale, now, true, errSoldOut
+		return sale, now, true, shop.ErrSoldOut
 	}
 	return sale, now, true, nil
 }
