@@ -243,6 +243,11 @@ func TestE2EFairStart(t *testing.T) {
 		m.errorf("the record: %d drawn, %d not drawn; want 2 and 1 (%+v)", won, notDrawn, panel.Rows)
 	}
 	m.shootBoth(dir, "fair-start-live")
+	// The sale's orders list says the entry was not drawn in words, as the filter does.
+	m.do("open the sale's orders", chromedp.Navigate(fmt.Sprintf("%s/admin/sales/%d/orders", h.srv.URL, s.sale)))
+	m.waitFor("the entry not drawn, in words, in the merchant's orders", 15*time.Second,
+		`(() => { const tr = document.querySelector('[data-testid="order-row"][data-order-id="`+loserOrder+`"]');
+		return !!tr && e.text(tr.querySelector('[data-testid="order-status"]')) === 'Not drawn'; })()`)
 	m.checkConsole()
 
 	h.checkInvariants(s)

@@ -10,8 +10,7 @@ import { api } from './api.js';
 import { formatMoney } from './money.js';
 import { merchantPage, SALE_NOT_FOUND, adminErrorText as errorText } from './admin_merchant.js';
 import { t } from './i18n.js';
-
-const STATUS_WORDS = { QUEUED: t('Confirming'), PENDING: t('Awaiting payment'), PAID: t('Paid'), EXPIRED: t('Expired'), CANCELLED: t('Cancelled'), FAILED: t('Failed') };
+import { STATUS_WORDS } from './status.js'; // the words of every status, NOT_SELECTED and ENTERED included, in one place
 
 function when(v) {
   var ms = parseTime(v);
