@@ -141,7 +141,7 @@ func (s *Stock) reserveIn(ctx context.Context, a Attempt, shard int, mayBorrow b
 		keys = append(keys, EntrantsKeyOf(a.SaleID, shard), DrawKeyOf(a.SaleID, shard))
 		args = append(args, "1")
 	}
-	v, err := s.reserve.Run(ctx, s.rdb, keys, args...).Slice()
+	v, err := s.reserves.run(ctx, keys, args)
 	if err != nil {
 		return Reservation{}, 0, fmt.Errorf("reserve(sale %d, item %d): %w", a.SaleID, a.ItemID, err)
 	}

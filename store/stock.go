@@ -29,6 +29,7 @@ var (
 type Stock struct {
 	rdb      redis.UniversalClient
 	reserve  *redis.Script
+	reserves *scriptCalls // the reserve script's calls, sent together when they come together
 	release  *redis.Script
 	load     *redis.Script
 	claim    *redis.Script
@@ -41,9 +42,11 @@ type Stock struct {
 
 // NewStock returns a Stock on rdb; scripts run with EVALSHA and fall back to EVAL on NOSCRIPT.
 func NewStock(rdb redis.UniversalClient) *Stock {
+	reserve := redis.NewScript(lua.Reserve)
 	return &Stock{
 		rdb:      rdb,
-		reserve:  redis.NewScript(lua.Reserve),
+		reserve:  reserve,
+		reserves: newScriptCalls(rdb, reserve),
 		release:  redis.NewScript(lua.Release),
 		load:     redis.NewScript(lua.Load),
 		claim:    redis.NewScript(lua.Claim),

@@ -318,6 +318,9 @@ func (s *Sales) getRow(ctx context.Context, saleID int64) (shop.Sale, error) {
 // instances see it within catalogTTL (the reserve script and the token issuer read pause and the
 // sale's times from Redis, so they never wait for that).
 func (s *Sales) CachedRow(ctx context.Context, saleID int64) (shop.Sale, error) {
+	if c, ok := s.salesCache.Fresh(saleID); ok {
+		return c.sale, c.err // the crowd's case: no load built, no bound read
+	}
 	if err := s.known(ctx, saleID); err != nil {
 		return shop.Sale{}, err
 	}
@@ -402,6 +405,9 @@ func (s *Sales) OfMerchant(ctx context.Context, merchantID int64) ([]shop.Sale, 
 
 // Item returns what the purchase path needs about an item, from the in-process catalog cache.
 func (s *Sales) Item(ctx context.Context, itemID int64) (shop.ItemInfo, error) {
+	if info, ok := s.items.Fresh(itemID); ok {
+		return info, nil // every purchase's case: no load built, no bound read
+	}
 	switch above, err := s.bounds.aboveItem(ctx, itemID); {
 	case err != nil:
 		return shop.ItemInfo{}, shop.Unavailable(err)

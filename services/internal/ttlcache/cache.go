@@ -83,6 +83,33 @@ func New[K comparable, V any](cfg Config[V], now func() time.Time) *Cache[K, V] 
 	return &Cache[K, V]{cfg: cfg, now: now, m: map[K]*list.Element{}, calls: map[K]*loadCall[V]{}}
 }
 
+// Fresh returns the value of key when the cache holds it within its TTL: Get's hit, for a caller
+// on the hot path that builds its load only on a miss (a load closure escapes: one allocation a
+// call, hit or not).
+func (c *Cache[K, V]) Fresh(key K) (V, bool) {
+	now := c.now()
+	c.mu.RLock()
+	if el, ok := c.m[key]; ok {
+		e := el.Value.(*entry[K, V])
+		if now.Sub(e.loaded) < c.ttlOf(e) {
+			e.markUsed()
+			c.mu.RUnlock()
+			return e.v, true
+		}
+	}
+	c.mu.RUnlock()
+	var zero V
+	return zero, false
+}
+
+// markUsed marks the entry read, writing the shared flag only when it changes: every purchase
+// reads the same few entries, and a store on each would bounce their cache line between cores.
+func (e *entry[K, V]) markUsed() {
+	if !e.used.Load() {
+		e.used.Store(true)
+	}
+}
+
 // Get returns the value of key, calling load when it is missing or older than the TTL. load
 // reports an absent id as a value (so it is remembered too) and only failures as errors; it runs
 // with a context of its own, detached from ctx, and may outlive this call. A caller whose ctx
@@ -93,7 +120,7 @@ func (c *Cache[K, V]) Get(ctx context.Context, key K, load func(context.Context)
 	if el, ok := c.m[key]; ok {
 		e := el.Value.(*entry[K, V])
 		if now.Sub(e.loaded) < c.ttlOf(e) {
-			e.used.Store(true)
+			e.markUsed()
 			c.mu.RUnlock()
 			return e.v, nil
 		}
@@ -104,7 +131,7 @@ func (c *Cache[K, V]) Get(ctx context.Context, key K, load func(context.Context)
 	if el, ok := c.m[key]; ok {
 		e := el.Value.(*entry[K, V])
 		if now.Sub(e.loaded) < c.ttlOf(e) {
-			e.used.Store(true)
+			e.markUsed()
 			c.mu.Unlock()
 			return e.v, nil
 		}

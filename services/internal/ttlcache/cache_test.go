@@ -209,3 +209,36 @@ func TestTTLCacheAbsentTTL(t *testing.T) {
 		t.Errorf("absent value without AbsentTTL, within TTL = %d, want the cached -1", v)
 	}
 }
+
+// Fresh answers what Get would answer without a load, and only that: a value within its TTL
+// (absent ones by their own), never a stale one nor a missing one; a read marks the entry used,
+// so eviction spares it as it spares one Get read.
+func TestTTLCacheFresh(t *testing.T) {
+	ctx := context.Background()
+	now := time.Unix(1_800_000_000, 0)
+	c := New[int64](Config[int]{TTL: 5 * time.Second, Max: 2, StaleFor: time.Minute, Absent: func(v int) bool { return v < 0 },
+		AbsentTTL: time.Second}, func() time.Time { return now })
+	var loads atomic.Int64
+	if _, ok := c.Fresh(1); ok {
+		t.Errorf("Fresh of a key never loaded: ok")
+	}
+	c.Get(ctx, 1, counted(&loads, 10, nil))
+	c.Get(ctx, 9, counted(&loads, -1, nil)) // an absent id
+	if v, ok := c.Fresh(1); v != 10 || !ok {
+		t.Errorf("Fresh within the TTL = %d, %v; want 10, true", v, ok)
+	}
+	now = now.Add(2 * time.Second)
+	if v, ok := c.Fresh(9); ok {
+		t.Errorf("Fresh of an absent id past its own TTL = %d, ok; want a miss", v)
+	}
+	c.Get(ctx, 2, counted(&loads, 20, nil))
+	c.Fresh(1)                              // 1 used: 2 is the least recently used now
+	c.Get(ctx, 3, counted(&loads, 30, nil)) // past Max: 2 goes, not 1
+	if _, ok := c.Fresh(1); !ok {
+		t.Errorf("the entry Fresh read was evicted")
+	}
+	now = now.Add(4 * time.Second)
+	if v, ok := c.Fresh(1); ok {
+		t.Errorf("Fresh past the TTL = %d, ok; want a miss (Get serves it stale only when its reload fails)", v)
+	}
+}
