@@ -420,7 +420,10 @@ func (c *NATSCluster) StreamLeader(ctx context.Context, stream string) (string, 
 }
 
 // MoveStreamLeader asks the stream's leader to step down in favour of node (JetStream's
-// STREAM.LEADER.STEPDOWN with a preferred placement) and waits until node leads it.
+// STREAM.LEADER.STEPDOWN with a preferred placement) and waits until node leads it. The
+// preference is a wish, not an order: a node not caught up at that moment is passed over, and
+// the election settles on another; then the new leader is asked again, every two seconds, until
+// node leads or ctx ends.
 func (c *NATSCluster) MoveStreamLeader(ctx context.Context, stream, node string) error {
 	leader, err := c.StreamLeader(ctx, stream)
 	if err != nil {
@@ -434,6 +437,34 @@ func (c *NATSCluster) MoveStreamLeader(ctx context.Context, stream, node string)
 		return err
 	}
 	defer nc.Close()
+	asked := time.Now()
+	if err := stepDown(ctx, nc, stream, node); err != nil {
+		return err
+	}
+	for {
+		// Each question gets a second: one asked while the stream has no leader is never answered.
+		qctx, cancel := context.WithTimeout(ctx, time.Second)
+		leader, err := c.StreamLeader(qctx, stream)
+		cancel()
+		if err == nil && leader == node {
+			return nil
+		}
+		if err == nil && leader != "" && time.Since(asked) > 2*time.Second {
+			asked = time.Now() // settled on another node: ask that one
+			if err := stepDown(ctx, nc, stream, node); err != nil && ctx.Err() == nil {
+				return err
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("stream %s: %s does not lead it (leader %q, err %v)", stream, node, leader, err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// stepDown asks the stream's leader to step down, preferring node as the next one.
+func stepDown(ctx context.Context, nc *nats.Conn, stream, node string) error {
 	req, _ := json.Marshal(map[string]any{"placement": map[string]string{"preferred": node}})
 	msg, err := nc.RequestWithContext(ctx, "$JS.API.STREAM.LEADER.STEPDOWN."+stream, req)
 	if err != nil {
@@ -450,20 +481,7 @@ func (c *NATSCluster) MoveStreamLeader(ctx context.Context, stream, node string)
 	if resp.Error != nil {
 		return fmt.Errorf("stream %s: step down: %s", stream, resp.Error.Description)
 	}
-	for {
-		// Each question gets a second: one asked while the stream has no leader is never answered.
-		qctx, cancel := context.WithTimeout(ctx, time.Second)
-		leader, err := c.StreamLeader(qctx, stream)
-		cancel()
-		if err == nil && leader == node {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("stream %s: %s does not lead it (leader %q, err %v)", stream, node, leader, err)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	return nil
 }
 
 // NATS starts a NATS cluster of n nodes (StartNATSCluster) for the test, its files in
