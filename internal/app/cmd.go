@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime/debug"
 	"strconv"
 	"text/tabwriter"
 	"time"
@@ -78,6 +79,7 @@ func Run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	log := newLogger(cfg, stdout)
 	switch cmd {
 	case "serve":
+		gcTarget(getenv, log)
 		return serve(ctx, cfg, log)
 	case "migrate":
 		return migrateCmd(ctx, cfg, log, args, stdout)
@@ -101,6 +103,22 @@ func newLogger(cfg Config, w io.Writer) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// DefaultGCPercent is the garbage collector's target the server runs with when GOGC is not set:
+// the heap may grow to three times what is live before a collection (Go's default is twice).
+// In a rush most of the server's allocations are the requests' own, short-lived; collecting
+// half as often measured 7% less server CPU in the rush for about 40 MiB more at its peak
+// (BENCHMARKS.md). GOGC (and GOMEMLIMIT) set in the environment win.
+const DefaultGCPercent = 200
+
+// gcTarget sets DefaultGCPercent unless GOGC is set.
+func gcTarget(getenv func(string) string, log *slog.Logger) {
+	if v := getenv("GOGC"); v != "" {
+		log.Info("garbage collector: GOGC from the environment", "GOGC", v)
+		return
+	}
+	debug.SetGCPercent(DefaultGCPercent)
 }
 
 func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
