@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/gin-gonic/gin"
 )
@@ -70,5 +71,16 @@ func TestPreparedRefusalsAnswerAsBuilt(t *testing.T) {
 	}
 	if len(prepared) < 2 {
 		t.Errorf("%d prepared refusals, want SOLD_OUT and PAUSED", len(prepared))
+	}
+}
+
+// tokenJSON writes what c.JSON wrote for the purchase token's answer, byte for byte.
+func TestTokenJSONIsEncodingJSON(t *testing.T) {
+	at := time.Date(2026, 12, 7, 19, 40, 1, 123456789, time.FixedZone("x", 3600))
+	for _, tok := range []string{"AAAAAAAAAAEAAAAAAAAAAgAAAZsBAgMEBQYHCAkKCwwNDg8Q.abcdefghijklmnopqrstuv", "", `odd "<&>" token`} {
+		want, _ := json.Marshal(gin.H{"purchaseToken": tok, "expiresAt": at.UTC().Format(time.RFC3339Nano)})
+		if got := tokenJSON(tok, at); string(got) != string(want) {
+			t.Errorf("tokenJSON(%q)\n got %s\nwant %s", tok, got, want)
+		}
 	}
 }
