@@ -83,9 +83,9 @@ func New[K comparable, V any](cfg Config[V], now func() time.Time) *Cache[K, V] 
 	return &Cache[K, V]{cfg: cfg, now: now, m: map[K]*list.Element{}, calls: map[K]*loadCall[V]{}}
 }
 
-// Fresh returns the value of key when the cache holds it within its TTL: Get's hit, for a caller
-// on the hot path that builds its load only on a miss (a load closure escapes: one allocation a
-// call, hit or not).
+// Fresh returns the value of key when the cache holds it within its TTL: Get's hit, also for a
+// caller on the hot path that builds its load only on a miss (a load closure escapes: one
+// allocation a call, hit or not).
 func (c *Cache[K, V]) Fresh(key K) (V, bool) {
 	now := c.now()
 	c.mu.RLock()
@@ -115,17 +115,10 @@ func (e *entry[K, V]) markUsed() {
 // with a context of its own, detached from ctx, and may outlive this call. A caller whose ctx
 // ends while waiting gets ctx's error; the load goes on for the others.
 func (c *Cache[K, V]) Get(ctx context.Context, key K, load func(context.Context) (V, error)) (V, error) {
-	now := c.now()
-	c.mu.RLock()
-	if el, ok := c.m[key]; ok {
-		e := el.Value.(*entry[K, V])
-		if now.Sub(e.loaded) < c.ttlOf(e) {
-			e.markUsed()
-			c.mu.RUnlock()
-			return e.v, nil
-		}
+	if v, ok := c.Fresh(key); ok {
+		return v, nil // a hit takes only the read lock
 	}
-	c.mu.RUnlock()
+	now := c.now()
 	c.mu.Lock()
 	var stale *V
 	if el, ok := c.m[key]; ok {
