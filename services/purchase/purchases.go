@@ -147,24 +147,12 @@ func saleWindow(startsAt, endsAt, now time.Time) error {
 	return nil
 }
 
-// PurchaseGate answers the refusals of a purchase that depend on the item alone: an unknown
-// item, a sale outside its window, an item known sold out here (admit's checks that need no
-// caller). The handler asks it before the caller's identity is verified, so the shoppers still
-// holding a token after the sell-out are refused at the cost of a cache lookup; nil means go on
-// to Purchase, which checks again. A refusal is counted as Purchase counts its own.
+// PurchaseGate answers the refusals of a purchase that depend on the item alone (itemRefusal).
+// The handler asks it before the caller's identity is verified, so the shoppers still holding a
+// token after the sell-out are refused at the cost of a cache lookup; nil means go on to
+// Purchase, which checks again. A refusal is counted as Purchase counts its own.
 func (p *Purchases) PurchaseGate(ctx context.Context, itemID int64) error {
-	info, err := p.sales.Item(ctx, itemID)
-	switch {
-	case err != nil:
-		return nil // Purchase meets it again and answers it with the caller known
-	case !info.Found:
-		err = shop.Errorf(shop.CodeNotFound, "no item %d", itemID)
-	default:
-		err = saleWindow(info.StartsAt, info.EndsAt, p.now())
-		if err == nil && p.soldOut.Is(itemID) {
-			err = shop.ErrSoldOut
-		}
-	}
+	info, err := p.itemRefusal(ctx, itemID)
 	if err != nil {
 		p.counted(info.SaleID, err)
 	}
@@ -227,11 +215,24 @@ func (p *Purchases) take(ctx context.Context, info shop.ItemInfo, userID int64, 
 	return id, err
 }
 
-// admit runs the cheap checks that need no Redis call for the reservation: the item exists, the
-// sale is open (by this instance's clock; the reserve script checks again on Redis's), the item
-// is not known sold out here, and the shopper is within the rate limits. A refusal of a known
-// item still returns it (its sale's funnel counts the refusal).
+// admit runs the cheap checks that need no Redis call for the reservation: the item's
+// (itemRefusal), then the shopper's rate limits. A refusal of a known item still returns it (its
+// sale's funnel counts the refusal).
 func (p *Purchases) admit(ctx context.Context, userID, itemID int64, ip string) (shop.ItemInfo, error) {
+	info, err := p.itemRefusal(ctx, itemID)
+	if err != nil {
+		return info, err
+	}
+	if err := p.limiter.Allow(ctx, info.SaleID, userID, ip, info.Limits); err != nil {
+		return info, err
+	}
+	return info, nil
+}
+
+// itemRefusal is the refusals of a purchase that depend on the item alone, with no Redis call:
+// the item exists, its sale is open (by this instance's clock; the reserve script checks again
+// on Redis's), and it is not known sold out here. A refusal of a known item still returns it.
+func (p *Purchases) itemRefusal(ctx context.Context, itemID int64) (shop.ItemInfo, error) {
 	info, err := p.sales.Item(ctx, itemID)
 	if err != nil {
 		return shop.ItemInfo{}, err
@@ -244,9 +245,6 @@ func (p *Purchases) admit(ctx context.Context, userID, itemID int64, ip string) 
 	}
 	if p.soldOut.Is(itemID) {
 		return info, shop.ErrSoldOut // no Redis call, no network
-	}
-	if err := p.limiter.Allow(ctx, info.SaleID, userID, ip, info.Limits); err != nil {
-		return info, err
 	}
 	return info, nil
 }
