@@ -94,15 +94,32 @@ func (s *scriptCalls) run(ctx context.Context, keys []string, args []any) ([]any
 
 // lead sends batch (batch[0] is the leader's own call), then hands the lead to the first of
 // the calls that queued meanwhile, or gives its slot back when none did. A batch of others'
-// calls too is not cut short by the leader's context: they wait for its round trip.
+// calls too is not cut short by the leader's context: they wait for its round trip. Should the
+// send panic (the leader's handler recovers), the others of the batch are answered with an
+// error and the queue still gets its leader.
 func (s *scriptCalls) lead(ctx context.Context, batch []*scriptCall) {
 	if len(batch) > 1 {
 		ctx = context.WithoutCancel(ctx)
 	}
+	sent := false
+	defer func() {
+		for _, c := range batch[1:] {
+			if !sent {
+				c.err = errSenderFailed
+			}
+			c.lead <- nil // its reply is set
+		}
+		s.handOn()
+	}()
 	s.send(ctx, batch)
-	for _, c := range batch[1:] {
-		c.lead <- nil // its reply is set
-	}
+	sent = true
+}
+
+var errSenderFailed = errors.New("redis script call: the batch's sender failed")
+
+// handOn passes a finished leader's slot to the first waiting call, with the calls waiting
+// (maxBatch at most), or gives it back.
+func (s *scriptCalls) handOn() {
 	s.mu.Lock()
 	if len(s.waiting) == 0 {
 		s.inFlight--
