@@ -53,11 +53,19 @@ func TestE2ELiveViewStockNotHeld(t *testing.T) {
 		&& e.text(e.q('live-displayed')) === '\u2013'
 		&& /^not loaded yet: it loads 10 minutes before the start, at .+, or now with Warm up now$/.test(e.text(e.q('live-displayed-note')))
 		&& e.qa('live-item-row').every((r) => e.text(r.querySelector('[data-col="displayed"]')) === 'not loaded yet')`)
+	// Nothing to balance before the stock is loaded: the books say so, neither green nor a list
+	// of checks failing for want of it.
+	b.waitFor("the books before the stock is loaded", 10*time.Second, `e.q('recon-state').getAttribute('data-state') === 'waiting'
+		&& e.text(e.q('recon-state')) === 'Not loaded yet' && e.qa('recon-failed').length === 0
+		&& e.q('tile-books').getAttribute('data-state') === 'waiting' && e.text(e.q('live-books')) === 'Not loaded yet'
+		&& /^The stock is not loaded for the sale yet/.test(e.text(e.q('recon-explain')))`)
 	b.do("the page in Chinese", chromedp.Navigate(h.srv.URL+"/admin/sales/"+upcoming+"?lang=zh"))
 	b.waitFor("not loaded yet, in Chinese", 10*time.Second, `e.shown(e.q('live-panel')) && e.qa('live-item-row').length === 2
 		&& e.text(e.q('live-displayed')) === '\u2013'
 		&& /^尚未载入：系统会在开始前 10 分钟（.+）自动载入，也可以点击“立即预热”马上载入$/.test(e.text(e.q('live-displayed-note')))
-		&& e.qa('live-item-row').every((r) => e.text(r.querySelector('[data-col="displayed"]')) === '尚未载入')`)
+		&& e.qa('live-item-row').every((r) => e.text(r.querySelector('[data-col="displayed"]')) === '尚未载入')
+		&& e.text(e.q('recon-state')) === '尚未载入库存' && e.qa('recon-failed').length === 0`)
+	b.shootBoth(e2eShotDir(t), "live-not-loaded-zh")
 
 	// The started sale: loaded, then Redis loses every key of it.
 	if r := h.saleAction(merchant, mustID(t, live), "warm"); r.Status != http.StatusOK {

@@ -19,8 +19,22 @@ const BOOKS = {
   },
   violation: function () {
     return { word: t('Not balanced'), explain: t('The stock counter and the recorded orders disagree with nothing on its way: see the failed checks below. Purchases are refused until the stock is rebuilt.') };
+  },
+  // Before the stock is loaded there is nothing to balance: not green, not red (booksExplain
+  // says when it loads).
+  waiting: function () {
+    return { word: t('Not loaded yet'), explain: '' };
   }
 };
+
+// booksState is the state the books are shown in: the server's, except before the stock is
+// first loaded (not lost, not being rebuilt), when its checks can only say Redis holds nothing.
+function booksState(rec) {
+  if (!rec.loaded && !rec.lost && typeof rec.rebuildWaitsFor !== 'number') {
+    return 'waiting';
+  }
+  return BOOKS[rec.state] ? rec.state : 'violation';
+}
 
 function reasonText(k) {
   switch (k) {
@@ -208,7 +222,7 @@ function checkItems(rec, items) {
 // starting values mean nothing to a merchant) stay hidden; after it they are under "Technical
 // details".
 function renderBooks(root, rec, items, started) {
-  var state = BOOKS[rec.state] ? rec.state : 'violation';
+  var state = booksState(rec);
   var b = BOOKS[state]();
   var stateEl = byTestId('recon-state', root);
   stateEl.setAttribute('data-state', state);
@@ -222,7 +236,7 @@ function renderBooks(root, rec, items, started) {
     details.hidden = !started;
   }
   var checks = byTestId('recon-checks', root);
-  checks.replaceChildren.apply(checks, checkItems(rec, items));
+  checks.replaceChildren.apply(checks, state === 'waiting' ? [] : checkItems(rec, items));
   return b;
 }
 
@@ -315,7 +329,7 @@ function booksTile(root, rec, b, started) {
     note = t('nothing sold yet');
   }
   tile(root, 'books', b.word, note);
-  byTestId('tile-books', root).setAttribute('data-state', String(rec.state || ''));
+  byTestId('tile-books', root).setAttribute('data-state', booksState(rec));
 }
 
 // remindersLine says how many shoppers asked to be reminded of the start: an early estimate of the

@@ -105,6 +105,7 @@ addWords({
   'No more orders{filter}.': '没有更多订单{filter}。',
   'No orders{filter} yet.': '还没有订单{filter}。',
   'Not balanced': '账目不一致',
+  'Not loaded yet': '尚未载入库存',
   'Not reconciled:': '对账不一致：',
   'Nothing changed: there is nothing to save.': '没有任何改动，无需保存。',
   'Nothing was saved. Check the fields marked in red.': '未保存任何内容。请检查标红的字段。',
