@@ -106,8 +106,12 @@ func (a *API) DrillStatus(c *gin.Context) {
 	if st.Blocked != "" {
 		out.Blocked = &drillBlockedJSON{Error: string(st.Blocked), Message: st.BlockedWhy}
 		if s := st.BlockedBy; s != nil {
-			id, starts, ends := idString(s.ID), rfc3339(s.StartsAt), rfc3339(s.EndsAt)
-			out.Blocked.SaleID, out.Blocked.SaleName, out.Blocked.StartsAt, out.Blocked.EndsAt = &id, &s.Name, &starts, &ends
+			starts, ends := rfc3339(s.StartsAt), rfc3339(s.EndsAt)
+			out.Blocked.StartsAt, out.Blocked.EndsAt = &starts, &ends
+			if s.ID != 0 { // the merchant's own sale; another merchant's is not named
+				id := idString(s.ID)
+				out.Blocked.SaleID, out.Blocked.SaleName = &id, &s.Name
+			}
 		}
 		if st.NextAt != nil {
 			next := rfc3339(*st.NextAt)

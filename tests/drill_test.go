@@ -350,6 +350,23 @@ func TestFireDrillRefusals(t *testing.T) {
 		!strings.Contains(r.str("message"), "live") {
 		t.Errorf("drill with a live sale: %d %s, want 409 DRILL_NOT_NOW naming sale %d", r.Status, r.Raw, live.sale)
 	}
+	// Another merchant learns only when the drill can run: not the live sale's name nor its id.
+	other := h.token(9001, auth.RoleMerchant)
+	cr := h.do("POST", "/api/admin/sales", other, map[string]any{"name": "Other merchant's sale", "startsAt": time.Now().Add(3 * time.Hour).UTC().Format(time.RFC3339),
+		"endsAt": time.Now().Add(4 * time.Hour).UTC().Format(time.RFC3339), "items": []map[string]any{{"name": "x", "priceCents": 100, "quantity": 1}}})
+	if cr.Status != http.StatusCreated {
+		t.Fatalf("the other merchant's sale: %d %s", cr.Status, cr.Raw)
+	}
+	otherPath := "/api/admin/sales/" + cr.str("saleId") + "/drill"
+	r = h.do("POST", otherPath, other, nil)
+	if r.Status != http.StatusConflict || r.str("error") != string(shop.CodeDrillNotNow) || strings.Contains(r.str("message"), fmt.Sprintf("(sale %d)", live.sale)) ||
+		strings.Contains(r.str("message"), "test sale") || !strings.Contains(r.str("message"), "cannot run until it has ended") {
+		t.Errorf("another merchant's drill beside a live sale: %d %s, want 409 DRILL_NOT_NOW naming no sale, saying when it can run", r.Status, r.Raw)
+	}
+	st = h.drillStatus(other, mustID(t, cr.str("saleId")))
+	if b, _ := st.Body["blocked"].(map[string]any); b == nil || b["saleId"] != nil || b["saleName"] != nil || b["endsAt"] == nil {
+		t.Errorf("another merchant's drill status: %s, want blocked with the end and no sale id or name", st.Raw)
+	}
 	if got := h.sqlInt(`SELECT count(*) FROM drills`) + h.sqlInt(`SELECT count(*) FROM sales WHERE drill_of IS NOT NULL`); got != 0 {
 		t.Errorf("a refused drill left %d rows", got)
 	}

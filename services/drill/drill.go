@@ -165,7 +165,7 @@ type Status struct {
 	Blocked    shop.Code
 	BlockedWhy string
 	// BlockedBy is the sale live or starting soon (DRILL_NOT_NOW), for a page to say in its
-	// own language: id, name, start and end.
+	// own language: id, name, start and end; another merchant's only by its start and end (ID 0).
 	BlockedBy *shop.Sale
 	// NextAt is when the merchant's next drill may start (DRILL_NOT_NOW: the cooldown after
 	// their last one), on Postgres's clock.
@@ -239,7 +239,13 @@ func (s *Drills) blockedBy(ctx context.Context, merchantID int64) (blockage, err
 		return blockage{}, shop.Unavailable(err)
 	}
 	if len(sales) > 0 {
-		return blockage{sale: &sales[0]}, notNow(sales[0], now)
+		sale := sales[0]
+		if !sale.OwnedBy(merchantID) {
+			// Another merchant's sale: a merchant learns nothing of it but when it holds the
+			// machines (no name, no id).
+			sale = shop.Sale{StartsAt: sale.StartsAt, EndsAt: sale.EndsAt}
+		}
+		return blockage{sale: &sale}, notNow(sale, now)
 	}
 	last, err := s.d.DB.LastDrillEnd(ctx, merchantID)
 	switch {
@@ -269,9 +275,14 @@ func drillRunning(r store.DrillRecord) error {
 		r.StartedAt.UTC().Format(time.RFC3339), r.Shoppers, r.Seconds)
 }
 
-// notNow is the refusal naming the sale that is live or starts soon.
+// notNow is the refusal naming the sale that is live or starts soon: the merchant's own by its
+// name and id; another merchant's (ID 0) only by when the drill can run, after its end.
 func notNow(sale shop.Sale, now time.Time) error {
 	const at = "15:04 UTC on 2 Jan"
+	if sale.ID == 0 {
+		return shop.Errorf(shop.CodeDrillNotNow, "a sale on the machines every sale shares is live or starts within %d minutes: a fire drill cannot run until it has ended, at %s",
+			int(NotNowWindow.Minutes()), sale.EndsAt.UTC().Format(at))
+	}
 	if !now.Before(sale.StartsAt) {
 		return shop.Errorf(shop.CodeDrillNotNow, "%q (sale %d) is live until %s: a fire drill shares the machines with it, so it cannot run now",
 			sale.Name, sale.ID, sale.EndsAt.UTC().Format(at))

@@ -102,8 +102,11 @@ function blockedText(b) {
   }
   var starts = parseTime(b.startsAt);
   var ends = parseTime(b.endsAt);
-  if (!b.saleId || isNaN(starts) || isNaN(ends)) {
+  if (isNaN(starts) || isNaN(ends)) {
     return t('A sale is live or starts within 30 minutes, so the fire drill cannot run now: it shares the machines.');
+  }
+  if (!b.saleId) { // another merchant's sale: only when the drill can run
+    return t('A sale on the machines every sale shares is live or starts within 30 minutes: the fire drill cannot run until it has ended, at {time}.', { time: formatDate(ends) });
   }
   var p = { name: b.saleName || '', id: b.saleId };
   if (starts <= Date.now()) {

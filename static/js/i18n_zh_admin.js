@@ -28,6 +28,7 @@ addWords({
   'not all recorded after a minute': '一分钟后仍未全部记录',
   'Drill of {time}: {n} shoppers over {s} s.': '{time} 的演练：{n} 位顾客，持续 {s} 秒。',
   'A sale is live or starts within 30 minutes, so the fire drill cannot run now: it shares the machines.': '有活动正在进行或将在 30 分钟内开始，现在不能进行消防演练：演练与活动共用机器。',
+  'A sale on the machines every sale shares is live or starts within 30 minutes: the fire drill cannot run until it has ended, at {time}.': '共用机器上有活动正在进行或将在 30 分钟内开始：须等它在 {time} 结束后才能进行消防演练。',
   '\u201c{name}\u201d (sale {id}) is live until {time}: the fire drill shares the machines with it, so it cannot run now.': '\u201c{name}\u201d（活动 {id}）正在进行，{time} 结束：消防演练与它共用机器，现在不能进行。',
   '\u201c{name}\u201d (sale {id}) starts in {d}, at {time}: no fire drill within 30 minutes of a sale\u2019s start, as it shares the machines.': '\u201c{name}\u201d（活动 {id}）将在 {d}后（{time}）开始：活动开始前 30 分钟内不能进行消防演练，因为演练与活动共用机器。',
   'The last drill failed; it removed what it had made.': '上一次演练失败，已删除它创建的数据。',
