@@ -182,7 +182,7 @@ var enAdmin = AdminMessages{
 	ReasonBadToken: "bad purchase token", ReasonCaptcha: "captcha failed", ReasonPaused: "sale paused", ReasonOther: "other",
 
 	DrawHeading:    "Fair start: the draw",
-	DrawHint:       "Purchases in the sale's first seconds entered a draw. Before the window opened the shop published a commitment to a secret seed; once the draw is decided the seed is revealed, and each entry's rank follows from the seed and its order id, so anyone can recompute the draw (flashsale verify-draw, or the shopper's own order page). This record lists every entry, best first, per item.",
+	DrawHint:       "Purchases in the sale's first seconds enter a draw instead of taking units in the order they arrive. The shop publishes a commitment to a secret seed before the window opens and reveals the seed once the draw is decided; each entry's rank follows from the seed and its order id, so anyone can recompute the draw (flashsale verify-draw, or the shopper's own order page). The record lists every entry, best first, per item.",
 	DrawWindow:     "Window",
 	DrawEntries:    "Entries",
 	DrawWinners:    "Drawn",
@@ -316,7 +316,7 @@ var zhAdmin = AdminMessages{
 	ReasonBadToken: "购买凭证无效", ReasonCaptcha: "验证码错误", ReasonPaused: "活动已暂停", ReasonOther: "其他",
 
 	DrawHeading:    "公平开抢：抽签",
-	DrawHint:       "活动开始后最初几秒内的购买参加抽签。抽签开始前，商店公布了一个秘密种子的承诺值；开奖后种子公开，每个参与者的名次由种子和其订单号算出，任何人都可以重新计算整个抽签（用商店程序的核验命令，或在顾客自己的订单页面上）。下面的记录按商品列出每个参与者，名次从好到差。",
+	DrawHint:       "活动开始后最初几秒内的购买参加抽签，而不是按到达顺序拿到商品。商店在抽签窗口开始前公布一个秘密种子的承诺值，开奖后公开种子；每个参与者的名次由种子和其订单号算出，任何人都可以重新计算整个抽签（用商店程序的核验命令，或在顾客自己的订单页面上）。下面的记录按商品列出每个参与者，名次从好到差。",
 	DrawWindow:     "抽签时长",
 	DrawEntries:    "参与人数",
 	DrawWinners:    "中签",
