@@ -84,20 +84,47 @@ function orderStatusChanged(B, e, status, d, x) {
   if (d && d.itemName) {
     e.itemName = d.itemName;
   }
+  var name = { name: itemName(B, e, t('your item')) };
   if (B.queuedFor === e.id && status !== 'QUEUED') {
     B.queuedFor = null;
     if (status === 'PENDING' && e.draw) {
-      B.page.say(t('You were drawn! Your order of {name} is confirmed: pay before the deadline below, or the unit goes back on sale.', { name: itemName(B, e, t('your item')) }), 'ok');
+      sayAbout(B, e, t('You were drawn! Your order of {name} is confirmed: pay before the deadline below, or the unit goes back on sale.', name), 'ok');
     } else if (status === 'NOT_SELECTED') {
       // not drawn: said calmly, in the answer's words (status.js), not as an error
       B.page.say(drawNote(status, true, x && x.message), 'info');
     } else if (status === 'PENDING') {
-      B.page.say(t('Your order of {name} is confirmed: pay before the deadline below, or the unit goes back on sale.', { name: itemName(B, e, t('your item')) }), 'ok');
+      sayAbout(B, e, t('Your order of {name} is confirmed: pay before the deadline below, or the unit goes back on sale.', name), 'ok');
     } else if (status === 'FAILED') {
-      B.page.say(t('Your order of {name} could not be completed; nothing was charged.', { name: itemName(B, e, t('your item')) }), 'error');
+      B.page.say(t('Your order of {name} could not be completed; nothing was charged.', name), 'error');
     }
+  } else {
+    followSaid(B, e, status, name);
   }
   B.page.render();
+}
+
+// sayAbout says a sentence about order e in the page's message, and remembers it: the sentence
+// follows the order from then on (followSaid), so that "pay before the deadline" never stands
+// beside an order that expired.
+function sayAbout(B, e, text, kind) {
+  B.page.say(text, kind);
+  B.said = { id: e.id, text: text };
+}
+
+// followSaid rewrites the page's sentence about order e when the order moved on (paid, expired,
+// cancelled), unless another sentence has taken its place since.
+function followSaid(B, e, status, name) {
+  var area = document.querySelector('[data-testid="message"]');
+  if (!B.said || B.said.id !== e.id || !area || area.textContent !== B.said.text) {
+    return;
+  }
+  if (status === 'EXPIRED') {
+    sayAbout(B, e, t('Your order of {name} expired: the payment window closed and the unit went back on sale.', name), 'info');
+  } else if (status === 'CANCELLED') {
+    sayAbout(B, e, t('Your order of {name} was cancelled; its unit went back on sale.', name), 'info');
+  } else if (status === 'PAID') {
+    sayAbout(B, e, t('Your order of {name} is paid. Thank you!', name), 'ok');
+  }
 }
 
 // foundLost: a live order of the item, reserved since the lost purchase was sent (a few
@@ -292,6 +319,9 @@ export function initOrderBox(page) {
     // queuedFor is the order the "…the order is queued." message is about; it gives way when
     // that order is no longer queued.
     queuedFor: null,
+    // said is the page's sentence about one order ({id, text}) that follows that order: a
+    // confirmation turns into "expired", "cancelled" or "paid" (followSaid).
+    said: null,
     // lostFor is the item of a purchase whose answer was lost, sent at lostSince (the shop's
     // clock): the box looks for its order a few times (lostChecks), and the message says so
     // when it turns up.
