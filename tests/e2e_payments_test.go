@@ -68,6 +68,13 @@ func TestE2EPaymentPages(t *testing.T) {
 			b.waitFor("the order page, awaiting payment", 10*time.Second, `e.shown(e.q('pay-button'))`)
 			b.do("Pay", chromedp.Click(e2eTestID("pay-button")))
 			b.waitAcross("the provider's page", 10*time.Second, `location.pathname.startsWith('/pay/simulated/') && e.q('simpay').hasAttribute('data-ready')`)
+			// Cancel and return: the order page says the payment was not made, not "finish paying
+			// there" (the checkout stays open, but the shopper just left it); Pay goes back.
+			b.do("Cancel and return", chromedp.Click(e2eTestID("simpay-back")))
+			b.waitAcross("the order page after giving up", 10*time.Second, `location.pathname === '/orders/`+ids[0]+`'
+				&& e.text(e.q('order-note')) === 'Payment not made: the order is still yours until its deadline.' && e.shown(e.q('pay-button'))`)
+			b.do("Pay again", chromedp.Click(e2eTestID("pay-button")))
+			b.waitAcross("the provider's page again", 10*time.Second, `location.pathname.startsWith('/pay/simulated/') && e.q('simpay').hasAttribute('data-ready')`)
 			provider := e2eEval[string](b, "the provider's page", `location.href`)
 			h.exec(`UPDATE orders SET pay_by = now() - interval '1 second' WHERE id = ?`, ids[0])
 			testenv.Eventually(t, 15*time.Second, "the order expired and its checkout closed", func() error {

@@ -107,7 +107,9 @@ function paymentNote(O) {
   if (O.status !== 'PENDING') {
     return lateWait(O) ? t('If your payment went through after the order ended, it is refunded in full: this page says so within a few minutes.') : '';
   }
-  if (O.gaveUp && O.payment !== 'awaiting') {
+  if (O.gaveUp) {
+    // Back by the provider's Cancel: its checkout stays open until it expires, but the shopper
+    // just left it; "finish paying there" would send them back to where they gave up.
     return t('Payment not made: the order is still yours until its deadline.');
   }
   if (O.returned) {
