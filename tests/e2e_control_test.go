@@ -477,7 +477,7 @@ func (c *controlRoom) buyAndPay() {
 	// The money: what the provider took, in the sale's currency; nothing awaiting, nothing refunded.
 	b.waitFor("the money paid", 5*time.Second, `e.shown(e.q('money-figures')) && !e.shown(e.q('money-before'))
 		&& e.text(e.q('money-paid-amount')) === '¥49.00' && e.text(e.q('money-paid-note')) === 'from 1 paid order'
-		&& e.text(e.q('money-awaiting-amount')) === '¥0.00' && e.text(e.q('money-awaiting-note')) === 'none'
+		&& e.text(e.q('money-awaiting-amount')) === '¥0.00' && e.text(e.q('money-awaiting-note')) === 'no payment waiting for the provider'
 		&& e.text(e.q('money-refunded-amount')) === '¥0.00' && e.text(e.q('money-refunded-note')) === 'none' && !e.shown(e.q('money-refund-note'))`)
 	after := b.liveView()
 	if l := after.Items["Lamp"]; l.Frozen != "0" || l.Real != "5" || l.Paid != "1" || l.Displayed != "5" || l.PaidCents != "¥49.00" {

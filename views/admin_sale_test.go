@@ -77,7 +77,7 @@ func TestAdminLivePage(t *testing.T) {
 	// The money at a glance: paid, awaiting the provider's confirmation, refunded; the sentences
 	// before the start and about refunds hidden until the script knows.
 	money := root.Find(byTestID("live-money"))
-	if got := strings.Join(texts(money.Find("dt")), ","); got != "Paid,Awaiting payment confirmation,Refunded" || money.Find("h2").Text() != "Money" {
+	if got := strings.Join(texts(money.Find("dt")), ","); got != "Paid,Sent, awaiting the provider's confirmation,Refunded" || money.Find("h2").Text() != "Money" {
 		t.Errorf("the money area: %q under %q", got, money.Find("h2").Text())
 	}
 	for _, id := range []string{"money-before", "money-refund-note"} {

@@ -379,7 +379,9 @@ function renderMoney(root, m, items, started) {
   moneyFigure(root, 'paid', num(m.paidCents), currency, paidOrders === 0 ? t('no payment yet')
     : paidOrders === 1 ? t('from 1 paid order') : t('from {n} paid orders', { n: count(paidOrders) }));
   var awaiting = num(m.awaitingPayment);
-  moneyFigure(root, 'awaiting', num(m.awaitingCents), currency, awaiting === 0 ? t('none')
+  // Payments sent from the provider's page, not confirmed yet: not the orders awaiting payment
+  // (the frozen tile's), so its zero says what it counts rather than a bare "none".
+  moneyFigure(root, 'awaiting', num(m.awaitingCents), currency, awaiting === 0 ? t('no payment waiting for the provider')
     : awaiting === 1 ? t('1 order') : t('{n} orders', { n: count(awaiting) }));
   var made = refunds - pending;
   var note = refunds === 0 ? t('none') : made === 1 ? t('1 refund made') : t('{n} refunds made', { n: count(made) });

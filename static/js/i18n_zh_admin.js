@@ -266,6 +266,7 @@ addWords({
   'from 1 paid order': '来自 1 笔已支付订单',
   'from {n} paid orders': '来自 {n} 笔已支付订单',
   'none': '无',
+  'no payment waiting for the provider': '没有待支付方确认的付款',
   '1 order': '1 笔订单',
   '{n} orders': '{n} 笔订单',
   '1 refund made': '已退款 1 笔',
