@@ -172,10 +172,12 @@ func verdict(r Result) string {
 	if r.InstancesNeeded == 1 {
 		instances = "instance"
 	}
-	s := fmt.Sprintf("This instance can take about %d shoppers per second; your expected crowd of %d needs %d %s.",
-		r.CapacityPerSecond, r.ExpectedCrowd, r.InstancesNeeded, instances)
 	if r.CapacityIsFloor {
-		s += " It answered every shopper of the drill within a second, so it may take more: a larger drill tells."
+		// N is only the rate the drill sent: the instance did not show its limit, so M is a
+		// bound, not a count.
+		return fmt.Sprintf("This instance answered every shopper of the drill within a second, %d per second, as many as the drill sent: it did not reach its limit. Your expected crowd of %d needs at most %d %s; a larger drill tells more.",
+			r.CapacityPerSecond, r.ExpectedCrowd, r.InstancesNeeded, instances)
 	}
-	return s
+	return fmt.Sprintf("This instance can take about %d shoppers per second; your expected crowd of %d needs %d %s.",
+		r.CapacityPerSecond, r.ExpectedCrowd, r.InstancesNeeded, instances)
 }

@@ -39,13 +39,14 @@ export function verdictText(r) {
     return t('This instance answered no shopper within a second during the drill; your expected crowd of {k} cannot be sized from it: look at the errors and try a smaller drill.', { k: num(r.expectedCrowd) });
   }
   var p = { n: num(r.capacityPerSecond), k: num(r.expectedCrowd), m: num(r.instancesNeeded) };
-  var s = r.instancesNeeded === 1 ?
+  if (r.capacityIsFloor) { // N is the rate the drill sent, not the instance's limit: M is a bound
+    return r.instancesNeeded === 1 ?
+      t('This instance answered every shopper of the drill within a second, {n} per second, as many as the drill sent: it did not reach its limit. Your expected crowd of {k} needs at most 1 instance; a larger drill tells more.', p) :
+      t('This instance answered every shopper of the drill within a second, {n} per second, as many as the drill sent: it did not reach its limit. Your expected crowd of {k} needs at most {m} instances; a larger drill tells more.', p);
+  }
+  return r.instancesNeeded === 1 ?
     t('This instance can take about {n} shoppers per second; your expected crowd of {k} needs 1 instance.', p) :
     t('This instance can take about {n} shoppers per second; your expected crowd of {k} needs {m} instances.', p);
-  if (r.capacityIsFloor) {
-    s += ' ' + t('It answered every shopper of the drill within a second, so it may take more: a larger drill tells.');
-  }
-  return s;
 }
 
 function crowdText(r) {
