@@ -221,6 +221,12 @@ func TestFireDrillRunsOnACopyAndLeavesNothing(t *testing.T) {
 		}
 	case n <= 0 || n > 1000 || k != 10000 || m != math.Ceil(k/n):
 		t.Errorf("N %v K %v M %v: want 0 < N <= 1000 shoppers/s (2000 over 2 s), K 10000, M = ceil(K/N)", n, k, m)
+	case res["capacityIsFloor"] == true:
+		// every shopper answered within a second: N is only what the drill sent, M a bound
+		if !strings.Contains(v, fmt.Sprintf("%d per second, as many as the drill sent: it did not reach its limit", int(n))) ||
+			!strings.Contains(v, fmt.Sprintf("expected crowd of %d needs at most %d instance", int(k), int(m))) {
+			t.Errorf("verdict %q does not say N as the drill's own rate, K and at most M", v)
+		}
 	case !strings.Contains(v, fmt.Sprintf("about %d shoppers per second", int(n))) ||
 		!strings.Contains(v, fmt.Sprintf("expected crowd of %d needs %d instance", int(k), int(m))):
 		t.Errorf("verdict %q does not say N, K and M", v)
