@@ -114,7 +114,7 @@ function sayAbout(B, e, text, kind) {
 // followSaid rewrites the page's sentence about order e when the order moved on (paid, expired,
 // cancelled), unless another sentence has taken its place since.
 function followSaid(B, e, status, name) {
-  var area = document.querySelector('[data-testid="message"]');
+  var area = byTestId('message', B.page.section); // where page.say writes
   if (!B.said || B.said.id !== e.id || !area || area.textContent !== B.said.text) {
     return;
   }
