@@ -21,7 +21,8 @@ import (
 
 // e2eRecorderJS runs in every document of a tab before the page's own script. It records, from
 // a MutationObserver, the browser time at which each buy button was first enabled and the
-// successive texts of the order status, the countdown and the message area, so that short
+// successive texts of the order status, the countdown, the message area and the sign-in form's
+// note, so that short
 // states (QUEUED) and the exact enabling moment are seen without polling races. It also holds
 // the small DOM helpers the test's expressions use.
 const e2eRecorderJS = `(() => {
@@ -30,7 +31,7 @@ const e2eRecorderJS = `(() => {
   const qa = (id) => Array.from(document.querySelectorAll('[data-testid="' + id + '"]'));
   const text = (el) => el ? el.textContent.replace(/\s+/g, ' ').trim() : null;
   const shown = (el) => !!el && el.getClientRects().length > 0;
-  const rec = window.__e2e = { q, qa, text, shown, enabledAt: {}, statuses: [], countdowns: [], messages: [] };
+  const rec = window.__e2e = { q, qa, text, shown, enabledAt: {}, statuses: [], countdowns: [], messages: [], notes: [] };
   rec.buy = (id) => document.querySelector('[data-testid="buy-button"][data-item-id="' + id + '"]');
   rec.stock = (id) => document.querySelector('[data-testid="stock"][data-item-id="' + id + '"]');
   const push = (list, v) => { if (v && list[list.length - 1] !== v) { list.push(v); } };
@@ -46,6 +47,7 @@ const e2eRecorderJS = `(() => {
     push(rec.statuses, text(q('order-status')));
     push(rec.countdowns, text(q('countdown')));
     push(rec.messages, text(q('message')));
+    push(rec.notes, text(q('login-note')));
   };
   rec.state = () => ({
     url: location.href, now: Date.now(),

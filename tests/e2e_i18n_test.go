@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 	"github.com/flashsale/flashsale/testenv"
@@ -162,6 +163,22 @@ func (c *chineseSale) registerInChinese() {
 	b.waitFor("the wrong answer said once, beside the form, in Chinese", 10*time.Second,
 		`e.shown(e.q('login-note')) && e.text(e.q('login-note')) === '验证码错误或已过期，请输入新图片中的字符。' && e.text(e.q('message')) === ''
 		&& e.q('register-captcha-answer').value === '' && e.shown(e.q('register-captcha-image'))`)
+	// An Enter's keypress delivered on its own, after its keydown was handled (a loaded browser,
+	// or the DevTools protocol, sends them as two events): it submits nothing. Before, it was the
+	// form's implicit submission, a login that answered 401 and replaced the captcha's note.
+	b.do("a stray Enter keypress in the answer field", chromedp.Focus(e2eTestID("register-captcha-answer")))
+	if _, err := chromedp.Call(b.ctx, input.DispatchKeyEvent, input.DispatchKeyEventParams{
+		Type: input.DispatchKeyEventTypeChar, Key: "Enter", Code: "Enter", Text: "\r", UnmodifiedText: "\r", WindowsVirtualKeyCode: 13, NativeVirtualKeyCode: 13,
+	}); err != nil {
+		b.fatalf("a stray Enter keypress: %v", err)
+	}
+	notes, err := chromedp.Run(b.ctx, chromedp.Evaluate[[]string](`new Promise((ok) => setTimeout(() => ok(window.__e2e.notes), 300))`, chromedp.EvalAwaitPromise))
+	if err != nil {
+		b.fatalf("the sign-in form's notes, a moment later: %v", err)
+	}
+	if indexOf(notes, "正在登录…") >= 0 {
+		b.fatalf("a stray Enter keypress while the registration captcha is shown sent a login: notes %q", notes)
+	}
 	b.do("answer the captcha and press Enter", chromedp.SendKeys(e2eTestID("register-captcha-answer"), "test\r"))
 	b.waitFor("signed in, said in Chinese", 10*time.Second,
 		`e.shown(e.q('session-user')) && e.text(e.q('session-user')) === '已登录：`+username+` · 退出登录'

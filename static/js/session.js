@@ -136,8 +136,19 @@ function bindRegisterCaptcha(S) {
   }
   // Enter while the registration captcha is shown registers (the default button logs in).
   if (S.form && S.regBox) {
+    var registering = function (ev) {
+      return ev.key === 'Enter' && !S.regBox.hidden && ev.target.tagName === 'INPUT';
+    };
+    // The form's implicit submission (as Log in) is the keypress's default, and a keypress can
+    // come on its own after its keydown (a loaded browser, the DevTools protocol): refuse it
+    // here too, or it logs in an account the captcha is still creating.
+    S.form.addEventListener('keypress', function (ev) {
+      if (registering(ev)) {
+        ev.preventDefault();
+      }
+    });
     S.form.addEventListener('keydown', function (ev) {
-      if (ev.key !== 'Enter' || S.regBox.hidden || ev.target.tagName !== 'INPUT') {
+      if (!registering(ev)) {
         return;
       }
       ev.preventDefault();
