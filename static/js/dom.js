@@ -44,9 +44,10 @@ export function enc(id) {
 }
 
 // messenger writes a sentence into a page's role="status" message area. link, if given
-// ({text, href, testid, after}), follows the sentence as a real link.
+// ({text, href, testid, after}), follows the sentence as a real link. say.shows(text) tells
+// whether the area still shows that sentence (no other has taken its place).
 export function messenger(area) {
-  return function say(text, kind, link) {
+  var say = function (text, kind, link) {
     if (!area) {
       return;
     }
@@ -59,4 +60,8 @@ export function messenger(area) {
     }
     area.setAttribute('data-kind', kind || 'info');
   };
+  say.shows = function (text) {
+    return !!area && area.textContent === text;
+  };
+  return say;
 }

@@ -9,7 +9,7 @@ import { api, errorText, isUnauthenticated } from './api.js';
 import { makePoller, after, failed } from './poll.js';
 import { isOnline, onNetwork } from './network.js';
 import { loggedIn, sessionExpired, onSession, initSession, loginPrompt } from './session.js';
-import { FINAL_STATUSES, ORDER_NOTES, statusWord, drawNote, queueOf, queueText } from './status.js';
+import { FINAL_STATUSES, ORDER_NOTES, statusWord, drawNote, queueOf, queueText, refundNote } from './status.js';
 import { t, href } from './i18n.js';
 import { bindActions } from './order_actions.js';
 import { bindVerify } from './order_verify.js';
@@ -100,9 +100,7 @@ function paymentNote(O) {
     return t('A free item: nothing to pay, the order is confirmed.');
   }
   if (O.payment === 'refunded') {
-    return O.refunded
-      ? t('Your payment arrived after this order had ended (its payment window closed, or it was cancelled) and its unit had gone back on sale, so it has been refunded in full.')
-      : t('Your payment arrived after this order had ended (its payment window closed, or it was cancelled) and its unit had gone back on sale; it is being refunded in full.');
+    return refundNote(O.refunded);
   }
   if (O.status !== 'PENDING') {
     return lateWait(O) ? t('If your payment went through after the order ended, it is refunded in full: this page says so within a few minutes.') : '';
@@ -138,9 +136,25 @@ function settled(O) {
   return !!FINAL_STATUSES[O.status] && !(O.payment === 'refunded' && !O.refunded) && !lateWait(O);
 }
 
+// followStatus takes away the sentence the panel said about the order (an action's progress, its
+// refusal, "try again") once the order has moved on from the status it was said in: paid in
+// another tab, expired, cancelled. The status and its note say what holds now. A sentence said
+// since by someone else (the session, the sale page) is left alone.
+function followStatus(O) {
+  var said = O.said;
+  if (!said || said.status === O.status || !O.status) {
+    return;
+  }
+  O.said = null;
+  if (O.shows(said.text)) {
+    O.sayRaw('', 'info');
+  }
+}
+
 function renderStatus(O) {
   var el = O.el;
   var status = O.status;
+  followStatus(O);
   var s = status ? statusWord(status, O.draw) : t('Checking…');
   setText(el.statusEl, s);
   if (el.statusEl) {
@@ -345,7 +359,11 @@ function controllerApi(O) {
 export function orderController(panel, say, hooks) {
   var O = {
     panel: panel,
-    say: say,
+    sayRaw: say,
+    shows: say.shows || function () {
+      return false;
+    },
+    said: null, // {text, status}: the panel's last sentence and the status it was said in
     hooks: hooks || {},
     el: parts(panel),
     orderId: null,
@@ -370,6 +388,12 @@ export function orderController(panel, say, hooks) {
     notified: null, // the status hooks.onStatus was last told
     itemId: '', // the order's item, once the API has told it
     verify: bindVerify(panel) // the "Verify the draw" box of a decided entry
+  };
+  // say writes a sentence about the order in the page's message area, and remembers in which
+  // status it was said (followStatus).
+  O.say = function (text, kind) {
+    say(text, kind);
+    O.said = text ? { text: text, status: O.status } : null;
   };
   O.renderStatus = function () {
     renderStatus(O);

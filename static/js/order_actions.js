@@ -23,14 +23,16 @@ function checkedOut(O, r) {
     O.refresh();
     return;
   }
-  say(errorText(r), 'error');
   if (r.code === 'EXPIRED') {
-    // The server expired the order there and then: no Pay button, and ask what it holds.
+    // The server expired the order there and then: no Pay button, and ask what it holds. The
+    // sentence is said in the status it is about (order.js's followStatus keeps it).
     O.status = 'EXPIRED';
+    say(errorText(r), 'error');
     O.renderStatus();
     O.refresh();
     return;
   }
+  say(errorText(r), 'error');
   O.renderStatus();
   if (isUnauthenticated(r)) {
     sessionExpired();

@@ -10,15 +10,19 @@ import { backoff } from './poll.js';
 import { isOnline, onNetwork } from './network.js';
 import { t } from './i18n.js';
 import { renderRow } from './orders_row.js';
+import { refundUnderWay } from './status.js';
 
 // Every second: the countdowns of the pending orders, and the orders whose status is due to
 // change are asked about again: a QUEUED one (listed before the writer has recorded it) until
 // it is recorded, however long a backlog takes, so that it turns PENDING by itself; a PENDING
-// one past its deadline (the server expires it within seconds) a few times. Each no sooner
-// than 3 s after its last answer nor the server's Retry-After, backing off while the shop
-// cannot answer, a few at a time (a shopper may have many queued), and not while the tab is
-// hidden or the browser offline.
+// one past its deadline (the server expires it within seconds) a few times; a PENDING one
+// before its deadline every 10 s, and at once when the tab comes back into view (paid or
+// cancelled in another tab, the row says so without a reload); an ended one whose late payment
+// is being refunded, every 10 s until the refund is made. Each no sooner than 3 s after its last
+// answer nor the server's Retry-After, backing off while the shop cannot answer, a few at a time
+// (a shopper may have many queued), and not while the tab is hidden or the browser offline.
 const CHECK_GAP = 3000;
+const SLOW_GAP = 10000;
 const CHECKS_AT_ONCE = 3;
 
 function addRow(L, o) {
@@ -35,6 +39,7 @@ function addRow(L, o) {
     entry = L.rows[id] = { li: li, order: o, checkedAt: 0, checks: 0, notBefore: 0, failures: 0, asking: false };
     L.list.appendChild(frag);
   }
+  entry.listedAt = Date.now(); // what the list said is as fresh as an answer of its own
   renderRow(entry.li, entry.order);
 }
 
@@ -143,6 +148,19 @@ async function recheck(L, entry) {
   entry.notBefore = Date.now() + wait;
 }
 
+// dueAt is when a row is next asked about (Date.now() time; Infinity: not again).
+function dueAt(entry, now) {
+  var o = entry.order;
+  var st = o.status;
+  if (st === 'QUEUED' || (st === 'PENDING' && parseTime(o.payBy) <= now && entry.checks < 20)) {
+    return entry.checkedAt + CHECK_GAP;
+  }
+  if (st === 'PENDING' || refundUnderWay(o)) {
+    return Math.max(entry.checkedAt, entry.listedAt || 0) + SLOW_GAP;
+  }
+  return Infinity;
+}
+
 function tick(L) {
   var now = serverNow();
   var due = [];
@@ -152,8 +170,7 @@ function tick(L) {
     if (st === 'PENDING') {
       renderRow(entry.li, entry.order);
     }
-    var changing = st === 'QUEUED' || (st === 'PENDING' && parseTime(entry.order.payBy) <= now && entry.checks < 20);
-    if (changing && !entry.asking && Date.now() - entry.checkedAt >= CHECK_GAP && Date.now() >= entry.notBefore) {
+    if (!entry.asking && Date.now() >= entry.notBefore && Date.now() >= dueAt(entry, now)) {
       due.push(entry);
     }
   });
@@ -183,6 +200,20 @@ function follow(L, page) {
     if (online && L.retry !== null && !L.busy) {
       loadPage(L, L.retry);
     }
+  });
+  // Back into view (paid or cancelled in another tab, maybe): the rows that can still change
+  // are asked about at once.
+  document.addEventListener('visibilitychange', function () {
+    if (document.hidden) {
+      return;
+    }
+    Object.keys(L.rows).forEach(function (id) {
+      var entry = L.rows[id];
+      if (entry.order.status === 'PENDING' || refundUnderWay(entry.order)) {
+        entry.checkedAt = entry.listedAt = 0;
+      }
+    });
+    tick(L);
   });
   // Back to this page from the browser's cache: the orders may have changed meanwhile.
   window.addEventListener('pageshow', function (ev) {

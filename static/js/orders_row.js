@@ -5,7 +5,7 @@ import { setText, show, enc } from './dom.js';
 import { parseTime, formatDeadline, formatDuration, timeElement } from './time.js';
 import { serverNow } from './clock.js';
 import { formatMoney } from './money.js';
-import { statusWord, drawNote, queueOf, queueText } from './status.js';
+import { statusWord, drawNote, queueOf, queueText, refundNote } from './status.js';
 import { t, href, lang } from './i18n.js';
 
 function part(li, id) {
@@ -41,6 +41,11 @@ function rowNote(li, o, st) {
   }
   if (st === 'NOT_SELECTED') {
     setText(part(li, 'order-row-note'), drawNote(st, true, o.message));
+    return;
+  }
+  if (o.paymentStatus === 'refunded') {
+    // paid after it ended: not "not paid in time", but what became of the payment
+    setText(part(li, 'order-row-note'), refundNote(o.refunded === true));
     return;
   }
   // A QUEUED order fetched on its own carries its place in the queue.

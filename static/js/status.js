@@ -58,6 +58,20 @@ export function drawNote(status, draw, message) {
   return '';
 }
 
+// refundNote says what became of a payment that came after its order had ended (paymentStatus
+// refunded): being refunded, or refunded once the provider accepted the refund (refunded).
+export function refundNote(refunded) {
+  return refunded
+    ? t('Your payment arrived after this order had ended (its payment window closed, or it was cancelled) and its unit had gone back on sale, so it has been refunded in full.')
+    : t('Your payment arrived after this order had ended (its payment window closed, or it was cancelled) and its unit had gone back on sale; it is being refunded in full.');
+}
+
+// refundUnderWay reports whether an order's late payment is still being refunded: its status is
+// final, what became of the payment is not yet.
+export function refundUnderWay(o) {
+  return !!o && o.paymentStatus === 'refunded' && o.refunded !== true;
+}
+
 // LIVE_STATUSES are the orders that hold a unit: they count against the purchase limit.
 export const LIVE_STATUSES = { QUEUED: true, PENDING: true, PAID: true };
 
