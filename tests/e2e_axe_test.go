@@ -166,6 +166,33 @@ func e2eAccessibility(t *testing.T, v e2eViewport) {
 			}
 		}
 	}
+	// The merchant's pages with real data behind them, answers late too: the list (a sale to come,
+	// one live with orders in every state, one ended), the edit form, the live view during the sale
+	// and after it, and the orders list.
+	during, ended := merchantSalesWithOrders(h, m.ID)
+	mlate := openShopperTab(t, browserCtx, v, "merchant, late answers")
+	if _, err := chromedp.Call(mlate.ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: e2eLayoutShiftJS}); err != nil {
+		mlate.fatalf("install the layout-shift recorder: %v", err)
+	}
+	mlate.lateAPI(h, 600*time.Millisecond)
+	mlate.takeCookies(h, login.Header)
+	signedIn := `e.shown(e.q('session-user')) && `
+	merchantSlow := []struct{ path, drawn string }{
+		{"/admin", signedIn + `e.qa('admin-sale').length === 3`},
+		{fmt.Sprintf("/admin?edit=%d", own.sale), signedIn + `e.q('create-sale-form').getAttribute('data-mode') === 'edit'`},
+		// started, two items: the rows, and the hints of what can no longer change
+		{fmt.Sprintf("/admin?edit=%d", during.sale), signedIn + `e.q('create-sale-form').getAttribute('data-mode') === 'edit' && e.shown(e.q('starts-at-locked')) && e.qa('item-row').length === 2`},
+		{fmt.Sprintf("/admin/sales/%d", during.sale), signedIn + `/^Updated /.test(e.text(e.q('live-updated')))`},
+		{fmt.Sprintf("/admin/sales/%d", ended.sale), signedIn + `/^Updated /.test(e.text(e.q('live-updated')))`},
+		{fmt.Sprintf("/admin/sales/%d/orders", during.sale), signedIn + `e.q('orders-rows').children.length === 4`},
+	}
+	for _, p := range merchantSlow {
+		sum, nodes := mlate.layoutShift(h.srv.URL+p.path, p.drawn)
+		t.Logf("%s, merchant, late answers, %s: layout shift %.3f %v", v.name, p.path, sum, nodes)
+		if sum > e2eMaxLayoutShift {
+			shifts = append(shifts, fmt.Sprintf("%s, merchant %s: layout shift %.3f (over %.2f) while the answers came in: %v", v.name, p.path, sum, e2eMaxLayoutShift, nodes))
+		}
+	}
 	if len(shifts) > 0 {
 		t.Errorf("pages moved as the API's answers came in:\n%s", strings.Join(shifts, "\n"))
 	}
@@ -254,4 +281,56 @@ func (b *e2eTab) axe(url string) []string {
 		}
 	}
 	return lines
+}
+
+// merchantSalesWithOrders gives the merchant a live sale with an order in each state a shopper
+// can leave one (awaiting payment, paid, cancelled, expired) and a sale that has ended.
+func merchantSalesWithOrders(h *harness, merchantID int64) (during, ended saleIDs) {
+	h.t.Helper()
+	ctx := context.Background()
+	mtok := h.token(merchantID, auth.RoleMerchant)
+	create := func(name string, starts, ends time.Time) saleIDs {
+		r := h.do("POST", "/api/admin/sales", mtok, map[string]any{"name": name, "startsAt": starts.UTC().Format(time.RFC3339),
+			"endsAt": ends.UTC().Format(time.RFC3339), "items": []map[string]any{{"name": "Kettle", "priceCents": 3900, "quantity": 20}, {"name": "Teapot", "priceCents": 5900, "quantity": 20}}})
+		if r.Status != http.StatusCreated {
+			h.t.Fatalf("create %s: %d %s", name, r.Status, r.Raw)
+		}
+		out := saleIDs{}
+		fmt.Sscan(r.str("saleId"), &out.sale)
+		for _, it := range r.Body["items"].([]any) {
+			var id int64
+			fmt.Sscan(it.(map[string]any)["itemId"].(string), &id)
+			out.items = append(out.items, id)
+		}
+		return out
+	}
+	during = create("Tea week", time.Now().Add(-time.Second), time.Now().Add(time.Hour))
+	ended = create("Last week's tea", time.Now().Add(-time.Second), time.Now().Add(time.Hour))
+	var ids []string
+	for i, s := range []saleIDs{during, during, during, during, ended, ended} {
+		id, _ := h.pendingOrder(int64(7100+i), s, s.items[i%2])
+		ids = append(ids, id)
+	}
+	bearer := func(i int) string { return h.token(int64(7100+i), auth.RoleShopper) }
+	pay := func(i int) {
+		c := h.do("POST", "/api/flash-sales/orders/"+ids[i]+"/checkout", bearer(i), nil)
+		if p := h.do("POST", "/api/payments/simulated/"+strings.TrimPrefix(c.str("checkoutUrl"), "/pay/simulated/")+"/pay", "", nil); p.Status != http.StatusOK {
+			h.t.Fatalf("pay %s: %d %s", ids[i], p.Status, p.Raw)
+		}
+	}
+	pay(1)
+	pay(4)
+	if r := h.do("POST", "/api/flash-sales/orders/"+ids[2]+"/cancel", bearer(2), nil); r.Status != http.StatusOK {
+		h.t.Fatalf("cancel: %d %s", r.Status, r.Raw)
+	}
+	h.exec(`UPDATE orders SET pay_by = now() - interval '1 second' WHERE id IN (?, ?)`, ids[3], ids[5])
+	if err := h.app.KeeperPass(ctx); err != nil {
+		h.t.Fatalf("keeper pass: %v", err)
+	}
+	// Ended: its end moved into the past (a sale cannot be created so).
+	h.exec(`UPDATE sales SET starts_at = now() - interval '2 hours', ends_at = now() - interval '1 minute' WHERE id = ?`, ended.sale)
+	h.mu.Lock()
+	h.acked = append(h.acked, ids...)
+	h.mu.Unlock()
+	return during, ended
 }

@@ -336,7 +336,7 @@ func (b *e2eTab) register(username, password string) int64 {
 	if role := e2eEval[string](b, "the role", `e.q('session-user').getAttribute('data-role')`); role != "shopper" {
 		b.fatalf("session role = %q, want shopper", role)
 	}
-	if msg := e2eEval[string](b, "the message", `e.text(e.q('message'))`); msg != "Account created; signed in as "+username+"." {
+	if msg := e2eEval[string](b, "the message", `e.text(e.q('message'))`); msg != "Account created. Welcome!" {
 		b.fatalf("message after registering = %q", msg)
 	}
 	id, _ := strconv.ParseInt(e2eEval[string](b, "the user id", `e.q('session-user').getAttribute('data-user-id')`), 10, 64)

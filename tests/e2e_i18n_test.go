@@ -182,7 +182,7 @@ func (c *chineseSale) registerInChinese() {
 	b.do("answer the captcha and press Enter", chromedp.SendKeys(e2eTestID("register-captcha-answer"), "test\r"))
 	b.waitFor("signed in, said in Chinese", 10*time.Second,
 		`e.shown(e.q('session-user')) && e.text(e.q('session-user')) === '已登录：`+username+` · 退出登录'
-		&& e.text(e.q('message')) === '账号已创建，已登录为 `+username+`。'`)
+		&& e.text(e.q('message')) === '账号已创建，欢迎！'`)
 
 }
 

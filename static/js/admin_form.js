@@ -208,6 +208,23 @@ async function submit(F) {
   await (edit ? saved : created)(F, String(r.data.saleId), v.name, req);
 }
 
+// opening hides the form's fields (keeping their room) while the sale it opens on is read, and
+// says so in its heading.
+function opening(F, on) {
+  if (!F.card) {
+    return;
+  }
+  if (on) {
+    F.card.setAttribute('data-opening', '');
+    setText(F.heading, t('Opening the sale for editing\u2026'));
+  } else if (F.card.hasAttribute('data-opening')) {
+    F.card.removeAttribute('data-opening');
+    if (!F.editing) {
+      setText(F.heading, t('Create a sale'));
+    }
+  }
+}
+
 // initSaleForm wires the form and returns startEdit(sale), stopEdit() (the id of the sale it
 // was editing), editing() (that id, or null) and prefillTimes().
 export function initSaleForm(page) {
@@ -236,10 +253,20 @@ export function initSaleForm(page) {
       ev.preventDefault();
       submit(F);
     });
+    // Opened on a sale by its address (/admin?edit=ID, the live view's Edit link): the form keeps
+    // its room but shows nothing until the sale is in it (its items, its locked fields), so that
+    // nothing moves when it comes (layout shift).
+    if (new URLSearchParams(window.location.search).get('edit')) {
+      opening(F, true);
+    }
   }
   return {
     startEdit: function (sale) {
       return startEdit(F, sale);
+    },
+    // opened: the sale the address named was opened, or cannot be (the page says why)
+    opened: function () {
+      opening(F, false);
     },
     stopEdit: function () {
       return stopEdit(F);

@@ -34,7 +34,11 @@ function windowText(sale, asOf) {
   } else if (!isNaN(asOf) && (sale.status === 'running' || sale.status === 'paused') && ends > asOf) {
     left = t(' \u00b7 ends in {d}', { d: formatDuration(ends - asOf) });
   }
-  return (isNaN(starts) ? '' : t('Starts {time}', { time: formatDate(starts) })) + (isNaN(ends) ? '' : ' \u00b7 ' + t('Ends {time}', { time: formatDate(ends) })) + left;
+  // in the past tense once past (an ended sale "Ended …", not "Ends …")
+  var now = isNaN(asOf) ? Date.now() : asOf;
+  var startWords = starts <= now ? t('Started {time}', { time: formatDate(starts) }) : t('Starts {time}', { time: formatDate(starts) });
+  var endWords = ends <= now || sale.status === 'ended' ? t('Ended {time}', { time: formatDate(ends) }) : t('Ends {time}', { time: formatDate(ends) });
+  return (isNaN(starts) ? '' : startWords) + (isNaN(ends) ? '' : ' \u00b7 ' + endWords) + left;
 }
 
 // renderHead draws the sale's name, status, window and controls.

@@ -191,6 +191,8 @@ function showPage(O, data, cursor, number) {
   setText(O.summary, summaryText(O, orders, number));
   O.first.disabled = number <= 1;
   O.next.disabled = !O.page.next;
+  // shown with the first page: before it, it would sit where the rows come and move down with them
+  show(byTestId('orders-pager', O.root), true);
 }
 
 // saleReady reads the sale once; false when it cannot (said).

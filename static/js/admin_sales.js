@@ -155,9 +155,12 @@ function openPendingEdit(L) {
   } else if (s.status === 'ended') {
     L.page.say(t('\u201c{name}\u201d has ended: it can no longer be edited.', { name: s.name || t('Sale {id}', { id: id }) }), 'info');
   } else {
-    L.page.form.startEdit(s);
+    L.pendingEdit = null;
+    L.page.form.startEdit(s).then(L.page.form.opened);
+    return;
   }
   L.pendingEdit = null;
+  L.page.form.opened();
 }
 
 function renderSales(L, sales) {

@@ -244,7 +244,8 @@ function signedIn(S, action, data, username) {
     S.regAnswer.value = '';
     show(S.regBox, false);
   }
-  S.say(t(action === 'register' ? 'Account created; signed in as {name}.' : 'Signed in as {name}.', { name: userName(user) }), 'ok');
+  // Who is signed in is the session line's to say (beside this message on a phone, it read twice).
+  S.say(t(action === 'register' ? 'Account created. Welcome!' : 'Welcome back!'), 'ok');
   sessionChanged();
   if (action === 'login') {
     learnUser(true);
