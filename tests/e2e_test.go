@@ -277,7 +277,8 @@ func (c *flashSaleRun) secondShopperToldSoldOut() {
 		two.fatalf("after buying a sold-out item: note | message = %s, want %q", res, want)
 	}
 	two.waitFor("item 0 is marked sold out after the refusal", 5*time.Second,
-		`e.text(e.stock(`+itemJS+`)) === 'sold out' && e.buy(`+itemJS+`).disabled && e.text(e.buy(`+itemJS+`)) === 'Sold out' && !e.shown(e.q('order'))`)
+		`e.text(e.stock(`+itemJS+`)) === '' && e.q('stock').getAttribute('data-stock') !== null && e.stock(`+itemJS+`).getAttribute('data-stock') === '0'
+		&& e.buy(`+itemJS+`).disabled && e.text(e.buy(`+itemJS+`)) === 'Sold out' && !e.shown(e.q('order'))`)
 	if got := h.sqlInt(`SELECT count(*) FROM orders WHERE user_id = ?`, user2); got != 0 {
 		t.Errorf("shopper 2 (user %d) has %d orders, want none", user2, got)
 	}

@@ -97,6 +97,7 @@ const ZH = {
   'The shop is busy; try again in a moment.': '商城繁忙，请稍后再试。',
   'Account created. Welcome!': '账号已创建，欢迎！',
   'Welcome back!': '欢迎回来！',
+  'The draw is done: your entry below says how it went.': '抽签已完成：结果见下方你的参与记录。',
   'Logged out.': '已退出登录。',
   '{role} #{id}': '{role} #{id}',
   'shopper': '顾客',

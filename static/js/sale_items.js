@@ -29,7 +29,10 @@ function renderStock(S) {
     if (typeof n !== 'number' || isNaN(n)) {
       return;
     }
-    setText(el, n <= 0 ? t('sold out') : t('{n} left', { n: n }));
+    // Sold out is the Buy button's to say ("Sold out"), not said twice side by side; beside a
+    // button that says the shopper's own order ("Bought", "Ordered"), the count says it.
+    var mine = !!S.page.orders.holdings().byItem[id];
+    setText(el, n > 0 ? t('{n} left', { n: n }) : mine ? t('sold out') : '');
     el.setAttribute('data-stock', String(Math.max(0, n)));
     el.classList.toggle('stock-out', n <= 0);
     el.classList.toggle('stock-low', n > 0 && n <= 10);

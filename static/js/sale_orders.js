@@ -9,7 +9,7 @@ import { api, isUnauthenticated } from './api.js';
 import { retryDelay } from './poll.js';
 import { isOnline } from './network.js';
 import { loggedIn, sessionExpired } from './session.js';
-import { LIVE_STATUSES, drawNote } from './status.js';
+import { LIVE_STATUSES } from './status.js';
 import { orderController } from './order.js';
 import { t } from './i18n.js';
 
@@ -90,8 +90,9 @@ function orderStatusChanged(B, e, status, d, x) {
     if (status === 'PENDING' && e.draw) {
       sayAbout(B, e, t('You were drawn! Your order of {name} is confirmed: pay before the deadline below, or the unit goes back on sale.', name), 'ok');
     } else if (status === 'NOT_SELECTED') {
-      // not drawn: said calmly, in the answer's words (status.js), not as an error
-      B.page.say(drawNote(status, true, x && x.message), 'info');
+      // not drawn: said calmly, not as an error; the entry below explains the draw (status.js),
+      // so the message does not say it a second time
+      sayAbout(B, e, t('The draw is done: your entry below says how it went.'), 'info');
     } else if (status === 'PENDING') {
       sayAbout(B, e, t('Your order of {name} is confirmed: pay before the deadline below, or the unit goes back on sale.', name), 'ok');
     } else if (status === 'FAILED') {
