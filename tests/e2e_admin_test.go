@@ -285,3 +285,42 @@ func e2eShotDir(t *testing.T) string {
 	}
 	return dir
 }
+
+// TestE2EAdminSalesPaged: a merchant with many sales sees the newest ten, "10 of 12 sales", and
+// "Show more sales" brings the rest, the focus on the first it brought; on a phone, where the
+// form above is long, "Your sales ↓" leads to the list (issue 33: every sale sat on one list
+// under the form, 14,055 px on a phone).
+func TestE2EAdminSalesPaged(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	h := newHarness(t, harnessOpts{})
+	username, password := "paged_merchant_"+strconv.FormatInt(time.Now().UnixNano()%1e9, 36), "merchant test pass"
+	m, err := h.app.Auth.AddUser(ctx, username, password, auth.RoleMerchant)
+	if err != nil {
+		t.Fatalf("add the merchant: %v", err)
+	}
+	for i := 1; i <= 12; i++ {
+		e2eMerchantSale(h, m.ID, fmt.Sprintf("Sale number %d", i), "CNY", map[string]int64{"Cup": 500})
+	}
+	b := openShopperTab(t, startE2EBrowser(t, ctx), e2eViewport{"phone", 390, 844, true}, "merchant")
+	login := h.do("POST", "/api/auth/login", "", map[string]string{"username": username, "password": password})
+	if login.Status != http.StatusOK {
+		t.Fatalf("login: %d %s", login.Status, login.Raw)
+	}
+	b.takeCookies(h, login.Header)
+	b.do("open the admin page", chromedp.Navigate(h.srv.URL+"/admin"))
+	b.waitFor("the newest ten of twelve sales, the rest offered", 15*time.Second,
+		`e.qa('admin-sale').length === 12 && e.qa('admin-sale').filter((li) => e.shown(li)).length === 10
+		&& e.text(e.qa('admin-sale')[0].querySelector('h3, .admin-sale-name') || e.qa('admin-sale')[0]).includes('Sale number 12')
+		&& e.text(e.q('admin-sales-count')) === '10 of 12 sales' && e.shown(e.q('admin-sales-more'))`)
+	b.do("tap Your sales ↓", chromedp.Click(e2eTestID("jump-to-sales")))
+	b.waitFor("the list in view", 5*time.Second,
+		`location.hash === '#sales-heading' && document.getElementById('sales-heading').getBoundingClientRect().top < innerHeight / 2`)
+	b.screenshot(e2eShotDir(t), "admin-sales-paged-phone.png", "")
+	b.do("press Show more sales", chromedp.Click(e2eTestID("admin-sales-more")))
+	b.waitFor("all twelve shown, the focus on the eleventh", 5*time.Second,
+		`e.qa('admin-sale').every((li) => e.shown(li)) && !e.shown(e.q('admin-sales-more')) && e.text(e.q('admin-sales-count')) === '12 of 12 sales'
+		&& e.qa('admin-sale')[10].contains(document.activeElement) && e.text(e.qa('admin-sale')[10]).includes('Sale number 2')`)
+	b.checkConsole()
+}

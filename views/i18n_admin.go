@@ -17,6 +17,7 @@ type AdminMessages struct {
 	Title, CreateHeading, Name, Description, ZoneHint, StartsAt, StartLocked, EndsAt  string
 	Currency, PayWindow, PurchaseLimit, LimitPerSale, LimitPerItem, Items             string
 	AddItemLocked, AddItem, CreateSale, StopEditing, YourSales, NoSalesYet, LiveStock string
+	JumpToSales, ShowMoreSales                                                          string
 	Close, StockHint                                                                  string
 	PayWindowHint                                                                     func(max string) string
 	// the fair start (a draw of the first seconds) of the form
@@ -112,6 +113,8 @@ var enAdmin = AdminMessages{
 	StopEditing:   "Stop editing",
 	YourSales:     "Your sales",
 	NoSalesYet:    "You have no sales yet.",
+	JumpToSales:   "Your sales ↓",
+	ShowMoreSales: "Show more sales",
 	LiveStock:     "Live stock: ",
 	Close:         "Close",
 	StockHint:     "Refreshed every second. Displayed is what shoppers see; frozen is reserved and not yet paid; real is quantity − paid.",
@@ -246,6 +249,8 @@ var zhAdmin = AdminMessages{
 	StopEditing:   "取消编辑",
 	YourSales:     "我的秒杀活动",
 	NoSalesYet:    "你还没有秒杀活动。",
+	JumpToSales:   "我的秒杀活动 ↓",
+	ShowMoreSales: "显示更多活动",
 	LiveStock:     "实时库存：",
 	Close:         "关闭",
 	StockHint:     "每秒刷新。“显示库存”是顾客看到的剩余数量；“冻结”是已锁定但尚未支付的数量；“实际库存”是总量减去已支付。",

@@ -192,10 +192,25 @@ function renderSales(L, sales) {
       L.list.appendChild(L.entries[id].li);
     });
   }
+  pageSales(L, ids);
   L.page.stock.place();
   if (L.pendingEdit) {
     openPendingEdit(L);
   }
+}
+
+// SALES_PAGE is how many sales the list shows at first, and how many more each press of "Show
+// more sales" adds (newest first): a merchant with many sales does not scroll through all of them.
+const SALES_PAGE = 10;
+
+// pageSales shows the first L.shown entries, says how many of how many, and offers the rest.
+function pageSales(L, ids) {
+  ids.forEach(function (id, i) {
+    show(L.entries[id].li, i < L.shown);
+  });
+  var shown = Math.min(L.shown, ids.length);
+  setText(L.count, ids.length > SALES_PAGE ? t('{shown} of {total} sales', { shown: shown, total: ids.length }) : '');
+  show(L.more, ids.length > L.shown);
 }
 
 // refreshLoaded asks whether Redis holds each sale's stock (sales not ended, the first 20).
@@ -249,8 +264,26 @@ export function initSales(page) {
     controlsTemplate: byTestId('sale-controls-template', page.root),
     entries: {}, // sale id -> {li, parts…, controls}
     byId: {}, // sale id -> the sale as last listed
-    pendingEdit: new URLSearchParams(window.location.search).get('edit')
+    pendingEdit: new URLSearchParams(window.location.search).get('edit'),
+    count: byTestId('admin-sales-count', page.root),
+    more: byTestId('admin-sales-more', page.root),
+    shown: SALES_PAGE
   };
+  if (L.more) {
+    L.more.addEventListener('click', function () {
+      var first = L.shown; // the first entry the press brings: the focus goes to it
+      L.shown += SALES_PAGE;
+      var ids = Object.keys(L.byId).length ? Array.prototype.map.call(L.list.children, function (li) {
+        return li.getAttribute('data-sale-id');
+      }) : [];
+      pageSales(L, ids);
+      var next = L.list.children[first];
+      var link = next && (next.querySelector('a[href]') || next.querySelector('button:not([disabled])'));
+      if (link) {
+        link.focus();
+      }
+    });
+  }
   return {
     list: L.list,
     entry: function (id) {

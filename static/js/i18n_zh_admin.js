@@ -75,6 +75,7 @@ addWords({
   'Could not resume the sale: {why}': '无法恢复活动：{why}',
   'Could not warm up: {why}': '无法预热：{why}',
   'Create a sale': '创建秒杀活动',
+  '{shown} of {total} sales': '共 {total} 个活动，已显示 {shown} 个',
   'Opening the sale for editing\u2026': '正在打开活动以编辑…',
   'Create sale': '创建活动',
   'Created “{name}” (sale {id}) with 1 item.': '已创建“{name}”（活动 {id}），共 1 件商品。',
