@@ -100,9 +100,33 @@ func e2eAccessibility(t *testing.T, v e2eViewport) {
 	if checkout.Status != http.StatusOK {
 		t.Fatalf("checkout: %d %s", checkout.Status, checkout.Raw)
 	}
+	// The states the easy paths never reach (issue 33, item 3): the shopper's orders paid,
+	// cancelled, and expired with a late payment refunded, each on its order page and together on
+	// My orders; a sale paused, one ended, one sold out; the merchant's live view during a sale
+	// with orders in every state and after it, its orders list, a paused sale's live view.
+	states := shopperOrdersInEveryState(h, tok)
+	during, ended := merchantSalesWithOrders(h, m.ID)
+	paused := h.liveSale(5)
+	if r := h.do("POST", fmt.Sprintf("/api/admin/sales/%d/pause", paused.sale), h.token(9000, auth.RoleMerchant), map[string]any{}); r.Status != http.StatusOK {
+		t.Fatalf("pause: %d %s", r.Status, r.Raw)
+	}
+	pausedOwn := e2eMerchantSale(h, m.ID, "Paused sale", "CNY", map[string]int64{"Vase": 2500})
+	if r := h.do("POST", fmt.Sprintf("/api/admin/sales/%d/pause", pausedOwn.sale), h.token(m.ID, auth.RoleMerchant), map[string]any{}); r.Status != http.StatusOK {
+		t.Fatalf("pause the merchant's sale: %d %s", r.Status, r.Raw)
+	}
+	soldOut := h.liveSale(1)
+	if r := h.buy(h.token(7200, auth.RoleShopper), soldOut.items[0], h.purchaseToken(h.token(7200, auth.RoleShopper), soldOut.sale)); r.Status != http.StatusAccepted {
+		t.Fatalf("buy the last unit: %d %s", r.Status, r.Raw)
+	}
+	h.drain(soldOut)
+
 	shopperPages := []string{"/", fmt.Sprintf("/sales/%d", upcoming.sale), fmt.Sprintf("/sales/%d", live.sale), "/orders", "/orders/" + orderID,
-		checkout.str("checkoutUrl"), "/no-such-page"}
-	merchantPages := []string{"/admin", fmt.Sprintf("/admin/sales/%d", own.sale), fmt.Sprintf("/admin/sales/%d/orders", own.sale)}
+		checkout.str("checkoutUrl"), "/no-such-page",
+		"/orders/" + states["paid"], "/orders/" + states["cancelled"], "/orders/" + states["refunded"],
+		fmt.Sprintf("/sales/%d", paused.sale), fmt.Sprintf("/sales/%d", ended.sale), fmt.Sprintf("/sales/%d", soldOut.sale)}
+	merchantPages := []string{"/admin", fmt.Sprintf("/admin/sales/%d", own.sale), fmt.Sprintf("/admin/sales/%d/orders", own.sale),
+		fmt.Sprintf("/admin/sales/%d", during.sale), fmt.Sprintf("/admin/sales/%d/orders", during.sale), fmt.Sprintf("/admin/sales/%d", ended.sale),
+		fmt.Sprintf("/admin/sales/%d", pausedOwn.sale)}
 	sessions := []struct {
 		name   string
 		header http.Header
@@ -169,7 +193,6 @@ func e2eAccessibility(t *testing.T, v e2eViewport) {
 	// The merchant's pages with real data behind them, answers late too: the list (a sale to come,
 	// one live with orders in every state, one ended), the edit form, the live view during the sale
 	// and after it, and the orders list.
-	during, ended := merchantSalesWithOrders(h, m.ID)
 	mlate := openShopperTab(t, browserCtx, v, "merchant, late answers")
 	if _, err := chromedp.Call(mlate.ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: e2eLayoutShiftJS}); err != nil {
 		mlate.fatalf("install the layout-shift recorder: %v", err)
@@ -178,7 +201,7 @@ func e2eAccessibility(t *testing.T, v e2eViewport) {
 	mlate.takeCookies(h, login.Header)
 	signedIn := `e.shown(e.q('session-user')) && `
 	merchantSlow := []struct{ path, drawn string }{
-		{"/admin", signedIn + `e.qa('admin-sale').length === 3`},
+		{"/admin", signedIn + `e.qa('admin-sale').length === 4`},
 		{fmt.Sprintf("/admin?edit=%d", own.sale), signedIn + `e.q('create-sale-form').getAttribute('data-mode') === 'edit'`},
 		// started, two items: the rows, and the hints of what can no longer change
 		{fmt.Sprintf("/admin?edit=%d", during.sale), signedIn + `e.q('create-sale-form').getAttribute('data-mode') === 'edit' && e.shown(e.q('starts-at-locked')) && e.qa('item-row').length === 2`},
@@ -267,7 +290,7 @@ func (b *e2eTab) axe(url string) []string {
 		Nodes []string `json:"nodes"`
 	}
 	var lines []string
-	if cls := e2eEval[shift](b, "the layout shifts", `window.__cls`); cls.Sum > e2eMaxLayoutShift {
+	if cls := e2eEval[shift](b, "the layout shifts", `window.__cls || { sum: 0, nodes: [] }`); cls.Sum > e2eMaxLayoutShift {
 		lines = append(lines, fmt.Sprintf("layout shift %.3f (over %.2f) while the script drew the page: %v", cls.Sum, e2eMaxLayoutShift, cls.Nodes))
 	}
 	b.do("inject axe-core", chromedp.Evaluate[chromedp.Void](axeJS))
@@ -333,4 +356,44 @@ func merchantSalesWithOrders(h *harness, merchantID int64) (during, ended saleID
 	h.acked = append(h.acked, ids...)
 	h.mu.Unlock()
 	return during, ended
+}
+
+// shopperOrdersInEveryState gives the shopper (bearer tok) an order paid, one cancelled, and one
+// that expired and whose payment came too late and was refunded, each in a sale of its own.
+func shopperOrdersInEveryState(h *harness, tok string) map[string]string {
+	h.t.Helper()
+	ctx := context.Background()
+	out := map[string]string{}
+	for _, name := range []string{"paid", "cancelled", "refunded"} {
+		s := h.liveSale(5)
+		r := h.buy(tok, s.items[0], h.purchaseToken(tok, s.sale))
+		if r.Status != http.StatusAccepted {
+			h.t.Fatalf("buy (%s): %d %s", name, r.Status, r.Raw)
+		}
+		out[name] = r.str("orderId")
+		h.drain(s)
+	}
+	c := h.do("POST", "/api/flash-sales/orders/"+out["paid"]+"/checkout", tok, nil)
+	if p := h.do("POST", "/api/payments/simulated/"+strings.TrimPrefix(c.str("checkoutUrl"), "/pay/simulated/")+"/pay", "", nil); p.Status != http.StatusOK {
+		h.t.Fatalf("pay: %d %s", p.Status, p.Raw)
+	}
+	if r := h.do("POST", "/api/flash-sales/orders/"+out["cancelled"]+"/cancel", tok, nil); r.Status != http.StatusOK {
+		h.t.Fatalf("cancel: %d %s", r.Status, r.Raw)
+	}
+	late := out["refunded"]
+	if c := h.do("POST", "/api/flash-sales/orders/"+late+"/checkout", tok, nil); c.Status != http.StatusOK {
+		h.t.Fatalf("checkout: %d %s", c.Status, c.Raw)
+	}
+	h.exec(`UPDATE orders SET pay_by = now() - interval '1 second' WHERE id = ?`, late)
+	if err := h.app.KeeperPass(ctx); err != nil {
+		h.t.Fatalf("keeper pass: %v", err)
+	}
+	if err := h.app.Payments.Apply(ctx, h.ownPayment("evt_late_"+late, late, "pi_"+late, 1000)); err != nil {
+		h.t.Fatalf("the late payment: %v", err)
+	}
+	h.app.Payments.Pass(ctx)
+	h.mu.Lock()
+	h.acked = append(h.acked, out["paid"], out["cancelled"], late)
+	h.mu.Unlock()
+	return out
 }

@@ -189,6 +189,20 @@ func TestE2EFairStart(t *testing.T) {
 	lost.waitFor("the phone's width", 5*time.Second, `innerWidth === 390`)
 	lost.screenshot(dir, "fair-start-not-drawn-phone.png", "")
 	lost.checkConsole()
+	// The draw's states pass axe-core as every other page does (issue 33, item 3): the drawn
+	// shopper's sale page; the not-drawn shopper's order page, My orders and sale page (phone).
+	var violations []string
+	for _, v := range one.axe(saleURL) {
+		violations = append(violations, "drawn, the sale page: "+v)
+	}
+	for _, u := range []string{h.srv.URL + "/orders/" + loserOrder, h.srv.URL + "/orders", saleURL} {
+		for _, v := range lost.axe(u) {
+			violations = append(violations, "not drawn, "+u+": "+v)
+		}
+	}
+	if len(violations) > 0 {
+		t.Errorf("axe-core on the draw's states:\n%s", strings.Join(violations, "\n"))
+	}
 
 	// The merchant's live view: the draw and its record.
 	mctx, mcancel := chromedp.NewContext(browserCtx, chromedp.WithNewBrowserContext())
