@@ -11,6 +11,8 @@ import (
 
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
+
+	"github.com/flashsale/flashsale/services/auth"
 )
 
 // The sale page's message about an order follows the order: "confirmed: pay before the
@@ -25,7 +27,7 @@ func TestE2EMessageFollowsTheOrder(t *testing.T) {
 	s := h.createSaleWith(map[string]any{"paymentWindowSeconds": 3}, time.Now().Add(-time.Second), 5)
 	b := openShopperTab(t, startE2EBrowser(t, ctx), e2eViewport{"phone", 390, 844, true}, "left open")
 	b.openSalePage(fmt.Sprintf("%s/sales/%d", h.srv.URL, s.sale))
-	b.register("follow_"+strconv.FormatInt(time.Now().UnixNano()%1e9, 36), "a shopper's password")
+	uid := b.register("follow_"+strconv.FormatInt(time.Now().UnixNano()%1e9, 36), "a shopper's password")
 	b.solveCaptcha()
 	b.do("click Buy", chromedp.Click(e2eBuyButton(s.items[0])))
 	// Waited for in its final state; the confirmation, transient by design (three seconds), is
@@ -37,6 +39,38 @@ func TestE2EMessageFollowsTheOrder(t *testing.T) {
 	h.mu.Lock()
 	h.acked = append(h.acked, b.boxOrders()[0].ID)
 	h.mu.Unlock()
+
+	// Paid elsewhere (another tab, the provider's page on a phone), then cancelled elsewhere, in
+	// two more sales, the page left open: the confirmation gives way to what happened.
+	bearer := h.token(uid, auth.RoleShopper)
+	for _, end := range []struct{ name, status, message string }{
+		{"paid", "PAID", "Your order of item 0 is paid. Thank you!"},
+		{"cancelled", "CANCELLED", "Your order of item 0 was cancelled; its unit went back on sale."},
+	} {
+		other := h.createSaleWith(nil, time.Now().Add(-time.Second), 5)
+		b.openSalePage(fmt.Sprintf("%s/sales/%d", h.srv.URL, other.sale))
+		b.solveCaptcha()
+		b.do("click Buy", chromedp.Click(e2eBuyButton(other.items[0])))
+		b.waitFor("the order confirmed, said on the page", 20*time.Second,
+			`window.__shop.orders().length === 1 && window.__shop.orders()[0].status === 'PENDING'
+			&& e.text(e.q('message')) === 'Your order of item 0 is confirmed: pay before the deadline below, or the unit goes back on sale.'`)
+		id := b.boxOrders()[0].ID
+		h.mu.Lock()
+		h.acked = append(h.acked, id)
+		h.mu.Unlock()
+		if end.name == "paid" {
+			c := h.do("POST", "/api/flash-sales/orders/"+id+"/checkout", bearer, nil)
+			if p := h.do("POST", "/api/payments/simulated/"+strings.TrimPrefix(c.str("checkoutUrl"), "/pay/simulated/")+"/pay", "", nil); p.Status != http.StatusOK {
+				t.Fatalf("pay: %d %s", p.Status, p.Raw)
+			}
+		} else if r := h.do("POST", "/api/flash-sales/orders/"+id+"/cancel", bearer, nil); r.Status != http.StatusOK {
+			t.Fatalf("cancel: %d %s", r.Status, r.Raw)
+		}
+		b.waitFor("the message follows the order "+end.name+" elsewhere", 20*time.Second,
+			`window.__shop.orders()[0].status === '`+end.status+`' && e.text(e.q('message')) === '`+end.message+`'`)
+		h.drain(other)
+		h.checkInvariants(other)
+	}
 	b.checkConsole()
 	h.drain(s)
 	h.checkInvariants(s)
