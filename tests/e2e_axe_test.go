@@ -335,14 +335,8 @@ func merchantSalesWithOrders(h *harness, merchantID int64) (during, ended saleID
 		ids = append(ids, id)
 	}
 	bearer := func(i int) string { return h.token(int64(7100+i), auth.RoleShopper) }
-	pay := func(i int) {
-		c := h.do("POST", "/api/flash-sales/orders/"+ids[i]+"/checkout", bearer(i), nil)
-		if p := h.do("POST", "/api/payments/simulated/"+strings.TrimPrefix(c.str("checkoutUrl"), "/pay/simulated/")+"/pay", "", nil); p.Status != http.StatusOK {
-			h.t.Fatalf("pay %s: %d %s", ids[i], p.Status, p.Raw)
-		}
-	}
-	pay(1)
-	pay(4)
+	h.payOnProvider(ids[1], bearer(1))
+	h.payOnProvider(ids[4], bearer(4))
 	if r := h.do("POST", "/api/flash-sales/orders/"+ids[2]+"/cancel", bearer(2), nil); r.Status != http.StatusOK {
 		h.t.Fatalf("cancel: %d %s", r.Status, r.Raw)
 	}
@@ -373,10 +367,7 @@ func shopperOrdersInEveryState(h *harness, tok string) map[string]string {
 		out[name] = r.str("orderId")
 		h.drain(s)
 	}
-	c := h.do("POST", "/api/flash-sales/orders/"+out["paid"]+"/checkout", tok, nil)
-	if p := h.do("POST", "/api/payments/simulated/"+strings.TrimPrefix(c.str("checkoutUrl"), "/pay/simulated/")+"/pay", "", nil); p.Status != http.StatusOK {
-		h.t.Fatalf("pay: %d %s", p.Status, p.Raw)
-	}
+	h.payOnProvider(out["paid"], tok)
 	if r := h.do("POST", "/api/flash-sales/orders/"+out["cancelled"]+"/cancel", tok, nil); r.Status != http.StatusOK {
 		h.t.Fatalf("cancel: %d %s", r.Status, r.Raw)
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -59,10 +58,7 @@ func TestE2EMessageFollowsTheOrder(t *testing.T) {
 		h.acked = append(h.acked, id)
 		h.mu.Unlock()
 		if end.name == "paid" {
-			c := h.do("POST", "/api/flash-sales/orders/"+id+"/checkout", bearer, nil)
-			if p := h.do("POST", "/api/payments/simulated/"+strings.TrimPrefix(c.str("checkoutUrl"), "/pay/simulated/")+"/pay", "", nil); p.Status != http.StatusOK {
-				t.Fatalf("pay: %d %s", p.Status, p.Raw)
-			}
+			h.payOnProvider(id, bearer)
 		} else if r := h.do("POST", "/api/flash-sales/orders/"+id+"/cancel", bearer, nil); r.Status != http.StatusOK {
 			t.Fatalf("cancel: %d %s", r.Status, r.Raw)
 		}
@@ -100,16 +96,6 @@ func TestE2EOrderPagesFollowTheOrder(t *testing.T) {
 		sales = append(sales, s)
 		orders[name], bearer = h.pendingOrder(uid, s, s.items[0])
 	}
-	payByAPI := func(id string) {
-		t.Helper()
-		c := h.do("POST", "/api/flash-sales/orders/"+id+"/checkout", bearer, nil)
-		if c.Status != http.StatusOK {
-			t.Fatalf("checkout of %s: %d %s", id, c.Status, c.Raw)
-		}
-		if p := h.do("POST", "/api/payments/simulated/"+strings.TrimPrefix(c.str("checkoutUrl"), "/pay/simulated/")+"/pay", "", nil); p.Status != http.StatusOK {
-			t.Fatalf("pay %s: %d %s", id, p.Status, p.Raw)
-		}
-	}
 	// A payment that came after its order expired: being refunded when the page opens.
 	late := orders["refunded"]
 	if c := h.do("POST", "/api/flash-sales/orders/"+late+"/checkout", bearer, nil); c.Status != http.StatusOK {
@@ -137,7 +123,7 @@ func TestE2EOrderPagesFollowTheOrder(t *testing.T) {
 		&& `+row(late)+`.words === 'Expired' && `+row(late)+`.note === '`+beingRefunded+`'`)
 
 	// Elsewhere: one paid, one cancelled, the refund made.
-	payByAPI(orders["paid"])
+	h.payOnProvider(orders["paid"], bearer)
 	if r := h.do("POST", "/api/flash-sales/orders/"+orders["cancelled"]+"/cancel", bearer, nil); r.Status != http.StatusOK {
 		t.Fatalf("cancel: %d %s", r.Status, r.Raw)
 	}
@@ -171,7 +157,7 @@ func TestE2EOrderPagesFollowTheOrder(t *testing.T) {
 	b.do("press Pay", chromedp.Click(e2eTestID("pay-button")))
 	b.waitFor("the page says the shop could not be reached", 10*time.Second, `e.text(e.q('message')) === '`+tryAgain+`'`)
 	block()
-	payByAPI(open)
+	h.payOnProvider(open, bearer)
 	b.waitFor("paid elsewhere: the status says Paid and the sentence went", 15*time.Second,
 		`e.q('order-status').getAttribute('data-status') === 'PAID' && e.text(e.q('message')) === '' && window.__e2e.messages.includes('`+tryAgain+`')`)
 	b.checkConsole()

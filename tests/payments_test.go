@@ -34,6 +34,19 @@ func (h *harness) pendingOrder(user int64, s saleIDs, item int64) (id, bearer st
 	return id, bearer
 }
 
+// payOnProvider pays an order as its shopper does on the simulated provider's page: the
+// checkout opened, then paid there.
+func (h *harness) payOnProvider(orderID, bearer string) {
+	h.t.Helper()
+	c := h.do("POST", "/api/flash-sales/orders/"+orderID+"/checkout", bearer, nil)
+	if c.Status != http.StatusOK {
+		h.t.Fatalf("checkout of %s: %d %s", orderID, c.Status, c.Raw)
+	}
+	if p := h.do("POST", "/api/payments/simulated/"+strings.TrimPrefix(c.str("checkoutUrl"), "/pay/simulated/")+"/pay", "", nil); p.Status != http.StatusOK {
+		h.t.Fatalf("pay %s on the provider's page: %d %s", orderID, p.Status, p.Raw)
+	}
+}
+
 func (h *harness) exec(query string, args ...any) {
 	h.t.Helper()
 	if err := h.app.DB.Gorm().Exec(query, args...).Error; err != nil {
