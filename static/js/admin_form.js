@@ -221,6 +221,9 @@ function opening(F, on) {
     F.card.removeAttribute('data-opening');
     if (!F.editing) {
       setText(F.heading, t('Create a sale'));
+    } else if (F.form) {
+      // startEdit's focus found the field out of sight; now it is not
+      F.form.elements.name.focus({ preventScroll: true });
     }
   }
 }

@@ -173,6 +173,9 @@ function renderSales(L, sales) {
     L.byId[id] = s;
     if (!L.entries[id]) {
       L.entries[id] = buildEntry(L, id);
+      // a sale new since the list was drawn (made here or in another tab) comes on top: the
+      // page grows by one rather than push one the merchant sees out of sight
+      L.shown += L.listed ? 1 : 0;
     }
     updateEntry(L.entries[id], s);
     L.page.stock.saleListed(s);
@@ -192,6 +195,7 @@ function renderSales(L, sales) {
       L.list.appendChild(L.entries[id].li);
     });
   }
+  L.listed = true;
   pageSales(L, ids);
   L.page.stock.place();
   if (L.pendingEdit) {
@@ -203,14 +207,26 @@ function renderSales(L, sales) {
 // more sales" adds (newest first): a merchant with many sales does not scroll through all of them.
 const SALES_PAGE = 10;
 
-// pageSales shows the first L.shown entries, says how many of how many, and offers the rest.
+// pageSales shows the first L.shown entries, and any the merchant has worked on (edited, its
+// stock opened: what the page says or focuses there stays in sight); it says how many of how
+// many, and offers the rest.
 function pageSales(L, ids) {
+  var editing = L.page.form ? L.page.form.editing() : null;
+  var selected = L.page.stock ? L.page.stock.selected() : null;
+  if (editing) {
+    L.revealed[editing] = true;
+  }
+  if (selected) {
+    L.revealed[selected.id] = true;
+  }
+  var shown = 0;
   ids.forEach(function (id, i) {
-    show(L.entries[id].li, i < L.shown);
+    var on = i < L.shown || L.revealed[id] === true;
+    show(L.entries[id].li, on);
+    shown += on ? 1 : 0;
   });
-  var shown = Math.min(L.shown, ids.length);
   setText(L.count, ids.length > SALES_PAGE ? t('{shown} of {total} sales', { shown: shown, total: ids.length }) : '');
-  show(L.more, ids.length > L.shown);
+  show(L.more, shown < ids.length);
 }
 
 // refreshLoaded asks whether Redis holds each sale's stock (sales not ended, the first 20).
@@ -267,7 +283,9 @@ export function initSales(page) {
     pendingEdit: new URLSearchParams(window.location.search).get('edit'),
     count: byTestId('admin-sales-count', page.root),
     more: byTestId('admin-sales-more', page.root),
-    shown: SALES_PAGE
+    shown: SALES_PAGE,
+    listed: false, // the list has been drawn once
+    revealed: {} // sale id -> true: shown whatever its place (the merchant worked on it)
   };
   if (L.more) {
     L.more.addEventListener('click', function () {
@@ -278,7 +296,7 @@ export function initSales(page) {
       }) : [];
       pageSales(L, ids);
       var next = L.list.children[first];
-      var link = next && (next.querySelector('a[href]') || next.querySelector('button:not([disabled])'));
+      var link = next && next.querySelector('a[href], button:not([disabled])');
       if (link) {
         link.focus();
       }

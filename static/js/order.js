@@ -395,6 +395,10 @@ export function orderController(panel, say, hooks) {
     say(text, kind);
     O.said = text ? { text: text, status: O.status } : null;
   };
+  // keepSaid: the last sentence stays when the order moves on (a refusal that says why).
+  O.keepSaid = function () {
+    O.said = null;
+  };
   O.renderStatus = function () {
     renderStatus(O);
   };

@@ -33,6 +33,7 @@ function checkedOut(O, r) {
     return;
   }
   say(errorText(r), 'error');
+  O.keepSaid(); // the shop's refusal says why the payment did not open, whatever the order does next
   O.renderStatus();
   if (isUnauthenticated(r)) {
     sessionExpired();
@@ -72,6 +73,7 @@ function cancelled(O, r) {
     O.say(t('The shop\u2019s answer to the cancellation was lost (the network dropped): the status below says whether the order was cancelled once the shop answers.'), 'error');
   } else {
     O.say(errorText(r), 'error');
+    O.keepSaid(); // the shop's refusal says why, whatever the order does next
   }
   O.renderStatus();
   if (isUnauthenticated(r)) {

@@ -23,6 +23,7 @@ import { refundUnderWay } from './status.js';
 // (a shopper may have many queued), and not while the tab is hidden or the browser offline.
 const CHECK_GAP = 3000;
 const SLOW_GAP = 10000;
+const REFUND_CHECKS = 60; // ten minutes of a refund's checks; the order page follows it further
 const CHECKS_AT_ONCE = 3;
 
 function addRow(L, o) {
@@ -119,7 +120,11 @@ function dropRow(L, entry) {
 async function recheck(L, entry) {
   entry.asking = true;
   L.asking++;
-  entry.checks++;
+  // counted: the quick checks of a pending order past its deadline (a few), and the checks of a
+  // refund (the provider may refuse it for good: the row stops asking after a while)
+  if (entry.order.status === 'PENDING' ? parseTime(entry.order.payBy) <= serverNow() : refundUnderWay(entry.order)) {
+    entry.checks++;
+  }
   var g = L.gen;
   var r = await api('GET', '/api/flash-sales/orders/' + enc(entry.order.orderId), undefined, undefined, 'no-store');
   if (g !== L.gen) {
@@ -155,7 +160,7 @@ function dueAt(entry, now) {
   if (st === 'QUEUED' || (st === 'PENDING' && parseTime(o.payBy) <= now && entry.checks < 20)) {
     return entry.checkedAt + CHECK_GAP;
   }
-  if (st === 'PENDING' || refundUnderWay(o)) {
+  if (st === 'PENDING' || (refundUnderWay(o) && entry.checks < REFUND_CHECKS)) {
     return Math.max(entry.checkedAt, entry.listedAt || 0) + SLOW_GAP;
   }
   return Infinity;
@@ -209,7 +214,8 @@ function follow(L, page) {
     }
     Object.keys(L.rows).forEach(function (id) {
       var entry = L.rows[id];
-      if (entry.order.status === 'PENDING' || refundUnderWay(entry.order)) {
+      var last = Math.max(entry.checkedAt, entry.listedAt || 0);
+      if ((entry.order.status === 'PENDING' || refundUnderWay(entry.order)) && Date.now() - last >= CHECK_GAP) {
         entry.checkedAt = entry.listedAt = 0;
       }
     });

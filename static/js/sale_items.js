@@ -30,9 +30,10 @@ function renderStock(S) {
       return;
     }
     // Sold out is the Buy button's to say ("Sold out"), not said twice side by side; beside a
-    // button that says the shopper's own order ("Bought", "Ordered"), the count says it.
+    // button that says the shopper's own order ("Bought", "Ordered"), and for a merchant (who has
+    // no Buy button), the count says it.
     var mine = !!S.page.orders.holdings().byItem[id];
-    setText(el, n > 0 ? t('{n} left', { n: n }) : mine ? t('sold out') : '');
+    setText(el, n > 0 ? t('{n} left', { n: n }) : mine || S.page.merchant ? t('sold out') : '');
     el.setAttribute('data-stock', String(Math.max(0, n)));
     el.classList.toggle('stock-out', n <= 0);
     el.classList.toggle('stock-low', n > 0 && n <= 10);
