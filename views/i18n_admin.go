@@ -17,7 +17,7 @@ type AdminMessages struct {
 	Title, CreateHeading, Name, Description, ZoneHint, StartsAt, StartLocked, EndsAt  string
 	Currency, PayWindow, PurchaseLimit, LimitPerSale, LimitPerItem, Items             string
 	AddItemLocked, AddItem, CreateSale, StopEditing, YourSales, NoSalesYet, LiveStock string
-	JumpToSales, ShowMoreSales                                                          string
+	JumpToSales, ShowMoreSales                                                        string
 	Close, StockHint                                                                  string
 	PayWindowHint                                                                     func(max string) string
 	// the fair start (a draw of the first seconds) of the form
