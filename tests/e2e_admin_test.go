@@ -267,13 +267,7 @@ func e2eMerchantSale(h *harness, merchantID int64, name, currency string, prices
 	if r.Status != http.StatusCreated {
 		h.t.Fatalf("create %s: %d %s", name, r.Status, r.Raw)
 	}
-	out := saleIDs{}
-	out.sale, _ = strconv.ParseInt(r.str("saleId"), 10, 64)
-	for _, it := range r.Body["items"].([]any) {
-		id, _ := strconv.ParseInt(it.(map[string]any)["itemId"].(string), 10, 64)
-		out.items = append(out.items, id)
-	}
-	return out
+	return saleIDsOf(r)
 }
 
 // e2eShotDir creates docs/screenshots when it is missing and returns it.

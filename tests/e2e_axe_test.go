@@ -318,14 +318,7 @@ func merchantSalesWithOrders(h *harness, merchantID int64) (during, ended saleID
 		if r.Status != http.StatusCreated {
 			h.t.Fatalf("create %s: %d %s", name, r.Status, r.Raw)
 		}
-		out := saleIDs{}
-		fmt.Sscan(r.str("saleId"), &out.sale)
-		for _, it := range r.Body["items"].([]any) {
-			var id int64
-			fmt.Sscan(it.(map[string]any)["itemId"].(string), &id)
-			out.items = append(out.items, id)
-		}
-		return out
+		return saleIDsOf(r)
 	}
 	during = create("Tea week", time.Now().Add(-time.Second), time.Now().Add(time.Hour))
 	ended = create("Last week's tea", time.Now().Add(-time.Second), time.Now().Add(time.Hour))
@@ -372,16 +365,7 @@ func shopperOrdersInEveryState(h *harness, tok string) map[string]string {
 		h.t.Fatalf("cancel: %d %s", r.Status, r.Raw)
 	}
 	late := out["refunded"]
-	if c := h.do("POST", "/api/flash-sales/orders/"+late+"/checkout", tok, nil); c.Status != http.StatusOK {
-		h.t.Fatalf("checkout: %d %s", c.Status, c.Raw)
-	}
-	h.exec(`UPDATE orders SET pay_by = now() - interval '1 second' WHERE id = ?`, late)
-	if err := h.app.KeeperPass(ctx); err != nil {
-		h.t.Fatalf("keeper pass: %v", err)
-	}
-	if err := h.app.Payments.Apply(ctx, h.ownPayment("evt_late_"+late, late, "pi_"+late, 1000)); err != nil {
-		h.t.Fatalf("the late payment: %v", err)
-	}
+	h.latePayment(late, tok)
 	h.app.Payments.Pass(ctx)
 	h.mu.Lock()
 	h.acked = append(h.acked, out["paid"], out["cancelled"], late)

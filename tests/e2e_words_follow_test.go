@@ -98,16 +98,7 @@ func TestE2EOrderPagesFollowTheOrder(t *testing.T) {
 	}
 	// A payment that came after its order expired: being refunded when the page opens.
 	late := orders["refunded"]
-	if c := h.do("POST", "/api/flash-sales/orders/"+late+"/checkout", bearer, nil); c.Status != http.StatusOK {
-		t.Fatalf("checkout: %d %s", c.Status, c.Raw)
-	}
-	h.exec(`UPDATE orders SET pay_by = now() - interval '1 second' WHERE id = ?`, late)
-	if err := h.app.KeeperPass(ctx); err != nil {
-		t.Fatalf("keeper pass: %v", err)
-	}
-	if err := h.app.Payments.Apply(ctx, h.ownPayment("evt_late_"+late, late, "pi_"+late, 1000)); err != nil {
-		t.Fatalf("the late payment: %v", err)
-	}
+	h.latePayment(late, bearer)
 
 	b := openShopperTab(t, startE2EBrowser(t, ctx), e2eViewport{"phone", 390, 844, true}, "left open")
 	b.takeCookies(h, reg.Header)

@@ -206,6 +206,11 @@ func (h *harness) createSaleWith(extra map[string]any, startsAt time.Time, quant
 	if r.Status != http.StatusCreated {
 		h.t.Fatalf("create sale: %d %s", r.Status, r.Raw)
 	}
+	return saleIDsOf(r)
+}
+
+// saleIDsOf reads the sale's and its items' ids from the answer to a sale's creation.
+func saleIDsOf(r response) saleIDs {
 	out := saleIDs{}
 	out.sale, _ = strconv.ParseInt(r.str("saleId"), 10, 64)
 	for _, it := range r.Body["items"].([]any) {

@@ -47,6 +47,24 @@ func (h *harness) payOnProvider(orderID, bearer string) {
 	}
 }
 
+// latePayment makes order orderID's payment come too late: its checkout opened, its deadline
+// passed and the expiry run (the unit back on sale), then the provider's confirmation applied. The
+// refund is due: the next Payments.Pass makes it.
+func (h *harness) latePayment(orderID, bearer string) {
+	h.t.Helper()
+	ctx := context.Background()
+	if c := h.do("POST", "/api/flash-sales/orders/"+orderID+"/checkout", bearer, nil); c.Status != http.StatusOK {
+		h.t.Fatalf("checkout of %s: %d %s", orderID, c.Status, c.Raw)
+	}
+	h.exec(`UPDATE orders SET pay_by = now() - interval '1 second' WHERE id = ?`, orderID)
+	if err := h.app.KeeperPass(ctx); err != nil {
+		h.t.Fatalf("keeper pass: %v", err)
+	}
+	if err := h.app.Payments.Apply(ctx, h.ownPayment("evt_late_"+orderID, orderID, "pi_"+orderID, 1000)); err != nil {
+		h.t.Fatalf("the late payment of %s: %v", orderID, err)
+	}
+}
+
 func (h *harness) exec(query string, args ...any) {
 	h.t.Helper()
 	if err := h.app.DB.Gorm().Exec(query, args...).Error; err != nil {

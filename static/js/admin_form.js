@@ -259,7 +259,7 @@ export function initSaleForm(page) {
     // Opened on a sale by its address (/admin?edit=ID, the live view's Edit link): the form keeps
     // its room but shows nothing until the sale is in it (its items, its locked fields), so that
     // nothing moves when it comes (layout shift).
-    if (new URLSearchParams(window.location.search).get('edit')) {
+    if (page.sales.pendingEdit()) {
       opening(F, true);
     }
   }

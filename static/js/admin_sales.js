@@ -196,6 +196,7 @@ function renderSales(L, sales) {
     });
   }
   L.listed = true;
+  L.ids = ids;
   pageSales(L, ids);
   L.page.stock.place();
   if (L.pendingEdit) {
@@ -285,16 +286,14 @@ export function initSales(page) {
     more: byTestId('admin-sales-more', page.root),
     shown: SALES_PAGE,
     listed: false, // the list has been drawn once
+    ids: [], // the listed sales' ids, in the list's order
     revealed: {} // sale id -> true: shown whatever its place (the merchant worked on it)
   };
   if (L.more) {
     L.more.addEventListener('click', function () {
       var first = L.shown; // the first entry the press brings: the focus goes to it
       L.shown += SALES_PAGE;
-      var ids = Object.keys(L.byId).length ? Array.prototype.map.call(L.list.children, function (li) {
-        return li.getAttribute('data-sale-id');
-      }) : [];
-      pageSales(L, ids);
+      pageSales(L, L.ids);
       var next = L.list.children[first];
       var link = next && next.querySelector('a[href], button:not([disabled])');
       if (link) {
@@ -304,6 +303,10 @@ export function initSales(page) {
   }
   return {
     list: L.list,
+    // pendingEdit: the sale /admin?edit=ID names, until the list has opened it (or said why not)
+    pendingEdit: function () {
+      return L.pendingEdit;
+    },
     entry: function (id) {
       return L.entries[id] || null;
     },

@@ -9,7 +9,7 @@ import { api, errorText, isUnauthenticated } from './api.js';
 import { makePoller, after, failed } from './poll.js';
 import { isOnline, onNetwork } from './network.js';
 import { loggedIn, sessionExpired, onSession, initSession, loginPrompt } from './session.js';
-import { FINAL_STATUSES, ORDER_NOTES, statusWord, drawNote, queueOf, queueText, refundNote } from './status.js';
+import { FINAL_STATUSES, ORDER_NOTES, statusWord, drawNote, queueOf, queueText, refundNote, refundUnderWay } from './status.js';
 import { t, href } from './i18n.js';
 import { bindActions } from './order_actions.js';
 import { bindVerify } from './order_verify.js';
@@ -133,7 +133,7 @@ function lateWait(O) {
 // settled reports whether nothing more can change about the order: a final status, no refund
 // still on its way, and no confirmation awaited of a payment made at the last second.
 function settled(O) {
-  return !!FINAL_STATUSES[O.status] && !(O.payment === 'refunded' && !O.refunded) && !lateWait(O);
+  return !!FINAL_STATUSES[O.status] && !refundUnderWay(O.payment, O.refunded) && !lateWait(O);
 }
 
 // followStatus takes away the sentence the panel said about the order (an action's progress, its

@@ -122,7 +122,7 @@ async function recheck(L, entry) {
   L.asking++;
   // counted: the quick checks of a pending order past its deadline (a few), and the checks of a
   // refund (the provider may refuse it for good: the row stops asking after a while)
-  if (entry.order.status === 'PENDING' ? parseTime(entry.order.payBy) <= serverNow() : refundUnderWay(entry.order)) {
+  if (entry.order.status === 'PENDING' ? parseTime(entry.order.payBy) <= serverNow() : refundUnderWay(entry.order.paymentStatus, entry.order.refunded)) {
     entry.checks++;
   }
   var g = L.gen;
@@ -160,7 +160,7 @@ function dueAt(entry, now) {
   if (st === 'QUEUED' || (st === 'PENDING' && parseTime(o.payBy) <= now && entry.checks < 20)) {
     return entry.checkedAt + CHECK_GAP;
   }
-  if (st === 'PENDING' || (refundUnderWay(o) && entry.checks < REFUND_CHECKS)) {
+  if (st === 'PENDING' || (refundUnderWay(o.paymentStatus, o.refunded) && entry.checks < REFUND_CHECKS)) {
     return Math.max(entry.checkedAt, entry.listedAt || 0) + SLOW_GAP;
   }
   return Infinity;
@@ -207,15 +207,16 @@ function follow(L, page) {
     }
   });
   // Back into view (paid or cancelled in another tab, maybe): the rows that can still change
-  // are asked about at once.
+  // (dueAt) are asked about at once.
   document.addEventListener('visibilitychange', function () {
     if (document.hidden) {
       return;
     }
+    var now = serverNow();
     Object.keys(L.rows).forEach(function (id) {
       var entry = L.rows[id];
       var last = Math.max(entry.checkedAt, entry.listedAt || 0);
-      if ((entry.order.status === 'PENDING' || refundUnderWay(entry.order)) && Date.now() - last >= CHECK_GAP) {
+      if (dueAt(entry, now) !== Infinity && Date.now() - last >= CHECK_GAP) {
         entry.checkedAt = entry.listedAt = 0;
       }
     });

@@ -66,10 +66,10 @@ export function refundNote(refunded) {
     : t('Your payment arrived after this order had ended (its payment window closed, or it was cancelled) and its unit had gone back on sale; it is being refunded in full.');
 }
 
-// refundUnderWay reports whether an order's late payment is still being refunded: its status is
-// final, what became of the payment is not yet.
-export function refundUnderWay(o) {
-  return !!o && o.paymentStatus === 'refunded' && o.refunded !== true;
+// refundUnderWay reports whether an order's late payment (paymentStatus, refunded of its answer)
+// is still being refunded: its status is final, what became of the payment is not yet.
+export function refundUnderWay(paymentStatus, refunded) {
+  return paymentStatus === 'refunded' && refunded !== true;
 }
 
 // LIVE_STATUSES are the orders that hold a unit: they count against the purchase limit.
