@@ -264,6 +264,8 @@ func (rush) Check(o Options, res *RunResult) {
 		res.ratio("ratio.rush_cpu_per_shopper_vs_ref_gin", shopperCPU(*p)/float64(max(rr.Shoppers, 1)), shopperCPU(*q)/float64(max(q.Requests, 1)))
 	}
 	if rr.Shoppers > rr.Units {
+		res.check("purchase tokens handed out within 1.1× the units", "≤ 1.10", fmt.Sprintf("%.3f (%d tokens)", float64(tokens)/float64(max(rr.Units, 1)), tokens),
+			float64(tokens) <= 1.1*float64(rr.Units))
 		res.check("sold out within 2 s of the start", "≤ 2.00 s", report.FmtSecs(rr.SoldOutAt), rr.SoldOutAt >= 0 && rr.SoldOutAt <= 2)
 	}
 	if rr.AnsweredRatio > 0 {

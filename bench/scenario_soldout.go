@@ -15,7 +15,9 @@ import (
 // shoppers holding valid purchase tokens (fetched before the last unit went: a shopper arriving
 // later is refused at the token already, which the rush measures), stepped up to the highest
 // stable rate, then a latency run at -load of it; the same against ref-gin. Each step has its
-// own one-unit sale, sold before the step starts.
+// own sale of two items, the first of one unit, sold before the step starts, the purchases all
+// of it; the second item's units (as many as the step's shoppers) give the sale's token budget
+// room for every prefetched token (it hands out tokens within the units left plus 10%).
 type soldout struct{ stepScenario }
 
 func (soldout) Name() string { return "soldout" }
@@ -30,7 +32,7 @@ func (soldout) Usage() []string {
 func (soldout) Run(ctx context.Context, r *Runner, res *RunResult) error {
 	setup := func(pool *load.Pool) stepSetup {
 		return func(n int) (*target.Sale, *tokens.Arena, *tokens.Arena, error) {
-			s, err := r.api.CreateSale(ctx, "bench soldout", time.Now().Add(-time.Second), 10*time.Minute, 1)
+			s, err := r.api.CreateSaleItems(ctx, "bench soldout", time.Now().Add(-time.Second), 10*time.Minute, []int{1, n})
 			if err != nil {
 				return nil, nil, nil, err
 			}

@@ -10,6 +10,11 @@ import _ "embed"
 //go:embed reserve.lua
 var Reserve string
 
+// Tokens grants a block of purchase tokens from a sale's token budget.
+//
+//go:embed tokens.lua
+var Tokens string
+
 // Release gives a unit back once per order, by a named operation.
 //
 //go:embed release.lua

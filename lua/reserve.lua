@@ -8,9 +8,11 @@
 -- KEYS[3] {sale:S}:buyers     hash: shopper ("U", or "I:U" when the limit is per item) -> order id
 -- KEYS[4] {sale:S}:inflight   hash: order id -> "I:U:reservedAtMillis:seq" (":c" once claimed)
 -- KEYS[5] {sale:S}:tok:NONCE  the attempt a purchase token was used for
--- KEYS[6] {sale:S}:entrants   hash: shopper (as in buyers) -> order id of their draw entry
--- KEYS[7] {sale:S}:draw       hash: order id -> "I:U:enteredAtMillis", the entries not yet decided
---                             (KEYS[6] and KEYS[7] are sent with ARGV[7] only: by an attempt that may
+-- KEYS[6] {sale:S}:tokens     hash: the token budget (tokens.lua): a token used here, whatever
+--                             its attempt's outcome, is taken off its expiry's field
+-- KEYS[7] {sale:S}:entrants   hash: shopper (as in buyers) -> order id of their draw entry
+-- KEYS[8] {sale:S}:draw       hash: order id -> "I:U:enteredAtMillis", the entries not yet decided
+--                             (KEYS[7] and KEYS[8] are sent with ARGV[7] only: by an attempt that may
 --                             fall in a draw window)
 -- ARGV[1] user id, ARGV[2] order id, ARGV[3] item id, ARGV[4] token expiry (unix ms),
 -- ARGV[5] the highest reservation seq this instance has seen in this shard of the sale,
@@ -25,11 +27,11 @@
 --   the caller borrows from the other shards and asks again with ARGV[6] '0'.
 -- A sale with a fair start (meta fair: the end of its draw window, unix ms; drawn: '1' once its
 -- draw is decided and applied here):
---   -12 inside the window: the attempt entered the draw (no unit taken; KEYS[6], KEYS[7]; the
+--   -12 inside the window: the attempt entered the draw (no unit taken; KEYS[7], KEYS[8]; the
 --       seq moves, as for a reservation); the caller publishes the entry. A second entry of the
 --       shopper is -2 naming the first.
 --   -13 after the window, before the draw is applied here: nothing attempted, the token is kept.
---   -14 inside the window without ARGV[7] (and KEYS[6..7]): nothing attempted, the token is kept;
+--   -14 inside the window without ARGV[7] (and KEYS[7..8]): nothing attempted, the token is kept;
 --       ask with ARGV[7] and those keys.
 -- The same attempt sent again (same token, same order id: the client's retry after a lost reply,
 -- or the shopper's page resending a purchase whose answer was lost; the caller derives the order
@@ -71,7 +73,7 @@ if m[8] and m[8] ~= '0' and m[9] ~= '1' then
   if now >= tonumber(m[8]) then
     return {-13, 0, now, ''}
   end
-  if not ARGV[7] or ARGV[7] == '' or not KEYS[7] then
+  if not ARGV[7] or ARGV[7] == '' or not KEYS[8] then
     return {-14, 0, now, ''}
   end
   entering = true
@@ -104,8 +106,16 @@ if prev then
   end
   return {-4, 0, now, ''}
 end
+-- spent takes the token off the budget (KEYS[6]): called once the attempt is decided (a token
+-- kept for a retry, -3 and -9 below, stays counted until it is used or expires)
+local function spent()
+  if redis.call('HINCRBY', KEYS[6], ARGV[4], -1) <= 0 then
+    redis.call('HDEL', KEYS[6], ARGV[4])
+  end
+end
 local function refuse(code, held)
   redis.call('SET', KEYS[5], ARGV[2] .. '|' .. code .. '|' .. now .. '|' .. held, 'XX', 'KEEPTTL')
+  spent()
   return {code, 0, now, held}
 end
 local held = redis.call('HGET', KEYS[3], member)
@@ -118,15 +128,15 @@ if not left then
   return {-3, 0, now, ''}
 end
 if entering then
-  held = redis.call('HGET', KEYS[6], member)
+  held = redis.call('HGET', KEYS[7], member)
   if held then
     return refuse(-2, held)
   end
   if left <= 0 and ARGV[6] ~= '1' then
     return refuse(-1, '') -- no unit of it in the sale: nothing to draw
   end
-  redis.call('HSET', KEYS[6], member, ARGV[2])
-  redis.call('HSET', KEYS[7], ARGV[2], ARGV[3] .. ':' .. ARGV[1] .. ':' .. now)
+  redis.call('HSET', KEYS[7], member, ARGV[2])
+  redis.call('HSET', KEYS[8], ARGV[2], ARGV[3] .. ':' .. ARGV[1] .. ':' .. now)
   -- the same attempt sent again answers -12 again (its entry is published again; the writer
   -- keeps one)
   refuse(-12, '')
@@ -144,6 +154,7 @@ if left <= 0 then
 end
 left = redis.call('DECR', KEYS[2])
 seq = redis.call('HINCRBY', KEYS[1], 'seq', 1)
+spent()
 redis.call('HSET', KEYS[3], member, ARGV[2])
 redis.call('HSET', KEYS[4], ARGV[2], ARGV[3] .. ':' .. ARGV[1] .. ':' .. now .. ':' .. seq)
 return {left, seq, now, ''}

@@ -84,6 +84,10 @@ func XferOutKeyOf(saleID int64, shard int) string { return shardTag(saleID, shar
 // XferInKeyOf is the set of transfer ids a shard has taken in (tombstones, kept 30 days).
 func XferInKeyOf(saleID int64, shard int) string { return shardTag(saleID, shard) + ":xferin" }
 
+// TokensKeyOf is the token budget of one shard of a sale (lua/tokens.lua): block expiry (unix
+// ms) -> the block's purchase tokens not used yet.
+func TokensKeyOf(saleID int64, shard int) string { return shardTag(saleID, shard) + ":tokens" }
+
 // EntrantsKeyOf is the hash of a shard's draw entrants while its fair start's draw is open:
 // shopper (as in the buyers hash) -> the order id of their entry (one entry per shopper).
 func EntrantsKeyOf(saleID int64, shard int) string { return shardTag(saleID, shard) + ":entrants" }

@@ -130,7 +130,7 @@ func (s *Stock) answer(ctx context.Context, a Attempt, k int, r Reservation, cod
 // unit of the item: nothing attempted).
 func (s *Stock) reserveIn(ctx context.Context, a Attempt, shard int, mayBorrow bool) (Reservation, int64, error) {
 	keys := []string{MetaKeyOf(a.SaleID, shard), StockKeyOf(a.SaleID, shard, a.ItemID), BuyersKeyOf(a.SaleID, shard),
-		InFlightKeyOf(a.SaleID, shard), tokenKey(a.SaleID, shard, a.Nonce)}
+		InFlightKeyOf(a.SaleID, shard), tokenKey(a.SaleID, shard, a.Nonce), TokensKeyOf(a.SaleID, shard)}
 	args := []any{a.UserID, a.OrderID, a.ItemID, a.TokenExpires.UnixMilli(), a.Floor}
 	if mayBorrow || a.Entry {
 		args = append(args, flag(mayBorrow))

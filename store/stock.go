@@ -37,6 +37,7 @@ type Stock struct {
 	adjust   *redis.Script
 	funnel   *redis.Script
 	transfer *redis.Script
+	tokens   *redis.Script
 	shards   shardCache
 }
 
@@ -54,6 +55,7 @@ func NewStock(rdb redis.UniversalClient) *Stock {
 		adjust:   redis.NewScript(lua.Adjust),
 		funnel:   redis.NewScript(lua.Funnel),
 		transfer: redis.NewScript(lua.Transfer),
+		tokens:   redis.NewScript(lua.Tokens),
 	}
 }
 

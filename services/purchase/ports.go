@@ -33,6 +33,7 @@ type Stock interface {
 	ReleaseEntry(ctx context.Context, limit string, o shop.OrderRef, nonce string) (bool, error)
 	Entry(ctx context.Context, saleID, userID int64, orderID string) (time.Time, bool, error)
 	Shards(ctx context.Context, saleID int64) (int, error)
+	TokenBudget
 }
 
 // Draws closes a sale's fair-start draw once its window has passed (draw.Closer): a purchase

@@ -70,12 +70,15 @@ func (p *Purchases) tokenGate(ctx context.Context, saleID int64, soldOut bool) (
 	if soldOut && p.allSoldOut(ctx, sale) {
 		return sale, now, true, shop.ErrSoldOut
 	}
+	if soldOut && p.budget.spent(saleID) {
+		return sale, now, true, ErrSpokenFor
+	}
 	return sale, now, true, nil
 }
 
 // issueToken is IssueToken; known reports whether the sale exists.
 func (p *Purchases) issueToken(ctx context.Context, userID, saleID int64, captchaID, answer, ip string) (_ string, _ time.Time, known bool, _ error) {
-	sale, now, known, err := p.tokenGate(ctx, saleID, false)
+	sale, _, known, err := p.tokenGate(ctx, saleID, false)
 	if err != nil {
 		return "", time.Time{}, known, err
 	}
@@ -98,6 +101,9 @@ func (p *Purchases) issueToken(ctx context.Context, userID, saleID int64, captch
 	if err := p.sales.CheckPaused(ctx, sale); err != nil {
 		return "", time.Time{}, true, err
 	}
-	exp := now.Add(p.cfg.TokenTTL)
+	exp, err := p.budget.take(ctx, sale, userID, p.soldOut.Drained)
+	if err != nil {
+		return "", time.Time{}, true, err
+	}
 	return p.tokens.sign(purchaseToken{UserID: userID, SaleID: saleID, Expires: exp, Nonce: mac.Nonce()}), exp, true, nil
 }

@@ -1,0 +1,151 @@
+package purchase
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/flashsale/flashsale/shop"
+	"github.com/flashsale/flashsale/store"
+)
+
+// The token budget: purchase tokens handed out and not used yet stay within the units a sale
+// still displays plus tokenSlackPercent of them, counted in Redis for every instance at once
+// (lua/tokens.lua, one count per stock shard). So almost no shopper is handed a token for a unit
+// that is already spoken for: once the tokens out cover what is left, the token step answers
+// SOLD_OUT, and a purchase is rarely refused for want of a unit. A token used (whatever its
+// purchase's outcome) or expired frees its place.
+//
+// An instance takes tokens in blocks (one Redis round trip per block) and hands them out
+// itself, for at most tokenBlockLife; what it did not hand out goes back with its next block.
+// Near the end of the stock the blocks shrink (a quarter of what is left, at least one), so the
+// instances share the last units' tokens.
+const (
+	tokenSlackPercent = 10
+	tokenBlockSize    = 64
+	tokenBlockLife    = time.Second
+	// tokenBudgetSpent is how long an instance refuses tokens on its own after the budget said
+	// spent while units were left (they are spoken for by tokens out): the next request after
+	// it asks again. A budget spent with no unit left drains the items' flags instead.
+	tokenBudgetSpent = 200 * time.Millisecond
+)
+
+// ErrSpokenFor answers a purchase token when every unit left is covered by the purchase tokens
+// other shoppers hold: SOLD_OUT, as a sell-out answers, with words that say a unit may come back.
+var ErrSpokenFor = &shop.Error{Code: shop.CodeSoldOut,
+	Message: "sold out: every unit left is held for shoppers about to buy it; a unit they do not buy comes back on sale within a minute"}
+
+// TokenBudget is the shared count of a sale's purchase tokens (store.Stock.GrantTokens).
+type TokenBudget interface {
+	GrantTokens(ctx context.Context, g store.TokenGrant) (store.TokenBlock, error)
+	ShardOfUser(ctx context.Context, saleID, userID int64) (int, error)
+}
+
+// tokenBlocks are this instance's blocks of tokens, one per shard of a sale.
+type tokenBlocks struct {
+	budget TokenBudget
+	ttl    time.Duration
+	now    func() time.Time
+	log    *slog.Logger
+	blocks sync.Map     // blockKey -> *tokenBlock
+	warned atomic.Int64 // Unix ns of the last warning about a budget not asked
+}
+
+type blockKey struct {
+	sale  int64
+	shard int
+}
+
+// tokenBlock is one shard's block: n tokens left to hand out, each expiring at exp, until
+// until; spentUntil (unix ns): the budget was spent, refuse until then without asking; whole:
+// the sale has one shard (so the gate may refuse before knowing the shopper).
+type tokenBlock struct {
+	mu         sync.Mutex
+	exp        time.Time
+	n          int
+	until      time.Time
+	spentUntil atomic.Int64
+	whole      atomic.Bool
+}
+
+// spent reports whether the budget of a sale of one shard was found spent a moment ago: the
+// token gate refuses the crowd then, before authenticating it.
+func (b *tokenBlocks) spent(saleID int64) bool {
+	v, ok := b.blocks.Load(blockKey{saleID, 0})
+	if !ok {
+		return false
+	}
+	blk := v.(*tokenBlock)
+	return blk.whole.Load() && b.now().UnixNano() < blk.spentUntil.Load()
+}
+
+func newTokenBlocks(budget TokenBudget, ttl time.Duration, log *slog.Logger, now func() time.Time) *tokenBlocks {
+	return &tokenBlocks{budget: budget, ttl: ttl, now: now, log: log}
+}
+
+// take hands the shopper a token's expiry from the sale's budget, or refuses with ErrSpokenFor
+// (units left, all spoken for) or shop.ErrSoldOut (no unit left: drained is called with the
+// sale's items). A budget that cannot be asked (Redis refused, the sale not loaded there) judges
+// nothing: the token is handed out with its full lifetime, as without a budget, and the
+// purchase asks Redis itself.
+func (b *tokenBlocks) take(ctx context.Context, sale shop.Sale, userID int64, drained func(item int64)) (time.Time, error) {
+	shard, err := b.budget.ShardOfUser(ctx, sale.ID, userID)
+	if err != nil {
+		return b.unjudged(sale.ID, err), nil
+	}
+	v, ok := b.blocks.Load(blockKey{sale.ID, shard})
+	if !ok {
+		v, _ = b.blocks.LoadOrStore(blockKey{sale.ID, shard}, new(tokenBlock))
+	}
+	blk := v.(*tokenBlock)
+	blk.mu.Lock()
+	defer blk.mu.Unlock()
+	now := b.now()
+	if now.UnixNano() < blk.spentUntil.Load() {
+		return time.Time{}, ErrSpokenFor
+	}
+	if blk.n > 0 && now.Before(blk.until) {
+		blk.n--
+		return blk.exp, nil
+	}
+	items := make([]int64, len(sale.Items))
+	for i, it := range sale.Items {
+		items[i] = it.ID
+	}
+	g, err := b.budget.GrantTokens(ctx, store.TokenGrant{SaleID: sale.ID, UserID: userID, Items: items, Want: tokenBlockSize,
+		TTL: b.ttl, SlackPercent: tokenSlackPercent, GiveBack: blk.exp, GiveBackN: blk.n})
+	blk.n = 0 // given back, or (an error) left to expire: counted until then, never handed out twice
+	if err == nil {
+		blk.whole.Store(g.Shards == 1)
+	}
+	switch {
+	case err != nil:
+		return b.unjudged(sale.ID, err), nil
+	case g.Unjudged:
+		return now.Add(b.ttl), nil
+	case g.N == 0 && g.Left == 0 && g.Shards > 1:
+		// this shard is empty, others may not be: the purchase borrows from them
+		return now.Add(b.ttl), nil
+	case g.N == 0 && g.Left == 0:
+		for _, it := range items {
+			drained(it)
+		}
+		return time.Time{}, shop.ErrSoldOut
+	case g.N == 0:
+		blk.spentUntil.Store(now.Add(tokenBudgetSpent).UnixNano())
+		return time.Time{}, ErrSpokenFor
+	}
+	blk.exp, blk.n, blk.until = g.Expires, g.N-1, now.Add(tokenBlockLife)
+	return blk.exp, nil
+}
+
+// unjudged logs a budget that could not be asked and returns a full lifetime.
+func (b *tokenBlocks) unjudged(saleID int64, err error) time.Time {
+	now := b.now()
+	if last := b.warned.Load(); now.UnixNano()-last >= int64(10*time.Second) && b.warned.CompareAndSwap(last, now.UnixNano()) {
+		b.log.Warn("token budget not asked; tokens are handed out without it (said at most every 10 s)", "sale", saleID, "err", err)
+	}
+	return now.Add(b.ttl)
+}
