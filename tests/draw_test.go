@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -43,23 +44,42 @@ func drawShoppers(h *harness, saleID, first int64, n int) []*drawShopper {
 	return out
 }
 
-// parallel runs fn(0..n-1) on k goroutines.
+// drawShoppersAsFound is drawShoppers for a sale without a fair start, where the token budget
+// hands out tokens within the units and 10%: a shopper refused a token (410 SOLD_OUT) has none
+// and buys nothing.
+func drawShoppersAsFound(h *harness, saleID, first int64, n int) []*drawShopper {
+	h.t.Helper()
+	out := make([]*drawShopper, n)
+	for i := range out {
+		u := first + int64(i)
+		out[i] = &drawShopper{user: u, bearer: h.token(u, auth.RoleShopper)}
+	}
+	parallel(32, len(out), func(i int) {
+		r := h.tokenAttempt(out[i].bearer, saleID)
+		switch {
+		case r.Status == http.StatusOK:
+			out[i].ptoken = r.str("purchaseToken")
+		case r.Status != http.StatusGone || r.str("error") != "SOLD_OUT":
+			h.t.Errorf("purchase token: %d %s, want 200 or 410 SOLD_OUT", r.Status, r.Raw)
+		}
+	})
+	return out
+}
+
+// parallel runs fn(0..n-1) on k goroutines. A goroutine that fails the test (t.Fatal ends it)
+// leaves the rest to the others, and none waits for it: the test ends with its failure, not a hang.
 func parallel(k, n int, fn func(i int)) {
 	var wg sync.WaitGroup
-	next := make(chan int)
+	var next atomic.Int64
 	for range k {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := range next {
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
 				fn(i)
 			}
 		}()
 	}
-	for i := range n {
-		next <- i
-	}
-	close(next)
 	wg.Wait()
 }
 

@@ -87,10 +87,16 @@ func newTokenBlocks(budget TokenBudget, ttl time.Duration, log *slog.Logger, now
 
 // take hands the shopper a token's expiry from the sale's budget, or refuses with ErrSpokenFor
 // (units left, all spoken for) or shop.ErrSoldOut (no unit left: drained is called with the
-// sale's items). A budget that cannot be asked (Redis refused, the sale not loaded there) judges
+// sale's items). In a fair start's draw window (and a second after it) every shopper gets a
+// token. A budget that cannot be asked (Redis refused, the sale not loaded there) judges
 // nothing: the token is handed out with its full lifetime, as without a budget, and the
 // purchase asks Redis itself.
 func (b *tokenBlocks) take(ctx context.Context, sale shop.Sale, userID int64, drained func(item int64)) (time.Time, error) {
+	if sale.FairStartMillis > 0 && b.now().Before(sale.DrawWindowEnd().Add(time.Second)) {
+		// a fair start: every shopper of the draw window gets a token, so the draw, not who
+		// came first, decides (an entry takes no unit; it uses its token, as a purchase does)
+		return b.now().Add(b.ttl), nil
+	}
 	shard, err := b.budget.ShardOfUser(ctx, sale.ID, userID)
 	if err != nil {
 		return b.unjudged(sale.ID, err), nil
