@@ -37,7 +37,7 @@ type Catalog interface {
 type Shop interface {
 	NewCaptcha(ctx context.Context, userID, saleID int64, ip string) (string, string, error)
 	TokenGate(ctx context.Context, saleID int64) error
-	PurchaseGate(ctx context.Context, itemID int64) error
+	PurchaseGate(ctx context.Context, itemID int64, token string) error
 	IssueToken(ctx context.Context, userID, saleID int64, captchaID, answer, ip string) (string, time.Time, error)
 	Purchase(ctx context.Context, userID, itemID int64, token, ip string) (orderID string, draw bool, err error)
 	Order(ctx context.Context, userID int64, orderID string) (shop.OrderView, error)

@@ -117,7 +117,7 @@ func tokenJSON(tok string, exp time.Time) []byte {
 func (a *API) PurchaseGate(c *gin.Context) {
 	itemID, err := pathID(c, "itemId")
 	if err == nil {
-		err = a.Shop.PurchaseGate(c.Request.Context(), itemID)
+		err = a.Shop.PurchaseGate(c.Request.Context(), itemID, c.GetHeader("X-Purchase-Token"))
 	}
 	if err != nil {
 		Error(c, a.Log, err)

@@ -10,8 +10,9 @@
 -- KEYS[2] {sale:S}:meta
 -- KEYS[3..] {sale:S}:stock:I of every item of the sale (this shard's part)
 -- ARGV[1] tokens wanted, ARGV[2] their lifetime in ms, ARGV[3] the slack in percent of the units
--- left (10: within 1.1×), ARGV[4] the expiry of a block this instance gives back ('0': none),
--- ARGV[5] how many of that block it did not hand out.
+-- left (10: within 1.1×), then pairs (expiry, n): tokens this instance gives back, n of the block
+-- expiring then (what it did not hand out of its last block, and tokens refused before they
+-- reached the reserve script, by a sold-out flag).
 -- Returns {granted, expiryMillis, unitsLeft, outstanding}: granted -1 when the sale is not
 -- loaded or lost here (no budget to judge by); 0 when the budget is spent (unitsLeft 0: sold
 -- out); else the block, whose tokens expire at expiryMillis.
@@ -21,7 +22,10 @@ if not m[1] or m[2] == '1' then
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local back, backN = ARGV[4], tonumber(ARGV[5])
+local back = {}
+for i = 4, #ARGV - 1, 2 do
+  back[ARGV[i]] = (back[ARGV[i]] or 0) + tonumber(ARGV[i + 1])
+end
 local outstanding = 0
 local fields = redis.call('HGETALL', KEYS[1])
 local fresh = true
@@ -40,8 +44,8 @@ for i = 1, #fields, 2 do
     local n = tonumber(fields[i + 1])
     if tonumber(f) <= now or n <= 0 then
       redis.call('HDEL', KEYS[1], f)
-    elseif f == back and backN > 0 then
-      n = n - math.min(n, backN)
+    elseif back[f] then
+      n = n - math.min(n, back[f])
       if n == 0 then
         redis.call('HDEL', KEYS[1], f)
       else

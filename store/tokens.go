@@ -9,16 +9,16 @@ import (
 
 // TokenGrant asks a sale's token budget (lua/tokens.lua) for a block of purchase tokens, in the
 // shard of the shopper who asked: Want tokens living TTL, under a budget of the units left plus
-// SlackPercent of them. GiveBack (its expiry) and GiveBackN are the tokens of this instance's
-// previous block of that shard it did not hand out, given back in the same call.
+// SlackPercent of them. GiveBack are tokens of that shard given back in the same call, by the
+// expiry they are counted under: what this instance did not hand out of its previous block,
+// and tokens it refused before they reached the reserve script.
 type TokenGrant struct {
 	SaleID, UserID int64
 	Items          []int64 // every item of the sale
 	Want           int
 	TTL            time.Duration
 	SlackPercent   int
-	GiveBack       time.Time
-	GiveBackN      int
+	GiveBack       map[time.Time]int
 }
 
 // TokenBlock is what the budget granted: N tokens (0: the budget is spent), each expiring at
@@ -45,11 +45,14 @@ func (s *Stock) GrantTokens(ctx context.Context, g TokenGrant) (TokenBlock, erro
 	for _, it := range g.Items {
 		keys = append(keys, StockKeyOf(g.SaleID, shard, it))
 	}
-	back := "0"
-	if g.GiveBackN > 0 {
-		back = strconv.FormatInt(g.GiveBack.UnixMilli(), 10)
+	args := make([]any, 0, 3+2*len(g.GiveBack))
+	args = append(args, g.Want, g.TTL.Milliseconds(), g.SlackPercent)
+	for exp, n := range g.GiveBack {
+		if n > 0 {
+			args = append(args, strconv.FormatInt(exp.UnixMilli(), 10), n)
+		}
 	}
-	v, err := s.tokens.Run(ctx, s.rdb, keys, g.Want, g.TTL.Milliseconds(), g.SlackPercent, back, g.GiveBackN).Int64Slice()
+	v, err := s.tokens.Run(ctx, s.rdb, keys, args...).Int64Slice()
 	if err != nil {
 		return TokenBlock{}, fmt.Errorf("token budget(sale %d): %w", g.SaleID, err)
 	}

@@ -23,7 +23,7 @@ func TestTokenBudgetScript(t *testing.T) {
 	grant := func(want int, ttl time.Duration, back time.Time, backN int) store.TokenBlock {
 		t.Helper()
 		b, err := s.GrantTokens(ctx, store.TokenGrant{SaleID: sale, UserID: 1, Items: []int64{item, other}, Want: want, TTL: ttl,
-			SlackPercent: 10, GiveBack: back, GiveBackN: backN})
+			SlackPercent: 10, GiveBack: map[time.Time]int{back: backN}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -122,3 +122,60 @@ func TestTokenBudgetAcrossInstances(t *testing.T) {
 	a.mu.Unlock()
 	a.checkInvariants(s)
 }
+
+// A token a sold-out flag refused before the reserve script could use it goes back to the
+// budget: in a sale of two items, the shoppers holding tokens who try the item that sold out
+// do not keep the other item's units spoken for until their tokens expire.
+func TestTokenBudgetTakesBackTokensRefusedByAFlag(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	s := h.liveSale(1, 9) // 10 units: 11 tokens
+	a, b := s.items[0], s.items[1]
+	bearers, toks := make([]string, 11), make([]string, 11)
+	for i := range toks {
+		bearers[i] = h.token(int64(100+i), auth.RoleShopper)
+		toks[i] = h.purchaseToken(bearers[i], s.sale)
+	}
+	if r := h.tokenAttempt(h.token(200, auth.RoleShopper), s.sale); r.Status != http.StatusGone || r.str("message") != purchase.ErrSpokenFor.Message {
+		t.Fatalf("a twelfth token: %d %s, want 410 SOLD_OUT (spoken for)", r.Status, r.Raw)
+	}
+	if r := h.buy(bearers[0], a, toks[0]); r.Status != http.StatusAccepted {
+		t.Fatalf("buy the only unit of the first item: %d %s", r.Status, r.Raw)
+	}
+	if r := h.buy(bearers[1], a, toks[1]); r.Status != http.StatusGone || r.str("error") != "SOLD_OUT" {
+		t.Fatalf("the first item again (Redis refuses, the token used): %d %s, want 410 SOLD_OUT", r.Status, r.Raw)
+	}
+	// Redis refused: the item's flag refuses the next two before Redis (their tokens unused);
+	// one of them sends it twice (given back once)
+	for _, i := range []int{2, 3, 3} {
+		if r := h.buy(bearers[i], a, toks[i]); r.Status != http.StatusGone || r.str("error") != "SOLD_OUT" {
+			t.Fatalf("the first item, sold out: %d %s, want 410 SOLD_OUT", r.Status, r.Raw)
+		}
+	}
+	if !h.app.SoldOut.Is(a) {
+		t.Fatalf("the first item is not flagged sold out: the refusals above reached Redis")
+	}
+	// 9 units left (10 allowed out); out: 11 - 2 used - 2 given back = 7: three more tokens
+	time.Sleep(250 * time.Millisecond)
+	more := 0
+	for i := range 6 {
+		r := h.tokenAttempt(h.token(int64(300+i), auth.RoleShopper), s.sale)
+		if r.Status == http.StatusOK {
+			more++
+			continue
+		}
+		if r.Status != http.StatusGone || r.str("message") != purchase.ErrSpokenFor.Message {
+			t.Fatalf("a token: %d %s, want 200 or 410 SOLD_OUT (spoken for)", r.Status, r.Raw)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	if more != 3 {
+		t.Errorf("tokens handed out with 9 units left and 7 out: %d, want 3 (the two refused by the flag given back)", more)
+	}
+	for _, i := range []int{2, 3} { // they still buy the other item with the same tokens
+		if r := h.buy(bearers[i], b, toks[i]); r.Status != http.StatusAccepted {
+			t.Errorf("the other item with a token the flag refused: %d %s, want 202", r.Status, r.Raw)
+		}
+	}
+	h.checkInvariants(s)
+}

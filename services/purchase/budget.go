@@ -68,6 +68,40 @@ type tokenBlock struct {
 	until      time.Time
 	spentUntil atomic.Int64
 	whole      atomic.Bool
+	// back: tokens refused before the reserve script used them (unused), to give back with
+	// the next block, by expiry; seen: their nonces, so one token is given back once
+	back map[time.Time]int
+	seen map[string]time.Time
+}
+
+// maxSeen bounds a block's memory of the tokens it gave back: past it, a token refused is
+// not given back (it counts until it expires).
+const maxSeen = 1 << 14
+
+// unused gives back, with the shard's next block, a token a sold-out flag refused before the
+// reserve script could use it: its holder's place is free, as a used token's is. Once per token
+// (by its nonce); a token used before (on another item) and refused now is given back too, a
+// place too many at most once per token.
+func (b *tokenBlocks) unused(saleID int64, shard int, exp time.Time, nonce string) {
+	if !b.now().Before(exp) {
+		return
+	}
+	v, ok := b.blocks.Load(blockKey{saleID, shard})
+	if !ok {
+		v, _ = b.blocks.LoadOrStore(blockKey{saleID, shard}, new(tokenBlock))
+	}
+	blk := v.(*tokenBlock)
+	blk.mu.Lock()
+	defer blk.mu.Unlock()
+	if _, dup := blk.seen[nonce]; dup || len(blk.seen) >= maxSeen {
+		return
+	}
+	if blk.seen == nil {
+		blk.seen, blk.back = map[string]time.Time{}, map[time.Time]int{}
+	}
+	blk.seen[nonce] = exp
+	blk.back[exp]++
+	blk.spentUntil.Store(0) // a place may be free: the next request asks
 }
 
 // spent reports whether the budget of a sale of one shard was found spent a moment ago: the
@@ -120,9 +154,25 @@ func (b *tokenBlocks) take(ctx context.Context, sale shop.Sale, userID int64, dr
 	for i, it := range sale.Items {
 		items[i] = it.ID
 	}
+	back := blk.back
+	if blk.n > 0 {
+		if back == nil {
+			back = map[time.Time]int{}
+		}
+		back[blk.exp] += blk.n
+	}
 	g, err := b.budget.GrantTokens(ctx, store.TokenGrant{SaleID: sale.ID, UserID: userID, Items: items, Want: tokenBlockSize,
-		TTL: b.ttl, SlackPercent: tokenSlackPercent, GiveBack: blk.exp, GiveBackN: blk.n})
-	blk.n = 0 // given back, or (an error) left to expire: counted until then, never handed out twice
+		TTL: b.ttl, SlackPercent: tokenSlackPercent, GiveBack: back})
+	// given back, or (an error) left to expire: counted until then, never handed out twice
+	blk.n = 0
+	if len(blk.back) > 0 {
+		blk.back = map[time.Time]int{}
+	}
+	for nonce, exp := range blk.seen {
+		if !now.Before(exp) {
+			delete(blk.seen, nonce)
+		}
+	}
 	if err == nil {
 		blk.whole.Store(g.Shards == 1)
 	}

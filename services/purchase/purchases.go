@@ -152,12 +152,30 @@ func saleWindow(startsAt, endsAt, now time.Time) error {
 // The handler asks it before the caller's identity is verified, so the shoppers still holding a
 // token after the sell-out are refused at the cost of a cache lookup; nil means go on to
 // Purchase, which checks again. A refusal is counted as Purchase counts its own.
-func (p *Purchases) PurchaseGate(ctx context.Context, itemID int64) error {
+func (p *Purchases) PurchaseGate(ctx context.Context, itemID int64, token string) error {
 	info, err := p.itemRefusal(ctx, itemID)
 	if err != nil {
 		p.counted(info.SaleID, err)
+		p.notUsed(ctx, info, err, token)
 	}
 	return err
+}
+
+// notUsed gives a valid purchase token refused by the item's sold-out flag (before the reserve
+// script could use it) back to the sale's token budget: its holder's place is free.
+func (p *Purchases) notUsed(ctx context.Context, info shop.ItemInfo, err error, token string) {
+	if err != shop.ErrSoldOut || token == "" {
+		return
+	}
+	tok, ok := p.tokens.verify(token)
+	if !ok || tok.SaleID != info.SaleID {
+		return
+	}
+	shard, serr := p.stock.ShardOfUser(ctx, info.SaleID, tok.UserID)
+	if serr != nil {
+		return
+	}
+	p.budget.unused(info.SaleID, shard, tok.Expires, tok.Nonce)
 }
 
 // Purchase tries to buy one unit of itemID for userID with a purchase token. On success the
@@ -184,6 +202,7 @@ func (p *Purchases) counted(saleID int64, err error) {
 func (p *Purchases) purchase(ctx context.Context, userID, itemID int64, token, ip string) (string, int64, bool, error) {
 	info, err := p.admit(ctx, userID, itemID, ip)
 	if err != nil {
+		p.notUsed(ctx, info, err, token)
 		return "", info.SaleID, false, err
 	}
 	tok, err := p.checkToken(info, userID, token)
