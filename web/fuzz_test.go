@@ -30,7 +30,7 @@ type fakeShop struct{}
 func (fakeShop) NewCaptcha(context.Context, int64, int64, string) (string, string, error) {
 	return "c", "data:,", nil
 }
-func (fakeShop) TokenGate(context.Context, int64) error    { return nil }
+func (fakeShop) TokenGate(context.Context, int64) error            { return nil }
 func (fakeShop) PurchaseGate(context.Context, int64, string) error { return nil }
 func (fakeShop) IssueToken(context.Context, int64, int64, string, string, string) (string, time.Time, error) {
 	return "t", time.Now(), nil
