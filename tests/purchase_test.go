@@ -16,11 +16,13 @@ import (
 	"github.com/flashsale/flashsale/testenv"
 )
 
-// The seed's race: 1,000 distinct shoppers against 100 units through the HTTP API.
+// The seed's race: 1,000 distinct shoppers against 100 units through the HTTP API. Each holds a
+// purchase token first: the sale's second item (1,000 units nobody buys here) gives its token
+// budget room for all of them (tokens go out within the units left and 10%).
 func TestRaceThousandShoppersHundredUnits(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{})
-	s := h.liveSale(100)
+	s := h.liveSale(100, 1000)
 	const shoppers = 1000
 
 	tokens := make([]string, shoppers)
@@ -68,11 +70,12 @@ func TestRaceThousandShoppersHundredUnits(t *testing.T) {
 	h.checkInvariants(s)
 }
 
-// One shopper clicking 20 times at once, each click with its own purchase token.
+// One shopper clicking 20 times at once, each click with its own purchase token (the second item's
+// units give the token budget room for 20).
 func TestSameShopperTwentyClicks(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{})
-	s := h.liveSale(10)
+	s := h.liveSale(10, 20)
 	tok := h.token(42, auth.RoleShopper)
 	ptokens := make([]string, 20)
 	for i := range ptokens {

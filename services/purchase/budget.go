@@ -13,8 +13,8 @@ import (
 
 // The token budget: purchase tokens handed out and not used yet stay within the units a sale
 // still displays plus tokenSlackPercent of them, counted in Redis for every instance at once
-// (lua/tokens.lua, one count per stock shard). So almost no shopper is handed a token for a unit
-// that is already spoken for: once the tokens out cover what is left, the token step answers
+// (lua/tokens.lua; a sale of one stock shard). So almost no shopper is handed a token for a
+// unit that is already spoken for: once the tokens out cover what is left, the token step answers
 // SOLD_OUT, and a purchase is rarely refused for want of a unit. A token used (whatever its
 // purchase's outcome) or expired frees its place.
 //
@@ -37,37 +37,34 @@ const (
 var ErrSpokenFor = &shop.Error{Code: shop.CodeSoldOut,
 	Message: "sold out: every unit left is held for shoppers about to buy it; a unit they do not buy comes back on sale within a minute"}
 
-// TokenBudget is the shared count of a sale's purchase tokens (store.Stock.GrantTokens).
+// TokenBudget is the shared count of a sale's purchase tokens (store.Stock.GrantTokens), and
+// the sale's count of stock shards.
 type TokenBudget interface {
 	GrantTokens(ctx context.Context, g store.TokenGrant) (store.TokenBlock, error)
-	ShardOfUser(ctx context.Context, saleID, userID int64) (int, error)
+	Shards(ctx context.Context, saleID int64) (int, error)
 }
 
-// tokenBlocks are this instance's blocks of tokens, one per shard of a sale.
+// tokenBlocks are this instance's blocks of tokens, one per sale. A sale of several stock shards
+// (a hot sale spread over a Redis Cluster) has no budget: a shard's units are not all a shopper
+// pinned to it may buy (a drained shard borrows from the others), and no script sees every shard
+// at once; its tokens follow the sold-out flags alone.
 type tokenBlocks struct {
 	budget TokenBudget
 	ttl    time.Duration
 	now    func() time.Time
 	log    *slog.Logger
-	blocks sync.Map     // blockKey -> *tokenBlock
+	blocks sync.Map     // sale id -> *tokenBlock
 	warned atomic.Int64 // Unix ns of the last warning about a budget not asked
 }
 
-type blockKey struct {
-	sale  int64
-	shard int
-}
-
-// tokenBlock is one shard's block: n tokens left to hand out, each expiring at exp, until
-// until; spentUntil (unix ns): the budget was spent, refuse until then without asking; whole:
-// the sale has one shard (so the gate may refuse before knowing the shopper).
+// tokenBlock is one sale's block: n tokens left to hand out, each expiring at exp, until until;
+// spentUntil (unix ns): the budget was spent, refuse until then without asking.
 type tokenBlock struct {
 	mu         sync.Mutex
 	exp        time.Time
 	n          int
 	until      time.Time
 	spentUntil atomic.Int64
-	whole      atomic.Bool
 	// back: tokens refused before the reserve script used them (unused), to give back with
 	// the next block, by expiry; seen: their nonces, so one token is given back once
 	back map[time.Time]int
@@ -82,15 +79,11 @@ const maxSeen = 1 << 14
 // reserve script could use it: its holder's place is free, as a used token's is. Once per token
 // (by its nonce); a token used before (on another item) and refused now is given back too, a
 // place too many at most once per token.
-func (b *tokenBlocks) unused(saleID int64, shard int, exp time.Time, nonce string) {
+func (b *tokenBlocks) unused(saleID int64, exp time.Time, nonce string) {
 	if !b.now().Before(exp) {
 		return
 	}
-	v, ok := b.blocks.Load(blockKey{saleID, shard})
-	if !ok {
-		v, _ = b.blocks.LoadOrStore(blockKey{saleID, shard}, new(tokenBlock))
-	}
-	blk := v.(*tokenBlock)
+	blk := b.block(saleID)
 	blk.mu.Lock()
 	defer blk.mu.Unlock()
 	if _, dup := blk.seen[nonce]; dup || len(blk.seen) >= maxSeen {
@@ -104,15 +97,26 @@ func (b *tokenBlocks) unused(saleID int64, shard int, exp time.Time, nonce strin
 	blk.spentUntil.Store(0) // a place may be free: the next request asks
 }
 
-// spent reports whether the budget of a sale of one shard was found spent a moment ago: the
-// token gate refuses the crowd then, before authenticating it.
+// spent reports whether the sale's budget was found spent a moment ago: the token gate refuses
+// the crowd then, before authenticating it.
 func (b *tokenBlocks) spent(saleID int64) bool {
-	v, ok := b.blocks.Load(blockKey{saleID, 0})
+	v, ok := b.blocks.Load(saleID)
+	return ok && b.now().UnixNano() < v.(*tokenBlock).spentUntil.Load()
+}
+
+// block returns the sale's block.
+func (b *tokenBlocks) block(saleID int64) *tokenBlock {
+	v, ok := b.blocks.Load(saleID)
 	if !ok {
-		return false
+		v, _ = b.blocks.LoadOrStore(saleID, new(tokenBlock))
 	}
-	blk := v.(*tokenBlock)
-	return blk.whole.Load() && b.now().UnixNano() < blk.spentUntil.Load()
+	return v.(*tokenBlock)
+}
+
+// forget drops what this instance holds of the sale's budget: Redis answered that the sale was
+// rebuilt or lost (tokens granted before a rebuild are void), so the next token asks afresh.
+func (b *tokenBlocks) forget(saleID int64) {
+	b.blocks.Delete(saleID)
 }
 
 func newTokenBlocks(budget TokenBudget, ttl time.Duration, log *slog.Logger, now func() time.Time) *tokenBlocks {
@@ -131,15 +135,14 @@ func (b *tokenBlocks) take(ctx context.Context, sale shop.Sale, userID int64, dr
 		// came first, decides (an entry takes no unit; it uses its token, as a purchase does)
 		return b.now().Add(b.ttl), nil
 	}
-	shard, err := b.budget.ShardOfUser(ctx, sale.ID, userID)
+	k, err := b.budget.Shards(ctx, sale.ID)
 	if err != nil {
 		return b.unjudged(sale.ID, err), nil
 	}
-	v, ok := b.blocks.Load(blockKey{sale.ID, shard})
-	if !ok {
-		v, _ = b.blocks.LoadOrStore(blockKey{sale.ID, shard}, new(tokenBlock))
+	if k > 1 {
+		return b.now().Add(b.ttl), nil
 	}
-	blk := v.(*tokenBlock)
+	blk := b.block(sale.ID)
 	blk.mu.Lock()
 	defer blk.mu.Unlock()
 	now := b.now()
@@ -173,16 +176,10 @@ func (b *tokenBlocks) take(ctx context.Context, sale shop.Sale, userID int64, dr
 			delete(blk.seen, nonce)
 		}
 	}
-	if err == nil {
-		blk.whole.Store(g.Shards == 1)
-	}
 	switch {
 	case err != nil:
 		return b.unjudged(sale.ID, err), nil
 	case g.Unjudged:
-		return now.Add(b.ttl), nil
-	case g.N == 0 && g.Left == 0 && g.Shards > 1:
-		// this shard is empty, others may not be: the purchase borrows from them
 		return now.Add(b.ttl), nil
 	case g.N == 0 && g.Left == 0:
 		for _, it := range items {

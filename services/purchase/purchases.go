@@ -171,11 +171,10 @@ func (p *Purchases) notUsed(ctx context.Context, info shop.ItemInfo, err error, 
 	if !ok || tok.SaleID != info.SaleID {
 		return
 	}
-	shard, serr := p.stock.ShardOfUser(ctx, info.SaleID, tok.UserID)
-	if serr != nil {
-		return
+	if k, serr := p.stock.Shards(ctx, info.SaleID); serr != nil || k > 1 {
+		return // a sharded sale has no budget
 	}
-	p.budget.unused(info.SaleID, shard, tok.Expires, tok.Nonce)
+	p.budget.unused(info.SaleID, tok.Expires, tok.Nonce)
 }
 
 // Purchase tries to buy one unit of itemID for userID with a purchase token. On success the
@@ -364,6 +363,7 @@ func (p *Purchases) refused(info shop.ItemInfo, orderID string, res store.Reserv
 		}
 		return &shop.Error{Code: shop.CodeAlreadyPurchased, Message: msg, OrderID: res.HeldOrder}
 	case errors.Is(err, store.ErrTokenAlreadyUsed):
+		p.budget.forget(info.SaleID) // a token void after a rebuild: this instance's block may be too
 		return shop.Errorf(shop.CodeInvalidPurchaseToken, "this purchase token was already used or has expired; request a new one")
 	case errors.Is(err, store.ErrNotStarted):
 		return &shop.Error{Code: shop.CodeNotStarted, Message: "the sale has not started yet", RetryAfter: time.Second}
@@ -374,8 +374,10 @@ func (p *Purchases) refused(info shop.ItemInfo, orderID string, res store.Reserv
 	case errors.Is(err, store.ErrRedisWentBack):
 		p.log.Error("redis lost reservations (its counter went back): the sale fails closed until rebuilt from postgres", "sale", info.SaleID)
 		p.metrics.RedisLoss.WithLabelValues("reserve").Inc()
+		p.budget.forget(info.SaleID) // its tokens are void once rebuilt
 		return shop.Unavailable(err)
 	case errors.Is(err, store.ErrStockUnknown):
+		p.budget.forget(info.SaleID)
 		return shop.Unavailable(err) // fail closed until the keeper rebuilds Redis from Postgres
 	}
 	// Still unknown: the script may have run. The unit, if taken, is left to orphan recovery (or
