@@ -2,8 +2,8 @@
 -- stay within the units still displayed plus a slack: a block of tokens is granted only while
 -- the tokens outstanding (granted, not used, not expired) are under units left × (100 + slack)%.
 -- An instance takes tokens in blocks (one round trip per block, not per token) and hands them
--- out itself; every token of a block expires at the block's expiry, the field it is counted
--- under. The reserve script takes a used token off its field (reserve.lua, KEYS[6]), whatever
+-- out itself; every token of a block expires at the block's expiry (rounded to a step), the
+-- field it is counted under. The reserve script takes a used token off its field (reserve.lua, KEYS[6]), whatever
 -- its attempt's outcome; a field is dropped once its tokens have expired.
 -- KEYS[1] {sale:S}:tokens  hash: block expiry (unix ms) -> its tokens not used yet; epoch -> the
 --                          meta's epoch the fields were counted under (a rebuild starts afresh)
@@ -16,7 +16,7 @@
 -- Returns {granted, expiryMillis, unitsLeft, outstanding}: granted -1 when the sale is not
 -- loaded or lost here (no budget to judge by); 0 when the budget is spent (unitsLeft 0: sold
 -- out); else the block, whose tokens expire at expiryMillis.
-local m = redis.call('HMGET', KEYS[2], 'epoch', 'lost')
+local m = redis.call('HMGET', KEYS[2], 'epoch', 'lost', 'tokfloor')
 if not m[1] or m[2] == '1' then
   return {-1, 0, 0, 0}
 end
@@ -74,8 +74,16 @@ if allowed <= 0 then
 end
 -- several instances share what is left near the end: none takes more than a quarter of it
 local grant = math.min(tonumber(ARGV[1]), math.max(1, math.floor(allowed / 4)))
-local exp = now + tonumber(ARGV[2])
+-- a block's tokens expire at the end of their lifetime rounded down to a step (a second, or a
+-- tenth of the lifetime if shorter: never later than a token issued now would), so the blocks
+-- of one step share a field
+local ttl = tonumber(ARGV[2])
+local step = math.max(1, math.min(1000, math.floor(ttl / 10)))
+local exp = math.floor((now + ttl) / step) * step
+-- and never before the sale's token floor (tokens expiring before it are void: issued before
+-- its last rebuild), which a rebuild in the last step sets later than the rounded expiry
+exp = math.max(exp, tonumber(m[3] or '0'))
 redis.call('HINCRBY', KEYS[1], exp, grant)
 redis.call('HSET', KEYS[1], 'epoch', m[1])
-redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2]) + 1000)
+redis.call('PEXPIRE', KEYS[1], ttl + 1000)
 return {grant, exp, left, outstanding + grant}

@@ -19,7 +19,9 @@ import (
 // purchase's outcome) or expired frees its place.
 //
 // An instance takes tokens in blocks (one Redis round trip per block) and hands them out
-// itself, for at most tokenBlockLife; what it did not hand out goes back with its next block.
+// itself, for at most tokenBlockLife and while half their lifetime is left; what it did not
+// hand out goes back with its next block. A block's tokens expire together, at the end of their
+// lifetime rounded down to a second (a tenth of the lifetime if shorter).
 // Near the end of the stock the blocks shrink (a quarter of what is left, at least one), so the
 // instances share the last units' tokens.
 const (
@@ -29,7 +31,7 @@ const (
 	// tokenBudgetSpent is how long an instance refuses tokens on its own after the budget said
 	// spent while units were left (they are spoken for by tokens out): the next request after
 	// it asks again. A budget spent with no unit left drains the items' flags instead.
-	tokenBudgetSpent = 200 * time.Millisecond
+	tokenBudgetSpent = 50 * time.Millisecond
 )
 
 // ErrSpokenFor answers a purchase token when every unit left is covered by the purchase tokens
@@ -65,6 +67,7 @@ type tokenBlock struct {
 	n          int
 	until      time.Time
 	spentUntil atomic.Int64
+	empty      atomic.Bool // n == 0: nothing to hand out without asking
 	// back: tokens refused before the reserve script used them (unused), to give back with
 	// the next block, by expiry; seen: their nonces, so one token is given back once
 	back map[time.Time]int
@@ -101,7 +104,11 @@ func (b *tokenBlocks) unused(saleID int64, exp time.Time, nonce string) {
 // the crowd then, before authenticating it.
 func (b *tokenBlocks) spent(saleID int64) bool {
 	v, ok := b.blocks.Load(saleID)
-	return ok && b.now().UnixNano() < v.(*tokenBlock).spentUntil.Load()
+	if !ok {
+		return false
+	}
+	blk := v.(*tokenBlock)
+	return blk.empty.Load() && b.now().UnixNano() < blk.spentUntil.Load()
 }
 
 // block returns the sale's block.
@@ -146,12 +153,13 @@ func (b *tokenBlocks) take(ctx context.Context, sale shop.Sale, userID int64, dr
 	blk.mu.Lock()
 	defer blk.mu.Unlock()
 	now := b.now()
-	if now.UnixNano() < blk.spentUntil.Load() {
-		return time.Time{}, ErrSpokenFor
-	}
 	if blk.n > 0 && now.Before(blk.until) {
 		blk.n--
+		blk.empty.Store(blk.n == 0)
 		return blk.exp, nil
+	}
+	if now.UnixNano() < blk.spentUntil.Load() {
+		return time.Time{}, ErrSpokenFor
 	}
 	items := make([]int64, len(sale.Items))
 	for i, it := range sale.Items {
@@ -168,6 +176,7 @@ func (b *tokenBlocks) take(ctx context.Context, sale shop.Sale, userID int64, dr
 		TTL: b.ttl, SlackPercent: tokenSlackPercent, GiveBack: back})
 	// given back, or (an error) left to expire: counted until then, never handed out twice
 	blk.n = 0
+	blk.empty.Store(true)
 	if len(blk.back) > 0 {
 		blk.back = map[time.Time]int{}
 	}
@@ -190,7 +199,9 @@ func (b *tokenBlocks) take(ctx context.Context, sale shop.Sale, userID int64, dr
 		blk.spentUntil.Store(now.Add(tokenBudgetSpent).UnixNano())
 		return time.Time{}, ErrSpokenFor
 	}
-	blk.exp, blk.n, blk.until = g.Expires, g.N-1, now.Add(tokenBlockLife)
+	// handed out for a second at most, and while at least half the lifetime is left
+	blk.exp, blk.n, blk.until = g.Expires, g.N-1, minTime(now.Add(tokenBlockLife), g.Expires.Add(-b.ttl/2))
+	blk.empty.Store(blk.n == 0)
 	return blk.exp, nil
 }
 
@@ -201,4 +212,11 @@ func (b *tokenBlocks) unjudged(saleID int64, err error) time.Time {
 		b.log.Warn("token budget not asked; tokens are handed out without it (said at most every 10 s)", "sale", saleID, "err", err)
 	}
 	return now.Add(b.ttl)
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
