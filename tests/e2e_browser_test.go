@@ -250,8 +250,17 @@ func (b *e2eTab) do(what string, actions ...chromedp.Action[chromedp.Void]) {
 func (b *e2eTab) waitFor(what string, timeout time.Duration, expr string) []byte {
 	b.t.Helper()
 	start := time.Now()
-	v, err := chromedp.Run(b.ctx, chromedp.Poll[[]byte](`((e) => (`+expr+`))(window.__e2e)`,
-		chromedp.WithPollingInterval(20*time.Millisecond), chromedp.WithPollingTimeout(timeout)))
+	var v []byte
+	var err error
+	for {
+		v, err = chromedp.Run(b.ctx, chromedp.Poll[[]byte](`((e) => (`+expr+`))(window.__e2e)`,
+			chromedp.WithPollingInterval(20*time.Millisecond), chromedp.WithPollingTimeout(timeout-time.Since(start))))
+		// a navigation that lands while the poll runs (a redirect after the load event) takes
+		// the page's JavaScript context with it: poll again in the new one
+		if err == nil || !contextGone(err) || time.Since(start) >= timeout {
+			break
+		}
+	}
 	if err != nil {
 		b.fatalf("waited %v for %s: %v", timeout, what, err)
 	}
@@ -431,4 +440,11 @@ func (b *e2eTab) payOnProvider(what string, sel chromedp.CSS, orderID string) {
 	b.waitAcross(what+": back on the order page, paid", 10*time.Second,
 		`location.pathname === '/orders/`+orderID+`' && location.search.includes('payment=done')
 		&& !!document.querySelector('[data-testid="order-status"][data-status="PAID"]')`)
+}
+
+// contextGone tells whether a DevTools call failed because the page's JavaScript context it ran
+// in went away (the page navigated meanwhile).
+func contextGone(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "Cannot find context with specified id") || strings.Contains(msg, "Execution context was destroyed")
 }
