@@ -20,7 +20,7 @@ import (
 	"github.com/flashsale/flashsale/bench/internal/refs"
 	"github.com/flashsale/flashsale/bench/internal/report"
 	"github.com/flashsale/flashsale/bench/internal/target"
-	"github.com/flashsale/flashsale/bench/tokens"
+	"github.com/flashsale/flashsale/loadgen/tokens"
 	"github.com/flashsale/flashsale/store"
 	"github.com/flashsale/flashsale/testenv"
 )

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale/bench/internal/target"
-	"github.com/flashsale/flashsale/bench/load"
+	"github.com/flashsale/flashsale/loadgen"
 )
 
 // Options are every setting of a benchmark run (the "options" of the JSON report). The fields
@@ -145,17 +145,17 @@ func parseOptions(scenario string, args []string, stderr io.Writer) (Options, er
 // validate checks the options, the scenarios' own (as parsed into all) after the target's.
 func (o *Options) validate(all []Scenario) error {
 	var errs []error
-	if _, err := load.LoopbackAddr(o.URL); err != nil {
+	if _, err := loadgen.LoopbackAddr(o.URL); err != nil {
 		errs = append(errs, fmt.Errorf("-url: %w", err))
 	}
-	if u, err := url.Parse(o.MetricsURL); err != nil || !load.IsLoopbackHost(u.Hostname()) {
+	if u, err := url.Parse(o.MetricsURL); err != nil || !loadgen.IsLoopbackHost(u.Hostname()) {
 		errs = append(errs, fmt.Errorf("-metrics-url %q: only a loopback server is measured", o.MetricsURL))
 	}
 	if hosts := redisHosts(o.RedisURL); len(hosts) == 0 {
 		errs = append(errs, fmt.Errorf("-redis-url %q: not a Redis URL", o.RedisURL))
 	} else {
 		for _, h := range hosts {
-			if host, _, err := net.SplitHostPort(h); err != nil || !load.IsLoopbackHost(host) {
+			if host, _, err := net.SplitHostPort(h); err != nil || !loadgen.IsLoopbackHost(host) {
 				errs = append(errs, fmt.Errorf("-redis-url %q: only a loopback Redis may be loaded (ref-redis)", o.RedisURL))
 				break
 			}

@@ -17,8 +17,8 @@ import (
 	"github.com/flashsale/flashsale/bench/internal/refs"
 	"github.com/flashsale/flashsale/bench/internal/report"
 	"github.com/flashsale/flashsale/bench/internal/target"
-	"github.com/flashsale/flashsale/bench/load"
-	"github.com/flashsale/flashsale/bench/tokens"
+	"github.com/flashsale/flashsale/loadgen"
+	"github.com/flashsale/flashsale/loadgen/tokens"
 )
 
 // tFlashsale names the server under test in reports (the references are refs.Gin, refs.Redis).
@@ -31,7 +31,7 @@ type Runner struct {
 	o      Options
 	sc     Scenario
 	out    io.Writer
-	prog   *load.Progress
+	prog   *loadgen.Progress
 	api    *target.API
 	addr   string
 	mint   tokens.Minter
@@ -51,7 +51,7 @@ func NewRunner(ctx context.Context, o Options, stdout, stderr io.Writer) (*Runne
 	if sc == nil {
 		return nil, fmt.Errorf("unknown scenario %q", o.Scenario)
 	}
-	addr, err := load.LoopbackAddr(o.URL)
+	addr, err := loadgen.LoopbackAddr(o.URL)
 	if err != nil {
 		return nil, err
 	}
@@ -95,7 +95,7 @@ func NewRunner(ctx context.Context, o Options, stdout, stderr io.Writer) (*Runne
 	if o.ProxyPID > 0 {
 		r.procs = append(r.procs, proc.Watched{Name: "proxy", PID: o.ProxyPID, Group: true})
 	}
-	r.prog = load.NewProgress(stderr, !o.Quiet)
+	r.prog = loadgen.NewProgress(stderr, !o.Quiet)
 	if pid == 0 {
 		r.prog.Note("bench: the server's process was not found (not listening on this machine's /proc?): no server CPU or memory figures; pass -server-pid")
 	}
@@ -162,8 +162,8 @@ func (r *Runner) users(n int) *tokens.Arena {
 	return r.mint.Shoppers(first, n)
 }
 
-func (r *Runner) newPool(url string, workers int) (*load.Pool, error) {
-	return load.NewPool(r.o.Client, url, workers, r.o.Timeout)
+func (r *Runner) newPool(url string, workers int) (*loadgen.Pool, error) {
+	return loadgen.NewPool(r.o.Client, url, workers, r.o.Timeout)
 }
 
 // Run runs the scenario o.Runs times and returns the report (with medians).
@@ -222,7 +222,7 @@ func (r *Runner) runOnce(ctx context.Context, i int) (*RunResult, error) {
 }
 
 // measure runs a phase against one target while sampling the processes involved.
-func (r *Runner) measure(ctx context.Context, pool *load.Pool, ph *load.Phase, tgt string, procs []proc.Watched, rate float64, window time.Duration) (report.PhaseReport, *load.Stats) {
+func (r *Runner) measure(ctx context.Context, pool *loadgen.Pool, ph *loadgen.Phase, tgt string, procs []proc.Watched, rate float64, window time.Duration) (report.PhaseReport, *loadgen.Stats) {
 	var before map[string]float64
 	if tgt == tFlashsale {
 		before, _ = r.api.Scrape(ctx)
@@ -257,7 +257,7 @@ func (r *Runner) measure(ctx context.Context, pool *load.Pool, ph *load.Phase, t
 // refRun starts a reference server, hands it to f and stops it. It first waits for flashsale's
 // queue to drain: its writer would otherwise still be writing the orders just accepted, taking
 // CPU, Redis and Postgres from the reference being measured.
-func (r *Runner) refRun(ctx context.Context, res *RunResult, name string, f func(pool *load.Pool, procs []proc.Watched) error) error {
+func (r *Runner) refRun(ctx context.Context, res *RunResult, name string, f func(pool *loadgen.Pool, procs []proc.Watched) error) error {
 	if r.be != nil {
 		r.prog.Note("bench: waiting for flashsale's queue to drain before measuring %s", name)
 		if _, err := r.be.WaitDrained(ctx, r.sales, r.o.DrainTimeout); err != nil {

@@ -8,7 +8,7 @@ import (
 	"github.com/flashsale/flashsale/bench/internal/refs"
 	"github.com/flashsale/flashsale/bench/internal/report"
 	"github.com/flashsale/flashsale/bench/internal/target"
-	"github.com/flashsale/flashsale/bench/load"
+	"github.com/flashsale/flashsale/loadgen"
 )
 
 // ladderScenario is seed 003's capacity test: whole shopper visits (token, then purchase, each a
@@ -55,7 +55,7 @@ func (ladderScenario) Run(ctx context.Context, r *Runner, res *RunResult) error 
 	}
 	dummy := &target.Sale{SaleID: 1, ItemIDs: []int64{1}}
 	for _, ref := range []string{refs.Gin, refs.Redis} {
-		err := r.refRun(ctx, res, ref, func(pool *load.Pool, procs []proc.Watched) error {
+		err := r.refRun(ctx, res, ref, func(pool *loadgen.Pool, procs []proc.Watched) error {
 			if err := pool.Warm(false); err != nil {
 				return err
 			}

@@ -6,8 +6,8 @@ import (
 
 	"github.com/flashsale/flashsale/bench/internal/refs"
 	"github.com/flashsale/flashsale/bench/internal/target"
-	"github.com/flashsale/flashsale/bench/load"
-	"github.com/flashsale/flashsale/bench/tokens"
+	"github.com/flashsale/flashsale/loadgen"
+	"github.com/flashsale/flashsale/loadgen/tokens"
 )
 
 // reserve measures the winning path alone: purchases by distinct shoppers of an item with more
@@ -25,7 +25,7 @@ func (reserve) Usage() []string {
 
 func (reserve) Run(ctx context.Context, r *Runner, res *RunResult) error {
 	sale := r.bigSale(ctx, "bench reserve")
-	setup := func(pool *load.Pool) stepSetup {
+	setup := func(pool *loadgen.Pool) stepSetup {
 		return func(n int) (*target.Sale, *tokens.Arena, *tokens.Arena, error) {
 			s, err := sale(n)
 			if err != nil {

@@ -13,8 +13,8 @@ import (
 	"github.com/flashsale/flashsale/bench/internal/refs"
 	"github.com/flashsale/flashsale/bench/internal/report"
 	"github.com/flashsale/flashsale/bench/internal/target"
-	"github.com/flashsale/flashsale/bench/load"
-	"github.com/flashsale/flashsale/bench/tokens"
+	"github.com/flashsale/flashsale/loadgen"
+	"github.com/flashsale/flashsale/loadgen/tokens"
 )
 
 // rush: N distinct shoppers arrive within the window from the sale's start, for Units units
@@ -98,7 +98,7 @@ func (rush) Run(ctx context.Context, r *Runner, res *RunResult) error {
 	o := r.o
 	r.prog.Note("bench: rush: minting %d shopper tokens", o.N)
 	users := r.users(o.N)
-	offsets := load.Schedule(o.N, o.Window, o.Arrivals, o.Seed)
+	offsets := loadgen.Schedule(o.N, o.Window, o.Arrivals, o.Seed)
 	pool, err := r.newPool(o.URL, o.Workers)
 	if err != nil {
 		return err
@@ -116,8 +116,8 @@ func (rush) Run(ctx context.Context, r *Runner, res *RunResult) error {
 		return err
 	}
 	pattern := make([]uint8, o.N)
-	ph := &load.Phase{Name: "rush", Base: base, Offsets: offsets, Deadline: o.Window + o.MaxWait,
-		Do: load.ShopperFlow(users, load.TokenPath(sale.SaleID), load.PurchasePaths(sale.ItemIDs), o.DoubleClick, pattern, nil)}
+	ph := &loadgen.Phase{Name: "rush", Base: base, Offsets: offsets, Deadline: o.Window + o.MaxWait,
+		Do: loadgen.ShopperFlow(users, loadgen.TokenPath(sale.SaleID), loadgen.PurchasePaths(sale.ItemIDs), o.DoubleClick, pattern, nil)}
 	r.prog.Note("bench: rush: sale %d starts at %s: %d shoppers within %v for %d units, %d workers",
 		sale.SaleID, starts.Format("15:04:05.000"), o.N, o.Window, o.Units, o.Workers)
 
@@ -145,7 +145,7 @@ func (rush) Run(ctx context.Context, r *Runner, res *RunResult) error {
 // warmBeforeStart opens the connections just before the start: the server drops a new
 // connection that sends nothing for 5 s (the second connections of double-clickers are opened
 // on first use).
-func warmBeforeStart(pool *load.Pool, base time.Time, lead time.Duration) error {
+func warmBeforeStart(pool *loadgen.Pool, base time.Time, lead time.Duration) error {
 	time.Sleep(time.Until(base.Add(-time.Second)))
 	if err := pool.Warm(false); err != nil {
 		return fmt.Errorf("open connections: %w", err)
@@ -158,11 +158,11 @@ func warmBeforeStart(pool *load.Pool, base time.Time, lead time.Duration) error 
 
 // watchRush starts watching the sale's orders reach Postgres before the phase (nil without
 // the backends); the watcher reads the phase's 202 count as it goes.
-func (r *Runner) watchRush(ctx context.Context, sale *target.Sale, ph *load.Phase) *target.PersistWatch {
+func (r *Runner) watchRush(ctx context.Context, sale *target.Sale, ph *loadgen.Phase) *target.PersistWatch {
 	if r.be == nil {
 		return nil
 	}
-	var stp *load.Stats
+	var stp *loadgen.Stats
 	ready := make(chan struct{})
 	watch := target.WatchPersistence(ctx, r.be, r.api, sale, ph.Base, func() int64 {
 		select {
@@ -172,7 +172,7 @@ func (r *Runner) watchRush(ctx context.Context, sale *target.Sale, ph *load.Phas
 			return 0
 		}
 	}, r.o.DrainTimeout)
-	ph.OnStats = func(s *load.Stats) { stp = s; close(ready) }
+	ph.OnStats = func(s *loadgen.Stats) { stp = s; close(ready) }
 	return watch
 }
 
@@ -201,12 +201,12 @@ func (rr *RushReport) persisted(w target.Persistence, res *RunResult) {
 // requests it sent to flashsale (pattern), and divides flashsale's time by Gin's.
 func (r *Runner) refRush(ctx context.Context, res *RunResult, rr *RushReport, users *tokens.Arena, offsets []time.Duration, sale *target.Sale, pattern []uint8) error {
 	o := r.o
-	return r.refRun(ctx, res, refs.Gin, func(pool *load.Pool, procs []proc.Watched) error {
+	return r.refRun(ctx, res, refs.Gin, func(pool *loadgen.Pool, procs []proc.Watched) error {
 		if err := pool.Warm(false); err != nil {
 			return err
 		}
-		ph := &load.Phase{Name: "rush", Base: time.Now().Add(500 * time.Millisecond), Offsets: offsets,
-			Deadline: o.Window + o.MaxWait, Do: load.ShopperFlow(users, load.TokenPath(sale.SaleID), load.PurchasePaths(sale.ItemIDs), o.DoubleClick, nil, pattern)}
+		ph := &loadgen.Phase{Name: "rush", Base: time.Now().Add(500 * time.Millisecond), Offsets: offsets,
+			Deadline: o.Window + o.MaxWait, Do: loadgen.ShopperFlow(users, loadgen.TokenPath(sale.SaleID), loadgen.PurchasePaths(sale.ItemIDs), o.DoubleClick, nil, pattern)}
 		refRep, _ := r.measure(ctx, pool, ph, refs.Gin, procs, float64(o.N)/o.Window.Seconds(), o.Window)
 		res.Phases = append(res.Phases, refRep)
 		rr.RefAllAnsweredAt = refRep.Elapsed

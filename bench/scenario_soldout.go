@@ -7,8 +7,8 @@ import (
 
 	"github.com/flashsale/flashsale/bench/internal/refs"
 	"github.com/flashsale/flashsale/bench/internal/target"
-	"github.com/flashsale/flashsale/bench/load"
-	"github.com/flashsale/flashsale/bench/tokens"
+	"github.com/flashsale/flashsale/loadgen"
+	"github.com/flashsale/flashsale/loadgen/tokens"
 )
 
 // soldout measures the refusal path alone: purchases of an item that is already sold out, by
@@ -30,7 +30,7 @@ func (soldout) Usage() []string {
 }
 
 func (soldout) Run(ctx context.Context, r *Runner, res *RunResult) error {
-	setup := func(pool *load.Pool) stepSetup {
+	setup := func(pool *loadgen.Pool) stepSetup {
 		return func(n int) (*target.Sale, *tokens.Arena, *tokens.Arena, error) {
 			s, err := r.api.CreateSaleItems(ctx, "bench soldout", time.Now().Add(-time.Second), 10*time.Minute, []int{1, n})
 			if err != nil {

@@ -9,8 +9,8 @@ import (
 	"github.com/flashsale/flashsale/bench/internal/proc"
 	"github.com/flashsale/flashsale/bench/internal/report"
 	"github.com/flashsale/flashsale/bench/internal/target"
-	"github.com/flashsale/flashsale/bench/load"
-	"github.com/flashsale/flashsale/bench/tokens"
+	"github.com/flashsale/flashsale/loadgen"
+	"github.com/flashsale/flashsale/loadgen/tokens"
 )
 
 // The ladder-based scenarios' shared machinery: the capacity search, the steps it runs
@@ -127,7 +127,7 @@ type stepSetup func(n int) (sale *target.Sale, users, toks *tokens.Arena, err er
 // purchaseStep returns a ladder step (or a constant run) of purchase-only arrivals against a
 // target: each arrival sends one purchase with a purchase token fetched before the clock
 // starts, so the step measures the purchase alone.
-func (r *Runner) purchaseStep(ctx context.Context, pool *load.Pool, tgt string, procs []proc.Watched, name string, setup stepSetup) stepFunc {
+func (r *Runner) purchaseStep(ctx context.Context, pool *loadgen.Pool, tgt string, procs []proc.Watched, name string, setup stepSetup) stepFunc {
 	return func(rate float64) (report.PhaseReport, error) {
 		o := r.o
 		n := max(1, int(math.Round(rate*o.Duration.Seconds())))
@@ -140,9 +140,9 @@ func (r *Runner) purchaseStep(ctx context.Context, pool *load.Pool, tgt string, 
 		if err != nil {
 			return report.PhaseReport{}, err
 		}
-		ph := &load.Phase{Name: fmt.Sprintf("%s %.0f/s", name, rate), Base: time.Now().Add(200 * time.Millisecond),
-			Offsets: load.Schedule(n, o.Duration, o.Arrivals, o.Seed), DropLate: true, Deadline: o.Duration + o.Timeout,
-			Do: load.PurchaseOnly(users, toks, load.PurchasePath(s.ItemIDs[0]))}
+		ph := &loadgen.Phase{Name: fmt.Sprintf("%s %.0f/s", name, rate), Base: time.Now().Add(200 * time.Millisecond),
+			Offsets: loadgen.Schedule(n, o.Duration, o.Arrivals, o.Seed), DropLate: true, Deadline: o.Duration + o.Timeout,
+			Do: loadgen.PurchaseOnly(users, toks, loadgen.PurchasePath(s.ItemIDs[0]))}
 		rep, _ := r.measure(ctx, pool, ph, tgt, procs, rate, o.Duration)
 		acked := pool.CollectAcked()
 		if tgt == tFlashsale {
@@ -154,7 +154,7 @@ func (r *Runner) purchaseStep(ctx context.Context, pool *load.Pool, tgt string, 
 
 // tokensFor mints n fresh shoppers and fetches a purchase token for each in sale s; the tokens
 // must outlive the step.
-func (r *Runner) tokensFor(ctx context.Context, pool *load.Pool, s *target.Sale, n int) (users, toks *tokens.Arena, err error) {
+func (r *Runner) tokensFor(ctx context.Context, pool *loadgen.Pool, s *target.Sale, n int) (users, toks *tokens.Arena, err error) {
 	users = r.users(n)
 	toks, err = r.prefetchTokens(ctx, pool, users, s.SaleID, r.o.Duration+r.o.Timeout+2*time.Second)
 	return users, toks, err
@@ -162,9 +162,9 @@ func (r *Runner) tokensFor(ctx context.Context, pool *load.Pool, s *target.Sale,
 
 // prefetchTokens fetches one purchase token per user before a purchase-only phase, and checks
 // they will outlive it.
-func (r *Runner) prefetchTokens(ctx context.Context, pool *load.Pool, users *tokens.Arena, saleID int64, mustLast time.Duration) (*tokens.Arena, error) {
+func (r *Runner) prefetchTokens(ctx context.Context, pool *loadgen.Pool, users *tokens.Arena, saleID int64, mustLast time.Duration) (*tokens.Arena, error) {
 	start := time.Now()
-	toks, earliest, err := load.Prefetch(ctx, pool, users, saleID, r.o.MaxWait, r.prog)
+	toks, earliest, err := loadgen.Prefetch(ctx, pool, users, saleID, r.o.MaxWait, r.prog)
 	if err != nil {
 		return nil, err
 	}
@@ -186,7 +186,7 @@ func (r *Runner) refSetup(n int) (*target.Sale, *tokens.Arena, *tokens.Arena, er
 
 // flowStep is a ladder step of whole shopper visits (token, then purchase), as in seed 003's
 // capacity test: every arrival is a new shopper.
-func (r *Runner) flowStep(ctx context.Context, pool *load.Pool, tgt string, procs []proc.Watched, sale func(n int) (*target.Sale, error)) stepFunc {
+func (r *Runner) flowStep(ctx context.Context, pool *loadgen.Pool, tgt string, procs []proc.Watched, sale func(n int) (*target.Sale, error)) stepFunc {
 	return func(rate float64) (report.PhaseReport, error) {
 		o := r.o
 		n := max(1, int(math.Round(rate*o.Duration.Seconds())))
@@ -205,9 +205,9 @@ func (r *Runner) flowStep(ctx context.Context, pool *load.Pool, tgt string, proc
 		} else {
 			users = r.refUsers()
 		}
-		ph := &load.Phase{Name: fmt.Sprintf("ladder %.0f/s", rate), Base: time.Now().Add(200 * time.Millisecond),
-			Offsets: load.Schedule(n, o.Duration, o.Arrivals, o.Seed), DropLate: true, Deadline: o.Duration + 2*o.Timeout,
-			Do: load.ShopperFlow(users, load.TokenPath(s.SaleID), load.PurchasePaths(s.ItemIDs[:1]), 0, nil, nil)}
+		ph := &loadgen.Phase{Name: fmt.Sprintf("ladder %.0f/s", rate), Base: time.Now().Add(200 * time.Millisecond),
+			Offsets: loadgen.Schedule(n, o.Duration, o.Arrivals, o.Seed), DropLate: true, Deadline: o.Duration + 2*o.Timeout,
+			Do: loadgen.ShopperFlow(users, loadgen.TokenPath(s.SaleID), loadgen.PurchasePaths(s.ItemIDs[:1]), 0, nil, nil)}
 		rep, _ := r.measure(ctx, pool, ph, tgt, procs, rate, o.Duration)
 		if tgt == tFlashsale {
 			s.Acked = append(s.Acked, pool.CollectAcked()...)
@@ -250,7 +250,7 @@ func (r *Runner) bigSale(ctx context.Context, name string) func(n int) (*target.
 
 // pathScenario is soldout and reserve: a ladder (or one run at -rate) on flashsale, a latency
 // run at -load of the stable rate, then both again on the reference.
-func (r *Runner) pathScenario(ctx context.Context, res *RunResult, name, ref string, setup func(*load.Pool) stepSetup) error {
+func (r *Runner) pathScenario(ctx context.Context, res *RunResult, name, ref string, setup func(*loadgen.Pool) stepSetup) error {
 	o := r.o
 	pool, err := r.newPool(o.URL, o.Workers)
 	if err != nil {
@@ -284,7 +284,7 @@ func (r *Runner) pathScenario(ctx context.Context, res *RunResult, name, ref str
 	if o.NoRef {
 		return nil
 	}
-	return r.refRun(ctx, res, ref, func(pool *load.Pool, procs []proc.Watched) error {
+	return r.refRun(ctx, res, ref, func(pool *loadgen.Pool, procs []proc.Watched) error {
 		if err := pool.Warm(false); err != nil {
 			return err
 		}

@@ -13,11 +13,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/flashsale/flashsale/bench/hist"
 	"github.com/flashsale/flashsale/bench/internal/proc"
 	"github.com/flashsale/flashsale/bench/internal/refs"
 	"github.com/flashsale/flashsale/bench/internal/report"
 	"github.com/flashsale/flashsale/bench/internal/target"
+	"github.com/flashsale/flashsale/loadgen/hist"
 )
 
 // The usage as it was before the scenarios came from a registry: scripts and docs quote it.

@@ -128,10 +128,7 @@ func adjustThroughDropper(t *testing.T, k int) (direct *store.Stock, rdb redis.U
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { prdb.Close() })
-	direct, proxied = store.NewStock(rdb), store.NewStock(prdb)
-	for _, s := range []*store.Stock{direct, proxied} {
-		s.SetShardCounter(func(context.Context, int64) (int, error) { return k, nil })
-	}
+	direct, proxied = store.NewStock(rdb, kShards(k)), store.NewStock(prdb, kShards(k))
 	return direct, rdb, proxied, p
 }
 

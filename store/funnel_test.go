@@ -232,5 +232,5 @@ func newMutedStock(t *testing.T) (*muteProxy, *store.Stock, *store.Stock) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { direct.Close() })
-	return proxy, store.NewStock(rdb), store.NewStock(direct)
+	return proxy, store.NewStock(rdb, store.OneShard), store.NewStock(direct, store.OneShard)
 }

@@ -28,13 +28,24 @@ func newStock(t testing.TB) (*store.Stock, redis.UniversalClient) {
 // newStockServer is newStock that also hands back the server, to crash or restore it.
 func newStockServer(t testing.TB) (*store.Stock, redis.UniversalClient, *testenv.RedisServer) {
 	t.Helper()
+	return newStockOf(t, store.OneShard)
+}
+
+// newStockOf is newStockServer whose sales have the shards counts tells.
+func newStockOf(t testing.TB, shards store.ShardCounter) (*store.Stock, redis.UniversalClient, *testenv.RedisServer) {
+	t.Helper()
 	rs := testenv.Redis(t)
 	rdb, err := store.OpenRedis(context.Background(), rs.URL(), 64)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rdb.Close() })
-	return store.NewStock(rdb), rdb, rs
+	return store.NewStock(rdb, shards), rdb, rs
+}
+
+// kShards is the ShardCounter of sales that all have k stock shards.
+func kShards(k int) store.ShardCounter {
+	return func(context.Context, int64) (int, error) { return k, nil }
 }
 
 // tokenKey is the used-token marker the reserve script sets (KEYS[5] in reserve.lua).

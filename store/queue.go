@@ -134,6 +134,7 @@ type QueueOption func(*queueOptions)
 type queueOptions struct {
 	replicas int
 	log      *slog.Logger
+	ackWait  time.Duration
 }
 
 // WithReplicas makes the order and dead-letter streams (and the writer's durable consumer) keep
@@ -141,6 +142,10 @@ type queueOptions struct {
 // is scaled to n. Without it a new stream gets one copy and an existing one keeps its count, as a
 // tool that only reads the queue (reconcile) must leave it.
 func WithReplicas(n int) QueueOption { return func(o *queueOptions) { o.replicas = n } }
+
+// WithAckWait sets how long the writer's consumer waits for an ack before it redelivers a batch
+// (FLASHSALE_WRITER_ACK_WAIT; without it, 30 s).
+func WithAckWait(d time.Duration) QueueOption { return func(o *queueOptions) { o.ackWait = d } }
 
 // WithLog makes the queue log its connection's losses and recoveries and a stream's rescaling.
 func WithLog(l *slog.Logger) QueueOption { return func(o *queueOptions) { o.log = l } }
@@ -164,6 +169,10 @@ func OpenQueue(ctx context.Context, url, creds string, options ...QueueOption) (
 	if q.opt.log == nil {
 		q.opt.log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	if q.opt.ackWait <= 0 {
+		q.opt.ackWait = 30 * time.Second
+	}
+	q.ackWait = q.opt.ackWait
 	if q.opt.replicas < 0 || q.opt.replicas > MaxReplicas {
 		return nil, fmt.Errorf("nats: %d stream replicas: want 1 to %d", q.opt.replicas, MaxReplicas)
 	}
@@ -415,14 +424,6 @@ func (q *Queue) publish(ctx context.Context, subject string, data []byte, opts .
 // election, a server lost mid-request).
 func (q *Queue) PublishRetries() uint64 { return q.retries.Load() }
 
-// SetAckWait sets how long the writer's consumer waits for an ack before redelivering (before the
-// first FetchOrders).
-func (q *Queue) SetAckWait(d time.Duration) {
-	q.mu.Lock()
-	q.ackWait = d
-	q.mu.Unlock()
-}
-
 // Delivery is one order message handed to the writer; it hides the NATS types.
 type Delivery struct{ m jetstream.Msg }
 
@@ -466,9 +467,6 @@ func (q *Queue) FetchOrders(ctx context.Context, max int, wait, linger time.Dura
 	cons, ackWait := q.cons, q.ackWait
 	q.mu.Unlock()
 	if cons == nil {
-		if ackWait <= 0 {
-			ackWait = 30 * time.Second
-		}
 		c, err := q.WriterConsumer(ctx, ackWait)
 		if err != nil {
 			return nil, err

@@ -24,7 +24,7 @@ func TestStockOnRedisCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer rdb.Close()
-	s := store.NewStock(rdb)
+	s := store.NewStock(rdb, store.OneShard)
 
 	sales, masterOf := oneSalePerMaster(t, c)
 	for i, sale := range sales {

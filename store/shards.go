@@ -50,9 +50,6 @@ func (c *shardCache) get(ctx context.Context, saleID int64) (int, error) {
 	if v, ok := c.m.Load(saleID); ok {
 		return v.(int), nil
 	}
-	if c.fn == nil {
-		return 1, nil
-	}
 	k, err := c.fn(ctx, saleID)
 	if err != nil {
 		return 0, err
@@ -64,9 +61,8 @@ func (c *shardCache) get(ctx context.Context, saleID int64) (int, error) {
 	return k, nil
 }
 
-// SetShardCounter tells the Stock how to learn a sale's shard count (Postgres: DB.StockShards).
-// Without one, every sale has one shard.
-func (s *Stock) SetShardCounter(fn ShardCounter) { s.shards.fn = fn }
+// OneShard is the ShardCounter of a Redis whose sales all have one stock shard.
+func OneShard(context.Context, int64) (int, error) { return 1, nil }
 
 // RememberShards records a sale's shard count (known from a snapshot or a row already read).
 func (s *Stock) RememberShards(saleID int64, k int) {

@@ -17,8 +17,7 @@ import (
 // shardedStock is newStock whose sales all have k shards.
 func shardedStock(t *testing.T, k int) (*store.Stock, redis.UniversalClient) {
 	t.Helper()
-	s, rdb := newStock(t)
-	s.SetShardCounter(func(context.Context, int64) (int, error) { return k, nil })
+	s, rdb, _ := newStockOf(t, kShards(k))
 	return s, rdb
 }
 

@@ -42,9 +42,12 @@ type Stock struct {
 }
 
 // NewStock returns a Stock on rdb; scripts run with EVALSHA and fall back to EVAL on NOSCRIPT.
-func NewStock(rdb redis.UniversalClient) *Stock {
+// shards tells a sale's count of stock shards, fixed at its creation (Postgres:
+// DB.StockShardsCached; OneShard where every sale has one).
+func NewStock(rdb redis.UniversalClient, shards ShardCounter) *Stock {
 	reserve := redis.NewScript(lua.Reserve)
 	return &Stock{
+		shards:   shardCache{fn: shards},
 		rdb:      rdb,
 		reserve:  reserve,
 		reserves: newScriptCalls(rdb, reserve),

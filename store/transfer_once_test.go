@@ -85,8 +85,7 @@ func TestTransferOutResentOnEOFTakesOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rdb.Close() })
-	s := store.NewStock(rdb)
-	s.SetShardCounter(func(context.Context, int64) (int, error) { return k, nil })
+	s := store.NewStock(rdb, kShards(k))
 	ctx := context.Background()
 	snap := snapshot(t, s, 81, shop.LimitPerSale, 810, 12)
 	snap.Shards = k
@@ -100,8 +99,7 @@ func TestTransferOutResentOnEOFTakesOnce(t *testing.T) {
 	opt.Addr = p.addr
 	flaky := redis.NewClient(opt)
 	t.Cleanup(func() { flaky.Close() })
-	fs := store.NewStock(flaky)
-	fs.SetShardCounter(func(context.Context, int64) (int, error) { return k, nil })
+	fs := store.NewStock(flaky, kShards(k))
 	if _, err := fs.TransferOut(ctx, 81, 1, 0, 810, 0); err != nil { // loads the script (no NOSCRIPT later)
 		t.Fatal(err)
 	}

@@ -17,9 +17,9 @@ import (
 
 	"github.com/flashsale/flashsale/internal/app"
 	"github.com/flashsale/flashsale/services/auth"
+	"github.com/flashsale/flashsale/services/pipeline"
 	"github.com/flashsale/flashsale/store"
 	"github.com/flashsale/flashsale/testenv"
-	"github.com/flashsale/flashsale/testenv/invariants"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -50,7 +50,9 @@ type harnessOpts struct {
 	env      map[string]string
 	shared   *harness      // run as a second instance on the same Redis, Postgres and NATS
 	skew     time.Duration // this instance's clock runs ahead (or behind) by this much
-	redisURL string        // reach Redis here instead (a proxy in front of it)
+	// beforeRedisLoad runs in every load of a sale into Redis, between its snapshot and the load
+	beforeRedisLoad func(saleID int64)
+	redisURL        string // reach Redis here instead (a proxy in front of it)
 }
 
 func newHarness(t *testing.T, o harnessOpts) *harness {
@@ -86,6 +88,7 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 		t.Fatalf("config: %v", err)
 	}
 	cfg.ClockSkew = o.skew
+	cfg.BeforeRedisLoad = o.beforeRedisLoad
 	log := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	a, err := app.New(context.Background(), cfg, log)
 	if err != nil {
@@ -275,7 +278,7 @@ func (h *harness) checkInvariants(s saleIDs) {
 	h.mu.Lock()
 	acked := append([]string(nil), h.acked...)
 	h.mu.Unlock()
-	for _, err := range invariants.Check(context.Background(), h.app.DB, h.app.Redis, s.sale, acked) {
+	for _, err := range pipeline.Invariants(context.Background(), h.app.DB, h.app.Stock, s.sale, acked) {
 		h.t.Errorf("invariant: %v", err)
 	}
 	// The same report as an operator gets it: `flashsale reconcile SALE_ID` exits 0.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -419,27 +420,29 @@ func TestKeeperWarmsUpAhead(t *testing.T) {
 // before the edit: the load sees the epoch the edit bumped, fails the sale closed, and the keeper
 // rebuilds it from Postgres with the edit when its warm-up is due.
 func TestEditDuringTheWarmUpIsNotLost(t *testing.T) {
-	h := newHarness(t, harnessOpts{})
-	merchant := h.token(9000, auth.RoleMerchant)
+	var h *harness
+	var sale atomic.Int64
+	edited := false
+	merchant := ""
+	h = newHarness(t, harnessOpts{beforeRedisLoad: func(saleID int64) {
+		if saleID != sale.Load() || edited {
+			return
+		}
+		edited = true
+		r := h.do("PATCH", fmt.Sprintf("/api/admin/sales/%d", saleID), merchant, map[string]any{
+			"items": []map[string]any{{"itemId": strconv.FormatInt(h.sqlInt(`SELECT min(id) FROM items WHERE sale_id = ?`, saleID), 10), "quantity": 2}},
+		})
+		if r.Status != http.StatusOK {
+			t.Errorf("edit during the load: %d %s", r.Status, r.Raw)
+		}
+	}})
+	merchant = h.token(9000, auth.RoleMerchant)
 	s := h.createSale(time.Now().Add(20*time.Minute), 5) // beyond the warm-up: not loaded
 	ctx := context.Background()
 	if st, err := h.app.Stock.State(ctx, s.sale); err != nil || st.Loaded {
 		t.Fatalf("the sale is loaded before its warm-up (%v)", err)
 	}
-	edited := false
-	h.app.Loader.SetBeforeRedisLoad(func(saleID int64) {
-		if saleID != s.sale || edited {
-			return
-		}
-		edited = true
-		r := h.do("PATCH", fmt.Sprintf("/api/admin/sales/%d", s.sale), merchant, map[string]any{
-			"items": []map[string]any{{"itemId": strconv.FormatInt(s.items[0], 10), "quantity": 2}},
-		})
-		if r.Status != http.StatusOK {
-			t.Errorf("edit during the load: %d %s", r.Status, r.Raw)
-		}
-	})
-	defer h.app.Loader.SetBeforeRedisLoad(nil)
+	sale.Store(s.sale)
 	if r := h.do("POST", fmt.Sprintf("/api/admin/sales/%d/warm", s.sale), merchant, nil); r.Status != http.StatusOK {
 		t.Fatalf("warm: %d %s", r.Status, r.Raw)
 	}

@@ -332,7 +332,7 @@ func TestNATSUnavailable(t *testing.T) {
 // The writer stopped after commit and before ack, then restarted: redelivery writes no duplicate.
 func TestWriterCrashAfterCommitBeforeAck(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, harnessOpts{noWriter: true})
+	h := newHarness(t, harnessOpts{noWriter: true, env: map[string]string{"FLASHSALE_WRITER_ACK_WAIT": "1s"}})
 	s := h.liveSale(20)
 	for i := range 10 {
 		tok := h.token(int64(500+i), auth.RoleShopper)
@@ -342,7 +342,6 @@ func TestWriterCrashAfterCommitBeforeAck(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	h.app.Queue.SetAckWait(time.Second)
 	cfg := pipeline.WriterConfig{Batch: 100}
 	crashing := pipeline.NewWriter(cfg, h.app.Queue, h.app.DB, h.app.Stock, h.app.SoldOut, nil, h.app.Log)
 	commits := 0

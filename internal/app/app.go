@@ -147,7 +147,8 @@ func (a *App) openQueue(ctx context.Context, site, instance string) (err error) 
 		log.Warn("a replicated stream elects a new leader 4 to 9 s after a NATS server dies; purchases waiting longer than FLASHSALE_PUBLISH_TIMEOUT meanwhile answer 503: consider 10s or more",
 			"publish_timeout", cfg.PublishTimeout, "nats_replicas", cfg.NATSReplicas)
 	}
-	if a.Queue, err = store.OpenQueue(ctx, natsURL, cfg.NATSCreds, store.WithReplicas(cfg.NATSReplicas), store.WithLog(log)); err != nil {
+	if a.Queue, err = store.OpenQueue(ctx, natsURL, cfg.NATSCreds, store.WithReplicas(cfg.NATSReplicas), store.WithLog(log),
+		store.WithAckWait(cfg.WriterAckWait)); err != nil {
 		return err
 	}
 	// Every instance on this Redis must hand its orders to one queue: one on an external NATS
@@ -175,10 +176,8 @@ func (a *App) build(instance string) error {
 	a.reg = prometheus.NewRegistry()
 	a.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	a.Metrics = metrics.New(a.reg)
-	a.Stock = store.NewStock(a.Redis)
-	a.Stock.SetShardCounter(a.DB.StockShardsCached)
+	a.Stock = store.NewStock(a.Redis, a.DB.StockShardsCached)
 	a.pub = store.NewGroupPublisher(a.Queue, cfg.PublishParallel, cfg.PublishBatch, cfg.PublishTimeout, a.Metrics.ObservePublish)
-	a.Queue.SetAckWait(cfg.WriterAckWait)
 	store.SetCursorSecret([]byte(cfg.JWTSecret)) // the listing cursors, signed alike on every instance
 	notices := a.Queue.Notices()
 	var err error
@@ -288,7 +287,7 @@ func (a *App) captcha() captcha.Captcha {
 // buildPipeline makes the loader, the unit returns, the reconciliation, the writer and the keeper.
 func (a *App) buildPipeline(instance string) {
 	cfg, log := a.cfg, a.Log
-	a.Loader = pipeline.NewLoader(pipeline.LoaderConfig{TokenTTL: cfg.TokenTTL, RebuildDelay: rebuildDelay(cfg)},
+	a.Loader = pipeline.NewLoader(pipeline.LoaderConfig{TokenTTL: cfg.TokenTTL, RebuildDelay: rebuildDelay(cfg), BeforeRedisLoad: cfg.BeforeRedisLoad},
 		a.DB, a.Stock, a.SoldOut, a.Metrics, log)
 	a.returns = pipeline.NewReturns(a.DB, a.Stock, a.SoldOut, a.Metrics, log)
 	a.reconcile = pipeline.NewReconciler(a.DB, a.Stock, a.Metrics, log, cfg.OrphanAge)

@@ -317,8 +317,7 @@ func reconcileCmd(ctx context.Context, cfg Config, log *slog.Logger, args []stri
 			return nil
 		}
 	}
-	stock := store.NewStock(rdb)
-	stock.SetShardCounter(db.StockShardsCached)
+	stock := store.NewStock(rdb, db.StockShardsCached)
 	rec := pipeline.NewReconciler(db, stock, nil, log, cfg.OrphanAge).Thorough()
 	provider, _, err := newProvider(cfg)
 	if err != nil {

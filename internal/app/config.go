@@ -67,8 +67,11 @@ type Config struct {
 	WriterLinger      time.Duration
 	// ClockSkew shifts this instance's clock (tests only: FLASHSALE_CLOCK_SKEW, refused in
 	// production), to show that the decisions instances must agree on use Redis's or Postgres's clock.
-	ClockSkew      time.Duration
-	TrustedProxies []string
+	ClockSkew time.Duration
+	// BeforeRedisLoad runs in every load of a sale into Redis, between its Postgres snapshot and
+	// the load (tests only: no setting sets it).
+	BeforeRedisLoad func(saleID int64)
+	TrustedProxies  []string
 	// Fault is FLASHSALE_FAULT (tests only, refused in production): see services/faults.go.
 	Fault *faults.Spec
 

@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/flashsale/flashsale/bench/hist"
-	"github.com/flashsale/flashsale/bench/load"
-	"github.com/flashsale/flashsale/bench/tokens"
+	"github.com/flashsale/flashsale/loadgen"
+	"github.com/flashsale/flashsale/loadgen/hist"
+	"github.com/flashsale/flashsale/loadgen/tokens"
 	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 )
@@ -20,17 +20,17 @@ type crowdMeasure struct {
 }
 
 // crowd sends the drill's shoppers at the copy through the public API over loopback HTTP, with
-// the benchmark's open-loop generator (bench/load): each shopper asks for a purchase token
+// the open-loop load generator the benchmark uses (loadgen): each shopper asks for a purchase token
 // (answering the drill's own challenge) and buys, arrivals spread evenly over the drill's
 // seconds whatever the answers, the crowd spread evenly over the items.
 func (s *Drills) crowd(ctx context.Context, r *running, cp shop.Sale, rec store.DrillRecord) (crowdMeasure, error) {
 	target := s.cfg.Target()
-	if _, err := load.LoopbackAddr(target); err != nil {
+	if _, err := loadgen.LoopbackAddr(target); err != nil {
 		return crowdMeasure{}, fmt.Errorf("the drill's target: %w", err)
 	}
 	n := rec.Shoppers
 	users := tokens.Minter{Secret: s.cfg.Secret, TTL: time.Hour}.Shoppers(ShopperBase+rec.ID<<20, n)
-	pool, err := load.NewPool("raw", target, min(s.cfg.Workers, n), s.cfg.Timeout)
+	pool, err := loadgen.NewPool("raw", target, min(s.cfg.Workers, n), s.cfg.Timeout)
 	if err != nil {
 		return crowdMeasure{}, err
 	}
@@ -43,14 +43,14 @@ func (s *Drills) crowd(ctx context.Context, r *running, cp shop.Sale, rec store.
 		itemIDs[i] = it.ID
 	}
 	window := time.Duration(rec.Seconds) * time.Second
-	ph := &load.Phase{
+	ph := &loadgen.Phase{
 		Name:     "fire drill",
 		Base:     time.Now().Add(50 * time.Millisecond),
-		Offsets:  load.Schedule(n, window, "uniform", uint64(rec.ID)),
+		Offsets:  loadgen.Schedule(n, window, "uniform", uint64(rec.ID)),
 		Deadline: window + s.cfg.Timeout + 5*time.Second,
-		Do: load.ShopperFlowWith(load.TokenBody(ChallengeID, r.secret), users, load.TokenPath(cp.ID),
-			load.PurchasePaths(itemIDs), 0, nil, nil),
-		OnStats: func(st *load.Stats) {
+		Do: loadgen.ShopperFlowWith(loadgen.TokenBody(ChallengeID, r.secret), users, loadgen.TokenPath(cp.ID),
+			loadgen.PurchasePaths(itemIDs), 0, nil, nil),
+		OnStats: func(st *loadgen.Stats) {
 			f := progressFn(func() (int, int) { return int(st.Scheduled()), int(st.Done()) })
 			r.progress.Store(&f)
 		},
@@ -63,21 +63,21 @@ func (s *Drills) crowd(ctx context.Context, r *running, cp shop.Sale, rec store.
 }
 
 // measure reads the generator's statistics as the drill's figures.
-func measure(st *load.Stats, n, seconds int, cp shop.Sale) crowdMeasure {
+func measure(st *loadgen.Stats, n, seconds int, cp shop.Sale) crowdMeasure {
 	m := crowdMeasure{Measure: Measure{Shoppers: n, Seconds: seconds, LastAccept: -1}}
 	for _, it := range cp.Items {
 		m.Units += int64(it.Quantity)
 	}
 	var all, served hist.Snap
-	for c := load.Class(0); c < load.NumClasses; c++ {
-		k := st.Count(load.KindArrival, c)
-		snap := st.Latency(load.KindArrival, c)
+	for c := loadgen.Class(0); c < loadgen.NumClasses; c++ {
+		k := st.Count(loadgen.KindArrival, c)
+		snap := st.Latency(loadgen.KindArrival, c)
 		all.Merge(snap)
 		switch c {
-		case load.Class202:
+		case loadgen.Class202:
 			m.Accepted += k
 			served.Merge(snap)
-		case load.Class5xx, load.ClassTimeout, load.ClassNetErr:
+		case loadgen.Class5xx, loadgen.ClassTimeout, loadgen.ClassNetErr:
 			m.Errors += k
 		default:
 			m.Refused += k
@@ -86,8 +86,8 @@ func measure(st *load.Stats, n, seconds int, cp shop.Sale) crowdMeasure {
 	}
 	m.P50, m.P99 = all.Quantile(0.50), all.Quantile(0.99)
 	m.ServedFast = int64(served.AtMost(FastAnswer))
-	if st.Count(load.KindPurchase, load.Class202) > 0 {
-		last := time.Duration(st.LastAt(load.KindPurchase, load.Class202))
+	if st.Count(loadgen.KindPurchase, loadgen.Class202) > 0 {
+		last := time.Duration(st.LastAt(loadgen.KindPurchase, loadgen.Class202))
 		m.LastAccept = last
 		m.lastAcceptAt = st.Base().Add(last)
 	}

@@ -24,7 +24,8 @@ import (
 // and, of 3 for a fair start's draw, that the decided draw decided every entry: none is left
 // ENTERED once the sale's draw closed.
 //
-// Tests, the benchmark tool and fault scenarios all end with it (testenv/invariants.Check).
+// Tests, the benchmark tool and fault scenarios all end with it, on a store.Stock that knows the
+// sales' shard counts.
 func Invariants(ctx context.Context, db DB, stock Stock, saleID int64, acked []string) []error {
 	var errs []error
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -26,8 +26,7 @@ func TestKeeperLeavesALoadUnderWayAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rdb.Close() })
-	s := store.NewStock(rdb)
-	s.SetShardCounter(func(context.Context, int64) (int, error) { return k, nil })
+	s := store.NewStock(rdb, func(context.Context, int64) (int, error) { return k, nil })
 	ctx := context.Background()
 	if _, err := s.Load(ctx, store.Snapshot{SaleID: sale, Epoch: 1, Limit: shop.LimitPerSale, StartsAt: time.Now(), EndsAt: time.Now().Add(time.Hour),
 		Left: map[int64]int64{50: 9}, Buyers: map[string]string{}, Shards: k}, 0); err != nil {

@@ -27,12 +27,8 @@ type Loader struct {
 	// queue, and so counted in Postgres once it has drained.
 	rebuildDelay time.Duration
 
-	beforeRedis func(saleID int64) // tests only: runs between reading the snapshot and loading it
+	beforeRedis func(saleID int64) // LoaderConfig.BeforeRedisLoad
 }
-
-// SetBeforeRedisLoad makes every load call fn between reading its Postgres snapshot and writing
-// it to Redis (tests use it to edit the sale in that window).
-func (l *Loader) SetBeforeRedisLoad(fn func(saleID int64)) { l.beforeRedis = fn }
 
 // LoaderConfig are the loader's tunables.
 type LoaderConfig struct {
@@ -42,11 +38,19 @@ type LoaderConfig struct {
 	// RebuildDelay is how long after a loss is seen a rebuild may start (the publish timeout and
 	// a margin).
 	RebuildDelay time.Duration
+	// BeforeRedisLoad, if set, runs in every load between reading its Postgres snapshot and
+	// writing it to Redis (tests edit the sale in that window).
+	BeforeRedisLoad func(saleID int64)
 }
 
 // NewLoader returns a Loader.
 func NewLoader(cfg LoaderConfig, db DB, stock Stock, soldOut SoldOutFlags, m *metrics.Metrics, log *slog.Logger) *Loader {
-	return &Loader{db: db, stock: stock, soldOut: soldOut, metrics: metrics.Or(m), log: log, tokenTTL: cfg.TokenTTL, rebuildDelay: cfg.RebuildDelay}
+	before := cfg.BeforeRedisLoad
+	if before == nil {
+		before = func(int64) {}
+	}
+	return &Loader{db: db, stock: stock, soldOut: soldOut, metrics: metrics.Or(m), log: log, tokenTTL: cfg.TokenTTL, rebuildDelay: cfg.RebuildDelay,
+		beforeRedis: before}
 }
 
 // Rebuild is a merchant's Warm on a sale loaded before: it rebuilds the sale if Redis lost it,
@@ -140,9 +144,7 @@ func (l *Loader) load(ctx context.Context, saleID int64, firstOnly bool) (bool, 
 	if snap.Epoch > 1 {
 		void = l.tokenTTL // not the first load: a rebuild
 	}
-	if l.beforeRedis != nil {
-		l.beforeRedis(saleID)
-	}
+	l.beforeRedis(saleID)
 	loaded, err := l.stock.Load(ctx, snap, void)
 	if err != nil || !loaded {
 		return false, err

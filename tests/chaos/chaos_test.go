@@ -16,10 +16,10 @@ import (
 	"time"
 
 	"github.com/flashsale/flashsale/services/faults"
+	"github.com/flashsale/flashsale/services/pipeline"
 	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
 	"github.com/flashsale/flashsale/testenv"
-	"github.com/flashsale/flashsale/testenv/invariants"
 )
 
 // result is one row of the suite's table.
@@ -207,7 +207,7 @@ func (c *cluster) finish(t *testing.T, r *result, l *ledger, s sale) {
 		violation("flashsale reconcile: %v\n%s", err, out)
 	}
 	acked := l.ackedIDs()
-	for _, e := range invariants.Check(ctx, c.db, c.rdb, s.id, acked) {
+	for _, e := range pipeline.Invariants(ctx, c.db, store.NewStock(c.rdb, c.db.StockShardsCached), s.id, acked) {
 		violation("invariant: %v", e)
 	}
 	orders, err := c.orders(ctx, s.id)

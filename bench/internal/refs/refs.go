@@ -25,7 +25,7 @@ import (
 
 	"github.com/flashsale/flashsale/bench/internal/proc"
 	"github.com/flashsale/flashsale/bench/internal/target"
-	"github.com/flashsale/flashsale/bench/load"
+	"github.com/flashsale/flashsale/loadgen"
 	"github.com/flashsale/flashsale/services/purchase"
 	"github.com/flashsale/flashsale/shop"
 	"github.com/flashsale/flashsale/store"
@@ -56,7 +56,7 @@ const PprofEnv = "FLASHSALE_BENCH_REF_PPROF"
 
 func servePprof(addr string) error {
 	host, _, err := net.SplitHostPort(addr)
-	if err != nil || !load.IsLoopbackHost(host) {
+	if err != nil || !loadgen.IsLoopbackHost(host) {
 		return fmt.Errorf("%q: only a loopback address is allowed", addr)
 	}
 	ln, err := net.Listen("tcp", addr)
@@ -120,7 +120,7 @@ func serveFlags(name string, args []string, stderr io.Writer) (addr, redisURL st
 		return "", "", err
 	}
 	host, _, err := net.SplitHostPort(*a)
-	if err != nil || !load.IsLoopbackHost(host) {
+	if err != nil || !loadgen.IsLoopbackHost(host) {
 		return "", "", fmt.Errorf("%s: -addr %q: only a loopback address is allowed", name, *a)
 	}
 	return *a, *ru, nil
@@ -193,7 +193,7 @@ func newRefReserve(ctx context.Context, redisURL string) (*refReserve, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &refReserve{rdb: rdb, stock: store.NewStock(rdb), done: make(chan struct{}),
+	h := &refReserve{rdb: rdb, stock: store.NewStock(rdb, store.OneShard), done: make(chan struct{}),
 		// ids far above flashsale's BIGSERIAL item ids, distinct per process
 		base: 1<<42 + int64(os.Getpid())<<12}
 	h.unlink = func(item int64) {

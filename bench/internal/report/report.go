@@ -12,9 +12,9 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/flashsale/flashsale/bench/hist"
 	"github.com/flashsale/flashsale/bench/internal/proc"
-	"github.com/flashsale/flashsale/bench/load"
+	"github.com/flashsale/flashsale/loadgen"
+	"github.com/flashsale/flashsale/loadgen/hist"
 )
 
 // Outcome is one (kind, class) cell of a phase.
@@ -61,7 +61,7 @@ func secs(ns int64) float64 { return float64(ns) / 1e9 }
 // Build turns a finished phase's statistics into its report: arrivals were scheduled at rate
 // over window; the phase is stable when errors plus dropped arrivals stay at or under errLimit
 // and every arrival is over.
-func Build(name, target string, st *load.Stats, arrivals int, rate float64, window time.Duration, errLimit float64) PhaseReport {
+func Build(name, target string, st *loadgen.Stats, arrivals int, rate float64, window time.Duration, errLimit float64) PhaseReport {
 	p := PhaseReport{Name: name, Target: target, Rate: rate, Arrivals: arrivals, Window: window.Seconds(),
 		Elapsed: secs(st.LastAnswer()), Late: st.Late(), Dropped: st.Dropped(), Requests: st.Requests(),
 		Dispatch: st.Dispatch().Summary(), FirstSoldOut: -1, Last202: -1, Codes: map[string]map[string]int64{}}
@@ -69,32 +69,32 @@ func Build(name, target string, st *load.Stats, arrivals int, rate float64, wind
 	if v := st.FirstSoldOut(); v >= 0 {
 		p.FirstSoldOut = secs(v)
 	}
-	for k := load.Kind(0); k < load.NumKinds; k++ {
-		for c := load.Class(0); c < load.NumClasses; c++ {
+	for k := loadgen.Kind(0); k < loadgen.NumKinds; k++ {
+		for c := loadgen.Class(0); c < loadgen.NumClasses; c++ {
 			snap := st.Latency(k, c)
 			if snap.N == 0 {
 				continue
 			}
-			o := Outcome{Kind: load.KindNames[k], Class: load.ClassNames[c], Count: int64(snap.N), Lat: snap.Summary(),
+			o := Outcome{Kind: loadgen.KindNames[k], Class: loadgen.ClassNames[c], Count: int64(snap.N), Lat: snap.Summary(),
 				First: secs(st.FirstAt(k, c)), Last: secs(st.LastAt(k, c))}
 			if p.Elapsed > 0 {
 				o.Rate = float64(o.Count) / p.Elapsed
 			}
 			p.Outcomes = append(p.Outcomes, o)
-			if c == load.Class202 && k != load.KindArrival {
+			if c == loadgen.Class202 && k != loadgen.KindArrival {
 				p.Last202 = max(p.Last202, o.Last)
 			}
 		}
-		for i, name := range load.CodeNames {
+		for i, name := range loadgen.CodeNames {
 			if n := st.Code(k, i); n > 0 {
-				if p.Codes[load.KindNames[k]] == nil {
-					p.Codes[load.KindNames[k]] = map[string]int64{}
+				if p.Codes[loadgen.KindNames[k]] == nil {
+					p.Codes[loadgen.KindNames[k]] = map[string]int64{}
 				}
-				p.Codes[load.KindNames[k]][name] = n
+				p.Codes[loadgen.KindNames[k]][name] = n
 			}
 		}
 	}
-	p.Errors = st.Errors(load.KindArrival) + p.Dropped
+	p.Errors = st.Errors(loadgen.KindArrival) + p.Dropped
 	if arrivals > 0 {
 		p.ErrorRate = float64(p.Errors) / float64(arrivals)
 	}
@@ -102,7 +102,7 @@ func Build(name, target string, st *load.Stats, arrivals int, rate float64, wind
 	return p
 }
 
-// Outcome returns the cell of kind k (a load.KindNames) and outcome c, empty if none.
+// Outcome returns the cell of kind k (a loadgen.KindNames) and outcome c, empty if none.
 func (p PhaseReport) Outcome(k, c string) Outcome {
 	for _, o := range p.Outcomes {
 		if o.Kind == k && o.Class == c {

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flashsale/flashsale/bench/load"
-	"github.com/flashsale/flashsale/bench/tokens"
+	"github.com/flashsale/flashsale/loadgen"
+	"github.com/flashsale/flashsale/loadgen/tokens"
 )
 
 func TestMedian(t *testing.T) {
@@ -106,14 +106,14 @@ func standInPhase(t *testing.T, arrivals int) PhaseReport {
 		}
 	}))
 	defer srv.Close()
-	pool, err := load.NewPool("raw", srv.URL, 1, 5*time.Second) // one worker: the answers come in order
+	pool, err := loadgen.NewPool("raw", srv.URL, 1, 5*time.Second) // one worker: the answers come in order
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer pool.Close()
 	users := tokens.Of(make([]string, arrivals)...)
-	ph := &load.Phase{Name: "buy", Base: time.Now(), Offsets: load.Schedule(arrivals, 100*time.Millisecond, "uniform", 1), Deadline: 10 * time.Second,
-		Do: load.PurchaseOnly(users, tokens.Of("tok"), load.PurchasePath(8))}
+	ph := &loadgen.Phase{Name: "buy", Base: time.Now(), Offsets: loadgen.Schedule(arrivals, 100*time.Millisecond, "uniform", 1), Deadline: 10 * time.Second,
+		Do: loadgen.PurchaseOnly(users, tokens.Of("tok"), loadgen.PurchasePath(8))}
 	st := pool.Run(context.Background(), ph, nil)
 	return Build("buy", "flashsale", st, arrivals, 200, 100*time.Millisecond, 0.01)
 }

@@ -11,8 +11,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flashsale/flashsale/services/pipeline"
 	"github.com/flashsale/flashsale/store"
-	"github.com/flashsale/flashsale/testenv/invariants"
 )
 
 // Backends are the server's Postgres and Redis, opened by the tool to check its work.
@@ -143,7 +143,7 @@ func checkSale(ctx context.Context, b *Backends, a *API, s *Sale) []string {
 	if len(acked) > ackChunk {
 		acked = nil // checked below in chunks
 	}
-	for _, err := range invariants.Check(ctx, b.DB, b.Redis, s.SaleID, acked) {
+	for _, err := range pipeline.Invariants(ctx, b.DB, store.NewStock(b.Redis, b.DB.StockShardsCached), s.SaleID, acked) {
 		v = append(v, fmt.Sprintf("sale %d: %v", s.SaleID, err))
 	}
 	if len(s.Acked) > ackChunk {

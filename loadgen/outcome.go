@@ -1,4 +1,4 @@
-package load
+package loadgen
 
 // Kind is what a latency measures.
 type Kind int

@@ -1,10 +1,10 @@
-// Package load is flashsale's open-loop load generator: arrivals released at times fixed in
+// Package loadgen is flashsale's open-loop load generator: arrivals released at times fixed in
 // advance, whatever the answers, to a fixed pool of workers with keep-alive connections through
 // a lean HTTP/1.1 client; every answer recorded, lock-free, by kind and outcome, and every
 // shopper's latency counted from its scheduled time. The flows (a shopper's visit, a purchase
 // alone) speak flashsale's public contract. The benchmark tool (bench) and the merchant's fire
 // drill (services/drill, through internal/app) both drive it.
-package load
+package loadgen
 
 import (
 	"context"

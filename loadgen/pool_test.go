@@ -1,4 +1,4 @@
-package load
+package loadgen
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flashsale/flashsale/bench/tokens"
+	"github.com/flashsale/flashsale/loadgen/tokens"
 )
 
 // newTestPool is a pool whose workers never dial unless the phase's Do uses them.

@@ -1,4 +1,4 @@
-package load
+package loadgen
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/flashsale/flashsale/bench/tokens"
+	"github.com/flashsale/flashsale/loadgen/tokens"
 )
 
 // TokenPath is the path of a sale's purchase-token call.

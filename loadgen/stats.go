@@ -1,10 +1,10 @@
-package load
+package loadgen
 
 import (
 	"sync/atomic"
 	"time"
 
-	"github.com/flashsale/flashsale/bench/hist"
+	"github.com/flashsale/flashsale/loadgen/hist"
 )
 
 // Stats collects one phase's outcomes from every worker at once.
