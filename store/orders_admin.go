@@ -26,7 +26,7 @@ type SaleOrder struct {
 // (nil: from the newest), at most limit; next is nil on the last page. Keyset paging: a page
 // costs the same however deep it is. A username is matched as accounts are, case-insensitively
 // (the unique index on lower(username)); one no account holds matches no order.
-func (d *DB) OrdersOfSale(ctx context.Context, saleID int64, f SaleOrderFilter, after *OrderCursor, limit int) ([]SaleOrder, *OrderCursor, error) {
+func (d *DB) OrdersOfSale(ctx context.Context, saleID int64, f SaleOrderFilter, after *shop.OrderCursor, limit int) ([]SaleOrder, *shop.OrderCursor, error) {
 	q := `SELECT o.*, COALESCE(u.username, '') AS username FROM orders o LEFT JOIN users u ON u.id = o.user_id
 		WHERE o.sale_id = ?`
 	args := []any{saleID}
@@ -57,7 +57,7 @@ func (d *DB) OrdersOfSale(ctx context.Context, saleID int64, f SaleOrderFilter, 
 	}
 	out = out[:limit]
 	last := out[limit-1]
-	return out, &OrderCursor{ReservedAt: last.ReservedAt, ID: last.ID}, nil
+	return out, &shop.OrderCursor{ReservedAt: last.ReservedAt, ID: last.ID}, nil
 }
 
 // ExportOrder is one row of a sale's order export.
@@ -76,7 +76,7 @@ func (d *DB) EachOrderOfSale(ctx context.Context, saleID int64, chunk int, fn fu
 	if chunk <= 0 {
 		chunk = 1000
 	}
-	var after *OrderCursor
+	var after *shop.OrderCursor
 	for {
 		q := `SELECT o.*, i.name AS item_name, coalesce(o.unit_price_cents, i.price_cents) AS price_cents, s.currency, COALESCE(u.username, '') AS username
 			FROM orders o JOIN items i ON i.id = o.item_id JOIN sales s ON s.id = o.sale_id
@@ -102,6 +102,6 @@ func (d *DB) EachOrderOfSale(ctx context.Context, saleID int64, chunk int, fn fu
 			return nil
 		}
 		last := rows[len(rows)-1]
-		after = &OrderCursor{ReservedAt: last.ReservedAt, ID: last.ID}
+		after = &shop.OrderCursor{ReservedAt: last.ReservedAt, ID: last.ID}
 	}
 }

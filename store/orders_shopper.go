@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"gorm.io/gorm"
 
@@ -48,27 +47,9 @@ func (d *DB) OrderDetailByID(ctx context.Context, id string) (OrderDetail, error
 	return o, nil
 }
 
-// OrderCursor is a position in a newest-first list of orders.
-type OrderCursor struct {
-	ReservedAt time.Time
-	ID         string
-}
-
-// Encode makes the cursor an opaque string for a client.
-func (c OrderCursor) Encode() string { return encodeCursor(c.ReservedAt, c.ID) }
-
-// DecodeOrderCursor parses a cursor made by Encode.
-func DecodeOrderCursor(s string) (OrderCursor, bool) {
-	at, id, ok := decodeCursor(s)
-	if !ok || len(id) != 36 {
-		return OrderCursor{}, false
-	}
-	return OrderCursor{ReservedAt: at, ID: id}, true
-}
-
 // OrdersOfUser lists a shopper's orders (of one sale if saleID > 0) newest first (by reservation time), after cursor (nil: from the newest), at most
 // limit; next is nil on the last page.
-func (d *DB) OrdersOfUser(ctx context.Context, userID, saleID int64, after *OrderCursor, limit int) ([]OrderDetail, *OrderCursor, error) {
+func (d *DB) OrdersOfUser(ctx context.Context, userID, saleID int64, after *shop.OrderCursor, limit int) ([]OrderDetail, *shop.OrderCursor, error) {
 	q := orderDetailSelect + ` WHERE o.user_id = ?`
 	args := []any{userID}
 	if saleID > 0 {
@@ -90,7 +71,7 @@ func (d *DB) OrdersOfUser(ctx context.Context, userID, saleID int64, after *Orde
 	}
 	out = out[:limit]
 	last := out[limit-1]
-	return out, &OrderCursor{ReservedAt: last.ReservedAt, ID: last.ID}, nil
+	return out, &shop.OrderCursor{ReservedAt: last.ReservedAt, ID: last.ID}, nil
 }
 
 // PayOrder marks a PENDING order of userID as PAID through the simulated provider (the API's

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -199,33 +198,14 @@ func (d *DB) SaleByID(ctx context.Context, id int64) (shop.Sale, error) {
 	return s.business(), nil
 }
 
-// SaleCursor is a position in the list of sales by start time.
-type SaleCursor struct {
-	StartsAt time.Time
-	ID       int64
-}
-
-// Encode makes the cursor an opaque string for a client.
-func (c SaleCursor) Encode() string { return encodeCursor(c.StartsAt, strconv.FormatInt(c.ID, 10)) }
-
-// DecodeSaleCursor parses a cursor made by Encode.
-func DecodeSaleCursor(s string) (SaleCursor, bool) {
-	at, id, ok := decodeCursor(s)
-	i, err := strconv.ParseInt(id, 10, 64)
-	if !ok || err != nil || i <= 0 {
-		return SaleCursor{}, false
-	}
-	return SaleCursor{StartsAt: at, ID: i}, true
-}
-
 // SalesEndingAfter lists the sales not ended at t, soonest first, with their items: a page of at
 // most limit after the cursor (nil: from the first); next is nil on the last page. A fire drill's
 // scratch copy is not listed (EachSaleEndingAfter, the background jobs' walk, has them).
-func (d *DB) SalesEndingAfter(ctx context.Context, t time.Time, after *SaleCursor, limit int) ([]shop.Sale, *SaleCursor, error) {
+func (d *DB) SalesEndingAfter(ctx context.Context, t time.Time, after *shop.SaleCursor, limit int) ([]shop.Sale, *shop.SaleCursor, error) {
 	return d.salesEndingAfter(ctx, t, after, limit, false)
 }
 
-func (d *DB) salesEndingAfter(ctx context.Context, t time.Time, after *SaleCursor, limit int, drills bool) ([]shop.Sale, *SaleCursor, error) {
+func (d *DB) salesEndingAfter(ctx context.Context, t time.Time, after *shop.SaleCursor, limit int, drills bool) ([]shop.Sale, *shop.SaleCursor, error) {
 	var out []saleRow
 	q := d.g.WithContext(ctx).Preload("Items", func(db *gorm.DB) *gorm.DB { return db.Order("position") }).
 		Where("ends_at > ?", t)
@@ -244,13 +224,13 @@ func (d *DB) salesEndingAfter(ctx context.Context, t time.Time, after *SaleCurso
 	}
 	out = out[:limit]
 	last := out[limit-1]
-	return salesOf(out), &SaleCursor{StartsAt: last.StartsAt, ID: last.ID}, nil
+	return salesOf(out), &shop.SaleCursor{StartsAt: last.StartsAt, ID: last.ID}, nil
 }
 
 // SalesEndedBy lists the sales ended at t, the latest end first, with their items: a page of at
 // most limit after the cursor (nil: from the first; its time is the end of the last sale of the
 // page before); next is nil on the last page. A fire drill's scratch copy is not listed.
-func (d *DB) SalesEndedBy(ctx context.Context, t time.Time, after *SaleCursor, limit int) ([]shop.Sale, *SaleCursor, error) {
+func (d *DB) SalesEndedBy(ctx context.Context, t time.Time, after *shop.SaleCursor, limit int) ([]shop.Sale, *shop.SaleCursor, error) {
 	var out []saleRow
 	q := d.g.WithContext(ctx).Preload("Items", func(db *gorm.DB) *gorm.DB { return db.Order("position") }).
 		Where("ends_at <= ? AND drill_of IS NULL", t)
@@ -266,13 +246,13 @@ func (d *DB) SalesEndedBy(ctx context.Context, t time.Time, after *SaleCursor, l
 	}
 	out = out[:limit]
 	last := out[limit-1]
-	return salesOf(out), &SaleCursor{StartsAt: last.EndsAt, ID: last.ID}, nil
+	return salesOf(out), &shop.SaleCursor{StartsAt: last.EndsAt, ID: last.ID}, nil
 }
 
 // EachSaleEndingAfter calls fn with every sale not ended at t, a page at a time: a fire drill's
 // scratch copy too (the keeper serves it as any sale while the drill runs).
 func (d *DB) EachSaleEndingAfter(ctx context.Context, t time.Time, fn func([]shop.Sale) error) error {
-	var after *SaleCursor
+	var after *shop.SaleCursor
 	for {
 		page, next, err := d.salesEndingAfter(ctx, t, after, 500, true)
 		if err != nil {

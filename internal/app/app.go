@@ -178,7 +178,6 @@ func (a *App) build(instance string) error {
 	a.Metrics = metrics.New(a.reg)
 	a.Stock = store.NewStock(a.Redis, a.DB.StockShardsCached)
 	a.pub = store.NewGroupPublisher(a.Queue, cfg.PublishParallel, cfg.PublishBatch, cfg.PublishTimeout, a.Metrics.ObservePublish)
-	store.SetCursorSecret([]byte(cfg.JWTSecret)) // the listing cursors, signed alike on every instance
 	notices := a.Queue.Notices()
 	var err error
 	if a.SoldOut, err = purchase.NewSoldOut(notices, time.Second, log, a.now); err != nil {
@@ -188,7 +187,8 @@ func (a *App) build(instance string) error {
 	if a.Payments, err = a.buildPayments(); err != nil { // before the catalog, which asks its minimum charge
 		return err
 	}
-	if a.sales, err = catalog.NewSales(catalog.Config{PayWindow: cfg.PayWindow, WarmAhead: cfg.WarmAhead, StockShards: cfg.StockShards},
+	if a.sales, err = catalog.NewSales(catalog.Config{PayWindow: cfg.PayWindow, WarmAhead: cfg.WarmAhead, StockShards: cfg.StockShards,
+		CursorSecret: []byte(cfg.JWTSecret)},
 		catalog.Deps{DB: a.DB, Stock: a.Stock, Loader: a.Loader, Reconcile: a.reconcile, Queue: guardedQueue{Queue: a.Queue, guard: a.guard},
 			Notices: notices, Prices: a.Payments.Provider(), Log: log, Now: a.now}); err != nil {
 		return err

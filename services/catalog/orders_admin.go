@@ -109,7 +109,7 @@ func (s *Sales) SaleOrders(ctx context.Context, merchantID, saleID int64, f Sale
 			return nil, "", err
 		}
 	}
-	after, err := shop.CursorFrom(cursor, store.DecodeOrderCursor)
+	after, err := s.cursors.ParseOrder(cursor)
 	if err != nil {
 		return nil, "", err
 	}
@@ -128,7 +128,7 @@ func (s *Sales) SaleOrders(ctx context.Context, merchantID, saleID int64, f Sale
 	if next == nil {
 		return out, "", nil
 	}
-	return out, next.Encode(), nil
+	return out, s.cursors.Order(*next), nil
 }
 
 // CheckSaleOwner answers NOT_FOUND unless merchantID owns saleID (the export checks it before

@@ -18,13 +18,13 @@ type DB interface {
 	ItemByID(ctx context.Context, id int64) (shop.Item, error)
 	DrawOf(ctx context.Context, saleID int64) (shop.Draw, error)
 	DrawRecord(ctx context.Context, saleID int64, cursor string, limit int) ([]shop.DrawEntry, string, error)
-	OrdersOfSale(ctx context.Context, saleID int64, f store.SaleOrderFilter, after *store.OrderCursor, limit int) ([]store.SaleOrder, *store.OrderCursor, error)
+	OrdersOfSale(ctx context.Context, saleID int64, f store.SaleOrderFilter, after *shop.OrderCursor, limit int) ([]store.SaleOrder, *shop.OrderCursor, error)
 	SaleByID(ctx context.Context, id int64) (shop.Sale, error)
 	SaleMoney(ctx context.Context, saleID int64) ([]store.ItemMoney, error)
 	SaleMoneyIssues(ctx context.Context, saleID int64) (store.MoneyIssues, error)
 	SalesByMerchant(ctx context.Context, merchantID int64, limit int) ([]shop.Sale, error)
-	SalesEndingAfter(ctx context.Context, t time.Time, after *store.SaleCursor, limit int) ([]shop.Sale, *store.SaleCursor, error)
-	SalesEndedBy(ctx context.Context, t time.Time, after *store.SaleCursor, limit int) ([]shop.Sale, *store.SaleCursor, error)
+	SalesEndingAfter(ctx context.Context, t time.Time, after *shop.SaleCursor, limit int) ([]shop.Sale, *shop.SaleCursor, error)
+	SalesEndedBy(ctx context.Context, t time.Time, after *shop.SaleCursor, limit int) ([]shop.Sale, *shop.SaleCursor, error)
 }
 
 // Stock is what the catalog reads and changes of the sales' state in Redis (store.Stock).

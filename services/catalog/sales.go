@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flashsale/flashsale/services/internal/cursor"
 	"github.com/flashsale/flashsale/services/internal/ttlcache"
 	"github.com/flashsale/flashsale/services/pipeline"
 	"github.com/flashsale/flashsale/shop"
@@ -78,6 +79,7 @@ type AdminItemStock struct {
 
 // Sales creates sales, reads them and keeps the catalog the purchase path checks against.
 type Sales struct {
+	cursors   cursor.Signer
 	db        DB
 	stock     Stock
 	loader    Loader
@@ -133,6 +135,9 @@ type Config struct {
 	PayWindow   time.Duration // the payment window of a sale created without its own
 	WarmAhead   time.Duration // a sale's stock goes into Redis this long before its start, at creation or edit when the start is that close already, else by the keeper (0: pipeline.DefaultWarmAhead)
 	StockShards int           // the Redis stock shards of a sale created without its own count (0: 1)
+	// CursorSecret signs the listings' cursors (services/internal/cursor): the same on every
+	// instance behind one address
+	CursorSecret []byte
 }
 
 // Deps are what the catalog works with. Queue and Notices may be left out: then no rebuild of a
@@ -164,7 +169,7 @@ func NewSales(cfg Config, d Deps) (*Sales, error) {
 		d.Prices = anyPrice{}
 	}
 	now := d.Now
-	s := &Sales{db: d.DB, stock: d.Stock, loader: d.Loader, reconcile: d.Reconcile, payWindow: cfg.PayWindow,
+	s := &Sales{cursors: cursor.New(cfg.CursorSecret), db: d.DB, stock: d.Stock, loader: d.Loader, reconcile: d.Reconcile, payWindow: cfg.PayWindow,
 		warmAhead: cfg.WarmAhead, shards: cfg.StockShards, queue: d.Queue, notices: d.Notices, prices: d.Prices, log: d.Log, now: now,
 		items: ttlcache.New[int64](ttlcache.Config[shop.ItemInfo]{TTL: catalogTTL, Max: 100_000, MaxAbsent: 10_000,
 			Absent: func(i shop.ItemInfo) bool { return !i.Found }, AbsentTTL: absentTTL, StaleFor: 24 * time.Hour}, now),
@@ -373,8 +378,8 @@ func (s *Sales) Ended(ctx context.Context, cursor string) ([]shop.Sale, string, 
 // listPage reads one page of a listing of sales (read, from now, after cursor): every request of
 // this instance shares one read of a page a second, keyed by the listing and the cursor.
 func (s *Sales) listPage(ctx context.Context, listingKey, cursor string, size int,
-	read func(ctx context.Context, t time.Time, after *store.SaleCursor, limit int) ([]shop.Sale, *store.SaleCursor, error)) ([]shop.Sale, string, error) {
-	after, err := shop.CursorFrom(cursor, store.DecodeSaleCursor)
+	read func(ctx context.Context, t time.Time, after *shop.SaleCursor, limit int) ([]shop.Sale, *shop.SaleCursor, error)) ([]shop.Sale, string, error) {
+	after, err := s.cursors.ParseSale(cursor)
 	if err != nil {
 		return nil, "", err
 	}
@@ -386,7 +391,7 @@ func (s *Sales) listPage(ctx context.Context, listingKey, cursor string, size in
 		if next == nil {
 			return listing{sales: out}, nil
 		}
-		return listing{sales: out, next: next.Encode()}, nil
+		return listing{sales: out, next: s.cursors.Sale(*next)}, nil
 	})
 	if err != nil {
 		return nil, "", shop.Unavailable(err)

@@ -166,7 +166,7 @@ const MyOrdersPage = 20
 // (services/myorders.go): one pipelined round trip, and no Postgres query per request beyond the
 // page (the sales that can hold one are read once a second).
 func (p *Purchases) MyOrders(ctx context.Context, userID, saleID int64, cursor string) ([]shop.OrderView, string, error) {
-	after, err := shop.CursorFrom(cursor, store.DecodeOrderCursor)
+	after, err := p.cursors.ParseOrder(cursor)
 	if err != nil {
 		return nil, "", err
 	}
@@ -184,7 +184,7 @@ func (p *Purchases) MyOrders(ctx context.Context, userID, saleID int64, cursor s
 	if next == nil {
 		return out, "", nil
 	}
-	return out, next.Encode(), nil
+	return out, p.cursors.Order(*next), nil
 }
 
 // queueEstimate fills in a QUEUED order's place in the queue; without Redis's answer it

@@ -16,7 +16,7 @@ type DB interface {
 	MaxSeqOfSale(ctx context.Context, saleID int64) (int64, error)
 	MaxSeqOfShards(ctx context.Context, saleID int64, k int) ([]int64, error)
 	OrderDetailByID(ctx context.Context, id string) (store.OrderDetail, error)
-	OrdersOfUser(ctx context.Context, userID, saleID int64, after *store.OrderCursor, limit int) ([]store.OrderDetail, *store.OrderCursor, error)
+	OrdersOfUser(ctx context.Context, userID, saleID int64, after *shop.OrderCursor, limit int) ([]store.OrderDetail, *shop.OrderCursor, error)
 	PayOrder(ctx context.Context, id string, userID int64) (bool, error)
 	SalesOpenSince(ctx context.Context, endedAfter, startsBefore time.Time) ([]shop.Sale, error)
 }

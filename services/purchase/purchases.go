@@ -9,6 +9,7 @@ import (
 
 	"github.com/flashsale/flashsale/services/captcha"
 	"github.com/flashsale/flashsale/services/faults"
+	"github.com/flashsale/flashsale/services/internal/cursor"
 	"github.com/flashsale/flashsale/services/limits"
 	"github.com/flashsale/flashsale/services/metrics"
 	"github.com/flashsale/flashsale/shop"
@@ -40,9 +41,10 @@ type Purchases struct {
 	limiter *limits.Limiter
 	returns Returner
 	tokens  tokenSigner
-	budget  *tokenBlocks // the purchase tokens' shared budget (budget.go)
-	ids     attemptIDs   // names each attempt's order after its token and item
-	draws   Draws        // closes a sale's draw once its window has passed
+	cursors cursor.Signer // my orders' pages
+	budget  *tokenBlocks  // the purchase tokens' shared budget (budget.go)
+	ids     attemptIDs    // names each attempt's order after its token and item
+	draws   Draws         // closes a sale's draw once its window has passed
 	metrics *metrics.Metrics
 	log     *slog.Logger
 	now     func() time.Time
@@ -86,7 +88,7 @@ func NewPurchases(cfg PurchaseConfig, d Deps) *Purchases {
 	}
 	return &Purchases{cfg: cfg, sales: d.Catalog, stock: d.Stock, db: d.DB, pub: d.Publisher, captcha: d.Captcha, soldOut: d.SoldOut,
 		limiter: d.Limiter, returns: d.Returns, funnel: d.Funnel, queueWait: NewQueueWait(d.Stock, d.WriterRate),
-		tokens: newTokenSigner(cfg.SigningSecret), budget: newTokenBlocks(d.Stock, cfg.TokenTTL, d.Log, d.Now), ids: newAttemptIDs(cfg.SigningSecret), draws: d.Draws,
+		tokens: newTokenSigner(cfg.SigningSecret), cursors: cursor.New(cfg.SigningSecret), budget: newTokenBlocks(d.Stock, cfg.TokenTTL, d.Log, d.Now), ids: newAttemptIDs(cfg.SigningSecret), draws: d.Draws,
 		metrics: metrics.Or(d.Metrics),
 		log:     d.Log, now: d.Now, mine: newMyOrdersState(d.Now)}
 }

@@ -1,4 +1,4 @@
-package store_test
+package cursor_test
 
 import (
 	"encoding/base64"
@@ -6,33 +6,35 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flashsale/flashsale/store"
+	"github.com/flashsale/flashsale/services/internal/cursor"
+	"github.com/flashsale/flashsale/shop"
 )
 
 // Cursors round-trip, and anything this server did not give out (junk, too long, the other
 // kind's) is refused.
 func TestCursors(t *testing.T) {
+	setSecret([]byte("a deployment's secret"))
 	at := time.UnixMicro(1764550000123456)
-	o := store.OrderCursor{ReservedAt: at, ID: "01a22f2c-d409-845b-ad2f-fe1a00000016"}
-	if got, ok := store.DecodeOrderCursor(o.Encode()); !ok || got != o {
+	o := shop.OrderCursor{ReservedAt: at, ID: "01a22f2c-d409-845b-ad2f-fe1a00000016"}
+	if got, ok := decodeOrder(signer.Order(o)); !ok || got != o {
 		t.Errorf("order cursor round trip = %+v, %v", got, ok)
 	}
-	sc := store.SaleCursor{StartsAt: at, ID: 42}
-	if got, ok := store.DecodeSaleCursor(sc.Encode()); !ok || !got.StartsAt.Equal(at) || got.ID != 42 {
+	sc := shop.SaleCursor{StartsAt: at, ID: 42}
+	if got, ok := decodeSale(signer.Sale(sc)); !ok || !got.StartsAt.Equal(at) || got.ID != 42 {
 		t.Errorf("sale cursor round trip = %+v, %v", got, ok)
 	}
-	for _, bad := range []string{"", "nonsense", "!!!", sc.Encode() + strings.Repeat("A", 200)} {
-		if _, ok := store.DecodeOrderCursor(bad); ok {
+	for _, bad := range []string{"", "nonsense", "!!!", signer.Sale(sc) + strings.Repeat("A", 200)} {
+		if _, ok := decodeOrder(bad); ok {
 			t.Errorf("order cursor %q accepted", bad)
 		}
-		if _, ok := store.DecodeSaleCursor(bad); ok {
+		if _, ok := decodeSale(bad); ok {
 			t.Errorf("sale cursor %q accepted", bad)
 		}
 	}
-	if _, ok := store.DecodeOrderCursor(sc.Encode()); ok {
+	if _, ok := decodeOrder(signer.Sale(sc)); ok {
 		t.Error("a sale cursor was taken for an order cursor")
 	}
-	if _, ok := store.DecodeSaleCursor(o.Encode()); ok {
+	if _, ok := decodeSale(signer.Order(o)); ok {
 		t.Error("an order cursor was taken for a sale cursor")
 	}
 }
@@ -41,11 +43,11 @@ func TestCursors(t *testing.T) {
 // exactly the spelling it gave them out (each other spelling of a position would be a cache key
 // of its own, so a query no cache holds). Instances sharing the secret read each other's.
 func TestCursorsAreSigned(t *testing.T) {
-	store.SetCursorSecret([]byte("one deployment's secret, 32 bytes or more"))
+	setSecret([]byte("one deployment's secret, 32 bytes or more"))
 	at := time.UnixMicro(1764550000123456)
-	sc := store.SaleCursor{StartsAt: at, ID: 42}
-	good := sc.Encode()
-	if _, ok := store.DecodeSaleCursor(good); !ok {
+	sc := shop.SaleCursor{StartsAt: at, ID: 42}
+	good := signer.Sale(sc)
+	if _, ok := decodeSale(good); !ok {
 		t.Fatalf("a cursor given out here was refused: %q", good)
 	}
 	payload, mac, found := strings.Cut(good, ".")
@@ -84,18 +86,39 @@ func TestCursorsAreSigned(t *testing.T) {
 		if bad == good {
 			continue // the low bits of this one were already set
 		}
-		if _, ok := store.DecodeSaleCursor(bad); ok {
+		if _, ok := decodeSale(bad); ok {
 			t.Errorf("%s: cursor %q accepted", name, bad)
 		}
 	}
 	// Another deployment's secret: its cursors are not this one's.
-	store.SetCursorSecret([]byte("another deployment's secret, also 32+ bytes"))
-	if _, ok := store.DecodeSaleCursor(good); ok {
+	setSecret([]byte("another deployment's secret, also 32+ bytes"))
+	if _, ok := decodeSale(good); ok {
 		t.Error("a cursor signed with another secret was accepted")
 	}
 	// The same secret again (another instance of the first deployment): accepted.
-	store.SetCursorSecret([]byte("one deployment's secret, 32 bytes or more"))
-	if got, ok := store.DecodeSaleCursor(good); !ok || got.ID != 42 || !got.StartsAt.Equal(at) {
+	setSecret([]byte("one deployment's secret, 32 bytes or more"))
+	if got, ok := decodeSale(good); !ok || got.ID != 42 || !got.StartsAt.Equal(at) {
 		t.Errorf("an instance with the same secret read %q as %+v, %v", good, got, ok)
 	}
+}
+
+// signer is the Signer of the secret the test set last (setSecret): an instance of a deployment.
+var signer cursor.Signer
+
+func setSecret(secret []byte) { signer = cursor.New(secret) }
+
+func decodeSale(s string) (shop.SaleCursor, bool) {
+	p, err := signer.ParseSale(s)
+	if err != nil || p == nil {
+		return shop.SaleCursor{}, false
+	}
+	return *p, true
+}
+
+func decodeOrder(s string) (shop.OrderCursor, bool) {
+	p, err := signer.ParseOrder(s)
+	if err != nil || p == nil {
+		return shop.OrderCursor{}, false
+	}
+	return *p, true
 }
