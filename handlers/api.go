@@ -33,8 +33,8 @@ type Catalog interface {
 	AdminStock(ctx context.Context, merchantID, saleID int64) ([]catalog.AdminItemStock, error)
 }
 
-// Shop is what the API needs of the purchase service.
-type Shop interface {
+// Purchases is what the API needs of the purchase service (services/purchase).
+type Purchases interface {
 	NewCaptcha(ctx context.Context, userID, saleID int64, ip string) (string, string, error)
 	TokenGate(ctx context.Context, saleID int64) error
 	PurchaseGate(ctx context.Context, itemID int64, token string) error
@@ -60,7 +60,7 @@ const (
 type API struct {
 	Accounts     Accounts
 	Catalog      Catalog
-	Shop         Shop
+	Purchases    Purchases
 	Admin        SaleAdmin // edit, pause, resume, end and warm a sale (handlers/admin.go)
 	Log          *slog.Logger
 	Now          func() time.Time

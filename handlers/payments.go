@@ -47,7 +47,7 @@ func (a *API) Checkout(c *gin.Context) {
 	if shop.ErrorCode(err) == shop.CodeNotFound {
 		// Not in Postgres: it may be the shopper's QUEUED order, recorded in a moment (not
 		// payable yet), or another's, or made up (not found). Asked only then.
-		if v, oerr := a.Shop.Order(ctx, userID, id); oerr == nil && v.Status == shop.StatusQueued {
+		if v, oerr := a.Purchases.Order(ctx, userID, id); oerr == nil && v.Status == shop.StatusQueued {
 			err = shop.PaidAnswer(shop.StatusQueued)
 		} else if oerr != nil && shop.ErrorCode(oerr) != shop.CodeNotFound {
 			err = oerr // Redis cannot say now: unavailable, not "no such order"

@@ -43,7 +43,7 @@ func (a *API) Captcha(c *gin.Context) {
 		Error(c, a.Log, err)
 		return
 	}
-	id, img, err := a.Shop.NewCaptcha(c.Request.Context(), caller(c).UserID, saleID, c.ClientIP())
+	id, img, err := a.Purchases.NewCaptcha(c.Request.Context(), caller(c).UserID, saleID, c.ClientIP())
 	if err != nil {
 		Error(c, a.Log, err)
 		return
@@ -60,7 +60,7 @@ func (a *API) Captcha(c *gin.Context) {
 func (a *API) TokenGate(c *gin.Context) {
 	saleID, err := pathID(c, "saleId")
 	if err == nil {
-		err = a.Shop.TokenGate(c.Request.Context(), saleID)
+		err = a.Purchases.TokenGate(c.Request.Context(), saleID)
 	}
 	if err != nil {
 		Error(c, a.Log, err)
@@ -85,7 +85,7 @@ func (a *API) PurchaseToken(c *gin.Context) {
 		Error(c, a.Log, err)
 		return
 	}
-	tok, exp, err := a.Shop.IssueToken(c.Request.Context(), caller(c).UserID, saleID, in.CaptchaID, in.Answer, c.ClientIP())
+	tok, exp, err := a.Purchases.IssueToken(c.Request.Context(), caller(c).UserID, saleID, in.CaptchaID, in.Answer, c.ClientIP())
 	if err != nil {
 		Error(c, a.Log, err)
 		return
@@ -117,7 +117,7 @@ func tokenJSON(tok string, exp time.Time) []byte {
 func (a *API) PurchaseGate(c *gin.Context) {
 	itemID, err := pathID(c, "itemId")
 	if err == nil {
-		err = a.Shop.PurchaseGate(c.Request.Context(), itemID, c.GetHeader("X-Purchase-Token"))
+		err = a.Purchases.PurchaseGate(c.Request.Context(), itemID, c.GetHeader("X-Purchase-Token"))
 	}
 	if err != nil {
 		Error(c, a.Log, err)
@@ -134,7 +134,7 @@ func (a *API) Purchase(c *gin.Context) {
 		Error(c, a.Log, err)
 		return
 	}
-	orderID, draw, err := a.Shop.Purchase(c.Request.Context(), caller(c).UserID, itemID, c.GetHeader("X-Purchase-Token"), c.ClientIP())
+	orderID, draw, err := a.Purchases.Purchase(c.Request.Context(), caller(c).UserID, itemID, c.GetHeader("X-Purchase-Token"), c.ClientIP())
 	if err != nil {
 		Error(c, a.Log, err)
 		return
@@ -207,7 +207,7 @@ func (a *API) Order(c *gin.Context) {
 	if !allowRead(c, a.Reads, a.Log) {
 		return
 	}
-	v, err := a.Shop.Order(c.Request.Context(), caller(c).UserID, c.Param("orderId"))
+	v, err := a.Purchases.Order(c.Request.Context(), caller(c).UserID, c.Param("orderId"))
 	if err != nil {
 		Error(c, a.Log, err)
 		return
@@ -232,7 +232,7 @@ func (a *API) MyOrders(c *gin.Context) {
 		}
 		saleID = id
 	}
-	list, next, err := a.Shop.MyOrders(c.Request.Context(), caller(c).UserID, saleID, cursor)
+	list, next, err := a.Purchases.MyOrders(c.Request.Context(), caller(c).UserID, saleID, cursor)
 	if err != nil {
 		Error(c, a.Log, err)
 		return
@@ -251,7 +251,7 @@ func (a *API) Pay(c *gin.Context) {
 		Error(c, a.Log, err) // 409 USE_CHECKOUT: a real provider takes money only through its checkout
 		return
 	}
-	v, err := a.Shop.Pay(c.Request.Context(), caller(c).UserID, c.Param("orderId"))
+	v, err := a.Purchases.Pay(c.Request.Context(), caller(c).UserID, c.Param("orderId"))
 	if err != nil {
 		Error(c, a.Log, err)
 		return
@@ -261,7 +261,7 @@ func (a *API) Pay(c *gin.Context) {
 
 // Cancel handles the "POST /api/flash-sales/orders/:orderId/cancel" route.
 func (a *API) Cancel(c *gin.Context) {
-	v, err := a.Shop.Cancel(c.Request.Context(), caller(c).UserID, c.Param("orderId"))
+	v, err := a.Purchases.Cancel(c.Request.Context(), caller(c).UserID, c.Param("orderId"))
 	if err != nil {
 		Error(c, a.Log, err)
 		return

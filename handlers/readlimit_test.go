@@ -41,7 +41,7 @@ func (c *countingCatalog) Displayed(context.Context, int64) (catalog.DisplayedSt
 
 // countingShop counts the order lookups.
 type countingShop struct {
-	Shop
+	Purchases
 	calls atomic.Int64
 }
 
@@ -80,7 +80,7 @@ type readRig struct {
 func newReadRig() *readRig {
 	cat, buyer := &countingCatalog{}, &countingShop{}
 	log := slog.New(slog.DiscardHandler)
-	api := &API{Catalog: cat, Shop: buyer, Log: log, Now: time.Now}
+	api := &API{Catalog: cat, Purchases: buyer, Log: log, Now: time.Now}
 	pages := &Pages{Catalog: cat, Log: log, Now: time.Now}
 	r := gin.New()
 	r.Use(func(c *gin.Context) { SetIdentity(c, auth.Identity{UserID: 7, Role: auth.RoleShopper}) })

@@ -34,7 +34,7 @@ type OrderView struct {
 	SaleName   string
 	Failure    string
 	CreatedAt  time.Time
-	Queue      *QueueEstimate // QUEUED only: its place in the queue (services/queue_wait.go)
+	Queue      *QueueEstimate // QUEUED only: its place in the queue (services/purchase/queue_wait.go)
 	Draw       bool           // an entry of the sale's fair-start draw (QUEUED until it closes, then PENDING or NOT_SELECTED)
 
 	PaymentStatus string // PaymentNone … (none while QUEUED)

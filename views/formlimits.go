@@ -13,6 +13,7 @@ var (
 	maxDescriptionAttr  = strconv.Itoa(shop.MaxDescriptionRunes)
 	maxImageURLAttr     = strconv.Itoa(shop.MaxImageURLBytes)
 	maxQuantityAttr     = strconv.Itoa(shop.MaxQuantity)
+	maxItemsAttr        = strconv.Itoa(shop.MaxItemsPerSale)
 	maxPayWindowMinutes = strconv.Itoa(shop.MaxPaymentWindowSeconds / 60)
 	// maxFairStartSeconds is the longest draw window, in the seconds the form takes ("10").
 	maxFairStartSeconds = strconv.FormatFloat(float64(shop.MaxFairStartMillis)/1000, 'f', -1, 64)

@@ -50,6 +50,10 @@ func TestCreateFormFollowsTheTable(t *testing.T) {
 			t.Errorf("%s %s = %q, want %d", a.selector, a.attr, got, a.want)
 		}
 	}
+	// the item rows' limit, which the form's script reads (admin_form_fields.js, maxItems)
+	if got := form.AttrOr("data-max-items", ""); got != strconv.Itoa(shop.MaxItemsPerSale) {
+		t.Errorf("the form's data-max-items = %q, want %d", got, shop.MaxItemsPerSale)
+	}
 }
 
 // The scripts' copies of the table (money.js writes and reads prices, the form's messages name

@@ -146,7 +146,7 @@ func fuzzRouter(auth *auth.Auth) http.Handler {
 	return NewRouter(Config{
 		Log:      log,
 		Verifier: auth,
-		API:      &handlers.API{Accounts: fakeAccounts{}, Catalog: fakeCatalog{}, Shop: fakeShop{}, Admin: fakeAdmin{}, Payments: fakePayments{}, Log: log, Now: now, SessionTTL: time.Hour},
+		API:      &handlers.API{Accounts: fakeAccounts{}, Catalog: fakeCatalog{}, Purchases: fakeShop{}, Admin: fakeAdmin{}, Payments: fakePayments{}, Log: log, Now: now, SessionTTL: time.Hour},
 		Pages:    &handlers.Pages{Catalog: fakeCatalog{}, Payments: fakePayments{}, Log: log, Now: now},
 		Registry: prometheus.NewRegistry(),
 	})

@@ -133,7 +133,7 @@ func TestOpenAPIMatchesRouter(t *testing.T) {
 	}
 }
 
-// allCodes are the contract's error codes (services/errors.go).
+// allCodes are the contract's error codes (shop/errors.go).
 var allCodes = []shop.Code{
 	shop.CodeInvalidInput, shop.CodeUnauthenticated, shop.CodeInvalidCredentials,
 	shop.CodeForbidden, shop.CodeMerchantsCannotBuy, shop.CodeCSRF, shop.CodeUnsupportedMediaType, shop.CodeCaptchaFailed,

@@ -303,7 +303,7 @@ func (a *App) buildPipeline(instance string) {
 // router is the HTTP side: the API, the pages, metrics and the health checks.
 func (a *App) router(reads *limits.Limiter) http.Handler {
 	cfg, log := a.cfg, a.Log
-	api := &handlers.API{Accounts: a.Auth, Catalog: a.sales, Shop: a.purchases, Orders: a.sales, Admin: a.sales, Live: a.sales, Reminders: a.sales, Draws: a.sales, Payments: a.Payments, Drills: a.drills, Log: log, Now: a.now,
+	api := &handlers.API{Accounts: a.Auth, Catalog: a.sales, Purchases: a.purchases, Orders: a.sales, Admin: a.sales, Live: a.sales, Reminders: a.sales, Draws: a.sales, Payments: a.Payments, Drills: a.drills, Log: log, Now: a.now,
 		SecureCookie: cfg.Env == "production", SessionTTL: cfg.JWTTTL, Reads: reads}
 	pages := &handlers.Pages{Catalog: a.sales, Past: a.sales, Payments: a.Payments, Log: log, Now: a.now, SecureCookie: cfg.Env == "production", Reads: reads, PublicURL: cfg.PublicURL}
 	return web.NewRouter(web.Config{Log: log, Verifier: a.Auth, API: api, Pages: pages, Registry: a.reg,

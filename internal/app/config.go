@@ -72,7 +72,7 @@ type Config struct {
 	// the load (tests only: no setting sets it).
 	BeforeRedisLoad func(saleID int64)
 	TrustedProxies  []string
-	// Fault is FLASHSALE_FAULT (tests only, refused in production): see services/faults.go.
+	// Fault is FLASHSALE_FAULT (tests only, refused in production): see services/faults/faults.go.
 	Fault *faults.Spec
 
 	Payments            string // simulated or stripe

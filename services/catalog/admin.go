@@ -195,7 +195,7 @@ func (s *Sales) warmIfDue(ctx context.Context, row shop.Sale, now time.Time) {
 }
 
 // forget drops this instance's cached view of a sale. Other instances drop theirs when the
-// change is announced (services/salenotice.go), or catch up within catalogTTL; the reserve script
+// change is announced (services/catalog/salenotice.go), or catch up within catalogTTL; the reserve script
 // reads pause and the times from Redis, the token issuer pause within pausedTTL.
 func (s *Sales) forget(row shop.Sale) {
 	s.salesCache.Forget(row.ID)
@@ -415,7 +415,7 @@ func editedItem(it shop.Item, e ItemEdit) shop.Item {
 // CheckPaused refuses a purchase token while the sale is paused. The cached row may be up to
 // catalogTTL old on another instance, so the sale's Redis meta is read too (one HGET, trusted for
 // pausedTTL): a pause holds on every instance within a second, at once where its notice arrives
-// (services/salenotice.go), and the reserve script refuses the purchase itself regardless.
+// (services/catalog/salenotice.go), and the reserve script refuses the purchase itself regardless.
 func (s *Sales) CheckPaused(ctx context.Context, sale shop.Sale) error {
 	if sale.Paused {
 		return shop.ErrPaused

@@ -96,7 +96,7 @@ type Sales struct {
 	listings   *ttlcache.Cache[string, listing] // pages of Upcoming, by cursor
 
 	queue     pipeline.Backlogger              // the queue whose depth the live view shows, and rebuilds wait for
-	liveCache *ttlcache.Cache[int64, LiveView] // the merchant's live view, per sale (services/live.go)
+	liveCache *ttlcache.Cache[int64, LiveView] // the merchant's live view, per sale (services/catalog/live.go)
 	liveSeen  liveState
 
 	pausedCache *ttlcache.Cache[int64, bool] // Redis's paused flag per sale, for the token path (pausedTTL)
@@ -127,7 +127,7 @@ const catalogTTL = 5 * time.Second
 // absentTTL is how long an id found to be no sale (or no item) is answered "not found" without a
 // query. Short, because such an id at or below the highest one (idBounds) may be a sale whose
 // creation had not committed yet: the instance that creates a sale forgets it at once, the
-// others when its notice arrives (services/salenotice.go), and at the latest after this.
+// others when its notice arrives (services/catalog/salenotice.go), and at the latest after this.
 const absentTTL = time.Second
 
 // Config are the catalog's tunables.

@@ -163,7 +163,7 @@ const MyOrdersPage = 20
 // MyOrders lists a shopper's orders (of one sale when saleID > 0), newest first by reservation
 // time, a page after cursor ("" for the first); next is "" on the last page. The first page also
 // lists the shopper's acknowledged orders the writer has not written yet, as QUEUED, from Redis
-// (services/myorders.go): one pipelined round trip, and no Postgres query per request beyond the
+// (services/purchase/myorders.go): one pipelined round trip, and no Postgres query per request beyond the
 // page (the sales that can hold one are read once a second).
 func (p *Purchases) MyOrders(ctx context.Context, userID, saleID int64, cursor string) ([]shop.OrderView, string, error) {
 	after, err := p.cursors.ParseOrder(cursor)

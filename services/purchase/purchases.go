@@ -52,7 +52,7 @@ type Purchases struct {
 
 	queueWait *QueueWait     // a QUEUED order's place
 	funnel    FunnelCounter  // counts the sale's funnel for the merchant's live view
-	mine      *myOrdersState // "my orders": the sales that may hold QUEUED orders (services/myorders.go)
+	mine      *myOrdersState // "my orders": the sales that may hold QUEUED orders (services/purchase/myorders.go)
 }
 
 // Deps are what the purchase path works with. Funnel and WriterRate may be left out: then nothing

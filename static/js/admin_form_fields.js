@@ -11,8 +11,12 @@ import { CURRENCIES, parseMoney } from './money.js';
 import { setFieldError } from './admin_form_errors.js';
 import { t, locale } from './i18n.js';
 
-// MAX_ITEMS is the most items a sale has (the server's limit).
-const MAX_ITEMS = 50;
+// maxItems is the most items a sale has: the server's limit, which the form carries
+// (data-max-items, from shop.MaxItemsPerSale).
+function maxItems(F) {
+  var n = F.form ? Number(F.form.getAttribute('data-max-items')) : NaN;
+  return n > 0 ? n : Infinity;
+}
 
 // localInputToRFC3339 reads a datetime-local value in the browser's zone (the merchant's) and
 // writes it as RFC 3339 in UTC, e.g. 2026-05-01T02:00:00Z for 10:00 in Shanghai.
@@ -217,7 +221,7 @@ function readItem(row, cur, problem) {
   return ok ? it : null;
 }
 
-// readItems reads every item row; a sale has one item at least and MAX_ITEMS at most.
+// readItems reads every item row; a sale has one item at least and maxItems at most.
 function readItems(F, cur, problem, hadProblem) {
   var items = [];
   var all = itemRows(F);
@@ -227,8 +231,8 @@ function readItems(F, cur, problem, hadProblem) {
       items.push(it);
     }
   });
-  if (all.length > MAX_ITEMS) {
-    problem('items', null, t('A sale has at most {n} items: remove some.', { n: MAX_ITEMS }));
+  if (all.length > maxItems(F)) {
+    problem('items', null, t('A sale has at most {n} items: remove some.', { n: maxItems(F) }));
   } else if (items.length === 0 && !hadProblem()) {
     problem('items', null, t('Add at least one item.'));
   }
