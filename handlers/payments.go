@@ -42,17 +42,7 @@ func origin(c *gin.Context) string {
 // Checkout handles "POST /api/flash-sales/orders/:orderId/checkout": the provider's page for the
 // caller's PENDING order (one per order, whatever the number of clicks).
 func (a *API) Checkout(c *gin.Context) {
-	ctx, userID, id := c.Request.Context(), caller(c).UserID, c.Param("orderId")
-	url, err := a.Payments.Checkout(ctx, userID, id, origin(c))
-	if shop.ErrorCode(err) == shop.CodeNotFound {
-		// Not in Postgres: it may be the shopper's QUEUED order, recorded in a moment (not
-		// payable yet), or another's, or made up (not found). Asked only then.
-		if v, oerr := a.Purchases.Order(ctx, userID, id); oerr == nil && v.Status == shop.StatusQueued {
-			err = shop.PaidAnswer(shop.StatusQueued)
-		} else if oerr != nil && shop.ErrorCode(oerr) != shop.CodeNotFound {
-			err = oerr // Redis cannot say now: unavailable, not "no such order"
-		}
-	}
+	url, err := a.Payments.Checkout(c.Request.Context(), caller(c).UserID, c.Param("orderId"), origin(c))
 	if err != nil {
 		Error(c, a.Log, err)
 		return

@@ -184,13 +184,14 @@ func (a *App) build(instance string) error {
 		return err
 	}
 	a.buildPipeline(instance)
-	if a.Payments, err = a.buildPayments(); err != nil { // before the catalog, which asks its minimum charge
+	provider, webhooks, err := newProvider(cfg) // before the catalog, which asks its minimum charge
+	if err != nil {
 		return err
 	}
 	if a.sales, err = catalog.NewSales(catalog.Config{PayWindow: cfg.PayWindow, WarmAhead: cfg.WarmAhead, StockShards: cfg.StockShards,
 		CursorSecret: []byte(cfg.JWTSecret)},
 		catalog.Deps{DB: a.DB, Stock: a.Stock, Loader: a.Loader, Reconcile: a.reconcile, Queue: guardedQueue{Queue: a.Queue, guard: a.guard},
-			Notices: notices, Prices: a.Payments.Provider(), Log: log, Now: a.now}); err != nil {
+			Notices: notices, Prices: provider, Log: log, Now: a.now}); err != nil {
 		return err
 	}
 	// The purchase funnel of the merchant's live view: counted in memory, flushed to Redis once a
@@ -209,20 +210,10 @@ func (a *App) build(instance string) error {
 	}, purchase.Deps{Catalog: a.sales, Stock: a.Stock, DB: a.DB, Publisher: guardedPublisher{Publisher: a.pub, guard: a.guard},
 		Captcha: challenges, SoldOut: a.SoldOut, Limiter: limiter, Returns: a.returns, Funnel: a.funnel,
 		WriterRate: a.Writer.Throughput(), Draws: a.draws, Metrics: a.Metrics, Log: log, Now: a.now})
+	a.Payments = payments.New(paymentsConfig(cfg), payments.Deps{Provider: provider, Webhooks: webhooks, DB: a.DB,
+		Queued: a.purchases, Returns: a.returns, Metrics: a.Metrics, Log: a.Log, Now: a.now})
 	a.Handler = a.router(limiter)
 	return nil
-}
-
-// buildPayments makes the payment side on the configured provider: Stripe Checkout, or the
-// simulated provider (development and tests).
-func (a *App) buildPayments() (*payments.Payments, error) {
-	cfg := a.cfg
-	d := payments.Deps{DB: a.DB, Returns: a.returns, Metrics: a.Metrics, Log: a.Log, Now: a.now}
-	var err error
-	if d.Provider, d.Webhooks, err = newProvider(cfg); err != nil {
-		return nil, err
-	}
-	return payments.New(paymentsConfig(cfg), d), nil
 }
 
 func paymentsConfig(cfg Config) payments.Config {

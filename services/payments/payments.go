@@ -49,6 +49,7 @@ type Deps struct {
 	Provider Provider
 	Webhooks EventParser
 	DB       DB
+	Queued   QueuedOrders // the shoppers' orders acknowledged and not written yet (nil: none known)
 	Returns  Returner
 	Metrics  *metrics.Metrics
 	Log      *slog.Logger
@@ -61,6 +62,7 @@ type Payments struct {
 	provider Provider
 	webhooks EventParser
 	db       DB
+	queued   QueuedOrders
 	returns  Returner
 	metrics  *metrics.Metrics
 	log      *slog.Logger
@@ -90,8 +92,11 @@ func New(cfg Config, d Deps) *Payments {
 	if d.Webhooks == nil {
 		d.Webhooks = noWebhooks{}
 	}
+	if d.Queued == nil {
+		d.Queued = noQueued{}
+	}
 	cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
-	return &Payments{cfg: cfg, provider: d.Provider, webhooks: d.Webhooks, db: d.DB, returns: d.Returns,
+	return &Payments{cfg: cfg, provider: d.Provider, webhooks: d.Webhooks, db: d.DB, queued: d.Queued, returns: d.Returns,
 		metrics: metrics.Or(d.Metrics), log: d.Log, now: d.Now, kick: make(chan struct{}, 1)}
 }
 
@@ -115,6 +120,9 @@ func (p *Payments) DirectPay() error {
 // One order has one checkout: a second click, on any instance, answers the same.
 func (p *Payments) Checkout(ctx context.Context, userID int64, orderID, origin string) (string, error) {
 	o, err := p.payableOrder(ctx, userID, orderID)
+	if shop.ErrorCode(err) == shop.CodeNotFound {
+		err = p.notWrittenYet(ctx, userID, orderID, err)
+	}
 	if err != nil {
 		return "", err
 	}
@@ -327,4 +335,32 @@ type noWebhooks struct{}
 
 func (noWebhooks) ParseEvent([]byte, string) (Event, error) {
 	return Event{}, shop.Errorf(shop.CodeNotFound, "this deployment takes no provider webhooks")
+}
+
+// QueuedOrders tells of a shopper's order the writer has not written yet (purchase.Purchases).
+type QueuedOrders interface {
+	Order(ctx context.Context, userID int64, orderID string) (shop.OrderView, error)
+}
+
+// noQueued knows of no order not written yet.
+type noQueued struct{}
+
+func (noQueued) Order(_ context.Context, _ int64, orderID string) (shop.OrderView, error) {
+	return shop.OrderView{}, shop.Errorf(shop.CodeNotFound, "no order %q", orderID)
+}
+
+// notWrittenYet answers the checkout of an order Postgres does not hold (notFound): the
+// shopper's QUEUED order, recorded in a moment, is not payable yet (NOT_PAYABLE, QUEUED);
+// another's or a made-up one is not found; and when Redis cannot say now, the shop is
+// unavailable rather than the order "not found". Asked only then: a checkout of a written order
+// costs no Redis call.
+func (p *Payments) notWrittenYet(ctx context.Context, userID int64, orderID string, notFound error) error {
+	v, err := p.queued.Order(ctx, userID, orderID)
+	switch {
+	case err == nil && v.Status == shop.StatusQueued:
+		return shop.PaidAnswer(shop.StatusQueued)
+	case err != nil && shop.ErrorCode(err) != shop.CodeNotFound:
+		return err
+	}
+	return notFound
 }
