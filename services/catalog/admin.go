@@ -186,7 +186,7 @@ func (s *Sales) applyInRedis(ctx context.Context, old, next shop.Sale, done *red
 // edit that brought the start closer): at once, as at creation. A failure is the keeper's to
 // retry.
 func (s *Sales) warmIfDue(ctx context.Context, row shop.Sale, now time.Time) {
-	if row.Epoch != 0 || !row.EndsAt.After(now) || !pipeline.DueForWarmUp(row.StartsAt, now, s.warmAhead) {
+	if row.Epoch != 0 || !row.EndsAt.After(now) || !shop.DueForWarmUp(row.StartsAt, now, s.warmAhead) {
 		return
 	}
 	if _, err := s.loader.LoadFirst(ctx, row.ID); err != nil {

@@ -267,7 +267,7 @@ func (s *Sales) live(ctx context.Context, saleID int64) (LiveView, error) {
 	v.Funnel = liveFunnel(counts, rep)
 	prev, seen := s.liveSeen.see(saleID, rep.SeqRaw, now)
 	moved := !seen || prev != rep.SeqRaw
-	v.Reconciliation = liveReconciliation(rep, now, pipeline.DueForWarmUp(row.StartsAt, now, s.warmAhead), v.Writer.QueueDepth, moved)
+	v.Reconciliation = liveReconciliation(rep, now, shop.DueForWarmUp(row.StartsAt, now, s.warmAhead), v.Writer.QueueDepth, moved)
 	if (rep.Lost || (!rep.Loaded && row.Epoch != 0)) && v.Writer.QueueDepth != nil {
 		n := *v.Writer.QueueDepth
 		v.Reconciliation.RebuildWaitsFor = &n

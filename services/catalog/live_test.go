@@ -36,10 +36,10 @@ func TestLiveStatus(t *testing.T) {
 func TestDueForWarmUp(t *testing.T) {
 	t.Parallel()
 	start := time.Unix(1_800_000_000, 0)
-	if pipeline.DueForWarmUp(start, start.Add(-10*time.Minute-time.Second), 10*time.Minute) {
+	if shop.DueForWarmUp(start, start.Add(-10*time.Minute-time.Second), 10*time.Minute) {
 		t.Error("due 10m01s before the start")
 	}
-	if !pipeline.DueForWarmUp(start, start.Add(-10*time.Minute), 10*time.Minute) || !pipeline.DueForWarmUp(start, start.Add(time.Hour), 10*time.Minute) {
+	if !shop.DueForWarmUp(start, start.Add(-10*time.Minute), 10*time.Minute) || !shop.DueForWarmUp(start, start.Add(time.Hour), 10*time.Minute) {
 		t.Error("not due 10m before the start, or after it")
 	}
 }

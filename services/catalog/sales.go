@@ -133,7 +133,7 @@ const absentTTL = time.Second
 // Config are the catalog's tunables.
 type Config struct {
 	PayWindow   time.Duration // the payment window of a sale created without its own
-	WarmAhead   time.Duration // a sale's stock goes into Redis this long before its start, at creation or edit when the start is that close already, else by the keeper (0: pipeline.DefaultWarmAhead)
+	WarmAhead   time.Duration // a sale's stock goes into Redis this long before its start, at creation or edit when the start is that close already, else by the keeper (0: shop.DefaultWarmAhead)
 	StockShards int           // the Redis stock shards of a sale created without its own count (0: 1)
 	// CursorSecret signs the listings' cursors (services/internal/cursor): the same on every
 	// instance behind one address
@@ -157,7 +157,7 @@ type Deps struct {
 // NewSales returns the catalog, listening to the other instances' sale-change notices.
 func NewSales(cfg Config, d Deps) (*Sales, error) {
 	if cfg.WarmAhead == 0 {
-		cfg.WarmAhead = pipeline.DefaultWarmAhead
+		cfg.WarmAhead = shop.DefaultWarmAhead
 	}
 	if d.Queue == nil {
 		d.Queue = pipeline.NoQueue{}
@@ -298,7 +298,7 @@ func (s *Sales) create(ctx context.Context, merchantID int64, in NewSale) (shop.
 	// Its stock goes into Redis WarmAhead before the start: now, if the start is that close (the
 	// keeper retries if Redis is down now; until then purchases answer 503), else the keeper
 	// loads it when the time comes.
-	if pipeline.DueForWarmUp(sale.StartsAt, now, s.warmAhead) {
+	if shop.DueForWarmUp(sale.StartsAt, now, s.warmAhead) {
 		if _, err := s.loader.LoadFirst(ctx, sale.ID); err != nil {
 			s.log.Warn("sale not loaded into redis at creation; the keeper will retry", "sale", sale.ID, "err", err)
 		}

@@ -20,7 +20,7 @@ type KeeperConfig struct {
 	OrphanAge         time.Duration // a reservation older than this that never reached the queue is returned
 	ReconcileInterval time.Duration // how often the lease holder reconciles Redis with Postgres
 	RebuildDelay      time.Duration // how long a sale stays unhealthy before its rebuild (publishes in flight land meanwhile)
-	WarmAhead         time.Duration // a sale is loaded into Redis this long before its start (0: DefaultWarmAhead)
+	WarmAhead         time.Duration // a sale is loaded into Redis this long before its start (0: shop.DefaultWarmAhead)
 	Instance          string        // names this instance in the reconciliation lease
 }
 
@@ -90,7 +90,7 @@ func NewKeeper(cfg KeeperConfig, d KeeperDeps) *Keeper {
 		cfg.ReconcileInterval = 5 * time.Second
 	}
 	if cfg.WarmAhead <= 0 {
-		cfg.WarmAhead = DefaultWarmAhead
+		cfg.WarmAhead = shop.DefaultWarmAhead
 	}
 	if d.Draws == nil {
 		d.Draws = noDraws{}
@@ -192,7 +192,7 @@ func (k *Keeper) warmOne(ctx context.Context, s saleToWarm, backlog uint64) erro
 	if err != nil || healthy {
 		return err
 	}
-	if !DueForWarmUp(s.startsAt, k.now(), k.cfg.WarmAhead) {
+	if !shop.DueForWarmUp(s.startsAt, k.now(), k.cfg.WarmAhead) {
 		delete(k.unhealthySince, sale)
 		return nil // loaded WarmAhead before its start (or at once by the merchant's warm button)
 	}
@@ -452,13 +452,4 @@ func (k *Keeper) reconcilePass(ctx context.Context, sales []int64, backlog uint6
 	faults.Reached(faults.LeaseHeld)
 	k.reconcile.Pass(ctx, sales, lease.Fence, backlog == 0)
 	return nil
-}
-
-// DefaultWarmAhead is how long before its start a sale's stock is loaded into Redis, unless told
-// otherwise (FLASHSALE_WARM_AHEAD).
-const DefaultWarmAhead = 10 * time.Minute
-
-// DueForWarmUp reports whether a sale starting at startsAt must be held in Redis at now.
-func DueForWarmUp(startsAt, now time.Time, ahead time.Duration) bool {
-	return !now.Before(startsAt.Add(-ahead))
 }
