@@ -106,7 +106,10 @@ const (
 	OutcomeClosed    PaymentOutcome = "closed"     // a checkout closed with nothing paid
 )
 
-// ApplyPaymentEvent applies a provider's event once (by its id), in one transaction:
+// ApplyPaymentEvent applies a provider's event once (by its id), in one transaction. It is where
+// the payment rules are decided (services/payments runs them and acts on the outcome): they must
+// be atomic with the order row they change.
+//
 //   - paid, order PENDING: PAID, whatever its deadline (a payment confirmed before the expiry
 //     committed wins: both are conditional updates of the PENDING row, so exactly one happens);
 //   - paid, order no longer PENDING (expired, cancelled, failed) and no payment recorded: the payment

@@ -1,9 +1,18 @@
-// Package payments decides what becomes of an order's money: a hosted checkout per PENDING order,
+// Package payments runs what becomes of an order's money: a hosted checkout per PENDING order,
 // the provider's confirmation (the webhook, the only thing that marks an order PAID), and the
 // races at the payment deadline. A payment confirmed while the order is PENDING wins over an
 // expiry that has not committed (both are conditional updates of the one PENDING row); one
 // confirmed after the expiry committed is refunded, automatically and once; a checkout whose
 // order can no longer be paid is expired at the provider, retried until it is.
+//
+// Where each rule is decided: the verdict on a provider's event (paid, refund due, a payment
+// that is not the order's own, a duplicate) is taken inside one Postgres transaction with the
+// order's row locked, store.DB.ApplyPaymentEvent (store/payments.go: applyPaid, applyExpired),
+// because it must be atomic with the row it changes; the expiry of an unpaid order, by
+// store.DB.ExpireOrder's conditional update. This package calls them and acts on their
+// outcomes (a refund made due, a checkout closed at the provider, the books checked against
+// the provider's); it decides the rest: when to open, expire and verify checkouts, and how to
+// retry a provider that said nothing.
 package payments
 
 import (
