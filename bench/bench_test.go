@@ -220,20 +220,16 @@ func checkRushItems(t *testing.T, ctx context.Context, o Options, res *RunResult
 	if ids := res.Sales[0].ItemIDs; len(ids) != 3 || res.Rush.Items != 3 {
 		t.Errorf("the rush's sale has items %v (report: %d), want 3", ids, res.Rush.Items)
 	} else {
-		be, err := target.Open(ctx, o.DatabaseURL, o.RedisURL)
-		if err != nil {
-			t.Fatal(err)
-		}
+		g := testenv.SQL(t, o.DatabaseURL)
 		for i, id := range ids {
 			var n int64
-			if err := be.DB.Gorm().WithContext(ctx).Raw(`SELECT count(*) FROM orders WHERE item_id = ?`, id).Scan(&n).Error; err != nil {
+			if err := g.WithContext(ctx).Raw(`SELECT count(*) FROM orders WHERE item_id = ?`, id).Scan(&n).Error; err != nil {
 				t.Fatal(err)
 			}
 			if want := splitUnits(units, 3)[i]; n != int64(want) {
 				t.Errorf("item %d: %d orders, want its %d units", id, n, want)
 			}
 		}
-		be.Close()
 	}
 	if res.Rush.SoldOutAt < 0 || res.Rush.SoldOutAt != res.Rush.Last202At {
 		t.Errorf("sold out at %v, last 202 at %v: with three items, the sale sells out with its last unit", res.Rush.SoldOutAt, res.Rush.Last202At)
@@ -285,7 +281,7 @@ func checkVerifyCatches(t *testing.T, ctx context.Context, o Options, sales []*t
 		t.Fatalf("after repairing Redis: %q", inv.Violations)
 	}
 	gone := sales[0].Acked[0]
-	if err := be.DB.Gorm().WithContext(ctx).Exec(`DELETE FROM orders WHERE id = ?::uuid`, gone).Error; err != nil {
+	if err := testenv.SQL(t, o.DatabaseURL).WithContext(ctx).Exec(`DELETE FROM orders WHERE id = ?::uuid`, gone).Error; err != nil {
 		t.Fatal(err)
 	}
 	inv = target.Verify(ctx, be, a, sales, 2*time.Second)

@@ -39,7 +39,7 @@ func (q *Queue) IsConnected() bool { return q.nc.IsConnected() }
 
 // Ping checks that Postgres answers (the readiness check).
 func (d *DB) Ping(ctx context.Context) error {
-	sqlDB, err := d.Gorm().DB()
+	sqlDB, err := d.g.DB()
 	if err != nil {
 		return err
 	}

@@ -107,8 +107,10 @@ func (d *DB) Close() error {
 	return sqlDB.Close()
 }
 
-// Gorm exposes the connection to the integration tests, which check the source of truth directly
-// and watch the statements the program sends; no program code outside this package uses it.
+// Gorm exposes the program's own connection to the few tests that watch what the program itself
+// sends and holds (its statements, its pool) and to this package's tests; a test that only reads
+// or changes the source of truth opens its own connection (testenv.SQL). No program code outside
+// this package uses it.
 func (d *DB) Gorm() *gorm.DB { return d.g }
 
 func isUniqueViolation(err error) bool {

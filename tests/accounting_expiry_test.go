@@ -126,7 +126,7 @@ func TestPayVersusExpireRace(t *testing.T) {
 	paid, expired := 0, 0
 	for id, a := range answers {
 		var status string
-		h.app.DB.Gorm().Raw(`SELECT status FROM orders WHERE id = ?`, id).Scan(&status)
+		h.sql().Raw(`SELECT status FROM orders WHERE id = ?`, id).Scan(&status)
 		switch {
 		case a.status == http.StatusOK && status == "PAID":
 			paid++
@@ -166,7 +166,7 @@ func payAroundTheDeadline(t *testing.T, h *harness, orders map[int64]string) map
 		go func() {
 			defer wg.Done()
 			var payBy time.Time
-			err := h.app.DB.Gorm().Raw(`SELECT pay_by FROM orders WHERE id = ?`, id).Scan(&payBy).Error
+			err := h.sql().Raw(`SELECT pay_by FROM orders WHERE id = ?`, id).Scan(&payBy).Error
 			if err != nil {
 				t.Error(err)
 				return

@@ -150,7 +150,7 @@ func TestOneTokenOneAttemptAndPerSaleLimit(t *testing.T) {
 	}
 	h.drain(perSale)
 	var status, failure string
-	h.app.DB.Gorm().Raw(`SELECT status, coalesce(failure, '') FROM orders WHERE id = ?`, second.str("orderId")).Row().Scan(&status, &failure)
+	h.sql().Raw(`SELECT status, coalesce(failure, '') FROM orders WHERE id = ?`, second.str("orderId")).Row().Scan(&status, &failure)
 	if status != "FAILED" || !strings.Contains(failure, "already holds") {
 		t.Errorf("second order of the sale: %s %q, want FAILED (already holds a live order)", status, failure)
 	}

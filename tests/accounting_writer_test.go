@@ -106,12 +106,12 @@ func TestWriterNoDeadlocks(t *testing.T) {
 	}
 	wg.Wait()
 	var before int64
-	h.app.DB.Gorm().Raw(`SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()`).Scan(&before)
+	h.sql().Raw(`SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()`).Scan(&before)
 	h.app.Start(context.Background(), true, false)
 	h.drain(s)
 	time.Sleep(1500 * time.Millisecond) // the expiry of the first written overlaps the last writes
 	var after int64
-	h.app.DB.Gorm().Raw(`SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()`).Scan(&after)
+	h.sql().Raw(`SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()`).Scan(&after)
 	if after != before {
 		t.Errorf("deadlocks in Postgres during the writes and expiries: %d", after-before)
 	}

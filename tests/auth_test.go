@@ -197,7 +197,7 @@ func TestUsernamesCaseInsensitive(t *testing.T) {
 		}
 	}
 	// The database itself refuses a second spelling (the migration's unique index).
-	if err := h.app.DB.Gorm().Exec(`INSERT INTO users (username, password_hash, role) VALUES ('KEVIN.lee', 'x', 'shopper')`).Error; err == nil {
+	if err := h.sql().Exec(`INSERT INTO users (username, password_hash, role) VALUES ('KEVIN.lee', 'x', 'shopper')`).Error; err == nil {
 		t.Errorf("postgres took a username differing only by case")
 	}
 }
@@ -206,12 +206,13 @@ func TestUsernamesCaseInsensitive(t *testing.T) {
 func TestUsernameMigrationRefusesDuplicates(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db, err := store.OpenDB(ctx, testenv.Postgres(t), 4)
+	dsn := testenv.Postgres(t)
+	db, err := store.OpenDB(ctx, dsn, 4)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	g := db.Gorm()
+	g := testenv.SQL(t, dsn)
 	names, _ := migrations.FS.ReadDir(".")
 	var files []string
 	for _, n := range names {

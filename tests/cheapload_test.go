@@ -16,7 +16,6 @@ import (
 	"github.com/flashsale/flashsale/services/auth"
 	"github.com/flashsale/flashsale/services/catalog"
 	"github.com/flashsale/flashsale/shop"
-	"github.com/flashsale/flashsale/store"
 	"github.com/flashsale/flashsale/testenv"
 )
 
@@ -142,14 +141,10 @@ func TestWriterKeepsItsOwnPoolWhenThePublicOneIsExhausted(t *testing.T) {
 	}()
 	defer func() { stop(); <-done }()
 
-	check, err := store.OpenDB(ctx, h.cfg.DatabaseURL, 1) // a look from outside both pools
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer check.Close()
+	check := testenv.SQL(t, h.cfg.DatabaseURL) // a look from outside both pools
 	testenv.Eventually(t, 10*time.Second, fmt.Sprintf("order %s written after the writer started, with the public pool exhausted", orderID), func() error {
 		var status string
-		if err := check.Gorm().Raw(`SELECT status FROM orders WHERE id = ?`, orderID).Scan(&status).Error; err != nil {
+		if err := check.Raw(`SELECT status FROM orders WHERE id = ?`, orderID).Scan(&status).Error; err != nil {
 			t.Fatal(err)
 		}
 		if status != shop.StatusPending {

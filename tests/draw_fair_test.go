@@ -91,7 +91,7 @@ func TestDrawIsFair(t *testing.T) {
 		At   time.Time
 		Rank int64
 	}
-	if err := h.app.DB.Gorm().Raw(`SELECT reserved_at AS at, draw_rank AS rank FROM orders WHERE sale_id = ? AND draw_rank IS NOT NULL`, fair.sale).
+	if err := h.sql().Raw(`SELECT reserved_at AS at, draw_rank AS rank FROM orders WHERE sale_id = ? AND draw_rank IS NOT NULL`, fair.sale).
 		Scan(&entries).Error; err != nil {
 		t.Fatal(err)
 	}

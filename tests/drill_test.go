@@ -90,7 +90,7 @@ func (h *harness) salePostgres(saleID int64) []string {
 		`SELECT row_to_json(r)::text FROM stock_returns r WHERE sale_id = ? ORDER BY order_id`,
 	} {
 		var part []string
-		if err := h.app.DB.Gorm().Raw(q, saleID).Scan(&part).Error; err != nil {
+		if err := h.sql().Raw(q, saleID).Scan(&part).Error; err != nil {
 			h.t.Fatal(err)
 		}
 		rows = append(rows, part...)
@@ -406,7 +406,7 @@ func TestFireDrillInterruptedIsCleanedAtStart(t *testing.T) {
 	if _, err := h.app.Loader.LoadFirst(ctx, cp.ID); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.app.DB.Gorm().Exec(`INSERT INTO drills (sale_id, merchant_id, copy_sale_id, phase, shoppers, seconds, expected_crowd, crowd_source, instance, heartbeat_at)
+	if err := h.sql().Exec(`INSERT INTO drills (sale_id, merchant_id, copy_sale_id, phase, shoppers, seconds, expected_crowd, crowd_source, instance, heartbeat_at)
 		VALUES (?, 9000, ?, 'running', 100, 1, 200, 'quantity', 'gone', now() - interval '1 minute')`, s.sale, cp.ID).Error; err != nil {
 		t.Fatal(err)
 	}
@@ -424,8 +424,8 @@ func TestFireDrillInterruptedIsCleanedAtStart(t *testing.T) {
 		return nil
 	})
 	var phase, failure string
-	h.app.DB.Gorm().Raw(`SELECT phase FROM drills`).Scan(&phase)
-	h.app.DB.Gorm().Raw(`SELECT failure FROM drills`).Scan(&failure)
+	h.sql().Raw(`SELECT phase FROM drills`).Scan(&phase)
+	h.sql().Raw(`SELECT failure FROM drills`).Scan(&failure)
 	if phase != "failed" || !strings.Contains(failure, "interrupted") {
 		t.Errorf("the interrupted drill: %s %q, want failed, interrupted", phase, failure)
 	}

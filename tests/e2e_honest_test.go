@@ -313,7 +313,7 @@ func lostAnswerFlow(t *testing.T, h *harness, browserCtx context.Context, v e2eV
 		t.Fatalf("user %d has %d orders after one click, want 1", uid, got)
 	}
 	var orderID string
-	if err := h.app.DB.Gorm().Raw(`SELECT id::text FROM orders WHERE user_id = ?`, uid).Scan(&orderID).Error; err != nil {
+	if err := h.sql().Raw(`SELECT id::text FROM orders WHERE user_id = ?`, uid).Scan(&orderID).Error; err != nil {
 		t.Fatal(err)
 	}
 	h.mu.Lock()

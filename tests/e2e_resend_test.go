@@ -114,7 +114,7 @@ func resendCheckOrder(t *testing.T, h *harness, b *e2eTab, s saleIDs, uid int64)
 		t.Fatalf("user %d has %d orders after one click, want 1", uid, got)
 	}
 	var id string
-	if err := h.app.DB.Gorm().Raw(`SELECT id::text FROM orders WHERE user_id = ? AND status = 'PENDING'`, uid).Scan(&id).Error; err != nil || id == "" {
+	if err := h.sql().Raw(`SELECT id::text FROM orders WHERE user_id = ? AND status = 'PENDING'`, uid).Scan(&id).Error; err != nil || id == "" {
 		t.Fatalf("the shopper's PENDING order: %q, %v", id, err)
 	}
 	if box := b.boxOrders(); len(box) != 1 || box[0].ID != id {

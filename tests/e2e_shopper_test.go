@@ -287,7 +287,7 @@ func (c *shopperRun) orderPageAndPayingTooLate() {
 	b.do("back to the sale page", chromedp.Navigate(saleURL))
 	b.waitFor("the order box is back with both orders", 10*time.Second,
 		`window.__shop.orders().length === 2 && window.__shop.orders()[1].pay === 'Pay now · ¥10.00'`)
-	h.app.DB.Gorm().Exec(`UPDATE orders SET pay_by = now() - interval '1 second' WHERE id = ?`, first.ID)
+	h.sql().Exec(`UPDATE orders SET pay_by = now() - interval '1 second' WHERE id = ?`, first.ID)
 	b.clickUntil("pay for item 0 too late", e2eOrderButton(first.ID, "pay-button"),
 		`e.text(e.q('message')) !== '' || window.__shop.orders()[1].status === 'EXPIRED'`)
 	b.waitFor("the page says the order expired", 10*time.Second,

@@ -156,7 +156,7 @@ func newInstance(t *testing.T, shared *harness, o instanceOpts) *harness {
 	}
 	a.Start(context.Background(), true, false)
 	srv := httptest.NewServer(a.Handler)
-	h := &harness{t: t, cfg: cfg, env: env, app: a, srv: srv, redis: shared.redis, natsDir: dir,
+	h := &harness{t: t, cfg: cfg, env: env, app: a, srv: srv, redis: shared.redis, natsDir: dir, db: testenv.SQL(t, cfg.DatabaseURL),
 		client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256}}}
 	t.Cleanup(func() {
 		srv.Close()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"gorm.io/gorm"
 	"io"
 	"log/slog"
 	"net/http"
@@ -35,6 +36,7 @@ type harness struct {
 	redis   *testenv.RedisServer
 	client  *http.Client
 	natsDir string
+	db      *gorm.DB // the test's own connection to Postgres (sql)
 
 	mu    sync.Mutex
 	acked []string // every order id answered 202
@@ -96,7 +98,7 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 	}
 	a.Start(context.Background(), !o.noWriter, !o.noKeeper)
 	srv := httptest.NewServer(a.Handler)
-	h := &harness{t: t, cfg: cfg, env: env, app: a, srv: srv, redis: rs, natsDir: dir,
+	h := &harness{t: t, cfg: cfg, env: env, app: a, srv: srv, redis: rs, natsDir: dir, db: testenv.SQL(t, cfg.DatabaseURL),
 		client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 256}}}
 	t.Cleanup(func() {
 		srv.Close()
@@ -305,7 +307,7 @@ func (h *harness) reconcile(saleID int64) (string, error) {
 func (h *harness) sqlInt(query string, args ...any) int64 {
 	h.t.Helper()
 	var n int64
-	if err := h.app.DB.Gorm().Raw(query, args...).Scan(&n).Error; err != nil {
+	if err := h.sql().Raw(query, args...).Scan(&n).Error; err != nil {
 		h.t.Fatalf("%s: %v", query, err)
 	}
 	return n
@@ -319,3 +321,7 @@ func (h *harness) redisStock(s saleIDs, itemID int64) int64 {
 	}
 	return n
 }
+
+// sql is the test's own connection to the instance's Postgres: the source of truth, read and
+// changed directly (the program's connection is its own).
+func (h *harness) sql() *gorm.DB { return h.db }

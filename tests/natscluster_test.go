@@ -270,7 +270,7 @@ func checkAckedLiveOnce(t *testing.T, a *harness, s saleIDs, acked []string, acc
 		Status string
 		N      int
 	}
-	if err := a.app.DB.Gorm().Raw(`SELECT id, min(status) AS status, count(*) AS n FROM orders WHERE sale_id = ? GROUP BY id`, s.sale).Scan(&rows).Error; err != nil {
+	if err := a.sql().Raw(`SELECT id, min(status) AS status, count(*) AS n FROM orders WHERE sale_id = ? GROUP BY id`, s.sale).Scan(&rows).Error; err != nil {
 		t.Fatal(err)
 	}
 	live := map[string]bool{}

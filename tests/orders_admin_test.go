@@ -22,7 +22,7 @@ import (
 // invariants are untouched; they make a sale with thousands of orders cheaply.
 func (h *harness) insertFailedOrders(s saleIDs, n int, firstUser int64) {
 	h.t.Helper()
-	err := h.app.DB.Gorm().Exec(`INSERT INTO orders (id, item_id, sale_id, user_id, status, reserved_at, pay_by, seq, failure)
+	err := h.sql().Exec(`INSERT INTO orders (id, item_id, sale_id, user_id, status, reserved_at, pay_by, seq, failure)
 		SELECT gen_random_uuid(), ?, ?, ? + g, 'FAILED', now() - interval '1 hour' + g * interval '1 millisecond', now(), 0, 'test'
 		FROM generate_series(1, ?) g`, s.items[0], s.sale, firstUser, n).Error
 	if err != nil {
@@ -361,7 +361,7 @@ func TestWriterThroughput(t *testing.T) {
 func TestAdminSaleOrdersByUsername(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{})
-	g := h.app.DB.Gorm()
+	g := h.sql()
 	if err := g.Exec(`INSERT INTO users (id, username, password_hash, role) VALUES
 		(701, 'Alice.W', 'x', 'shopper'), (702, 'bob', 'x', 'shopper'), (703, 'alice', 'x', 'shopper')`).Error; err != nil {
 		t.Fatalf("insert users: %v", err)

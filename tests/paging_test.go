@@ -17,7 +17,7 @@ func TestSalesListingPages(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{noWriter: true})
 	// 60 sales straight into Postgres (the listing reads Postgres), starting one minute apart.
-	err := h.app.DB.Gorm().Exec(`INSERT INTO sales (merchant_id, name, starts_at, ends_at)
+	err := h.sql().Exec(`INSERT INTO sales (merchant_id, name, starts_at, ends_at)
 		SELECT 9000, 'listed ' || g, now() + g * interval '1 minute', now() + interval '1 day'
 		FROM generate_series(1, 60) g`).Error
 	if err != nil {
@@ -69,7 +69,7 @@ func TestSalesListingPages(t *testing.T) {
 func TestKeeperPagesThroughEverySale(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{noWriter: true})
-	err := h.app.DB.Gorm().Exec(`INSERT INTO sales (merchant_id, name, starts_at, ends_at)
+	err := h.sql().Exec(`INSERT INTO sales (merchant_id, name, starts_at, ends_at)
 		SELECT 9000, 'crowd ' || g, now() - interval '1 hour', now() + interval '1 day'
 		FROM generate_series(1, 1100) g`).Error
 	if err != nil {
@@ -102,7 +102,7 @@ func TestKeeperPagesThroughEverySale(t *testing.T) {
 func TestEndedSalesPages(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{noWriter: true})
-	err := h.app.DB.Gorm().Exec(`INSERT INTO sales (merchant_id, name, starts_at, ends_at)
+	err := h.sql().Exec(`INSERT INTO sales (merchant_id, name, starts_at, ends_at)
 		SELECT 9000, 'ended ' || g, now() - interval '2 days', now() - g * interval '1 minute'
 		FROM generate_series(1, 25) g`).Error
 	if err != nil {

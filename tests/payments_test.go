@@ -67,7 +67,7 @@ func (h *harness) latePayment(orderID, bearer string) {
 
 func (h *harness) exec(query string, args ...any) {
 	h.t.Helper()
-	if err := h.app.DB.Gorm().Exec(query, args...).Error; err != nil {
+	if err := h.sql().Exec(query, args...).Error; err != nil {
 		h.t.Fatalf("%s: %v", query, err)
 	}
 }
@@ -86,7 +86,7 @@ func (h *harness) ownPayment(eventID, orderID, paymentID string, cents int64) pa
 func (h *harness) sqlStr(query string, args ...any) string {
 	h.t.Helper()
 	var s *string
-	if err := h.app.DB.Gorm().Raw(query, args...).Scan(&s).Error; err != nil {
+	if err := h.sql().Raw(query, args...).Scan(&s).Error; err != nil {
 		h.t.Fatalf("%s: %v", query, err)
 	}
 	if s == nil {

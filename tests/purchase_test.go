@@ -249,7 +249,7 @@ func TestOrderLifecycleAndPayment(t *testing.T) {
 	// (the answer and the state agree, at once).
 	r = h.buy(bob, s.items[0], h.purchaseToken(bob, s.sale))
 	h.drain(s)
-	h.app.DB.Gorm().Exec(`UPDATE orders SET pay_by = now() - interval '1 second' WHERE id = ?`, r.str("orderId"))
+	h.sql().Exec(`UPDATE orders SET pay_by = now() - interval '1 second' WHERE id = ?`, r.str("orderId"))
 	if p := h.do("POST", "/api/flash-sales/orders/"+r.str("orderId")+"/pay", bob, nil); p.Status != http.StatusConflict || p.str("error") != "EXPIRED" {
 		t.Errorf("pay after the window: %d %s, want 409 EXPIRED", p.Status, p.Raw)
 	}
@@ -387,7 +387,7 @@ func TestRefusedOrderIsDeadLettered(t *testing.T) {
 		}
 		orders = append(orders, r.str("orderId"))
 	}
-	h.app.DB.Gorm().Exec(`UPDATE items SET quantity = 3 WHERE id = ?`, s.items[0])
+	h.sql().Exec(`UPDATE items SET quantity = 3 WHERE id = ?`, s.items[0])
 	h.app.Start(context.Background(), true, false)
 	h.drain(s)
 

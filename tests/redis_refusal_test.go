@@ -130,7 +130,7 @@ func buyQueued(h *harness, s saleIDs, n int) []string {
 func (h *harness) orderOf(id string) string {
 	h.t.Helper()
 	var st string
-	if err := h.app.DB.Gorm().Raw(`SELECT status FROM orders WHERE id = ?`, id).Scan(&st).Error; err != nil {
+	if err := h.sql().Raw(`SELECT status FROM orders WHERE id = ?`, id).Scan(&st).Error; err != nil {
 		h.t.Fatalf("order %s: %v", id, err)
 	}
 	return st

@@ -152,7 +152,7 @@ func rcSaleFlow(t *testing.T, a, b *harness, s saleIDs, base int64) {
 	if c := a.do("POST", "/api/flash-sales/orders/"+bobOrder+"/cancel", bob, nil); c.Status != http.StatusOK {
 		t.Fatalf("cancel: %d %s", c.Status, c.Raw)
 	}
-	a.app.DB.Gorm().Exec(`UPDATE orders SET pay_by = now() - interval '1 second' WHERE id = ?`, daveOrder)
+	a.sql().Exec(`UPDATE orders SET pay_by = now() - interval '1 second' WHERE id = ?`, daveOrder)
 	// The cancel and the expiry (the keeper's) give each unit back to the sale's master.
 	testenv.Eventually(t, 10*time.Second, fmt.Sprintf("sale %d: units back after a cancel and an expiry", s.sale), func() error {
 		if s0, s1 := a.redisStock(s, s.items[0]), a.redisStock(s, s.items[1]); s0 != 1 || s1 != 1 {

@@ -148,7 +148,7 @@ func returnAnOrphanUnit(t *testing.T, a *harness, s saleIDs) {
 	t.Helper()
 	item := s.items[0]
 	orphan := purchase.NewOrderID(item, time.Now())
-	a.app.DB.Gorm().Exec(`UPDATE items SET quantity = quantity + 1 WHERE id = ?`, item)
+	a.sql().Exec(`UPDATE items SET quantity = quantity + 1 WHERE id = ?`, item)
 	a.app.Redis.Incr(context.Background(), store.StockKey(s.sale, item))
 	if _, err := a.app.Stock.Reserve(context.Background(), store.Attempt{SaleID: s.sale, ItemID: item, UserID: 3, OrderID: orphan, Nonce: "n",
 		TokenExpires: time.Now().Add(time.Minute)}); err != nil {

@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"gorm.io/gorm"
 	"io"
 	"net/http"
 	"os"
@@ -78,6 +79,7 @@ type cluster struct {
 	env     map[string]string // settings of every instance
 	rdb     redis.UniversalClient
 	db      *store.DB
+	sql     *gorm.DB // the scenario's own look at Postgres (testenv.SQL)
 	client  *http.Client
 	started time.Time
 }
@@ -264,6 +266,7 @@ func (c *cluster) openClients() {
 	if c.db, err = store.OpenDB(ctx, c.dsn, 4); err != nil {
 		t.Fatal(err)
 	}
+	c.sql = testenv.SQL(t, c.dsn)
 }
 
 // environ is the process environment of instance i (nil: the cluster's tool commands) with

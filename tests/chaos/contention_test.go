@@ -134,7 +134,7 @@ func scenarioPayVsExpiry(t *testing.T, r *result) {
 		var payBy time.Time
 		err := testenv.Poll(15*time.Second, testenv.PollInterval, func() error {
 			var rows []time.Time
-			if err := c.db.Gorm().Raw(`SELECT pay_by FROM orders WHERE id = ?`, id).Scan(&rows).Error; err != nil || len(rows) != 1 {
+			if err := c.sql.Raw(`SELECT pay_by FROM orders WHERE id = ?`, id).Scan(&rows).Error; err != nil || len(rows) != 1 {
 				return fmt.Errorf("%d rows, %v", len(rows), err)
 			}
 			payBy = rows[0]
@@ -337,7 +337,7 @@ func scenarioSkew(t *testing.T, r *result) {
 		t.Errorf("%d purchases answered 202 before the sale started", early)
 	}
 	var n int64
-	if err := c.db.Gorm().Raw(`SELECT count(*) FROM orders o JOIN items i ON i.id = o.item_id JOIN sales s ON s.id = i.sale_id
+	if err := c.sql.Raw(`SELECT count(*) FROM orders o JOIN items i ON i.id = o.item_id JOIN sales s ON s.id = i.sale_id
 		WHERE s.id = ? AND o.reserved_at < s.starts_at`, s.id).Scan(&n).Error; err != nil {
 		t.Fatal(err)
 	}

@@ -44,7 +44,7 @@ func scenarioDrawKill(t *testing.T, r *result) {
 	}
 	ctx := context.Background()
 	var closed bool
-	if err := c.db.Gorm().Raw(`SELECT draw_closed_at IS NOT NULL FROM sales WHERE id = ?`, s.id).Scan(&closed).Error; err != nil || !closed {
+	if err := c.sql.Raw(`SELECT draw_closed_at IS NOT NULL FROM sales WHERE id = ?`, s.id).Scan(&closed).Error; err != nil || !closed {
 		t.Fatalf("after the kill the draw is not decided in postgres (%v): the kill did not land between the decision and the apply", err)
 	}
 	if drawn := c.rdb.HGet(ctx, store.MetaKey(s.id), "drawn").Val(); drawn == "1" {
@@ -91,7 +91,7 @@ func scenarioDrawFailover(t *testing.T, r *result) {
 	starts := time.Now().Add(3 * time.Second)
 	s := c.createSaleWith(starts, map[string]any{"fairStartMillis": window}, 60)
 	ctx := context.Background()
-	tx := c.db.Gorm().WithContext(ctx).Begin()
+	tx := c.sql.WithContext(ctx).Begin()
 	if err := tx.Exec(`LOCK TABLE items IN EXCLUSIVE MODE`).Error; err != nil {
 		t.Fatalf("lock the items: %v", err)
 	}
@@ -118,7 +118,7 @@ func scenarioDrawFailover(t *testing.T, r *result) {
 	}
 	time.Sleep(time.Until(starts.Add(window*time.Millisecond + time.Second)))
 	var written int64
-	if err := c.db.Gorm().Raw(`SELECT count(*) FROM orders WHERE sale_id = ?`, s.id).Scan(&written).Error; err != nil || written != 0 {
+	if err := c.sql.Raw(`SELECT count(*) FROM orders WHERE sale_id = ?`, s.id).Scan(&written).Error; err != nil || written != 0 {
 		t.Errorf("%d entries written while the items were locked (%v): the scenario did not keep them in the queue", written, err)
 	}
 	unlock()
@@ -133,7 +133,7 @@ func scenarioDrawFailover(t *testing.T, r *result) {
 			ID, Status string
 			Failure    *string
 		}
-		if err := c.db.Gorm().Raw(`SELECT id::text, status, failure FROM orders WHERE sale_id = ?`, s.id).Scan(&rows).Error; err != nil {
+		if err := c.sql.Raw(`SELECT id::text, status, failure FROM orders WHERE sale_id = ?`, s.id).Scan(&rows).Error; err != nil {
 			return err
 		}
 		for _, o := range rows {

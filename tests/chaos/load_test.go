@@ -335,7 +335,7 @@ type pgOrder struct {
 }
 
 func (c *cluster) orders(ctx context.Context, saleID int64) ([]pgOrder, error) {
-	rows, err := c.db.Gorm().WithContext(ctx).Raw(
+	rows, err := c.sql.WithContext(ctx).Raw(
 		`SELECT o.id::text, o.status, o.user_id FROM orders o JOIN items i ON i.id = o.item_id WHERE i.sale_id = ?`, saleID).Rows()
 	if err != nil {
 		return nil, err

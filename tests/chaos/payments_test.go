@@ -84,7 +84,7 @@ func scenarioStripeFaults(t *testing.T, r *result) {
 			switch {
 			case err == nil && a.status == http.StatusOK:
 				var rows []string
-				_ = c.db.Gorm().Raw(`SELECT session_id FROM checkouts WHERE order_id = ?`, id).Scan(&rows).Error
+				_ = c.sql.Raw(`SELECT session_id FROM checkouts WHERE order_id = ?`, id).Scan(&rows).Error
 				if len(rows) == 1 {
 					session = rows[0]
 				}
@@ -99,7 +99,7 @@ func scenarioStripeFaults(t *testing.T, r *result) {
 			return
 		}
 		var payBy time.Time
-		_ = c.db.Gorm().Raw(`SELECT pay_by FROM orders WHERE id = ?`, id).Scan(&payBy).Error
+		_ = c.sql.Raw(`SELECT pay_by FROM orders WHERE id = ?`, id).Scan(&payBy).Error
 		paid := func(session, pi string, amount int64) {
 			stripe.Session(session, testenv.StripeSession{Status: "complete", PaymentStatus: "paid", PaymentIntent: pi,
 				AmountTotal: amount, Currency: "cny", ClientReferenceID: id})
@@ -144,7 +144,7 @@ func scenarioStripeFaults(t *testing.T, r *result) {
 		for session, order := range taken {
 			var got struct{ Paid, Refunded, Conflict int64 }
 			st, _ := stripe.SessionState(session)
-			_ = c.db.Gorm().Raw(`SELECT
+			_ = c.sql.Raw(`SELECT
 					(SELECT count(*) FROM orders WHERE id = ?::uuid AND status = 'PAID' AND payment_id = ?) AS paid,
 					(SELECT count(*) FROM orders WHERE id = ?::uuid AND payment_status = 'refunded' AND payment_id = ? AND refund_id IS NOT NULL) AS refunded,
 					(SELECT count(*) FROM payment_conflicts WHERE session_id = ? AND state = 'refunded') AS conflict`,
@@ -166,7 +166,7 @@ func scenarioStripeFaults(t *testing.T, r *result) {
 	// Stripe's sessions, every tenth reconciliation).
 	err := testenv.Poll(120*time.Second, 500*time.Millisecond, func() error {
 		var open struct{ Pending, RefundsDue, ConflictsDue int64 }
-		if err := c.db.Gorm().Raw(`SELECT
+		if err := c.sql.Raw(`SELECT
 				(SELECT count(*) FROM orders WHERE sale_id = ? AND status = 'PENDING') AS pending,
 				(SELECT count(*) FROM orders WHERE sale_id = ? AND payment_status = 'refunded' AND refund_id IS NULL AND refund_failure IS NULL) AS refunds_due,
 				(SELECT count(*) FROM payment_conflicts WHERE sale_id = ? AND state = 'refund_due') AS conflicts_due`, s.id, s.id, s.id).Scan(&open).Error; err != nil {

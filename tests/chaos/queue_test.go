@@ -192,7 +192,7 @@ func (c *cluster) sellAWaveToLose(t *testing.T, l *ledger, s sale) (lostWave []s
 		return nil
 	})
 	lostWave = all[before:]
-	if err := c.db.Gorm().Raw(`SELECT COALESCE(max(max_seq), 0) FROM items WHERE sale_id = ?`, s.id).Scan(&pgMaxAtLoss).Error; err != nil {
+	if err := c.sql.Raw(`SELECT COALESCE(max(max_seq), 0) FROM items WHERE sale_id = ?`, s.id).Scan(&pgMaxAtLoss).Error; err != nil {
 		t.Fatal(err)
 	}
 	// the instances that remember seqs stop, just before the loss
@@ -269,7 +269,7 @@ func (c *cluster) checkNoSeqTwice(t *testing.T, r *result, s sale) {
 		Seq int64
 		N   int64
 	}
-	if err := c.db.Gorm().WithContext(ctx).Raw(`SELECT o.seq AS seq, count(*) AS n FROM orders o JOIN items i ON i.id = o.item_id
+	if err := c.sql.WithContext(ctx).Raw(`SELECT o.seq AS seq, count(*) AS n FROM orders o JOIN items i ON i.id = o.item_id
 		WHERE i.sale_id = ? AND o.seq > 0 GROUP BY o.seq HAVING count(*) > 1`, s.id).Scan(&dups).Error; err != nil {
 		t.Fatal(err)
 	}

@@ -116,7 +116,7 @@ func itemOfShoppers(shoppers []shopper) map[int64]int64 {
 // soldInPostgres is the item's sold count in Postgres.
 func (c *cluster) soldInPostgres(t *testing.T, item0 int64) int64 {
 	var pgSold0 int64
-	if err := c.db.Gorm().Raw(`SELECT sold FROM items WHERE id = ?`, item0).Scan(&pgSold0).Error; err != nil {
+	if err := c.sql.Raw(`SELECT sold FROM items WHERE id = ?`, item0).Scan(&pgSold0).Error; err != nil {
 		t.Fatal(err)
 	}
 	return pgSold0
@@ -189,7 +189,7 @@ func (c *cluster) unwrittenAtLoss(t *testing.T, ackedAtLoss []string) []string {
 func (c *cluster) checkRefusedEditsWait(t *testing.T, r *result, s sale) float64 {
 	item0 := s.items[0]
 	var qty int64
-	if err := c.db.Gorm().Raw(`SELECT quantity FROM items WHERE id = ?`, item0).Scan(&qty).Error; err != nil || qty != 1000 {
+	if err := c.sql.Raw(`SELECT quantity FROM items WHERE id = ?`, item0).Scan(&qty).Error; err != nil || qty != 1000 {
 		r.Violations++
 		t.Errorf("item 0's quantity after the refused cut: %d (%v), want 1000", qty, err)
 	}
