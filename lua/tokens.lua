@@ -27,17 +27,10 @@ for i = 4, #ARGV - 1, 2 do
   back[ARGV[i]] = (back[ARGV[i]] or 0) + tonumber(ARGV[i + 1])
 end
 local outstanding = 0
+if redis.call('HGET', KEYS[1], 'epoch') ~= m[1] then
+  redis.call('DEL', KEYS[1]) -- counted under an older load of the sale: a rebuild starts afresh
+end
 local fields = redis.call('HGETALL', KEYS[1])
-local fresh = true
-for i = 1, #fields, 2 do
-  if fields[i] == 'epoch' and fields[i + 1] ~= m[1] then
-    fresh = false
-  end
-end
-if not fresh then
-  redis.call('DEL', KEYS[1])
-  fields = {}
-end
 for i = 1, #fields, 2 do
   local f = fields[i]
   if f ~= 'epoch' then

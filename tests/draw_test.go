@@ -35,13 +35,7 @@ type drawShopper struct {
 // a time, once the sale has started.
 func drawShoppers(h *harness, saleID, first int64, n int) []*drawShopper {
 	h.t.Helper()
-	out := make([]*drawShopper, n)
-	for i := range out {
-		u := first + int64(i)
-		out[i] = &drawShopper{user: u, bearer: h.token(u, auth.RoleShopper)}
-	}
-	parallel(32, len(out), func(i int) { out[i].ptoken = h.purchaseToken(out[i].bearer, saleID) })
-	return out
+	return drawShoppersFetching(h, first, n, func(sh *drawShopper) { sh.ptoken = h.purchaseToken(sh.bearer, saleID) })
 }
 
 // drawShoppersAsFound is drawShoppers for a sale without a fair start, where the token budget
@@ -49,20 +43,26 @@ func drawShoppers(h *harness, saleID, first int64, n int) []*drawShopper {
 // and buys nothing.
 func drawShoppersAsFound(h *harness, saleID, first int64, n int) []*drawShopper {
 	h.t.Helper()
+	return drawShoppersFetching(h, first, n, func(sh *drawShopper) {
+		r := h.tokenAttempt(sh.bearer, saleID)
+		switch {
+		case r.Status == http.StatusOK:
+			sh.ptoken = r.str("purchaseToken")
+		case r.Status != http.StatusGone || r.str("error") != "SOLD_OUT":
+			h.t.Errorf("purchase token: %d %s, want 200 or 410 SOLD_OUT", r.Status, r.Raw)
+		}
+	})
+}
+
+// drawShoppersFetching signs n shoppers in (user ids from first) and runs fetch for each, 32 at
+// a time.
+func drawShoppersFetching(h *harness, first int64, n int, fetch func(*drawShopper)) []*drawShopper {
 	out := make([]*drawShopper, n)
 	for i := range out {
 		u := first + int64(i)
 		out[i] = &drawShopper{user: u, bearer: h.token(u, auth.RoleShopper)}
 	}
-	parallel(32, len(out), func(i int) {
-		r := h.tokenAttempt(out[i].bearer, saleID)
-		switch {
-		case r.Status == http.StatusOK:
-			out[i].ptoken = r.str("purchaseToken")
-		case r.Status != http.StatusGone || r.str("error") != "SOLD_OUT":
-			h.t.Errorf("purchase token: %d %s, want 200 or 410 SOLD_OUT", r.Status, r.Raw)
-		}
-	})
+	parallel(32, len(out), func(i int) { fetch(out[i]) })
 	return out
 }
 

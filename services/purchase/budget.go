@@ -55,8 +55,8 @@ type tokenBlocks struct {
 	ttl    time.Duration
 	now    func() time.Time
 	log    *slog.Logger
-	blocks sync.Map     // sale id -> *tokenBlock
-	warned atomic.Int64 // Unix ns of the last warning about a budget not asked
+	blocks sync.Map // sale id -> *tokenBlock
+	warns  throttle // the warnings about a budget not asked
 }
 
 // tokenBlock is one sale's block: n tokens left to hand out, each expiring at exp, until until;
@@ -93,11 +93,37 @@ func (b *tokenBlocks) unused(saleID int64, exp time.Time, nonce string) {
 		return
 	}
 	if blk.seen == nil {
-		blk.seen, blk.back = map[string]time.Time{}, map[time.Time]int{}
+		blk.seen = map[string]time.Time{}
+	}
+	if blk.back == nil {
+		blk.back = map[time.Time]int{}
 	}
 	blk.seen[nonce] = exp
 	blk.back[exp]++
 	blk.spentUntil.Store(0) // a place may be free: the next request asks
+}
+
+// handBack empties the block for the next grant and returns what goes back with it: the tokens
+// of the block not handed out and those refused before they were used (unused), by expiry.
+// Whether the grant then succeeds or not, none of them is handed out again (a grant that
+// failed leaves them counted until they expire); the memory of the refused ones' nonces keeps
+// only those not expired at now.
+func (blk *tokenBlock) handBack(now time.Time) map[time.Time]int {
+	back := blk.back
+	if blk.n > 0 {
+		if back == nil {
+			back = map[time.Time]int{}
+		}
+		back[blk.exp] += blk.n
+	}
+	blk.n, blk.back = 0, nil
+	blk.empty.Store(true)
+	for nonce, exp := range blk.seen {
+		if !now.Before(exp) {
+			delete(blk.seen, nonce)
+		}
+	}
+	return back
 }
 
 // spent reports whether the sale's budget was found spent a moment ago: the token gate refuses
@@ -165,26 +191,8 @@ func (b *tokenBlocks) take(ctx context.Context, sale shop.Sale, userID int64, dr
 	for i, it := range sale.Items {
 		items[i] = it.ID
 	}
-	back := blk.back
-	if blk.n > 0 {
-		if back == nil {
-			back = map[time.Time]int{}
-		}
-		back[blk.exp] += blk.n
-	}
 	g, err := b.budget.GrantTokens(ctx, store.TokenGrant{SaleID: sale.ID, UserID: userID, Items: items, Want: tokenBlockSize,
-		TTL: b.ttl, SlackPercent: tokenSlackPercent, GiveBack: back})
-	// given back, or (an error) left to expire: counted until then, never handed out twice
-	blk.n = 0
-	blk.empty.Store(true)
-	if len(blk.back) > 0 {
-		blk.back = map[time.Time]int{}
-	}
-	for nonce, exp := range blk.seen {
-		if !now.Before(exp) {
-			delete(blk.seen, nonce)
-		}
-	}
+		TTL: b.ttl, SlackPercent: tokenSlackPercent, GiveBack: blk.handBack(now)})
 	switch {
 	case err != nil:
 		return b.unjudged(sale.ID, err), nil
@@ -208,7 +216,7 @@ func (b *tokenBlocks) take(ctx context.Context, sale shop.Sale, userID int64, dr
 // unjudged logs a budget that could not be asked and returns a full lifetime.
 func (b *tokenBlocks) unjudged(saleID int64, err error) time.Time {
 	now := b.now()
-	if last := b.warned.Load(); now.UnixNano()-last >= int64(10*time.Second) && b.warned.CompareAndSwap(last, now.UnixNano()) {
+	if b.warns.allow(now, 10*time.Second) {
 		b.log.Warn("token budget not asked; tokens are handed out without it (said at most every 10 s)", "sale", saleID, "err", err)
 	}
 	return now.Add(b.ttl)

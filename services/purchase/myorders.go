@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"slices"
-	"sync/atomic"
 	"time"
 
 	"github.com/flashsale/flashsale/services/internal/ttlcache"
@@ -55,8 +54,8 @@ type queuedOrder struct {
 
 // myOrdersState is what "my orders" keeps between calls.
 type myOrdersState struct {
-	open     *ttlcache.Cache[int64, []openSale] // keyed by the highest sale id known when read
-	lastWarn atomic.Int64                       // Unix ns of the last warning about a failed lookup
+	open  *ttlcache.Cache[int64, []openSale] // keyed by the highest sale id known when read
+	warns throttle                           // the warnings about a failed lookup
 }
 
 func newMyOrdersState(now func() time.Time) *myOrdersState {
@@ -183,9 +182,7 @@ func withQueued(rows []store.OrderDetail, queued []queuedOrder) []shop.OrderView
 // warnQueued logs a failed QUEUED lookup, at most once every ten seconds (every poll would
 // otherwise log it while a Redis node is down).
 func (p *Purchases) warnQueued(msg string, err error) {
-	now := time.Now().UnixNano()
-	last := p.mine.lastWarn.Load()
-	if now-last < int64(10*time.Second) || !p.mine.lastWarn.CompareAndSwap(last, now) {
+	if !p.mine.warns.allow(time.Now(), 10*time.Second) {
 		return
 	}
 	p.log.Warn("my orders: "+msg+"; listed without them", "err", err)
